@@ -1,0 +1,34 @@
+/*
+ * rtdir.h - the private runtime directory where the sockets live.
+ *
+ * Resolution order: an explicit path (the --runtime-dir flag), then
+ * $IGNIS_RUNTIME_DIR, then $XDG_RUNTIME_DIR/ignis, then /tmp/ignis-$UID.
+ * The directory is created with mode 0700 and must belong to the caller and
+ * be reachable by nobody else: a directory that exists with wider permissions
+ * or another owner is refused (the sockets inside are the system's control
+ * plane).
+ */
+#ifndef IGNIS_COMMON_RTDIR_H
+#define IGNIS_COMMON_RTDIR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+
+/* Longest runtime directory path: a sun_path holds 108 bytes with the socket
+ * name ("/gpu-worker.sock") and the "ipc://" prefix is not part of it. */
+#define RTDIR_PATH_MAX 90
+
+/* Resolve the directory into `out` (RTDIR_PATH_MAX + 1 bytes). `flag` may be
+ * NULL. Does not touch the file system. */
+int rtdir_resolve(const char *flag, char *out, size_t cap, struct ig_errbuf *eb);
+
+/* Create `dir` (and missing parents' last component only) with mode 0700, or
+ * check an existing one: owned by us, not group/other accessible. */
+int rtdir_prepare(const char *dir, struct ig_errbuf *eb);
+
+/* Join `dir` and `name` into `out`; errors when it does not fit. */
+int rtdir_path(const char *dir, const char *name, char *out, size_t cap, struct ig_errbuf *eb);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * backend.c - which compute backends this build has, probed at start.
+ *
+ * The only `#if IGNIS_HAVE_CUDA` of the worker: everything CUDA-specific
+ * outside kernels/ is reached through this file.
+ */
+#include <stdio.h>
+
+#include "backend.h"
+#include "version.h"
+
+#if IGNIS_HAVE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+/* Each probe stands alone: a failure is reported in the event and the next
+ * probe still runs. Only the first error goes into "cuda_error". */
+static void cuda_ready_fields(struct ev *e)
+{
+	const char *err = NULL;
+	cudaError_t rc;
+	int rt = 0, ndev = 0;
+	int major = 0, minor = 0, patch = 0;
+	char ver[48];
+
+	rc = cudaRuntimeGetVersion(&rt);
+	if (rc == cudaSuccess)
+		ev_i64(e, "cuda_runtime_version", rt);
+	else
+		err = cudaGetErrorString(rc);
+
+	/* cublasGetProperty needs no handle and no device. */
+	if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+	    cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+	    cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS) {
+		snprintf(ver, sizeof(ver), "%d.%d.%d", major, minor, patch);
+		ev_str(e, "cublas_version", ver);
+	}
+
+	rc = cudaGetDeviceCount(&ndev);
+	if (rc != cudaSuccess) {
+		ndev = 0;
+		if (!err)
+			err = cudaGetErrorString(rc);
+	}
+	ev_i64(e, "cuda_devices", ndev);
+	if (err)
+		ev_str(e, "cuda_error", err);
+}
+#endif
+
+void backend_ready_fields(struct ev *e)
+{
+#if IGNIS_HAVE_CUDA
+	ev_str(e, "backends", "cpu,cuda");
+	cuda_ready_fields(e);
+#else
+	ev_str(e, "backends", "cpu");
+#endif
+}

@@ -1,0 +1,226 @@
+/*
+ * msg.h - the Ignis control protocol: every message type declared once.
+ *
+ * On the wire a message is one msgpack map:
+ *
+ *   key   msgpack type   meaning
+ *   "t"   uint           message type (MSG_TYPES below; never renumber)
+ *   "v"   uint           protocol version (MSG_PROTO_VERSION)
+ *   ...   per field      the type's fields, in declaration order
+ *
+ * The declaration tables below are the single source of truth: they generate
+ * the C structs, the descriptors that the one generic encoder and decoder
+ * walk, the limits, and the golden and malformed-input tests. Adding a field
+ * or a type is an edit here and nowhere else (plus a bump of
+ * MSG_PROTO_VERSION when an existing type changes).
+ *
+ * Decoding is strict: exactly one msgpack map filling the whole buffer; "t"
+ * and "v" present and unsigned; the version equal to ours; a known type;
+ * every declared field present once, of its kind, inside its limits; no other
+ * key. Any violation returns a typed IG_E_PROTO_* code with a message naming
+ * the message, the field and what was accepted. The decoder never reads past
+ * the buffer and never allocates more than a bounded multiple of its length.
+ */
+#ifndef IGNIS_PROTO_MSG_H
+#define IGNIS_PROTO_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define MSG_PROTO_VERSION 1u
+/* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
+ * Every declared type fits at its limits: a unit test checks the bound. */
+#define MSG_MAX_BYTES (64u * 1024u)
+/* Deepest nesting of msgpack containers accepted (a message map holding an
+ * array of record maps is depth 3). */
+#define MSG_MAX_DEPTH 4
+
+/* Field kinds. On the wire: U64 a msgpack uint (lo..hi), BOOL a msgpack
+ * boolean, STR a msgpack str of lo..hi bytes of UTF-8 without NUL, ARR a
+ * msgpack array of lo..hi record maps. */
+enum msg_kind { MSG_K_U64 = 1, MSG_K_BOOL = 2, MSG_K_STR = 3, MSG_K_ARR = 4 };
+
+/* A string view. After msg_decode it points into the decoded buffer and is
+ * valid while that buffer lives; it is not NUL-terminated. */
+struct msg_str {
+	const char *p;
+	uint32_t n;
+};
+
+#define MSG_ROLE_MAX 32
+
+/*
+ * Records: maps nested inside messages (elements of ARR fields).
+ * F(record, kind, name, lo, hi, sub): sub names the record of an ARR field
+ * and is `_` otherwise.
+ */
+#define MSG_RECORDS(X) X(proc, "one supervised process in a status reply")
+
+#define MSG_FIELDS_proc(F, R)                                                          \
+	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                            \
+	F(R, U64, pid, 0, INT32_MAX, _)                                                \
+	F(R, STR, state, 1, 16, _)                                                     \
+	F(R, U64, uptime_ms, 0, UINT64_MAX, _)                                         \
+	F(R, U64, restarts, 0, UINT32_MAX, _)
+
+/*
+ * Messages: X(NAME, type number, name, doc). On the wire: never renumber.
+ * Every message declares at least one field.
+ */
+#define MSG_TYPES(X)                                                                   \
+	X(HELLO, 1, hello, "greeting after connect: who the sender is")               \
+	X(PING, 2, ping, "liveness probe; answered by pong with the same seq")        \
+	X(PONG, 3, pong, "answer to ping")                                             \
+	X(SHUTDOWN, 4, shutdown, "ask the receiver to stop cleanly; answered by ack") \
+	X(ACK, 5, ack, "a request of type `of` was accepted")                         \
+	X(ERROR, 6, error, "a request failed: IG_E_* code and human message")         \
+	X(STATUS, 7, status, "ask the supervisor for its process table")             \
+	X(STATUS_REPLY, 8, status_reply, "the supervisor's process table")
+
+#define MSG_FIELDS_hello(F, R)                                                         \
+	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                            \
+	F(R, U64, pid, 1, INT32_MAX, _)                                                \
+	F(R, STR, build, 0, 64, _)
+
+#define MSG_FIELDS_ping(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_pong(F, R)                                                          \
+	F(R, U64, seq, 0, UINT64_MAX, _)                                               \
+	F(R, U64, uptime_ms, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_shutdown(F, R) F(R, STR, reason, 0, 256, _)
+
+#define MSG_FIELDS_ack(F, R) F(R, U64, of, 1, UINT32_MAX, _)
+
+#define MSG_FIELDS_error(F, R)                                                         \
+	F(R, U64, code, 0, UINT32_MAX, _)                                              \
+	F(R, STR, message, 0, 1024, _)
+
+#define MSG_FIELDS_status(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_status_reply(F, R)                                                  \
+	F(R, U64, seq, 0, UINT64_MAX, _)                                               \
+	F(R, ARR, procs, 0, 8, proc)
+
+/* ---- generated: C types ------------------------------------------------- */
+
+#define MSG__CTYPE_U64(name, hi, sub) uint64_t name;
+#define MSG__CTYPE_BOOL(name, hi, sub) bool name;
+#define MSG__CTYPE_STR(name, hi, sub) struct msg_str name;
+#define MSG__CTYPE_ARR(name, hi, sub)                                                  \
+	struct {                                                                       \
+		uint32_t n;                                                            \
+		struct msg_##sub v[hi];                                                \
+	} name;
+#define MSG__MEMBER(R, kind, name, lo, hi, sub) MSG__CTYPE_##kind(name, hi, sub)
+
+#define MSG__REC_STRUCT(rec, doc)                                                      \
+	struct msg_##rec {                                                             \
+		MSG_FIELDS_##rec(MSG__MEMBER, rec)                                     \
+	};
+MSG_RECORDS(MSG__REC_STRUCT)
+
+#define MSG__TYPE_STRUCT(NAME, num, name, doc)                                         \
+	struct msg_##name {                                                            \
+		MSG_FIELDS_##name(MSG__MEMBER, name)                                   \
+	};
+MSG_TYPES(MSG__TYPE_STRUCT)
+
+enum msg_type {
+#define MSG__TYPE_ENUM(NAME, num, name, doc) MSG_##NAME = num,
+	MSG_TYPES(MSG__TYPE_ENUM)
+#undef MSG__TYPE_ENUM
+};
+
+struct msg {
+	uint32_t type;    /* enum msg_type */
+	uint32_t version; /* set by msg_decode; msg_encode always sends ours */
+	union {
+#define MSG__UNION_MEMBER(NAME, num, name, doc) struct msg_##name name;
+		MSG_TYPES(MSG__UNION_MEMBER)
+#undef MSG__UNION_MEMBER
+	} u;
+};
+
+/* ---- descriptors --------------------------------------------------------- */
+
+struct msg_rec;
+
+struct msg_field {
+	const char *name;
+	enum msg_kind kind;
+	size_t offset;     /* of the member; for ARR, of its count `n` */
+	size_t elems;      /* ARR: offset of the element array `v` */
+	uint64_t lo, hi;   /* U64: value; STR: bytes; ARR: element count */
+	const struct msg_rec *sub; /* ARR: the element record */
+};
+
+struct msg_rec {
+	const char *name;
+	const char *doc;
+	size_t size;
+	uint32_t nfields;
+	const struct msg_field *fields;
+};
+
+struct msg_desc {
+	uint32_t type;
+	struct msg_rec rec; /* the payload; rec.name is the message name */
+};
+
+/* Every message type, in declaration order. */
+extern const struct msg_desc msg_descs[];
+extern const size_t msg_ndescs;
+
+/* The descriptor of `type`, or NULL when the type is unknown. */
+const struct msg_desc *msg_desc_find(uint32_t type);
+/* "hello", or "unknown" */
+const char *msg_type_name(uint32_t type);
+/* Upper bound of the encoded size of a message of this type at its limits. */
+size_t msg_max_encoded(const struct msg_desc *d);
+
+/* ---- codec --------------------------------------------------------------- */
+
+/* Where encoded bytes go: return 0 on success, non-zero to abort encoding.
+ * (The same contract as msgpack-c's msgpack_packer_write.) */
+typedef int (*msg_write_fn)(void *ctx, const char *buf, size_t len);
+
+/* Encode `m` (its type and payload; the version is always ours). Refuses a
+ * message that would not decode: unknown type, values outside their limits,
+ * strings that are not UTF-8. Nothing is written on refusal. */
+int msg_encode(const struct msg *m, msg_write_fn write, void *ctx, struct ig_errbuf *eb);
+
+/* Decode `len` bytes at `buf` into `out`. String views in `out` point into
+ * `buf`. On IG_E_PROTO_VERSION, out->type and out->version hold what the peer
+ * sent so the caller can name it. */
+int msg_decode(const void *buf, size_t len, struct msg *out, struct ig_errbuf *eb);
+
+/* A growable byte buffer, for encoding outside of nng. */
+struct msg_buf {
+	char *p;
+	size_t n, cap;
+};
+int msg_buf_write(void *ctx, const char *buf, size_t len); /* a msg_write_fn */
+void msg_buf_release(struct msg_buf *b);
+
+/* Field-by-field equality of two messages by their descriptor. */
+bool msg_equal(const struct msg *a, const struct msg *b);
+
+static inline struct msg_str msg_str_of(const char *s)
+{
+	struct msg_str v = {s, 0};
+
+	while (s && s[v.n])
+		v.n++;
+	return v;
+}
+bool msg_str_eq(struct msg_str s, const char *lit);
+/* Copy into a NUL-terminated buffer, cutting at cap - 1 bytes. */
+void msg_str_copy(char *out, size_t cap, struct msg_str s);
+/* True when the n bytes at p are UTF-8 without NUL. */
+bool msg_utf8_valid(const char *p, size_t n);
+
+#endif

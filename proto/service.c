@@ -1,0 +1,182 @@
+/* service.c - the reply side of a control socket (see service.h). */
+#include "service.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "event.h"
+#include "version.h"
+
+static void *svc__watchdog(void *arg)
+{
+	struct svc *s = arg;
+	int failures = 0;
+	uint64_t seq = 0;
+
+	while (!atomic_load(&s->wd_quit)) {
+		struct ig_errbuf eb;
+		struct msg ping = {.type = MSG_PING};
+		struct tp_rx rx;
+		nng_socket sock;
+		int rc;
+
+		for (int waited = 0; waited < s->wd_interval_ms && !atomic_load(&s->wd_quit);
+		     waited += 50)
+			clk_sleep_ms(50);
+		if (atomic_load(&s->wd_quit))
+			break;
+		ping.u.ping.seq = ++seq;
+		rc = tp_dial_url(&sock, s->lis.url, 2000, &eb);
+		if (rc == IG_E_OK) {
+			rc = tp_call(sock, &ping, &rx, &eb);
+			if (rc == IG_E_OK && (rx.m.type != MSG_PONG || rx.m.u.pong.seq != seq))
+				rc = IG_E_PROTO_UNEXPECTED;
+			tp_rx_release(&rx);
+			nng_close(sock);
+		}
+		failures = rc == IG_E_OK ? 0 : failures + 1;
+		if (failures >= 2) {
+			atomic_store(&s->wd_wedged, true);
+			failures = 0;
+		}
+	}
+	return NULL;
+}
+
+int svc_open(struct svc *s, const char *role, const char *rtdir, const char *name,
+	     int watchdog_ms, struct ig_errbuf *eb)
+{
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	s->role = role;
+	s->started_ms = clk_mono_ms();
+	s->wd_interval_ms = watchdog_ms > 0 ? watchdog_ms : SVC_WATCHDOG_MS;
+	atomic_init(&s->wd_quit, false);
+	atomic_init(&s->wd_wedged, false);
+	rc = tp_listen(&s->lis, rtdir, name, eb);
+	if (rc)
+		return rc;
+	if (pthread_create(&s->wd, NULL, svc__watchdog, s) != 0) {
+		tp_listener_close(&s->lis);
+		return ig_errf(eb, IG_E_NOMEM, "cannot start the listener watchdog thread");
+	}
+	s->wd_running = true;
+	return IG_E_OK;
+}
+
+uint64_t svc_uptime_ms(const struct svc *s)
+{
+	return clk_mono_ms() - s->started_ms;
+}
+
+static int svc__builtin(struct svc *s, const struct msg *req, struct msg *reply,
+			struct ig_errbuf *eb)
+{
+	switch (req->type) {
+	case MSG_HELLO:
+		reply->type = MSG_HELLO;
+		reply->u.hello.role = msg_str_of(s->role);
+		reply->u.hello.pid = (uint64_t)getpid();
+		reply->u.hello.build = msg_str_of(IGNIS_VERSION);
+		return IG_E_OK;
+	case MSG_PING:
+		reply->type = MSG_PONG;
+		reply->u.pong.seq = req->u.ping.seq;
+		reply->u.pong.uptime_ms = svc_uptime_ms(s);
+		return IG_E_OK;
+	case MSG_SHUTDOWN:
+		s->stop_requested = true;
+		msg_str_copy(s->stop_reason, sizeof(s->stop_reason), req->u.shutdown.reason);
+		reply->type = MSG_ACK;
+		reply->u.ack.of = MSG_SHUTDOWN;
+		return IG_E_OK;
+	default:
+		return ig_errf(eb, IG_E_PROTO_UNEXPECTED, "%s does not take '%s' messages",
+			       s->role, msg_type_name(req->type));
+	}
+}
+
+static void svc__reply_error(struct svc *s, const struct ig_errbuf *eb)
+{
+	struct msg err = {.type = MSG_ERROR};
+	struct ig_errbuf eb2;
+	char text[1024];
+
+	snprintf(text, sizeof(text), "%s", eb->msg);
+	if (!msg_utf8_valid(text, strlen(text)))
+		snprintf(text, sizeof(text), "%s", ig_err_str(eb->code));
+	err.u.error.code = (uint64_t)eb->code;
+	err.u.error.message = msg_str_of(text);
+	if (tp_send(s->lis.sock, &err, &eb2) != IG_E_OK)
+		ev_msg(EV_WARN, "ignis.proto.reply_failed", "%s", eb2.msg);
+}
+
+int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
+{
+	struct ig_errbuf eb;
+	struct msg reply;
+	struct tp_rx rx;
+	int rc;
+
+	if (atomic_exchange(&s->wd_wedged, false)) {
+		struct ev e;
+
+		rc = tp_relisten(&s->lis, &eb);
+		s->relistens++;
+		ev_begin(&e, rc ? EV_ERROR : EV_WARN, "ignis.proto.listener_recreated");
+		ev_str(&e, "socket", s->lis.path);
+		ev_str(&e, "reason", "the listener did not answer its own pings");
+		if (rc)
+			ev_str(&e, "error", eb.msg);
+		ev_end(&e);
+		if (rc)
+			return rc;
+	}
+	nng_socket_set_ms(s->lis.sock, NNG_OPT_RECVTIMEO, timeout_ms);
+	rc = tp_recv(s->lis.sock, &rx, &eb);
+	if (rc == IG_E_TIMEOUT)
+		return IG_E_OK;
+	if (rc == IG_E_CLOSED || rc == IG_E_TRANSPORT || rc == IG_E_NOMEM)
+		return rc;
+	if (rc) {
+		struct ev e;
+
+		s->rejected++;
+		ev_begin(&e, EV_WARN, "ignis.proto.rejected");
+		ev_str(&e, "socket", s->lis.path);
+		ev_str(&e, "code", ig_err_name(rc));
+		ev_str(&e, "message", eb.msg);
+		ev_end(&e);
+		svc__reply_error(s, &eb);
+		return IG_E_OK;
+	}
+	memset(&reply, 0, sizeof(reply));
+	ig_errclear(&eb);
+	if (rx.m.type == MSG_HELLO || rx.m.type == MSG_PING || rx.m.type == MSG_SHUTDOWN || !h)
+		rc = svc__builtin(s, &rx.m, &reply, &eb);
+	else
+		rc = h(ctx, &rx.m, &reply, &eb);
+	if (rc == IG_E_OK)
+		rc = tp_send(s->lis.sock, &reply, &eb);
+	if (rc != IG_E_OK) {
+		if (!eb.msg[0])
+			snprintf(eb.msg, sizeof(eb.msg), "%s", ig_err_str(rc));
+		eb.code = rc;
+		svc__reply_error(s, &eb);
+	}
+	tp_rx_release(&rx);
+	return IG_E_OK;
+}
+
+void svc_close(struct svc *s)
+{
+	if (s->wd_running) {
+		atomic_store(&s->wd_quit, true);
+		pthread_join(s->wd, NULL);
+		s->wd_running = false;
+	}
+	tp_listener_close(&s->lis);
+}

@@ -1,0 +1,306 @@
+/* transport.c - nng sockets carrying msg.h messages (see transport.h). */
+#define _GNU_SOURCE
+#include "transport.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+
+int tp_nng_err(struct ig_errbuf *eb, int rv, const char *what)
+{
+	int code;
+
+	switch (rv) {
+	case NNG_ETIMEDOUT:
+		code = IG_E_TIMEOUT;
+		break;
+	case NNG_ECLOSED:
+	case NNG_ECONNSHUT:
+	case NNG_ECONNRESET:
+		code = IG_E_CLOSED;
+		break;
+	case NNG_ENOMEM:
+		code = IG_E_NOMEM;
+		break;
+	case NNG_EADDRINUSE:
+		code = IG_E_BUSY;
+		break;
+	case NNG_EMSGSIZE:
+		code = IG_E_PROTO_OVERSIZE;
+		break;
+	default:
+		code = IG_E_TRANSPORT;
+		break;
+	}
+	return ig_errf(eb, code, "%s: %s", what, nng_strerror(rv));
+}
+
+/* ---- locks --------------------------------------------------------------- */
+
+static pid_t tp__read_pid(int fd)
+{
+	char buf[32];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return (pid_t)strtol(buf, NULL, 10);
+}
+
+/* Lock `path`, making sure the locked inode is still the one at `path` (a
+ * closing owner unlinks it before dropping the lock). */
+static int tp__lock(const char *path, int *fdout, struct ig_errbuf *eb)
+{
+	for (int attempt = 0; attempt < 8; attempt++) {
+		struct stat a, b;
+		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+		char pid[32];
+		int n;
+
+		if (fd < 0)
+			return ig_errf(eb, IG_E_IO, "cannot open lock '%s': %s", path,
+				       strerror(errno));
+		if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+			int e = errno;
+			pid_t holder = tp__read_pid(fd);
+
+			close(fd);
+			if (e == EWOULDBLOCK)
+				return ig_errf(eb, IG_E_BUSY,
+					       "'%s' is held by a running process (pid %ld); stop it "
+					       "first or use another --runtime-dir",
+					       path, (long)holder);
+			return ig_errf(eb, IG_E_IO, "cannot lock '%s': %s", path, strerror(e));
+		}
+		if (fstat(fd, &a) != 0 || stat(path, &b) != 0 || a.st_ino != b.st_ino ||
+		    a.st_dev != b.st_dev) {
+			close(fd);
+			continue; /* raced with an owner removing it: take the new file */
+		}
+		n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
+		if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+			int e = errno;
+
+			close(fd);
+			return ig_errf(eb, IG_E_IO, "cannot write lock '%s': %s", path,
+				       strerror(e));
+		}
+		*fdout = fd;
+		return IG_E_OK;
+	}
+	return ig_errf(eb, IG_E_BUSY, "lock '%s' keeps changing under us", path);
+}
+
+bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder)
+{
+	char path[TP_PATH_MAX];
+	bool held = false;
+	int fd;
+
+	*holder = 0;
+	if (snprintf(path, sizeof(path), "%s/%s.lock", rtdir, name) >= (int)sizeof(path))
+		return false;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+		held = true;
+		*holder = tp__read_pid(fd);
+	}
+	close(fd);
+	return held;
+}
+
+/* ---- listener ------------------------------------------------------------ */
+
+static int tp__open_rep(struct tp_listener *t, struct ig_errbuf *eb)
+{
+	nng_listener l;
+	int rv;
+
+	/* Safe: we hold the lock, so whatever is at the path is a dead owner's. */
+	if (unlink(t->path) != 0 && errno != ENOENT)
+		return ig_errf(eb, IG_E_IO, "cannot remove stale socket '%s': %s", t->path,
+			       strerror(errno));
+	rv = nng_rep0_open(&t->sock);
+	if (rv)
+		return tp_nng_err(eb, rv, "cannot open a reply socket");
+	t->sock_open = true;
+	rv = nng_socket_set_size(t->sock, NNG_OPT_RECVMAXSZ, MSG_MAX_BYTES);
+	if (!rv)
+		rv = nng_listener_create(&l, t->sock, t->url);
+	if (!rv)
+		rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, 0600);
+	if (!rv)
+		rv = nng_listener_start(l, 0);
+	if (rv) {
+		nng_close(t->sock);
+		t->sock_open = false;
+		return tp_nng_err(eb, rv, t->url);
+	}
+	return IG_E_OK;
+}
+
+int tp_listen(struct tp_listener *t, const char *rtdir, const char *name, struct ig_errbuf *eb)
+{
+	int rc;
+
+	memset(t, 0, sizeof(*t));
+	t->lockfd = -1;
+	if (snprintf(t->path, sizeof(t->path), "%s/%s.sock", rtdir, name) >= (int)sizeof(t->path) ||
+	    snprintf(t->lockpath, sizeof(t->lockpath), "%s/%s.lock", rtdir, name) >=
+		    (int)sizeof(t->lockpath))
+		return ig_errf(eb, IG_E_CONFIG, "socket path under '%s' is too long", rtdir);
+	snprintf(t->url, sizeof(t->url), "ipc://%s", t->path);
+	rc = tp__lock(t->lockpath, &t->lockfd, eb);
+	if (rc)
+		return rc;
+	rc = tp__open_rep(t, eb);
+	if (rc) {
+		unlink(t->lockpath);
+		close(t->lockfd);
+		t->lockfd = -1;
+	}
+	return rc;
+}
+
+int tp_relisten(struct tp_listener *t, struct ig_errbuf *eb)
+{
+	if (t->sock_open) {
+		nng_close(t->sock);
+		t->sock_open = false;
+	}
+	return tp__open_rep(t, eb);
+}
+
+void tp_listener_close(struct tp_listener *t)
+{
+	if (t->sock_open) {
+		nng_close(t->sock);
+		t->sock_open = false;
+		unlink(t->path);
+	}
+	if (t->lockfd >= 0) {
+		unlink(t->lockpath);
+		close(t->lockfd);
+		t->lockfd = -1;
+	}
+}
+
+/* ---- dialer -------------------------------------------------------------- */
+
+int tp_dial_url(nng_socket *s, const char *url, int timeout_ms, struct ig_errbuf *eb)
+{
+	int rv = nng_req0_open(s);
+
+	if (rv)
+		return tp_nng_err(eb, rv, "cannot open a request socket");
+	rv = nng_socket_set_size(*s, NNG_OPT_RECVMAXSZ, MSG_MAX_BYTES);
+	if (!rv)
+		rv = nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, timeout_ms);
+	if (!rv)
+		rv = nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, timeout_ms);
+	/* Redial a restarted peer quickly. */
+	if (!rv)
+		rv = nng_socket_set_ms(*s, NNG_OPT_RECONNMINT, 20);
+	if (!rv)
+		rv = nng_socket_set_ms(*s, NNG_OPT_RECONNMAXT, 500);
+	if (!rv)
+		rv = nng_dial(*s, url, NULL, NNG_FLAG_NONBLOCK);
+	if (rv) {
+		nng_close(*s);
+		return tp_nng_err(eb, rv, url);
+	}
+	return IG_E_OK;
+}
+
+int tp_dial(nng_socket *s, const char *rtdir, const char *name, int timeout_ms,
+	    struct ig_errbuf *eb)
+{
+	char url[TP_PATH_MAX + 8];
+
+	if (snprintf(url, sizeof(url), "ipc://%s/%s.sock", rtdir, name) >= (int)sizeof(url))
+		return ig_errf(eb, IG_E_CONFIG, "socket path under '%s' is too long", rtdir);
+	return tp_dial_url(s, url, timeout_ms, eb);
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+static int tp__append(void *ctx, const char *buf, size_t len)
+{
+	return nng_msg_append(ctx, buf, len) == 0 ? 0 : -1;
+}
+
+int tp_send(nng_socket s, const struct msg *m, struct ig_errbuf *eb)
+{
+	nng_msg *nm;
+	int rv, rc;
+
+	rv = nng_msg_alloc(&nm, 0);
+	if (rv)
+		return tp_nng_err(eb, rv, "cannot allocate a message");
+	rc = msg_encode(m, tp__append, nm, eb);
+	if (rc) {
+		nng_msg_free(nm);
+		return rc;
+	}
+	rv = nng_sendmsg(s, nm, 0);
+	if (rv) {
+		nng_msg_free(nm);
+		return tp_nng_err(eb, rv, "send");
+	}
+	return IG_E_OK;
+}
+
+void tp_rx_release(struct tp_rx *rx)
+{
+	if (rx->nm) {
+		nng_msg_free(rx->nm);
+		rx->nm = NULL;
+	}
+}
+
+int tp_recv(nng_socket s, struct tp_rx *rx, struct ig_errbuf *eb)
+{
+	int rv, rc;
+
+	rx->nm = NULL;
+	rv = nng_recvmsg(s, &rx->nm, 0);
+	if (rv)
+		return tp_nng_err(eb, rv, "receive");
+	rc = msg_decode(nng_msg_body(rx->nm), nng_msg_len(rx->nm), &rx->m, eb);
+	if (rc)
+		tp_rx_release(rx);
+	return rc;
+}
+
+int tp_call(nng_socket s, const struct msg *req, struct tp_rx *rx, struct ig_errbuf *eb)
+{
+	int rc = tp_send(s, req, eb);
+
+	rx->nm = NULL;
+	if (rc)
+		return rc;
+	rc = tp_recv(s, rx, eb);
+	if (rc)
+		return rc;
+	if (rx->m.type == MSG_ERROR) {
+		char text[sizeof(eb->msg)];
+		uint64_t code = rx->m.u.error.code;
+
+		msg_str_copy(text, sizeof(text), rx->m.u.error.message);
+		tp_rx_release(rx);
+		return ig_errf(eb, ig_err_known((int)code) ? (int)code : IG_E_INVAL,
+			       "peer refused %s: %s", msg_type_name(req->type), text);
+	}
+	return IG_E_OK;
+}

@@ -1,0 +1,78 @@
+/*
+ * transport.h - nng helpers: request/reply over ipc sockets in the private
+ * runtime directory, carrying msg.h messages.
+ *
+ * Every socket sets NNG_OPT_RECVMAXSZ to MSG_MAX_BYTES (nng's default is
+ * unlimited). A listener's socket file is created with mode 0600 inside the
+ * 0700 runtime directory, and only after an flock() on "<name>.lock" beside
+ * it succeeded: nng 1.5.2 wedges a listener for good when a connection closes
+ * before its 8-byte header (upstream issue 1518), and a second process calling
+ * nng_listen on a live path does exactly that. The lock file holds the owner's
+ * pid, so a refusal can name it.
+ */
+#ifndef IGNIS_PROTO_TRANSPORT_H
+#define IGNIS_PROTO_TRANSPORT_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include <nng/nng.h>
+
+#include "err.h"
+#include "msg.h"
+#include "rtdir.h"
+
+#define TP_PATH_MAX 128
+
+/* A REP socket listening on `<rtdir>/<name>.sock`, holding `<name>.lock`. */
+struct tp_listener {
+	nng_socket sock;
+	bool sock_open;
+	int lockfd; /* -1 when not held */
+	char path[TP_PATH_MAX];
+	char lockpath[TP_PATH_MAX];
+	char url[TP_PATH_MAX + 8];
+};
+
+/* Take the lock and listen. IG_E_BUSY when another live process holds the
+ * lock (the message names its pid). On failure nothing is left behind. */
+int tp_listen(struct tp_listener *t, const char *rtdir, const char *name, struct ig_errbuf *eb);
+/* Close the socket and listen again at the same path, keeping the lock: the
+ * cure for a wedged listener. */
+int tp_relisten(struct tp_listener *t, struct ig_errbuf *eb);
+/* Close the socket, remove the socket and lock files, drop the lock.
+ * Idempotent. */
+void tp_listener_close(struct tp_listener *t);
+
+/* True when a live process holds `<rtdir>/<name>.lock`; its pid in *holder
+ * (0 when unreadable). Touches no socket. */
+bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder);
+
+/* Open a REQ socket dialing `<rtdir>/<name>.sock` in the background (the dial
+ * retries until the listener appears). `timeout_ms` bounds each send and
+ * receive. */
+int tp_dial(nng_socket *s, const char *rtdir, const char *name, int timeout_ms,
+	    struct ig_errbuf *eb);
+int tp_dial_url(nng_socket *s, const char *url, int timeout_ms, struct ig_errbuf *eb);
+
+/* A received message. `m`'s string views point into `nm`; release with
+ * tp_rx_release (idempotent). */
+struct tp_rx {
+	nng_msg *nm;
+	struct msg m;
+};
+void tp_rx_release(struct tp_rx *rx);
+
+/* Encode and send `m`. */
+int tp_send(nng_socket s, const struct msg *m, struct ig_errbuf *eb);
+/* Receive and decode one message. IG_E_TIMEOUT when none came in time; a
+ * decode failure returns its IG_E_PROTO_* code (rx holds nothing then). */
+int tp_recv(nng_socket s, struct tp_rx *rx, struct ig_errbuf *eb);
+/* send + recv. A reply of type `error` is turned into its code and message;
+ * on success the caller owns `rx`. */
+int tp_call(nng_socket s, const struct msg *req, struct tp_rx *rx, struct ig_errbuf *eb);
+
+/* Map an nng error to ours, with `what` and nng's text in `eb`. */
+int tp_nng_err(struct ig_errbuf *eb, int nng_rv, const char *what);
+
+#endif

@@ -1,0 +1,145 @@
+/*
+ * ctl.c - `ignis-supervisor status` and `ignis-supervisor stop`: clients of a
+ * running supervisor's control socket.
+ *
+ * Whether a supervisor runs is asked of its lock (supervisor.lock, held for
+ * its whole life), never by poking the socket: a stale socket file from a
+ * supervisor killed with -9 must read as "none runs", not hang.
+ */
+#include "sup.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "clock.h"
+#include "event.h"
+#include "rtdir.h"
+#include "transport.h"
+
+static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s)
+{
+	struct ig_errbuf eb;
+	pid_t holder;
+	int rc;
+
+	rc = rtdir_resolve(o->runtime_dir, rtdir, RTDIR_PATH_MAX + 1, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+		return 1;
+	}
+	if (!tp_lock_held(rtdir, "supervisor", &holder)) {
+		fprintf(stderr,
+			"ignis-supervisor: no supervisor runs at %s (its lock %s/supervisor.lock "
+			"is not held); start one with 'ignis-supervisor start' or name another "
+			"--runtime-dir\n",
+			rtdir, rtdir);
+		return 1;
+	}
+	rc = tp_dial(s, rtdir, "supervisor", 3000, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: cannot reach the supervisor (pid %ld): %s\n",
+			(long)holder, eb.msg);
+		return 1;
+	}
+	return 0;
+}
+
+static void ctl__json_str(const char *key, struct msg_str v, bool comma)
+{
+	char buf[256];
+	size_t n = ev_json_escape(buf, sizeof(buf), v.p, v.n);
+
+	printf("\"%s\":\"%.*s\"%s", key, (int)(n == (size_t)-1 ? 0 : n), buf, comma ? "," : "");
+}
+
+int sup_status(const struct sup_opts *o)
+{
+	char rtdir[RTDIR_PATH_MAX + 1];
+	struct msg req = {.type = MSG_STATUS};
+	struct ig_errbuf eb;
+	struct tp_rx rx;
+	nng_socket s;
+	int rc;
+
+	if (ctl__connect(o, rtdir, &s))
+		return 1;
+	req.u.status.seq = clk_mono_ms();
+	rc = tp_call(s, &req, &rx, &eb);
+	if (rc == IG_E_OK && rx.m.type != MSG_STATUS_REPLY)
+		rc = ig_errf(&eb, IG_E_PROTO_UNEXPECTED, "answered status with '%s'",
+			     msg_type_name(rx.m.type));
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: the supervisor at %s did not answer: %s\n",
+			rtdir, eb.msg);
+		tp_rx_release(&rx);
+		nng_close(s);
+		return 1;
+	}
+	if (o->json) {
+		printf("{\"runtime_dir\":\"%s\",\"procs\":[", rtdir);
+		for (uint32_t i = 0; i < rx.m.u.status_reply.procs.n; i++) {
+			const struct msg_proc *p = &rx.m.u.status_reply.procs.v[i];
+
+			printf("%s{", i ? "," : "");
+			ctl__json_str("role", p->role, true);
+			printf("\"pid\":%llu,", (unsigned long long)p->pid);
+			ctl__json_str("state", p->state, true);
+			printf("\"uptime_ms\":%llu,\"restarts\":%llu}",
+			       (unsigned long long)p->uptime_ms, (unsigned long long)p->restarts);
+		}
+		printf("]}\n");
+	} else {
+		printf("runtime directory: %s\n", rtdir);
+		printf("%-12s %8s  %-11s %9s %9s\n", "ROLE", "PID", "STATE", "UPTIME", "RESTARTS");
+		for (uint32_t i = 0; i < rx.m.u.status_reply.procs.n; i++) {
+			const struct msg_proc *p = &rx.m.u.status_reply.procs.v[i];
+			char up[32];
+
+			clk_fmt_duration(up, sizeof(up), p->uptime_ms);
+			printf("%-12.*s %8llu  %-11.*s %9s %9llu\n", (int)p->role.n, p->role.p,
+			       (unsigned long long)p->pid, (int)p->state.n, p->state.p,
+			       p->pid ? up : "-", (unsigned long long)p->restarts);
+		}
+	}
+	tp_rx_release(&rx);
+	nng_close(s);
+	return 0;
+}
+
+int sup_stop(const struct sup_opts *o)
+{
+	char rtdir[RTDIR_PATH_MAX + 1];
+	struct msg req = {.type = MSG_SHUTDOWN};
+	struct ig_errbuf eb;
+	struct tp_rx rx;
+	uint64_t deadline;
+	pid_t holder;
+	nng_socket s;
+	int rc;
+
+	if (ctl__connect(o, rtdir, &s))
+		return 1;
+	req.u.shutdown.reason = msg_str_of("ignis-supervisor stop");
+	rc = tp_call(s, &req, &rx, &eb);
+	tp_rx_release(&rx);
+	nng_close(s);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: the supervisor at %s refused to stop: %s\n",
+			rtdir, eb.msg);
+		return 1;
+	}
+	/* Its lock goes when it has stopped both daemons and closed its socket. */
+	deadline = clk_mono_ms() + 30000;
+	while (tp_lock_held(rtdir, "supervisor", &holder)) {
+		if (clk_mono_ms() > deadline) {
+			fprintf(stderr,
+				"ignis-supervisor: the supervisor (pid %ld) accepted the stop but "
+				"still runs after 30 s\n",
+				(long)holder);
+			return 1;
+		}
+		clk_sleep_ms(50);
+	}
+	fprintf(stderr, "ignis-supervisor: stopped the supervisor at %s\n", rtdir);
+	return 0;
+}

@@ -1,0 +1,245 @@
+/*
+ * sup.c - `ignis-supervisor start`: the runtime directory, the control
+ * socket, the two daemons and the loop that watches them.
+ *
+ * Start order: kvstore first (the worker depends on it), then the worker,
+ * each after the previous one said hello. Stop order is the reverse. One
+ * thread: each loop turn serves at most one control request (waiting up to
+ * SUP_TICK_MS), reaps exited children and advances each child's state.
+ */
+#define _GNU_SOURCE
+#include "sup.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "config.h"
+#include "event.h"
+#include "proc.h"
+#include "rtdir.h"
+#include "service.h"
+#include "version.h"
+
+#define SUP_TICK_MS 100
+#define SUP_NPROC 2
+
+/* Signal flags: the one kind of mutable global the style allows. */
+static volatile sig_atomic_t sup__signal;
+
+static void sup__on_signal(int sig)
+{
+	sup__signal = sig;
+}
+
+static void sup__on_sigchld(int sig)
+{
+	(void)sig; /* wakes the loop out of its wait; reaping happens there */
+}
+
+struct sup {
+	struct proc_env env;
+	struct svc svc;
+	struct proc procs[SUP_NPROC]; /* start order */
+	struct cfg cfg;
+	bool stopping;
+};
+
+/* The control socket's handler: everything but hello/ping/shutdown. */
+static int sup__handle(void *ctx, const struct msg *req, struct msg *reply, struct ig_errbuf *eb)
+{
+	struct sup *s = ctx;
+	uint64_t now = clk_mono_ms();
+
+	if (req->type != MSG_STATUS)
+		return ig_errf(eb, IG_E_PROTO_UNEXPECTED, "the supervisor does not take '%s' messages",
+			       msg_type_name(req->type));
+	reply->type = MSG_STATUS_REPLY;
+	reply->u.status_reply.seq = req->u.status.seq;
+	reply->u.status_reply.procs.n = 1 + SUP_NPROC;
+	reply->u.status_reply.procs.v[0] = (struct msg_proc){
+		.role = msg_str_of("supervisor"),
+		.pid = (uint64_t)s->env.self,
+		.state = msg_str_of(s->stopping ? "stopping" : "running"),
+		.uptime_ms = svc_uptime_ms(&s->svc),
+		.restarts = 0,
+	};
+	for (int i = 0; i < SUP_NPROC; i++) {
+		const struct proc *p = &s->procs[i];
+
+		reply->u.status_reply.procs.v[1 + i] = (struct msg_proc){
+			.role = msg_str_of(p->role),
+			.pid = (uint64_t)(p->pid > 0 ? p->pid : 0),
+			.state = msg_str_of(proc_state_name(p->state)),
+			.uptime_ms = p->state == PROC_RUNNING ? now - p->ready_ms : 0,
+			.restarts = p->restarts,
+		};
+	}
+	return IG_E_OK;
+}
+
+static void sup__reap(struct sup *s)
+{
+	for (;;) {
+		int status;
+		pid_t pid = waitpid(-1, &status, WNOHANG);
+
+		if (pid <= 0)
+			return;
+		for (int i = 0; i < SUP_NPROC; i++)
+			if (s->procs[i].pid == pid)
+				proc_exited(&s->procs[i], status, clk_mono_ms(), s->stopping);
+	}
+}
+
+static void sup__stop_children(struct sup *s)
+{
+	for (int i = SUP_NPROC - 1; i >= 0; i--)
+		proc_stop(&s->procs[i], &s->env);
+	/* A child killed hard leaves its socket and lock behind: remove them. */
+	for (int i = 0; i < SUP_NPROC; i++) {
+		char path[TP_PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/%s.sock", s->env.rtdir, s->procs[i].sockname);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s/%s.lock", s->env.rtdir, s->procs[i].sockname);
+		unlink(path);
+	}
+}
+
+static void sup__install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = sup__on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = sup__on_sigchld;
+	sa.sa_flags = SA_NOCLDSTOP;
+	sigaction(SIGCHLD, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+int sup_start(const struct sup_opts *o)
+{
+	static struct sup s; /* large (proc paths); one per process */
+	char self_exe[PATH_MAX];
+	struct ig_errbuf eb;
+	const char *why = NULL;
+	bool announced = false;
+	int exit_code = 0;
+	struct ev e;
+	ssize_t n;
+	int rc;
+
+	ev_setup("supervisor", STDOUT_FILENO);
+	memset(&s, 0, sizeof(s));
+	rc = cfg_load(&s.cfg, o->config_path, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+		return 1;
+	}
+	s.env.self = getpid();
+	rc = rtdir_resolve(o->runtime_dir ? o->runtime_dir : s.cfg.runtime_dir, s.env.rtdir,
+			   sizeof(s.env.rtdir), &eb);
+	if (!rc)
+		rc = rtdir_prepare(s.env.rtdir, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+		return 1;
+	}
+	n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+	if (n <= 0)
+		snprintf(self_exe, sizeof(self_exe), "%s", o->argv0);
+	else
+		self_exe[n] = '\0';
+	proc_init(&s.procs[0], "kvstore", "ignis-kvstored", "kvstore", "kvstore-daemon");
+	proc_init(&s.procs[1], "gpu-worker", "ignis-gpu-worker", "gpu-worker", "gpu-worker");
+	for (int i = 0; i < SUP_NPROC; i++) {
+		rc = proc_locate(&s.procs[i], self_exe, o->bin_dir, &eb);
+		if (rc) {
+			fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+			return 1;
+		}
+	}
+	sup__install_signals();
+	rc = svc_open(&s.svc, "supervisor", s.env.rtdir, "supervisor", 0, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: cannot start: %s\n", eb.msg);
+		return 1;
+	}
+	ev_begin(&e, EV_INFO, "ignis.supervisor.starting");
+	ev_str(&e, "runtime_dir", s.env.rtdir);
+	ev_str(&e, "config", o->config_path ? o->config_path : "(embedded default)");
+	ev_str(&e, "build", IGNIS_VERSION);
+	ev_u64(&e, "protocol", MSG_PROTO_VERSION);
+	ev_end(&e);
+
+	rc = proc_spawn(&s.procs[0], &s.env, &eb);
+	while (rc == IG_E_OK && !sup__signal && !svc_stop_requested(&s.svc)) {
+		uint64_t now;
+
+		rc = svc_poll(&s.svc, SUP_TICK_MS, sup__handle, &s);
+		if (rc) {
+			snprintf(eb.msg, sizeof(eb.msg), "control socket failed: %s",
+				 ig_err_str(rc));
+			break;
+		}
+		sup__reap(&s);
+		now = clk_mono_ms();
+		for (int i = 0; i < SUP_NPROC && rc == IG_E_OK; i++) {
+			struct proc *p = &s.procs[i];
+
+			rc = proc_tick(p, &s.env, now, &eb);
+			if (rc == IG_E_OK && p->state == PROC_FAILED)
+				rc = ig_errf(&eb, IG_E_CHILD,
+					     "%s exited before it said hello: see its messages "
+					     "above",
+					     p->program);
+			/* The next one starts once this one is up for the first time. */
+			if (rc == IG_E_OK && i + 1 < SUP_NPROC && p->state == PROC_RUNNING &&
+			    s.procs[i + 1].state == PROC_IDLE && !s.procs[i + 1].ever_ready)
+				rc = proc_spawn(&s.procs[i + 1], &s.env, &eb);
+			if (rc == IG_E_OK && i == SUP_NPROC - 1 && p->state == PROC_RUNNING &&
+			    !announced) {
+				announced = true;
+				ev_begin(&e, EV_INFO, "ignis.supervisor.started");
+				ev_str(&e, "runtime_dir", s.env.rtdir);
+				ev_str(&e, "socket", s.svc.lis.path);
+				ev_end(&e);
+			}
+		}
+	}
+	if (rc) {
+		exit_code = 1;
+		why = "error";
+		ev_begin(&e, EV_ERROR, "ignis.supervisor.failed");
+		ev_str(&e, "error_code", ig_err_name(rc));
+		ev_str(&e, "message", eb.msg);
+		ev_end(&e);
+		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+	} else if (sup__signal) {
+		why = sup__signal == SIGTERM ? "SIGTERM" : "SIGINT";
+	} else {
+		why = "stop request";
+	}
+	s.stopping = true;
+	ev_begin(&e, EV_INFO, "ignis.supervisor.stopping");
+	ev_str(&e, "reason", why);
+	ev_end(&e);
+	sup__stop_children(&s);
+	svc_close(&s.svc);
+	rmdir(s.env.rtdir); /* only succeeds when nothing else is left in it */
+	ev_begin(&e, EV_INFO, "ignis.supervisor.stopped");
+	ev_str(&e, "reason", why);
+	ev_end(&e);
+	cfg_release(&s.cfg);
+	return exit_code;
+}
