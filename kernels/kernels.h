@@ -31,7 +31,7 @@ extern "C" {
  * rows == 0 does nothing; rows < 0 or cols < 1 is cudaErrorInvalidValue.
  */
 int kern_rmsnorm_f32(const float *d_x, const float *d_w, float *d_y, int rows, int cols, float eps,
-		     void *stream);
+                     void *stream);
 
 /* The same on host memory, accumulating in double; `x` and `y` may alias. */
 void kern_rmsnorm_f32_ref(const float *x, const float *w, float *y, int rows, int cols, float eps);

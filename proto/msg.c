@@ -734,10 +734,6 @@ static int msg__decode_obj(const msgpack_object *o, struct msg *out, struct ig_e
 		return ig_errf(eb, IG_E_PROTO_UNKNOWN_TYPE,
 			       "unknown message type %" PRIu64 " (protocol version %u)", type,
 			       MSG_PROTO_VERSION);
-	if (o->via.map.size > 2 + d->rec.nfields)
-		return ig_errf(eb, IG_E_PROTO_UNKNOWN_FIELD,
-			       "%s: %u keys where %u are declared", d->rec.name, o->via.map.size,
-			       2 + d->rec.nfields);
 	snprintf(path.s, sizeof(path.s), "%s", d->rec.name);
 	return msg__decode_rec(&d->rec, o, 2, MSG__PAYLOAD(out), &path, eb);
 }

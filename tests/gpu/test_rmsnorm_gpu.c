@@ -22,8 +22,8 @@
 
 #include "kernels.h"
 
-#define RTOL        1e-5
-#define ATOL        1e-6
+#define RTOL         1e-5
+#define ATOL         1e-6
 #define DEFAULT_SEED UINT64_C(20261129)
 
 struct shape {
@@ -34,18 +34,18 @@ struct shape {
 };
 
 static const struct shape shapes[] = {
-	{"one element", 1, 1, 1.0f, 1e-6f},
-	{"one warp", 3, 32, 1.0f, 1e-6f},
-	{"cols not a multiple of 32", 7, 100, 1.0f, 1e-6f},
-	{"under one block", 5, 1000, 1.0f, 1e-6f},
-	{"one full block", 4, 1024, 1.0f, 1e-6f},
-	{"one past a block", 3, 1025, 1.0f, 1e-6f},
-	{"several passes", 2, 4096, 1.0f, 1e-6f},
-	{"ragged passes", 9, 5000, 1.0f, 1e-6f},
-	{"wide", 2, 16384, 1.0f, 1e-6f},
-	{"many rows", 4096, 128, 1.0f, 1e-6f},
-	{"large values", 8, 3000, 1000.0f, 1e-6f},
-	{"eps dominates", 8, 777, 1e-4f, 1e-5f},
+    {"one element", 1, 1, 1.0f, 1e-6f},
+    {"one warp", 3, 32, 1.0f, 1e-6f},
+    {"cols not a multiple of 32", 7, 100, 1.0f, 1e-6f},
+    {"under one block", 5, 1000, 1.0f, 1e-6f},
+    {"one full block", 4, 1024, 1.0f, 1e-6f},
+    {"one past a block", 3, 1025, 1.0f, 1e-6f},
+    {"several passes", 2, 4096, 1.0f, 1e-6f},
+    {"ragged passes", 9, 5000, 1.0f, 1e-6f},
+    {"wide", 2, 16384, 1.0f, 1e-6f},
+    {"many rows", 4096, 128, 1.0f, 1e-6f},
+    {"large values", 8, 3000, 1000.0f, 1e-6f},
+    {"eps dominates", 8, 777, 1e-4f, 1e-5f},
 };
 
 /* splitmix64: small, seedable, the same sequence everywhere. */
@@ -99,14 +99,14 @@ static int run_shape(const struct shape *sh, uint64_t *seed)
 	CUDA_OK(cudaMemcpy(d_w, w, wbytes, cudaMemcpyHostToDevice), out_free);
 
 	CUDA_OK((cudaError_t)kern_rmsnorm_f32(d_x, d_w, d_y, sh->rows, sh->cols, sh->eps, NULL),
-		out_free);
+	        out_free);
 	CUDA_OK(cudaDeviceSynchronize(), out_free);
 	CUDA_OK(cudaMemcpy(y, d_y, xbytes, cudaMemcpyDeviceToHost), out_free);
 
 	/* In place: d_x becomes its own output; the kernel is deterministic, so
 	 * the bits must equal the out-of-place run. */
 	CUDA_OK((cudaError_t)kern_rmsnorm_f32(d_x, d_w, d_x, sh->rows, sh->cols, sh->eps, NULL),
-		out_free);
+	        out_free);
 	CUDA_OK(cudaDeviceSynchronize(), out_free);
 	CUDA_OK(cudaMemcpy(yin, d_x, xbytes, cudaMemcpyDeviceToHost), out_free);
 

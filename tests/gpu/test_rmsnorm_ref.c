@@ -22,18 +22,18 @@ struct rms_case {
 };
 
 static const struct rms_case cases[] = {
-	/* mean = 4, inv = 1/2 */
-	{"unit weight", 1, 4, 0.0f, {2, -2, 2, -2}, {1, 1, 1, 1}, {1, -1, 1, -1}},
-	/* same row, the weight scales each column */
-	{"weighted", 1, 4, 0.0f, {2, -2, 2, -2}, {1, 0.5f, 2, -1}, {1, -0.5f, 2, 1}},
-	/* mean = (9 + 1) / 4 = 2.5, + eps 1.5 = 4, inv = 1/2 */
-	{"eps adds to the mean", 1, 4, 1.5f, {3, 0, 0, -1}, {1, 1, 1, 1}, {1.5f, 0, 0, -0.5f}},
-	/* mean = 0, + eps 1 = 1: a zero row stays zero, no NaN */
-	{"zero row", 1, 4, 1.0f, {0, 0, 0, 0}, {1, 2, 3, 4}, {0, 0, 0, 0}},
-	/* mean = 16, inv = 1/4 */
-	{"one column", 1, 1, 0.0f, {-4}, {3}, {-3}},
-	/* rows are independent: row 0 mean = 1 (inv 1), row 1 mean = 16 (inv 1/4) */
-	{"two rows", 2, 2, 0.0f, {1, -1, 4, 4}, {1, 2}, {1, -2, 1, 2}},
+    /* mean = 4, inv = 1/2 */
+    {"unit weight", 1, 4, 0.0f, {2, -2, 2, -2}, {1, 1, 1, 1}, {1, -1, 1, -1}},
+    /* same row, the weight scales each column */
+    {"weighted", 1, 4, 0.0f, {2, -2, 2, -2}, {1, 0.5f, 2, -1}, {1, -0.5f, 2, 1}},
+    /* mean = (9 + 1) / 4 = 2.5, + eps 1.5 = 4, inv = 1/2 */
+    {"eps adds to the mean", 1, 4, 1.5f, {3, 0, 0, -1}, {1, 1, 1, 1}, {1.5f, 0, 0, -0.5f}},
+    /* mean = 0, + eps 1 = 1: a zero row stays zero, no NaN */
+    {"zero row", 1, 4, 1.0f, {0, 0, 0, 0}, {1, 2, 3, 4}, {0, 0, 0, 0}},
+    /* mean = 16, inv = 1/4 */
+    {"one column", 1, 1, 0.0f, {-4}, {3}, {-3}},
+    /* rows are independent: row 0 mean = 1 (inv 1), row 1 mean = 16 (inv 1/4) */
+    {"two rows", 2, 2, 0.0f, {1, -1, 4, 4}, {1, 2}, {1, -2, 1, 2}},
 };
 
 int main(void)
@@ -50,8 +50,8 @@ int main(void)
 		kern_rmsnorm_f32_ref(tc->x, tc->w, y, tc->rows, tc->cols, tc->eps);
 		for (int k = 0; k < n; k++) {
 			if (y[k] != tc->want[k]) {
-				printf("FAIL %s: y[%d] = %.9g, want %.9g\n", tc->name, k, (double)y[k],
-				       (double)tc->want[k]);
+				printf("FAIL %s: y[%d] = %.9g, want %.9g\n", tc->name, k,
+				       (double)y[k], (double)tc->want[k]);
 				bad = 1;
 			}
 		}

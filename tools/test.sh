@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# `make test`: what CI runs (.ci/run). Three builds, each with warnings as errors:
+#   build/         CUDA where nvcc is found (auto): every suite (unit, integration, gpu)
+#   build-nocuda/  -Dcuda=disabled: every suite but gpu
+#   build-asan/    -Dcuda=disabled, ASan + UBSan: the unit suite
+# Ends with one line "N passed, N failed, N skipped" over all three.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+tools/install-deps.sh || exit 1
+[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH=/usr/local/cuda/bin:$PATH
+export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
+export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+status=0
+run() { # dir, setup options..., then -- and meson test options
+	local dir=$1; shift
+	local setup=()
+	while [[ $1 != -- ]]; do setup+=("$1"); shift; done
+	shift
+	echo "== $dir: meson setup ${setup[*]}" >&2
+	if [[ ! -f $dir/build.ninja ]]; then
+		meson setup "$dir" -Dwerror=true "${setup[@]}" >"$dir.setup.log" 2>&1 ||
+			{ cat "$dir.setup.log" >&2; status=1; return; }
+		rm -f "$dir.setup.log"
+	fi
+	meson compile -C "$dir" >&2 || { status=1; return; }
+	meson test -C "$dir" --print-errorlogs --num-processes 2 "$@" >&2 || status=1
+}
+
+run build -- --no-suite fuzz
+run build-nocuda -Dcuda=disabled -- --no-suite gpu --no-suite fuzz
+run build-asan -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false -- --suite unit
+
+pass=0 fail=0 skip=0
+for d in build build-nocuda build-asan; do
+	log=$d/meson-logs/testlog.json
+	[[ -f $log ]] || continue
+	read -r p f s < <(jq -rs '[.[] | .result] |
+		"\(map(select(. == "OK" or . == "EXPECTEDFAIL")) | length)
+		 \(map(select(. == "FAIL" or . == "TIMEOUT" or . == "ERROR" or . == "UNEXPECTEDPASS")) | length)
+		 \(map(select(. == "SKIP")) | length)"' "$log" | tr '\n' ' ')
+	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+done
+[[ $fail -gt 0 ]] && status=1
+echo "$pass passed, $fail failed, $skip skipped"
+exit $status
