@@ -32,6 +32,9 @@ int bsize_parse(const char *s, bool allow_tokens, struct bsize *out, struct ig_e
 		v = v * 10 + d;
 		p++;
 	}
+	/* "7tok": that 't' begins the token suffix; it is not the T suffix. */
+	if (strcasecmp(p, "tok") == 0)
+		goto suffix_done;
 	switch (toupper((unsigned char)*p)) {
 	case 'K':
 		shift = 10;
@@ -54,6 +57,7 @@ int bsize_parse(const char *s, bool allow_tokens, struct bsize *out, struct ig_e
 			p += 2;
 		mul = (uint64_t)1 << shift;
 	}
+suffix_done:
 	if (allow_tokens && strcasecmp(p, "tok") == 0) {
 		tokens = true;
 		p += 3;

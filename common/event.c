@@ -100,7 +100,7 @@ void ev_begin(struct ev *e, enum ev_level level, const char *name)
 		     levels[level]);
 	e->len = (size_t)n;
 	ev_strn(e, NULL, name, strlen(name));
-	ev__raw(e, "\"", 1);
+	e->buf[e->len++] = '"'; /* always: EV_LINE_MAX keeps 64 bytes spare */
 	ev_str(e, "proc", ev__proc);
 	ev_u64(e, "pid", (uint64_t)getpid());
 }

@@ -28,7 +28,7 @@ static void *svc__watchdog(void *arg)
 		if (atomic_load(&s->wd_quit))
 			break;
 		ping.u.ping.seq = ++seq;
-		rc = tp_dial_url(&sock, s->lis.url, 2000, &eb);
+		rc = tp_dial_url(&sock, s->lis.url, 1000, &eb);
 		if (rc == IG_E_OK) {
 			rc = tp_call(sock, &ping, &rx, &eb);
 			if (rc == IG_E_OK && (rx.m.type != MSG_PONG || rx.m.u.pong.seq != seq))
