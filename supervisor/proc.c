@@ -196,6 +196,7 @@ static int proc__hello(struct proc *p, const struct proc_env *env, uint64_t now,
 			     (unsigned long long)rx.m.u.hello.pid, p->role, (long)p->pid);
 	}
 	if (rc == IG_E_OK) {
+		now = clk_mono_ms(); /* the caller's `now` may predate the spawn */
 		msg_str_copy(p->build, sizeof(p->build), rx.m.u.hello.build);
 		p->state = PROC_RUNNING;
 		p->ready_ms = now;

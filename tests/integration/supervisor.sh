@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Integration: the real ignis-supervisor with its two real daemons in a private
+# runtime directory. Each step says what it checks; the first failure stops the
+# test and prints the supervisor's events.
+#   supervisor.sh BUILD_DIR
+set -uo pipefail
+build=${1:?usage: supervisor.sh BUILD_DIR}
+sup=$build/supervisor/ignis-supervisor
+probe=$build/tests/integration/wire-probe
+work=$(mktemp -d /tmp/ignis-it-XXXXXX)
+rt=$work/rt
+events=$work/events.jsonl
+sup_pid=
+
+cleanup() {
+	[[ -n $sup_pid ]] && kill -9 "$sup_pid" 2>/dev/null
+	pkill -9 -f -- "--runtime-dir $rt" 2>/dev/null
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	echo "---- events ----" >&2
+	cat "$events" >&2 2>/dev/null
+	exit 1
+}
+step() { echo "-- $*"; }
+
+# wait_for SECONDS COMMAND...: poll every 50 ms until COMMAND succeeds
+wait_for() {
+	local deadline=$((SECONDS + $1)); shift
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS >= deadline)) && return 1
+		sleep 0.05
+	done
+}
+status_json() { "$sup" status --runtime-dir "$rt" --json; }
+field() { status_json | jq -r --arg r "$1" ".procs[] | select(.role == \$r) | .$2"; }
+all_running() { [[ $(status_json | jq '[.procs[] | select(.state == "running")] | length') == 3 ]]; }
+children() { pgrep -f -- "--runtime-dir $rt" || true; }
+no_children() { [[ -z $(children) ]]; }
+
+start_sup() {
+	: >"$events"
+	"$sup" start --runtime-dir "$rt" "$@" >>"$events" 2>>"$work/stderr" &
+	sup_pid=$!
+	wait_for 30 grep -q '"event":"ignis.supervisor.started"' "$events" ||
+		fail "the supervisor did not report started within 30 s"
+}
+
+step "status with no supervisor: exit 1 and a clear message"
+out=$("$sup" status --runtime-dir "$rt" 2>&1) && fail "status succeeded with nothing running"
+grep -q "no supervisor runs at $rt" <<<"$out" || fail "unclear message: $out"
+
+step "start: three processes running, sockets 0600 in a 0700 directory"
+start_sup
+wait_for 10 all_running || fail "not all running: $(status_json)"
+[[ $(stat -c %a "$rt") == 700 ]] || fail "runtime dir mode $(stat -c %a "$rt")"
+for s in supervisor kvstore gpu-worker; do
+	[[ -S $rt/$s.sock ]] || fail "no socket $rt/$s.sock"
+	[[ $(stat -c %a "$rt/$s.sock") == 600 ]] || fail "$s.sock mode $(stat -c %a "$rt/$s.sock")"
+done
+[[ $(field supervisor pid) == "$sup_pid" ]] || fail "status names supervisor pid $(field supervisor pid), not $sup_pid"
+"$sup" status --runtime-dir "$rt" | grep -qE '^gpu-worker +[0-9]+ +running' ||
+	fail "human status lacks the gpu-worker line"
+
+step "every stdout line is one JSON event with ts, level, event"
+jq -e -s 'all(.[]; (.ts | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$")) and .level and (.event | startswith("ignis.")))' \
+	"$events" >/dev/null || fail "stdout holds something other than events"
+
+step "a second supervisor on the same directory is refused"
+out=$("$sup" start --runtime-dir "$rt" 2>&1 >/dev/null) && fail "second start succeeded"
+grep -q "held by a running process (pid $sup_pid)" <<<"$out" || fail "unclear refusal: $out"
+
+for role in kvstore gpu-worker; do
+	step "kill -9 $role: restarted and answering within 5 s"
+	old=$(field "$role" pid)
+	restarts=$(field "$role" restarts)
+	kill -9 "$old"
+	restarted() {
+		local pid state n
+		pid=$(field "$role" pid) state=$(field "$role" state) n=$(field "$role" restarts)
+		[[ $pid != "$old" && $pid != 0 && $state == running && $n == $((restarts + 1)) ]]
+	}
+	wait_for 5 restarted || fail "$role not back within 5 s: $(status_json)"
+	grep "\"event\":\"ignis.supervisor.child_restarting\"" "$events" | grep -q "\"role\":\"$role\"" ||
+		fail "no child_restarting event for $role"
+	# "answering": the new process answers a ping on its own socket.
+	"$probe" "$rt/$role.sock" hex 83a17402a17601a373657101 | grep -q "type=pong" ||
+		fail "$role does not answer a ping after its restart"
+done
+
+step "malformed messages get typed error replies; everyone keeps serving"
+for s in supervisor kvstore gpu-worker; do
+	"$probe" "$rt/$s.sock" hex c1 | grep -q "code=IG_E_PROTO_MALFORMED" || fail "$s: no MALFORMED reply"
+	"$probe" "$rt/$s.sock" hex 83a17463a17601a373657100 | grep -q "code=IG_E_PROTO_UNKNOWN_TYPE" ||
+		fail "$s: no UNKNOWN_TYPE reply"
+	"$probe" "$rt/$s.sock" hex 83a17402a17609a373657100 | grep -q "code=IG_E_PROTO_VERSION" ||
+		fail "$s: no VERSION reply"
+done
+grep -q '"event":"ignis.proto.rejected"' "$events" || fail "no ignis.proto.rejected event"
+all_running || fail "not all running after malformed input: $(status_json)"
+
+step "an oversize message is dropped; the supervisor keeps serving"
+out=$("$probe" "$rt/supervisor.sock" size 200000)
+grep -q "no-reply" <<<"$out" || fail "oversize got a reply: $out"
+wait_for 15 all_running || fail "supervisor stopped answering after an oversize message"
+
+step "clients that vanish mid-connect cannot take the front door down"
+"$probe" "$rt/supervisor.sock" vanish 5 >/dev/null || fail "could not connect"
+wait_for 20 all_running || fail "supervisor stopped answering after vanished clients"
+
+step "SIGTERM: both daemons stop in order, no process and no socket left"
+kill -TERM "$sup_pid"
+wait "$sup_pid"
+rc=$?
+sup_pid=
+[[ $rc == 0 ]] || fail "supervisor exited $rc on SIGTERM"
+wait_for 5 no_children || fail "left running: $(children)"
+[[ ! -e $rt ]] || [[ -z $(ls -A "$rt") ]] || fail "left in $rt: $(ls -A "$rt")"
+grep '"event":"ignis.daemon.stopping"' "$events" | head -1 | grep -q '"proc":"gpu-worker"' ||
+	fail "the gpu-worker was not stopped first"
+
+step "stop command: the supervisor and its daemons go"
+start_sup
+"$sup" stop --runtime-dir "$rt" 2>/dev/null || fail "stop failed"
+wait "$sup_pid"; sup_pid=
+wait_for 5 no_children || fail "left running after stop: $(children)"
+
+step "kill -9 of the supervisor takes its daemons with it"
+start_sup
+kill -9 "$sup_pid"; wait "$sup_pid" 2>/dev/null; sup_pid=
+wait_for 5 no_children || fail "daemons outlived the supervisor: $(children)"
+out=$("$sup" status --runtime-dir "$rt" 2>&1) && fail "status succeeded after kill -9"
+grep -q "no supervisor runs" <<<"$out" || fail "unclear status after kill -9: $out"
+
+step "a fresh start over the leftovers of kill -9 works"
+start_sup
+wait_for 10 all_running || fail "restart over leftovers: $(status_json)"
+"$sup" stop --runtime-dir "$rt" 2>/dev/null || fail "stop failed"
+wait "$sup_pid"; sup_pid=
+
+step "bad configuration is refused with what was wrong"
+echo "runtime_dir: [1, 2" >"$work/bad.yaml"
+out=$("$sup" start -c "$work/bad.yaml" --runtime-dir "$rt" 2>&1 >/dev/null) && fail "bad YAML accepted"
+grep -q "bad.yaml" <<<"$out" || fail "message does not name the file: $out"
+echo "no_such_knob: 3" >"$work/unknown.yaml"
+out=$("$sup" start -c "$work/unknown.yaml" --runtime-dir "$rt" 2>&1 >/dev/null) && fail "unknown key accepted"
+grep -q "no_such_knob" <<<"$out" || fail "message does not name the key: $out"
+out=$("$sup" start -c "$work/missing.yaml" --runtime-dir "$rt" 2>&1 >/dev/null) && fail "missing file accepted"
+grep -q "missing.yaml" <<<"$out" || fail "message does not name the missing file: $out"
+echo "runtime_dir: $rt" >"$work/good.yaml"
+start_sup -c "$work/good.yaml"
+"$sup" stop --runtime-dir "$rt" 2>/dev/null || fail "stop failed"
+wait "$sup_pid"; sup_pid=
+
+echo "supervisor integration: all steps passed"
