@@ -16,7 +16,7 @@
 #include "rtdir.h"
 #include "transport.h"
 
-static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s)
+static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s, pid_t *holder_out)
 {
 	struct ig_errbuf eb;
 	pid_t holder;
@@ -41,6 +41,8 @@ static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s)
 			(long)holder, eb.msg);
 		return 1;
 	}
+	if (holder_out)
+		*holder_out = holder;
 	return 0;
 }
 
@@ -61,7 +63,7 @@ int sup_status(const struct sup_opts *o)
 	nng_socket s;
 	int rc;
 
-	if (ctl__connect(o, rtdir, &s))
+	if (ctl__connect(o, rtdir, &s, NULL))
 		return 1;
 	req.u.status.seq = clk_mono_ms();
 	rc = tp_call(s, &req, &rx, &eb);
@@ -113,11 +115,11 @@ int sup_stop(const struct sup_opts *o)
 	struct ig_errbuf eb;
 	struct tp_rx rx;
 	uint64_t deadline;
-	pid_t holder;
+	pid_t holder, asked;
 	nng_socket s;
 	int rc;
 
-	if (ctl__connect(o, rtdir, &s))
+	if (ctl__connect(o, rtdir, &s, &asked))
 		return 1;
 	req.u.shutdown.reason = msg_str_of("ignis-supervisor stop");
 	rc = tp_call(s, &req, &rx, &eb);
@@ -130,7 +132,8 @@ int sup_stop(const struct sup_opts *o)
 	}
 	/* Its lock goes when it has stopped both daemons and closed its socket. */
 	deadline = clk_mono_ms() + 30000;
-	while (tp_lock_held(rtdir, "supervisor", &holder)) {
+	/* (A new supervisor may take the lock at once: only ours counts.) */
+	while (tp_lock_held(rtdir, "supervisor", &holder) && holder == asked) {
 		if (clk_mono_ms() > deadline) {
 			fprintf(stderr,
 				"ignis-supervisor: the supervisor (pid %ld) accepted the stop but "
