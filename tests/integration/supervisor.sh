@@ -155,4 +155,24 @@ start_sup -c "$work/good.yaml"
 "$sup" stop --runtime-dir "$rt" 2>/dev/null || fail "stop failed"
 wait "$sup_pid"; sup_pid=
 
+step "a daemon of another protocol version or role is refused with a clear message"
+mkdir -p "$work/bin"
+fake_bin() { # program, socket name, role it claims, version it speaks
+	printf '#!/bin/sh\nexec "%s" fake-daemon %s %s %s "$2"\n' "$(realpath "$probe")" "$2" "$3" "$4" \
+		>"$work/bin/$1"
+	chmod +x "$work/bin/$1"
+}
+fake_bin ignis-kvstored kvstore kvstore 2
+cp "$build/gpu-worker/ignis-gpu-worker" "$work/bin/"
+out=$(timeout 20 "$sup" start --runtime-dir "$rt" --bin-dir "$work/bin" 2>&1 >/dev/null) &&
+	fail "a version-2 kvstore was accepted"
+grep -q "refused the handshake: peer speaks protocol version 2, we speak 1" <<<"$out" ||
+	fail "unclear version refusal: $out"
+wait_for 5 no_children || fail "left running after a refused handshake: $(children)"
+fake_bin ignis-kvstored kvstore gpu-worker 1
+out=$(timeout 20 "$sup" start --runtime-dir "$rt" --bin-dir "$work/bin" 2>&1 >/dev/null) &&
+	fail "a kvstore claiming to be the gpu-worker was accepted"
+grep -q "says it is 'gpu-worker'" <<<"$out" || fail "unclear role refusal: $out"
+wait_for 5 no_children || fail "left running after a refused handshake: $(children)"
+
 echo "supervisor integration: all steps passed"

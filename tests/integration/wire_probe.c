@@ -6,6 +6,10 @@
  *   wire-probe SOCKET size N           send N zero bytes (oversize tests)
  *   wire-probe SOCKET vanish [COUNT]   connect at the socket level and close
  *                                      before nng's header, COUNT times
+ *   wire-probe fake-daemon NAME ROLE VERSION RTDIR
+ *                                      listen as <RTDIR>/<NAME>.sock and answer
+ *                                      every request with a hello from ROLE in
+ *                                      protocol VERSION (handshake refusal tests)
  *
  * The reply is printed as "type=<name> code=<IG_E_*>" (code for errors only)
  * or "no-reply"; exit 0 when a reply arrived, 3 when none did.
@@ -17,6 +21,8 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <msgpack.h>
 
 #include "transport.h"
 
@@ -38,6 +44,48 @@ static int vanish(const char *path, int count)
 	return 0;
 }
 
+static void pack_key(msgpack_packer *pk, const char *k)
+{
+	msgpack_pack_str(pk, strlen(k));
+	msgpack_pack_str_body(pk, k, strlen(k));
+}
+
+/* Packed by hand: msg_encode always writes our own version. */
+static int fake_daemon(const char *name, const char *role, unsigned version, const char *rtdir)
+{
+	struct tp_listener lis;
+	struct ig_errbuf eb;
+
+	if (tp_listen(&lis, rtdir, name, &eb) != IG_E_OK) {
+		fprintf(stderr, "wire-probe: %s\n", eb.msg);
+		return 1;
+	}
+	for (;;) {
+		msgpack_sbuffer sb;
+		msgpack_packer pk;
+		nng_msg *req;
+
+		if (nng_recvmsg(lis.sock, &req, 0) != 0)
+			return 1;
+		nng_msg_free(req);
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		msgpack_pack_map(&pk, 5);
+		pack_key(&pk, "t");
+		msgpack_pack_uint32(&pk, MSG_HELLO);
+		pack_key(&pk, "v");
+		msgpack_pack_uint32(&pk, version);
+		pack_key(&pk, "role");
+		pack_key(&pk, role);
+		pack_key(&pk, "pid");
+		msgpack_pack_uint32(&pk, (uint32_t)getpid());
+		pack_key(&pk, "build");
+		pack_key(&pk, "fake");
+		nng_send(lis.sock, sb.data, sb.size, 0);
+		msgpack_sbuffer_destroy(&sb);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	char url[TP_PATH_MAX + 8];
@@ -52,6 +100,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: wire-probe SOCKET hex HEX | size N | vanish [COUNT]\n");
 		return 2;
 	}
+	if (!strcmp(argv[1], "fake-daemon") && argc == 6)
+		return fake_daemon(argv[2], argv[3], (unsigned)atoi(argv[4]), argv[5]);
 	if (!strcmp(argv[2], "vanish"))
 		return vanish(argv[1], argc > 3 ? atoi(argv[3]) : 1);
 	if (argc < 4)
