@@ -29,7 +29,7 @@ run: build
 fuzz:
 	@tools/install-deps.sh --fuzz
 	@test -f build-fuzz/build.ninja || CC=clang meson setup build-fuzz -Dfuzz=true \
-		-Dcuda=disabled -Db_lundef=false
+		-Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false
 	@meson compile -C build-fuzz
 	@tools/fuzz.sh build-fuzz $(FUZZ_SECONDS)
 
