@@ -8,7 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int rtdir_resolve(const char *flag, char *out, size_t cap, struct ig_errbuf *eb)
+int rtdir_resolve(const char *flag, const char *file, const char *file_src, char *out, size_t cap,
+		  struct ig_errbuf *eb)
 {
 	const char *env = getenv("IGNIS_RUNTIME_DIR");
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
@@ -21,6 +22,9 @@ int rtdir_resolve(const char *flag, char *out, size_t cap, struct ig_errbuf *eb)
 	} else if (env && *env) {
 		n = snprintf(out, cap, "%s", env);
 		src = "IGNIS_RUNTIME_DIR";
+	} else if (file && *file) {
+		n = snprintf(out, cap, "%s", file);
+		src = file_src ? file_src : "the configuration file";
 	} else if (xdg && *xdg) {
 		n = snprintf(out, cap, "%s/ignis", xdg);
 		src = "XDG_RUNTIME_DIR";

@@ -1,8 +1,9 @@
 /*
  * rtdir.h - the private runtime directory where the sockets live.
  *
- * Resolution order: an explicit path (the --runtime-dir flag), then
- * $IGNIS_RUNTIME_DIR, then $XDG_RUNTIME_DIR/ignis, then /tmp/ignis-$UID.
+ * Resolution order (flag > environment > file > default): an explicit path
+ * (the --runtime-dir flag), then $IGNIS_RUNTIME_DIR, then the configuration
+ * file's runtime_dir, then $XDG_RUNTIME_DIR/ignis, then /tmp/ignis-$UID.
  * The directory is created with mode 0700 and must belong to the caller and
  * be reachable by nobody else: a directory that exists with wider permissions
  * or another owner is refused (the sockets inside are the system's control
@@ -20,9 +21,11 @@
  * name ("/gpu-worker.sock") and the "ipc://" prefix is not part of it. */
 #define RTDIR_PATH_MAX 90
 
-/* Resolve the directory into `out` (RTDIR_PATH_MAX + 1 bytes). `flag` may be
+/* Resolve the directory into `out` (RTDIR_PATH_MAX + 1 bytes). `flag` and
+ * `file` (the configuration file's value, named `file_src` in messages) may be
  * NULL. Does not touch the file system. */
-int rtdir_resolve(const char *flag, char *out, size_t cap, struct ig_errbuf *eb);
+int rtdir_resolve(const char *flag, const char *file, const char *file_src, char *out, size_t cap,
+		  struct ig_errbuf *eb);
 
 /* Create `dir` (and missing parents' last component only) with mode 0700, or
  * check an existing one: owned by us, not group/other accessible. */

@@ -106,7 +106,7 @@ int dmn_run(const struct dmn_spec *spec, const struct dmn_args *args)
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	rc = rtdir_resolve(args->runtime_dir, rtdir, sizeof(rtdir), &eb);
+	rc = rtdir_resolve(args->runtime_dir, NULL, NULL, rtdir, sizeof(rtdir), &eb);
 	if (!rc)
 		rc = rtdir_prepare(rtdir, &eb);
 	if (!rc)

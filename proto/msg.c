@@ -106,6 +106,10 @@ void msg_str_copy(char *out, size_t cap, struct msg_str s)
 {
 	size_t n = s.n < cap - 1 ? s.n : cap - 1;
 
+	/* When cutting, do not split a UTF-8 character. */
+	if (n < s.n)
+		while (n > 0 && ((unsigned char)s.p[n] & 0xc0) == 0x80)
+			n--;
 	if (n)
 		memcpy(out, s.p, n);
 	out[n] = '\0';
@@ -160,6 +164,8 @@ int msg_buf_write(void *ctx, const char *buf, size_t len)
 {
 	struct msg_buf *b = ctx;
 
+	if (len == 0)
+		return 0;
 	if (b->n + len > b->cap) {
 		size_t cap = b->cap ? b->cap : 256;
 		char *p;

@@ -96,7 +96,7 @@ struct msg_str {
 #define MSG_FIELDS_ack(F, R) F(R, U64, of, 1, UINT32_MAX, _)
 
 #define MSG_FIELDS_error(F, R)                                                         \
-	F(R, U64, code, 0, UINT32_MAX, _)                                              \
+	F(R, U64, code, 1, UINT32_MAX, _)                                              \
 	F(R, STR, message, 0, 1024, _)
 
 #define MSG_FIELDS_status(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
@@ -218,7 +218,8 @@ static inline struct msg_str msg_str_of(const char *s)
 	return v;
 }
 bool msg_str_eq(struct msg_str s, const char *lit);
-/* Copy into a NUL-terminated buffer, cutting at cap - 1 bytes. */
+/* Copy into a NUL-terminated buffer, cutting at cap - 1 bytes (at a UTF-8
+ * character boundary). */
 void msg_str_copy(char *out, size_t cap, struct msg_str s);
 /* True when the n bytes at p are UTF-8 without NUL. */
 bool msg_utf8_valid(const char *p, size_t n);

@@ -16,18 +16,20 @@ static void *svc__watchdog(void *arg)
 	uint64_t seq = 0;
 
 	while (!atomic_load(&s->wd_quit)) {
+		int wait_ms = failures ? 1000 : s->wd_interval_ms;
 		struct ig_errbuf eb;
 		struct msg ping = {.type = MSG_PING};
 		struct tp_rx rx;
+		uint64_t polls;
 		nng_socket sock;
 		int rc;
 
-		for (int waited = 0; waited < s->wd_interval_ms && !atomic_load(&s->wd_quit);
-		     waited += 50)
+		for (int waited = 0; waited < wait_ms && !atomic_load(&s->wd_quit); waited += 50)
 			clk_sleep_ms(50);
 		if (atomic_load(&s->wd_quit))
 			break;
 		ping.u.ping.seq = ++seq;
+		polls = atomic_load(&s->polls);
 		rc = tp_dial_url(&sock, s->lis.url, 1000, &eb);
 		if (rc == IG_E_OK) {
 			rc = tp_call(sock, &ping, &rx, &eb);
@@ -36,7 +38,10 @@ static void *svc__watchdog(void *arg)
 			tp_rx_release(&rx);
 			nng_close(sock);
 		}
-		failures = rc == IG_E_OK ? 0 : failures + 1;
+		if (rc == IG_E_OK)
+			failures = 0;
+		else if (atomic_load(&s->polls) - polls >= 2)
+			failures++; /* the loop was listening and our ping never came */
 		if (failures >= 2) {
 			atomic_store(&s->wd_wedged, true);
 			failures = 0;
@@ -56,6 +61,7 @@ int svc_open(struct svc *s, const char *role, const char *rtdir, const char *nam
 	s->wd_interval_ms = watchdog_ms > 0 ? watchdog_ms : SVC_WATCHDOG_MS;
 	atomic_init(&s->wd_quit, false);
 	atomic_init(&s->wd_wedged, false);
+	atomic_init(&s->polls, 0);
 	rc = tp_listen(&s->lis, rtdir, name, eb);
 	if (rc)
 		return rc;
@@ -121,6 +127,7 @@ int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
 	struct tp_rx rx;
 	int rc;
 
+	atomic_fetch_add(&s->polls, 1);
 	if (atomic_exchange(&s->wd_wedged, false)) {
 		struct ev e;
 

@@ -14,8 +14,10 @@
  * as an ignis.proto.rejected event; the service keeps serving.
  *
  * A watchdog thread dials the socket with nng every SVC_WATCHDOG_MS and pings
- * it; after two failed pings the next svc_poll re-creates the listener (nng
- * 1.5.2 can wedge a listener for good, upstream issue 1518).
+ * it (1 s timeout). A failed ping counts only when the loop entered svc_poll
+ * meanwhile (a busy loop is not a wedged listener); after a failure the next
+ * ping comes 1 s later; two failures in a row and the next svc_poll re-creates
+ * the listener (nng 1.5.2 can wedge a listener for good, upstream issue 1518).
  */
 #ifndef IGNIS_PROTO_SERVICE_H
 #define IGNIS_PROTO_SERVICE_H
@@ -47,6 +49,7 @@ struct svc {
 	bool wd_running;
 	atomic_bool wd_quit;
 	atomic_bool wd_wedged;
+	atomic_uint_fast64_t polls; /* svc_poll entries: proof the loop is serving */
 	int wd_interval_ms;
 };
 

@@ -1,8 +1,10 @@
 /* transport.c - nng sockets carrying msg.h messages (see transport.h). */
 #define _GNU_SOURCE
 #include "transport.h"
+#include "clock.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,8 +71,17 @@ static int tp__lock(const char *path, int *fdout, struct ig_errbuf *eb)
 		if (fd < 0)
 			return ig_errf(eb, IG_E_IO, "cannot open lock '%s': %s", path,
 				       strerror(errno));
-		if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-			int e = errno;
+		int e = 0;
+
+		/* A prober (tp_lock_held) holds it shared for microseconds: retry for
+		 * a moment before calling the lock taken. */
+		for (int tries = 0; tries < 25; tries++) {
+			e = flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+			if (e != EWOULDBLOCK)
+				break;
+			clk_sleep_ms(10);
+		}
+		if (e != 0) {
 			pid_t holder = tp__read_pid(fd);
 
 			close(fd);
@@ -88,8 +99,7 @@ static int tp__lock(const char *path, int *fdout, struct ig_errbuf *eb)
 		}
 		n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
 		if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
-			int e = errno;
-
+			e = errno;
 			close(fd);
 			return ig_errf(eb, IG_E_IO, "cannot write lock '%s': %s", path,
 				       strerror(e));
@@ -118,6 +128,30 @@ bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder)
 	}
 	close(fd);
 	return held;
+}
+
+bool tp_remove_stale(const char *rtdir, const char *name, pid_t *holder)
+{
+	char lock[TP_PATH_MAX], sock[TP_PATH_MAX];
+	int fd;
+
+	*holder = 0;
+	if (snprintf(lock, sizeof(lock), "%s/%s.lock", rtdir, name) >= (int)sizeof(lock) ||
+	    snprintf(sock, sizeof(sock), "%s/%s.sock", rtdir, name) >= (int)sizeof(sock))
+		return false;
+	fd = open(lock, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return access(sock, F_OK) != 0 || unlink(sock) == 0; /* no lock: no owner */
+	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+		*holder = tp__read_pid(fd);
+		close(fd);
+		return false;
+	}
+	/* Holding the lock: unlink both before letting go (see tp_listener_close). */
+	unlink(sock);
+	unlink(lock);
+	close(fd);
+	return true;
 }
 
 /* ---- listener ------------------------------------------------------------ */
@@ -299,7 +333,11 @@ int tp_call(nng_socket s, const struct msg *req, struct tp_rx *rx, struct ig_err
 
 		msg_str_copy(text, sizeof(text), rx->m.u.error.message);
 		tp_rx_release(rx);
-		return ig_errf(eb, ig_err_known((int)code) ? (int)code : IG_E_INVAL,
+		/* An error reply is never success, whatever code it carries. */
+		return ig_errf(eb,
+			       code != IG_E_OK && code <= INT32_MAX && ig_err_known((int)code)
+				       ? (int)code
+				       : IG_E_PROTO_UNEXPECTED,
 			       "peer refused %s: %s", msg_type_name(req->type), text);
 	}
 	return IG_E_OK;

@@ -44,6 +44,11 @@ int tp_relisten(struct tp_listener *t, struct ig_errbuf *eb);
  * Idempotent. */
 void tp_listener_close(struct tp_listener *t);
 
+/* Remove the socket and lock files `<rtdir>/<name>.{sock,lock}` left by a dead
+ * owner. Only when the lock can be taken: a live owner's files are left alone
+ * and false is returned (its pid in *holder). True when nothing is left. */
+bool tp_remove_stale(const char *rtdir, const char *name, pid_t *holder);
+
 /* True when a live process holds `<rtdir>/<name>.lock`; its pid in *holder
  * (0 when unreadable). Touches no socket. */
 bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder);

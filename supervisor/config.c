@@ -75,6 +75,7 @@ int cfg_load(struct cfg *c, const char *path, struct ig_errbuf *eb)
 			       path, cyaml_strerror(err), log.text[0] ? ": " : "", log.text);
 	c->file = f;
 	c->runtime_dir = f ? f->runtime_dir : NULL;
+	snprintf(c->runtime_dir_src, sizeof(c->runtime_dir_src), "config file '%s'", path);
 	if (c->runtime_dir && c->runtime_dir[0] != '/') {
 		int rc = ig_errf(eb, IG_E_CONFIG,
 				 "config file '%s': runtime_dir '%s' is not an absolute path; "

@@ -15,6 +15,7 @@
 
 struct cfg {
 	char *runtime_dir; /* NULL: not set in the file */
+	char runtime_dir_src[300]; /* "config file 'x.yaml'", for messages */
 	void *file;        /* libcyaml's document, freed by cfg_release */
 };
 

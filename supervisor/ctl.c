@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "config.h"
 #include "event.h"
 #include "rtdir.h"
 #include "transport.h"
@@ -19,10 +20,18 @@
 static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s, pid_t *holder_out)
 {
 	struct ig_errbuf eb;
+	struct cfg cfg;
 	pid_t holder;
 	int rc;
 
-	rc = rtdir_resolve(o->runtime_dir, rtdir, RTDIR_PATH_MAX + 1, &eb);
+	rc = cfg_load(&cfg, o->config_path, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+		return 1;
+	}
+	rc = rtdir_resolve(o->runtime_dir, cfg.runtime_dir, cfg.runtime_dir_src, rtdir,
+			   RTDIR_PATH_MAX + 1, &eb);
+	cfg_release(&cfg);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
 		return 1;
@@ -48,7 +57,7 @@ static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s, pi
 
 static void ctl__json_str(const char *key, struct msg_str v, bool comma)
 {
-	char buf[256];
+	char buf[1024];
 	size_t n = ev_json_escape(buf, sizeof(buf), v.p, v.n);
 
 	printf("\"%s\":\"%.*s\"%s", key, (int)(n == (size_t)-1 ? 0 : n), buf, comma ? "," : "");
@@ -78,7 +87,9 @@ int sup_status(const struct sup_opts *o)
 		return 1;
 	}
 	if (o->json) {
-		printf("{\"runtime_dir\":\"%s\",\"procs\":[", rtdir);
+		printf("{");
+		ctl__json_str("runtime_dir", msg_str_of(rtdir), true);
+		printf("\"procs\":[");
 		for (uint32_t i = 0; i < rx.m.u.status_reply.procs.n; i++) {
 			const struct msg_proc *p = &rx.m.u.status_reply.procs.v[i];
 
@@ -123,6 +134,9 @@ int sup_stop(const struct sup_opts *o)
 		return 1;
 	req.u.shutdown.reason = msg_str_of("ignis-supervisor stop");
 	rc = tp_call(s, &req, &rx, &eb);
+	if (rc == IG_E_OK && (rx.m.type != MSG_ACK || rx.m.u.ack.of != MSG_SHUTDOWN))
+		rc = ig_errf(&eb, IG_E_PROTO_UNEXPECTED, "answered shutdown with '%s'",
+			     msg_type_name(rx.m.type));
 	tp_rx_release(&rx);
 	nng_close(s);
 	if (rc) {

@@ -2,8 +2,8 @@
  * ignis-supervisor - the one program an operator starts.
  *
  *   ignis-supervisor start [-c FILE] [--runtime-dir DIR] [--bin-dir DIR]
- *   ignis-supervisor status [--runtime-dir DIR] [--json]
- *   ignis-supervisor stop [--runtime-dir DIR]
+ *   ignis-supervisor status [-c FILE] [--runtime-dir DIR] [--json]
+ *   ignis-supervisor stop [-c FILE] [--runtime-dir DIR]
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -24,7 +24,8 @@ static void usage(FILE *f)
 		"  stop     stop a running supervisor and its daemons\n"
 		"\n"
 		"options:\n"
-		"  -c, --config FILE     YAML configuration (start; default: the embedded one)\n"
+		"  -c, --config FILE     YAML configuration (default: the embedded one); status\n"
+		"                        and stop read its runtime_dir too\n"
 		"  --runtime-dir DIR     directory of the control sockets (IGNIS_RUNTIME_DIR;\n"
 		"                        default $XDG_RUNTIME_DIR/ignis, else /tmp/ignis-$UID)\n"
 		"  --bin-dir DIR         where ignis-gpu-worker and ignis-kvstored are (start;\n"
@@ -98,8 +99,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "start"))
 		return sup_start(&o);
-	if (o.config_path || o.bin_dir) {
-		fprintf(stderr, "ignis-supervisor: -c and --bin-dir are options of 'start'\n");
+	if (o.bin_dir) {
+		fprintf(stderr, "ignis-supervisor: --bin-dir is an option of 'start'\n");
 		return 2;
 	}
 	if (!strcmp(cmd, "status"))

@@ -128,6 +128,11 @@ int proc_spawn(struct proc *p, const struct proc_env *env, struct ig_errbuf *eb)
 		sigaction(SIGTERM, &dfl, NULL);
 		sigaction(SIGINT, &dfl, NULL);
 		sigaction(SIGCHLD, &dfl, NULL);
+		/* In its own process group a daemon is a background job: writing
+		 * events to a terminal with `stty tostop` would stop it. */
+		dfl.sa_handler = SIG_IGN;
+		sigaction(SIGTTOU, &dfl, NULL);
+		sigaction(SIGTTIN, &dfl, NULL);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		fd = open("/dev/null", O_RDONLY);
@@ -142,6 +147,7 @@ int proc_spawn(struct proc *p, const struct proc_env *env, struct ig_errbuf *eb)
 	setpgid(pid, pid); /* also from the parent: no window where it is in ours */
 	p->pid = pid;
 	p->state = PROC_STARTING;
+	p->hello_killed = false;
 	p->spawned_ms = clk_mono_ms();
 	p->ready_ms = 0;
 	p->ping_misses = 0;
@@ -259,12 +265,14 @@ int proc_tick(struct proc *p, const struct proc_env *env, uint64_t now, struct i
 
 	switch (p->state) {
 	case PROC_STARTING:
+		if (p->hello_killed)
+			return IG_E_OK;
 		if (now > p->spawned_ms && now - p->spawned_ms > PROC_HELLO_TIMEOUT_MS) {
 			ev_msg(EV_ERROR, "ignis.supervisor.child_hello_timeout",
 			       "%s (pid %ld) said no hello within %u ms; killing it", p->program,
 			       (long)p->pid, PROC_HELLO_TIMEOUT_MS);
 			kill(p->pid, SIGKILL);
-			p->spawned_ms = now; /* do not kill it again before it is reaped */
+			p->hello_killed = true; /* once: it is reaped on a later tick */
 			return IG_E_OK;
 		}
 		rc = proc__hello(p, env, now, eb);
@@ -323,6 +331,12 @@ void proc_exited(struct proc *p, int status, uint64_t now, bool stopping)
 	if (p->state == PROC_FAILED)
 		return;
 	if (!p->ever_ready) {
+		if (p->hello_killed)
+			snprintf(p->why_failed, sizeof(p->why_failed),
+				 "said no hello within %u ms and was killed", PROC_HELLO_TIMEOUT_MS);
+		else
+			snprintf(p->why_failed, sizeof(p->why_failed), "exited (%s) before it said hello",
+				 how);
 		p->state = PROC_FAILED;
 		return;
 	}
@@ -391,5 +405,13 @@ void proc_stop(struct proc *p, const struct proc_env *env)
 	       p->program, (long)p->pid);
 	kill(-p->pid, SIGKILL);
 	kill(p->pid, SIGKILL);
-	proc__wait(p, 60000);
+	if (!proc__wait(p, PROC_TERM_GRACE_MS)) {
+		/* Stuck in the kernel (a driver call, a dead NFS mount): give up on it.
+		 * It still holds its lock, so its socket files are left alone. */
+		ev_msg(EV_ERROR, "ignis.supervisor.child_unkillable",
+		       "%s (pid %ld) survived SIGKILL for %u ms; leaving it", p->program,
+		       (long)p->pid, PROC_TERM_GRACE_MS);
+		p->pid = 0;
+		p->state = PROC_IDLE;
+	}
 }

@@ -59,6 +59,8 @@ struct proc {
 	uint32_t streak;     /* consecutive failures, for the backoff */
 	uint64_t due_ms;     /* BACKOFF: respawn time */
 	bool ever_ready;
+	bool hello_killed;   /* killed for saying no hello in time */
+	char why_failed[160]; /* FAILED before its first hello: what happened */
 	nng_socket req;
 	bool req_open;
 	uint64_t next_ping_ms;
@@ -94,8 +96,8 @@ int proc_tick(struct proc *p, const struct proc_env *env, uint64_t now, struct i
 void proc_exited(struct proc *p, int status, uint64_t now, bool stopping);
 
 /* Orderly stop: shutdown request, then SIGTERM, then SIGKILL, waiting for the
- * exit each time. Blocks at most PROC_STOP_GRACE_MS + PROC_TERM_GRACE_MS + a
- * little. */
+ * exit each time. Blocks at most PROC_STOP_GRACE_MS + 2 * PROC_TERM_GRACE_MS
+ * + a little. */
 void proc_stop(struct proc *p, const struct proc_env *env);
 
 const char *proc_state_name(enum proc_state s);

@@ -101,14 +101,21 @@ static void sup__stop_children(struct sup *s)
 {
 	for (int i = SUP_NPROC - 1; i >= 0; i--)
 		proc_stop(&s->procs[i], &s->env);
-	/* A child killed hard leaves its socket and lock behind: remove them. */
+	/* A child killed hard leaves its socket and lock behind: remove them, but
+	 * never the files of a process that still holds its lock (one we could
+	 * not kill, or another daemon started by hand on this directory). */
 	for (int i = 0; i < SUP_NPROC; i++) {
-		char path[TP_PATH_MAX];
+		pid_t holder;
 
-		snprintf(path, sizeof(path), "%s/%s.sock", s->env.rtdir, s->procs[i].sockname);
-		unlink(path);
-		snprintf(path, sizeof(path), "%s/%s.lock", s->env.rtdir, s->procs[i].sockname);
-		unlink(path);
+		if (!tp_remove_stale(s->env.rtdir, s->procs[i].sockname, &holder)) {
+			struct ev e;
+
+			ev_begin(&e, EV_WARN, "ignis.supervisor.socket_left");
+			ev_str(&e, "role", s->procs[i].role);
+			ev_u64(&e, "holder_pid", (uint64_t)holder);
+			ev_str(&e, "reason", "a live process holds its lock");
+			ev_end(&e);
+		}
 	}
 }
 
@@ -147,7 +154,7 @@ int sup_start(const struct sup_opts *o)
 		return 1;
 	}
 	s.env.self = getpid();
-	rc = rtdir_resolve(o->runtime_dir ? o->runtime_dir : s.cfg.runtime_dir, s.env.rtdir,
+	rc = rtdir_resolve(o->runtime_dir, s.cfg.runtime_dir, s.cfg.runtime_dir_src, s.env.rtdir,
 			   sizeof(s.env.rtdir), &eb);
 	if (!rc)
 		rc = rtdir_prepare(s.env.rtdir, &eb);
@@ -199,10 +206,8 @@ int sup_start(const struct sup_opts *o)
 
 			rc = proc_tick(p, &s.env, now, &eb);
 			if (rc == IG_E_OK && p->state == PROC_FAILED)
-				rc = ig_errf(&eb, IG_E_CHILD,
-					     "%s exited before it said hello: see its messages "
-					     "above",
-					     p->program);
+				rc = ig_errf(&eb, IG_E_CHILD, "%s %s: see its messages above",
+					     p->program, p->why_failed);
 			/* The next one starts once this one is up for the first time. */
 			if (rc == IG_E_OK && i + 1 < SUP_NPROC && p->state == PROC_RUNNING &&
 			    s.procs[i + 1].state == PROC_IDLE && !s.procs[i + 1].ever_ready)

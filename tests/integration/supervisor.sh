@@ -152,8 +152,35 @@ out=$("$sup" start -c "$work/missing.yaml" --runtime-dir "$rt" 2>&1 >/dev/null) 
 grep -q "missing.yaml" <<<"$out" || fail "message does not name the missing file: $out"
 echo "runtime_dir: $rt" >"$work/good.yaml"
 start_sup -c "$work/good.yaml"
-"$sup" stop --runtime-dir "$rt" 2>/dev/null || fail "stop failed"
+"$sup" status -c "$work/good.yaml" >/dev/null || fail "status -c does not find the supervisor"
+"$sup" stop -c "$work/good.yaml" 2>/dev/null || fail "stop -c failed"
 wait "$sup_pid"; sup_pid=
+
+step "IGNIS_RUNTIME_DIR outranks the file's runtime_dir"
+: >"$events"
+IGNIS_RUNTIME_DIR=$rt "$sup" start -c "$work/unused.yaml" >/dev/null 2>&1 &&
+	fail "a missing config file was accepted"
+echo "runtime_dir: $work/other" >"$work/other.yaml"
+IGNIS_RUNTIME_DIR=$rt "$sup" start -c "$work/other.yaml" >>"$events" 2>>"$work/stderr" &
+sup_pid=$!
+wait_for 30 grep -q '"event":"ignis.supervisor.started"' "$events" || fail "no start"
+grep '"event":"ignis.supervisor.started"' "$events" | grep -q "\"runtime_dir\":\"$rt\"" ||
+	fail "the file's runtime_dir beat IGNIS_RUNTIME_DIR"
+IGNIS_RUNTIME_DIR=$rt "$sup" stop 2>/dev/null || fail "stop failed"
+wait "$sup_pid"; sup_pid=
+
+step "a daemon started by hand on the directory keeps its files when a start is refused"
+mkdir -p -m 700 "$rt"
+"$build/kvstore-daemon/ignis-kvstored" --runtime-dir "$rt" >/dev/null &
+hand=$!
+wait_for 5 test -S "$rt/kvstore.sock" || fail "hand-started kvstore did not listen"
+out=$("$sup" start --runtime-dir "$rt" 2>&1 >/dev/null) && fail "start over a live kvstore succeeded"
+grep -q "held by a running process (pid $hand)" <<<"$out" || fail "unclear refusal: $out"
+[[ -S $rt/kvstore.sock && -f $rt/kvstore.lock ]] || fail "the live kvstore's files were removed"
+"$probe" "$rt/kvstore.sock" hex 83a17402a17601a373657101 | grep -q "type=pong" ||
+	fail "the hand-started kvstore stopped answering"
+kill -TERM "$hand"; wait "$hand"
+[[ ! -e $rt/kvstore.sock ]] || fail "the kvstore left its socket on SIGTERM"
 
 step "a daemon of another protocol version or role is refused with a clear message"
 mkdir -p "$work/bin"

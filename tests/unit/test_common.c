@@ -841,36 +841,42 @@ struct resolve_row {
 	int rc;
 	const char *want; /* the path on success (NULL: computed), else words of the message */
 	const char *also; /* more words of the message, or NULL */
+	const char *file; /* the configuration file's runtime_dir, or NULL */
 };
 
 #define ABS  "is not an absolute path"
 #define LONG "is too long (91 bytes)"
 
 static const struct resolve_row resolve_rows[] = {
-    {"flag beats all", "/f", "/e", "/x", 0, IG_E_OK, "/f", NULL},
-    {"env beats XDG", NULL, "/e", "/x", 0, IG_E_OK, "/e", NULL},
-    {"empty flag falls through", "", "/e", "/x", 0, IG_E_OK, "/e", NULL},
-    {"XDG gets /ignis", NULL, NULL, "/run/user/7", 0, IG_E_OK, "/run/user/7/ignis", NULL},
-    {"empty env falls through", NULL, "", "/x", 0, IG_E_OK, "/x/ignis", NULL},
-    {"default", NULL, NULL, NULL, 0, IG_E_OK, DEFAULT_DIR, NULL},
-    {"empty XDG falls through", NULL, NULL, "", 0, IG_E_OK, DEFAULT_DIR, NULL},
-    {"flag trailing slashes", "/a/b///", NULL, NULL, 0, IG_E_OK, "/a/b", NULL},
-    {"env trailing slash", NULL, "/e/", NULL, 0, IG_E_OK, "/e", NULL},
-    {"root stays", "/", NULL, NULL, 0, IG_E_OK, "/", NULL},
-    {"slashes only", "///", NULL, NULL, 0, IG_E_OK, "/", NULL},
-    {"relative flag", "run/ig", "/e", NULL, 0, IG_E_CONFIG, "'run/ig' from --runtime-dir", ABS},
-    {"relative env", NULL, "rel", "/x", 0, IG_E_CONFIG, "'rel' from IGNIS_RUNTIME_DIR", ABS},
-    {"relative XDG", NULL, NULL, "run", 0, IG_E_CONFIG, "'run/ignis' from XDG_RUNTIME_DIR", ABS},
-    {"flag of 90 fits", path90, NULL, NULL, 0, IG_E_OK, path90, NULL},
-    {"flag of 91", path91, NULL, NULL, 0, IG_E_CONFIG, "from --runtime-dir " LONG, "in 90 bytes"},
+    {"flag beats all", "/f", "/e", "/x", 0, IG_E_OK, "/f", NULL, NULL},
+    {"env beats XDG", NULL, "/e", "/x", 0, IG_E_OK, "/e", NULL, NULL},
+    {"empty flag falls through", "", "/e", "/x", 0, IG_E_OK, "/e", NULL, NULL},
+    {"XDG gets /ignis", NULL, NULL, "/run/user/7", 0, IG_E_OK, "/run/user/7/ignis", NULL, NULL},
+    {"empty env falls through", NULL, "", "/x", 0, IG_E_OK, "/x/ignis", NULL, NULL},
+    {"default", NULL, NULL, NULL, 0, IG_E_OK, DEFAULT_DIR, NULL, NULL},
+    {"empty XDG falls through", NULL, NULL, "", 0, IG_E_OK, DEFAULT_DIR, NULL, NULL},
+    {"flag trailing slashes", "/a/b///", NULL, NULL, 0, IG_E_OK, "/a/b", NULL, NULL},
+    {"env trailing slash", NULL, "/e/", NULL, 0, IG_E_OK, "/e", NULL, NULL},
+    {"root stays", "/", NULL, NULL, 0, IG_E_OK, "/", NULL, NULL},
+    {"slashes only", "///", NULL, NULL, 0, IG_E_OK, "/", NULL, NULL},
+    {"relative flag", "run/ig", "/e", NULL, 0, IG_E_CONFIG, "'run/ig' from --runtime-dir", ABS, NULL},
+    {"relative env", NULL, "rel", "/x", 0, IG_E_CONFIG, "'rel' from IGNIS_RUNTIME_DIR", ABS, NULL},
+    {"relative XDG", NULL, NULL, "run", 0, IG_E_CONFIG, "'run/ignis' from XDG_RUNTIME_DIR", ABS, NULL},
+    {"flag of 90 fits", path90, NULL, NULL, 0, IG_E_OK, path90, NULL, NULL},
+    {"flag of 91", path91, NULL, NULL, 0, IG_E_CONFIG, "from --runtime-dir " LONG, "in 90 bytes", NULL},
     /* The limit is RTDIR_PATH_MAX, not the caller's buffer. */
-    {"91 in a big buffer", path91, NULL, NULL, 128, IG_E_CONFIG, "(91 bytes)", NULL},
-    {"env of 91", NULL, path91, NULL, 0, IG_E_CONFIG, "from IGNIS_RUNTIME_DIR " LONG, NULL},
-    {"XDG to 90 fits", NULL, NULL, xdg84, 0, IG_E_OK, NULL, NULL},
-    {"XDG to 91", NULL, NULL, xdg85, 0, IG_E_CONFIG, "from XDG_RUNTIME_DIR " LONG, NULL},
-    {"90 with slashes trims", path90slash, NULL, NULL, 0, IG_E_OK, NULL, NULL},
-    {"small cap", "/abcdefghij", NULL, NULL, 8, IG_E_CONFIG, "too long (11 bytes)", NULL},
-    {"cap exact", "/abcdefg", NULL, NULL, 9, IG_E_OK, "/abcdefg", NULL},
+    {"91 in a big buffer", path91, NULL, NULL, 128, IG_E_CONFIG, "(91 bytes)", NULL, NULL},
+    {"env of 91", NULL, path91, NULL, 0, IG_E_CONFIG, "from IGNIS_RUNTIME_DIR " LONG, NULL, NULL},
+    {"XDG to 90 fits", NULL, NULL, xdg84, 0, IG_E_OK, NULL, NULL, NULL},
+    {"XDG to 91", NULL, NULL, xdg85, 0, IG_E_CONFIG, "from XDG_RUNTIME_DIR " LONG, NULL, NULL},
+    {"90 with slashes trims", path90slash, NULL, NULL, 0, IG_E_OK, NULL, NULL, NULL},
+    {"small cap", "/abcdefghij", NULL, NULL, 8, IG_E_CONFIG, "too long (11 bytes)", NULL, NULL},
+    {"cap exact", "/abcdefg", NULL, NULL, 9, IG_E_OK, "/abcdefg", NULL, NULL},
+    {"flag beats file", "/f", NULL, "/x", 0, IG_E_OK, "/f", NULL, "/c"},
+    {"env beats file", NULL, "/e", "/x", 0, IG_E_OK, "/e", NULL, "/c"},
+    {"file beats XDG", NULL, NULL, "/x", 0, IG_E_OK, "/c", NULL, "/c"},
+    {"relative file", NULL, NULL, NULL, 0, IG_E_CONFIG, "'c' from config file 't.yaml'", ABS,
+     "c"},
 };
 
 static void test_rtdir_resolve(void **state)
@@ -897,7 +903,7 @@ static void test_rtdir_resolve(void **state)
 		assert_non_null(out);
 		put_env("IGNIS_RUNTIME_DIR", r->ignis);
 		put_env("XDG_RUNTIME_DIR", r->xdg);
-		rc = rtdir_resolve(r->flag, out, cap, &eb);
+		rc = rtdir_resolve(r->flag, r->file, "config file 't.yaml'", out, cap, &eb);
 		if (rc != r->rc)
 			fail_msg("%s: rtdir_resolve = %s (%s), want %s", r->name, ig_err_name(rc),
 			         eb.msg, ig_err_name(r->rc));
