@@ -7,10 +7,10 @@
 #include <strings.h>
 
 static const char bsize__accepted[] =
-	"a whole number with an optional suffix K, M, G or T (binary: 1K = 1024), e.g. 1536M";
+    "a whole number with an optional suffix K, M, G or T (binary: 1K = 1024), e.g. 1536M";
 static const char bsize__accepted_tok[] =
-	"a whole number with an optional suffix K, M, G or T (binary: 1K = 1024), e.g. 1536M, "
-	"or a token count with 'tok', e.g. 512Ktok";
+    "a whole number with an optional suffix K, M, G or T (binary: 1K = 1024), e.g. 1536M, "
+    "or a token count with 'tok', e.g. 512Ktok";
 
 int bsize_parse(const char *s, bool allow_tokens, struct bsize *out, struct ig_errbuf *eb)
 {
@@ -64,7 +64,7 @@ suffix_done:
 	}
 	if (*p)
 		return ig_errf(eb, IG_E_INVAL, "'%s' has an unknown suffix '%s'; expected %s", s, p,
-			       acc);
+		               acc);
 	if (v > UINT64_MAX / mul)
 		return ig_errf(eb, IG_E_INVAL, "'%s' is too large (over 2^64 - 1)", s);
 	out->n = v * mul;

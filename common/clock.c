@@ -26,7 +26,8 @@ void clk_rfc3339(char *out, size_t cap)
 
 void clk_sleep_ms(uint64_t ms)
 {
-	struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+	                      .tv_nsec = (long)(ms % 1000) * 1000000L};
 
 	/* A signal cuts the sleep short on purpose: callers re-check their flags. */
 	nanosleep(&ts, NULL);
@@ -38,13 +39,13 @@ void clk_fmt_duration(char *out, size_t cap, uint64_t ms)
 
 	if (s >= 86400)
 		snprintf(out, cap, "%llud%02lluh", (unsigned long long)(s / 86400),
-			 (unsigned long long)(s % 86400 / 3600));
+		         (unsigned long long)(s % 86400 / 3600));
 	else if (s >= 3600)
 		snprintf(out, cap, "%lluh%02llum", (unsigned long long)(s / 3600),
-			 (unsigned long long)(s % 3600 / 60));
+		         (unsigned long long)(s % 3600 / 60));
 	else if (s >= 60)
 		snprintf(out, cap, "%llum%02llus", (unsigned long long)(s / 60),
-			 (unsigned long long)(s % 60));
+		         (unsigned long long)(s % 60));
 	else
 		snprintf(out, cap, "%llus", (unsigned long long)s);
 }

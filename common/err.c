@@ -7,8 +7,8 @@
 const char *ig_err_name(int code)
 {
 	switch (code) {
-#define IG__ERR_NAME(name, val, desc)                                                  \
-	case val:                                                                      \
+#define IG__ERR_NAME(name, val, desc)                                                              \
+	case val:                                                                                  \
 		return "IG_E_" #name;
 		IG_ERRORS(IG__ERR_NAME)
 #undef IG__ERR_NAME
@@ -19,8 +19,8 @@ const char *ig_err_name(int code)
 const char *ig_err_str(int code)
 {
 	switch (code) {
-#define IG__ERR_STR(name, val, desc)                                                   \
-	case val:                                                                      \
+#define IG__ERR_STR(name, val, desc)                                                               \
+	case val:                                                                                  \
 		return desc;
 		IG_ERRORS(IG__ERR_STR)
 #undef IG__ERR_STR

@@ -13,28 +13,28 @@
 #include <stddef.h>
 
 /* X(NAME, value, "short description") */
-#define IG_ERRORS(X)                                                                   \
-	X(OK, 0, "success")                                                            \
-	X(NOMEM, 1, "out of host memory")                                              \
-	X(INVAL, 2, "invalid argument")                                                \
-	X(IO, 3, "input/output error")                                                 \
-	X(TIMEOUT, 4, "timed out")                                                     \
-	X(CLOSED, 5, "connection closed")                                              \
-	X(BUSY, 6, "resource in use")                                                  \
-	X(NOTFOUND, 7, "not found")                                                    \
-	X(CONFIG, 8, "bad configuration")                                              \
-	X(PERM, 9, "permission or ownership refused")                                  \
-	X(TRANSPORT, 10, "transport error")                                            \
-	X(PROTO_TRUNCATED, 20, "message truncated")                                    \
-	X(PROTO_OVERSIZE, 21, "message larger than allowed")                           \
-	X(PROTO_MALFORMED, 22, "message is not a well-formed msgpack map")            \
-	X(PROTO_UNKNOWN_TYPE, 23, "unknown message type")                              \
-	X(PROTO_VERSION, 24, "protocol version mismatch")                              \
-	X(PROTO_MISSING_FIELD, 25, "required field missing")                           \
-	X(PROTO_FIELD_TYPE, 26, "field has the wrong type")                            \
-	X(PROTO_FIELD_RANGE, 27, "field value out of range")                           \
-	X(PROTO_UNKNOWN_FIELD, 28, "unknown field")                                    \
-	X(PROTO_UNEXPECTED, 29, "unexpected message type")                             \
+#define IG_ERRORS(X)                                                                               \
+	X(OK, 0, "success")                                                                        \
+	X(NOMEM, 1, "out of host memory")                                                          \
+	X(INVAL, 2, "invalid argument")                                                            \
+	X(IO, 3, "input/output error")                                                             \
+	X(TIMEOUT, 4, "timed out")                                                                 \
+	X(CLOSED, 5, "connection closed")                                                          \
+	X(BUSY, 6, "resource in use")                                                              \
+	X(NOTFOUND, 7, "not found")                                                                \
+	X(CONFIG, 8, "bad configuration")                                                          \
+	X(PERM, 9, "permission or ownership refused")                                              \
+	X(TRANSPORT, 10, "transport error")                                                        \
+	X(PROTO_TRUNCATED, 20, "message truncated")                                                \
+	X(PROTO_OVERSIZE, 21, "message larger than allowed")                                       \
+	X(PROTO_MALFORMED, 22, "message is not a well-formed msgpack map")                         \
+	X(PROTO_UNKNOWN_TYPE, 23, "unknown message type")                                          \
+	X(PROTO_VERSION, 24, "protocol version mismatch")                                          \
+	X(PROTO_MISSING_FIELD, 25, "required field missing")                                       \
+	X(PROTO_FIELD_TYPE, 26, "field has the wrong type")                                        \
+	X(PROTO_FIELD_RANGE, 27, "field value out of range")                                       \
+	X(PROTO_UNKNOWN_FIELD, 28, "unknown field")                                                \
+	X(PROTO_UNEXPECTED, 29, "unexpected message type")                                         \
 	X(CHILD, 40, "child process failed")
 
 enum ig_err {
@@ -61,7 +61,7 @@ int ig_err_known(int code);
  * `code`, so that callers write `return ig_errf(eb, IG_E_INVAL, "...", ...);`.
  */
 int ig_errf(struct ig_errbuf *eb, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 int ig_verrf(struct ig_errbuf *eb, int code, const char *fmt, va_list ap);
 
 /* Prefix the message already in `eb` with more context ("what: <old>"). */

@@ -97,7 +97,7 @@ void ev_begin(struct ev *e, enum ev_level level, const char *name)
 	e->len = 0;
 	e->full = false;
 	n = snprintf(e->buf, EV_LINE_MAX, "{\"ts\":\"%s\",\"level\":\"%s\",\"event\":\"", ts,
-		     levels[level]);
+	             levels[level]);
 	e->len = (size_t)n;
 	ev_strn(e, NULL, name, strlen(name));
 	e->buf[e->len++] = '"'; /* always: EV_LINE_MAX keeps 64 bytes spare */

@@ -48,7 +48,7 @@ void ev_end(struct ev *e);
 
 /* One-call event with a single "message" field. */
 void ev_msg(enum ev_level level, const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 /* Append `s` (n bytes) to `out` as the body of a JSON string (no quotes).
  * Returns the bytes written, or (size_t)-1 when `cap` is too small. */

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 int rtdir_resolve(const char *flag, const char *file, const char *file_src, char *out, size_t cap,
-		  struct ig_errbuf *eb)
+                  struct ig_errbuf *eb)
 {
 	const char *env = getenv("IGNIS_RUNTIME_DIR");
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
@@ -34,12 +34,12 @@ int rtdir_resolve(const char *flag, const char *file, const char *file_src, char
 	}
 	if (n < 0 || (size_t)n >= cap || n > RTDIR_PATH_MAX)
 		return ig_errf(eb, IG_E_CONFIG,
-			       "runtime directory from %s is too long (%d bytes); socket paths "
-			       "must fit in %d bytes: choose a shorter --runtime-dir",
-			       src, n, RTDIR_PATH_MAX);
+		               "runtime directory from %s is too long (%d bytes); socket paths "
+		               "must fit in %d bytes: choose a shorter --runtime-dir",
+		               src, n, RTDIR_PATH_MAX);
 	if (out[0] != '/')
 		return ig_errf(eb, IG_E_CONFIG,
-			       "runtime directory '%s' from %s is not an absolute path", out, src);
+		               "runtime directory '%s' from %s is not an absolute path", out, src);
 	while (n > 1 && out[n - 1] == '/')
 		out[--n] = '\0';
 	return IG_E_OK;
@@ -51,23 +51,24 @@ int rtdir_prepare(const char *dir, struct ig_errbuf *eb)
 
 	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
 		return ig_errf(eb, IG_E_IO, "cannot create runtime directory '%s': %s", dir,
-			       strerror(errno));
+		               strerror(errno));
 	if (lstat(dir, &st) != 0)
 		return ig_errf(eb, IG_E_IO, "cannot inspect runtime directory '%s': %s", dir,
-			       strerror(errno));
+		               strerror(errno));
 	if (!S_ISDIR(st.st_mode))
-		return ig_errf(eb, IG_E_PERM, "runtime directory '%s' exists but is not a directory",
-			       dir);
-	if (st.st_uid != getuid())
 		return ig_errf(eb, IG_E_PERM,
-			       "runtime directory '%s' belongs to uid %u, not to us (uid %u); choose "
-			       "another --runtime-dir",
-			       dir, (unsigned)st.st_uid, (unsigned)getuid());
+		               "runtime directory '%s' exists but is not a directory", dir);
+	if (st.st_uid != getuid())
+		return ig_errf(
+		    eb, IG_E_PERM,
+		    "runtime directory '%s' belongs to uid %u, not to us (uid %u); choose "
+		    "another --runtime-dir",
+		    dir, (unsigned)st.st_uid, (unsigned)getuid());
 	if ((st.st_mode & 077) != 0)
 		return ig_errf(eb, IG_E_PERM,
-			       "runtime directory '%s' has mode %03o; it must be 0700 (chmod 700 "
-			       "'%s')",
-			       dir, (unsigned)(st.st_mode & 0777), dir);
+		               "runtime directory '%s' has mode %03o; it must be 0700 (chmod 700 "
+		               "'%s')",
+		               dir, (unsigned)(st.st_mode & 0777), dir);
 	return IG_E_OK;
 }
 

@@ -25,7 +25,7 @@
  * `file` (the configuration file's value, named `file_src` in messages) may be
  * NULL. Does not touch the file system. */
 int rtdir_resolve(const char *flag, const char *file, const char *file_src, char *out, size_t cap,
-		  struct ig_errbuf *eb);
+                  struct ig_errbuf *eb);
 
 /* Create `dir` (and missing parents' last component only) with mode 0700, or
  * check an existing one: owned by us, not group/other accessible. */

@@ -7,11 +7,11 @@
 #include "daemon.h"
 
 static const struct dmn_spec worker_spec = {
-	.role = "gpu-worker",
-	.program = "ignis-gpu-worker",
-	.sockname = "gpu-worker",
-	.summary = "The Ignis GPU worker: device memory, model, KV pool, scheduler.",
-	.ready_fields = backend_ready_fields,
+    .role = "gpu-worker",
+    .program = "ignis-gpu-worker",
+    .sockname = "gpu-worker",
+    .summary = "The Ignis GPU worker: device memory, model, KV pool, scheduler.",
+    .ready_fields = backend_ready_fields,
 };
 
 int main(int argc, char **argv)

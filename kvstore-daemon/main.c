@@ -6,11 +6,11 @@
 #include "daemon.h"
 
 static const struct dmn_spec kvstore_spec = {
-	.role = "kvstore",
-	.program = "ignis-kvstored",
-	.sockname = "kvstore",
-	.summary = "The Ignis KV store daemon: KV-RAM and the LMDB KV-disk tier.",
-	.ready_fields = NULL,
+    .role = "kvstore",
+    .program = "ignis-kvstored",
+    .sockname = "kvstore",
+    .summary = "The Ignis KV store daemon: KV-RAM and the LMDB KV-disk tier.",
+    .ready_fields = NULL,
 };
 
 int main(int argc, char **argv)

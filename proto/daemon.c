@@ -24,24 +24,24 @@ static void dmn__on_signal(int sig)
 static void dmn__usage(const struct dmn_spec *spec, FILE *f)
 {
 	fprintf(f,
-		"usage: %s [--runtime-dir DIR] [--supervisor-pid PID]\n"
-		"%s\n\n"
-		"  --runtime-dir DIR     directory of the control sockets (IGNIS_RUNTIME_DIR;\n"
-		"                        default $XDG_RUNTIME_DIR/ignis, else /tmp/ignis-$UID)\n"
-		"  --supervisor-pid PID  exit when process PID is gone (set by ignis-supervisor)\n"
-		"  --help, --version\n\n"
-		"Normally started by 'ignis-supervisor start', not by hand.\n",
-		spec->program, spec->summary);
+	        "usage: %s [--runtime-dir DIR] [--supervisor-pid PID]\n"
+	        "%s\n\n"
+	        "  --runtime-dir DIR     directory of the control sockets (IGNIS_RUNTIME_DIR;\n"
+	        "                        default $XDG_RUNTIME_DIR/ignis, else /tmp/ignis-$UID)\n"
+	        "  --supervisor-pid PID  exit when process PID is gone (set by ignis-supervisor)\n"
+	        "  --help, --version\n\n"
+	        "Normally started by 'ignis-supervisor start', not by hand.\n",
+	        spec->program, spec->summary);
 }
 
 int dmn_parse_args(const struct dmn_spec *spec, int argc, char **argv, struct dmn_args *out)
 {
 	static const struct option opts[] = {
-		{"runtime-dir", required_argument, NULL, 'r'},
-		{"supervisor-pid", required_argument, NULL, 'p'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	    {"runtime-dir", required_argument, NULL, 'r'},
+	    {"supervisor-pid", required_argument, NULL, 'p'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -60,9 +60,9 @@ int dmn_parse_args(const struct dmn_spec *spec, int argc, char **argv, struct dm
 			v = strtol(optarg, &end, 10);
 			if (errno || *end || v <= 0 || v > INT32_MAX) {
 				fprintf(stderr,
-					"%s: --supervisor-pid '%s' is not a process id; expected a "
-					"positive integer\n",
-					spec->program, optarg);
+				        "%s: --supervisor-pid '%s' is not a process id; expected a "
+				        "positive integer\n",
+				        spec->program, optarg);
 				return -1;
 			}
 			out->supervisor_pid = (pid_t)v;
@@ -76,7 +76,7 @@ int dmn_parse_args(const struct dmn_spec *spec, int argc, char **argv, struct dm
 			return 1;
 		default:
 			fprintf(stderr, "%s: unknown or incomplete option '%s'\n", spec->program,
-				argv[optind - 1]);
+			        argv[optind - 1]);
 			dmn__usage(spec, stderr);
 			return -1;
 		}
@@ -134,11 +134,11 @@ int dmn_run(const struct dmn_spec *spec, const struct dmn_args *args)
 			break;
 		}
 	}
-	why = dmn__signal == SIGTERM	  ? "SIGTERM"
-	      : dmn__signal == SIGINT	  ? "SIGINT"
+	why = dmn__signal == SIGTERM     ? "SIGTERM"
+	      : dmn__signal == SIGINT    ? "SIGINT"
 	      : svc_stop_requested(&svc) ? "shutdown request"
-	      : rc			  ? "socket failure"
-					  : "supervisor gone";
+	      : rc                       ? "socket failure"
+	                                 : "supervisor gone";
 	ev_begin(&e, EV_INFO, "ignis.daemon.stopping");
 	ev_str(&e, "reason", why);
 	if (svc.stop_reason[0])

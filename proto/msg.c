@@ -20,62 +20,62 @@
 
 /* ---- descriptors generated from the declarations ------------------------- */
 
-#define MSG__SUB_U64(sub) NULL
-#define MSG__SUB_BOOL(sub) NULL
-#define MSG__SUB_STR(sub) NULL
-#define MSG__SUB_ARR(sub) &msg__rec_##sub
-#define MSG__ELEMS_U64(R, name) 0
+#define MSG__SUB_U64(sub)        NULL
+#define MSG__SUB_BOOL(sub)       NULL
+#define MSG__SUB_STR(sub)        NULL
+#define MSG__SUB_ARR(sub)        &msg__rec_##sub
+#define MSG__ELEMS_U64(R, name)  0
 #define MSG__ELEMS_BOOL(R, name) 0
-#define MSG__ELEMS_STR(R, name) 0
-#define MSG__ELEMS_ARR(R, name) offsetof(struct msg_##R, name.v)
-#define MSG__OFF_U64(R, name) offsetof(struct msg_##R, name)
-#define MSG__OFF_BOOL(R, name) offsetof(struct msg_##R, name)
-#define MSG__OFF_STR(R, name) offsetof(struct msg_##R, name)
-#define MSG__OFF_ARR(R, name) offsetof(struct msg_##R, name.n)
+#define MSG__ELEMS_STR(R, name)  0
+#define MSG__ELEMS_ARR(R, name)  offsetof(struct msg_##R, name.v)
+#define MSG__OFF_U64(R, name)    offsetof(struct msg_##R, name)
+#define MSG__OFF_BOOL(R, name)   offsetof(struct msg_##R, name)
+#define MSG__OFF_STR(R, name)    offsetof(struct msg_##R, name)
+#define MSG__OFF_ARR(R, name)    offsetof(struct msg_##R, name.n)
 
-#define MSG__FIELD_DESC(R, fkind, fname, flo, fhi, fsub)                               \
-	{.name = #fname,                                                               \
-	 .kind = MSG_K_##fkind,                                                        \
-	 .offset = MSG__OFF_##fkind(R, fname),                                         \
-	 .elems = MSG__ELEMS_##fkind(R, fname),                                        \
-	 .lo = (flo),                                                                  \
-	 .hi = (fhi),                                                                  \
+#define MSG__FIELD_DESC(R, fkind, fname, flo, fhi, fsub)                                           \
+	{.name = #fname,                                                                           \
+	 .kind = MSG_K_##fkind,                                                                    \
+	 .offset = MSG__OFF_##fkind(R, fname),                                                     \
+	 .elems = MSG__ELEMS_##fkind(R, fname),                                                    \
+	 .lo = (flo),                                                                              \
+	 .hi = (fhi),                                                                              \
 	 .sub = MSG__SUB_##fkind(fsub)},
 
 #define MSG__COUNT_FIELD(R, kind, fname, lo, hi, sub) +1
 
-#define MSG__REC_DESC(rec, rdoc)                                                       \
-	static const struct msg_field msg__fields_##rec[] = {                         \
-		MSG_FIELDS_##rec(MSG__FIELD_DESC, rec)};                               \
-	static const struct msg_rec msg__rec_##rec = {                                \
-		.name = #rec,                                                          \
-		.doc = rdoc,                                                           \
-		.size = sizeof(struct msg_##rec),                                      \
-		.nfields = 0 MSG_FIELDS_##rec(MSG__COUNT_FIELD, rec),                  \
-		.fields = msg__fields_##rec,                                           \
+#define MSG__REC_DESC(rec, rdoc)                                                                   \
+	static const struct msg_field msg__fields_##rec[] = {                                      \
+	    MSG_FIELDS_##rec(MSG__FIELD_DESC, rec)};                                               \
+	static const struct msg_rec msg__rec_##rec = {                                             \
+	    .name = #rec,                                                                          \
+	    .doc = rdoc,                                                                           \
+	    .size = sizeof(struct msg_##rec),                                                      \
+	    .nfields = 0 MSG_FIELDS_##rec(MSG__COUNT_FIELD, rec),                                  \
+	    .fields = msg__fields_##rec,                                                           \
 	};
 MSG_RECORDS(MSG__REC_DESC)
 
-#define MSG__TYPE_FIELDS(NAME, num, tname, tdoc)                                       \
-	static const struct msg_field msg__fields_##tname[] = {                       \
-		MSG_FIELDS_##tname(MSG__FIELD_DESC, tname)};
+#define MSG__TYPE_FIELDS(NAME, num, tname, tdoc)                                                   \
+	static const struct msg_field msg__fields_##tname[] = {                                    \
+	    MSG_FIELDS_##tname(MSG__FIELD_DESC, tname)};
 MSG_TYPES(MSG__TYPE_FIELDS)
 
 const struct msg_desc msg_descs[] = {
-#define MSG__TYPE_DESC(NAME, num, tname, tdoc)                                         \
-	{.type = num,                                                                  \
-	 .rec = {.name = #tname,                                                       \
-		 .doc = tdoc,                                                          \
-		 .size = sizeof(struct msg_##tname),                                   \
-		 .nfields = 0 MSG_FIELDS_##tname(MSG__COUNT_FIELD, tname),             \
-		 .fields = msg__fields_##tname}},
-	MSG_TYPES(MSG__TYPE_DESC)
+#define MSG__TYPE_DESC(NAME, num, tname, tdoc)                                                     \
+	{.type = num,                                                                              \
+	 .rec = {.name = #tname,                                                                   \
+	         .doc = tdoc,                                                                      \
+	         .size = sizeof(struct msg_##tname),                                               \
+	         .nfields = 0 MSG_FIELDS_##tname(MSG__COUNT_FIELD, tname),                         \
+	         .fields = msg__fields_##tname}},
+    MSG_TYPES(MSG__TYPE_DESC)
 #undef MSG__TYPE_DESC
 };
 const size_t msg_ndescs = sizeof(msg_descs) / sizeof(msg_descs[0]);
 
 /* The payload union starts at the same address for every member. */
-#define MSG__PAYLOAD(m) ((char *)&(m)->u)
+#define MSG__PAYLOAD(m)  ((char *)&(m)->u)
 #define MSG__CPAYLOAD(m) ((const char *)&(m)->u)
 
 const struct msg_desc *msg_desc_find(uint32_t type)
@@ -236,7 +236,7 @@ struct msg__path {
 };
 
 static void msg__path_push(struct msg__path *out, const struct msg__path *in, const char *name,
-			   long idx)
+                           long idx)
 {
 	if (idx >= 0)
 		snprintf(out->s, sizeof(out->s), "%s[%ld]", in->s, idx);
@@ -245,36 +245,36 @@ static void msg__path_push(struct msg__path *out, const struct msg__path *in, co
 }
 
 static int msg__check_str(const struct msg_field *f, const char *p, size_t n,
-			  const struct msg__path *path, struct ig_errbuf *eb)
+                          const struct msg__path *path, struct ig_errbuf *eb)
 {
 	if (n < f->lo || n > f->hi)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-			       "%s: string of %zu bytes; accepted %" PRIu64 "..%" PRIu64 " bytes",
-			       path->s, n, f->lo, f->hi);
+		               "%s: string of %zu bytes; accepted %" PRIu64 "..%" PRIu64 " bytes",
+		               path->s, n, f->lo, f->hi);
 	if (!msg_utf8_valid(p, n))
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-			       "%s: not valid UTF-8 or contains a NUL byte; accepted UTF-8 text",
-			       path->s);
+		               "%s: not valid UTF-8 or contains a NUL byte; accepted UTF-8 text",
+		               path->s);
 	return IG_E_OK;
 }
 
 static int msg__check_u64(const struct msg_field *f, uint64_t v, const struct msg__path *path,
-			  struct ig_errbuf *eb)
+                          struct ig_errbuf *eb)
 {
 	if (v < f->lo || v > f->hi)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-			       "%s: %" PRIu64 " is out of range; accepted %" PRIu64 "..%" PRIu64,
-			       path->s, v, f->lo, f->hi);
+		               "%s: %" PRIu64 " is out of range; accepted %" PRIu64 "..%" PRIu64,
+		               path->s, v, f->lo, f->hi);
 	return IG_E_OK;
 }
 
 /* ---- encoder ------------------------------------------------------------- */
 
 static int msg__check_rec(const struct msg_rec *r, const char *base, const struct msg__path *path,
-			  struct ig_errbuf *eb);
+                          struct ig_errbuf *eb);
 
 static int msg__check_field(const struct msg_field *f, const char *base,
-			    const struct msg__path *path, struct ig_errbuf *eb)
+                            const struct msg__path *path, struct ig_errbuf *eb)
 {
 	const char *at = base + f->offset;
 	int rc = IG_E_OK;
@@ -290,7 +290,7 @@ static int msg__check_field(const struct msg_field *f, const char *base,
 
 		if (s->n && !s->p)
 			return ig_errf(eb, IG_E_INVAL, "%s: length %u with a NULL pointer", path->s,
-				       s->n);
+			               s->n);
 		rc = msg__check_str(f, s->p, s->n, path, eb);
 		break;
 	}
@@ -299,14 +299,14 @@ static int msg__check_field(const struct msg_field *f, const char *base,
 
 		if (n < f->lo || n > f->hi)
 			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-				       "%s: %u elements; accepted %" PRIu64 "..%" PRIu64, path->s,
-				       n, f->lo, f->hi);
+			               "%s: %u elements; accepted %" PRIu64 "..%" PRIu64, path->s,
+			               n, f->lo, f->hi);
 		for (uint32_t i = 0; i < n && rc == IG_E_OK; i++) {
 			struct msg__path sub;
 
 			msg__path_push(&sub, path, NULL, (long)i);
 			rc = msg__check_rec(f->sub, base + f->elems + (size_t)i * f->sub->size,
-					    &sub, eb);
+			                    &sub, eb);
 		}
 		break;
 	}
@@ -315,7 +315,7 @@ static int msg__check_field(const struct msg_field *f, const char *base,
 }
 
 static int msg__check_rec(const struct msg_rec *r, const char *base, const struct msg__path *path,
-			  struct ig_errbuf *eb)
+                          struct ig_errbuf *eb)
 {
 	for (uint32_t i = 0; i < r->nfields; i++) {
 		struct msg__path sub;
@@ -407,7 +407,7 @@ int msg_encode(const struct msg *m, msg_write_fn write, void *ctx, struct ig_err
 
 	if (!d)
 		return ig_errf(eb, IG_E_PROTO_UNKNOWN_TYPE, "cannot encode unknown message type %u",
-			       m->type);
+		               m->type);
 	snprintf(path.s, sizeof(path.s), "%s", d->rec.name);
 	rc = msg__check_rec(&d->rec, MSG__CPAYLOAD(m), &path, eb);
 	if (rc)
@@ -422,7 +422,7 @@ int msg_encode(const struct msg *m, msg_write_fn write, void *ctx, struct ig_err
 		msg__pack_field(&pk, &d->rec.fields[i], MSG__CPAYLOAD(m));
 	if (sink.failed)
 		return ig_errf(eb, IG_E_NOMEM, "cannot encode %s: the output refused the bytes",
-			       d->rec.name);
+		               d->rec.name);
 	return IG_E_OK;
 }
 
@@ -456,7 +456,7 @@ static int msg__prescan(const unsigned char *b, size_t len, struct ig_errbuf *eb
 		pending[top]--;
 		if (pos >= len)
 			return ig_errf(eb, IG_E_PROTO_TRUNCATED,
-				       "message truncated at byte %zu of %zu", pos, len);
+			               "message truncated at byte %zu of %zu", pos, len);
 		c = b[pos];
 		if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
 			/* fixint, nil, bool */
@@ -468,22 +468,22 @@ static int msg__prescan(const unsigned char *b, size_t len, struct ig_errbuf *eb
 			body = c & 0x1f;
 		} else if (c == 0xc1) {
 			return ig_errf(eb, IG_E_PROTO_MALFORMED,
-				       "byte %zu is 0xc1, which msgpack never uses", pos);
+			               "byte %zu is 0xc1, which msgpack never uses", pos);
 		} else {
 			/* Fixed tables for 0xc4..0xdf: length-field width, fixed body. */
 			static const unsigned char lenw[] = {
-				/* c4 */ 1, 2, 4, 1, 2, 4, 0, 0, 0, 0, 0, 0,
-				/* d0 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 4, 2, 4, 2, 4};
+			    /* c4 */ 1, 2, 4, 1, 2, 4, 0, 0, 0, 0, 0, 0,
+			    /* d0 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 4, 2, 4, 2, 4};
 			static const unsigned char fixed[] = {
-				/* c4 */ 0, 0, 0, 1, 1, 1, 4, 8, 1, 2, 4, 8,
-				/* d0 */ 1, 2, 4, 8, 2, 3, 5, 9, 17, 0, 0, 0, 0, 0, 0, 0};
+			    /* c4 */ 0, 0, 0, 1, 1, 1, 4, 8, 1,  2, 4, 8,
+			    /* d0 */ 1, 2, 4, 8, 2, 3, 5, 9, 17, 0, 0, 0, 0, 0, 0, 0};
 			unsigned k = c - 0xc4;
 			uint64_t n;
 
 			hdr = 1 + lenw[k];
 			if (len - pos < hdr)
 				return ig_errf(eb, IG_E_PROTO_TRUNCATED,
-					       "message truncated in a header at byte %zu", pos);
+				               "message truncated in a header at byte %zu", pos);
 			n = msg__be(b + pos + 1, lenw[k]);
 			if (c == 0xdc || c == 0xdd)
 				count = n;
@@ -494,27 +494,27 @@ static int msg__prescan(const unsigned char *b, size_t len, struct ig_errbuf *eb
 		}
 		if (body > len - pos - hdr)
 			return ig_errf(eb, IG_E_PROTO_TRUNCATED,
-				       "message truncated: byte %zu announces %" PRIu64
-				       " bytes, %zu remain",
-				       pos, body, len - pos - hdr);
+			               "message truncated: byte %zu announces %" PRIu64
+			               " bytes, %zu remain",
+			               pos, body, len - pos - hdr);
 		pos += hdr + (size_t)body;
 		if (count) {
 			/* Every item takes at least one byte. */
 			if (count > len - pos)
 				return ig_errf(eb, IG_E_PROTO_TRUNCATED,
-					       "message truncated: a container announces %" PRIu64
-					       " items, %zu bytes remain",
-					       count, len - pos);
+				               "message truncated: a container announces %" PRIu64
+				               " items, %zu bytes remain",
+				               count, len - pos);
 			if (top + 1 > MSG_MAX_DEPTH)
 				return ig_errf(eb, IG_E_PROTO_MALFORMED,
-					       "containers nested deeper than %d", MSG_MAX_DEPTH);
+				               "containers nested deeper than %d", MSG_MAX_DEPTH);
 			pending[++top] = count;
 		}
 	}
 	if (pos != len)
 		return ig_errf(eb, IG_E_PROTO_MALFORMED,
-			       "%zu trailing bytes after the message (one msgpack map expected)",
-			       len - pos);
+		               "%zu trailing bytes after the message (one msgpack map expected)",
+		               len - pos);
 	return IG_E_OK;
 }
 
@@ -556,24 +556,24 @@ static bool msg__key_is(const msgpack_object *k, const char *name)
 }
 
 static int msg__get_u64(const msgpack_object *o, uint64_t *v, const char *what,
-			struct ig_errbuf *eb)
+                        struct ig_errbuf *eb)
 {
 	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-			       "%s: %" PRId64 " is negative; accepted an unsigned integer", what,
-			       o->via.i64);
+		               "%s: %" PRId64 " is negative; accepted an unsigned integer", what,
+		               o->via.i64);
 	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
 		return ig_errf(eb, IG_E_PROTO_FIELD_TYPE,
-			       "%s: expected an unsigned integer, got %s", what, msg__objtype(o));
+		               "%s: expected an unsigned integer, got %s", what, msg__objtype(o));
 	*v = o->via.u64;
 	return IG_E_OK;
 }
 
 static int msg__decode_rec(const struct msg_rec *r, const msgpack_object *map, size_t skip,
-			   char *base, const struct msg__path *path, struct ig_errbuf *eb);
+                           char *base, const struct msg__path *path, struct ig_errbuf *eb);
 
 static int msg__decode_field(const struct msg_field *f, const msgpack_object *o, char *base,
-			     const struct msg__path *path, struct ig_errbuf *eb)
+                             const struct msg__path *path, struct ig_errbuf *eb)
 {
 	char *at = base + f->offset;
 	int rc;
@@ -593,8 +593,8 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 	}
 	case MSG_K_BOOL:
 		if (o->type != MSGPACK_OBJECT_BOOLEAN)
-			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE,
-				       "%s: expected a boolean, got %s", path->s, msg__objtype(o));
+			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE, "%s: expected a boolean, got %s",
+			               path->s, msg__objtype(o));
 		*(bool *)(void *)at = o->via.boolean;
 		return IG_E_OK;
 	case MSG_K_STR: {
@@ -602,7 +602,7 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 
 		if (o->type != MSGPACK_OBJECT_STR)
 			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE, "%s: expected a string, got %s",
-				       path->s, msg__objtype(o));
+			               path->s, msg__objtype(o));
 		rc = msg__check_str(f, o->via.str.ptr, o->via.str.size, path, eb);
 		if (rc)
 			return rc;
@@ -615,11 +615,11 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 
 		if (o->type != MSGPACK_OBJECT_ARRAY)
 			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE, "%s: expected an array, got %s",
-				       path->s, msg__objtype(o));
+			               path->s, msg__objtype(o));
 		if (o->via.array.size < f->lo || o->via.array.size > f->hi)
 			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-				       "%s: %u elements; accepted %" PRIu64 "..%" PRIu64, path->s,
-				       o->via.array.size, f->lo, f->hi);
+			               "%s: %u elements; accepted %" PRIu64 "..%" PRIu64, path->s,
+			               o->via.array.size, f->lo, f->hi);
 		for (uint32_t i = 0; i < o->via.array.size; i++) {
 			const msgpack_object *e = &o->via.array.ptr[i];
 			struct msg__path sub;
@@ -627,10 +627,10 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 			msg__path_push(&sub, path, NULL, (long)i);
 			if (e->type != MSGPACK_OBJECT_MAP)
 				return ig_errf(eb, IG_E_PROTO_FIELD_TYPE,
-					       "%s: expected a map, got %s", sub.s,
-					       msg__objtype(e));
+				               "%s: expected a map, got %s", sub.s,
+				               msg__objtype(e));
 			rc = msg__decode_rec(f->sub, e, 0,
-					     base + f->elems + (size_t)i * f->sub->size, &sub, eb);
+			                     base + f->elems + (size_t)i * f->sub->size, &sub, eb);
 			if (rc)
 				return rc;
 		}
@@ -644,7 +644,7 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 /* Decode the map `map` into a record; `skip` is the number of envelope keys
  * ("t", "v") present in it, which the caller has already checked. */
 static int msg__decode_rec(const struct msg_rec *r, const msgpack_object *map, size_t skip,
-			   char *base, const struct msg__path *path, struct ig_errbuf *eb)
+                           char *base, const struct msg__path *path, struct ig_errbuf *eb)
 {
 	const msgpack_object_map *mp = &map->via.map;
 	uint64_t seen = 0; /* nfields <= 64: checked by the unit tests */
@@ -656,8 +656,8 @@ static int msg__decode_rec(const struct msg_rec *r, const msgpack_object *map, s
 
 		if (k->type != MSGPACK_OBJECT_STR)
 			return ig_errf(eb, IG_E_PROTO_MALFORMED,
-				       "%s: a key is %s; keys are strings", path->s,
-				       msg__objtype(k));
+			               "%s: a key is %s; keys are strings", path->s,
+			               msg__objtype(k));
 		if (skip && (msg__key_is(k, "t") || msg__key_is(k, "v")))
 			continue;
 		for (j = 0; j < r->nfields; j++)
@@ -667,15 +667,15 @@ static int msg__decode_rec(const struct msg_rec *r, const msgpack_object *map, s
 			char name[48];
 
 			msg_str_copy(name, sizeof(name),
-				     (struct msg_str){k->via.str.ptr, k->via.str.size});
+			             (struct msg_str){k->via.str.ptr, k->via.str.size});
 			return ig_errf(eb, IG_E_PROTO_UNKNOWN_FIELD,
-				       "%s: unknown field '%s' (protocol version %u)", path->s,
-				       msg_utf8_valid(name, strlen(name)) ? name : "<binary>",
-				       MSG_PROTO_VERSION);
+			               "%s: unknown field '%s' (protocol version %u)", path->s,
+			               msg_utf8_valid(name, strlen(name)) ? name : "<binary>",
+			               MSG_PROTO_VERSION);
 		}
 		if (seen & ((uint64_t)1 << j))
 			return ig_errf(eb, IG_E_PROTO_MALFORMED, "%s: field '%s' appears twice",
-				       path->s, r->fields[j].name);
+			               path->s, r->fields[j].name);
 		seen |= (uint64_t)1 << j;
 		{
 			struct msg__path sub;
@@ -689,8 +689,8 @@ static int msg__decode_rec(const struct msg_rec *r, const msgpack_object *map, s
 	for (uint32_t j = 0; j < r->nfields; j++)
 		if (!(seen & ((uint64_t)1 << j)))
 			return ig_errf(eb, IG_E_PROTO_MISSING_FIELD,
-				       "%s: required field '%s' is missing", path->s,
-				       r->fields[j].name);
+			               "%s: required field '%s' is missing", path->s,
+			               r->fields[j].name);
 	return IG_E_OK;
 }
 
@@ -704,7 +704,7 @@ static int msg__decode_obj(const msgpack_object *o, struct msg *out, struct ig_e
 
 	if (o->type != MSGPACK_OBJECT_MAP)
 		return ig_errf(eb, IG_E_PROTO_MALFORMED, "message is %s; expected a map",
-			       msg__objtype(o));
+		               msg__objtype(o));
 	for (uint32_t i = 0; i < o->via.map.size; i++) {
 		const msgpack_object *k = &o->via.map.ptr[i].key;
 
@@ -713,16 +713,17 @@ static int msg__decode_obj(const msgpack_object *o, struct msg *out, struct ig_e
 
 			if (*slot)
 				return ig_errf(eb, IG_E_PROTO_MALFORMED,
-					       "envelope key '%c' appears twice", k->via.str.ptr[0]);
+				               "envelope key '%c' appears twice",
+				               k->via.str.ptr[0]);
 			*slot = &o->via.map.ptr[i].val;
 		}
 	}
 	if (!t)
 		return ig_errf(eb, IG_E_PROTO_MISSING_FIELD,
-			       "message has no type: envelope key 't' is missing");
+		               "message has no type: envelope key 't' is missing");
 	if (!v)
 		return ig_errf(eb, IG_E_PROTO_MISSING_FIELD,
-			       "message has no protocol version: envelope key 'v' is missing");
+		               "message has no protocol version: envelope key 'v' is missing");
 	rc = msg__get_u64(t, &type, "envelope 't' (type)", eb);
 	if (rc)
 		return rc;
@@ -733,13 +734,13 @@ static int msg__decode_obj(const msgpack_object *o, struct msg *out, struct ig_e
 	out->version = ver > UINT32_MAX ? UINT32_MAX : (uint32_t)ver;
 	if (ver != MSG_PROTO_VERSION)
 		return ig_errf(eb, IG_E_PROTO_VERSION,
-			       "peer speaks protocol version %" PRIu64 ", we speak %u", ver,
-			       MSG_PROTO_VERSION);
+		               "peer speaks protocol version %" PRIu64 ", we speak %u", ver,
+		               MSG_PROTO_VERSION);
 	d = msg_desc_find(out->type);
 	if (!d || type > UINT32_MAX)
 		return ig_errf(eb, IG_E_PROTO_UNKNOWN_TYPE,
-			       "unknown message type %" PRIu64 " (protocol version %u)", type,
-			       MSG_PROTO_VERSION);
+		               "unknown message type %" PRIu64 " (protocol version %u)", type,
+		               MSG_PROTO_VERSION);
 	snprintf(path.s, sizeof(path.s), "%s", d->rec.name);
 	return msg__decode_rec(&d->rec, o, 2, MSG__PAYLOAD(out), &path, eb);
 }
@@ -754,7 +755,7 @@ int msg_decode(const void *buf, size_t len, struct msg *out, struct ig_errbuf *e
 	memset(out, 0, sizeof(*out));
 	if (len > MSG_MAX_BYTES)
 		return ig_errf(eb, IG_E_PROTO_OVERSIZE, "message of %zu bytes; the limit is %u",
-			       len, MSG_MAX_BYTES);
+		               len, MSG_MAX_BYTES);
 	if (len == 0)
 		return ig_errf(eb, IG_E_PROTO_TRUNCATED, "empty message");
 	rc = msg__prescan(buf, len, eb);
@@ -793,7 +794,8 @@ static bool msg__rec_equal(const struct msg_rec *r, const char *a, const char *b
 
 		switch (f->kind) {
 		case MSG_K_U64:
-			if (*(const uint64_t *)(const void *)x != *(const uint64_t *)(const void *)y)
+			if (*(const uint64_t *)(const void *)x !=
+			    *(const uint64_t *)(const void *)y)
 				return false;
 			break;
 		case MSG_K_BOOL:
@@ -814,7 +816,7 @@ static bool msg__rec_equal(const struct msg_rec *r, const char *a, const char *b
 				return false;
 			for (uint32_t j = 0; j < n; j++)
 				if (!msg__rec_equal(f->sub, a + f->elems + (size_t)j * f->sub->size,
-						    b + f->elems + (size_t)j * f->sub->size))
+				                    b + f->elems + (size_t)j * f->sub->size))
 					return false;
 			break;
 		}

@@ -59,73 +59,73 @@ struct msg_str {
  */
 #define MSG_RECORDS(X) X(proc, "one supervised process in a status reply")
 
-#define MSG_FIELDS_proc(F, R)                                                          \
-	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                            \
-	F(R, U64, pid, 0, INT32_MAX, _)                                                \
-	F(R, STR, state, 1, 16, _)                                                     \
-	F(R, U64, uptime_ms, 0, UINT64_MAX, _)                                         \
+#define MSG_FIELDS_proc(F, R)                                                                      \
+	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
+	F(R, U64, pid, 0, INT32_MAX, _)                                                            \
+	F(R, STR, state, 1, 16, _)                                                                 \
+	F(R, U64, uptime_ms, 0, UINT64_MAX, _)                                                     \
 	F(R, U64, restarts, 0, UINT32_MAX, _)
 
 /*
  * Messages: X(NAME, type number, name, doc). On the wire: never renumber.
  * Every message declares at least one field.
  */
-#define MSG_TYPES(X)                                                                   \
-	X(HELLO, 1, hello, "greeting after connect: who the sender is")               \
-	X(PING, 2, ping, "liveness probe; answered by pong with the same seq")        \
-	X(PONG, 3, pong, "answer to ping")                                             \
-	X(SHUTDOWN, 4, shutdown, "ask the receiver to stop cleanly; answered by ack") \
-	X(ACK, 5, ack, "a request of type `of` was accepted")                         \
-	X(ERROR, 6, error, "a request failed: IG_E_* code and human message")         \
-	X(STATUS, 7, status, "ask the supervisor for its process table")             \
+#define MSG_TYPES(X)                                                                               \
+	X(HELLO, 1, hello, "greeting after connect: who the sender is")                            \
+	X(PING, 2, ping, "liveness probe; answered by pong with the same seq")                     \
+	X(PONG, 3, pong, "answer to ping")                                                         \
+	X(SHUTDOWN, 4, shutdown, "ask the receiver to stop cleanly; answered by ack")              \
+	X(ACK, 5, ack, "a request of type `of` was accepted")                                      \
+	X(ERROR, 6, error, "a request failed: IG_E_* code and human message")                      \
+	X(STATUS, 7, status, "ask the supervisor for its process table")                           \
 	X(STATUS_REPLY, 8, status_reply, "the supervisor's process table")
 
-#define MSG_FIELDS_hello(F, R)                                                         \
-	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                            \
-	F(R, U64, pid, 1, INT32_MAX, _)                                                \
+#define MSG_FIELDS_hello(F, R)                                                                     \
+	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
+	F(R, U64, pid, 1, INT32_MAX, _)                                                            \
 	F(R, STR, build, 0, 64, _)
 
 #define MSG_FIELDS_ping(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
 
-#define MSG_FIELDS_pong(F, R)                                                          \
-	F(R, U64, seq, 0, UINT64_MAX, _)                                               \
+#define MSG_FIELDS_pong(F, R)                                                                      \
+	F(R, U64, seq, 0, UINT64_MAX, _)                                                           \
 	F(R, U64, uptime_ms, 0, UINT64_MAX, _)
 
 #define MSG_FIELDS_shutdown(F, R) F(R, STR, reason, 0, 256, _)
 
 #define MSG_FIELDS_ack(F, R) F(R, U64, of, 1, UINT32_MAX, _)
 
-#define MSG_FIELDS_error(F, R)                                                         \
-	F(R, U64, code, 1, UINT32_MAX, _)                                              \
+#define MSG_FIELDS_error(F, R)                                                                     \
+	F(R, U64, code, 1, UINT32_MAX, _)                                                          \
 	F(R, STR, message, 0, 1024, _)
 
 #define MSG_FIELDS_status(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
 
-#define MSG_FIELDS_status_reply(F, R)                                                  \
-	F(R, U64, seq, 0, UINT64_MAX, _)                                               \
+#define MSG_FIELDS_status_reply(F, R)                                                              \
+	F(R, U64, seq, 0, UINT64_MAX, _)                                                           \
 	F(R, ARR, procs, 0, 8, proc)
 
 /* ---- generated: C types ------------------------------------------------- */
 
-#define MSG__CTYPE_U64(name, hi, sub) uint64_t name;
+#define MSG__CTYPE_U64(name, hi, sub)  uint64_t name;
 #define MSG__CTYPE_BOOL(name, hi, sub) bool name;
-#define MSG__CTYPE_STR(name, hi, sub) struct msg_str name;
-#define MSG__CTYPE_ARR(name, hi, sub)                                                  \
-	struct {                                                                       \
-		uint32_t n;                                                            \
-		struct msg_##sub v[hi];                                                \
+#define MSG__CTYPE_STR(name, hi, sub)  struct msg_str name;
+#define MSG__CTYPE_ARR(name, hi, sub)                                                              \
+	struct {                                                                                   \
+		uint32_t n;                                                                        \
+		struct msg_##sub v[hi];                                                            \
 	} name;
 #define MSG__MEMBER(R, kind, name, lo, hi, sub) MSG__CTYPE_##kind(name, hi, sub)
 
-#define MSG__REC_STRUCT(rec, doc)                                                      \
-	struct msg_##rec {                                                             \
-		MSG_FIELDS_##rec(MSG__MEMBER, rec)                                     \
+#define MSG__REC_STRUCT(rec, doc)                                                                  \
+	struct msg_##rec {                                                                         \
+		MSG_FIELDS_##rec(MSG__MEMBER, rec)                                                 \
 	};
 MSG_RECORDS(MSG__REC_STRUCT)
 
-#define MSG__TYPE_STRUCT(NAME, num, name, doc)                                         \
-	struct msg_##name {                                                            \
-		MSG_FIELDS_##name(MSG__MEMBER, name)                                   \
+#define MSG__TYPE_STRUCT(NAME, num, name, doc)                                                     \
+	struct msg_##name {                                                                        \
+		MSG_FIELDS_##name(MSG__MEMBER, name)                                               \
 	};
 MSG_TYPES(MSG__TYPE_STRUCT)
 
@@ -152,9 +152,9 @@ struct msg_rec;
 struct msg_field {
 	const char *name;
 	enum msg_kind kind;
-	size_t offset;     /* of the member; for ARR, of its count `n` */
-	size_t elems;      /* ARR: offset of the element array `v` */
-	uint64_t lo, hi;   /* U64: value; STR: bytes; ARR: element count */
+	size_t offset;             /* of the member; for ARR, of its count `n` */
+	size_t elems;              /* ARR: offset of the element array `v` */
+	uint64_t lo, hi;           /* U64: value; STR: bytes; ARR: element count */
 	const struct msg_rec *sub; /* ARR: the element record */
 };
 

@@ -50,8 +50,8 @@ static void *svc__watchdog(void *arg)
 	return NULL;
 }
 
-int svc_open(struct svc *s, const char *role, const char *rtdir, const char *name,
-	     int watchdog_ms, struct ig_errbuf *eb)
+int svc_open(struct svc *s, const char *role, const char *rtdir, const char *name, int watchdog_ms,
+             struct ig_errbuf *eb)
 {
 	int rc;
 
@@ -79,7 +79,7 @@ uint64_t svc_uptime_ms(const struct svc *s)
 }
 
 static int svc__builtin(struct svc *s, const struct msg *req, struct msg *reply,
-			struct ig_errbuf *eb)
+                        struct ig_errbuf *eb)
 {
 	switch (req->type) {
 	case MSG_HELLO:
@@ -100,8 +100,8 @@ static int svc__builtin(struct svc *s, const struct msg *req, struct msg *reply,
 		reply->u.ack.of = MSG_SHUTDOWN;
 		return IG_E_OK;
 	default:
-		return ig_errf(eb, IG_E_PROTO_UNEXPECTED, "%s does not take '%s' messages",
-			       s->role, msg_type_name(req->type));
+		return ig_errf(eb, IG_E_PROTO_UNEXPECTED, "%s does not take '%s' messages", s->role,
+		               msg_type_name(req->type));
 	}
 }
 

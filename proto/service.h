@@ -35,7 +35,7 @@
  * detail in `eb` (sent back as an `error` reply). String views put in `reply`
  * must stay valid until the handler is called again. */
 typedef int (*svc_handler_fn)(void *ctx, const struct msg *req, struct msg *reply,
-			      struct ig_errbuf *eb);
+                              struct ig_errbuf *eb);
 
 struct svc {
 	struct tp_listener lis;
@@ -55,8 +55,8 @@ struct svc {
 
 /* Lock and listen at `<rtdir>/<name>.sock` and start the watchdog.
  * `watchdog_ms` 0 means SVC_WATCHDOG_MS. */
-int svc_open(struct svc *s, const char *role, const char *rtdir, const char *name,
-	     int watchdog_ms, struct ig_errbuf *eb);
+int svc_open(struct svc *s, const char *role, const char *rtdir, const char *name, int watchdog_ms,
+             struct ig_errbuf *eb);
 /* Wait up to `timeout_ms` for one request and answer it. Returns IG_E_OK
  * after serving one or after the timeout; another code only when the socket
  * itself failed. `h` may be NULL. */

@@ -70,7 +70,7 @@ static int tp__lock(const char *path, int *fdout, struct ig_errbuf *eb)
 
 		if (fd < 0)
 			return ig_errf(eb, IG_E_IO, "cannot open lock '%s': %s", path,
-				       strerror(errno));
+			               strerror(errno));
 		int e = 0;
 
 		/* A prober (tp_lock_held) holds it shared for microseconds: retry for
@@ -86,10 +86,11 @@ static int tp__lock(const char *path, int *fdout, struct ig_errbuf *eb)
 
 			close(fd);
 			if (e == EWOULDBLOCK)
-				return ig_errf(eb, IG_E_BUSY,
-					       "'%s' is held by a running process (pid %ld); stop it "
-					       "first or use another --runtime-dir",
-					       path, (long)holder);
+				return ig_errf(
+				    eb, IG_E_BUSY,
+				    "'%s' is held by a running process (pid %ld); stop it "
+				    "first or use another --runtime-dir",
+				    path, (long)holder);
 			return ig_errf(eb, IG_E_IO, "cannot lock '%s': %s", path, strerror(e));
 		}
 		if (fstat(fd, &a) != 0 || stat(path, &b) != 0 || a.st_ino != b.st_ino ||
@@ -102,7 +103,7 @@ static int tp__lock(const char *path, int *fdout, struct ig_errbuf *eb)
 			e = errno;
 			close(fd);
 			return ig_errf(eb, IG_E_IO, "cannot write lock '%s': %s", path,
-				       strerror(e));
+			               strerror(e));
 		}
 		*fdout = fd;
 		return IG_E_OK;
@@ -164,7 +165,7 @@ static int tp__open_rep(struct tp_listener *t, struct ig_errbuf *eb)
 	/* Safe: we hold the lock, so whatever is at the path is a dead owner's. */
 	if (unlink(t->path) != 0 && errno != ENOENT)
 		return ig_errf(eb, IG_E_IO, "cannot remove stale socket '%s': %s", t->path,
-			       strerror(errno));
+		               strerror(errno));
 	rv = nng_rep0_open(&t->sock);
 	if (rv)
 		return tp_nng_err(eb, rv, "cannot open a reply socket");
@@ -192,7 +193,7 @@ int tp_listen(struct tp_listener *t, const char *rtdir, const char *name, struct
 	t->lockfd = -1;
 	if (snprintf(t->path, sizeof(t->path), "%s/%s.sock", rtdir, name) >= (int)sizeof(t->path) ||
 	    snprintf(t->lockpath, sizeof(t->lockpath), "%s/%s.lock", rtdir, name) >=
-		    (int)sizeof(t->lockpath))
+	        (int)sizeof(t->lockpath))
 		return ig_errf(eb, IG_E_CONFIG, "socket path under '%s' is too long", rtdir);
 	snprintf(t->url, sizeof(t->url), "ipc://%s", t->path);
 	rc = tp__lock(t->lockpath, &t->lockfd, eb);
@@ -258,7 +259,7 @@ int tp_dial_url(nng_socket *s, const char *url, int timeout_ms, struct ig_errbuf
 }
 
 int tp_dial(nng_socket *s, const char *rtdir, const char *name, int timeout_ms,
-	    struct ig_errbuf *eb)
+            struct ig_errbuf *eb)
 {
 	char url[TP_PATH_MAX + 8];
 
@@ -335,10 +336,10 @@ int tp_call(nng_socket s, const struct msg *req, struct tp_rx *rx, struct ig_err
 		tp_rx_release(rx);
 		/* An error reply is never success, whatever code it carries. */
 		return ig_errf(eb,
-			       code != IG_E_OK && code <= INT32_MAX && ig_err_known((int)code)
-				       ? (int)code
-				       : IG_E_PROTO_UNEXPECTED,
-			       "peer refused %s: %s", msg_type_name(req->type), text);
+		               code != IG_E_OK && code <= INT32_MAX && ig_err_known((int)code)
+		                   ? (int)code
+		                   : IG_E_PROTO_UNEXPECTED,
+		               "peer refused %s: %s", msg_type_name(req->type), text);
 	}
 	return IG_E_OK;
 }

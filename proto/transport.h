@@ -57,7 +57,7 @@ bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder);
  * retries until the listener appears). `timeout_ms` bounds each send and
  * receive. */
 int tp_dial(nng_socket *s, const char *rtdir, const char *name, int timeout_ms,
-	    struct ig_errbuf *eb);
+            struct ig_errbuf *eb);
 int tp_dial_url(nng_socket *s, const char *url, int timeout_ms, struct ig_errbuf *eb);
 
 /* A received message. `m`'s string views point into `nm`; release with

@@ -16,13 +16,13 @@ struct cfg_file {
 };
 
 static const cyaml_schema_field_t cfg__fields[] = {
-	CYAML_FIELD_STRING_PTR("runtime_dir", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
-			       struct cfg_file, runtime_dir, 1, RTDIR_PATH_MAX),
-	CYAML_FIELD_END,
+    CYAML_FIELD_STRING_PTR("runtime_dir", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL, struct cfg_file,
+                           runtime_dir, 1, RTDIR_PATH_MAX),
+    CYAML_FIELD_END,
 };
 
 static const cyaml_schema_value_t cfg__schema = {
-	CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, struct cfg_file, cfg__fields),
+    CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, struct cfg_file, cfg__fields),
 };
 
 /* libcyaml reports details through its log callback: collect them. */
@@ -49,11 +49,11 @@ int cfg_load(struct cfg *c, const char *path, struct ig_errbuf *eb)
 {
 	struct cfg__log log = {.text = ""};
 	cyaml_config_t cy = {
-		.log_fn = cfg__log_fn,
-		.log_ctx = &log,
-		.mem_fn = cyaml_mem,
-		.log_level = CYAML_LOG_ERROR,
-		.flags = CYAML_CFG_DEFAULT,
+	    .log_fn = cfg__log_fn,
+	    .log_ctx = &log,
+	    .mem_fn = cyaml_mem,
+	    .log_level = CYAML_LOG_ERROR,
+	    .flags = CYAML_CFG_DEFAULT,
 	};
 	struct cfg_file *f = NULL;
 	struct stat st;
@@ -64,23 +64,23 @@ int cfg_load(struct cfg *c, const char *path, struct ig_errbuf *eb)
 		return IG_E_OK; /* the embedded default: every knob at its default */
 	if (stat(path, &st) != 0)
 		return ig_errf(eb, IG_E_CONFIG, "cannot read config file '%s': %s", path,
-			       strerror(errno));
+		               strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return ig_errf(eb, IG_E_CONFIG, "config file '%s' is not a regular file", path);
 	err = cyaml_load_file(path, &cy, &cfg__schema, (cyaml_data_t **)&f, NULL);
 	if (err != CYAML_OK)
 		return ig_errf(eb, IG_E_CONFIG,
-			       "config file '%s': %s%s%s; accepted: a YAML mapping with the key "
-			       "runtime_dir (an absolute path)",
-			       path, cyaml_strerror(err), log.text[0] ? ": " : "", log.text);
+		               "config file '%s': %s%s%s; accepted: a YAML mapping with the key "
+		               "runtime_dir (an absolute path)",
+		               path, cyaml_strerror(err), log.text[0] ? ": " : "", log.text);
 	c->file = f;
 	c->runtime_dir = f ? f->runtime_dir : NULL;
 	snprintf(c->runtime_dir_src, sizeof(c->runtime_dir_src), "config file '%s'", path);
 	if (c->runtime_dir && c->runtime_dir[0] != '/') {
 		int rc = ig_errf(eb, IG_E_CONFIG,
-				 "config file '%s': runtime_dir '%s' is not an absolute path; "
-				 "accepted: an absolute path of at most %d bytes",
-				 path, c->runtime_dir, RTDIR_PATH_MAX);
+		                 "config file '%s': runtime_dir '%s' is not an absolute path; "
+		                 "accepted: an absolute path of at most %d bytes",
+		                 path, c->runtime_dir, RTDIR_PATH_MAX);
 
 		cfg_release(c);
 		return rc;

@@ -14,9 +14,9 @@
 #include "err.h"
 
 struct cfg {
-	char *runtime_dir; /* NULL: not set in the file */
+	char *runtime_dir;         /* NULL: not set in the file */
 	char runtime_dir_src[300]; /* "config file 'x.yaml'", for messages */
-	void *file;        /* libcyaml's document, freed by cfg_release */
+	void *file;                /* libcyaml's document, freed by cfg_release */
 };
 
 /* Load `path`, or the embedded defaults when `path` is NULL. */

@@ -30,7 +30,7 @@ static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s, pi
 		return 1;
 	}
 	rc = rtdir_resolve(o->runtime_dir, cfg.runtime_dir, cfg.runtime_dir_src, rtdir,
-			   RTDIR_PATH_MAX + 1, &eb);
+	                   RTDIR_PATH_MAX + 1, &eb);
 	cfg_release(&cfg);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
@@ -38,16 +38,16 @@ static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s, pi
 	}
 	if (!tp_lock_held(rtdir, "supervisor", &holder)) {
 		fprintf(stderr,
-			"ignis-supervisor: no supervisor runs at %s (its lock %s/supervisor.lock "
-			"is not held); start one with 'ignis-supervisor start' or name another "
-			"--runtime-dir\n",
-			rtdir, rtdir);
+		        "ignis-supervisor: no supervisor runs at %s (its lock %s/supervisor.lock "
+		        "is not held); start one with 'ignis-supervisor start' or name another "
+		        "--runtime-dir\n",
+		        rtdir, rtdir);
 		return 1;
 	}
 	rc = tp_dial(s, rtdir, "supervisor", 3000, &eb);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: cannot reach the supervisor (pid %ld): %s\n",
-			(long)holder, eb.msg);
+		        (long)holder, eb.msg);
 		return 1;
 	}
 	if (holder_out)
@@ -78,10 +78,10 @@ int sup_status(const struct sup_opts *o)
 	rc = tp_call(s, &req, &rx, &eb);
 	if (rc == IG_E_OK && rx.m.type != MSG_STATUS_REPLY)
 		rc = ig_errf(&eb, IG_E_PROTO_UNEXPECTED, "answered status with '%s'",
-			     msg_type_name(rx.m.type));
+		             msg_type_name(rx.m.type));
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: the supervisor at %s did not answer: %s\n",
-			rtdir, eb.msg);
+		        rtdir, eb.msg);
 		tp_rx_release(&rx);
 		nng_close(s);
 		return 1;
@@ -136,12 +136,12 @@ int sup_stop(const struct sup_opts *o)
 	rc = tp_call(s, &req, &rx, &eb);
 	if (rc == IG_E_OK && (rx.m.type != MSG_ACK || rx.m.u.ack.of != MSG_SHUTDOWN))
 		rc = ig_errf(&eb, IG_E_PROTO_UNEXPECTED, "answered shutdown with '%s'",
-			     msg_type_name(rx.m.type));
+		             msg_type_name(rx.m.type));
 	tp_rx_release(&rx);
 	nng_close(s);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: the supervisor at %s refused to stop: %s\n",
-			rtdir, eb.msg);
+		        rtdir, eb.msg);
 		return 1;
 	}
 	/* Its lock goes when it has stopped both daemons and closed its socket. */
@@ -150,9 +150,9 @@ int sup_stop(const struct sup_opts *o)
 	while (tp_lock_held(rtdir, "supervisor", &holder) && holder == asked) {
 		if (clk_mono_ms() > deadline) {
 			fprintf(stderr,
-				"ignis-supervisor: the supervisor (pid %ld) accepted the stop but "
-				"still runs after 30 s\n",
-				(long)holder);
+			        "ignis-supervisor: the supervisor (pid %ld) accepted the stop but "
+			        "still runs after 30 s\n",
+			        (long)holder);
 			return 1;
 		}
 		clk_sleep_ms(50);

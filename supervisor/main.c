@@ -15,36 +15,36 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ignis-supervisor <command> [options]\n"
-		"\n"
-		"commands:\n"
-		"  start    start the gpu-worker and the kvstore daemon and watch them;\n"
-		"           events go to stdout as JSON lines\n"
-		"  status   print each process's role, pid, state, uptime and restarts\n"
-		"  stop     stop a running supervisor and its daemons\n"
-		"\n"
-		"options:\n"
-		"  -c, --config FILE     YAML configuration (default: the embedded one); status\n"
-		"                        and stop read its runtime_dir too\n"
-		"  --runtime-dir DIR     directory of the control sockets (IGNIS_RUNTIME_DIR;\n"
-		"                        default $XDG_RUNTIME_DIR/ignis, else /tmp/ignis-$UID)\n"
-		"  --bin-dir DIR         where ignis-gpu-worker and ignis-kvstored are (start;\n"
-		"                        default: beside this program, or the build tree)\n"
-		"  --json                status as one JSON object\n"
-		"  -h, --help            this text\n"
-		"  --version             print the version\n");
+	        "usage: ignis-supervisor <command> [options]\n"
+	        "\n"
+	        "commands:\n"
+	        "  start    start the gpu-worker and the kvstore daemon and watch them;\n"
+	        "           events go to stdout as JSON lines\n"
+	        "  status   print each process's role, pid, state, uptime and restarts\n"
+	        "  stop     stop a running supervisor and its daemons\n"
+	        "\n"
+	        "options:\n"
+	        "  -c, --config FILE     YAML configuration (default: the embedded one); status\n"
+	        "                        and stop read its runtime_dir too\n"
+	        "  --runtime-dir DIR     directory of the control sockets (IGNIS_RUNTIME_DIR;\n"
+	        "                        default $XDG_RUNTIME_DIR/ignis, else /tmp/ignis-$UID)\n"
+	        "  --bin-dir DIR         where ignis-gpu-worker and ignis-kvstored are (start;\n"
+	        "                        default: beside this program, or the build tree)\n"
+	        "  --json                status as one JSON object\n"
+	        "  -h, --help            this text\n"
+	        "  --version             print the version\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"runtime-dir", required_argument, NULL, 'r'},
-		{"bin-dir", required_argument, NULL, 'b'},
-		{"json", no_argument, NULL, 'j'},
-		{"help", no_argument, NULL, 'h'},
-		{"version", no_argument, NULL, 'V'},
-		{NULL, 0, NULL, 0},
+	    {"config", required_argument, NULL, 'c'},
+	    {"runtime-dir", required_argument, NULL, 'r'},
+	    {"bin-dir", required_argument, NULL, 'b'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct sup_opts o = {.argv0 = argv[0]};
 	const char *cmd;
@@ -88,7 +88,7 @@ int main(int argc, char **argv)
 			return 0;
 		default:
 			fprintf(stderr, "ignis-supervisor: unknown or incomplete option '%s'\n",
-				argv[optind - 1]);
+			        argv[optind - 1]);
 			usage(stderr);
 			return 2;
 		}
@@ -112,6 +112,6 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "stop"))
 		return sup_stop(&o);
 	fprintf(stderr, "ignis-supervisor: unknown command '%s'; expected start, status or stop\n",
-		cmd);
+	        cmd);
 	return 2;
 }

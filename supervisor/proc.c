@@ -45,7 +45,7 @@ void proc_describe_status(char *out, size_t cap, int status)
 }
 
 void proc_init(struct proc *p, const char *role, const char *program, const char *sockname,
-	       const char *subdir)
+               const char *subdir)
 {
 	memset(p, 0, sizeof(*p));
 	p->role = role;
@@ -72,7 +72,7 @@ int proc_locate(struct proc *p, const char *self_exe, const char *bin_dir, struc
 		snprintf(cand[ncand++], PATH_MAX, "%.*s/%s", PATH_MAX - 64, bin_dir, p->program);
 	snprintf(cand[ncand++], PATH_MAX, "%.*s/%s", PATH_MAX - 64, selfdir, p->program);
 	snprintf(cand[ncand++], PATH_MAX, "%.*s/../%s/%s", PATH_MAX - 128, selfdir, p->subdir,
-		 p->program);
+	         p->program);
 	for (int i = 0; i < ncand; i++) {
 		size_t used = strlen(tried);
 
@@ -86,9 +86,9 @@ int proc_locate(struct proc *p, const char *self_exe, const char *bin_dir, struc
 			break; /* an explicit --bin-dir is the only place looked */
 	}
 	return ig_errf(eb, IG_E_NOTFOUND,
-		       "cannot find the %s program %s (looked at %s); build it (make) or name "
-		       "its folder with --bin-dir",
-		       p->role, p->program, tried);
+	               "cannot find the %s program %s (looked at %s); build it (make) or name "
+	               "its folder with --bin-dir",
+	               p->role, p->program, tried);
 }
 
 static void proc__close_req(struct proc *p)
@@ -102,8 +102,12 @@ static void proc__close_req(struct proc *p)
 int proc_spawn(struct proc *p, const struct proc_env *env, struct ig_errbuf *eb)
 {
 	char ppid[24];
-	char *argv[] = {(char *)p->program, "--runtime-dir", (char *)env->rtdir,
-			"--supervisor-pid", ppid, NULL};
+	char *argv[] = {(char *)p->program,
+	                "--runtime-dir",
+	                (char *)env->rtdir,
+	                "--supervisor-pid",
+	                ppid,
+	                NULL};
 	struct ev e;
 	pid_t pid;
 
@@ -111,7 +115,7 @@ int proc_spawn(struct proc *p, const struct proc_env *env, struct ig_errbuf *eb)
 	pid = fork();
 	if (pid < 0)
 		return ig_errf(eb, IG_E_CHILD, "cannot fork for %s: %s", p->program,
-			       strerror(errno));
+		               strerror(errno));
 	if (pid == 0) {
 		/* Child: async-signal-safe calls only until execv. */
 		struct sigaction dfl;
@@ -163,7 +167,7 @@ int proc_spawn(struct proc *p, const struct proc_env *env, struct ig_errbuf *eb)
 
 /* One hello exchange; IG_E_TIMEOUT means "not yet". */
 static int proc__hello(struct proc *p, const struct proc_env *env, uint64_t now,
-		       struct ig_errbuf *eb)
+                       struct ig_errbuf *eb)
 {
 	struct msg req = {.type = MSG_HELLO};
 	struct tp_rx rx;
@@ -184,22 +188,22 @@ static int proc__hello(struct proc *p, const struct proc_env *env, uint64_t now,
 		return IG_E_TIMEOUT;
 	if (rc)
 		return ig_errprefix(eb, "%s (pid %ld) refused the handshake", p->program,
-				    (long)p->pid);
+		                    (long)p->pid);
 	if (rx.m.type != MSG_HELLO) {
 		rc = ig_errf(eb, IG_E_PROTO_UNEXPECTED,
-			     "%s (pid %ld) answered hello with '%s'; expected hello", p->program,
-			     (long)p->pid, msg_type_name(rx.m.type));
+		             "%s (pid %ld) answered hello with '%s'; expected hello", p->program,
+		             (long)p->pid, msg_type_name(rx.m.type));
 	} else if (!msg_str_eq(rx.m.u.hello.role, p->role) ||
-		   rx.m.u.hello.pid != (uint64_t)p->pid) {
+	           rx.m.u.hello.pid != (uint64_t)p->pid) {
 		char role[MSG_ROLE_MAX + 1];
 
 		msg_str_copy(role, sizeof(role), rx.m.u.hello.role);
 		rc = ig_errf(eb, IG_E_PROTO_UNEXPECTED,
-			     "the process answering at %s/%s.sock says it is '%s' pid %llu; "
-			     "expected '%s' pid %ld (is another Ignis using this runtime "
-			     "directory?)",
-			     env->rtdir, p->sockname, role,
-			     (unsigned long long)rx.m.u.hello.pid, p->role, (long)p->pid);
+		             "the process answering at %s/%s.sock says it is '%s' pid %llu; "
+		             "expected '%s' pid %ld (is another Ignis using this runtime "
+		             "directory?)",
+		             env->rtdir, p->sockname, role, (unsigned long long)rx.m.u.hello.pid,
+		             p->role, (long)p->pid);
 	}
 	if (rc == IG_E_OK) {
 		now = clk_mono_ms(); /* the caller's `now` may predate the spawn */
@@ -235,7 +239,7 @@ static void proc__ping(struct proc *p, uint64_t now)
 	rc = tp_call(p->req, &req, &rx, &eb);
 	if (rc == IG_E_OK && (rx.m.type != MSG_PONG || rx.m.u.pong.seq != req.u.ping.seq))
 		rc = ig_errf(&eb, IG_E_PROTO_UNEXPECTED, "answered ping %llu with %s",
-			     (unsigned long long)req.u.ping.seq, msg_type_name(rx.m.type));
+		             (unsigned long long)req.u.ping.seq, msg_type_name(rx.m.type));
 	tp_rx_release(&rx);
 	if (rc == IG_E_OK) {
 		p->ping_misses = 0;
@@ -333,10 +337,11 @@ void proc_exited(struct proc *p, int status, uint64_t now, bool stopping)
 	if (!p->ever_ready) {
 		if (p->hello_killed)
 			snprintf(p->why_failed, sizeof(p->why_failed),
-				 "said no hello within %u ms and was killed", PROC_HELLO_TIMEOUT_MS);
+			         "said no hello within %u ms and was killed",
+			         PROC_HELLO_TIMEOUT_MS);
 		else
-			snprintf(p->why_failed, sizeof(p->why_failed), "exited (%s) before it said hello",
-				 how);
+			snprintf(p->why_failed, sizeof(p->why_failed),
+			         "exited (%s) before it said hello", how);
 		p->state = PROC_FAILED;
 		return;
 	}

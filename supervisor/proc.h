@@ -32,13 +32,13 @@
  * PROC_BACKOFF_MAX_MS; a child that stayed up PROC_STABLE_MS resets it. */
 #define PROC_BACKOFF_MIN_MS 100u
 #define PROC_BACKOFF_MAX_MS 10000u
-#define PROC_STABLE_MS 30000u
+#define PROC_STABLE_MS      30000u
 /* A child must say hello this long after its spawn. */
 #define PROC_HELLO_TIMEOUT_MS 10000u
 /* Health: a ping each interval; this many missed in a row kill the child. */
 #define PROC_PING_INTERVAL_MS 1000u
-#define PROC_PING_TIMEOUT_MS 1000
-#define PROC_PING_MISSES 3
+#define PROC_PING_TIMEOUT_MS  1000
+#define PROC_PING_MISSES      3
 /* Orderly stop: wait this long after `shutdown`, then SIGTERM, then SIGKILL. */
 #define PROC_STOP_GRACE_MS 5000u
 #define PROC_TERM_GRACE_MS 2000u
@@ -59,7 +59,7 @@ struct proc {
 	uint32_t streak;     /* consecutive failures, for the backoff */
 	uint64_t due_ms;     /* BACKOFF: respawn time */
 	bool ever_ready;
-	bool hello_killed;   /* killed for saying no hello in time */
+	bool hello_killed;    /* killed for saying no hello in time */
 	char why_failed[160]; /* FAILED before its first hello: what happened */
 	nng_socket req;
 	bool req_open;
@@ -76,7 +76,7 @@ struct proc_env {
 };
 
 void proc_init(struct proc *p, const char *role, const char *program, const char *sockname,
-	       const char *subdir);
+               const char *subdir);
 
 /* Find the executable of `p` next to ours (installed layout) or in the build
  * tree, or in `bin_dir` when given. */

@@ -27,7 +27,7 @@
 #include "version.h"
 
 #define SUP_TICK_MS 100
-#define SUP_NPROC 2
+#define SUP_NPROC   2
 
 /* Signal flags: the one kind of mutable global the style allows. */
 static volatile sig_atomic_t sup__signal;
@@ -57,27 +57,28 @@ static int sup__handle(void *ctx, const struct msg *req, struct msg *reply, stru
 	uint64_t now = clk_mono_ms();
 
 	if (req->type != MSG_STATUS)
-		return ig_errf(eb, IG_E_PROTO_UNEXPECTED, "the supervisor does not take '%s' messages",
-			       msg_type_name(req->type));
+		return ig_errf(eb, IG_E_PROTO_UNEXPECTED,
+		               "the supervisor does not take '%s' messages",
+		               msg_type_name(req->type));
 	reply->type = MSG_STATUS_REPLY;
 	reply->u.status_reply.seq = req->u.status.seq;
 	reply->u.status_reply.procs.n = 1 + SUP_NPROC;
 	reply->u.status_reply.procs.v[0] = (struct msg_proc){
-		.role = msg_str_of("supervisor"),
-		.pid = (uint64_t)s->env.self,
-		.state = msg_str_of(s->stopping ? "stopping" : "running"),
-		.uptime_ms = svc_uptime_ms(&s->svc),
-		.restarts = 0,
+	    .role = msg_str_of("supervisor"),
+	    .pid = (uint64_t)s->env.self,
+	    .state = msg_str_of(s->stopping ? "stopping" : "running"),
+	    .uptime_ms = svc_uptime_ms(&s->svc),
+	    .restarts = 0,
 	};
 	for (int i = 0; i < SUP_NPROC; i++) {
 		const struct proc *p = &s->procs[i];
 
 		reply->u.status_reply.procs.v[1 + i] = (struct msg_proc){
-			.role = msg_str_of(p->role),
-			.pid = (uint64_t)(p->pid > 0 ? p->pid : 0),
-			.state = msg_str_of(proc_state_name(p->state)),
-			.uptime_ms = p->state == PROC_RUNNING ? now - p->ready_ms : 0,
-			.restarts = p->restarts,
+		    .role = msg_str_of(p->role),
+		    .pid = (uint64_t)(p->pid > 0 ? p->pid : 0),
+		    .state = msg_str_of(proc_state_name(p->state)),
+		    .uptime_ms = p->state == PROC_RUNNING ? now - p->ready_ms : 0,
+		    .restarts = p->restarts,
 		};
 	}
 	return IG_E_OK;
@@ -155,7 +156,7 @@ int sup_start(const struct sup_opts *o)
 	}
 	s.env.self = getpid();
 	rc = rtdir_resolve(o->runtime_dir, s.cfg.runtime_dir, s.cfg.runtime_dir_src, s.env.rtdir,
-			   sizeof(s.env.rtdir), &eb);
+	                   sizeof(s.env.rtdir), &eb);
 	if (!rc)
 		rc = rtdir_prepare(s.env.rtdir, &eb);
 	if (rc) {
@@ -196,7 +197,7 @@ int sup_start(const struct sup_opts *o)
 		rc = svc_poll(&s.svc, SUP_TICK_MS, sup__handle, &s);
 		if (rc) {
 			snprintf(eb.msg, sizeof(eb.msg), "control socket failed: %s",
-				 ig_err_str(rc));
+			         ig_err_str(rc));
 			break;
 		}
 		sup__reap(&s);
@@ -207,7 +208,7 @@ int sup_start(const struct sup_opts *o)
 			rc = proc_tick(p, &s.env, now, &eb);
 			if (rc == IG_E_OK && p->state == PROC_FAILED)
 				rc = ig_errf(&eb, IG_E_CHILD, "%s %s: see its messages above",
-					     p->program, p->why_failed);
+				             p->program, p->why_failed);
 			/* The next one starts once this one is up for the first time. */
 			if (rc == IG_E_OK && i + 1 < SUP_NPROC && p->state == PROC_RUNNING &&
 			    s.procs[i + 1].state == PROC_IDLE && !s.procs[i + 1].ever_ready)

@@ -859,11 +859,14 @@ static const struct resolve_row resolve_rows[] = {
     {"env trailing slash", NULL, "/e/", NULL, 0, IG_E_OK, "/e", NULL, NULL},
     {"root stays", "/", NULL, NULL, 0, IG_E_OK, "/", NULL, NULL},
     {"slashes only", "///", NULL, NULL, 0, IG_E_OK, "/", NULL, NULL},
-    {"relative flag", "run/ig", "/e", NULL, 0, IG_E_CONFIG, "'run/ig' from --runtime-dir", ABS, NULL},
+    {"relative flag", "run/ig", "/e", NULL, 0, IG_E_CONFIG, "'run/ig' from --runtime-dir", ABS,
+     NULL},
     {"relative env", NULL, "rel", "/x", 0, IG_E_CONFIG, "'rel' from IGNIS_RUNTIME_DIR", ABS, NULL},
-    {"relative XDG", NULL, NULL, "run", 0, IG_E_CONFIG, "'run/ignis' from XDG_RUNTIME_DIR", ABS, NULL},
+    {"relative XDG", NULL, NULL, "run", 0, IG_E_CONFIG, "'run/ignis' from XDG_RUNTIME_DIR", ABS,
+     NULL},
     {"flag of 90 fits", path90, NULL, NULL, 0, IG_E_OK, path90, NULL, NULL},
-    {"flag of 91", path91, NULL, NULL, 0, IG_E_CONFIG, "from --runtime-dir " LONG, "in 90 bytes", NULL},
+    {"flag of 91", path91, NULL, NULL, 0, IG_E_CONFIG, "from --runtime-dir " LONG, "in 90 bytes",
+     NULL},
     /* The limit is RTDIR_PATH_MAX, not the caller's buffer. */
     {"91 in a big buffer", path91, NULL, NULL, 128, IG_E_CONFIG, "(91 bytes)", NULL, NULL},
     {"env of 91", NULL, path91, NULL, 0, IG_E_CONFIG, "from IGNIS_RUNTIME_DIR " LONG, NULL, NULL},
@@ -875,8 +878,7 @@ static const struct resolve_row resolve_rows[] = {
     {"flag beats file", "/f", NULL, "/x", 0, IG_E_OK, "/f", NULL, "/c"},
     {"env beats file", NULL, "/e", "/x", 0, IG_E_OK, "/e", NULL, "/c"},
     {"file beats XDG", NULL, NULL, "/x", 0, IG_E_OK, "/c", NULL, "/c"},
-    {"relative file", NULL, NULL, NULL, 0, IG_E_CONFIG, "'c' from config file 't.yaml'", ABS,
-     "c"},
+    {"relative file", NULL, NULL, NULL, 0, IG_E_CONFIG, "'c' from config file 't.yaml'", ABS, "c"},
 };
 
 static void test_rtdir_resolve(void **state)

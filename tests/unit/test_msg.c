@@ -130,7 +130,7 @@ static void encode(const struct msg *m, struct msg_buf *b)
 
 /* Decode from a heap copy of exactly `len` bytes, so ASan sees any over-read. */
 static int decode_exact(const void *bytes, size_t len, struct msg *out, struct ig_errbuf *eb,
-			void **keep)
+                        void **keep)
 {
 	void *copy = malloc(len ? len : 1);
 	int rc;
@@ -183,7 +183,7 @@ static void test_declarations(void **state)
 		/* Every message at its limits fits in one control message. */
 		if (msg_max_encoded(d) > MSG_MAX_BYTES)
 			fail_msg("%s can encode to %zu bytes > MSG_MAX_BYTES", d->rec.name,
-				 msg_max_encoded(d));
+			         msg_max_encoded(d));
 	}
 	assert_null(msg_desc_find(0));
 	assert_string_equal(msg_type_name(9999), "unknown");
@@ -264,7 +264,7 @@ static void test_golden(void **state)
 			encode(&m, &b);
 			hex = to_hex(b.p, b.n);
 			snprintf(path, sizeof(path), "%s/%s.%s.hex", golden_dir(), d->rec.name,
-				 vname[v]);
+			         vname[v]);
 			if (update) {
 				FILE *f = fopen(path, "w");
 
@@ -275,13 +275,13 @@ static void test_golden(void **state)
 			want = read_file(path);
 			if (!want)
 				fail_msg("missing golden file %s: run the unit tests once with "
-					 "IGNIS_UPDATE_GOLDEN=1 and review the new file",
-					 path);
+				         "IGNIS_UPDATE_GOLDEN=1 and review the new file",
+				         path);
 			if (strcmp(want, hex) != 0)
 				fail_msg("%s: encoding changed.\n want %s got  %s(a deliberate "
-					 "change needs MSG_PROTO_VERSION bumped and "
-					 "IGNIS_UPDATE_GOLDEN=1)",
-					 path, want, hex);
+				         "change needs MSG_PROTO_VERSION bumped and "
+				         "IGNIS_UPDATE_GOLDEN=1)",
+				         path, want, hex);
 			/* The golden bytes decode back to the sample. */
 			bytes = malloc(strlen(want) / 2 + 1);
 			n = from_hex(want, bytes);
@@ -295,8 +295,8 @@ static void test_golden(void **state)
 			for (size_t k = 0; k < n; k++) {
 				rc = decode_exact(bytes, k, &back, &eb, NULL);
 				if (rc != IG_E_PROTO_TRUNCATED)
-					fail_msg("%s: prefix of %zu/%zu bytes gave %s (%s)", path, k,
-						 n, ig_err_name(rc), eb.msg);
+					fail_msg("%s: prefix of %zu/%zu bytes gave %s (%s)", path,
+					         k, n, ig_err_name(rc), eb.msg);
 			}
 			free(bytes);
 			free(want);
@@ -331,7 +331,7 @@ static void test_roundtrip_random(void **state)
 		rc = decode_exact(b.p, b.n, &back, &eb, &keep);
 		if (rc)
 			fail_msg("seed %llu iteration %d (%s): %s", (unsigned long long)seed, it,
-				 d->rec.name, eb.msg);
+			         d->rec.name, eb.msg);
 		assert_true(msg_equal(&m, &back));
 		free(keep);
 		msg_buf_release(&b);
@@ -359,7 +359,7 @@ static void pack_key(msgpack_packer *pk, const char *k)
 static void pack_rec(msgpack_packer *pk, const struct msg_rec *r, const char *base);
 
 static void pack_value(msgpack_packer *pk, const struct msg_field *f, const char *base,
-		       enum mutation mut)
+                       enum mutation mut)
 {
 	const char *at = base + f->offset;
 
@@ -404,13 +404,14 @@ static void pack_value(msgpack_packer *pk, const struct msg_field *f, const char
 	}
 	case MSG_K_ARR: {
 		uint32_t n = *(const uint32_t *)(const void *)at;
-		uint32_t emit = mut == MUT_ABOVE ? (uint32_t)f->hi + 1
-				: mut == MUT_BELOW ? (uint32_t)f->lo - 1
-						   : n;
+		uint32_t emit = mut == MUT_ABOVE   ? (uint32_t)f->hi + 1
+		                : mut == MUT_BELOW ? (uint32_t)f->lo - 1
+		                                   : n;
 
 		msgpack_pack_array(pk, emit);
 		for (uint32_t j = 0; j < emit; j++)
-			pack_rec(pk, f->sub, base + f->elems + (size_t)(j < n ? j : 0) * f->sub->size);
+			pack_rec(pk, f->sub,
+			         base + f->elems + (size_t)(j < n ? j : 0) * f->sub->size);
 		break;
 	}
 	}
@@ -427,7 +428,7 @@ static void pack_rec(msgpack_packer *pk, const struct msg_rec *r, const char *ba
 
 /* The message `m` with field `idx` mutated by `mut`, packed by hand. */
 static void pack_mutated(const struct msg_desc *d, const struct msg *m, uint32_t idx,
-			 enum mutation mut, msgpack_sbuffer *sb)
+                         enum mutation mut, msgpack_sbuffer *sb)
 {
 	msgpack_packer pk;
 	uint32_t n = 2 + d->rec.nfields;
@@ -469,7 +470,7 @@ static void expect_code(const char *what, const void *p, size_t n, int want)
 
 	if (rc != want)
 		fail_msg("%s: got %s (%s), want %s", what, ig_err_name(rc), eb.msg,
-			 ig_err_name(want));
+		         ig_err_name(want));
 	/* Every refusal says something. */
 	if (want != IG_E_OK && eb.msg[0] == '\0')
 		fail_msg("%s: %s with an empty message", what, ig_err_name(rc));
@@ -507,11 +508,11 @@ static void test_derived_malformed(void **state)
 				const char *name;
 				int want;
 			} rows[] = {
-				{MUT_OMIT, "omitted", IG_E_PROTO_MISSING_FIELD},
-				{MUT_WRONGTYPE, "of the wrong type", IG_E_PROTO_FIELD_TYPE},
-				{MUT_ABOVE, "above its limit", IG_E_PROTO_FIELD_RANGE},
-				{MUT_BELOW, "below its limit", IG_E_PROTO_FIELD_RANGE},
-				{MUT_DUPLICATE, "duplicated", IG_E_PROTO_MALFORMED},
+			    {MUT_OMIT, "omitted", IG_E_PROTO_MISSING_FIELD},
+			    {MUT_WRONGTYPE, "of the wrong type", IG_E_PROTO_FIELD_TYPE},
+			    {MUT_ABOVE, "above its limit", IG_E_PROTO_FIELD_RANGE},
+			    {MUT_BELOW, "below its limit", IG_E_PROTO_FIELD_RANGE},
+			    {MUT_DUPLICATE, "duplicated", IG_E_PROTO_MALFORMED},
 			};
 
 			for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
@@ -522,11 +523,12 @@ static void test_derived_malformed(void **state)
 				    (fd->kind == MSG_K_BOOL ||
 				     (fd->kind == MSG_K_U64 && fd->hi == UINT64_MAX)))
 					continue; /* no value above */
-				if (rows[r].mut == MUT_BELOW && (fd->kind == MSG_K_BOOL || fd->lo == 0))
+				if (rows[r].mut == MUT_BELOW &&
+				    (fd->kind == MSG_K_BOOL || fd->lo == 0))
 					continue;
 				pack_mutated(d, &m, f, rows[r].mut, &sb);
 				snprintf(what, sizeof(what), "%s.%s %s", d->rec.name, fd->name,
-					 rows[r].name);
+				         rows[r].name);
 				expect_code(what, sb.data, sb.size, rows[r].want);
 				msgpack_sbuffer_destroy(&sb);
 				checked++;
@@ -547,59 +549,70 @@ static void test_malformed_table(void **state)
 		const char *hex;
 		int want;
 	} rows[] = {
-		{"a valid ping", "83a17402a17601a373657100", IG_E_OK},
-		{"empty", "", IG_E_PROTO_TRUNCATED},
-		{"nil", "c0", IG_E_PROTO_MALFORMED},
-		{"an array", "9102", IG_E_PROTO_MALFORMED},
-		{"an empty map", "80", IG_E_PROTO_MISSING_FIELD},
-		{"no version", "82a17402a373657100", IG_E_PROTO_MISSING_FIELD},
-		{"type is a string", "83a174a170a17601a373657100", IG_E_PROTO_FIELD_TYPE},
-		{"type is negative", "83a174ffa17601a373657100", IG_E_PROTO_FIELD_RANGE},
-		{"type is a float", "83a174ca40000000a17601a373657100", IG_E_PROTO_FIELD_TYPE},
-		{"version 2", "83a17402a17602a373657100", IG_E_PROTO_VERSION},
-		{"version 0", "83a17402a17600a373657100", IG_E_PROTO_VERSION},
-		{"unknown type 99", "83a17463a17601a373657100", IG_E_PROTO_UNKNOWN_TYPE},
-		{"type 2^32 + 2", "83a174cf0000000100000002a17601a373657100",
-		 IG_E_PROTO_UNKNOWN_TYPE},
-		{"type key twice", "84a17402a17402a17601a373657100", IG_E_PROTO_MALFORMED},
-		{"integer key", "84a17402a176010101a373657100", IG_E_PROTO_MALFORMED},
-		{"seq is nil", "83a17402a17601a3736571c0", IG_E_PROTO_FIELD_TYPE},
-		{"seq is negative", "83a17402a17601a3736571ff", IG_E_PROTO_FIELD_RANGE},
-		{"seq is binary", "83a17402a17601a3736571c40100", IG_E_PROTO_FIELD_TYPE},
-		{"seq is an extension", "83a17402a17601a3736571d40100", IG_E_PROTO_FIELD_TYPE},
-		{"seq is a map", "83a17402a17601a373657180", IG_E_PROTO_FIELD_TYPE},
-		{"trailing byte", "83a17402a17601a37365710000", IG_E_PROTO_MALFORMED},
-		{"two messages", "83a17402a17601a37365710083a17402a17601a373657100",
-		 IG_E_PROTO_MALFORMED},
-		{"reserved byte 0xc1", "c1", IG_E_PROTO_MALFORMED},
-		{"0xc1 as a value", "83a17402a17601a3736571c1", IG_E_PROTO_MALFORMED},
-		{"array32 claiming 2^32-1 items", "ddffffffff", IG_E_PROTO_TRUNCATED},
-		{"map32 claiming 2^32-1 pairs", "dfffffffff00", IG_E_PROTO_TRUNCATED},
-		{"map16 claiming more than is there", "de0100a174", IG_E_PROTO_TRUNCATED},
-		{"str32 claiming 4 GiB", "dbffffffff6162", IG_E_PROTO_TRUNCATED},
-		{"bin32 claiming 4 GiB", "c6ffffffff", IG_E_PROTO_TRUNCATED},
-		{"ext32 claiming 4 GiB", "c9ffffffff01", IG_E_PROTO_TRUNCATED},
-		{"uint64 cut short", "cf0000", IG_E_PROTO_TRUNCATED},
-		{"nesting deeper than allowed", "91919191919100", IG_E_PROTO_MALFORMED},
-		{"nesting at the limit, not a map", "91919100", IG_E_PROTO_MALFORMED},
-		/* hello {role:"a\0", pid:1, build:""} */
-		{"NUL inside a string", "85a17401a17601a4726f6c65a26100a3706964" "01a56275696c64a0",
-		 IG_E_PROTO_FIELD_RANGE},
-		{"invalid UTF-8", "85a17401a17601a4726f6c65a261ffa3706964" "01a56275696c64a0",
-		 IG_E_PROTO_FIELD_RANGE},
-		{"overlong UTF-8 for '/'", "85a17401a17601a4726f6c65a2c0afa3706964" "01a56275696c64a0",
-		 IG_E_PROTO_FIELD_RANGE},
-		{"UTF-8 surrogate", "85a17401a17601a4726f6c65a3eda080a3706964" "01a56275696c64a0",
-		 IG_E_PROTO_FIELD_RANGE},
-		{"role as binary", "85a17401a17601a4726f6c65c40161a3706964" "01a56275696c64a0",
-		 IG_E_PROTO_FIELD_TYPE},
-		{"hello with pid 0", "85a17401a17601a4726f6c65a161a3706964" "00a56275696c64a0",
-		 IG_E_PROTO_FIELD_RANGE},
-		/* status_reply {seq:0, procs:[nil]} */
-		{"array element not a map", "84a17408a17601a373657100a570726f637391c0",
-		 IG_E_PROTO_FIELD_TYPE},
-		{"array element missing fields", "84a17408a17601a373657100a570726f63739180",
-		 IG_E_PROTO_MISSING_FIELD},
+	    {"a valid ping", "83a17402a17601a373657100", IG_E_OK},
+	    {"empty", "", IG_E_PROTO_TRUNCATED},
+	    {"nil", "c0", IG_E_PROTO_MALFORMED},
+	    {"an array", "9102", IG_E_PROTO_MALFORMED},
+	    {"an empty map", "80", IG_E_PROTO_MISSING_FIELD},
+	    {"no version", "82a17402a373657100", IG_E_PROTO_MISSING_FIELD},
+	    {"type is a string", "83a174a170a17601a373657100", IG_E_PROTO_FIELD_TYPE},
+	    {"type is negative", "83a174ffa17601a373657100", IG_E_PROTO_FIELD_RANGE},
+	    {"type is a float", "83a174ca40000000a17601a373657100", IG_E_PROTO_FIELD_TYPE},
+	    {"version 2", "83a17402a17602a373657100", IG_E_PROTO_VERSION},
+	    {"version 0", "83a17402a17600a373657100", IG_E_PROTO_VERSION},
+	    {"unknown type 99", "83a17463a17601a373657100", IG_E_PROTO_UNKNOWN_TYPE},
+	    {"type 2^32 + 2", "83a174cf0000000100000002a17601a373657100", IG_E_PROTO_UNKNOWN_TYPE},
+	    {"type key twice", "84a17402a17402a17601a373657100", IG_E_PROTO_MALFORMED},
+	    {"integer key", "84a17402a176010101a373657100", IG_E_PROTO_MALFORMED},
+	    {"seq is nil", "83a17402a17601a3736571c0", IG_E_PROTO_FIELD_TYPE},
+	    {"seq is negative", "83a17402a17601a3736571ff", IG_E_PROTO_FIELD_RANGE},
+	    {"seq is binary", "83a17402a17601a3736571c40100", IG_E_PROTO_FIELD_TYPE},
+	    {"seq is an extension", "83a17402a17601a3736571d40100", IG_E_PROTO_FIELD_TYPE},
+	    {"seq is a map", "83a17402a17601a373657180", IG_E_PROTO_FIELD_TYPE},
+	    {"trailing byte", "83a17402a17601a37365710000", IG_E_PROTO_MALFORMED},
+	    {"two messages", "83a17402a17601a37365710083a17402a17601a373657100",
+	     IG_E_PROTO_MALFORMED},
+	    {"reserved byte 0xc1", "c1", IG_E_PROTO_MALFORMED},
+	    {"0xc1 as a value", "83a17402a17601a3736571c1", IG_E_PROTO_MALFORMED},
+	    {"array32 claiming 2^32-1 items", "ddffffffff", IG_E_PROTO_TRUNCATED},
+	    {"map32 claiming 2^32-1 pairs", "dfffffffff00", IG_E_PROTO_TRUNCATED},
+	    {"map16 claiming more than is there", "de0100a174", IG_E_PROTO_TRUNCATED},
+	    {"str32 claiming 4 GiB", "dbffffffff6162", IG_E_PROTO_TRUNCATED},
+	    {"bin32 claiming 4 GiB", "c6ffffffff", IG_E_PROTO_TRUNCATED},
+	    {"ext32 claiming 4 GiB", "c9ffffffff01", IG_E_PROTO_TRUNCATED},
+	    {"uint64 cut short", "cf0000", IG_E_PROTO_TRUNCATED},
+	    {"nesting deeper than allowed", "91919191919100", IG_E_PROTO_MALFORMED},
+	    {"nesting at the limit, not a map", "91919100", IG_E_PROTO_MALFORMED},
+	    /* hello {role:"a\0", pid:1, build:""} */
+	    {"NUL inside a string",
+	     "85a17401a17601a4726f6c65a26100a3706964"
+	     "01a56275696c64a0",
+	     IG_E_PROTO_FIELD_RANGE},
+	    {"invalid UTF-8",
+	     "85a17401a17601a4726f6c65a261ffa3706964"
+	     "01a56275696c64a0",
+	     IG_E_PROTO_FIELD_RANGE},
+	    {"overlong UTF-8 for '/'",
+	     "85a17401a17601a4726f6c65a2c0afa3706964"
+	     "01a56275696c64a0",
+	     IG_E_PROTO_FIELD_RANGE},
+	    {"UTF-8 surrogate",
+	     "85a17401a17601a4726f6c65a3eda080a3706964"
+	     "01a56275696c64a0",
+	     IG_E_PROTO_FIELD_RANGE},
+	    {"role as binary",
+	     "85a17401a17601a4726f6c65c40161a3706964"
+	     "01a56275696c64a0",
+	     IG_E_PROTO_FIELD_TYPE},
+	    {"hello with pid 0",
+	     "85a17401a17601a4726f6c65a161a3706964"
+	     "00a56275696c64a0",
+	     IG_E_PROTO_FIELD_RANGE},
+	    /* status_reply {seq:0, procs:[nil]} */
+	    {"array element not a map", "84a17408a17601a373657100a570726f637391c0",
+	     IG_E_PROTO_FIELD_TYPE},
+	    {"array element missing fields", "84a17408a17601a373657100a570726f63739180",
+	     IG_E_PROTO_MISSING_FIELD},
 	};
 	int failures = 0;
 
@@ -695,8 +708,8 @@ static void test_utf8(void **state)
 	(void)state;
 	assert_true(msg_utf8_valid("", 0));
 	assert_true(msg_utf8_valid("plain", 5));
-	assert_true(msg_utf8_valid("\xf0\x9f\x94\xa5", 4)); /* U+1F525 */
-	assert_false(msg_utf8_valid("\xf0\x9f\x94", 3));    /* cut */
+	assert_true(msg_utf8_valid("\xf0\x9f\x94\xa5", 4));  /* U+1F525 */
+	assert_false(msg_utf8_valid("\xf0\x9f\x94", 3));     /* cut */
 	assert_false(msg_utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
 	assert_false(msg_utf8_valid("\xe0\x80\xaf", 3));     /* overlong */
 	assert_false(msg_utf8_valid("\x80", 1));
@@ -706,15 +719,15 @@ static void test_utf8(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_declarations),
-		cmocka_unit_test(test_golden),
-		cmocka_unit_test(test_roundtrip_random),
-		cmocka_unit_test(test_derived_malformed),
-		cmocka_unit_test(test_malformed_table),
-		cmocka_unit_test(test_oversize),
-		cmocka_unit_test(test_version_is_reported),
-		cmocka_unit_test(test_encode_refuses),
-		cmocka_unit_test(test_utf8),
+	    cmocka_unit_test(test_declarations),
+	    cmocka_unit_test(test_golden),
+	    cmocka_unit_test(test_roundtrip_random),
+	    cmocka_unit_test(test_derived_malformed),
+	    cmocka_unit_test(test_malformed_table),
+	    cmocka_unit_test(test_oversize),
+	    cmocka_unit_test(test_version_is_reported),
+	    cmocka_unit_test(test_encode_refuses),
+	    cmocka_unit_test(test_utf8),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

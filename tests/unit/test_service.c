@@ -39,17 +39,17 @@ static int handle(void *ctx, const struct msg *req, struct msg *reply, struct ig
 
 	if (req->type != MSG_STATUS)
 		return ig_errf(eb, IG_E_PROTO_UNEXPECTED, "test service takes status only, not %s",
-			       msg_type_name(req->type));
+		               msg_type_name(req->type));
 	f->statuses++;
 	reply->type = MSG_STATUS_REPLY;
 	reply->u.status_reply.seq = req->u.status.seq;
 	reply->u.status_reply.procs.n = 1;
 	reply->u.status_reply.procs.v[0] = (struct msg_proc){
-		.role = msg_str_of("test-svc"),
-		.pid = (uint64_t)getpid(),
-		.state = msg_str_of("running"),
-		.uptime_ms = 1,
-		.restarts = 0,
+	    .role = msg_str_of("test-svc"),
+	    .pid = (uint64_t)getpid(),
+	    .state = msg_str_of("running"),
+	    .uptime_ms = 1,
+	    .restarts = 0,
 	};
 	return IG_E_OK;
 }
@@ -163,7 +163,7 @@ static void raw_exchange(struct fixture *f, const void *bytes, size_t n, int wan
 	assert_int_equal(rx.m.type, MSG_ERROR);
 	if (rx.m.u.error.code != (uint64_t)want)
 		fail_msg("error reply code %s, want %s", ig_err_name((int)rx.m.u.error.code),
-			 ig_err_name(want));
+		         ig_err_name(want));
 	assert_true(rx.m.u.error.message.n > 0);
 	tp_rx_release(&rx);
 	ping.u.ping.seq = 9;
@@ -179,9 +179,9 @@ static void test_malformed_gets_typed_error(void **state)
 	static const unsigned char junk[] = {0xc1};
 	static const unsigned char truncated[] = {0x83, 0xa1, 0x74, 0x02};
 	static const unsigned char v2[] = {0x83, 0xa1, 0x74, 0x02, 0xa1, 0x76,
-					   0x02, 0xa3, 0x73, 0x65, 0x71, 0x00};
+	                                   0x02, 0xa3, 0x73, 0x65, 0x71, 0x00};
 	static const unsigned char unknown[] = {0x83, 0xa1, 0x74, 0x63, 0xa1, 0x76,
-						0x01, 0xa3, 0x73, 0x65, 0x71, 0x00};
+	                                        0x01, 0xa3, 0x73, 0x65, 0x71, 0x00};
 
 	raw_exchange(f, junk, sizeof(junk), IG_E_PROTO_MALFORMED);
 	raw_exchange(f, truncated, sizeof(truncated), IG_E_PROTO_TRUNCATED);
@@ -286,11 +286,11 @@ static void test_shutdown_request(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_builtins_and_handler, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_malformed_gets_typed_error, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_files_and_lock, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_client_dies_mid_connect, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_shutdown_request, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_builtins_and_handler, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_malformed_gets_typed_error, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_files_and_lock, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_client_dies_mid_connect, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_shutdown_request, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
