@@ -3,13 +3,16 @@
 #   make test     what CI runs: three builds (cuda auto, no cuda, ASan+UBSan) and their tests
 #   make run      start the system on the embedded default configuration
 #   make fuzz     run the protocol decoder under libFuzzer for FUZZ_SECONDS (clang)
+#   make config   print the VRAM plan for a card (MODEL=, LANES=, CONTEXT=,
+#                 DEVICE_FREE_BYTES=, PINNED_EXPERT_BYTES=, ALLOW_EXPERT_CACHE_BELOW_FLOOR=1,
+#                 PROFILE= (default none), BACKEND= (default cuda), CONFIG=FILE)
 SHELL := /bin/bash
 BUILD ?= build
 FUZZ_SECONDS ?= 60
 # nvcc lives in /usr/local/cuda on our machines; meson finds it on PATH.
 export PATH := $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda/bin:)$(PATH)
 
-.PHONY: all build deps test run fuzz format clean
+.PHONY: all build deps test run fuzz config format clean
 
 all: build
 
@@ -25,6 +28,19 @@ test:
 
 run: build
 	@tools/run.sh $(BUILD)
+
+# The plan for a card that may not be here: built-in defaults, cuda backend.
+PROFILE ?= none
+BACKEND ?= cuda
+config: build
+	@$(BUILD)/supervisor/ignis-supervisor plan $(if $(CONFIG),-c $(CONFIG)) \
+		--profile $(PROFILE) --backend $(BACKEND) \
+		$(if $(MODEL),--model $(MODEL)) \
+		$(if $(LANES),--spec-decode-lanes $(LANES)) \
+		$(if $(CONTEXT),--model-max-context $(CONTEXT)) \
+		$(if $(DEVICE_FREE_BYTES),--device-free-bytes $(DEVICE_FREE_BYTES)) \
+		$(if $(PINNED_EXPERT_BYTES),--vram-pinned-expert-bytes $(PINNED_EXPERT_BYTES)) \
+		$(if $(filter 1,$(ALLOW_EXPERT_CACHE_BELOW_FLOOR)),--vram-allow-expert-cache-below-floor)
 
 fuzz:
 	@tools/install-deps.sh --fuzz

@@ -35,7 +35,8 @@
 	X(PROTO_FIELD_RANGE, 27, "field value out of range")                                       \
 	X(PROTO_UNKNOWN_FIELD, 28, "unknown field")                                                \
 	X(PROTO_UNEXPECTED, 29, "unexpected message type")                                         \
-	X(CHILD, 40, "child process failed")
+	X(CHILD, 40, "child process failed")                                                       \
+	X(PLAN_REFUSED, 41, "the VRAM plan refuses the start")
 
 enum ig_err {
 #define IG__ERR_ENUM(name, val, desc) IG_E_##name = val,

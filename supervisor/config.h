@@ -1,26 +1,33 @@
 /*
- * config.h - the supervisor's configuration file (`-c FILE`, YAML, loaded
- * with libcyaml).
+ * config.h - the supervisor's configuration: the knob table (common/knobs.h)
+ * fed from flags, IGNIS_* variables and a YAML file (`-c FILE`, libcyaml).
  *
- * Keys known so far:
- *   runtime_dir: <absolute path>   where the control sockets live
- * An unknown key, a wrong type or a malformed document refuses the start
- * with libcyaml's account of what was wrong, prefixed by the file name. The
- * knob table (flags, IGNIS_* variables, profiles) grows from here.
+ * The YAML file is one mapping of knob keys (the flag's name with '_' for
+ * '-') to scalars: `vram_headroom_bytes: 1200M`. An unknown key, a non-scalar
+ * value or malformed YAML refuses with libcyaml's account and its line; a bad
+ * value names the key, the file and line, and what is accepted.
  */
 #ifndef IGNIS_SUPERVISOR_CONFIG_H
 #define IGNIS_SUPERVISOR_CONFIG_H
 
 #include "err.h"
+#include "knobs.h"
 
 struct cfg {
-	char *runtime_dir;         /* NULL: not set in the file */
-	char runtime_dir_src[300]; /* "config file 'x.yaml'", for messages */
-	void *file;                /* libcyaml's document, freed by cfg_release */
+	struct knob_input in; /* texts point into argv, environ or `file` */
+	struct knobs k;       /* after cfg_resolve */
+	void *file;           /* libcyaml's document, freed by cfg_release */
+	const char *path;
 };
 
-/* Load `path`, or the embedded defaults when `path` is NULL. */
-int cfg_load(struct cfg *c, const char *path, struct ig_errbuf *eb);
+/* Start empty. */
+void cfg_init(struct cfg *c);
+/* Set knob `id` from a flag (text "on" for a bare switch). */
+void cfg_set_flag(struct cfg *c, enum knob_id id, const char *text);
+/* Load `path` (NULL: none, the embedded default). */
+int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb);
+/* Read the environment and resolve every knob. */
+int cfg_resolve(struct cfg *c, struct ig_errbuf *eb);
 void cfg_release(struct cfg *c);
 
 #endif

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "clock.h"
-#include "config.h"
 #include "event.h"
 #include "rtdir.h"
 #include "transport.h"
@@ -20,18 +19,10 @@
 static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s, pid_t *holder_out)
 {
 	struct ig_errbuf eb;
-	struct cfg cfg;
 	pid_t holder;
 	int rc;
 
-	rc = cfg_load(&cfg, o->config_path, &eb);
-	if (rc) {
-		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
-		return 1;
-	}
-	rc = rtdir_resolve(o->runtime_dir, cfg.runtime_dir, cfg.runtime_dir_src, rtdir,
-	                   RTDIR_PATH_MAX + 1, &eb);
-	cfg_release(&cfg);
+	rc = sup_rtdir(o, rtdir, RTDIR_PATH_MAX + 1, &eb);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
 		return 1;

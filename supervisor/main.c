@@ -1,54 +1,155 @@
 /*
  * ignis-supervisor - the one program an operator starts.
  *
- *   ignis-supervisor start [-c FILE] [--runtime-dir DIR] [--bin-dir DIR]
+ *   ignis-supervisor start  [-c FILE] [--bin-dir DIR] [knob flags]
+ *   ignis-supervisor plan   [-c FILE] [--json] [knob flags]
  *   ignis-supervisor status [-c FILE] [--runtime-dir DIR] [--json]
- *   ignis-supervisor stop [-c FILE] [--runtime-dir DIR]
+ *   ignis-supervisor stop   [-c FILE] [--runtime-dir DIR]
+ *   ignis-supervisor reference      (docs/reference/knobs.md, from the table)
+ *
+ * Knob flags, their variables and YAML keys come from common/knobs.h.
  */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "knobs.h"
+#include "plan.h"
 #include "sup.h"
 #include "version.h"
+
+enum { OPT_CONFIG = 'c', OPT_HELP = 'h', OPT_BIN_DIR = 1000, OPT_JSON, OPT_VERSION, OPT_KNOB };
+
+static const char *type_word(enum knob_type t)
+{
+	switch (t) {
+	case KT_BYTES:
+		return "<bytes>";
+	case KT_POOL:
+		return "<bytes|tokens>";
+	case KT_COUNT:
+		return "<n>";
+	case KT_BOOL:
+		return "<on|off>";
+	case KT_SWITCH:
+		return "";
+	case KT_ENUM:
+	case KT_MODEL:
+		return "<name>";
+	case KT_PATH:
+		return "<dir>";
+	case KT_REMOVED:
+		return "";
+	}
+	return "";
+}
+
+static const char *default_text(const struct knob_def *d)
+{
+	if (!strcmp(d->def, "@model"))
+		return "per model";
+	return d->def[0] ? d->def : "-";
+}
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: ignis-supervisor <command> [options]\n"
-	        "\n"
-	        "commands:\n"
-	        "  start    start the gpu-worker and the kvstore daemon and watch them;\n"
-	        "           events go to stdout as JSON lines\n"
-	        "  status   print each process's role, pid, state, uptime and restarts\n"
-	        "  stop     stop a running supervisor and its daemons\n"
-	        "\n"
-	        "options:\n"
-	        "  -c, --config FILE     YAML configuration (default: the embedded one); status\n"
-	        "                        and stop read its runtime_dir too\n"
-	        "  --runtime-dir DIR     directory of the control sockets (IGNIS_RUNTIME_DIR;\n"
-	        "                        default $XDG_RUNTIME_DIR/ignis, else /tmp/ignis-$UID)\n"
-	        "  --bin-dir DIR         where ignis-gpu-worker and ignis-kvstored are (start;\n"
-	        "                        default: beside this program, or the build tree)\n"
-	        "  --json                status as one JSON object\n"
-	        "  -h, --help            this text\n"
-	        "  --version             print the version\n");
+		"usage: ignis-supervisor <command> [options]\n"
+		"\n"
+		"commands:\n"
+		"  start      plan, then start the gpu-worker and the kvstore daemon and watch\n"
+		"             them; events go to stdout as JSON lines\n"
+		"  plan       print the VRAM plan (a table, then its event); --json: events only.\n"
+		"             Exit 0 a plan that starts, 2 a configuration error, 3 a refusal\n"
+		"  status     print each process's role, pid, state, uptime and restarts\n"
+		"  stop       stop a running supervisor and its daemons\n"
+		"  reference  print the knob reference (docs/reference/knobs.md)\n"
+		"\n"
+		"options:\n"
+		"  -c, --config FILE   YAML configuration (default: the embedded one)\n"
+		"  --bin-dir DIR       where the daemons are (start; default: beside this program)\n"
+		"  --json              status or plan as JSON\n"
+		"  -h, --help, --version\n"
+		"\n"
+		"knobs (flag > IGNIS_* variable > YAML key > profile > default):\n");
+	for (int i = 0; i < KNOB__COUNT; i++) {
+		const struct knob_def *d = &knob_defs[i];
+		char flag[96], env[96], head[160];
+
+		knob_flag(d->id, flag, sizeof(flag));
+		knob_env(d->id, env, sizeof(env));
+		snprintf(head, sizeof(head), "%s %s", flag, type_word(d->type));
+		fprintf(f, "  %-44s %s [%s; default %s]\n", head, d->doc, env, default_text(d));
+	}
+}
+
+/* docs/reference/knobs.md, generated: a test fails when the page is stale. */
+static void reference(FILE *f)
+{
+	fprintf(f, "# Knob reference\n\n"
+		   "Generated from the knob table (`common/knobs.h`) by `ignis-supervisor "
+		   "reference`; do not edit by hand.\n\n"
+		   "Precedence: flag > `IGNIS_*` variable > YAML key (`-c FILE`) > profile "
+		   "(`--profile`) > the model's default > the built-in default. Sizes take K, M, G, "
+		   "T (binary); pool sizes also take tokens (`512Ktok`).\n\n"
+		   "| flag | variable | YAML key | default | accepted | meaning |\n"
+		   "|---|---|---|---|---|---|\n");
+	for (int i = 0; i < KNOB__COUNT; i++) {
+		const struct knob_def *d = &knob_defs[i];
+		char flag[96], env[96], key[96], acc[256];
+
+		knob_flag(d->id, flag, sizeof(flag));
+		knob_env(d->id, env, sizeof(env));
+		knob_yaml_key(d->id, key, sizeof(key));
+		fprintf(f, "| `%s` | `%s` | `%s` | %s | %s | %s%s |\n", flag, env, key,
+			default_text(d), knob_accepted_text(d->id, acc, sizeof(acc)), d->doc,
+			d->refused_by == KNOB_REFUSE_DENSE ? " Refused by the 27B's family."
+			: d->refused_by == KNOB_REFUSE_MOE ? " Refused by Flash-Next's family."
+							   : "");
+	}
+	fprintf(f, "\n## Profiles\n\n"
+		   "| profile | values |\n|---|---|\n"
+		   "| `cpu` (default) | backend cpu, device-free-bytes 64M, vram-headroom-bytes 8M |\n"
+		   "| `rtx5090` | backend cuda, vram-headroom-bytes 1536M (the 27B: 1200M), "
+		   "model-max-context 786432 (the 27B) or 589824 (Flash-Next), spec-decode-lanes 3, "
+		   "vram-pinned-expert-bytes 2G (passed over by the 27B) |\n"
+		   "| `none` | nothing: the built-in and per-model defaults |\n");
+	fprintf(f, "\n## Per-model defaults\n\n"
+		   "| model | context | prefill chunk | default max tokens | lanes | retained host "
+		   "slots | KV-disk |\n|---|---|---|---|---|---|---|\n");
+	for (unsigned i = 0; i < mdesc_nbuiltin; i++) {
+		const struct mdesc *m = &mdesc_builtin[i];
+
+		fprintf(f, "| `%s` | %u | %u | %u | %u%s | %u | %llu |\n", m->name,
+			m->default_context, m->default_chunk, m->default_max_tokens,
+			m->family == MDESC_DENSE ? m->fixed_lanes : m->default_lanes,
+			m->family == MDESC_DENSE ? " (fixed)" : "",
+			m->family == MDESC_DENSE ? 2 * m->fixed_lanes : m->default_retained_host,
+			(unsigned long long)m->default_kv_disk_bytes);
+	}
 }
 
 int main(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"config", required_argument, NULL, 'c'},
-	    {"runtime-dir", required_argument, NULL, 'r'},
-	    {"bin-dir", required_argument, NULL, 'b'},
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},
-	    {NULL, 0, NULL, 0},
-	};
-	struct sup_opts o = {.argv0 = argv[0]};
-	const char *cmd;
-	int c;
+	static struct option opts[KNOB__COUNT + 8];
+	static struct cfg cfg;
+	struct sup_opts o = {.cfg = &cfg, .argv0 = argv[0]};
+	const char *cmd, *config_path = NULL;
+	struct ig_errbuf eb;
+	int n = 0, c, rc;
+
+	opts[n++] = (struct option){"config", required_argument, NULL, OPT_CONFIG};
+	opts[n++] = (struct option){"bin-dir", required_argument, NULL, OPT_BIN_DIR};
+	opts[n++] = (struct option){"json", no_argument, NULL, OPT_JSON};
+	opts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+	opts[n++] = (struct option){"version", no_argument, NULL, OPT_VERSION};
+	for (int i = 0; i < KNOB__COUNT; i++)
+		opts[n++] = (struct option){knob_defs[i].name,
+					    knob_defs[i].type == KT_SWITCH ? optional_argument
+									   : required_argument,
+					    NULL, OPT_KNOB + i};
+	opts[n] = (struct option){NULL, 0, NULL, 0};
+	cfg_init(&cfg);
 
 	if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		usage(stdout);
@@ -59,37 +160,43 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc < 2 || argv[1][0] == '-') {
-		fprintf(stderr, "ignis-supervisor: expected a command: start, status or stop\n");
-		usage(stderr);
+		fprintf(stderr, "ignis-supervisor: expected a command: start, plan, status, stop or "
+				"reference\n");
 		return 2;
 	}
 	cmd = argv[1];
 	opterr = 0;
 	optind = 2;
-	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":c:h", opts, NULL)) != -1) {
+		if (c >= OPT_KNOB && c < OPT_KNOB + KNOB__COUNT) {
+			cfg_set_flag(&cfg, (enum knob_id)(c - OPT_KNOB), optarg ? optarg : "on");
+			continue;
+		}
 		switch (c) {
-		case 'c':
-			o.config_path = optarg;
+		case OPT_CONFIG:
+			config_path = optarg;
 			break;
-		case 'r':
-			o.runtime_dir = optarg;
-			break;
-		case 'b':
+		case OPT_BIN_DIR:
 			o.bin_dir = optarg;
 			break;
-		case 'j':
+		case OPT_JSON:
 			o.json = true;
 			break;
-		case 'h':
+		case OPT_HELP:
 			usage(stdout);
 			return 0;
-		case 'V':
+		case OPT_VERSION:
 			printf("ignis-supervisor %s\n", IGNIS_VERSION);
 			return 0;
+		case ':':
+			fprintf(stderr, "ignis-supervisor: option '%s' needs a value\n",
+				argv[optind - 1]);
+			return 2;
 		default:
-			fprintf(stderr, "ignis-supervisor: unknown or incomplete option '%s'\n",
-			        argv[optind - 1]);
-			usage(stderr);
+			fprintf(stderr,
+				"ignis-supervisor: unknown option '%s' (ignis-supervisor --help "
+				"lists them)\n",
+				argv[optind - 1]);
 			return 2;
 		}
 	}
@@ -97,21 +204,30 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ignis-supervisor: unexpected argument '%s'\n", argv[optind]);
 		return 2;
 	}
+	if (!strcmp(cmd, "reference")) {
+		reference(stdout);
+		return 0;
+	}
+	rc = cfg_load_file(&cfg, config_path, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+		return PLAN_EXIT_CONFIG;
+	}
 	if (!strcmp(cmd, "start"))
-		return sup_start(&o);
-	if (o.bin_dir) {
-		fprintf(stderr, "ignis-supervisor: --bin-dir is an option of 'start'\n");
-		return 2;
+		rc = sup_start(&o);
+	else if (!strcmp(cmd, "plan"))
+		rc = sup_plan(&o);
+	else if (!strcmp(cmd, "status"))
+		rc = sup_status(&o);
+	else if (!strcmp(cmd, "stop"))
+		rc = sup_stop(&o);
+	else {
+		fprintf(stderr,
+			"ignis-supervisor: unknown command '%s'; expected start, plan, status, stop "
+			"or reference\n",
+			cmd);
+		rc = 2;
 	}
-	if (!strcmp(cmd, "status"))
-		return sup_status(&o);
-	if (o.json) {
-		fprintf(stderr, "ignis-supervisor: --json is an option of 'status'\n");
-		return 2;
-	}
-	if (!strcmp(cmd, "stop"))
-		return sup_stop(&o);
-	fprintf(stderr, "ignis-supervisor: unknown command '%s'; expected start, status or stop\n",
-	        cmd);
-	return 2;
+	cfg_release(&cfg);
+	return rc;
 }

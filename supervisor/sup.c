@@ -20,6 +20,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "plan.h"
 #include "event.h"
 #include "proc.h"
 #include "rtdir.h"
@@ -46,7 +47,7 @@ struct sup {
 	struct proc_env env;
 	struct svc svc;
 	struct proc procs[SUP_NPROC]; /* start order */
-	struct cfg cfg;
+	struct vplan plan;
 	bool stopping;
 };
 
@@ -135,6 +136,46 @@ static void sup__install_signals(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+int sup_rtdir(const struct sup_opts *o, char *out, size_t cap, struct ig_errbuf *eb)
+{
+	const struct knob_raw *file = &o->cfg->in.yaml[KNOB_RUNTIME_DIR];
+	char src[200];
+
+	snprintf(src, sizeof(src), "config file %s", file->where);
+	return rtdir_resolve(o->cfg->in.flag[KNOB_RUNTIME_DIR].text, file->text, src, out, cap,
+			     eb);
+}
+
+int sup_plan(const struct sup_opts *o)
+{
+	struct ig_errbuf eb;
+	struct vplan p;
+	int rc;
+
+	ev_setup("supervisor", STDOUT_FILENO);
+	rc = cfg_resolve(o->cfg, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+		return PLAN_EXIT_CONFIG;
+	}
+	rc = plan_make(&o->cfg->k, &p, &eb);
+	if (rc == IG_E_PLAN_REFUSED) {
+		fprintf(stderr, "ignis-supervisor: the VRAM plan refuses the start: %s\n",
+			p.refusal);
+		return PLAN_EXIT_REFUSED;
+	}
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+		return PLAN_EXIT_CONFIG;
+	}
+	if (!o->json) {
+		plan_print(stdout, &p, &o->cfg->k);
+		fflush(stdout);
+	}
+	plan_emit(&p, &o->cfg->k);
+	return PLAN_EXIT_OK;
+}
+
 int sup_start(const struct sup_opts *o)
 {
 	static struct sup s; /* large (proc paths); one per process */
@@ -149,14 +190,26 @@ int sup_start(const struct sup_opts *o)
 
 	ev_setup("supervisor", STDOUT_FILENO);
 	memset(&s, 0, sizeof(s));
-	rc = cfg_load(&s.cfg, o->config_path, &eb);
+	rc = cfg_resolve(o->cfg, &eb);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
-		return 1;
+		return PLAN_EXIT_CONFIG;
 	}
+	/* The plan comes first: a start that cannot hold one full context is
+	 * refused before anything is created. */
+	rc = plan_make(&o->cfg->k, &s.plan, &eb);
+	if (rc == IG_E_PLAN_REFUSED) {
+		fprintf(stderr, "ignis-supervisor: the VRAM plan refuses the start: %s\n",
+			s.plan.refusal);
+		return PLAN_EXIT_REFUSED;
+	}
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+		return PLAN_EXIT_CONFIG;
+	}
+	plan_emit(&s.plan, &o->cfg->k);
 	s.env.self = getpid();
-	rc = rtdir_resolve(o->runtime_dir, s.cfg.runtime_dir, s.cfg.runtime_dir_src, s.env.rtdir,
-	                   sizeof(s.env.rtdir), &eb);
+	rc = sup_rtdir(o, s.env.rtdir, sizeof(s.env.rtdir), &eb);
 	if (!rc)
 		rc = rtdir_prepare(s.env.rtdir, &eb);
 	if (rc) {
@@ -185,7 +238,7 @@ int sup_start(const struct sup_opts *o)
 	}
 	ev_begin(&e, EV_INFO, "ignis.supervisor.starting");
 	ev_str(&e, "runtime_dir", s.env.rtdir);
-	ev_str(&e, "config", o->config_path ? o->config_path : "(embedded default)");
+	ev_str(&e, "config", o->cfg->path ? o->cfg->path : "(embedded default)");
 	ev_str(&e, "build", IGNIS_VERSION);
 	ev_u64(&e, "protocol", MSG_PROTO_VERSION);
 	ev_end(&e);
@@ -246,6 +299,5 @@ int sup_start(const struct sup_opts *o)
 	ev_begin(&e, EV_INFO, "ignis.supervisor.stopped");
 	ev_str(&e, "reason", why);
 	ev_end(&e);
-	cfg_release(&s.cfg);
 	return exit_code;
 }

@@ -265,6 +265,7 @@ static const struct err_row err_pinned[] = {
     {28, "IG_E_PROTO_UNKNOWN_FIELD", NULL},
     {29, "IG_E_PROTO_UNEXPECTED", NULL},
     {40, "IG_E_CHILD", NULL},
+    {41, "IG_E_PLAN_REFUSED", NULL},
 };
 
 static bool err_in_table(int code)

@@ -1,0 +1,387 @@
+/* knobs.c - the knob table, value parsing and resolution (see knobs.h). */
+#include "knobs.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "bytesize.h"
+
+const struct knob_def knob_defs[KNOB__COUNT] = {
+#define KNOB__DEF(ID, kname, ktype, kdef, krefused, kacc, kdoc)                                    \
+	[KNOB_##ID] = {.id = KNOB_##ID,                                                            \
+		       .name = kname,                                                              \
+		       .type = ktype,                                                              \
+		       .def = kdef,                                                                \
+		       .refused_by = krefused,                                                     \
+		       .accepted = kacc,                                                           \
+		       .doc = kdoc},
+	KNOBS(KNOB__DEF)
+#undef KNOB__DEF
+};
+
+struct knob__profile_row {
+	const char *profile;
+	enum knob_id id;
+	unsigned family;
+	const char *value;
+};
+
+static const struct knob__profile_row knob__profiles[] = {
+#define KNOB__PROF(p, ID, fam, val) {p, KNOB_##ID, fam, val},
+	KNOB_PROFILES(KNOB__PROF)
+#undef KNOB__PROF
+};
+
+/* ---- spellings ----------------------------------------------------------- */
+
+void knob_flag(enum knob_id id, char *out, size_t cap)
+{
+	snprintf(out, cap, "--%s", knob_defs[id].name);
+}
+
+void knob_env(enum knob_id id, char *out, size_t cap)
+{
+	size_t n = (size_t)snprintf(out, cap, "IGNIS_%s", knob_defs[id].name);
+
+	for (size_t i = 6; i < n && i < cap; i++)
+		out[i] = out[i] == '-' ? '_' : (char)toupper((unsigned char)out[i]);
+}
+
+void knob_yaml_key(enum knob_id id, char *out, size_t cap)
+{
+	size_t n = (size_t)snprintf(out, cap, "%s", knob_defs[id].name);
+
+	for (size_t i = 0; i < n && i < cap; i++)
+		if (out[i] == '-')
+			out[i] = '_';
+}
+
+const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap)
+{
+	const struct knob_def *d = &knob_defs[id];
+
+	switch (d->type) {
+	case KT_BYTES:
+		snprintf(buf, cap, "a size: a whole number with K, M, G or T (binary), e.g. 1536M");
+		break;
+	case KT_POOL:
+		snprintf(buf, cap,
+			 "a size (e.g. 2G) or a token count with 'tok' (e.g. 512Ktok, 1Mtok)");
+		break;
+	case KT_COUNT:
+		snprintf(buf, cap, "a whole number in %s (K and M suffixes allowed)", d->accepted);
+		break;
+	case KT_BOOL:
+	case KT_SWITCH:
+		snprintf(buf, cap, "on or off");
+		break;
+	case KT_ENUM: {
+		size_t o = (size_t)snprintf(buf, cap, "one of ");
+
+		for (const char *p = d->accepted; *p && o + 3 < cap; p++)
+			o += (size_t)snprintf(buf + o, cap - o, "%s", *p == '|' ? ", " : (char[]){*p, 0});
+		break;
+	}
+	case KT_MODEL:
+		snprintf(buf, cap, "one of %s", mdesc_names());
+		break;
+	case KT_PATH:
+		snprintf(buf, cap, "an absolute path");
+		break;
+	case KT_REMOVED:
+		snprintf(buf, cap, "nothing: %s", d->doc);
+		break;
+	}
+	return buf;
+}
+
+void knob_read_env(struct knob_input *in)
+{
+	for (int i = 0; i < KNOB__COUNT; i++) {
+		char name[96];
+		const char *v;
+
+		knob_env((enum knob_id)i, name, sizeof(name));
+		v = getenv(name);
+		in->env[i].text = v;
+		if (v)
+			snprintf(in->env[i].where, sizeof(in->env[i].where), "%s", name);
+	}
+}
+
+/* ---- parsing ------------------------------------------------------------- */
+
+static int knob__bad(enum knob_id id, const char *text, const char *where, const char *why,
+		     struct ig_errbuf *eb)
+{
+	char acc[256], flag[96];
+
+	knob_flag(id, flag, sizeof(flag));
+	return ig_errf(eb, IG_E_CONFIG, "%s: '%s' (from %s) %s; accepted: %s", flag, text, where,
+		       why, knob_accepted_text(id, acc, sizeof(acc)));
+}
+
+static int knob__enum_index(const char *choices, const char *text)
+{
+	size_t n = strlen(text);
+	int idx = 0;
+
+	for (const char *p = choices; *p; idx++) {
+		const char *bar = strchr(p, '|');
+		size_t len = bar ? (size_t)(bar - p) : strlen(p);
+
+		if (len == n && !strncmp(p, text, n))
+			return idx;
+		if (!bar)
+			break;
+		p = bar + 1;
+	}
+	return -1;
+}
+
+int knob_parse(enum knob_id id, const char *text, const char *where, struct knob_value *out,
+	       struct ig_errbuf *eb)
+{
+	const struct knob_def *d = &knob_defs[id];
+	struct ig_errbuf sub;
+	struct bsize bs;
+
+	out->set = true;
+	out->tokens = false;
+	out->s = NULL;
+	out->u = 0;
+	snprintf(out->where, sizeof(out->where), "%s", where);
+	switch (d->type) {
+	case KT_BYTES:
+	case KT_POOL:
+		if (bsize_parse(text, d->type == KT_POOL, &bs, &sub))
+			return knob__bad(id, text, where, "is not a size", eb);
+		out->u = bs.n;
+		out->tokens = bs.tokens;
+		return IG_E_OK;
+	case KT_COUNT: {
+		unsigned long long lo, hi;
+
+		if (bsize_parse(text, false, &bs, &sub))
+			return knob__bad(id, text, where, "is not a whole number", eb);
+		if (sscanf(d->accepted, "%llu..%llu", &lo, &hi) != 2)
+			return ig_errf(eb, IG_E_INVAL, "knob %s declares no range", d->name);
+		if (bs.n < lo || bs.n > hi)
+			return knob__bad(id, text, where, "is out of range", eb);
+		out->u = bs.n;
+		return IG_E_OK;
+	}
+	case KT_BOOL:
+	case KT_SWITCH:
+		if (!strcasecmp(text, "on") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") ||
+		    !strcmp(text, "1"))
+			out->u = 1;
+		else if (!strcasecmp(text, "off") || !strcasecmp(text, "false") ||
+			 !strcasecmp(text, "no") || !strcmp(text, "0"))
+			out->u = 0;
+		else
+			return knob__bad(id, text, where, "is not on or off", eb);
+		return IG_E_OK;
+	case KT_ENUM: {
+		int i = knob__enum_index(d->accepted, text);
+
+		if (i < 0)
+			return knob__bad(id, text, where, "is not a choice", eb);
+		out->u = (uint64_t)i;
+		return IG_E_OK;
+	}
+	case KT_MODEL:
+		if (!mdesc_find(text))
+			return knob__bad(id, text, where, "is not a known model", eb);
+		out->s = text;
+		return IG_E_OK;
+	case KT_PATH:
+		if (text[0] != '/')
+			return knob__bad(id, text, where, "is not an absolute path", eb);
+		out->s = text;
+		return IG_E_OK;
+	case KT_REMOVED: {
+		char flag[96];
+
+		knob_flag(id, flag, sizeof(flag));
+		return ig_errf(eb, IG_E_CONFIG, "%s (from %s) is no longer accepted: %s", flag, where,
+			       d->doc);
+	}
+	}
+	return ig_errf(eb, IG_E_INVAL, "knob %s has no type", d->name);
+}
+
+/* ---- resolution ---------------------------------------------------------- */
+
+/* The profile's value of `id` for `family`, or NULL. */
+static const char *knob__profile_value(const char *profile, enum knob_id id, unsigned family)
+{
+	const char *any = NULL;
+
+	for (size_t i = 0; i < sizeof(knob__profiles) / sizeof(knob__profiles[0]); i++) {
+		const struct knob__profile_row *r = &knob__profiles[i];
+
+		if (strcmp(r->profile, profile) || r->id != id)
+			continue;
+		if (r->family == family)
+			return r->value;
+		if (r->family == 0)
+			any = r->value;
+	}
+	return any;
+}
+
+/* The model's own default of `id`, printed into buf, or NULL. */
+static const char *knob__model_default(const struct mdesc *m, enum knob_id id, uint32_t lanes,
+				       char *buf, size_t cap)
+{
+	uint64_t v;
+
+	switch (id) {
+	case KNOB_MODEL_MAX_CONTEXT:
+		v = m->default_context;
+		break;
+	case KNOB_MODEL_PREFILL_CHUNK:
+		v = m->default_chunk;
+		break;
+	case KNOB_MODEL_DEFAULT_MAX_TOKENS:
+		v = m->default_max_tokens;
+		break;
+	case KNOB_SPEC_DECODE_LANES:
+		v = m->family == MDESC_MOE ? m->default_lanes : 0;
+		break;
+	case KNOB_REUSE_RETAINED_HOST:
+		v = m->family == MDESC_DENSE ? 2ull * lanes : m->default_retained_host;
+		break;
+	case KNOB_REUSE_KV_DISK_BYTES:
+		v = m->default_kv_disk_bytes;
+		break;
+	default:
+		return NULL;
+	}
+	snprintf(buf, cap, "%llu", (unsigned long long)v);
+	return buf;
+}
+
+/* Resolve one knob. `family` 0 while the model is not known yet. */
+static int knob__resolve_one(const struct knob_input *in, struct knobs *k, enum knob_id id,
+			     struct ig_errbuf *eb)
+{
+	const struct knob_def *d = &knob_defs[id];
+	const struct knob_raw *named[3] = {&in->flag[id], &in->env[id], &in->yaml[id]};
+	static const enum knob_src named_src[3] = {KS_FLAG, KS_ENV, KS_YAML};
+	struct knob_value *v = &k->v[id];
+	unsigned family = k->model ? (unsigned)k->model->family : 0;
+	char buf[64], where[160];
+	const char *text;
+	int rc;
+
+	memset(v, 0, sizeof(*v));
+	for (int i = 0; i < 3; i++) {
+		if (!named[i]->text)
+			continue;
+		if (k->model && (d->refused_by & family)) {
+			char flag[96];
+
+			knob_flag(id, flag, sizeof(flag));
+			return ig_errf(eb, IG_E_CONFIG,
+				       "%s (from %s): %s does not take this knob (%s); remove it",
+				       flag, named[i]->where, k->model->name, d->doc);
+		}
+		rc = knob_parse(id, named[i]->text, named[i]->where, v, eb);
+		v->src = named_src[i];
+		return rc;
+	}
+	if (k->profile && (text = knob__profile_value(k->profile, id, family))) {
+		if (!(k->model && (d->refused_by & family))) {
+			snprintf(where, sizeof(where), "profile %s", k->profile);
+			rc = knob_parse(id, text, where, v, eb);
+			v->src = KS_PROFILE;
+			return rc;
+		}
+		/* The model refuses it: a profile's value is passed over. */
+	}
+	if (!strcmp(d->def, "@model")) {
+		if (!k->model || !(text = knob__model_default(k->model, id, k->lanes, buf, sizeof(buf))))
+			return IG_E_OK;
+		if (k->model && (d->refused_by & family))
+			return IG_E_OK;
+		snprintf(where, sizeof(where), "%s's default", k->model->name);
+		rc = knob_parse(id, text, where, v, eb);
+	} else if (d->def[0] && d->type != KT_REMOVED) {
+		rc = knob_parse(id, d->def, "default", v, eb);
+	} else {
+		return IG_E_OK;
+	}
+	v->src = KS_DEFAULT;
+	return rc;
+}
+
+int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf *eb)
+{
+	struct knob_value *hr = &k->v[KNOB_VRAM_HEADROOM_BYTES], *bu = &k->v[KNOB_VRAM_BUDGET_BYTES];
+	int rc;
+
+	memset(k, 0, sizeof(*k));
+	/* The removed flag refuses wherever it was named. */
+	rc = knob__resolve_one(in, k, KNOB_RETAINED_SLOTS, eb);
+	if (rc)
+		return rc;
+	rc = knob__resolve_one(in, k, KNOB_PROFILE, eb);
+	if (rc)
+		return rc;
+	k->profile = k->v[KNOB_PROFILE].u == 0 ? "cpu" : k->v[KNOB_PROFILE].u == 1 ? "rtx5090" : "none";
+	rc = knob__resolve_one(in, k, KNOB_MODEL, eb);
+	if (rc)
+		return rc;
+	k->model = mdesc_find(k->v[KNOB_MODEL].s);
+	/* Lanes before the knobs whose model defaults depend on them. */
+	rc = knob__resolve_one(in, k, KNOB_SPEC_DECODE_LANES, eb);
+	if (rc)
+		return rc;
+	k->lanes = k->model->family == MDESC_DENSE ? k->model->fixed_lanes
+						    : (uint32_t)k->v[KNOB_SPEC_DECODE_LANES].u;
+	for (int i = 0; i < KNOB__COUNT; i++) {
+		if (i == KNOB_PROFILE || i == KNOB_MODEL || i == KNOB_SPEC_DECODE_LANES ||
+		    i == KNOB_RETAINED_SLOTS)
+			continue;
+		rc = knob__resolve_one(in, k, (enum knob_id)i, eb);
+		if (rc)
+			return rc;
+	}
+	/* Headroom and budget: naming both is an error; a budget passes over a
+	 * headroom that only a profile or the default gave. */
+	if (bu->set && hr->set) {
+		if (hr->src >= KS_YAML)
+			return ig_errf(eb, IG_E_CONFIG,
+				       "--vram-headroom-bytes (from %s) and --vram-budget-bytes (from "
+				       "%s) both name the budget; keep one of them",
+				       hr->where, bu->where);
+		hr->set = false;
+	}
+	if (k->v[KNOB_VRAM_ALLOW_OVERSUBSCRIPTION].u && !bu->set)
+		return ig_errf(eb, IG_E_CONFIG,
+			       "--vram-allow-oversubscription (from %s) needs an explicit "
+			       "--vram-budget-bytes; name one, or drop the flag",
+			       k->v[KNOB_VRAM_ALLOW_OVERSUBSCRIPTION].where);
+	if (!k->v[KNOB_REUSE_PROMPT].u) {
+		struct knob_value *ttl = &k->v[KNOB_REUSE_RETAINED_INTERACTIVE_TTL];
+
+		if (ttl->src >= KS_YAML)
+			return ig_errf(eb, IG_E_CONFIG,
+				       "--reuse-retained-interactive-ttl (from %s) needs "
+				       "--reuse-prompt on (it is off, from %s)",
+				       ttl->where, k->v[KNOB_REUSE_PROMPT].where);
+		/* Retained slots default to 0 with prompt reuse off, unless named. */
+		for (int id = KNOB_REUSE_RETAINED_DEVICE; id <= KNOB_REUSE_RETAINED_HOST; id++)
+			if (k->v[id].src < KS_PROFILE) {
+				k->v[id].u = 0;
+				snprintf(k->v[id].where, sizeof(k->v[id].where),
+					 "--reuse-prompt off");
+			}
+	}
+	return IG_E_OK;
+}

@@ -1,0 +1,204 @@
+/*
+ * knobs.h - every configuration knob, declared once.
+ *
+ * A knob's NAME gives all its spellings: the flag "--NAME", the variable
+ * "IGNIS_" + NAME upper-cased with '-' as '_', and the YAML key NAME with '-'
+ * as '_'. Flag parsing, the environment overlay, the YAML schema, profiles,
+ * `ignis-supervisor --help` and docs/reference/knobs.md are all derived from
+ * this table (tests walk every row).
+ *
+ * Precedence: flag > environment > YAML > profile > per-model default >
+ * built-in default. A knob that the model refuses refuses the start when named
+ * by flag, variable or file, and is passed over when a profile sets it.
+ *
+ * X(ID, "name", type, "default", refused_by, "accepted", "doc")
+ *   default:  "" none (derived or unset); "@model" the model's own default
+ *   accepted: COUNT "lo..hi"; ENUM "a|b|c"; others NULL
+ */
+#ifndef IGNIS_COMMON_KNOBS_H
+#define IGNIS_COMMON_KNOBS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "model.h"
+
+enum knob_type {
+	KT_BYTES = 1, /* size: 1536M, 2G (binary) */
+	KT_POOL,      /* size or tokens: 2G, 512Ktok */
+	KT_COUNT,     /* whole number, K/M suffixes allowed: 131072, 128K */
+	KT_BOOL,      /* on|off (also true/false, yes/no, 1/0) */
+	KT_SWITCH,    /* a flag without a value; on|off elsewhere */
+	KT_ENUM,      /* one of `accepted` */
+	KT_MODEL,     /* a built-in model name or alias */
+	KT_PATH,      /* an absolute path */
+	KT_REMOVED,   /* refuses the start, naming its replacement */
+};
+
+#define KNOB_REFUSE_DENSE 1u /* the 27B's family refuses it */
+#define KNOB_REFUSE_MOE 2u   /* Flash-Next's family refuses it */
+
+#define KNOBS(X)                                                                                   \
+	X(PROFILE, "profile", KT_ENUM, "cpu", 0, "cpu|rtx5090|none",                              \
+	  "Bundle of defaults: cpu (the embedded default: cpu backend, a 64 MiB simulated "       \
+	  "device for the tiny models), rtx5090 (the reference's values) or none.")                \
+	X(MODEL, "model", KT_MODEL, "tiny-dense", 0, NULL,                                         \
+	  "The model: qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), tiny-dense, tiny-moe.")  \
+	X(BACKEND, "backend", KT_ENUM, "auto", 0, "auto|cpu|cuda",                                 \
+	  "Compute backend. auto: cuda when this build has it and finds a device, else cpu. The "  \
+	  "plan reserves a CUDA context on cuda only.")                                            \
+	X(DEVICE_FREE_BYTES, "device-free-bytes", KT_BYTES, "", 0, NULL,                           \
+	  "Device memory free at start, as a GPU reports it: the size of the cpu backend's "       \
+	  "simulated device, and how `plan` sizes a card that is not here. A cuda start reads "   \
+	  "the real figure once and ignores this.")                                                \
+	X(MODEL_MAX_CONTEXT, "model-max-context", KT_COUNT, "@model", 0, "64..16777216",           \
+	  "Longest sequence, prompt and output, in tokens.")                                       \
+	X(MODEL_PREFILL_CHUNK, "model-prefill-chunk", KT_COUNT, "@model", 0, "1..1048576",         \
+	  "Tokens prefilled per chunk; sizes the workspace line.")                                 \
+	X(MODEL_KV_FORMAT, "model-kv-format", KT_ENUM, "compact", 0, "bf16|compact",               \
+	  "KV format: bf16, or compact (72 B per token per KV head and role at head dim 256).")    \
+	X(MODEL_DEFAULT_MAX_TOKENS, "model-default-max-tokens", KT_COUNT, "@model", 0,             \
+	  "1..16777216", "Output cap of a request that names none; admission reserves prompt + "   \
+	  "cap.")                                                                                  \
+	X(SPEC_DECODE_LANES, "spec-decode-lanes", KT_COUNT, "@model", KNOB_REFUSE_DENSE, "1..8",   \
+	  "Decode lanes, Flash-Next only (the 27B has 8 fixed).")                                  \
+	X(VRAM_HEADROOM_BYTES, "vram-headroom-bytes", KT_BYTES, "1536M", 0, NULL,                  \
+	  "Derives the budget: the device memory free at start minus this. Not with "              \
+	  "--vram-budget-bytes.")                                                                  \
+	X(VRAM_BUDGET_BYTES, "vram-budget-bytes", KT_BYTES, "", 0, NULL,                           \
+	  "The device memory the whole process may hold, weights included. More than is free "     \
+	  "refuses the start.")                                                                    \
+	X(VRAM_ALLOW_OVERSUBSCRIPTION, "vram-allow-oversubscription", KT_SWITCH, "off", 0, NULL,   \
+	  "With --vram-budget-bytes only: start above free memory (or below the plan's minimum) "  \
+	  "with a warning instead of a refusal.")                                                  \
+	X(VRAM_ADAPT_SPARE_TOKENS, "vram-adapt-spare-tokens", KT_COUNT, "65536", KNOB_REFUSE_MOE,  \
+	  "0..16777216",                                                                           \
+	  "The 27B only: at more than one decode lane, an adapted context is kept only when the "  \
+	  "pool holds it and a spare reservation of this many tokens; 0, one sequence is "         \
+	  "enough.")                                                                               \
+	X(VRAM_ALLOW_EXPERT_CACHE_BELOW_FLOOR, "vram-allow-expert-cache-below-floor", KT_SWITCH,   \
+	  "off", KNOB_REFUSE_DENSE, NULL,                                                          \
+	  "Flash-Next only: start with an expert cache below its 12 GiB floor, with a warning.")   \
+	X(VRAM_PINNED_EXPERT_BYTES, "vram-pinned-expert-bytes", KT_BYTES, "0", KNOB_REFUSE_DENSE,  \
+	  NULL,                                                                                    \
+	  "Flash-Next only: the hottest experts held in the expert cache for the whole load, up "  \
+	  "to these bytes; 0 pins none.")                                                          \
+	X(VRAM_KV_POOL_BYTES, "vram-kv-pool-bytes", KT_POOL, "", 0, NULL,                          \
+	  "The KV pool in bytes or tokens (512Ktok), replacing the policy's size. Resident: the "  \
+	  "rest of the budget stays unused.")                                                      \
+	X(REUSE_PROMPT, "reuse-prompt", KT_BOOL, "on", 0, NULL,                                    \
+	  "off: no prompt checkpoint is captured or reused; retained slots default to 0.")         \
+	X(REUSE_RETAINED_DEVICE, "reuse-retained-device", KT_COUNT, "0", 0, "0..1024",             \
+	  "Retained slots in VRAM, reserved in the plan.")                                         \
+	X(REUSE_RETAINED_HOST, "reuse-retained-host", KT_COUNT, "@model", 0, "0..1024",            \
+	  "Retained slots in one pinned host block: two per decode lane of the 27B, 8 on "         \
+	  "Flash-Next, 0 with --reuse-prompt off unless named.")                                   \
+	X(REUSE_RETAINED_INTERACTIVE_TTL, "reuse-retained-interactive-ttl", KT_COUNT, "300", 0,    \
+	  "0..31536000",                                                                           \
+	  "Idle seconds after which a main-conversation checkpoint in KV-RAM ranks as a "          \
+	  "subagent's. Needs --reuse-prompt on.")                                                  \
+	X(REUSE_KV_RAM_BYTES, "reuse-kv-ram-bytes", KT_BYTES, "2G", 0, NULL,                       \
+	  "KV-RAM: the host arena moved sequences go to.")                                         \
+	X(REUSE_KV_DISK_BYTES, "reuse-kv-disk-bytes", KT_BYTES, "@model", 0, NULL,                 \
+	  "KV-disk ceiling; 0 turns KV-disk off (the 27B: off, Flash-Next: 4G).")                  \
+	X(RETAINED_SLOTS, "retained-slots", KT_REMOVED, "", 0, NULL,                               \
+	  "Removed: replaced by --reuse-retained-device and --reuse-retained-host.")               \
+	X(RUNTIME_DIR, "runtime-dir", KT_PATH, "", 0, NULL,                                        \
+	  "Directory of the control sockets (default $XDG_RUNTIME_DIR/ignis, else "                \
+	  "/tmp/ignis-$UID).")
+
+enum knob_id {
+#define KNOB__ENUM(ID, name, type, def, refused, acc, doc) KNOB_##ID,
+	KNOBS(KNOB__ENUM)
+#undef KNOB__ENUM
+		KNOB__COUNT
+};
+
+/*
+ * Profiles: X(profile, ID, family (0 any, else MDESC_DENSE/MDESC_MOE), "value").
+ * A family-specific row wins over an "any" row of the same profile and knob.
+ */
+#define KNOB_PROFILES(X)                                                                           \
+	X("cpu", BACKEND, 0, "cpu")                                                                \
+	X("cpu", DEVICE_FREE_BYTES, 0, "64M")                                                      \
+	X("cpu", VRAM_HEADROOM_BYTES, 0, "8M")                                                     \
+	X("rtx5090", BACKEND, 0, "cuda")                                                           \
+	X("rtx5090", VRAM_HEADROOM_BYTES, 0, "1536M")                                              \
+	X("rtx5090", VRAM_HEADROOM_BYTES, MDESC_DENSE, "1200M")                                    \
+	X("rtx5090", MODEL_MAX_CONTEXT, MDESC_DENSE, "786432")                                     \
+	X("rtx5090", MODEL_MAX_CONTEXT, MDESC_MOE, "589824")                                       \
+	X("rtx5090", SPEC_DECODE_LANES, MDESC_MOE, "3")                                            \
+	X("rtx5090", VRAM_PINNED_EXPERT_BYTES, 0, "2G")
+
+struct knob_def {
+	enum knob_id id;
+	const char *name;
+	enum knob_type type;
+	const char *def;
+	unsigned refused_by;
+	const char *accepted;
+	const char *doc;
+};
+
+extern const struct knob_def knob_defs[KNOB__COUNT];
+
+enum knob_src {
+	KS_DEFAULT = 0, /* built-in or the model's default */
+	KS_PROFILE,
+	KS_YAML,
+	KS_ENV,
+	KS_FLAG,
+};
+
+/* Raw text of a knob from one source, before parsing. */
+struct knob_raw {
+	const char *text;  /* NULL: not given by this source */
+	char where[160];   /* "--model", "IGNIS_MODEL", "ignis.yaml:3" */
+};
+
+/* What the sources said, gathered by the caller (flags, environment, file). */
+struct knob_input {
+	struct knob_raw flag[KNOB__COUNT];
+	struct knob_raw env[KNOB__COUNT];
+	struct knob_raw yaml[KNOB__COUNT];
+};
+
+/* A resolved knob. */
+struct knob_value {
+	bool set;          /* false: no value (e.g. no explicit budget) */
+	uint64_t u;        /* bytes, count, bool, enum index */
+	bool tokens;       /* KT_POOL given in tokens */
+	const char *s;     /* KT_PATH, KT_MODEL text (points into the input) */
+	enum knob_src src;
+	char where[160];   /* for messages: "--x", "IGNIS_X", "f.yaml:3", "profile rtx5090",
+			      "default", "qwen3.8-27b's default" */
+};
+
+struct knobs {
+	struct knob_value v[KNOB__COUNT];
+	const struct mdesc *model;
+	const char *profile;
+	uint32_t lanes; /* the model's fixed lanes or --spec-decode-lanes */
+};
+
+/* Spellings. */
+void knob_flag(enum knob_id id, char *out, size_t cap);     /* "--vram-budget-bytes" */
+void knob_env(enum knob_id id, char *out, size_t cap);      /* "IGNIS_VRAM_BUDGET_BYTES" */
+void knob_yaml_key(enum knob_id id, char *out, size_t cap); /* "vram_budget_bytes" */
+/* Human text of what a knob accepts. */
+const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap);
+
+/* Fill `in->env` from the process environment. */
+void knob_read_env(struct knob_input *in);
+
+/* Resolve every knob (precedence above) and apply the cross-knob rules.
+ * IG_E_CONFIG with the key, its source and what is accepted in `eb`. */
+int knob_resolve(const struct knob_input *in, struct knobs *out, struct ig_errbuf *eb);
+
+/* Parse one value of knob `id` (exposed for tests). */
+int knob_parse(enum knob_id id, const char *text, const char *where, struct knob_value *out,
+	       struct ig_errbuf *eb);
+
+#endif

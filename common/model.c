@@ -1,0 +1,230 @@
+/* model.c - built-in model descriptions and the arithmetic on them (see model.h). */
+#include "model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define KiB 1024ull
+#define MiB (1024ull * KiB)
+#define GiB (1024ull * MiB)
+
+/* Round up to 4 KiB, as expert records are padded. */
+#define PAD4K(x) ((((uint64_t)(x)) + 4095u) / 4096u * 4096u)
+
+/*
+ * Tiny models: every figure derived from the shapes, bf16 weights.
+ *   attention (full or linear) per layer: q, k, v and o projections
+ *     ((q_heads + 2 kv_heads) + q_heads) x head_dim x hidden
+ *   norms per layer: 2 x hidden; embeddings and untied head: 2 x vocab x hidden
+ *   dense FFN: 3 x hidden x inter; MoE: router hidden x experts, shared
+ *   expert 3 x hidden x expert_inter (experts themselves live on the host)
+ *   fixed-size state: per linear layer q_heads x head_dim x head_dim fp32,
+ *   plus a 4 KiB image header
+ */
+#define TINY_HIDDEN 256u
+#define TINY_HEADS 4u
+#define TINY_KV 2u
+#define TINY_HD 64u
+#define TINY_VOCAB 260u /* 256 bytes + 4 specials: the byte-level tokenizer */
+#define TINY_LAYERS 4u
+#define TINY_ATTN ((uint64_t)(TINY_HEADS + 2 * TINY_KV + TINY_HEADS) * TINY_HD * TINY_HIDDEN)
+#define TINY_COMMON                                                                                \
+	(TINY_LAYERS * (TINY_ATTN + 2ull * TINY_HIDDEN) + 2ull * TINY_VOCAB * TINY_HIDDEN +        \
+	 TINY_HIDDEN)
+#define TINY_DENSE_INTER 512u
+#define TINY_MOE_EXPERTS 16u
+#define TINY_MOE_INTER 64u
+#define TINY_EXPERT_BYTES (3ull * TINY_HIDDEN * TINY_MOE_INTER * 2u)
+#define TINY_STATE (3ull * TINY_HEADS * TINY_HD * TINY_HD * 4u + 4096u)
+
+const struct mdesc mdesc_builtin[] = {
+	{
+		.name = "qwen3.8-27b",
+		.alias = "27b",
+		.doc = "the 27B: dense, 64 layers (16 full attention), 8 fixed decode lanes",
+		.family = MDESC_DENSE,
+		.layers = 64,
+		.full_layers = 16,
+		.hidden = 5120,
+		.q_heads = 24,
+		.kv_heads = 4,
+		.head_dim = 256,
+		.vocab = 151936, /* the Qwen3 tokenizer */
+		.ffn_inter = 17408,
+		/* Carried: reference-facts 2 gives "~16.03 GiB"; a model file
+		 * (issue 4) gives the exact figure. */
+		.weight_bytes = 1603ull * GiB / 100u,
+		.state_image_bytes = 232532224, /* reference-facts 1, retained slots */
+		.fixed_lanes = 8,
+		.default_lanes = 8,
+		.max_lanes = 8,
+		.default_context = 131072,
+		.default_chunk = 1024,
+		.default_max_tokens = 38912,
+		.default_retained_host = 0, /* two per lane */
+		.default_kv_disk_bytes = 0, /* KV-disk off */
+	},
+	{
+		.name = "qwen3.8-flash-next",
+		.alias = "flash-next",
+		.doc = "Flash-Next: 512 experts per layer (top-10) behind a device expert cache",
+		.family = MDESC_MOE,
+		.layers = 48,
+		.full_layers = 12,
+		.hidden = 2560,
+		.q_heads = 24,
+		.kv_heads = 2,
+		.head_dim = 256,
+		.vocab = 151936,
+		.experts = 512,
+		.top_k = 10,
+		.expert_inter = 640,
+		.prefetch_width = 16,
+		.indexer_key_bytes = 64, /* 768 B per token over 12 full layers */
+		/* Carried from reference-facts 2 until a model file gives them. */
+		.weight_bytes = 5022463744ull,
+		.expert_host_bytes = 37795446784ull,
+		/* The staging ring is 2 x this = 1,574,895,616 B (reference-facts 1). */
+		.heaviest_layer_expert_bytes = 787447808ull,
+		/* Residency fixed 1,577,852,928 B = ring + these tables. */
+		.expert_table_bytes = 1577852928ull - 2ull * 787447808ull,
+		.class_record_bytes = {827392, 1032192, 1236992, 1646592, 417792, 520192, 622592,
+				       827392},
+		.state_image_bytes = 130014272, /* reference-facts 1, retained slots */
+		.fixed_lanes = 0,
+		.default_lanes = 3,
+		.max_lanes = 8,
+		.default_context = 131072,
+		.default_chunk = 8192,
+		.default_max_tokens = 38912,
+		.default_retained_host = 8,
+		.default_kv_disk_bytes = 4 * GiB,
+		.cache_floor_bytes = 12 * GiB,
+		.offload_pool_pages = 8192, /* 524,288 tokens */
+	},
+	{
+		.name = "tiny-dense",
+		.alias = "tiny-dense",
+		.doc = "synthetic, the 27B's rules at a few MB: 4 layers (1 full), 4 fixed lanes",
+		.family = MDESC_DENSE,
+		.layers = TINY_LAYERS,
+		.full_layers = 1,
+		.hidden = TINY_HIDDEN,
+		.q_heads = TINY_HEADS,
+		.kv_heads = TINY_KV,
+		.head_dim = TINY_HD,
+		.vocab = TINY_VOCAB,
+		.ffn_inter = TINY_DENSE_INTER,
+		.weight_bytes = 2u * (TINY_COMMON + TINY_LAYERS * 3ull * TINY_HIDDEN * TINY_DENSE_INTER),
+		.state_image_bytes = TINY_STATE,
+		.fixed_lanes = 4,
+		.default_lanes = 4,
+		.max_lanes = 4,
+		.default_context = 2048,
+		.default_chunk = 128,
+		.default_max_tokens = 256,
+		.default_retained_host = 0,
+		.default_kv_disk_bytes = 0,
+	},
+	{
+		.name = "tiny-moe",
+		.alias = "tiny-moe",
+		.doc = "synthetic, Flash-Next's rules at a few MB: 16 experts per layer (top-2)",
+		.family = MDESC_MOE,
+		.layers = TINY_LAYERS,
+		.full_layers = 1,
+		.hidden = TINY_HIDDEN,
+		.q_heads = TINY_HEADS,
+		.kv_heads = TINY_KV,
+		.head_dim = TINY_HD,
+		.vocab = TINY_VOCAB,
+		.experts = TINY_MOE_EXPERTS,
+		.top_k = 2,
+		.expert_inter = TINY_MOE_INTER,
+		.prefetch_width = 2,
+		.indexer_key_bytes = 16,
+		.weight_bytes = 2u * (TINY_COMMON + TINY_LAYERS * (TINY_HIDDEN * TINY_MOE_EXPERTS +
+								  3ull * TINY_HIDDEN * TINY_MOE_INTER)),
+		.expert_host_bytes = TINY_LAYERS * TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
+		.heaviest_layer_expert_bytes = TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
+		.expert_table_bytes = TINY_LAYERS * TINY_MOE_EXPERTS * 64u,
+		/* gate_up (256 -> 128) and down (64 -> 256) at 2, 2.5, 3, 4 bits, 4 KiB padded */
+		.class_record_bytes = {PAD4K(256 * 128 * 2 / 8), PAD4K(256 * 128 * 5 / 16),
+				       PAD4K(256 * 128 * 3 / 8), PAD4K(256 * 128 * 4 / 8),
+				       PAD4K(64 * 256 * 2 / 8), PAD4K(64 * 256 * 5 / 16),
+				       PAD4K(64 * 256 * 3 / 8), PAD4K(64 * 256 * 4 / 8)},
+		.state_image_bytes = TINY_STATE,
+		.fixed_lanes = 0,
+		.default_lanes = 2,
+		.max_lanes = 8,
+		.default_context = 2048,
+		.default_chunk = 128,
+		.default_max_tokens = 256,
+		.default_retained_host = 4,
+		.default_kv_disk_bytes = 16 * MiB,
+		.cache_floor_bytes = 2 * MiB, /* the 12 GiB floor, scaled */
+		.offload_pool_pages = 128,    /* four default contexts, as 8192 is on Flash-Next */
+	},
+};
+const unsigned mdesc_nbuiltin = sizeof(mdesc_builtin) / sizeof(mdesc_builtin[0]);
+
+const struct mdesc *mdesc_find(const char *name)
+{
+	for (unsigned i = 0; i < mdesc_nbuiltin; i++)
+		if (!strcmp(name, mdesc_builtin[i].name) || !strcmp(name, mdesc_builtin[i].alias))
+			return &mdesc_builtin[i];
+	return NULL;
+}
+
+const char *mdesc_names(void)
+{
+	return "qwen3.8-27b (alias 27b), qwen3.8-flash-next (alias flash-next), tiny-dense, "
+	       "tiny-moe";
+}
+
+uint64_t mdesc_kv_bytes_per_token(const struct mdesc *m, enum mdesc_kv_format f)
+{
+	uint64_t head_roles = (uint64_t)m->full_layers * m->kv_heads * 2u;
+
+	if (f == MDESC_KV_BF16)
+		return head_roles * m->head_dim * 2u;
+	/* 72 B per KV head and role at head dim 256 (reference-facts 2). */
+	return head_roles * 72u * m->head_dim / 256u + (uint64_t)m->full_layers * m->indexer_key_bytes;
+}
+
+uint64_t mdesc_page_bytes(const struct mdesc *m, enum mdesc_kv_format f)
+{
+	return MDESC_PAGE_TOKENS * mdesc_kv_bytes_per_token(m, f);
+}
+
+uint64_t mdesc_pages_for(uint64_t tokens)
+{
+	return (tokens + MDESC_PAGE_TOKENS - 1) / MDESC_PAGE_TOKENS;
+}
+
+uint64_t mdesc_token_activation_bytes(const struct mdesc *m)
+{
+	/* One token through one layer, buffers live at once at the widest point:
+	 * the residual stream (fp32), its normed copy (bf16), the q/k/v
+	 * projections and the attention output (bf16), and the feed-forward's
+	 * gate, up and activated products (bf16): dense, or the top-k routed
+	 * experts plus the shared one, with the router's logits (fp32). */
+	uint64_t b = (uint64_t)m->hidden * 4u + (uint64_t)m->hidden * 2u;
+
+	b += (uint64_t)(m->q_heads + 2u * m->kv_heads) * m->head_dim * 2u;
+	b += (uint64_t)m->q_heads * m->head_dim * 2u;
+	if (m->family == MDESC_DENSE)
+		b += 3ull * m->ffn_inter * 2u;
+	else
+		b += 3ull * (m->top_k + 1u) * m->expert_inter * 2u + (uint64_t)m->experts * 4u;
+	return b;
+}
+
+uint64_t mdesc_class_set_bytes(const struct mdesc *m)
+{
+	uint64_t b = 0;
+
+	for (int i = 0; i < MDESC_EXPERT_CLASSES; i++)
+		b += m->class_record_bytes[i];
+	return b;
+}

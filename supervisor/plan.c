@@ -1,0 +1,145 @@
+/* plan.c - showing the VRAM plan (see plan.h). */
+#include "plan.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "bytesize.h"
+#include "event.h"
+
+int plan_make(const struct knobs *k, struct vplan *p, struct ig_errbuf *eb)
+{
+	struct vplan_device dev = {0};
+
+	/* auto is cpu until the cuda backend lands (issue 4): then it asks the
+	 * device and a cuda start reads the real free memory. */
+	dev.cuda = k->v[KNOB_BACKEND].u == 2;
+	if (!k->v[KNOB_DEVICE_FREE_BYTES].set)
+		return ig_errf(eb, IG_E_CONFIG,
+			       "the plan needs the device memory free at start: name "
+			       "--device-free-bytes (IGNIS_DEVICE_FREE_BYTES), e.g. 32G for a card "
+			       "that is not here");
+	dev.free_bytes = k->v[KNOB_DEVICE_FREE_BYTES].u;
+	return vplan_compute(k, &dev, p);
+}
+
+static void plan__lines_fields(struct ev *e, const struct vplan *p)
+{
+	for (int i = 0; i < VPLAN_NLINES; i++) {
+		char key[64];
+
+		snprintf(key, sizeof(key), "%s_bytes", vplan_line_names[i]);
+		ev_u64(e, key, p->line[i]);
+	}
+}
+
+void plan_emit(const struct vplan *p, const struct knobs *k)
+{
+	bool moe = p->model->family == MDESC_MOE;
+	struct ev e;
+
+	ev_begin(&e, EV_INFO, vplan_event_name(p));
+	ev_str(&e, "model", p->model->name);
+	ev_str(&e, "mode", p->derived ? "derived" : "explicit");
+	ev_u64(&e, "free_at_start_bytes", p->free_bytes);
+	if (p->derived)
+		ev_u64(&e, "headroom_bytes", p->headroom_bytes);
+	else
+		ev_bool(&e, "allow_oversubscription", p->allow_oversubscription);
+	ev_u64(&e, "budget_bytes", p->budget_bytes);
+	plan__lines_fields(&e, p);
+	ev_u64(&e, "kv_pool_bytes", p->pool_bytes);
+	ev_u64(&e, "kv_page_count", p->pool_pages);
+	ev_u64(&e, "total_bytes", p->total_bytes);
+	ev_bool(&e, "oversubscribed", (p->warnings & VPLAN_WARN_OVERSUBSCRIBED) != 0);
+	ev_u64(&e, "retained_device_slots", p->retained_device);
+	ev_u64(&e, "retained_host_slots", p->retained_host);
+	ev_u64(&e, "retained_host_bytes", p->retained_host_bytes);
+	ev_str(&e, "kv_pool_policy", p->policy == VPLAN_RESIDENT ? "resident" : "offloaded");
+	ev_u64(&e, "kv_pool_pages", p->pool_pages);
+	ev_u64(&e, "kv_pool_tokens", p->pool_pages * MDESC_PAGE_TOKENS);
+	ev_str(&e, "kv_format", p->kv_format == MDESC_KV_BF16 ? "bf16" : "compact");
+	ev_u64(&e, "kv_bytes_per_token", p->kv_bytes_per_token);
+	ev_u64(&e, "kv_page_bytes", p->page_bytes);
+	ev_u64(&e, "max_context_tokens", p->context);
+	if (p->context_adapted)
+		ev_u64(&e, "requested_context_tokens", p->requested_context);
+	ev_u64(&e, "unused_bytes", p->unused_bytes);
+	if (moe) {
+		ev_u64(&e, "program_bytes", p->lines_total - p->line[VPLAN_WEIGHTS]);
+		ev_u64(&e, "residency_fixed_bytes", p->residency_fixed_bytes);
+		ev_u64(&e, "prefill_staging_bytes", p->prefill_staging_bytes);
+		ev_u64(&e, "expert_cache_bytes", p->expert_cache_bytes);
+		ev_u64(&e, "lanes", p->lanes);
+		ev_u64(&e, "verify_round_bytes", p->line[VPLAN_VERIFY_ROUND]);
+		ev_str(&e, "speculation", "off");
+		ev_u64(&e, "pinned_expert_bytes", p->pinned_expert_bytes);
+	}
+	ev_end(&e);
+	if (p->warnings & VPLAN_WARN_OVERSUBSCRIBED) {
+		ev_begin(&e, EV_WARN, "ignis.runtime.vram_oversubscribed");
+		ev_u64(&e, "budget_bytes", p->budget_bytes);
+		ev_u64(&e, "free_at_start_bytes", p->free_bytes);
+		ev_u64(&e, "minimum_bytes", p->minimum_bytes);
+		ev_str(&e, "knob", "--vram-allow-oversubscription");
+		ev_end(&e);
+	}
+	if (p->warnings & VPLAN_WARN_CACHE_BELOW_FLOOR) {
+		ev_begin(&e, EV_WARN, "ignis.runtime.expert_cache_below_floor");
+		ev_u64(&e, "expert_cache_bytes", p->expert_cache_bytes);
+		ev_u64(&e, "floor_bytes", p->cache_floor_bytes);
+		ev_str(&e, "knobs", p->knobs);
+		ev_end(&e);
+	}
+	(void)k;
+}
+
+static void plan__row(FILE *f, const char *name, uint64_t bytes, const char *note)
+{
+	char h[32];
+
+	bsize_format(h, sizeof(h), bytes);
+	fprintf(f, "  %-24s %18" PRIu64 "  %12s  %s\n", name, bytes, h, note ? note : "");
+}
+
+void plan_print(FILE *f, const struct vplan *p, const struct knobs *k)
+{
+	char note[160];
+
+	fprintf(f, "VRAM plan: %s, %s KV (%" PRIu64 " B/token, %" PRIu64 " B/page), %u lanes, "
+		   "context %" PRIu64 " tokens%s, %s backend\n",
+		p->model->name, p->kv_format == MDESC_KV_BF16 ? "bf16" : "compact",
+		p->kv_bytes_per_token, p->page_bytes, p->lanes, p->context,
+		p->context_adapted ? " (adapted)" : "", p->cuda ? "cuda" : "cpu");
+	plan__row(f, "free at start", p->free_bytes, k->v[KNOB_DEVICE_FREE_BYTES].where);
+	if (p->derived) {
+		plan__row(f, "headroom", p->headroom_bytes, k->v[KNOB_VRAM_HEADROOM_BYTES].where);
+		plan__row(f, "budget", p->budget_bytes, "derived: free - headroom");
+	} else {
+		plan__row(f, "budget", p->budget_bytes, k->v[KNOB_VRAM_BUDGET_BYTES].where);
+	}
+	fprintf(f, "  lines:\n");
+	for (int i = 0; i < VPLAN_NLINES; i++)
+		plan__row(f, vplan_line_names[i], p->line[i], NULL);
+	plan__row(f, "lines total", p->lines_total, NULL);
+	if (p->model->family == MDESC_MOE) {
+		plan__row(f, "prefill_staging", p->prefill_staging_bytes,
+			  p->policy == VPLAN_RESIDENT ? "resident: every expert has its slot" : NULL);
+		plan__row(f, "expert tables", p->expert_table_bytes, NULL);
+		snprintf(note, sizeof(note), "%s; floor %" PRIu64 ", class minimum %" PRIu64,
+			 p->policy == VPLAN_RESIDENT ? "every expert" : "offloaded",
+			 p->cache_floor_bytes, p->class_min_bytes);
+		plan__row(f, "expert_cache", p->expert_cache_bytes, note);
+	}
+	snprintf(note, sizeof(note), "%s: %" PRIu64 " pages = %" PRIu64 " tokens (floor %" PRIu64
+		 ")%s",
+		 p->policy == VPLAN_RESIDENT ? "resident" : "offloaded", p->pool_pages,
+		 p->pool_pages * MDESC_PAGE_TOKENS, p->floor_pages, p->pool_named ? ", named" : "");
+	plan__row(f, "kv pool", p->pool_bytes, note);
+	plan__row(f, "total", p->total_bytes, NULL);
+	if (p->unused_bytes)
+		plan__row(f, "unused", p->unused_bytes, "budget left unused");
+	snprintf(note, sizeof(note), "%u host slots, %u device", p->retained_host,
+		 p->retained_device);
+	plan__row(f, "retained host block", p->retained_host_bytes, note);
+}

@@ -1,0 +1,27 @@
+/*
+ * plan.h - the VRAM plan as the supervisor shows it: device facts from the
+ * knobs, the readable table, the events (ignis.runtime.vram_plan or
+ * flash_next_plan, and its warnings), and `ignis-supervisor plan`.
+ */
+#ifndef IGNIS_SUPERVISOR_PLAN_H
+#define IGNIS_SUPERVISOR_PLAN_H
+
+#include <stdio.h>
+
+#include "config.h"
+#include "vplan.h"
+
+/* Exit codes of `plan` (and of a refused `start`). */
+#define PLAN_EXIT_OK 0
+#define PLAN_EXIT_CONFIG 2
+#define PLAN_EXIT_REFUSED 3
+
+/* Device facts and the plan. IG_E_CONFIG (missing facts), IG_E_PLAN_REFUSED
+ * (p->refusal says why) or IG_E_OK. */
+int plan_make(const struct knobs *k, struct vplan *p, struct ig_errbuf *eb);
+/* The plan event and one event per warning, on the event stream. */
+void plan_emit(const struct vplan *p, const struct knobs *k);
+/* The readable table. */
+void plan_print(FILE *f, const struct vplan *p, const struct knobs *k);
+
+#endif
