@@ -26,16 +26,17 @@
 #define TINY_KV 2u
 #define TINY_HD 64u
 #define TINY_VOCAB 260u /* 256 bytes + 4 specials: the byte-level tokenizer */
-#define TINY_LAYERS 4u
+#define TINY_LAYERS 4u     /* tiny-dense: 1 full + 3 linear */
+#define TINY_MOE_LAYERS 8u /* tiny-moe: 2 full + 6 linear, so that the staging ring
+			      (two layers' experts) is a quarter of all experts */
 #define TINY_ATTN ((uint64_t)(TINY_HEADS + 2 * TINY_KV + TINY_HEADS) * TINY_HD * TINY_HIDDEN)
-#define TINY_COMMON                                                                                \
-	(TINY_LAYERS * (TINY_ATTN + 2ull * TINY_HIDDEN) + 2ull * TINY_VOCAB * TINY_HIDDEN +        \
-	 TINY_HIDDEN)
+#define TINY_COMMON(L)                                                                             \
+	((L) * (TINY_ATTN + 2ull * TINY_HIDDEN) + 2ull * TINY_VOCAB * TINY_HIDDEN + TINY_HIDDEN)
 #define TINY_DENSE_INTER 512u
-#define TINY_MOE_EXPERTS 16u
+#define TINY_MOE_EXPERTS 32u
 #define TINY_MOE_INTER 64u
 #define TINY_EXPERT_BYTES (3ull * TINY_HIDDEN * TINY_MOE_INTER * 2u)
-#define TINY_STATE (3ull * TINY_HEADS * TINY_HD * TINY_HD * 4u + 4096u)
+#define TINY_STATE(LIN) ((LIN) * (uint64_t)TINY_HEADS * TINY_HD * TINY_HD * 4u + 4096u)
 
 const struct mdesc mdesc_builtin[] = {
 	{
@@ -115,8 +116,9 @@ const struct mdesc mdesc_builtin[] = {
 		.head_dim = TINY_HD,
 		.vocab = TINY_VOCAB,
 		.ffn_inter = TINY_DENSE_INTER,
-		.weight_bytes = 2u * (TINY_COMMON + TINY_LAYERS * 3ull * TINY_HIDDEN * TINY_DENSE_INTER),
-		.state_image_bytes = TINY_STATE,
+		.weight_bytes =
+			2u * (TINY_COMMON(TINY_LAYERS) + TINY_LAYERS * 3ull * TINY_HIDDEN * TINY_DENSE_INTER),
+		.state_image_bytes = TINY_STATE(3u),
 		.fixed_lanes = 4,
 		.default_lanes = 4,
 		.max_lanes = 4,
@@ -129,10 +131,10 @@ const struct mdesc mdesc_builtin[] = {
 	{
 		.name = "tiny-moe",
 		.alias = "tiny-moe",
-		.doc = "synthetic, Flash-Next's rules at a few MB: 16 experts per layer (top-2)",
+		.doc = "synthetic, Flash-Next's rules at a few MB: 8 layers of 32 experts (top-2)",
 		.family = MDESC_MOE,
-		.layers = TINY_LAYERS,
-		.full_layers = 1,
+		.layers = TINY_MOE_LAYERS,
+		.full_layers = 2,
 		.hidden = TINY_HIDDEN,
 		.q_heads = TINY_HEADS,
 		.kv_heads = TINY_KV,
@@ -143,17 +145,18 @@ const struct mdesc mdesc_builtin[] = {
 		.expert_inter = TINY_MOE_INTER,
 		.prefetch_width = 2,
 		.indexer_key_bytes = 16,
-		.weight_bytes = 2u * (TINY_COMMON + TINY_LAYERS * (TINY_HIDDEN * TINY_MOE_EXPERTS +
-								  3ull * TINY_HIDDEN * TINY_MOE_INTER)),
-		.expert_host_bytes = TINY_LAYERS * TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
+		.weight_bytes = 2u * (TINY_COMMON(TINY_MOE_LAYERS) +
+				      TINY_MOE_LAYERS * (TINY_HIDDEN * TINY_MOE_EXPERTS +
+							 3ull * TINY_HIDDEN * TINY_MOE_INTER)),
+		.expert_host_bytes = TINY_MOE_LAYERS * TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
 		.heaviest_layer_expert_bytes = TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
-		.expert_table_bytes = TINY_LAYERS * TINY_MOE_EXPERTS * 64u,
+		.expert_table_bytes = TINY_MOE_LAYERS * TINY_MOE_EXPERTS * 64u,
 		/* gate_up (256 -> 128) and down (64 -> 256) at 2, 2.5, 3, 4 bits, 4 KiB padded */
 		.class_record_bytes = {PAD4K(256 * 128 * 2 / 8), PAD4K(256 * 128 * 5 / 16),
 				       PAD4K(256 * 128 * 3 / 8), PAD4K(256 * 128 * 4 / 8),
 				       PAD4K(64 * 256 * 2 / 8), PAD4K(64 * 256 * 5 / 16),
 				       PAD4K(64 * 256 * 3 / 8), PAD4K(64 * 256 * 4 / 8)},
-		.state_image_bytes = TINY_STATE,
+		.state_image_bytes = TINY_STATE(6u),
 		.fixed_lanes = 0,
 		.default_lanes = 2,
 		.max_lanes = 8,

@@ -118,7 +118,7 @@ static uint64_t vplan__named_pages(const struct knob_value *v, uint64_t page_byt
 
 /* The 27B's family: adapt a context that came from a default or a profile
  * (ADR 0005). Returns false when even one page does not fit. */
-static bool vplan__adapt(struct vplan *p, uint64_t spare_tokens)
+static bool vplan__adapt(struct vplan *p, uint64_t spare_tokens, uint64_t min_tokens)
 {
 	uint64_t retained = (uint64_t)p->retained_device + p->retained_host;
 	uint64_t need = p->floor_pages, fit;
@@ -130,7 +130,8 @@ static bool vplan__adapt(struct vplan *p, uint64_t spare_tokens)
 	/* The largest whole-page context that leaves the spare (or, at one
 	 * lane, the retained pages) in the pool. */
 	fit = p->lanes > 1 ? mdesc_pages_for(spare_tokens) + retained : retained;
-	if (p->pool_pages <= fit)
+	/* Never below one request at the default output cap and a page of prompt. */
+	if (p->pool_pages < fit + mdesc_pages_for(min_tokens) + 1)
 		return false;
 	p->context_adapted = true;
 	p->context = (p->pool_pages - fit) * MDESC_PAGE_TOKENS;
@@ -311,7 +312,8 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 		/* Adaptation: a context its load chose (default or profile), not
 		 * one the operator named. */
 		if (!pool->set && ctx->src <= KS_PROFILE &&
-		    !vplan__adapt(p, k->v[KNOB_VRAM_ADAPT_SPARE_TOKENS].u))
+		    !vplan__adapt(p, k->v[KNOB_VRAM_ADAPT_SPARE_TOKENS].u,
+				  k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u))
 			p->pool_pages = avail / p->page_bytes; /* the minimum check refuses */
 	}
 
