@@ -22,18 +22,12 @@ const struct knob_def knob_defs[KNOB__COUNT] = {
 #undef KNOB__DEF
 };
 
-struct knob__profile_row {
-	const char *profile;
-	enum knob_id id;
-	unsigned family;
-	const char *value;
-};
-
-static const struct knob__profile_row knob__profiles[] = {
+const struct knob_profile_row knob_profile_rows[] = {
 #define KNOB__PROF(p, ID, fam, val) {p, KNOB_##ID, fam, val},
 	KNOB_PROFILES(KNOB__PROF)
 #undef KNOB__PROF
 };
+const size_t knob_nprofile_rows = sizeof(knob_profile_rows) / sizeof(knob_profile_rows[0]);
 
 /* ---- spellings ----------------------------------------------------------- */
 
@@ -221,8 +215,8 @@ static const char *knob__profile_value(const char *profile, enum knob_id id, uns
 {
 	const char *any = NULL;
 
-	for (size_t i = 0; i < sizeof(knob__profiles) / sizeof(knob__profiles[0]); i++) {
-		const struct knob__profile_row *r = &knob__profiles[i];
+	for (size_t i = 0; i < knob_nprofile_rows; i++) {
+		const struct knob_profile_row *r = &knob_profile_rows[i];
 
 		if (strcmp(r->profile, profile) || r->id != id)
 			continue;

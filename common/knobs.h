@@ -47,8 +47,8 @@ enum knob_type {
 	X(MODEL, "model", KT_MODEL, "tiny-dense", 0, NULL,                                         \
 	  "The model: qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), tiny-dense, tiny-moe.")  \
 	X(BACKEND, "backend", KT_ENUM, "auto", 0, "auto|cpu|cuda",                                 \
-	  "Compute backend. auto: cuda when this build has it and finds a device, else cpu. The "  \
-	  "plan reserves a CUDA context on cuda only.")                                            \
+	  "Compute backend: cpu, or cuda (the plan reserves a CUDA context on cuda only). auto "   \
+	  "is cpu until the cuda backend lands (issue 4), then cuda where a device is found.")     \
 	X(DEVICE_FREE_BYTES, "device-free-bytes", KT_BYTES, "", 0, NULL,                           \
 	  "Device memory free at start, as a GPU reports it: the size of the cpu backend's "       \
 	  "simulated device, and how `plan` sizes a card that is not here. A cuda start reads "   \
@@ -131,6 +131,17 @@ enum knob_id {
 	X("rtx5090", MODEL_MAX_CONTEXT, MDESC_MOE, "589824")                                       \
 	X("rtx5090", SPEC_DECODE_LANES, MDESC_MOE, "3")                                            \
 	X("rtx5090", VRAM_PINNED_EXPERT_BYTES, 0, "2G")
+
+struct knob_profile_row {
+	const char *profile;
+	enum knob_id id;
+	unsigned family; /* 0 any, else MDESC_DENSE or MDESC_MOE */
+	const char *value;
+};
+
+/* The rows of KNOB_PROFILES, for the reference page. */
+extern const struct knob_profile_row knob_profile_rows[];
+extern const size_t knob_nprofile_rows;
 
 struct knob_def {
 	enum knob_id id;

@@ -108,12 +108,21 @@ static void reference(FILE *f)
 							   : "");
 	}
 	fprintf(f, "\n## Profiles\n\n"
-		   "| profile | values |\n|---|---|\n"
-		   "| `cpu` (default) | backend cpu, device-free-bytes 64M, vram-headroom-bytes 8M |\n"
-		   "| `rtx5090` | backend cuda, vram-headroom-bytes 1536M (the 27B: 1200M), "
-		   "model-max-context 786432 (the 27B) or 589824 (Flash-Next), spec-decode-lanes 3, "
-		   "vram-pinned-expert-bytes 2G (passed over by the 27B) |\n"
-		   "| `none` | nothing: the built-in and per-model defaults |\n");
+		   "A profile's value yields to a flag, a variable or the file; one the model "
+		   "refuses is passed over.\n\n"
+		   "| profile | knob | models | value |\n|---|---|---|---|\n");
+	for (size_t i = 0; i < knob_nprofile_rows; i++) {
+		const struct knob_profile_row *r = &knob_profile_rows[i];
+		char flag[96];
+
+		knob_flag(r->id, flag, sizeof(flag));
+		fprintf(f, "| `%s` | `%s` | %s | %s |\n", r->profile, flag,
+			r->family == MDESC_DENSE ? "the 27B's family"
+			: r->family == MDESC_MOE ? "Flash-Next's family"
+						 : "all",
+			r->value);
+	}
+	fprintf(f, "| `none` | | | nothing: the built-in and per-model defaults |\n");
 	fprintf(f, "\n## Per-model defaults\n\n"
 		   "| model | context | prefill chunk | default max tokens | lanes | retained host "
 		   "slots | KV-disk |\n|---|---|---|---|---|---|---|\n");
