@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Integration: `ignis-supervisor plan` and a start refused by the plan, as an
+# operator meets them: exit codes (0 starts, 2 configuration error, 3
+# refused), the event fields of reference-facts section 4, warnings, and
+# messages that name the knob, its source and what is accepted.
+#   plan.sh BUILD_DIR
+set -uo pipefail
+build=${1:?usage: plan.sh BUILD_DIR}
+sup=$build/supervisor/ignis-supervisor
+work=$(mktemp -d /tmp/ignis-plan-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "-- $*"; }
+card32="--profile none --backend cuda --device-free-bytes 33140203520"
+
+# run EXPECTED_RC ARGS...: output in $out, stderr in $err
+run() {
+	local want=$1; shift
+	out=$("$sup" "$@" 2>"$work/err"); rc=$?
+	err=$(cat "$work/err")
+	[[ $rc == "$want" ]] || fail "'$*' exited $rc, want $want; stderr: $err"
+}
+has() { grep -qF -- "$2" <<<"$1" || fail "missing '$2' in: $1"; }
+
+step "the embedded default plans: a table, then the event as one JSON line"
+run 0 plan
+has "$out" "VRAM plan: tiny-dense"
+tail -1 <<<"$out" | jq -e '.event == "ignis.runtime.vram_plan"' >/dev/null || fail "last line is not the event"
+
+step "--json: only JSON lines, every field of reference-facts section 4"
+run 0 plan --json --model 27b $card32
+jq -e -s 'length == 1' <<<"$out" >/dev/null || fail "more than the plan event: $out"
+for f in mode free_at_start_bytes headroom_bytes budget_bytes weights_bytes cuda_context_bytes \
+	workspace_bytes media_embedding_bytes sampling_bytes decode_graph_bytes verify_round_bytes \
+	drafter_round_bytes lane_state_bytes retained_slots_bytes hq_residual_window_bytes \
+	residual_bytes kv_pool_bytes kv_page_count total_bytes oversubscribed retained_device_slots \
+	retained_host_slots retained_host_bytes kv_pool_policy kv_pool_pages kv_pool_tokens; do
+	jq -e --arg f "$f" 'has($f)' <<<"$out" >/dev/null || fail "vram_plan lacks $f"
+done
+jq -e '.kv_pool_tokens == .kv_pool_pages * 64 and .kv_pool_policy == "resident"' <<<"$out" \
+	>/dev/null || fail "pool fields inconsistent: $out"
+
+step "Flash-Next: flash_next_plan with its own fields; the reference budget"
+run 0 plan --json --model flash-next $card32
+jq -e '.event == "ignis.runtime.flash_next_plan" and .budget_bytes == 31529590784' <<<"$out" \
+	>/dev/null || fail "not the Flash-Next plan: $out"
+for f in program_bytes residency_fixed_bytes prefill_staging_bytes expert_cache_bytes lanes \
+	verify_round_bytes speculation kv_pool_policy kv_pool_pages kv_pool_tokens; do
+	jq -e --arg f "$f" 'has($f)' <<<"$out" >/dev/null || fail "flash_next_plan lacks $f"
+done
+
+step "a 96 GB card: resident, no staging ring"
+run 0 plan --json --model flash-next --profile none --backend cuda --device-free-bytes 96000000000
+jq -e '.kv_pool_policy == "resident" and .prefill_staging_bytes == 0' <<<"$out" >/dev/null ||
+	fail "not resident: $out"
+
+step "an explicit budget: mode explicit, allow_oversubscription instead of headroom"
+run 0 plan --json --model 27b $card32 --vram-budget-bytes 30G
+jq -e '.mode == "explicit" and (has("headroom_bytes") | not) and .allow_oversubscription == false' \
+	<<<"$out" >/dev/null || fail "explicit budget fields: $out"
+
+step "oversubscription: one warning event"
+run 0 plan --json --model 27b $card32 --vram-budget-bytes 40G --vram-allow-oversubscription
+[[ $(jq -s '[.[] | select(.event == "ignis.runtime.vram_oversubscribed")] | length' <<<"$out") == 1 ]] ||
+	fail "not one oversubscription warning: $out"
+
+step "the expert cache below its floor: refused (3) naming the knobs; allowed with a warning"
+run 3 plan --model flash-next --profile none --backend cuda --device-free-bytes 20G
+has "$err" "--vram-kv-pool-bytes"; has "$err" "--vram-allow-expert-cache-below-floor"
+run 0 plan --json --model flash-next --profile none --backend cuda --device-free-bytes 20G \
+	--vram-allow-expert-cache-below-floor
+jq -e -s '.[1].event == "ignis.runtime.expert_cache_below_floor" and (.[1] | has("expert_cache_bytes")
+	and has("floor_bytes") and has("knobs"))' <<<"$out" >/dev/null || fail "no below-floor warning: $out"
+
+step "below the minimum: exit 3, the shortfall in bytes and the knobs, on stderr"
+run 3 plan --model 27b --profile none --backend cuda --device-free-bytes 20G
+has "$err" "short by"; has "$err" "--model-max-context"
+[[ -z $out ]] || fail "a refusal printed a plan: $out"
+
+step "configuration errors: exit 2, naming the key, its source and what is accepted"
+run 2 plan --vram-headroom-bytes 12X
+has "$err" "--vram-headroom-bytes: '12X' (from --vram-headroom-bytes)"; has "$err" "accepted"
+out=$(IGNIS_MODEL=gpt-9 "$sup" plan 2>&1); [[ $? == 2 ]] || fail "bad IGNIS_MODEL not exit 2"
+has "$out" "(from IGNIS_MODEL)"; has "$out" "qwen3.8-flash-next"
+printf 'model: tiny-moe\nspec_decode_lanes: 9\n' >"$work/c.yaml"
+run 2 plan -c "$work/c.yaml"
+has "$err" "(from $work/c.yaml:2)"; has "$err" "1..8"
+run 2 plan --retained-slots 4
+has "$err" "--reuse-retained-device"; has "$err" "--reuse-retained-host"
+run 2 plan --model 27b $card32 --spec-decode-lanes 2
+has "$err" "qwen3.8-27b does not take this knob"
+run 2 plan --model flash-next $card32 --vram-adapt-spare-tokens 0
+has "$err" "qwen3.8-flash-next does not take this knob"
+IGNIS_VRAM_BUDGET_BYTES=20G "$sup" plan --vram-headroom-bytes 1G 2>"$work/err" >/dev/null
+[[ $? == 2 ]] || fail "headroom and budget together not refused"
+has "$(cat "$work/err")" "(from --vram-headroom-bytes) and --vram-budget-bytes (from IGNIS_VRAM_BUDGET_BYTES)"
+
+step "precedence: flag over variable over file over profile"
+printf 'vram_headroom_bytes: 12M\n' >"$work/h.yaml"
+run 0 plan --json -c "$work/h.yaml"
+jq -e '.headroom_bytes == 12582912' <<<"$out" >/dev/null || fail "file did not beat the profile"
+out=$(IGNIS_VRAM_HEADROOM_BYTES=10M "$sup" plan --json -c "$work/h.yaml")
+jq -e '.headroom_bytes == 10485760' <<<"$out" >/dev/null || fail "variable did not beat the file"
+out=$(IGNIS_VRAM_HEADROOM_BYTES=10M "$sup" plan --json -c "$work/h.yaml" --vram-headroom-bytes 9M)
+jq -e '.headroom_bytes == 9437184' <<<"$out" >/dev/null || fail "flag did not beat the variable"
+
+step "a start the plan refuses creates nothing"
+run 3 start --runtime-dir "$work/rt" --device-free-bytes 9M
+has "$err" "refuses the start"
+[[ ! -e $work/rt ]] || fail "a refused start created its runtime directory"
+
+step "--help lists the knobs with their variables"
+run 0 --help
+has "$out" "--vram-kv-pool-bytes"; has "$out" "IGNIS_VRAM_KV_POOL_BYTES"
+
+echo "plan integration: all steps passed"
