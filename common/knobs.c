@@ -12,19 +12,19 @@
 const struct knob_def knob_defs[KNOB__COUNT] = {
 #define KNOB__DEF(ID, kname, ktype, kdef, krefused, kacc, kdoc)                                    \
 	[KNOB_##ID] = {.id = KNOB_##ID,                                                            \
-		       .name = kname,                                                              \
-		       .type = ktype,                                                              \
-		       .def = kdef,                                                                \
-		       .refused_by = krefused,                                                     \
-		       .accepted = kacc,                                                           \
-		       .doc = kdoc},
-	KNOBS(KNOB__DEF)
+	               .name = kname,                                                              \
+	               .type = ktype,                                                              \
+	               .def = kdef,                                                                \
+	               .refused_by = krefused,                                                     \
+	               .accepted = kacc,                                                           \
+	               .doc = kdoc},
+    KNOBS(KNOB__DEF)
 #undef KNOB__DEF
 };
 
 const struct knob_profile_row knob_profile_rows[] = {
 #define KNOB__PROF(p, ID, fam, val) {p, KNOB_##ID, fam, val},
-	KNOB_PROFILES(KNOB__PROF)
+    KNOB_PROFILES(KNOB__PROF)
 #undef KNOB__PROF
 };
 const size_t knob_nprofile_rows = sizeof(knob_profile_rows) / sizeof(knob_profile_rows[0]);
@@ -63,7 +63,7 @@ const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap)
 		break;
 	case KT_POOL:
 		snprintf(buf, cap,
-			 "a size (e.g. 2G) or a token count with 'tok' (e.g. 512Ktok, 1Mtok)");
+		         "a size (e.g. 2G) or a token count with 'tok' (e.g. 512Ktok, 1Mtok)");
 		break;
 	case KT_COUNT:
 		snprintf(buf, cap, "a whole number in %s (K and M suffixes allowed)", d->accepted);
@@ -76,7 +76,8 @@ const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap)
 		size_t o = (size_t)snprintf(buf, cap, "one of ");
 
 		for (const char *p = d->accepted; *p && o + 3 < cap; p++)
-			o += (size_t)snprintf(buf + o, cap - o, "%s", *p == '|' ? ", " : (char[]){*p, 0});
+			o += (size_t)snprintf(buf + o, cap - o, "%s",
+			                      *p == '|' ? ", " : (char[]){*p, 0});
 		break;
 	}
 	case KT_MODEL:
@@ -109,13 +110,13 @@ void knob_read_env(struct knob_input *in)
 /* ---- parsing ------------------------------------------------------------- */
 
 static int knob__bad(enum knob_id id, const char *text, const char *where, const char *why,
-		     struct ig_errbuf *eb)
+                     struct ig_errbuf *eb)
 {
 	char acc[256], flag[96];
 
 	knob_flag(id, flag, sizeof(flag));
 	return ig_errf(eb, IG_E_CONFIG, "%s: '%s' (from %s) %s; accepted: %s", flag, text, where,
-		       why, knob_accepted_text(id, acc, sizeof(acc)));
+	               why, knob_accepted_text(id, acc, sizeof(acc)));
 }
 
 static int knob__enum_index(const char *choices, const char *text)
@@ -137,7 +138,7 @@ static int knob__enum_index(const char *choices, const char *text)
 }
 
 int knob_parse(enum knob_id id, const char *text, const char *where, struct knob_value *out,
-	       struct ig_errbuf *eb)
+               struct ig_errbuf *eb)
 {
 	const struct knob_def *d = &knob_defs[id];
 	struct ig_errbuf sub;
@@ -170,11 +171,11 @@ int knob_parse(enum knob_id id, const char *text, const char *where, struct knob
 	}
 	case KT_BOOL:
 	case KT_SWITCH:
-		if (!strcasecmp(text, "on") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") ||
-		    !strcmp(text, "1"))
+		if (!strcasecmp(text, "on") || !strcasecmp(text, "true") ||
+		    !strcasecmp(text, "yes") || !strcmp(text, "1"))
 			out->u = 1;
 		else if (!strcasecmp(text, "off") || !strcasecmp(text, "false") ||
-			 !strcasecmp(text, "no") || !strcmp(text, "0"))
+		         !strcasecmp(text, "no") || !strcmp(text, "0"))
 			out->u = 0;
 		else
 			return knob__bad(id, text, where, "is not on or off", eb);
@@ -201,8 +202,8 @@ int knob_parse(enum knob_id id, const char *text, const char *where, struct knob
 		char flag[96];
 
 		knob_flag(id, flag, sizeof(flag));
-		return ig_errf(eb, IG_E_CONFIG, "%s (from %s) is no longer accepted: %s", flag, where,
-			       d->doc);
+		return ig_errf(eb, IG_E_CONFIG, "%s (from %s) is no longer accepted: %s", flag,
+		               where, d->doc);
 	}
 	}
 	return ig_errf(eb, IG_E_INVAL, "knob %s has no type", d->name);
@@ -230,7 +231,7 @@ static const char *knob__profile_value(const char *profile, enum knob_id id, uns
 
 /* The model's own default of `id`, printed into buf, or NULL. */
 static const char *knob__model_default(const struct mdesc *m, enum knob_id id, uint32_t lanes,
-				       char *buf, size_t cap)
+                                       char *buf, size_t cap)
 {
 	uint64_t v;
 
@@ -262,7 +263,7 @@ static const char *knob__model_default(const struct mdesc *m, enum knob_id id, u
 
 /* Resolve one knob. `family` 0 while the model is not known yet. */
 static int knob__resolve_one(const struct knob_input *in, struct knobs *k, enum knob_id id,
-			     struct ig_errbuf *eb)
+                             struct ig_errbuf *eb)
 {
 	const struct knob_def *d = &knob_defs[id];
 	const struct knob_raw *named[3] = {&in->flag[id], &in->env[id], &in->yaml[id]};
@@ -282,8 +283,8 @@ static int knob__resolve_one(const struct knob_input *in, struct knobs *k, enum 
 
 			knob_flag(id, flag, sizeof(flag));
 			return ig_errf(eb, IG_E_CONFIG,
-				       "%s (from %s): %s does not take this knob (%s); remove it",
-				       flag, named[i]->where, k->model->name, d->doc);
+			               "%s (from %s): %s does not take this knob (%s); remove it",
+			               flag, named[i]->where, k->model->name, d->doc);
 		}
 		rc = knob_parse(id, named[i]->text, named[i]->where, v, eb);
 		v->src = named_src[i];
@@ -299,7 +300,8 @@ static int knob__resolve_one(const struct knob_input *in, struct knobs *k, enum 
 		/* The model refuses it: a profile's value is passed over. */
 	}
 	if (!strcmp(d->def, "@model")) {
-		if (!k->model || !(text = knob__model_default(k->model, id, k->lanes, buf, sizeof(buf))))
+		if (!k->model ||
+		    !(text = knob__model_default(k->model, id, k->lanes, buf, sizeof(buf))))
 			return IG_E_OK;
 		if (k->model && (d->refused_by & family))
 			return IG_E_OK;
@@ -316,7 +318,8 @@ static int knob__resolve_one(const struct knob_input *in, struct knobs *k, enum 
 
 int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf *eb)
 {
-	struct knob_value *hr = &k->v[KNOB_VRAM_HEADROOM_BYTES], *bu = &k->v[KNOB_VRAM_BUDGET_BYTES];
+	struct knob_value *hr = &k->v[KNOB_VRAM_HEADROOM_BYTES],
+	                  *bu = &k->v[KNOB_VRAM_BUDGET_BYTES];
 	int rc;
 
 	memset(k, 0, sizeof(*k));
@@ -327,7 +330,9 @@ int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf 
 	rc = knob__resolve_one(in, k, KNOB_PROFILE, eb);
 	if (rc)
 		return rc;
-	k->profile = k->v[KNOB_PROFILE].u == 0 ? "cpu" : k->v[KNOB_PROFILE].u == 1 ? "rtx5090" : "none";
+	k->profile = k->v[KNOB_PROFILE].u == 0   ? "cpu"
+	             : k->v[KNOB_PROFILE].u == 1 ? "rtx5090"
+	                                         : "none";
 	rc = knob__resolve_one(in, k, KNOB_MODEL, eb);
 	if (rc)
 		return rc;
@@ -337,7 +342,7 @@ int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf 
 	if (rc)
 		return rc;
 	k->lanes = k->model->family == MDESC_DENSE ? k->model->fixed_lanes
-						    : (uint32_t)k->v[KNOB_SPEC_DECODE_LANES].u;
+	                                           : (uint32_t)k->v[KNOB_SPEC_DECODE_LANES].u;
 	for (int i = 0; i < KNOB__COUNT; i++) {
 		if (i == KNOB_PROFILE || i == KNOB_MODEL || i == KNOB_SPEC_DECODE_LANES ||
 		    i == KNOB_RETAINED_SLOTS)
@@ -350,31 +355,32 @@ int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf 
 	 * headroom that only a profile or the default gave. */
 	if (bu->set && hr->set) {
 		if (hr->src >= KS_YAML)
-			return ig_errf(eb, IG_E_CONFIG,
-				       "--vram-headroom-bytes (from %s) and --vram-budget-bytes (from "
-				       "%s) both name the budget; keep one of them",
-				       hr->where, bu->where);
+			return ig_errf(
+			    eb, IG_E_CONFIG,
+			    "--vram-headroom-bytes (from %s) and --vram-budget-bytes (from "
+			    "%s) both name the budget; keep one of them",
+			    hr->where, bu->where);
 		hr->set = false;
 	}
 	if (k->v[KNOB_VRAM_ALLOW_OVERSUBSCRIPTION].u && !bu->set)
 		return ig_errf(eb, IG_E_CONFIG,
-			       "--vram-allow-oversubscription (from %s) needs an explicit "
-			       "--vram-budget-bytes; name one, or drop the flag",
-			       k->v[KNOB_VRAM_ALLOW_OVERSUBSCRIPTION].where);
+		               "--vram-allow-oversubscription (from %s) needs an explicit "
+		               "--vram-budget-bytes; name one, or drop the flag",
+		               k->v[KNOB_VRAM_ALLOW_OVERSUBSCRIPTION].where);
 	if (!k->v[KNOB_REUSE_PROMPT].u) {
 		struct knob_value *ttl = &k->v[KNOB_REUSE_RETAINED_INTERACTIVE_TTL];
 
 		if (ttl->src >= KS_YAML)
 			return ig_errf(eb, IG_E_CONFIG,
-				       "--reuse-retained-interactive-ttl (from %s) needs "
-				       "--reuse-prompt on (it is off, from %s)",
-				       ttl->where, k->v[KNOB_REUSE_PROMPT].where);
+			               "--reuse-retained-interactive-ttl (from %s) needs "
+			               "--reuse-prompt on (it is off, from %s)",
+			               ttl->where, k->v[KNOB_REUSE_PROMPT].where);
 		/* Retained slots default to 0 with prompt reuse off, unless named. */
 		for (int id = KNOB_REUSE_RETAINED_DEVICE; id <= KNOB_REUSE_RETAINED_HOST; id++)
 			if (k->v[id].src < KS_PROFILE) {
 				k->v[id].u = 0;
 				snprintf(k->v[id].where, sizeof(k->v[id].where),
-					 "--reuse-prompt off");
+				         "--reuse-prompt off");
 			}
 	}
 	return IG_E_OK;

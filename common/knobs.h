@@ -38,11 +38,11 @@ enum knob_type {
 };
 
 #define KNOB_REFUSE_DENSE 1u /* the 27B's family refuses it */
-#define KNOB_REFUSE_MOE 2u   /* Flash-Next's family refuses it */
+#define KNOB_REFUSE_MOE   2u /* Flash-Next's family refuses it */
 
 #define KNOBS(X)                                                                                   \
-	X(PROFILE, "profile", KT_ENUM, "cpu", 0, "cpu|rtx5090|none",                              \
-	  "Bundle of defaults: cpu (the embedded default: cpu backend, a 64 MiB simulated "       \
+	X(PROFILE, "profile", KT_ENUM, "cpu", 0, "cpu|rtx5090|none",                               \
+	  "Bundle of defaults: cpu (the embedded default: cpu backend, a 64 MiB simulated "        \
 	  "device for the tiny models), rtx5090 (the reference's values) or none.")                \
 	X(MODEL, "model", KT_MODEL, "tiny-dense", 0, NULL,                                         \
 	  "The model: qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), tiny-dense, tiny-moe.")  \
@@ -51,7 +51,7 @@ enum knob_type {
 	  "is cpu until the cuda backend lands (issue 4), then cuda where a device is found.")     \
 	X(DEVICE_FREE_BYTES, "device-free-bytes", KT_BYTES, "", 0, NULL,                           \
 	  "Device memory free at start, as a GPU reports it: the size of the cpu backend's "       \
-	  "simulated device, and how `plan` sizes a card that is not here. A cuda start reads "   \
+	  "simulated device, and how `plan` sizes a card that is not here. A cuda start reads "    \
 	  "the real figure once and ignores this.")                                                \
 	X(MODEL_MAX_CONTEXT, "model-max-context", KT_COUNT, "@model", 0, "64..16777216",           \
 	  "Longest sequence, prompt and output, in tokens.")                                       \
@@ -60,7 +60,8 @@ enum knob_type {
 	X(MODEL_KV_FORMAT, "model-kv-format", KT_ENUM, "compact", 0, "bf16|compact",               \
 	  "KV format: bf16, or compact (72 B per token per KV head and role at head dim 256).")    \
 	X(MODEL_DEFAULT_MAX_TOKENS, "model-default-max-tokens", KT_COUNT, "@model", 0,             \
-	  "1..16777216", "Output cap of a request that names none; admission reserves prompt + "   \
+	  "1..16777216",                                                                           \
+	  "Output cap of a request that names none; admission reserves prompt + "                  \
 	  "cap.")                                                                                  \
 	X(SPEC_DECODE_LANES, "spec-decode-lanes", KT_COUNT, "@model", KNOB_REFUSE_DENSE, "1..8",   \
 	  "Decode lanes, Flash-Next only (the 27B has 8 fixed).")                                  \
@@ -113,7 +114,7 @@ enum knob_id {
 #define KNOB__ENUM(ID, name, type, def, refused, acc, doc) KNOB_##ID,
 	KNOBS(KNOB__ENUM)
 #undef KNOB__ENUM
-		KNOB__COUNT
+	    KNOB__COUNT
 };
 
 /*
@@ -165,8 +166,8 @@ enum knob_src {
 
 /* Raw text of a knob from one source, before parsing. */
 struct knob_raw {
-	const char *text;  /* NULL: not given by this source */
-	char where[160];   /* "--model", "IGNIS_MODEL", "ignis.yaml:3" */
+	const char *text; /* NULL: not given by this source */
+	char where[160];  /* "--model", "IGNIS_MODEL", "ignis.yaml:3" */
 };
 
 /* What the sources said, gathered by the caller (flags, environment, file). */
@@ -178,13 +179,13 @@ struct knob_input {
 
 /* A resolved knob. */
 struct knob_value {
-	bool set;          /* false: no value (e.g. no explicit budget) */
-	uint64_t u;        /* bytes, count, bool, enum index */
-	bool tokens;       /* KT_POOL given in tokens */
-	const char *s;     /* KT_PATH, KT_MODEL text (points into the input) */
+	bool set;      /* false: no value (e.g. no explicit budget) */
+	uint64_t u;    /* bytes, count, bool, enum index */
+	bool tokens;   /* KT_POOL given in tokens */
+	const char *s; /* KT_PATH, KT_MODEL text (points into the input) */
 	enum knob_src src;
-	char where[160];   /* for messages: "--x", "IGNIS_X", "f.yaml:3", "profile rtx5090",
-			      "default", "qwen3.8-27b's default" */
+	char where[160]; /* for messages: "--x", "IGNIS_X", "f.yaml:3", "profile rtx5090",
+	                    "default", "qwen3.8-27b's default" */
 };
 
 struct knobs {
@@ -210,6 +211,6 @@ int knob_resolve(const struct knob_input *in, struct knobs *out, struct ig_errbu
 
 /* Parse one value of knob `id` (exposed for tests). */
 int knob_parse(enum knob_id id, const char *text, const char *where, struct knob_value *out,
-	       struct ig_errbuf *eb);
+               struct ig_errbuf *eb);
 
 #endif

@@ -22,152 +22,152 @@
  *   plus a 4 KiB image header
  */
 #define TINY_HIDDEN 256u
-#define TINY_HEADS 4u
-#define TINY_KV 2u
-#define TINY_HD 64u
-#define TINY_VOCAB 260u /* 256 bytes + 4 specials: the byte-level tokenizer */
-#define TINY_LAYERS 4u     /* tiny-dense: 1 full + 3 linear */
-#define TINY_MOE_LAYERS 8u /* tiny-moe: 2 full + 6 linear, so that the staging ring
-			      (two layers' experts) is a quarter of all experts */
+#define TINY_HEADS  4u
+#define TINY_KV     2u
+#define TINY_HD     64u
+#define TINY_VOCAB  260u /* 256 bytes + 4 specials: the byte-level tokenizer */
+#define TINY_LAYERS 4u   /* tiny-dense: 1 full + 3 linear */
+#define TINY_MOE_LAYERS                                                                            \
+	8u /* tiny-moe: 2 full + 6 linear, so that the staging ring                                \
+	      (two layers' experts) is a quarter of all experts */
 #define TINY_ATTN ((uint64_t)(TINY_HEADS + 2 * TINY_KV + TINY_HEADS) * TINY_HD * TINY_HIDDEN)
 #define TINY_COMMON(L)                                                                             \
 	((L) * (TINY_ATTN + 2ull * TINY_HIDDEN) + 2ull * TINY_VOCAB * TINY_HIDDEN + TINY_HIDDEN)
-#define TINY_DENSE_INTER 512u
-#define TINY_MOE_EXPERTS 32u
-#define TINY_MOE_INTER 64u
+#define TINY_DENSE_INTER  512u
+#define TINY_MOE_EXPERTS  32u
+#define TINY_MOE_INTER    64u
 #define TINY_EXPERT_BYTES (3ull * TINY_HIDDEN * TINY_MOE_INTER * 2u)
-#define TINY_STATE(LIN) ((LIN) * (uint64_t)TINY_HEADS * TINY_HD * TINY_HD * 4u + 4096u)
+#define TINY_STATE(LIN)   ((LIN) * (uint64_t)TINY_HEADS * TINY_HD * TINY_HD * 4u + 4096u)
 
 const struct mdesc mdesc_builtin[] = {
-	{
-		.name = "qwen3.8-27b",
-		.alias = "27b",
-		.doc = "the 27B: dense, 64 layers (16 full attention), 8 fixed decode lanes",
-		.family = MDESC_DENSE,
-		.layers = 64,
-		.full_layers = 16,
-		.hidden = 5120,
-		.q_heads = 24,
-		.kv_heads = 4,
-		.head_dim = 256,
-		.vocab = 151936, /* the Qwen3 tokenizer */
-		.ffn_inter = 17408,
-		/* Carried: reference-facts 2 gives "~16.03 GiB"; a model file
-		 * (issue 4) gives the exact figure. */
-		.weight_bytes = 1603ull * GiB / 100u,
-		.state_image_bytes = 232532224, /* reference-facts 1, retained slots */
-		.fixed_lanes = 8,
-		.default_lanes = 8,
-		.max_lanes = 8,
-		.default_context = 131072,
-		.default_chunk = 1024,
-		.default_max_tokens = 38912,
-		.default_retained_host = 0, /* two per lane */
-		.default_kv_disk_bytes = 0, /* KV-disk off */
-	},
-	{
-		.name = "qwen3.8-flash-next",
-		.alias = "flash-next",
-		.doc = "Flash-Next: 512 experts per layer (top-10) behind a device expert cache",
-		.family = MDESC_MOE,
-		.layers = 48,
-		.full_layers = 12,
-		.hidden = 2560,
-		.q_heads = 24,
-		.kv_heads = 2,
-		.head_dim = 256,
-		.vocab = 151936,
-		.experts = 512,
-		.top_k = 10,
-		.expert_inter = 640,
-		.prefetch_width = 16,
-		.indexer_key_bytes = 64, /* 768 B per token over 12 full layers */
-		/* Carried from reference-facts 2 until a model file gives them. */
-		.weight_bytes = 5022463744ull,
-		.expert_host_bytes = 37795446784ull,
-		/* The staging ring is 2 x this = 1,574,895,616 B (reference-facts 1). */
-		.heaviest_layer_expert_bytes = 787447808ull,
-		/* Residency fixed 1,577,852,928 B = ring + these tables. */
-		.expert_table_bytes = 1577852928ull - 2ull * 787447808ull,
-		.class_record_bytes = {827392, 1032192, 1236992, 1646592, 417792, 520192, 622592,
-				       827392},
-		.state_image_bytes = 130014272, /* reference-facts 1, retained slots */
-		.fixed_lanes = 0,
-		.default_lanes = 3,
-		.max_lanes = 8,
-		.default_context = 131072,
-		.default_chunk = 8192,
-		.default_max_tokens = 38912,
-		.default_retained_host = 8,
-		.default_kv_disk_bytes = 4 * GiB,
-		.cache_floor_bytes = 12 * GiB,
-		.offload_pool_pages = 8192, /* 524,288 tokens */
-	},
-	{
-		.name = "tiny-dense",
-		.alias = "tiny-dense",
-		.doc = "synthetic, the 27B's rules at a few MB: 4 layers (1 full), 4 fixed lanes",
-		.family = MDESC_DENSE,
-		.layers = TINY_LAYERS,
-		.full_layers = 1,
-		.hidden = TINY_HIDDEN,
-		.q_heads = TINY_HEADS,
-		.kv_heads = TINY_KV,
-		.head_dim = TINY_HD,
-		.vocab = TINY_VOCAB,
-		.ffn_inter = TINY_DENSE_INTER,
-		.weight_bytes =
-			2u * (TINY_COMMON(TINY_LAYERS) + TINY_LAYERS * 3ull * TINY_HIDDEN * TINY_DENSE_INTER),
-		.state_image_bytes = TINY_STATE(3u),
-		.fixed_lanes = 4,
-		.default_lanes = 4,
-		.max_lanes = 4,
-		.default_context = 2048,
-		.default_chunk = 128,
-		.default_max_tokens = 256,
-		.default_retained_host = 0,
-		.default_kv_disk_bytes = 0,
-	},
-	{
-		.name = "tiny-moe",
-		.alias = "tiny-moe",
-		.doc = "synthetic, Flash-Next's rules at a few MB: 8 layers of 32 experts (top-2)",
-		.family = MDESC_MOE,
-		.layers = TINY_MOE_LAYERS,
-		.full_layers = 2,
-		.hidden = TINY_HIDDEN,
-		.q_heads = TINY_HEADS,
-		.kv_heads = TINY_KV,
-		.head_dim = TINY_HD,
-		.vocab = TINY_VOCAB,
-		.experts = TINY_MOE_EXPERTS,
-		.top_k = 2,
-		.expert_inter = TINY_MOE_INTER,
-		.prefetch_width = 2,
-		.indexer_key_bytes = 16,
-		.weight_bytes = 2u * (TINY_COMMON(TINY_MOE_LAYERS) +
-				      TINY_MOE_LAYERS * (TINY_HIDDEN * TINY_MOE_EXPERTS +
-							 3ull * TINY_HIDDEN * TINY_MOE_INTER)),
-		.expert_host_bytes = TINY_MOE_LAYERS * TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
-		.heaviest_layer_expert_bytes = TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
-		.expert_table_bytes = TINY_MOE_LAYERS * TINY_MOE_EXPERTS * 64u,
-		/* gate_up (256 -> 128) and down (64 -> 256) at 2, 2.5, 3, 4 bits, 4 KiB padded */
-		.class_record_bytes = {PAD4K(256 * 128 * 2 / 8), PAD4K(256 * 128 * 5 / 16),
-				       PAD4K(256 * 128 * 3 / 8), PAD4K(256 * 128 * 4 / 8),
-				       PAD4K(64 * 256 * 2 / 8), PAD4K(64 * 256 * 5 / 16),
-				       PAD4K(64 * 256 * 3 / 8), PAD4K(64 * 256 * 4 / 8)},
-		.state_image_bytes = TINY_STATE(6u),
-		.fixed_lanes = 0,
-		.default_lanes = 2,
-		.max_lanes = 8,
-		.default_context = 2048,
-		.default_chunk = 128,
-		.default_max_tokens = 256,
-		.default_retained_host = 4,
-		.default_kv_disk_bytes = 16 * MiB,
-		.cache_floor_bytes = 2 * MiB, /* the 12 GiB floor, scaled */
-		.offload_pool_pages = 128,    /* four default contexts, as 8192 is on Flash-Next */
-	},
+    {
+        .name = "qwen3.8-27b",
+        .alias = "27b",
+        .doc = "the 27B: dense, 64 layers (16 full attention), 8 fixed decode lanes",
+        .family = MDESC_DENSE,
+        .layers = 64,
+        .full_layers = 16,
+        .hidden = 5120,
+        .q_heads = 24,
+        .kv_heads = 4,
+        .head_dim = 256,
+        .vocab = 151936, /* the Qwen3 tokenizer */
+        .ffn_inter = 17408,
+        /* Carried: reference-facts 2 gives "~16.03 GiB"; a model file
+         * (issue 4) gives the exact figure. */
+        .weight_bytes = 1603ull * GiB / 100u,
+        .state_image_bytes = 232532224, /* reference-facts 1, retained slots */
+        .fixed_lanes = 8,
+        .default_lanes = 8,
+        .max_lanes = 8,
+        .default_context = 131072,
+        .default_chunk = 1024,
+        .default_max_tokens = 38912,
+        .default_retained_host = 0, /* two per lane */
+        .default_kv_disk_bytes = 0, /* KV-disk off */
+    },
+    {
+        .name = "qwen3.8-flash-next",
+        .alias = "flash-next",
+        .doc = "Flash-Next: 512 experts per layer (top-10) behind a device expert cache",
+        .family = MDESC_MOE,
+        .layers = 48,
+        .full_layers = 12,
+        .hidden = 2560,
+        .q_heads = 24,
+        .kv_heads = 2,
+        .head_dim = 256,
+        .vocab = 151936,
+        .experts = 512,
+        .top_k = 10,
+        .expert_inter = 640,
+        .prefetch_width = 16,
+        .indexer_key_bytes = 64, /* 768 B per token over 12 full layers */
+        /* Carried from reference-facts 2 until a model file gives them. */
+        .weight_bytes = 5022463744ull,
+        .expert_host_bytes = 37795446784ull,
+        /* The staging ring is 2 x this = 1,574,895,616 B (reference-facts 1). */
+        .heaviest_layer_expert_bytes = 787447808ull,
+        /* Residency fixed 1,577,852,928 B = ring + these tables. */
+        .expert_table_bytes = 1577852928ull - 2ull * 787447808ull,
+        .class_record_bytes = {827392, 1032192, 1236992, 1646592, 417792, 520192, 622592, 827392},
+        .state_image_bytes = 130014272, /* reference-facts 1, retained slots */
+        .fixed_lanes = 0,
+        .default_lanes = 3,
+        .max_lanes = 8,
+        .default_context = 131072,
+        .default_chunk = 8192,
+        .default_max_tokens = 38912,
+        .default_retained_host = 8,
+        .default_kv_disk_bytes = 4 * GiB,
+        .cache_floor_bytes = 12 * GiB,
+        .offload_pool_pages = 8192, /* 524,288 tokens */
+    },
+    {
+        .name = "tiny-dense",
+        .alias = "tiny-dense",
+        .doc = "synthetic, the 27B's rules at a few MB: 4 layers (1 full), 4 fixed lanes",
+        .family = MDESC_DENSE,
+        .layers = TINY_LAYERS,
+        .full_layers = 1,
+        .hidden = TINY_HIDDEN,
+        .q_heads = TINY_HEADS,
+        .kv_heads = TINY_KV,
+        .head_dim = TINY_HD,
+        .vocab = TINY_VOCAB,
+        .ffn_inter = TINY_DENSE_INTER,
+        .weight_bytes =
+            2u * (TINY_COMMON(TINY_LAYERS) + TINY_LAYERS * 3ull * TINY_HIDDEN * TINY_DENSE_INTER),
+        .state_image_bytes = TINY_STATE(3u),
+        .fixed_lanes = 4,
+        .default_lanes = 4,
+        .max_lanes = 4,
+        .default_context = 2048,
+        .default_chunk = 128,
+        .default_max_tokens = 256,
+        .default_retained_host = 0,
+        .default_kv_disk_bytes = 0,
+    },
+    {
+        .name = "tiny-moe",
+        .alias = "tiny-moe",
+        .doc = "synthetic, Flash-Next's rules at a few MB: 8 layers of 32 experts (top-2)",
+        .family = MDESC_MOE,
+        .layers = TINY_MOE_LAYERS,
+        .full_layers = 2,
+        .hidden = TINY_HIDDEN,
+        .q_heads = TINY_HEADS,
+        .kv_heads = TINY_KV,
+        .head_dim = TINY_HD,
+        .vocab = TINY_VOCAB,
+        .experts = TINY_MOE_EXPERTS,
+        .top_k = 2,
+        .expert_inter = TINY_MOE_INTER,
+        .prefetch_width = 2,
+        .indexer_key_bytes = 16,
+        .weight_bytes = 2u * (TINY_COMMON(TINY_MOE_LAYERS) +
+                              TINY_MOE_LAYERS * (TINY_HIDDEN * TINY_MOE_EXPERTS +
+                                                 3ull * TINY_HIDDEN * TINY_MOE_INTER)),
+        .expert_host_bytes = TINY_MOE_LAYERS * TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
+        .heaviest_layer_expert_bytes = TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
+        .expert_table_bytes = TINY_MOE_LAYERS * TINY_MOE_EXPERTS * 64u,
+        /* gate_up (256 -> 128) and down (64 -> 256) at 2, 2.5, 3, 4 bits, 4 KiB padded */
+        .class_record_bytes = {PAD4K(256 * 128 * 2 / 8), PAD4K(256 * 128 * 5 / 16),
+                               PAD4K(256 * 128 * 3 / 8), PAD4K(256 * 128 * 4 / 8),
+                               PAD4K(64 * 256 * 2 / 8), PAD4K(64 * 256 * 5 / 16),
+                               PAD4K(64 * 256 * 3 / 8), PAD4K(64 * 256 * 4 / 8)},
+        .state_image_bytes = TINY_STATE(6u),
+        .fixed_lanes = 0,
+        .default_lanes = 2,
+        .max_lanes = 8,
+        .default_context = 2048,
+        .default_chunk = 128,
+        .default_max_tokens = 256,
+        .default_retained_host = 4,
+        .default_kv_disk_bytes = 16 * MiB,
+        .cache_floor_bytes = 2 * MiB, /* the 12 GiB floor, scaled */
+        .offload_pool_pages = 128,    /* four default contexts, as 8192 is on Flash-Next */
+    },
 };
 const unsigned mdesc_nbuiltin = sizeof(mdesc_builtin) / sizeof(mdesc_builtin[0]);
 
@@ -192,7 +192,8 @@ uint64_t mdesc_kv_bytes_per_token(const struct mdesc *m, enum mdesc_kv_format f)
 	if (f == MDESC_KV_BF16)
 		return head_roles * m->head_dim * 2u;
 	/* 72 B per KV head and role at head dim 256 (reference-facts 2). */
-	return head_roles * 72u * m->head_dim / 256u + (uint64_t)m->full_layers * m->indexer_key_bytes;
+	return head_roles * 72u * m->head_dim / 256u +
+	       (uint64_t)m->full_layers * m->indexer_key_bytes;
 }
 
 uint64_t mdesc_page_bytes(const struct mdesc *m, enum mdesc_kv_format f)

@@ -40,20 +40,20 @@ struct mdesc {
 	uint32_t hidden;
 	uint32_t q_heads, kv_heads, head_dim;
 	uint32_t vocab;
-	uint32_t ffn_inter;        /* DENSE: intermediate size */
-	uint32_t experts, top_k;   /* MOE: experts per layer, routed per token */
-	uint32_t expert_inter;     /* MOE: expert intermediate size */
-	uint32_t prefetch_width;   /* MOE: experts prefetched per decode step */
+	uint32_t ffn_inter;         /* DENSE: intermediate size */
+	uint32_t experts, top_k;    /* MOE: experts per layer, routed per token */
+	uint32_t expert_inter;      /* MOE: expert intermediate size */
+	uint32_t prefetch_width;    /* MOE: experts prefetched per decode step */
 	uint32_t indexer_key_bytes; /* MOE compact format: indexer key bytes per
-				       full layer and token */
+	                               full layer and token */
 
 	/* Figures of the weights (bytes). */
-	uint64_t weight_bytes;                /* on the device, experts excluded */
-	uint64_t expert_host_bytes;           /* MOE: every expert, pinned host */
-	uint64_t heaviest_layer_expert_bytes; /* MOE: its experts' projections */
-	uint64_t expert_table_bytes;          /* MOE: device routing/slot tables */
+	uint64_t weight_bytes;                             /* on the device, experts excluded */
+	uint64_t expert_host_bytes;                        /* MOE: every expert, pinned host */
+	uint64_t heaviest_layer_expert_bytes;              /* MOE: its experts' projections */
+	uint64_t expert_table_bytes;                       /* MOE: device routing/slot tables */
 	uint32_t class_record_bytes[MDESC_EXPERT_CLASSES]; /* MOE, 4 KiB padded */
-	uint64_t state_image_bytes; /* one sequence's fixed-size state */
+	uint64_t state_image_bytes;                        /* one sequence's fixed-size state */
 
 	/* Lanes: DENSE has fixed_lanes (the lanes knob is refused); MOE takes
 	 * 1..max_lanes with default_lanes. */

@@ -29,14 +29,14 @@
 
 const char *const vplan_line_names[VPLAN_NLINES] = {
 #define VPLAN__LINE_NAME(ID, name) [VPLAN_##ID] = name,
-	VPLAN_LINES(VPLAN__LINE_NAME)
+    VPLAN_LINES(VPLAN__LINE_NAME)
 #undef VPLAN__LINE_NAME
 };
 
 const char *vplan_event_name(const struct vplan *p)
 {
 	return p->model->family == MDESC_MOE ? "ignis.runtime.flash_next_plan"
-					     : "ignis.runtime.vram_plan";
+	                                     : "ignis.runtime.vram_plan";
 }
 
 static uint64_t vplan__round(uint64_t v, uint64_t g)
@@ -45,10 +45,10 @@ static uint64_t vplan__round(uint64_t v, uint64_t g)
 }
 
 static int vplan__refuse(struct vplan *p, uint64_t shortfall, const char *knobs, const char *fmt,
-			 ...) __attribute__((format(printf, 4, 5)));
+                         ...) __attribute__((format(printf, 4, 5)));
 
 static int vplan__refuse(struct vplan *p, uint64_t shortfall, const char *knobs, const char *fmt,
-			 ...)
+                         ...)
 {
 	va_list ap;
 
@@ -65,17 +65,17 @@ static const char *vplan__minimum_knobs(const struct vplan *p)
 {
 	if (p->derived)
 		return p->model->family == MDESC_MOE
-			       ? "--vram-headroom-bytes, --model-max-context, --model-prefill-chunk, "
-				 "--spec-decode-lanes, --reuse-retained-device, --reuse-retained-host, "
-				 "--model-kv-format"
-			       : "--vram-headroom-bytes, --model-max-context, --model-prefill-chunk, "
-				 "--reuse-retained-device, --reuse-retained-host, --model-kv-format";
+		           ? "--vram-headroom-bytes, --model-max-context, --model-prefill-chunk, "
+		             "--spec-decode-lanes, --reuse-retained-device, --reuse-retained-host, "
+		             "--model-kv-format"
+		           : "--vram-headroom-bytes, --model-max-context, --model-prefill-chunk, "
+		             "--reuse-retained-device, --reuse-retained-host, --model-kv-format";
 	return p->model->family == MDESC_MOE
-		       ? "--vram-budget-bytes, --model-max-context, --model-prefill-chunk, "
-			 "--spec-decode-lanes, --reuse-retained-device, --reuse-retained-host, "
-			 "--model-kv-format"
-		       : "--vram-budget-bytes, --model-max-context, --model-prefill-chunk, "
-			 "--reuse-retained-device, --reuse-retained-host, --model-kv-format";
+	           ? "--vram-budget-bytes, --model-max-context, --model-prefill-chunk, "
+	             "--spec-decode-lanes, --reuse-retained-device, --reuse-retained-host, "
+	             "--model-kv-format"
+	           : "--vram-budget-bytes, --model-max-context, --model-prefill-chunk, "
+	             "--reuse-retained-device, --reuse-retained-host, --model-kv-format";
 }
 
 static void vplan__lines(struct vplan *p)
@@ -94,11 +94,10 @@ static void vplan__lines(struct vplan *p)
 	p->line[VPLAN_DRAFTER_ROUND] = 0;
 	p->line[VPLAN_LANE_STATE] = (uint64_t)p->lanes * m->state_image_bytes;
 	p->line[VPLAN_RETAINED_SLOTS] = (uint64_t)p->retained_device * m->state_image_bytes;
-	p->line[VPLAN_HQ_RESIDUAL_WINDOW] =
-		p->kv_format == MDESC_KV_COMPACT
-			? (uint64_t)p->lanes * MDESC_PAGE_TOKENS *
-				  mdesc_kv_bytes_per_token(m, MDESC_KV_BF16)
-			: 0;
+	p->line[VPLAN_HQ_RESIDUAL_WINDOW] = p->kv_format == MDESC_KV_COMPACT
+	                                        ? (uint64_t)p->lanes * MDESC_PAGE_TOKENS *
+	                                              mdesc_kv_bytes_per_token(m, MDESC_KV_BF16)
+	                                        : 0;
 	/* Each line is reserved in whole granules; `residual` is what that
 	 * rounding adds, so the lines sum to what is reserved. */
 	g = p->cuda ? VPLAN_GRANULE_CUDA : VPLAN_GRANULE_CPU;
@@ -170,14 +169,15 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 		if (p->budget_bytes > p->free_bytes) {
 			if (!p->allow_oversubscription)
 				return vplan__refuse(
-					p, p->budget_bytes - p->free_bytes,
-					"--vram-budget-bytes, --vram-allow-oversubscription",
-					"--vram-budget-bytes %" PRIu64 " (from %s) is more than the %" PRIu64
-					" bytes free on the device, by %" PRIu64
-					" bytes: lower --vram-budget-bytes, or add "
-					"--vram-allow-oversubscription to start with a warning",
-					p->budget_bytes, k->v[KNOB_VRAM_BUDGET_BYTES].where, p->free_bytes,
-					p->budget_bytes - p->free_bytes);
+				    p, p->budget_bytes - p->free_bytes,
+				    "--vram-budget-bytes, --vram-allow-oversubscription",
+				    "--vram-budget-bytes %" PRIu64
+				    " (from %s) is more than the %" PRIu64
+				    " bytes free on the device, by %" PRIu64
+				    " bytes: lower --vram-budget-bytes, or add "
+				    "--vram-allow-oversubscription to start with a warning",
+				    p->budget_bytes, k->v[KNOB_VRAM_BUDGET_BYTES].where,
+				    p->free_bytes, p->budget_bytes - p->free_bytes);
 			p->warnings |= VPLAN_WARN_OVERSUBSCRIBED;
 		}
 	} else {
@@ -185,11 +185,12 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 		p->headroom_bytes = k->v[KNOB_VRAM_HEADROOM_BYTES].u;
 		if (p->headroom_bytes >= p->free_bytes)
 			return vplan__refuse(
-				p, p->headroom_bytes - p->free_bytes + 1, "--vram-headroom-bytes",
-				"--vram-headroom-bytes %" PRIu64 " (from %s) leaves nothing of the %" PRIu64
-				" bytes free on the device: lower --vram-headroom-bytes below %" PRIu64,
-				p->headroom_bytes, k->v[KNOB_VRAM_HEADROOM_BYTES].where, p->free_bytes,
-				p->free_bytes);
+			    p, p->headroom_bytes - p->free_bytes + 1, "--vram-headroom-bytes",
+			    "--vram-headroom-bytes %" PRIu64
+			    " (from %s) leaves nothing of the %" PRIu64
+			    " bytes free on the device: lower --vram-headroom-bytes below %" PRIu64,
+			    p->headroom_bytes, k->v[KNOB_VRAM_HEADROOM_BYTES].where, p->free_bytes,
+			    p->free_bytes);
 		p->budget_bytes = p->free_bytes - p->headroom_bytes;
 	}
 
@@ -202,24 +203,24 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 		named_pages = vplan__named_pages(pool, p->page_bytes);
 		if (named_pages < p->floor_pages)
 			return vplan__refuse(
-				p, (p->floor_pages - named_pages) * p->page_bytes,
-				"--vram-kv-pool-bytes, --model-max-context, --reuse-retained-device, "
-				"--reuse-retained-host",
-				"--vram-kv-pool-bytes (from %s) buys %" PRIu64 " pages at %" PRIu64
-				" bytes per token (%" PRIu64 " per page); the floor is %" PRIu64
-				" pages (one %" PRIu64 "-token context and %u retained slots): name "
-				"at least %" PRIu64 " bytes (%" PRIu64 "tok), or lower "
-				"--model-max-context or the retained slots",
-				pool->where, named_pages, p->kv_bytes_per_token, p->page_bytes,
-				p->floor_pages, p->context, p->retained_device + p->retained_host,
-				p->floor_pages * p->page_bytes, p->floor_pages * MDESC_PAGE_TOKENS);
+			    p, (p->floor_pages - named_pages) * p->page_bytes,
+			    "--vram-kv-pool-bytes, --model-max-context, --reuse-retained-device, "
+			    "--reuse-retained-host",
+			    "--vram-kv-pool-bytes (from %s) buys %" PRIu64 " pages at %" PRIu64
+			    " bytes per token (%" PRIu64 " per page); the floor is %" PRIu64
+			    " pages (one %" PRIu64 "-token context and %u retained slots): name "
+			    "at least %" PRIu64 " bytes (%" PRIu64 "tok), or lower "
+			    "--model-max-context or the retained slots",
+			    pool->where, named_pages, p->kv_bytes_per_token, p->page_bytes,
+			    p->floor_pages, p->context, p->retained_device + p->retained_host,
+			    p->floor_pages * p->page_bytes, p->floor_pages * MDESC_PAGE_TOKENS);
 	}
 
 	/* ---- the pool policy ---- */
 	if (m->family == MDESC_MOE) {
 		uint64_t min_pool = (pool->set ? named_pages : p->floor_pages) * p->page_bytes;
 		uint64_t resident_need =
-			p->lines_total + m->expert_table_bytes + m->expert_host_bytes + min_pool;
+		    p->lines_total + m->expert_table_bytes + m->expert_host_bytes + min_pool;
 
 		p->expert_table_bytes = m->expert_table_bytes;
 		p->cache_floor_bytes = m->cache_floor_bytes;
@@ -233,7 +234,7 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 			p->residency_fixed_bytes = p->expert_table_bytes;
 			p->expert_cache_bytes = m->expert_host_bytes;
 			avail = p->budget_bytes - p->lines_total - p->residency_fixed_bytes -
-				p->expert_cache_bytes;
+			        p->expert_cache_bytes;
 			p->pool_pages = pool->set ? named_pages : avail / p->page_bytes;
 		} else {
 			uint64_t ctx_pages = mdesc_pages_for(p->context), want, used;
@@ -244,9 +245,9 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 			want = (uint64_t)p->lanes * ctx_pages;
 			if (want > m->offload_pool_pages)
 				want = m->offload_pool_pages;
-			p->pool_pages = pool->set ? named_pages
-					 : want > p->floor_pages ? want
-								 : p->floor_pages;
+			p->pool_pages = pool->set               ? named_pages
+			                : want > p->floor_pages ? want
+			                                        : p->floor_pages;
 			used = p->lines_total + p->pool_pages * p->page_bytes +
 			       p->residency_fixed_bytes;
 			if (used + p->class_min_bytes > p->budget_bytes) {
@@ -254,40 +255,48 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 
 				bsize_format(a, sizeof(a), p->class_min_bytes);
 				return vplan__refuse(
-					p, need - p->budget_bytes,
-					"--vram-kv-pool-bytes, --model-prefill-chunk, "
-					"--vram-headroom-bytes, --reuse-retained-device, "
-					"--spec-decode-lanes",
-					"the expert cache cannot hold one decode step's experts in every "
-					"class (%" PRIu64 " slots per class, %" PRIu64 " bytes = %s), "
-					"whatever --vram-allow-expert-cache-below-floor says: the budget "
-					"of %" PRIu64 " bytes is short by %" PRIu64 " bytes. Lift it with a "
-					"smaller --vram-kv-pool-bytes, --model-prefill-chunk or "
-					"--vram-headroom-bytes, fewer --reuse-retained-device, or fewer "
-					"--spec-decode-lanes",
-					p->class_min_slots, p->class_min_bytes, a, p->budget_bytes,
-					need - p->budget_bytes);
+				    p, need - p->budget_bytes,
+				    "--vram-kv-pool-bytes, --model-prefill-chunk, "
+				    "--vram-headroom-bytes, --reuse-retained-device, "
+				    "--spec-decode-lanes",
+				    "the expert cache cannot hold one decode step's experts in "
+				    "every "
+				    "class (%" PRIu64 " slots per class, %" PRIu64 " bytes = %s), "
+				    "whatever --vram-allow-expert-cache-below-floor says: the "
+				    "budget "
+				    "of %" PRIu64 " bytes is short by %" PRIu64
+				    " bytes. Lift it with a "
+				    "smaller --vram-kv-pool-bytes, --model-prefill-chunk or "
+				    "--vram-headroom-bytes, fewer --reuse-retained-device, or "
+				    "fewer "
+				    "--spec-decode-lanes",
+				    p->class_min_slots, p->class_min_bytes, a, p->budget_bytes,
+				    need - p->budget_bytes);
 			}
 			p->expert_cache_bytes = p->budget_bytes - used;
 			if (p->expert_cache_bytes < p->cache_floor_bytes) {
 				snprintf(p->knobs, sizeof(p->knobs),
-					 "--vram-kv-pool-bytes, --model-prefill-chunk, "
-					 "--vram-headroom-bytes, --reuse-retained-device");
+				         "--vram-kv-pool-bytes, --model-prefill-chunk, "
+				         "--vram-headroom-bytes, --reuse-retained-device");
 				if (!k->v[KNOB_VRAM_ALLOW_EXPERT_CACHE_BELOW_FLOOR].u) {
 					bsize_format(a, sizeof(a), p->expert_cache_bytes);
 					bsize_format(b, sizeof(b), p->cache_floor_bytes);
 					return vplan__refuse(
-						p, p->cache_floor_bytes - p->expert_cache_bytes,
-						p->knobs,
-						"the expert cache would get %" PRIu64 " bytes (%s), below "
-						"its floor of %" PRIu64 " bytes (%s) by %" PRIu64
-						" bytes; decode slows sharply there. Lift it with a "
-						"smaller --vram-kv-pool-bytes, --model-prefill-chunk or "
-						"--vram-headroom-bytes, or fewer --reuse-retained-device; "
-						"--vram-allow-expert-cache-below-floor starts anyway with a "
-						"warning",
-						p->expert_cache_bytes, a, p->cache_floor_bytes, b,
-						p->cache_floor_bytes - p->expert_cache_bytes);
+					    p, p->cache_floor_bytes - p->expert_cache_bytes,
+					    p->knobs,
+					    "the expert cache would get %" PRIu64
+					    " bytes (%s), below "
+					    "its floor of %" PRIu64 " bytes (%s) by %" PRIu64
+					    " bytes; decode slows sharply there. Lift it with a "
+					    "smaller --vram-kv-pool-bytes, --model-prefill-chunk "
+					    "or "
+					    "--vram-headroom-bytes, or fewer "
+					    "--reuse-retained-device; "
+					    "--vram-allow-expert-cache-below-floor starts anyway "
+					    "with a "
+					    "warning",
+					    p->expert_cache_bytes, a, p->cache_floor_bytes, b,
+					    p->cache_floor_bytes - p->expert_cache_bytes);
 				}
 				p->warnings |= VPLAN_WARN_CACHE_BELOW_FLOOR;
 			}
@@ -298,12 +307,14 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 
 			if (p->policy == VPLAN_OFFLOADED && p->pinned_expert_bytes > most)
 				return vplan__refuse(
-					p, p->pinned_expert_bytes - most, "--vram-pinned-expert-bytes",
-					"--vram-pinned-expert-bytes %" PRIu64 " (from %s) would leave "
-					"some class fewer than the %" PRIu64 " slots of the widest decode "
-					"step: the most it can pin is %" PRIu64 " bytes",
-					p->pinned_expert_bytes, k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].where,
-					p->class_min_slots, most);
+				    p, p->pinned_expert_bytes - most, "--vram-pinned-expert-bytes",
+				    "--vram-pinned-expert-bytes %" PRIu64 " (from %s) would leave "
+				    "some class fewer than the %" PRIu64
+				    " slots of the widest decode "
+				    "step: the most it can pin is %" PRIu64 " bytes",
+				    p->pinned_expert_bytes,
+				    k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].where, p->class_min_slots,
+				    most);
 		}
 	} else {
 		p->policy = VPLAN_RESIDENT;
@@ -313,38 +324,38 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 		 * one the operator named. */
 		if (!pool->set && ctx->src <= KS_PROFILE &&
 		    !vplan__adapt(p, k->v[KNOB_VRAM_ADAPT_SPARE_TOKENS].u,
-				  k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u))
+		                  k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u))
 			p->pool_pages = avail / p->page_bytes; /* the minimum check refuses */
 	}
 
 	/* ---- the minimum ---- */
 	p->pool_bytes = p->pool_pages * p->page_bytes;
-	p->minimum_bytes = p->lines_total + p->floor_pages * p->page_bytes +
-			   (p->policy == VPLAN_OFFLOADED
-				    ? p->residency_fixed_bytes + p->class_min_bytes
-				    : p->residency_fixed_bytes + p->expert_cache_bytes);
+	p->minimum_bytes =
+	    p->lines_total + p->floor_pages * p->page_bytes +
+	    (p->policy == VPLAN_OFFLOADED ? p->residency_fixed_bytes + p->class_min_bytes
+	                                  : p->residency_fixed_bytes + p->expert_cache_bytes);
 	if (p->pool_pages < p->floor_pages || p->minimum_bytes > p->budget_bytes) {
 		uint64_t short_by = p->minimum_bytes > p->budget_bytes
-					    ? p->minimum_bytes - p->budget_bytes
-					    : (p->floor_pages - p->pool_pages) * p->page_bytes;
+		                        ? p->minimum_bytes - p->budget_bytes
+		                        : (p->floor_pages - p->pool_pages) * p->page_bytes;
 
 		if (!(p->allow_oversubscription && !p->derived))
 			return vplan__refuse(
-				p, short_by, vplan__minimum_knobs(p),
-				"the plan needs at least %" PRIu64 " bytes (fixed lines %" PRIu64
-				" + one %" PRIu64 "-token context and %u retained slots: %" PRIu64
-				" pages of %" PRIu64 " bytes) but the budget is %" PRIu64
-				" bytes: short by %" PRIu64 " bytes. Turn: %s",
-				p->minimum_bytes, p->lines_total, p->context,
-				p->retained_device + p->retained_host, p->floor_pages, p->page_bytes,
-				p->budget_bytes, short_by, vplan__minimum_knobs(p));
+			    p, short_by, vplan__minimum_knobs(p),
+			    "the plan needs at least %" PRIu64 " bytes (fixed lines %" PRIu64
+			    " + one %" PRIu64 "-token context and %u retained slots: %" PRIu64
+			    " pages of %" PRIu64 " bytes) but the budget is %" PRIu64
+			    " bytes: short by %" PRIu64 " bytes. Turn: %s",
+			    p->minimum_bytes, p->lines_total, p->context,
+			    p->retained_device + p->retained_host, p->floor_pages, p->page_bytes,
+			    p->budget_bytes, short_by, vplan__minimum_knobs(p));
 		/* Explicitly allowed: the floor pool, with a warning. */
 		p->pool_pages = p->floor_pages;
 		p->pool_bytes = p->pool_pages * p->page_bytes;
 		p->warnings |= VPLAN_WARN_OVERSUBSCRIBED;
 	}
 	p->total_bytes =
-		p->lines_total + p->residency_fixed_bytes + p->expert_cache_bytes + p->pool_bytes;
+	    p->lines_total + p->residency_fixed_bytes + p->expert_cache_bytes + p->pool_bytes;
 	p->unused_bytes = p->budget_bytes > p->total_bytes ? p->budget_bytes - p->total_bytes : 0;
 	return IG_E_OK;
 }

@@ -36,7 +36,7 @@ enum vplan_line {
 #define VPLAN__LINE_ENUM(ID, name) VPLAN_##ID,
 	VPLAN_LINES(VPLAN__LINE_ENUM)
 #undef VPLAN__LINE_ENUM
-		VPLAN_NLINES
+	    VPLAN_NLINES
 };
 
 extern const char *const vplan_line_names[VPLAN_NLINES];
@@ -48,7 +48,7 @@ extern const char *const vplan_line_names[VPLAN_NLINES];
 /* Device allocations are made in these units; the rounding is the
  * `residual` line. */
 #define VPLAN_GRANULE_CUDA (2ull * 1024 * 1024)
-#define VPLAN_GRANULE_CPU 4096ull
+#define VPLAN_GRANULE_CPU  4096ull
 
 enum vplan_policy { VPLAN_RESIDENT = 1, VPLAN_OFFLOADED = 2 };
 
@@ -58,7 +58,7 @@ struct vplan_device {
 };
 
 /* Warnings a plan that starts may carry. */
-#define VPLAN_WARN_OVERSUBSCRIBED 1u
+#define VPLAN_WARN_OVERSUBSCRIBED    1u
 #define VPLAN_WARN_CACHE_BELOW_FLOOR 2u
 
 struct vplan {

@@ -1,25 +1,99 @@
 /*
  * ignis-gpu-worker - owns device memory, the model, the kernels, the paged KV
- * pool and the scheduler. So far: it starts, says hello, answers pings and
- * exits cleanly when asked, and reports which compute backends this build has.
+ * pool and the scheduler. So far: it starts, says hello, answers pings, takes
+ * the supervisor's VRAM plan (checking that it is whole and adds up), exits
+ * cleanly when asked, and reports which compute backends this build has.
  */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "backend.h"
 #include "daemon.h"
+#include "event.h"
+#include "vplan.h"
 
-static const struct dmn_spec worker_spec = {
-    .role = "gpu-worker",
-    .program = "ignis-gpu-worker",
-    .sockname = "gpu-worker",
-    .summary = "The Ignis GPU worker: device memory, model, KV pool, scheduler.",
-    .ready_fields = backend_ready_fields,
+/* What the worker holds of its plan until the runtime lays it out (issue 4). */
+struct worker {
+	bool have_plan;
+	uint64_t lines_bytes, pool_bytes, total_bytes;
 };
+
+/* Check a plan message: the lines of common/vplan.h in their order, and a
+ * total that is the sum of its parts. */
+static int worker_take_plan(struct worker *w, const struct msg_plan *pl, struct ig_errbuf *eb)
+{
+	uint64_t lines = 0, pool, sum;
+	struct ev e;
+
+	if (pl->lines.n != VPLAN_NLINES)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "plan.lines: %u lines; this worker lays "
+		               "out %d",
+		               pl->lines.n, VPLAN_NLINES);
+	for (uint32_t i = 0; i < pl->lines.n; i++) {
+		if (!msg_str_eq(pl->lines.v[i].name, vplan_line_names[i]))
+			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+			               "plan.lines[%u] is '%.*s'; expected '%s' (a plan from "
+			               "another build?)",
+			               i, (int)pl->lines.v[i].name.n, pl->lines.v[i].name.p,
+			               vplan_line_names[i]);
+		lines += pl->lines.v[i].bytes;
+	}
+	pool = pl->pool_pages * pl->page_bytes;
+	sum = lines + pool + pl->residency_fixed_bytes + pl->expert_cache_bytes;
+	if (sum != pl->total_bytes || pl->total_bytes > pl->budget_bytes)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "plan.total_bytes %" PRIu64 " is not the sum of its parts %" PRIu64
+		               " within the budget %" PRIu64,
+		               pl->total_bytes, sum, pl->budget_bytes);
+	w->have_plan = true;
+	w->lines_bytes = lines;
+	w->pool_bytes = pool;
+	w->total_bytes = pl->total_bytes;
+	ev_begin(&e, EV_INFO, "ignis.gpu_worker.plan_received");
+	ev_strn(&e, "model", pl->model.p, pl->model.n);
+	ev_strn(&e, "kv_pool_policy", pl->policy.p, pl->policy.n);
+	ev_u64(&e, "lines_bytes", lines);
+	ev_u64(&e, "kv_pool_pages", pl->pool_pages);
+	ev_u64(&e, "kv_pool_bytes", pool);
+	ev_u64(&e, "total_bytes", pl->total_bytes);
+	ev_end(&e);
+	return IG_E_OK;
+}
+
+static int worker_handle(void *ctx, const struct msg *req, struct msg *reply, struct ig_errbuf *eb)
+{
+	int rc;
+
+	if (req->type != MSG_PLAN)
+		return ig_errf(eb, IG_E_PROTO_UNEXPECTED,
+		               "the gpu-worker does not take '%s' messages",
+		               msg_type_name(req->type));
+	rc = worker_take_plan(ctx, &req->u.plan, eb);
+	if (rc)
+		return rc;
+	reply->type = MSG_ACK;
+	reply->u.ack.of = MSG_PLAN;
+	return IG_E_OK;
+}
 
 int main(int argc, char **argv)
 {
+	static struct worker w;
+	const struct dmn_spec spec = {
+	    .role = "gpu-worker",
+	    .program = "ignis-gpu-worker",
+	    .sockname = "gpu-worker",
+	    .summary = "The Ignis GPU worker: device memory, model, KV pool, scheduler.",
+	    .ready_fields = backend_ready_fields,
+	    .handle = worker_handle,
+	    .ctx = &w,
+	};
 	struct dmn_args args;
-	int rc = dmn_parse_args(&worker_spec, argc, argv, &args);
+	int rc = dmn_parse_args(&spec, argc, argv, &args);
 
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	return dmn_run(&worker_spec, &args);
+	return dmn_run(&spec, &args);
 }

@@ -127,7 +127,7 @@ int dmn_run(const struct dmn_spec *spec, const struct dmn_args *args)
 	while (!dmn__signal && !svc_stop_requested(&svc)) {
 		if (args->supervisor_pid && getppid() != args->supervisor_pid)
 			break; /* the supervisor is gone (PR_SET_PDEATHSIG is the first line) */
-		rc = svc_poll(&svc, 200, NULL, NULL);
+		rc = svc_poll(&svc, 200, spec->handle, spec->ctx);
 		if (rc) {
 			ev_msg(EV_ERROR, "ignis.daemon.socket_failed", "control socket failed: %s",
 			       ig_err_str(rc));

@@ -30,6 +30,9 @@ struct dmn_spec {
 	/* Called once after the socket listens, to add facts to the ready event
 	 * (may be NULL). */
 	void (*ready_fields)(struct ev *e);
+	/* Requests other than hello, ping and shutdown (may be NULL: refused). */
+	svc_handler_fn handle;
+	void *ctx;
 };
 
 /* Parse argv. Returns 0 to run, 1 when --help/--version printed and the

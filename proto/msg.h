@@ -57,7 +57,9 @@ struct msg_str {
  * F(record, kind, name, lo, hi, sub): sub names the record of an ARR field
  * and is `_` otherwise.
  */
-#define MSG_RECORDS(X) X(proc, "one supervised process in a status reply")
+#define MSG_RECORDS(X)                                                                             \
+	X(proc, "one supervised process in a status reply")                                        \
+	X(plan_line, "one line of the VRAM plan: its name and bytes")
 
 #define MSG_FIELDS_proc(F, R)                                                                      \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -65,6 +67,10 @@ struct msg_str {
 	F(R, STR, state, 1, 16, _)                                                                 \
 	F(R, U64, uptime_ms, 0, UINT64_MAX, _)                                                     \
 	F(R, U64, restarts, 0, UINT32_MAX, _)
+
+#define MSG_FIELDS_plan_line(F, R)                                                                 \
+	F(R, STR, name, 1, 32, _)                                                                  \
+	F(R, U64, bytes, 0, UINT64_MAX, _)
 
 /*
  * Messages: X(NAME, type number, name, doc). On the wire: never renumber.
@@ -78,7 +84,8 @@ struct msg_str {
 	X(ACK, 5, ack, "a request of type `of` was accepted")                                      \
 	X(ERROR, 6, error, "a request failed: IG_E_* code and human message")                      \
 	X(STATUS, 7, status, "ask the supervisor for its process table")                           \
-	X(STATUS_REPLY, 8, status_reply, "the supervisor's process table")
+	X(STATUS_REPLY, 8, status_reply, "the supervisor's process table")                         \
+	X(PLAN, 9, plan, "the VRAM plan the gpu-worker lays out; answered by ack")
 
 #define MSG_FIELDS_hello(F, R)                                                                     \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -104,6 +111,22 @@ struct msg_str {
 #define MSG_FIELDS_status_reply(F, R)                                                              \
 	F(R, U64, seq, 0, UINT64_MAX, _)                                                           \
 	F(R, ARR, procs, 0, 8, proc)
+
+/* The supervisor's plan for the gpu-worker (common/vplan.h): the fixed lines
+ * in their order, the pool, and on Flash-Next the residency and the cache. */
+#define MSG_FIELDS_plan(F, R)                                                                      \
+	F(R, STR, model, 1, 64, _)                                                                 \
+	F(R, STR, kv_format, 1, 16, _)                                                             \
+	F(R, STR, policy, 1, 16, _)                                                                \
+	F(R, U64, budget_bytes, 0, UINT64_MAX, _)                                                  \
+	F(R, ARR, lines, 1, 16, plan_line)                                                         \
+	F(R, U64, pool_pages, 1, UINT32_MAX, _)                                                    \
+	F(R, U64, page_bytes, 1, UINT32_MAX, _)                                                    \
+	F(R, U64, residency_fixed_bytes, 0, UINT64_MAX, _)                                         \
+	F(R, U64, expert_cache_bytes, 0, UINT64_MAX, _)                                            \
+	F(R, U64, total_bytes, 0, UINT64_MAX, _)                                                   \
+	F(R, U64, lanes, 1, 64, _)                                                                 \
+	F(R, U64, context_tokens, 1, UINT32_MAX, _)
 
 /* ---- generated: C types ------------------------------------------------- */
 

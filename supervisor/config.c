@@ -18,7 +18,7 @@ struct cfg_file {
 static char cfg__keys[KNOB__COUNT][64];
 static cyaml_schema_field_t cfg__fields[KNOB__COUNT + 1];
 static const cyaml_schema_value_t cfg__schema = {
-	CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, struct cfg_file, cfg__fields),
+    CYAML_VALUE_MAPPING(CYAML_FLAG_POINTER, struct cfg_file, cfg__fields),
 };
 
 /* Build the schema once (before threads: main calls cfg_init first). */
@@ -29,13 +29,14 @@ static void cfg__schema_init(void)
 	if (done)
 		return;
 	for (int i = 0; i < KNOB__COUNT; i++) {
-		cyaml_schema_field_t f = CYAML_FIELD_STRING_PTR(
-			"", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL, struct cfg_file, v[0], 0,
-			CYAML_UNLIMITED);
+		cyaml_schema_field_t f =
+		    CYAML_FIELD_STRING_PTR("", CYAML_FLAG_POINTER | CYAML_FLAG_OPTIONAL,
+		                           struct cfg_file, v[0], 0, CYAML_UNLIMITED);
 
 		knob_yaml_key((enum knob_id)i, cfg__keys[i], sizeof(cfg__keys[i]));
 		f.key = cfg__keys[i];
-		f.data_offset = (uint32_t)(offsetof(struct cfg_file, v) + (size_t)i * sizeof(char *));
+		f.data_offset =
+		    (uint32_t)(offsetof(struct cfg_file, v) + (size_t)i * sizeof(char *));
 		cfg__fields[i] = f;
 	}
 	cfg__fields[KNOB__COUNT] = (cyaml_schema_field_t)CYAML_FIELD_END;
@@ -104,11 +105,11 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 {
 	struct cfg__log log = {.text = ""};
 	cyaml_config_t cy = {
-		.log_fn = cfg__log_fn,
-		.log_ctx = &log,
-		.mem_fn = cyaml_mem,
-		.log_level = CYAML_LOG_ERROR,
-		.flags = CYAML_CFG_DEFAULT,
+	    .log_fn = cfg__log_fn,
+	    .log_ctx = &log,
+	    .mem_fn = cyaml_mem,
+	    .log_level = CYAML_LOG_ERROR,
+	    .flags = CYAML_CFG_DEFAULT,
 	};
 	struct cfg_file *f = NULL;
 	struct stat st;
@@ -119,7 +120,7 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 	c->path = path;
 	if (stat(path, &st) != 0)
 		return ig_errf(eb, IG_E_CONFIG, "cannot read config file '%s': %s", path,
-			       strerror(errno));
+		               strerror(errno));
 	if (!S_ISREG(st.st_mode))
 		return ig_errf(eb, IG_E_CONFIG, "config file '%s' is not a regular file", path);
 	if (st.st_size == 0)
@@ -127,9 +128,9 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 	err = cyaml_load_file(path, &cy, &cfg__schema, (cyaml_data_t **)&f, NULL);
 	if (err != CYAML_OK)
 		return ig_errf(eb, IG_E_CONFIG,
-			       "config file '%s': %s%s%s; accepted: a YAML mapping of knob keys "
-			       "(see docs/reference/knobs.md) to values",
-			       path, cyaml_strerror(err), log.text[0] ? ": " : "", log.text);
+		               "config file '%s': %s%s%s; accepted: a YAML mapping of knob keys "
+		               "(see docs/reference/knobs.md) to values",
+		               path, cyaml_strerror(err), log.text[0] ? ": " : "", log.text);
 	c->file = f;
 	for (int i = 0; f && i < KNOB__COUNT; i++) {
 		struct knob_raw *r = &c->in.yaml[i];
@@ -138,7 +139,7 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 			continue;
 		r->text = f->v[i];
 		snprintf(r->where, sizeof(r->where), "%s:%d", path,
-			 cfg__line_of(path, cfg__keys[i]));
+		         cfg__line_of(path, cfg__keys[i]));
 	}
 	return IG_E_OK;
 }

@@ -53,25 +53,25 @@ static const char *default_text(const struct knob_def *d)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: ignis-supervisor <command> [options]\n"
-		"\n"
-		"commands:\n"
-		"  start      plan, then start the gpu-worker and the kvstore daemon and watch\n"
-		"             them; events go to stdout as JSON lines\n"
-		"  plan       print the VRAM plan (a table, then its event); --json: events only.\n"
-		"             Exit 0 a plan that starts, 2 a configuration error, 3 a refusal\n"
-		"  status     print each process's role, pid, state, uptime and restarts\n"
-		"  stop       stop a running supervisor and its daemons\n"
-		"  reference  print the knob reference (docs/reference/knobs.md)\n"
-		"\n"
-		"options:\n"
-		"  -c, --config FILE   YAML configuration (default: the embedded one)\n"
-		"  --bin-dir DIR       where the daemons are (start; default: beside this program)\n"
-		"  --json              status or plan as JSON\n"
-		"  -h, --help, --version\n"
-		"\n"
-		"knobs (flag > IGNIS_* variable > YAML key > profile > default):\n");
+	fprintf(
+	    f, "usage: ignis-supervisor <command> [options]\n"
+	       "\n"
+	       "commands:\n"
+	       "  start      plan, then start the gpu-worker and the kvstore daemon and watch\n"
+	       "             them; events go to stdout as JSON lines\n"
+	       "  plan       print the VRAM plan (a table, then its event); --json: events only.\n"
+	       "             Exit 0 a plan that starts, 2 a configuration error, 3 a refusal\n"
+	       "  status     print each process's role, pid, state, uptime and restarts\n"
+	       "  stop       stop a running supervisor and its daemons\n"
+	       "  reference  print the knob reference (docs/reference/knobs.md)\n"
+	       "\n"
+	       "options:\n"
+	       "  -c, --config FILE   YAML configuration (default: the embedded one)\n"
+	       "  --bin-dir DIR       where the daemons are (start; default: beside this program)\n"
+	       "  --json              status or plan as JSON\n"
+	       "  -h, --help, --version\n"
+	       "\n"
+	       "knobs (flag > IGNIS_* variable > YAML key > profile > default):\n");
 	for (int i = 0; i < KNOB__COUNT; i++) {
 		const struct knob_def *d = &knob_defs[i];
 		char flag[96], env[96], head[160];
@@ -86,14 +86,15 @@ static void usage(FILE *f)
 /* docs/reference/knobs.md, generated: a test fails when the page is stale. */
 static void reference(FILE *f)
 {
-	fprintf(f, "# Knob reference\n\n"
-		   "Generated from the knob table (`common/knobs.h`) by `ignis-supervisor "
-		   "reference`; do not edit by hand.\n\n"
-		   "Precedence: flag > `IGNIS_*` variable > YAML key (`-c FILE`) > profile "
-		   "(`--profile`) > the model's default > the built-in default. Sizes take K, M, G, "
-		   "T (binary); pool sizes also take tokens (`512Ktok`).\n\n"
-		   "| flag | variable | YAML key | default | accepted | meaning |\n"
-		   "|---|---|---|---|---|---|\n");
+	fprintf(f,
+	        "# Knob reference\n\n"
+	        "Generated from the knob table (`common/knobs.h`) by `ignis-supervisor "
+	        "reference`; do not edit by hand.\n\n"
+	        "Precedence: flag > `IGNIS_*` variable > YAML key (`-c FILE`) > profile "
+	        "(`--profile`) > the model's default > the built-in default. Sizes take K, M, G, "
+	        "T (binary); pool sizes also take tokens (`512Ktok`).\n\n"
+	        "| flag | variable | YAML key | default | accepted | meaning |\n"
+	        "|---|---|---|---|---|---|\n");
 	for (int i = 0; i < KNOB__COUNT; i++) {
 		const struct knob_def *d = &knob_defs[i];
 		char flag[96], env[96], key[96], acc[256];
@@ -102,39 +103,39 @@ static void reference(FILE *f)
 		knob_env(d->id, env, sizeof(env));
 		knob_yaml_key(d->id, key, sizeof(key));
 		fprintf(f, "| `%s` | `%s` | `%s` | %s | %s | %s%s |\n", flag, env, key,
-			default_text(d), knob_accepted_text(d->id, acc, sizeof(acc)), d->doc,
-			d->refused_by == KNOB_REFUSE_DENSE ? " Refused by the 27B's family."
-			: d->refused_by == KNOB_REFUSE_MOE ? " Refused by Flash-Next's family."
-							   : "");
+		        default_text(d), knob_accepted_text(d->id, acc, sizeof(acc)), d->doc,
+		        d->refused_by == KNOB_REFUSE_DENSE ? " Refused by the 27B's family."
+		        : d->refused_by == KNOB_REFUSE_MOE ? " Refused by Flash-Next's family."
+		                                           : "");
 	}
 	fprintf(f, "\n## Profiles\n\n"
-		   "A profile's value yields to a flag, a variable or the file; one the model "
-		   "refuses is passed over.\n\n"
-		   "| profile | knob | models | value |\n|---|---|---|---|\n");
+	           "A profile's value yields to a flag, a variable or the file; one the model "
+	           "refuses is passed over.\n\n"
+	           "| profile | knob | models | value |\n|---|---|---|---|\n");
 	for (size_t i = 0; i < knob_nprofile_rows; i++) {
 		const struct knob_profile_row *r = &knob_profile_rows[i];
 		char flag[96];
 
 		knob_flag(r->id, flag, sizeof(flag));
 		fprintf(f, "| `%s` | `%s` | %s | %s |\n", r->profile, flag,
-			r->family == MDESC_DENSE ? "the 27B's family"
-			: r->family == MDESC_MOE ? "Flash-Next's family"
-						 : "all",
-			r->value);
+		        r->family == MDESC_DENSE ? "the 27B's family"
+		        : r->family == MDESC_MOE ? "Flash-Next's family"
+		                                 : "all",
+		        r->value);
 	}
 	fprintf(f, "| `none` | | | nothing: the built-in and per-model defaults |\n");
 	fprintf(f, "\n## Per-model defaults\n\n"
-		   "| model | context | prefill chunk | default max tokens | lanes | retained host "
-		   "slots | KV-disk |\n|---|---|---|---|---|---|---|\n");
+	           "| model | context | prefill chunk | default max tokens | lanes | retained host "
+	           "slots | KV-disk |\n|---|---|---|---|---|---|---|\n");
 	for (unsigned i = 0; i < mdesc_nbuiltin; i++) {
 		const struct mdesc *m = &mdesc_builtin[i];
 
 		fprintf(f, "| `%s` | %u | %u | %u | %u%s | %u | %llu |\n", m->name,
-			m->default_context, m->default_chunk, m->default_max_tokens,
-			m->family == MDESC_DENSE ? m->fixed_lanes : m->default_lanes,
-			m->family == MDESC_DENSE ? " (fixed)" : "",
-			m->family == MDESC_DENSE ? 2 * m->fixed_lanes : m->default_retained_host,
-			(unsigned long long)m->default_kv_disk_bytes);
+		        m->default_context, m->default_chunk, m->default_max_tokens,
+		        m->family == MDESC_DENSE ? m->fixed_lanes : m->default_lanes,
+		        m->family == MDESC_DENSE ? " (fixed)" : "",
+		        m->family == MDESC_DENSE ? 2 * m->fixed_lanes : m->default_retained_host,
+		        (unsigned long long)m->default_kv_disk_bytes);
 	}
 }
 
@@ -154,9 +155,9 @@ int main(int argc, char **argv)
 	opts[n++] = (struct option){"version", no_argument, NULL, OPT_VERSION};
 	for (int i = 0; i < KNOB__COUNT; i++)
 		opts[n++] = (struct option){knob_defs[i].name,
-					    knob_defs[i].type == KT_SWITCH ? optional_argument
-									   : required_argument,
-					    NULL, OPT_KNOB + i};
+		                            knob_defs[i].type == KT_SWITCH ? optional_argument
+		                                                           : required_argument,
+		                            NULL, OPT_KNOB + i};
 	opts[n] = (struct option){NULL, 0, NULL, 0};
 	cfg_init(&cfg);
 
@@ -169,8 +170,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc < 2 || argv[1][0] == '-') {
-		fprintf(stderr, "ignis-supervisor: expected a command: start, plan, status, stop or "
-				"reference\n");
+		fprintf(stderr,
+		        "ignis-supervisor: expected a command: start, plan, status, stop or "
+		        "reference\n");
 		return 2;
 	}
 	cmd = argv[1];
@@ -199,13 +201,13 @@ int main(int argc, char **argv)
 			return 0;
 		case ':':
 			fprintf(stderr, "ignis-supervisor: option '%s' needs a value\n",
-				argv[optind - 1]);
+			        argv[optind - 1]);
 			return 2;
 		default:
 			fprintf(stderr,
-				"ignis-supervisor: unknown option '%s' (ignis-supervisor --help "
-				"lists them)\n",
-				argv[optind - 1]);
+			        "ignis-supervisor: unknown option '%s' (ignis-supervisor --help "
+			        "lists them)\n",
+			        argv[optind - 1]);
 			return 2;
 		}
 	}
@@ -231,10 +233,11 @@ int main(int argc, char **argv)
 	else if (!strcmp(cmd, "stop"))
 		rc = sup_stop(&o);
 	else {
-		fprintf(stderr,
-			"ignis-supervisor: unknown command '%s'; expected start, plan, status, stop "
-			"or reference\n",
-			cmd);
+		fprintf(
+		    stderr,
+		    "ignis-supervisor: unknown command '%s'; expected start, plan, status, stop "
+		    "or reference\n",
+		    cmd);
 		rc = 2;
 	}
 	cfg_release(&cfg);

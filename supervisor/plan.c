@@ -16,11 +16,35 @@ int plan_make(const struct knobs *k, struct vplan *p, struct ig_errbuf *eb)
 	dev.cuda = k->v[KNOB_BACKEND].u == 2;
 	if (!k->v[KNOB_DEVICE_FREE_BYTES].set)
 		return ig_errf(eb, IG_E_CONFIG,
-			       "the plan needs the device memory free at start: name "
-			       "--device-free-bytes (IGNIS_DEVICE_FREE_BYTES), e.g. 32G for a card "
-			       "that is not here");
+		               "the plan needs the device memory free at start: name "
+		               "--device-free-bytes (IGNIS_DEVICE_FREE_BYTES), e.g. 32G for a card "
+		               "that is not here");
 	dev.free_bytes = k->v[KNOB_DEVICE_FREE_BYTES].u;
 	return vplan_compute(k, &dev, p);
+}
+
+void plan_to_msg(const struct vplan *p, struct msg *m)
+{
+	struct msg_plan *pl = &m->u.plan;
+
+	memset(m, 0, sizeof(*m));
+	m->type = MSG_PLAN;
+	pl->model = msg_str_of(p->model->name);
+	pl->kv_format = msg_str_of(p->kv_format == MDESC_KV_BF16 ? "bf16" : "compact");
+	pl->policy = msg_str_of(p->policy == VPLAN_RESIDENT ? "resident" : "offloaded");
+	pl->budget_bytes = p->budget_bytes;
+	pl->lines.n = VPLAN_NLINES;
+	for (int i = 0; i < VPLAN_NLINES; i++) {
+		pl->lines.v[i].name = msg_str_of(vplan_line_names[i]);
+		pl->lines.v[i].bytes = p->line[i];
+	}
+	pl->pool_pages = p->pool_pages;
+	pl->page_bytes = p->page_bytes;
+	pl->residency_fixed_bytes = p->residency_fixed_bytes;
+	pl->expert_cache_bytes = p->expert_cache_bytes;
+	pl->total_bytes = p->total_bytes;
+	pl->lanes = p->lanes;
+	pl->context_tokens = p->context;
 }
 
 static void plan__lines_fields(struct ev *e, const struct vplan *p)
@@ -106,11 +130,12 @@ void plan_print(FILE *f, const struct vplan *p, const struct knobs *k)
 {
 	char note[160];
 
-	fprintf(f, "VRAM plan: %s, %s KV (%" PRIu64 " B/token, %" PRIu64 " B/page), %u lanes, "
-		   "context %" PRIu64 " tokens%s, %s backend\n",
-		p->model->name, p->kv_format == MDESC_KV_BF16 ? "bf16" : "compact",
-		p->kv_bytes_per_token, p->page_bytes, p->lanes, p->context,
-		p->context_adapted ? " (adapted)" : "", p->cuda ? "cuda" : "cpu");
+	fprintf(f,
+	        "VRAM plan: %s, %s KV (%" PRIu64 " B/token, %" PRIu64 " B/page), %u lanes, "
+	        "context %" PRIu64 " tokens%s, %s backend\n",
+	        p->model->name, p->kv_format == MDESC_KV_BF16 ? "bf16" : "compact",
+	        p->kv_bytes_per_token, p->page_bytes, p->lanes, p->context,
+	        p->context_adapted ? " (adapted)" : "", p->cuda ? "cuda" : "cpu");
 	plan__row(f, "free at start", p->free_bytes, k->v[KNOB_DEVICE_FREE_BYTES].where);
 	if (p->derived) {
 		plan__row(f, "headroom", p->headroom_bytes, k->v[KNOB_VRAM_HEADROOM_BYTES].where);
@@ -124,22 +149,23 @@ void plan_print(FILE *f, const struct vplan *p, const struct knobs *k)
 	plan__row(f, "lines total", p->lines_total, NULL);
 	if (p->model->family == MDESC_MOE) {
 		plan__row(f, "prefill_staging", p->prefill_staging_bytes,
-			  p->policy == VPLAN_RESIDENT ? "resident: every expert has its slot" : NULL);
+		          p->policy == VPLAN_RESIDENT ? "resident: every expert has its slot"
+		                                      : NULL);
 		plan__row(f, "expert tables", p->expert_table_bytes, NULL);
 		snprintf(note, sizeof(note), "%s; floor %" PRIu64 ", class minimum %" PRIu64,
-			 p->policy == VPLAN_RESIDENT ? "every expert" : "offloaded",
-			 p->cache_floor_bytes, p->class_min_bytes);
+		         p->policy == VPLAN_RESIDENT ? "every expert" : "offloaded",
+		         p->cache_floor_bytes, p->class_min_bytes);
 		plan__row(f, "expert_cache", p->expert_cache_bytes, note);
 	}
-	snprintf(note, sizeof(note), "%s: %" PRIu64 " pages = %" PRIu64 " tokens (floor %" PRIu64
-		 ")%s",
-		 p->policy == VPLAN_RESIDENT ? "resident" : "offloaded", p->pool_pages,
-		 p->pool_pages * MDESC_PAGE_TOKENS, p->floor_pages, p->pool_named ? ", named" : "");
+	snprintf(note, sizeof(note),
+	         "%s: %" PRIu64 " pages = %" PRIu64 " tokens (floor %" PRIu64 ")%s",
+	         p->policy == VPLAN_RESIDENT ? "resident" : "offloaded", p->pool_pages,
+	         p->pool_pages * MDESC_PAGE_TOKENS, p->floor_pages, p->pool_named ? ", named" : "");
 	plan__row(f, "kv pool", p->pool_bytes, note);
 	plan__row(f, "total", p->total_bytes, NULL);
 	if (p->unused_bytes)
 		plan__row(f, "unused", p->unused_bytes, "budget left unused");
 	snprintf(note, sizeof(note), "%u host slots, %u device", p->retained_host,
-		 p->retained_device);
+	         p->retained_device);
 	plan__row(f, "retained host block", p->retained_host_bytes, note);
 }

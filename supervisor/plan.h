@@ -9,11 +9,12 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "msg.h"
 #include "vplan.h"
 
 /* Exit codes of `plan` (and of a refused `start`). */
-#define PLAN_EXIT_OK 0
-#define PLAN_EXIT_CONFIG 2
+#define PLAN_EXIT_OK      0
+#define PLAN_EXIT_CONFIG  2
 #define PLAN_EXIT_REFUSED 3
 
 /* Device facts and the plan. IG_E_CONFIG (missing facts), IG_E_PLAN_REFUSED
@@ -21,6 +22,9 @@
 int plan_make(const struct knobs *k, struct vplan *p, struct ig_errbuf *eb);
 /* The plan event and one event per warning, on the event stream. */
 void plan_emit(const struct vplan *p, const struct knobs *k);
+/* The plan as the gpu-worker receives it. String views point into static
+ * names and `p`'s model: valid while `p` lives. */
+void plan_to_msg(const struct vplan *p, struct msg *m);
 /* The readable table. */
 void plan_print(FILE *f, const struct vplan *p, const struct knobs *k);
 

@@ -165,6 +165,28 @@ int proc_spawn(struct proc *p, const struct proc_env *env, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
+/* After hello: the greeting (the gpu-worker's plan), acknowledged or refused. */
+static int proc__greet(struct proc *p, struct ig_errbuf *eb)
+{
+	struct tp_rx rx;
+	int rc;
+
+	if (!p->greeting)
+		return IG_E_OK;
+	nng_socket_set_ms(p->req, NNG_OPT_RECVTIMEO, 5000);
+	rc = tp_call(p->req, p->greeting, &rx, eb);
+	nng_socket_set_ms(p->req, NNG_OPT_RECVTIMEO, 250);
+	if (rc)
+		return ig_errprefix(eb, "%s (pid %ld) refused the %s", p->program, (long)p->pid,
+		                    msg_type_name(p->greeting->type));
+	if (rx.m.type != MSG_ACK || rx.m.u.ack.of != p->greeting->type)
+		rc = ig_errf(eb, IG_E_PROTO_UNEXPECTED, "%s (pid %ld) answered %s with '%s'",
+		             p->program, (long)p->pid, msg_type_name(p->greeting->type),
+		             msg_type_name(rx.m.type));
+	tp_rx_release(&rx);
+	return rc;
+}
+
 /* One hello exchange; IG_E_TIMEOUT means "not yet". */
 static int proc__hello(struct proc *p, const struct proc_env *env, uint64_t now,
                        struct ig_errbuf *eb)
@@ -206,8 +228,11 @@ static int proc__hello(struct proc *p, const struct proc_env *env, uint64_t now,
 		             p->role, (long)p->pid);
 	}
 	if (rc == IG_E_OK) {
-		now = clk_mono_ms(); /* the caller's `now` may predate the spawn */
 		msg_str_copy(p->build, sizeof(p->build), rx.m.u.hello.build);
+		rc = proc__greet(p, eb);
+	}
+	if (rc == IG_E_OK) {
+		now = clk_mono_ms(); /* the caller's `now` may predate the spawn */
 		p->state = PROC_RUNNING;
 		p->ready_ms = now;
 		p->ever_ready = true;

@@ -26,6 +26,7 @@
 #include <nng/nng.h>
 
 #include "err.h"
+#include "msg.h"
 #include "rtdir.h"
 
 /* Restart backoff: PROC_BACKOFF_MIN_MS doubling per consecutive failure up to
@@ -67,6 +68,9 @@ struct proc {
 	uint64_t ping_seq;
 	int ping_misses;
 	char build[65];
+	/* Sent after each successful hello (the gpu-worker's plan); must be
+	 * acknowledged, or the child is refused. NULL: none. */
+	const struct msg *greeting;
 };
 
 /* The supervisor's view of the world, passed to every proc_ call. */

@@ -48,6 +48,7 @@ struct sup {
 	struct svc svc;
 	struct proc procs[SUP_NPROC]; /* start order */
 	struct vplan plan;
+	struct msg plan_msg; /* the worker's greeting */
 	bool stopping;
 };
 
@@ -142,8 +143,7 @@ int sup_rtdir(const struct sup_opts *o, char *out, size_t cap, struct ig_errbuf 
 	char src[200];
 
 	snprintf(src, sizeof(src), "config file %s", file->where);
-	return rtdir_resolve(o->cfg->in.flag[KNOB_RUNTIME_DIR].text, file->text, src, out, cap,
-			     eb);
+	return rtdir_resolve(o->cfg->in.flag[KNOB_RUNTIME_DIR].text, file->text, src, out, cap, eb);
 }
 
 int sup_plan(const struct sup_opts *o)
@@ -161,7 +161,7 @@ int sup_plan(const struct sup_opts *o)
 	rc = plan_make(&o->cfg->k, &p, &eb);
 	if (rc == IG_E_PLAN_REFUSED) {
 		fprintf(stderr, "ignis-supervisor: the VRAM plan refuses the start: %s\n",
-			p.refusal);
+		        p.refusal);
 		return PLAN_EXIT_REFUSED;
 	}
 	if (rc) {
@@ -200,7 +200,7 @@ int sup_start(const struct sup_opts *o)
 	rc = plan_make(&o->cfg->k, &s.plan, &eb);
 	if (rc == IG_E_PLAN_REFUSED) {
 		fprintf(stderr, "ignis-supervisor: the VRAM plan refuses the start: %s\n",
-			s.plan.refusal);
+		        s.plan.refusal);
 		return PLAN_EXIT_REFUSED;
 	}
 	if (rc) {
@@ -223,6 +223,8 @@ int sup_start(const struct sup_opts *o)
 		self_exe[n] = '\0';
 	proc_init(&s.procs[0], "kvstore", "ignis-kvstored", "kvstore", "kvstore-daemon");
 	proc_init(&s.procs[1], "gpu-worker", "ignis-gpu-worker", "gpu-worker", "gpu-worker");
+	plan_to_msg(&s.plan, &s.plan_msg);
+	s.procs[1].greeting = &s.plan_msg;
 	for (int i = 0; i < SUP_NPROC; i++) {
 		rc = proc_locate(&s.procs[i], self_exe, o->bin_dir, &eb);
 		if (rc) {

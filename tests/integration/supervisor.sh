@@ -91,6 +91,11 @@ for role in kvstore gpu-worker; do
 		fail "$role does not answer a ping after its restart"
 done
 
+step "the gpu-worker took the VRAM plan at each of its starts"
+[[ $(grep -c '"event":"ignis.gpu_worker.plan_received"' "$events") -ge 2 ]] ||
+	fail "the restarted gpu-worker was not handed the plan"
+grep -q '"event":"ignis.runtime.vram_plan"' "$events" || fail "start printed no plan event"
+
 step "malformed messages get typed error replies; everyone keeps serving"
 for s in supervisor kvstore gpu-worker; do
 	"$probe" "$rt/$s.sock" hex c1 | grep -q "code=IG_E_PROTO_MALFORMED" || fail "$s: no MALFORMED reply"

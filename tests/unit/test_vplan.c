@@ -21,7 +21,7 @@
 #include "vplan.h"
 
 #define CARD32 "33140203520"
-#define FN32 "model=flash-next device-free-bytes=" CARD32
+#define FN32   "model=flash-next device-free-bytes=" CARD32
 #define B27_32 "model=27b device-free-bytes=" CARD32
 
 /* Plan from "name=value" words. Returns the rc; the plan and the error text
@@ -88,89 +88,265 @@ struct row {
 };
 
 static const struct row rows[] = {
-	{"derived budget = free - headroom (Flash-Next, 32 GB)", FN32, IG_E_OK, VPLAN_OFFLOADED,
-	 0, 31529590784ull, 0, {0}},
-	{"Flash-Next 32 GB, 1 lane: 4,104 pages (4,096 + 8 slots)",
-	 FN32 " model-max-context=262144 spec-decode-lanes=1", IG_E_OK, VPLAN_OFFLOADED, 4104, 0,
-	 0, {0}},
-	{"Flash-Next 32 GB, 2 lanes: 8,192 pages", FN32 " model-max-context=262144 spec-decode-lanes=2",
-	 IG_E_OK, VPLAN_OFFLOADED, 8192, 0, 0, {0}},
-	{"Flash-Next 32 GB, 3 lanes: 8,192 pages", FN32 " model-max-context=262144", IG_E_OK,
-	 VPLAN_OFFLOADED, 8192, 0, 0, {0}},
-	{"Flash-Next 32 GB, 8 lanes: 8,192 pages", FN32 " model-max-context=262144 spec-decode-lanes=8",
-	 IG_E_OK, VPLAN_OFFLOADED, 8192, 0, 0, {0}},
-	{"one lane keeps a one-context pool (131,072: 2,048 + 8)",
-	 FN32 " spec-decode-lanes=1", IG_E_OK, VPLAN_OFFLOADED, 2056, 0, 0, {0}},
-	{"--model-max-context 524288 starts (floor 8,200 pages with 8 slots)",
-	 FN32 " model-max-context=524288", IG_E_OK, VPLAN_OFFLOADED, 8200, 0,
-	 VPLAN_WARN_CACHE_BELOW_FLOOR * 0, {0}},
-	{"explicit budget above free refuses, naming both numbers and the flag",
-	 FN32 " vram-budget-bytes=40G", IG_E_PLAN_REFUSED, 0, 0, 0, 0,
-	 {"42949672960", CARD32, "--vram-budget-bytes", "--vram-allow-oversubscription"}},
-	{"oversubscription turns that into one warning",
-	 FN32 " vram-budget-bytes=40G vram-allow-oversubscription=on", IG_E_OK, 0, 0,
-	 42949672960ull, VPLAN_WARN_OVERSUBSCRIBED, {0}},
-	{"a headroom larger than free refuses, never underflows",
-	 FN32 " vram-headroom-bytes=40G", IG_E_PLAN_REFUSED, 0, 0, 0, 0,
-	 {"--vram-headroom-bytes", CARD32}},
-	{"a named pool below the floor refuses (Flash-Next, one lane)",
-	 FN32 " model-max-context=262144 spec-decode-lanes=1 vram-kv-pool-bytes=262592tok",
-	 IG_E_PLAN_REFUSED, 0, 0, 0, 0, {"4224 bytes per token", "4104 pages", "4103 pages"}},
-	{"a named pool below the floor refuses (the 27B)", B27_32 " vram-kv-pool-bytes=1G",
-	 IG_E_PLAN_REFUSED, 0, 0, 0, 0, {"9216 bytes per token", "2064 pages"}},
-	{"512Ktok is 8,192 pages on Flash-Next", FN32 " vram-kv-pool-bytes=512Ktok", IG_E_OK,
-	 VPLAN_OFFLOADED, 8192, 0, 0, {0}},
-	{"512Ktok is 8,192 pages on the 27B", B27_32 " vram-kv-pool-bytes=512Ktok", IG_E_OK,
-	 VPLAN_RESIDENT, 8192, 0, 0, {0}},
-	{"1M tokens = 16,384 pages (the 27B, resident)", B27_32 " vram-kv-pool-bytes=1Mtok",
-	 IG_E_OK, VPLAN_RESIDENT, 16384, 0, 0, {0}},
-	{"bytes buy whole pages", B27_32 " vram-kv-pool-bytes=2G", IG_E_OK, VPLAN_RESIDENT,
-	 2147483648ull / 589824, 0, 0, {0}},
-	{"a 96,000,000,000-byte card: Flash-Next resident",
-	 "model=flash-next device-free-bytes=96000000000", IG_E_OK, VPLAN_RESIDENT, 0, 0, 0, {0}},
-	{"the expert cache below its floor refuses, naming the knobs",
-	 "model=flash-next device-free-bytes=20G", IG_E_PLAN_REFUSED, 0, 0, 0, 0,
-	 {"floor", "--vram-kv-pool-bytes", "--model-prefill-chunk",
-	  "--vram-allow-expert-cache-below-floor"}},
-	{"--vram-allow-expert-cache-below-floor starts with a warning",
-	 "model=flash-next device-free-bytes=20G vram-allow-expert-cache-below-floor=on", IG_E_OK,
-	 VPLAN_OFFLOADED, 0, 0, VPLAN_WARN_CACHE_BELOW_FLOOR, {0}},
-	{"a cache below the class minimum refuses whatever the flag says",
-	 "model=flash-next device-free-bytes=10G vram-allow-expert-cache-below-floor=on",
-	 IG_E_PLAN_REFUSED, 0, 0, 0, 0, {"whatever", "slots per class", "--vram-kv-pool-bytes"}},
-	{"pinning more than the widest step leaves refuses, naming the most",
-	 FN32 " vram-pinned-expert-bytes=30G", IG_E_PLAN_REFUSED, 0, 0, 0, 0,
-	 {"the most it can pin is"}},
-	{"pinning within the cache starts", FN32 " vram-pinned-expert-bytes=2G", IG_E_OK,
-	 VPLAN_OFFLOADED, 0, 0, 0, {0}},
-	{"the 27B below its minimum refuses with the bytes and the knobs",
-	 "model=27b device-free-bytes=20G", IG_E_PLAN_REFUSED, 0, 0, 0, 0,
-	 {"short by", "--vram-headroom-bytes", "--model-max-context"}},
-	{"below the minimum with an explicit budget and oversubscription: a warning",
-	 "model=27b device-free-bytes=20G vram-budget-bytes=19G vram-allow-oversubscription=on",
-	 IG_E_OK, VPLAN_RESIDENT, 0, 0, VPLAN_WARN_OVERSUBSCRIBED, {0}},
-	{"the 27B names no lanes knob in a refusal", "model=27b device-free-bytes=20G",
-	 IG_E_PLAN_REFUSED, 0, 0, 0, 0, {"--reuse-retained-host"}},
-	{"tiny-moe on the cpu profile's device: resident", "profile=cpu backend=cpu model=tiny-moe",
-	 IG_E_OK, VPLAN_RESIDENT, 0, 0, 0, {0}},
-	{"tiny-moe on a 28 MiB device: offloaded",
-	 "profile=cpu backend=cpu model=tiny-moe device-free-bytes=28M", IG_E_OK, VPLAN_OFFLOADED,
-	 2 * 32, 0, 0, {0}},
-	{"tiny-moe below its scaled floor refuses",
-	 "profile=cpu backend=cpu model=tiny-moe device-free-bytes=22M", IG_E_PLAN_REFUSED, 0, 0, 0,
-	 0, {"floor", "--vram-allow-expert-cache-below-floor"}},
-	{"tiny-moe below its floor, allowed",
-	 "profile=cpu backend=cpu model=tiny-moe device-free-bytes=22M "
-	 "vram-allow-expert-cache-below-floor=on",
-	 IG_E_OK, VPLAN_OFFLOADED, 0, 0, VPLAN_WARN_CACHE_BELOW_FLOOR, {0}},
-	{"tiny-moe below its class minimum refuses even when allowed",
-	 "profile=cpu backend=cpu model=tiny-moe device-free-bytes=20M "
-	 "vram-allow-expert-cache-below-floor=on",
-	 IG_E_PLAN_REFUSED, 0, 0, 0, 0, {"whatever"}},
-	{"tiny-dense on the embedded default", "profile=cpu backend=cpu", IG_E_OK, VPLAN_RESIDENT, 0, 0, 0,
-	 {0}},
-	{"tiny-dense below its minimum refuses", "profile=cpu backend=cpu device-free-bytes=12M",
-	 IG_E_PLAN_REFUSED, 0, 0, 0, 0, {"short by"}},
+    {"derived budget = free - headroom (Flash-Next, 32 GB)",
+     FN32,
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     0,
+     31529590784ull,
+     0,
+     {0}},
+    {"Flash-Next 32 GB, 1 lane: 4,104 pages (4,096 + 8 slots)",
+     FN32 " model-max-context=262144 spec-decode-lanes=1",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     4104,
+     0,
+     0,
+     {0}},
+    {"Flash-Next 32 GB, 2 lanes: 8,192 pages",
+     FN32 " model-max-context=262144 spec-decode-lanes=2",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     8192,
+     0,
+     0,
+     {0}},
+    {"Flash-Next 32 GB, 3 lanes: 8,192 pages",
+     FN32 " model-max-context=262144",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     8192,
+     0,
+     0,
+     {0}},
+    {"Flash-Next 32 GB, 8 lanes: 8,192 pages",
+     FN32 " model-max-context=262144 spec-decode-lanes=8",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     8192,
+     0,
+     0,
+     {0}},
+    {"one lane keeps a one-context pool (131,072: 2,048 + 8)",
+     FN32 " spec-decode-lanes=1",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     2056,
+     0,
+     0,
+     {0}},
+    {"--model-max-context 524288 starts (floor 8,200 pages with 8 slots)",
+     FN32 " model-max-context=524288",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     8200,
+     0,
+     VPLAN_WARN_CACHE_BELOW_FLOOR * 0,
+     {0}},
+    {"explicit budget above free refuses, naming both numbers and the flag",
+     FN32 " vram-budget-bytes=40G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"42949672960", CARD32, "--vram-budget-bytes", "--vram-allow-oversubscription"}},
+    {"oversubscription turns that into one warning",
+     FN32 " vram-budget-bytes=40G vram-allow-oversubscription=on",
+     IG_E_OK,
+     0,
+     0,
+     42949672960ull,
+     VPLAN_WARN_OVERSUBSCRIBED,
+     {0}},
+    {"a headroom larger than free refuses, never underflows",
+     FN32 " vram-headroom-bytes=40G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"--vram-headroom-bytes", CARD32}},
+    {"a named pool below the floor refuses (Flash-Next, one lane)",
+     FN32 " model-max-context=262144 spec-decode-lanes=1 vram-kv-pool-bytes=262592tok",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"4224 bytes per token", "4104 pages", "4103 pages"}},
+    {"a named pool below the floor refuses (the 27B)",
+     B27_32 " vram-kv-pool-bytes=1G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"9216 bytes per token", "2064 pages"}},
+    {"512Ktok is 8,192 pages on Flash-Next",
+     FN32 " vram-kv-pool-bytes=512Ktok",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     8192,
+     0,
+     0,
+     {0}},
+    {"512Ktok is 8,192 pages on the 27B",
+     B27_32 " vram-kv-pool-bytes=512Ktok",
+     IG_E_OK,
+     VPLAN_RESIDENT,
+     8192,
+     0,
+     0,
+     {0}},
+    {"1M tokens = 16,384 pages (the 27B, resident)",
+     B27_32 " vram-kv-pool-bytes=1Mtok",
+     IG_E_OK,
+     VPLAN_RESIDENT,
+     16384,
+     0,
+     0,
+     {0}},
+    {"bytes buy whole pages",
+     B27_32 " vram-kv-pool-bytes=2G",
+     IG_E_OK,
+     VPLAN_RESIDENT,
+     2147483648ull / 589824,
+     0,
+     0,
+     {0}},
+    {"a 96,000,000,000-byte card: Flash-Next resident",
+     "model=flash-next device-free-bytes=96000000000",
+     IG_E_OK,
+     VPLAN_RESIDENT,
+     0,
+     0,
+     0,
+     {0}},
+    {"the expert cache below its floor refuses, naming the knobs",
+     "model=flash-next device-free-bytes=20G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"floor", "--vram-kv-pool-bytes", "--model-prefill-chunk",
+      "--vram-allow-expert-cache-below-floor"}},
+    {"--vram-allow-expert-cache-below-floor starts with a warning",
+     "model=flash-next device-free-bytes=20G vram-allow-expert-cache-below-floor=on",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     0,
+     0,
+     VPLAN_WARN_CACHE_BELOW_FLOOR,
+     {0}},
+    {"a cache below the class minimum refuses whatever the flag says",
+     "model=flash-next device-free-bytes=10G vram-allow-expert-cache-below-floor=on",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"whatever", "slots per class", "--vram-kv-pool-bytes"}},
+    {"pinning more than the widest step leaves refuses, naming the most",
+     FN32 " vram-pinned-expert-bytes=30G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"the most it can pin is"}},
+    {"pinning within the cache starts",
+     FN32 " vram-pinned-expert-bytes=2G",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     0,
+     0,
+     0,
+     {0}},
+    {"the 27B below its minimum refuses with the bytes and the knobs",
+     "model=27b device-free-bytes=20G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"short by", "--vram-headroom-bytes", "--model-max-context"}},
+    {"below the minimum with an explicit budget and oversubscription: a warning",
+     "model=27b device-free-bytes=20G vram-budget-bytes=19G vram-allow-oversubscription=on",
+     IG_E_OK,
+     VPLAN_RESIDENT,
+     0,
+     0,
+     VPLAN_WARN_OVERSUBSCRIBED,
+     {0}},
+    {"the 27B names no lanes knob in a refusal",
+     "model=27b device-free-bytes=20G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"--reuse-retained-host"}},
+    {"tiny-moe on the cpu profile's device: resident",
+     "profile=cpu backend=cpu model=tiny-moe",
+     IG_E_OK,
+     VPLAN_RESIDENT,
+     0,
+     0,
+     0,
+     {0}},
+    {"tiny-moe on a 28 MiB device: offloaded",
+     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=28M",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     2 * 32,
+     0,
+     0,
+     {0}},
+    {"tiny-moe below its scaled floor refuses",
+     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=22M",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"floor", "--vram-allow-expert-cache-below-floor"}},
+    {"tiny-moe below its floor, allowed",
+     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=22M "
+     "vram-allow-expert-cache-below-floor=on",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     0,
+     0,
+     VPLAN_WARN_CACHE_BELOW_FLOOR,
+     {0}},
+    {"tiny-moe below its class minimum refuses even when allowed",
+     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=20M "
+     "vram-allow-expert-cache-below-floor=on",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"whatever"}},
+    {"tiny-dense on the embedded default",
+     "profile=cpu backend=cpu",
+     IG_E_OK,
+     VPLAN_RESIDENT,
+     0,
+     0,
+     0,
+     {0}},
+    {"tiny-dense below its minimum refuses",
+     "profile=cpu backend=cpu device-free-bytes=12M",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"short by"}},
 };
 
 static void test_rows(void **state)
@@ -187,21 +363,22 @@ static void test_rows(void **state)
 
 		if (rc != r->rc)
 			snprintf(why, sizeof(why), "rc %s, want %s (%s)", ig_err_name(rc),
-				 ig_err_name(r->rc), eb.msg);
+			         ig_err_name(r->rc), eb.msg);
 		else if (r->policy && (int)p.policy != r->policy)
 			snprintf(why, sizeof(why), "policy %d, want %d", p.policy, r->policy);
 		else if (r->pool_pages && p.pool_pages != r->pool_pages)
 			snprintf(why, sizeof(why), "pool %llu pages, want %llu",
-				 (unsigned long long)p.pool_pages,
-				 (unsigned long long)r->pool_pages);
+			         (unsigned long long)p.pool_pages,
+			         (unsigned long long)r->pool_pages);
 		else if (r->budget && p.budget_bytes != r->budget)
 			snprintf(why, sizeof(why), "budget %llu, want %llu",
-				 (unsigned long long)p.budget_bytes, (unsigned long long)r->budget);
+			         (unsigned long long)p.budget_bytes, (unsigned long long)r->budget);
 		else if (rc == IG_E_OK && p.warnings != r->warnings)
 			snprintf(why, sizeof(why), "warnings %u, want %u", p.warnings, r->warnings);
 		for (int w = 0; !why[0] && w < 4 && r->say[w]; w++)
 			if (!strstr(eb.msg, r->say[w]))
-				snprintf(why, sizeof(why), "message lacks '%s': %s", r->say[w], eb.msg);
+				snprintf(why, sizeof(why), "message lacks '%s': %s", r->say[w],
+				         eb.msg);
 		if (why[0]) {
 			printf("FAIL %s: %s\n", r->name, why);
 			failures++;
@@ -214,10 +391,10 @@ static void test_rows(void **state)
 
 static void test_line_names_and_order(void **state)
 {
-	static const char *const want[] = {
-		"weights",	"cuda_context",	 "workspace",	   "media_embedding",
-		"sampling",	"decode_graph",	 "verify_round",   "drafter_round",
-		"lane_state",	"retained_slots", "hq_residual_window", "residual"};
+	static const char *const want[] = {"weights",         "cuda_context",       "workspace",
+	                                   "media_embedding", "sampling",           "decode_graph",
+	                                   "verify_round",    "drafter_round",      "lane_state",
+	                                   "retained_slots",  "hq_residual_window", "residual"};
 
 	(void)state;
 	assert_int_equal(VPLAN_NLINES, 12);
@@ -277,14 +454,14 @@ static void test_minimum_refusal_is_exact(void **state)
 	(void)state;
 	/* A budget one byte below the minimum: short by exactly one byte. */
 	snprintf(words, sizeof(words), "%s model-max-context=131072 vram-budget-bytes=%llu", B27_32,
-		 (unsigned long long)(ok.minimum_bytes - 1));
+	         (unsigned long long)(ok.minimum_bytes - 1));
 	assert_int_equal(plan_of(words, &p, &eb), IG_E_PLAN_REFUSED);
 	assert_int_equal(p.shortfall_bytes, 1);
 	snprintf(want, sizeof(want), "at least %llu bytes", (unsigned long long)ok.minimum_bytes);
 	assert_non_null(strstr(eb.msg, want));
 	/* Exactly the minimum starts, with the floor pool. */
 	snprintf(words, sizeof(words), "%s model-max-context=131072 vram-budget-bytes=%llu", B27_32,
-		 (unsigned long long)ok.minimum_bytes);
+	         (unsigned long long)ok.minimum_bytes);
 	p = ok_plan(words);
 	assert_int_equal(p.pool_pages, p.floor_pages);
 }
@@ -295,7 +472,7 @@ static void test_offloaded_cache_is_the_rest(void **state)
 
 	(void)state;
 	assert_int_equal(p.expert_cache_bytes,
-			 p.budget_bytes - p.lines_total - p.pool_bytes - p.residency_fixed_bytes);
+	                 p.budget_bytes - p.lines_total - p.pool_bytes - p.residency_fixed_bytes);
 	assert_int_equal(p.residency_fixed_bytes, 1577852928ull);
 	assert_int_equal(p.prefill_staging_bytes, 1574895616ull);
 	assert_int_equal(p.total_bytes, p.budget_bytes);
@@ -312,14 +489,14 @@ static void test_new_pool_gives_the_cache_1_033_gib(void **state)
 	assert_int_equal(now.expert_cache_bytes - old.expert_cache_bytes, 4104ull * 270336);
 	/* 1,109,458,944 B = 1.033 GiB */
 	assert_int_equal((now.expert_cache_bytes - old.expert_cache_bytes) * 1000 / (1ull << 30),
-			 1033);
+	                 1033);
 }
 
 static void test_residency_threshold(void **state)
 {
 	struct vplan big = ok_plan("model=flash-next device-free-bytes=96000000000");
 	uint64_t threshold = big.lines_total + big.expert_table_bytes + big.expert_cache_bytes +
-			     big.floor_pages * big.page_bytes;
+	                     big.floor_pages * big.page_bytes;
 	char words[256];
 	struct vplan p;
 
@@ -328,21 +505,21 @@ static void test_residency_threshold(void **state)
 	assert_int_equal(big.policy, VPLAN_RESIDENT);
 	assert_int_equal(big.expert_cache_bytes, big.model->expert_host_bytes);
 	assert_int_equal(big.prefill_staging_bytes, 0);
-	assert_true((big.pool_pages + 1) * big.page_bytes >
-		    big.budget_bytes - big.lines_total - big.expert_table_bytes -
-			    big.expert_cache_bytes);
+	assert_true((big.pool_pages + 1) * big.page_bytes > big.budget_bytes - big.lines_total -
+	                                                        big.expert_table_bytes -
+	                                                        big.expert_cache_bytes);
 	/* exactly on the threshold: resident with the floor pool */
 	snprintf(words, sizeof(words),
-		 "model=flash-next device-free-bytes=96000000000 vram-budget-bytes=%llu",
-		 (unsigned long long)threshold);
+	         "model=flash-next device-free-bytes=96000000000 vram-budget-bytes=%llu",
+	         (unsigned long long)threshold);
 	p = ok_plan(words);
 	assert_int_equal(p.policy, VPLAN_RESIDENT);
 	assert_int_equal(p.pool_pages, p.floor_pages);
 	/* one byte less: offloaded with 8,192 pages (at 262,144 tokens and 3 lanes) */
 	snprintf(words, sizeof(words),
-		 "model=flash-next device-free-bytes=96000000000 vram-budget-bytes=%llu "
-		 "model-max-context=131072",
-		 (unsigned long long)threshold - 1);
+	         "model=flash-next device-free-bytes=96000000000 vram-budget-bytes=%llu "
+	         "model-max-context=131072",
+	         (unsigned long long)threshold - 1);
 	p = ok_plan(words);
 	assert_int_equal(p.policy, VPLAN_OFFLOADED);
 	assert_int_equal(p.pool_pages, 3 * 2048);
@@ -366,11 +543,11 @@ static void test_pinned_most_is_exact(void **state)
 
 	(void)state;
 	snprintf(words, sizeof(words), "%s vram-pinned-expert-bytes=%llu", FN32,
-		 (unsigned long long)most);
+	         (unsigned long long)most);
 	p = ok_plan(words);
 	assert_int_equal(p.pinned_expert_bytes, most);
 	snprintf(words, sizeof(words), "%s vram-pinned-expert-bytes=%llu", FN32,
-		 (unsigned long long)most + 1);
+	         (unsigned long long)most + 1);
 	assert_int_equal(plan_of(words, &p, &eb), IG_E_PLAN_REFUSED);
 	assert_int_equal(p.shortfall_bytes, 1);
 }
@@ -394,9 +571,8 @@ static void test_adaptation(void **state)
 	assert_int_equal(p.context / 64 + spare_pages + p.retained_host, p.pool_pages);
 	/* Spare 0: one sequence is enough, a longer context is kept. */
 	{
-		struct vplan p0 =
-			ok_plan("profile=rtx5090 model=27b device-free-bytes=24G "
-				"vram-adapt-spare-tokens=0");
+		struct vplan p0 = ok_plan("profile=rtx5090 model=27b device-free-bytes=24G "
+		                          "vram-adapt-spare-tokens=0");
 
 		assert_int_equal(p0.context - p.context, 65536);
 	}
@@ -404,8 +580,9 @@ static void test_adaptation(void **state)
 	{
 		struct ig_errbuf eb = {0};
 
-		snprintf(words, sizeof(words),
-			 "profile=rtx5090 model=27b device-free-bytes=24G model-max-context=786432");
+		snprintf(
+		    words, sizeof(words),
+		    "profile=rtx5090 model=27b device-free-bytes=24G model-max-context=786432");
 		assert_int_equal(plan_of(words, &p, &eb), IG_E_PLAN_REFUSED);
 		assert_non_null(strstr(eb.msg, "--model-max-context"));
 	}
@@ -414,8 +591,9 @@ static void test_adaptation(void **state)
 	{
 		struct ig_errbuf eb = {0};
 
-		assert_int_equal(plan_of("profile=rtx5090 model=27b device-free-bytes=20G", &p, &eb),
-				 IG_E_PLAN_REFUSED);
+		assert_int_equal(
+		    plan_of("profile=rtx5090 model=27b device-free-bytes=20G", &p, &eb),
+		    IG_E_PLAN_REFUSED);
 		assert_non_null(strstr(eb.msg, "786432-token context"));
 	}
 }
@@ -423,18 +601,18 @@ static void test_adaptation(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_rows),
-		cmocka_unit_test(test_line_names_and_order),
-		cmocka_unit_test(test_model_figures),
-		cmocka_unit_test(test_resident_pool_takes_the_rest_to_the_page),
-		cmocka_unit_test(test_minimum_and_retained_slots),
-		cmocka_unit_test(test_minimum_refusal_is_exact),
-		cmocka_unit_test(test_offloaded_cache_is_the_rest),
-		cmocka_unit_test(test_new_pool_gives_the_cache_1_033_gib),
-		cmocka_unit_test(test_residency_threshold),
-		cmocka_unit_test(test_named_pool_on_resident_leaves_the_rest),
-		cmocka_unit_test(test_pinned_most_is_exact),
-		cmocka_unit_test(test_adaptation),
+	    cmocka_unit_test(test_rows),
+	    cmocka_unit_test(test_line_names_and_order),
+	    cmocka_unit_test(test_model_figures),
+	    cmocka_unit_test(test_resident_pool_takes_the_rest_to_the_page),
+	    cmocka_unit_test(test_minimum_and_retained_slots),
+	    cmocka_unit_test(test_minimum_refusal_is_exact),
+	    cmocka_unit_test(test_offloaded_cache_is_the_rest),
+	    cmocka_unit_test(test_new_pool_gives_the_cache_1_033_gib),
+	    cmocka_unit_test(test_residency_threshold),
+	    cmocka_unit_test(test_named_pool_on_resident_leaves_the_rest),
+	    cmocka_unit_test(test_pinned_most_is_exact),
+	    cmocka_unit_test(test_adaptation),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
