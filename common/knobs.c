@@ -101,6 +101,8 @@ void knob_read_env(struct knob_input *in)
 
 		knob_env((enum knob_id)i, name, sizeof(name));
 		v = getenv(name);
+		if (v && !*v)
+			v = NULL; /* an empty variable counts as unset */
 		in->env[i].text = v;
 		if (v)
 			snprintf(in->env[i].where, sizeof(in->env[i].where), "%s", name);
@@ -380,7 +382,8 @@ int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf 
 			if (k->v[id].src < KS_PROFILE) {
 				k->v[id].u = 0;
 				snprintf(k->v[id].where, sizeof(k->v[id].where),
-				         "--reuse-prompt off");
+				         "--reuse-prompt off (from %s)",
+				         k->v[KNOB_REUSE_PROMPT].where);
 			}
 	}
 	return IG_E_OK;

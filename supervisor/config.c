@@ -74,29 +74,36 @@ static void cfg__log_fn(cyaml_log_t level, void *ctx, const char *fmt, va_list a
 }
 
 /* The line of `key:` in the file, for messages (libcyaml gives no positions
- * for values it accepted). 0 when not found. */
+ * for values it accepted): a line that starts with the key, bare or quoted,
+ * followed by ':'. 0 when not found (a flow mapping, say). */
 static int cfg__line_of(const char *path, const char *key)
 {
 	FILE *f = fopen(path, "r");
-	char buf[1024];
-	size_t n = strlen(key);
+	size_t n = strlen(key), cap = 0;
+	char *buf = NULL;
 	int line = 0, found = 0;
 
 	if (!f)
 		return 0;
-	while (!found && fgets(buf, sizeof(buf), f)) {
+	while (!found && getline(&buf, &cap, f) >= 0) {
 		const char *p = buf;
+		char quote = 0;
 
 		line++;
 		while (*p == ' ' || *p == '\t')
 			p++;
-		if (!strncmp(p, key, n)) {
-			p += n;
-			while (*p == ' ' || *p == '\t')
-				p++;
-			found = *p == ':';
-		}
+		if (*p == '"' || *p == '\'')
+			quote = *p++;
+		if (strncmp(p, key, n))
+			continue;
+		p += n;
+		if (quote && *p++ != quote)
+			continue;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		found = *p == ':';
 	}
+	free(buf);
 	fclose(f);
 	return found ? line : 0;
 }
@@ -134,12 +141,16 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 	c->file = f;
 	for (int i = 0; f && i < KNOB__COUNT; i++) {
 		struct knob_raw *r = &c->in.yaml[i];
+		int line;
 
 		if (!f->v[i])
 			continue;
 		r->text = f->v[i];
-		snprintf(r->where, sizeof(r->where), "%s:%d", path,
-		         cfg__line_of(path, cfg__keys[i]));
+		line = cfg__line_of(path, cfg__keys[i]);
+		if (line)
+			snprintf(r->where, sizeof(r->where), "%s:%d", path, line);
+		else
+			snprintf(r->where, sizeof(r->where), "%s", path);
 	}
 	return IG_E_OK;
 }
