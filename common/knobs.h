@@ -47,12 +47,12 @@ enum knob_type {
 	X(MODEL, "model", KT_MODEL, "tiny-dense", 0, NULL,                                         \
 	  "The model: qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), tiny-dense, tiny-moe.")  \
 	X(BACKEND, "backend", KT_ENUM, "auto", 0, "auto|cpu|cuda",                                 \
-	  "Compute backend: cpu, or cuda (the plan reserves a CUDA context on cuda only). auto "   \
-	  "is cpu until the cuda backend lands (issue 4), then cuda where a device is found.")     \
+	  "Compute backend: cpu, or cuda (the plan reserves a CUDA context on cuda only); auto: "  \
+	  "cuda when this build has CUDA and NVML finds a device, else cpu.")                      \
 	X(DEVICE_FREE_BYTES, "device-free-bytes", KT_BYTES, "", 0, NULL,                           \
 	  "Device memory free at start, as a GPU reports it: the size of the cpu backend's "       \
 	  "simulated device, and how `plan` sizes a card that is not here. A cuda start reads "    \
-	  "the real figure once and ignores this.")                                                \
+	  "the real figure once (NVML) and ignores this.")                                                \
 	X(MODEL_MAX_CONTEXT, "model-max-context", KT_COUNT, "@model", 0, "64..16777216",           \
 	  "Longest sequence, prompt and output, in tokens.")                                       \
 	X(MODEL_PREFILL_CHUNK, "model-prefill-chunk", KT_COUNT, "@model", 0, "1..1048576",         \

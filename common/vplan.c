@@ -160,6 +160,7 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 	p->retained_host_bytes = (uint64_t)p->retained_host * m->state_image_bytes;
 	p->floor_pages = mdesc_pages_for(p->context) + p->retained_device + p->retained_host;
 	p->free_bytes = dev->free_bytes;
+	snprintf(p->device_source, sizeof(p->device_source), "%s", dev->source);
 	p->allow_oversubscription = k->v[KNOB_VRAM_ALLOW_OVERSUBSCRIPTION].u != 0;
 
 	/* ---- the budget ---- */

@@ -55,6 +55,7 @@ enum vplan_policy { VPLAN_RESIDENT = 1, VPLAN_OFFLOADED = 2 };
 struct vplan_device {
 	uint64_t free_bytes; /* free at start, read once before our context */
 	bool cuda;           /* the backend the plan is for */
+	char source[96];     /* where free_bytes came from, for people */
 };
 
 /* Warnings a plan that starts may carry. */
@@ -65,6 +66,7 @@ struct vplan {
 	const struct mdesc *model;
 	enum mdesc_kv_format kv_format;
 	bool cuda;
+	char device_source[96]; /* where the free figure came from */
 
 	/* Budget. */
 	bool derived; /* mode: derived (free - headroom) or explicit */

@@ -5,21 +5,56 @@
 #include <string.h>
 
 #include "bytesize.h"
+#include "devprobe.h"
 #include "event.h"
+#include "version.h"
 
-int plan_make(const struct knobs *k, struct vplan *p, struct ig_errbuf *eb)
+int plan_make(const struct knobs *k, bool for_start, struct vplan *p, struct ig_errbuf *eb)
 {
+	const struct knob_value *knob = &k->v[KNOB_DEVICE_FREE_BYTES];
 	struct vplan_device dev = {0};
+	uint64_t nvml_free = 0;
+	char name[96] = "";
+	struct ig_errbuf probe;
+	int have_nvml;
 
-	/* auto is cpu until the cuda backend lands (issue 4): then it asks the
-	 * device and a cuda start reads the real free memory. */
-	dev.cuda = k->v[KNOB_BACKEND].u == 2;
-	if (!k->v[KNOB_DEVICE_FREE_BYTES].set)
+	/* The device's own figure, read once, before any context exists. Not
+	 * asked for the cpu backend: its device is simulated. */
+	have_nvml = k->v[KNOB_BACKEND].u != 1 &&
+		    devprobe_free_bytes(0, &nvml_free, name, sizeof(name), &probe) == IG_E_OK;
+	switch (k->v[KNOB_BACKEND].u) {
+	case 1: /* cpu */
+		dev.cuda = false;
+		break;
+	case 2: /* cuda */
+		dev.cuda = true;
+		break;
+	default: /* auto: cuda where this build has it and a device answers */
+		dev.cuda = IGNIS_HAVE_CUDA && have_nvml;
+		break;
+	}
+	if (dev.cuda && have_nvml && (for_start || !knob->set)) {
+		/* A cuda start plans for the card it runs on, whatever the knob says. */
+		dev.free_bytes = nvml_free;
+		snprintf(dev.source, sizeof(dev.source), "NVML: %s%s", name,
+			 knob->set ? " (--device-free-bytes ignored)" : "");
+	} else if (dev.cuda && for_start) {
 		return ig_errf(eb, IG_E_CONFIG,
-		               "the plan needs the device memory free at start: name "
-		               "--device-free-bytes (IGNIS_DEVICE_FREE_BYTES), e.g. 32G for a card "
-		               "that is not here");
-	dev.free_bytes = k->v[KNOB_DEVICE_FREE_BYTES].u;
+			       "a start on the cuda backend reads the device's free memory, and "
+			       "cannot: %s; start on --backend cpu, or plan with `ignis-supervisor "
+			       "plan --device-free-bytes`",
+			       probe.msg);
+	} else if (knob->set) {
+		dev.free_bytes = knob->u;
+		snprintf(dev.source, sizeof(dev.source), "%s", knob->where);
+	} else {
+		return ig_errf(eb, IG_E_CONFIG,
+			       "the plan needs the device memory free at start: name "
+			       "--device-free-bytes (IGNIS_DEVICE_FREE_BYTES), e.g. 32G for a card "
+			       "that is not here%s%s",
+			       dev.cuda ? "; reading the card failed: " : "",
+			       dev.cuda ? probe.msg : "");
+	}
 	return vplan_compute(k, &dev, p);
 }
 
@@ -66,6 +101,7 @@ void plan_emit(const struct vplan *p, const struct knobs *k)
 	ev_str(&e, "model", p->model->name);
 	ev_str(&e, "mode", p->derived ? "derived" : "explicit");
 	ev_u64(&e, "free_at_start_bytes", p->free_bytes);
+	ev_str(&e, "free_at_start_source", p->device_source);
 	if (p->derived)
 		ev_u64(&e, "headroom_bytes", p->headroom_bytes);
 	else
@@ -136,7 +172,7 @@ void plan_print(FILE *f, const struct vplan *p, const struct knobs *k)
 	        p->model->name, p->kv_format == MDESC_KV_BF16 ? "bf16" : "compact",
 	        p->kv_bytes_per_token, p->page_bytes, p->lanes, p->context,
 	        p->context_adapted ? " (adapted)" : "", p->cuda ? "cuda" : "cpu");
-	plan__row(f, "free at start", p->free_bytes, k->v[KNOB_DEVICE_FREE_BYTES].where);
+	plan__row(f, "free at start", p->free_bytes, p->device_source);
 	if (p->derived) {
 		plan__row(f, "headroom", p->headroom_bytes, k->v[KNOB_VRAM_HEADROOM_BYTES].where);
 		plan__row(f, "budget", p->budget_bytes, "derived: free - headroom");

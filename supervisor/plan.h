@@ -17,9 +17,13 @@
 #define PLAN_EXIT_CONFIG  2
 #define PLAN_EXIT_REFUSED 3
 
-/* Device facts and the plan. IG_E_CONFIG (missing facts), IG_E_PLAN_REFUSED
- * (p->refusal says why) or IG_E_OK. */
-int plan_make(const struct knobs *k, struct vplan *p, struct ig_errbuf *eb);
+/* Device facts and the plan. The free memory: on the cpu backend the
+ * simulated device's (--device-free-bytes); on cuda the card's, read once
+ * through NVML (a start ignores the knob; `plan` takes the knob when named,
+ * to plan a card that is not here). `auto` is cuda when this build has CUDA
+ * and a device answers, else cpu. IG_E_CONFIG (missing facts),
+ * IG_E_PLAN_REFUSED (p->refusal says why) or IG_E_OK. */
+int plan_make(const struct knobs *k, bool for_start, struct vplan *p, struct ig_errbuf *eb);
 /* The plan event and one event per warning, on the event stream. */
 void plan_emit(const struct vplan *p, const struct knobs *k);
 /* The plan as the gpu-worker receives it. String views point into static

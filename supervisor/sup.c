@@ -158,7 +158,7 @@ int sup_plan(const struct sup_opts *o)
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
 		return PLAN_EXIT_CONFIG;
 	}
-	rc = plan_make(&o->cfg->k, &p, &eb);
+	rc = plan_make(&o->cfg->k, false, &p, &eb);
 	if (rc == IG_E_PLAN_REFUSED) {
 		fprintf(stderr, "ignis-supervisor: the VRAM plan refuses the start: %s\n",
 		        p.refusal);
@@ -197,7 +197,7 @@ int sup_start(const struct sup_opts *o)
 	}
 	/* The plan comes first: a start that cannot hold one full context is
 	 * refused before anything is created. */
-	rc = plan_make(&o->cfg->k, &s.plan, &eb);
+	rc = plan_make(&o->cfg->k, true, &s.plan, &eb);
 	if (rc == IG_E_PLAN_REFUSED) {
 		fprintf(stderr, "ignis-supervisor: the VRAM plan refuses the start: %s\n",
 		        s.plan.refusal);

@@ -109,6 +109,19 @@ run 3 start --runtime-dir "$work/rt" --device-free-bytes 9M
 has "$err" "refuses the start"
 [[ ! -e $work/rt ]] || fail "a refused start created its runtime directory"
 
+step "the cuda backend reads the card through NVML; without a driver it says so"
+if [[ ! -e /dev/nvidia0 ]]; then
+	run 2 start --backend cuda --runtime-dir "$work/rt"
+	has "$err" "libnvidia-ml.so.1"; has "$err" "--backend cpu"
+	[[ ! -e $work/rt ]] || fail "a refused start created its runtime directory"
+	run 0 plan --json --backend auto
+	jq -e '.cuda_context_bytes == 0 and .free_at_start_source == "profile cpu"' <<<"$out" \
+		>/dev/null || fail "auto without a device is not the cpu backend: $out"
+fi
+run 0 plan --json --model 27b $card32
+jq -e '.free_at_start_source == "--device-free-bytes"' <<<"$out" >/dev/null ||
+	fail "plan did not take the named figure: $out"
+
 step "--help lists the knobs with their variables"
 run 0 --help
 has "$out" "--vram-kv-pool-bytes"; has "$out" "IGNIS_VRAM_KV_POOL_BYTES"
