@@ -292,7 +292,12 @@ static int knob__resolve_one(const struct knob_input *in, struct knobs *k, enum 
 		v->src = named_src[i];
 		return rc;
 	}
-	if (k->profile && (text = knob__profile_value(k->profile, id, family))) {
+	/* The cpu profile describes a simulated device: on a cuda backend the
+	 * operator named, its figures are passed over. */
+	if (k->profile &&
+	    !(id != KNOB_BACKEND && !strcmp(k->profile, "cpu") && k->v[KNOB_BACKEND].set &&
+	      k->v[KNOB_BACKEND].u == 2) &&
+	    (text = knob__profile_value(k->profile, id, family))) {
 		if (!(k->model && (d->refused_by & family))) {
 			snprintf(where, sizeof(where), "profile %s", k->profile);
 			rc = knob_parse(id, text, where, v, eb);
@@ -339,7 +344,11 @@ int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf 
 	if (rc)
 		return rc;
 	k->model = mdesc_find(k->v[KNOB_MODEL].s);
-	/* Lanes before the knobs whose model defaults depend on them. */
+	/* The backend before the profile's device figures; lanes before the
+	 * knobs whose model defaults depend on them. */
+	rc = knob__resolve_one(in, k, KNOB_BACKEND, eb);
+	if (rc)
+		return rc;
 	rc = knob__resolve_one(in, k, KNOB_SPEC_DECODE_LANES, eb);
 	if (rc)
 		return rc;
@@ -347,7 +356,7 @@ int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf 
 	                                           : (uint32_t)k->v[KNOB_SPEC_DECODE_LANES].u;
 	for (int i = 0; i < KNOB__COUNT; i++) {
 		if (i == KNOB_PROFILE || i == KNOB_MODEL || i == KNOB_SPEC_DECODE_LANES ||
-		    i == KNOB_RETAINED_SLOTS)
+		    i == KNOB_RETAINED_SLOTS || i == KNOB_BACKEND)
 			continue;
 		rc = knob__resolve_one(in, k, (enum knob_id)i, eb);
 		if (rc)

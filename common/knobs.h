@@ -52,7 +52,7 @@ enum knob_type {
 	X(DEVICE_FREE_BYTES, "device-free-bytes", KT_BYTES, "", 0, NULL,                           \
 	  "Device memory free at start, as a GPU reports it: the size of the cpu backend's "       \
 	  "simulated device, and how `plan` sizes a card that is not here. A cuda start reads "    \
-	  "the real figure once (NVML) and ignores this.")                                                \
+	  "the real figure once (NVML) and ignores this.")                                         \
 	X(MODEL_MAX_CONTEXT, "model-max-context", KT_COUNT, "@model", 0, "64..16777216",           \
 	  "Longest sequence, prompt and output, in tokens.")                                       \
 	X(MODEL_PREFILL_CHUNK, "model-prefill-chunk", KT_COUNT, "@model", 0, "1..1048576",         \

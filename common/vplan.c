@@ -60,22 +60,22 @@ static int vplan__refuse(struct vplan *p, uint64_t shortfall, const char *knobs,
 	return IG_E_PLAN_REFUSED;
 }
 
-/* The knobs that lift a minimum for this model (only those it takes). */
-static const char *vplan__minimum_knobs(const struct vplan *p)
+/* The knob that sets the budget in this plan. */
+static const char *vplan__budget_knob(const struct vplan *p)
 {
-	if (p->derived)
-		return p->model->family == MDESC_MOE
-		           ? "--vram-headroom-bytes, --model-max-context, --model-prefill-chunk, "
-		             "--spec-decode-lanes, --reuse-retained-device, --reuse-retained-host, "
-		             "--model-kv-format"
-		           : "--vram-headroom-bytes, --model-max-context, --model-prefill-chunk, "
-		             "--reuse-retained-device, --reuse-retained-host, --model-kv-format";
-	return p->model->family == MDESC_MOE
-	           ? "--vram-budget-bytes, --model-max-context, --model-prefill-chunk, "
-	             "--spec-decode-lanes, --reuse-retained-device, --reuse-retained-host, "
-	             "--model-kv-format"
-	           : "--vram-budget-bytes, --model-max-context, --model-prefill-chunk, "
-	             "--reuse-retained-device, --reuse-retained-host, --model-kv-format";
+	return p->derived ? "--vram-headroom-bytes" : "--vram-budget-bytes";
+}
+
+/* The knobs that lift a minimum for this model (only those it takes). */
+static const char *vplan__minimum_knobs(const struct vplan *p, char *buf, size_t cap)
+{
+	snprintf(buf, cap,
+	         "%s, --model-max-context, --model-prefill-chunk, %s--reuse-retained-device, "
+	         "--reuse-retained-host, --model-kv-format%s",
+	         vplan__budget_knob(p),
+	         p->model->family == MDESC_MOE ? "--spec-decode-lanes, " : "",
+	         p->pool_named ? ", --vram-kv-pool-bytes" : "");
+	return buf;
 }
 
 static void vplan__lines(struct vplan *p)
@@ -116,35 +116,230 @@ static uint64_t vplan__named_pages(const struct knob_value *v, uint64_t page_byt
 }
 
 /* The 27B's family: adapt a context that came from a default or a profile
- * (ADR 0005). Returns false when even one page does not fit. */
-static bool vplan__adapt(struct vplan *p, uint64_t spare_tokens, uint64_t min_tokens)
+ * (ADR 0005). False when not even one request at the default output cap,
+ * with the spare and the retained pages, fits: *need_pages says what would. */
+static bool vplan__adapt(struct vplan *p, uint64_t spare_tokens, uint64_t min_tokens,
+                         uint64_t *need_pages)
 {
 	uint64_t retained = (uint64_t)p->retained_device + p->retained_host;
-	uint64_t need = p->floor_pages, fit;
+	uint64_t room = p->lanes > 1 ? mdesc_pages_for(spare_tokens) + retained : retained;
 
-	if (p->lanes > 1)
-		need = mdesc_pages_for(p->context) + mdesc_pages_for(spare_tokens) + retained;
-	if (p->pool_pages >= need)
-		return true;
-	/* The largest whole-page context that leaves the spare (or, at one
-	 * lane, the retained pages) in the pool. */
-	fit = p->lanes > 1 ? mdesc_pages_for(spare_tokens) + retained : retained;
-	/* Never below one request at the default output cap and a page of prompt. */
-	if (p->pool_pages < fit + mdesc_pages_for(min_tokens) + 1)
+	*need_pages = room + mdesc_pages_for(min_tokens) + 1;
+	if (p->pool_pages >= mdesc_pages_for(p->context) + room)
+		return true; /* kept as it is */
+	if (p->pool_pages < *need_pages)
 		return false;
 	p->context_adapted = true;
-	p->context = (p->pool_pages - fit) * MDESC_PAGE_TOKENS;
+	p->context = (p->pool_pages - room) * MDESC_PAGE_TOKENS;
 	p->floor_pages = mdesc_pages_for(p->context) + retained;
 	return true;
+}
+
+/* Below the minimum: a refusal, or with an explicit budget and
+ * --vram-allow-oversubscription, a warning. */
+static int vplan__short(struct vplan *p, uint64_t need, const char *what)
+{
+	char knobs[256];
+
+	if (!p->derived && p->allow_oversubscription) {
+		p->warnings |= VPLAN_WARN_BELOW_MINIMUM;
+		return IG_E_OK;
+	}
+	vplan__minimum_knobs(p, knobs, sizeof(knobs));
+	return vplan__refuse(p, need - p->budget_bytes, knobs,
+	                     "%s needs at least %" PRIu64 " bytes but the budget is %" PRIu64
+	                     " bytes: short by %" PRIu64 " bytes. Turn: %s",
+	                     what, need, p->budget_bytes, need - p->budget_bytes, knobs);
+}
+
+static int vplan__dense(struct vplan *p, const struct knobs *k, uint64_t named_pages)
+{
+	const struct knob_value *ctx = &k->v[KNOB_MODEL_MAX_CONTEXT];
+	uint64_t avail = p->budget_bytes > p->lines_total ? p->budget_bytes - p->lines_total : 0;
+	char what[256];
+
+	p->policy = VPLAN_RESIDENT;
+	p->pool_pages = p->pool_named ? named_pages : avail / p->page_bytes;
+	if (!p->pool_named && ctx->src <= KS_PROFILE) {
+		uint64_t need_pages;
+
+		if (!vplan__adapt(p, k->v[KNOB_VRAM_ADAPT_SPARE_TOKENS].u,
+		                  k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u, &need_pages)) {
+			char knobs[256];
+
+			if (!p->derived && p->allow_oversubscription) {
+				p->pool_pages = p->floor_pages;
+				p->warnings |= VPLAN_WARN_BELOW_MINIMUM;
+				return IG_E_OK;
+			}
+			snprintf(
+			    knobs, sizeof(knobs),
+			    "%s, --vram-adapt-spare-tokens, "
+			    "--model-max-context, --model-default-max-tokens, "
+			    "--model-prefill-chunk, "
+			    "--reuse-retained-device, --reuse-retained-host, --model-kv-format",
+			    vplan__budget_knob(p));
+			return vplan__refuse(
+			    p, (need_pages - p->pool_pages) * p->page_bytes, knobs,
+			    "the load adapts its %" PRIu64 "-token context to the pool, but the "
+			    "pool's %" PRIu64 " pages cannot hold even one request at the default "
+			    "cap of %" PRIu64 " tokens with the spare reservation of %" PRIu64
+			    " tokens and %u retained pages (%" PRIu64 " pages): short by %" PRIu64
+			    " bytes. Turn: %s",
+			    p->requested_context, p->pool_pages,
+			    k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u,
+			    p->lanes > 1 ? k->v[KNOB_VRAM_ADAPT_SPARE_TOKENS].u : 0,
+			    p->retained_device + p->retained_host, need_pages,
+			    (need_pages - p->pool_pages) * p->page_bytes, knobs);
+		}
+	}
+	p->minimum_bytes = p->lines_total + p->floor_pages * p->page_bytes;
+	if (p->pool_pages < p->floor_pages || p->minimum_bytes > p->budget_bytes) {
+		snprintf(what, sizeof(what),
+		         "the plan (fixed lines %" PRIu64 " + one %" PRIu64 "-token context and %u "
+		         "retained slots: %" PRIu64 " pages of %" PRIu64 " bytes)",
+		         p->lines_total, p->context, p->retained_device + p->retained_host,
+		         p->floor_pages, p->page_bytes);
+		if (vplan__short(p, p->minimum_bytes, what))
+			return IG_E_PLAN_REFUSED;
+		p->pool_pages = p->floor_pages;
+	}
+	if (p->pool_named && p->lines_total + p->pool_pages * p->page_bytes > p->budget_bytes) {
+		snprintf(what, sizeof(what),
+		         "--vram-kv-pool-bytes (from %s) with the fixed lines (%" PRIu64 " bytes)",
+		         k->v[KNOB_VRAM_KV_POOL_BYTES].where, p->lines_total);
+		return vplan__short(p, p->lines_total + p->pool_pages * p->page_bytes, what);
+	}
+	return IG_E_OK;
+}
+
+static int vplan__moe(struct vplan *p, const struct knobs *k, uint64_t named_pages)
+{
+	const struct mdesc *m = p->model;
+	uint64_t min_pool = (p->pool_named ? named_pages : p->floor_pages) * p->page_bytes;
+	uint64_t set_bytes = mdesc_class_set_bytes(m), used;
+	char what[256], knobs[256], a[32], b[32];
+
+	p->expert_table_bytes = m->expert_table_bytes;
+	p->cache_floor_bytes = m->cache_floor_bytes;
+	p->class_min_slots = (uint64_t)p->lanes * (m->top_k + m->prefetch_width);
+	p->class_min_bytes = p->class_min_slots * set_bytes;
+	p->pinned_expert_bytes = k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].u;
+	if (p->budget_bytes >=
+	    p->lines_total + p->expert_table_bytes + m->expert_host_bytes + min_pool) {
+		/* Every expert has its slot: no staging ring; the pool takes the rest. */
+		p->policy = VPLAN_RESIDENT;
+		p->residency_fixed_bytes = p->expert_table_bytes;
+		p->expert_cache_bytes = m->expert_host_bytes;
+		p->pool_pages = p->pool_named ? named_pages
+		                              : (p->budget_bytes - p->lines_total -
+		                                 p->residency_fixed_bytes - p->expert_cache_bytes) /
+		                                    p->page_bytes;
+		p->minimum_bytes = p->lines_total + p->residency_fixed_bytes +
+		                   p->expert_cache_bytes + p->floor_pages * p->page_bytes;
+		if (p->pinned_expert_bytes > m->expert_host_bytes)
+			return vplan__refuse(
+			    p, p->pinned_expert_bytes - m->expert_host_bytes,
+			    "--vram-pinned-expert-bytes",
+			    "--vram-pinned-expert-bytes %" PRIu64 " (from %s) is more than every "
+			    "expert (%" PRIu64 " bytes): the most it can pin is %" PRIu64 " bytes",
+			    p->pinned_expert_bytes, k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].where,
+			    m->expert_host_bytes, m->expert_host_bytes);
+		return IG_E_OK;
+	}
+
+	/* Offloaded: the pool first, the staging ring and tables, then the cache. */
+	p->policy = VPLAN_OFFLOADED;
+	p->prefill_staging_bytes = 2 * m->heaviest_layer_expert_bytes;
+	p->residency_fixed_bytes = p->prefill_staging_bytes + p->expert_table_bytes;
+	p->minimum_bytes = p->lines_total + p->residency_fixed_bytes +
+	                   p->floor_pages * p->page_bytes + p->class_min_bytes;
+	if (p->minimum_bytes > p->budget_bytes) {
+		snprintf(
+		    what, sizeof(what),
+		    "the plan (fixed lines %" PRIu64 ", staging ring and tables %" PRIu64
+		    ", one %" PRIu64 "-token context and %u retained slots: %" PRIu64
+		    " pages of %" PRIu64 " bytes, and one decode step's experts in every "
+		    "class, which no flag lifts, whatever --vram-allow-expert-cache-below-floor "
+		    "says: %" PRIu64 " bytes)",
+		    p->lines_total, p->residency_fixed_bytes, p->context,
+		    p->retained_device + p->retained_host, p->floor_pages, p->page_bytes,
+		    p->class_min_bytes);
+		if (vplan__short(p, p->minimum_bytes, what))
+			return IG_E_PLAN_REFUSED;
+		p->pool_pages = p->floor_pages;
+		p->expert_cache_bytes = p->class_min_bytes;
+		return IG_E_OK;
+	}
+	if (p->pool_named) {
+		p->pool_pages = named_pages;
+	} else {
+		uint64_t want = (uint64_t)p->lanes * mdesc_pages_for(p->context);
+
+		if (want > m->offload_pool_pages)
+			want = m->offload_pool_pages;
+		p->pool_pages = want > p->floor_pages ? want : p->floor_pages;
+	}
+	used = p->lines_total + p->residency_fixed_bytes + p->pool_pages * p->page_bytes;
+	if (used + p->class_min_bytes > p->budget_bytes) {
+		uint64_t need = used + p->class_min_bytes;
+
+		bsize_format(a, sizeof(a), p->class_min_bytes);
+		snprintf(knobs, sizeof(knobs), "--vram-kv-pool-bytes, --spec-decode-lanes, %s",
+		         vplan__budget_knob(p));
+		return vplan__refuse(
+		    p, need - p->budget_bytes, knobs,
+		    "the %" PRIu64 "-page pool leaves the expert cache less than one decode "
+		    "step's experts in every class (%" PRIu64 " slots per class, %" PRIu64
+		    " bytes = %s), whatever --vram-allow-expert-cache-below-floor says: short by "
+		    "%" PRIu64 " bytes. Turn: a smaller --vram-kv-pool-bytes, fewer "
+		               "--spec-decode-lanes, or %s",
+		    p->pool_pages, p->class_min_slots, p->class_min_bytes, a,
+		    need - p->budget_bytes, vplan__budget_knob(p));
+	}
+	/* The cache in whole slot sets (one slot of every class). */
+	p->expert_cache_bytes = (p->budget_bytes - used) / set_bytes * set_bytes;
+	if (p->expert_cache_bytes < p->cache_floor_bytes) {
+		snprintf(p->knobs, sizeof(p->knobs),
+		         "--vram-kv-pool-bytes, --model-prefill-chunk, %s, --reuse-retained-device",
+		         vplan__budget_knob(p));
+		if (!k->v[KNOB_VRAM_ALLOW_EXPERT_CACHE_BELOW_FLOOR].u) {
+			bsize_format(a, sizeof(a), p->expert_cache_bytes);
+			bsize_format(b, sizeof(b), p->cache_floor_bytes);
+			snprintf(knobs, sizeof(knobs), "%s", p->knobs);
+			return vplan__refuse(
+			    p, p->cache_floor_bytes - p->expert_cache_bytes, knobs,
+			    "the expert cache would get %" PRIu64 " bytes (%s), below its floor "
+			    "of %" PRIu64 " bytes (%s) by %" PRIu64 " bytes; decode slows "
+			    "sharply there. Lift it with a smaller --vram-kv-pool-bytes, "
+			    "--model-prefill-chunk or %s, or fewer --reuse-retained-device; "
+			    "--vram-allow-expert-cache-below-floor starts anyway with a warning",
+			    p->expert_cache_bytes, a, p->cache_floor_bytes, b,
+			    p->cache_floor_bytes - p->expert_cache_bytes, vplan__budget_knob(p));
+		}
+		p->warnings |= VPLAN_WARN_CACHE_BELOW_FLOOR;
+	}
+	/* Pinned experts: never into the slots of the widest decode step. */
+	if (p->pinned_expert_bytes > p->expert_cache_bytes - p->class_min_bytes) {
+		uint64_t most = p->expert_cache_bytes - p->class_min_bytes;
+
+		return vplan__refuse(
+		    p, p->pinned_expert_bytes - most, "--vram-pinned-expert-bytes",
+		    "--vram-pinned-expert-bytes %" PRIu64 " (from %s) would leave "
+		    "some class fewer than the %" PRIu64 " slots of the widest decode "
+		    "step: the most it can pin is %" PRIu64 " bytes",
+		    p->pinned_expert_bytes, k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].where,
+		    p->class_min_slots, most);
+	}
+	return IG_E_OK;
 }
 
 int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct vplan *p)
 {
 	const struct mdesc *m = k->model;
 	const struct knob_value *pool = &k->v[KNOB_VRAM_KV_POOL_BYTES];
-	const struct knob_value *ctx = &k->v[KNOB_MODEL_MAX_CONTEXT];
-	uint64_t named_pages = 0, avail;
-	char a[32], b[32];
+	uint64_t named_pages = 0;
+	int rc;
 
 	memset(p, 0, sizeof(*p));
 	p->model = m;
@@ -154,7 +349,7 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 	p->page_bytes = mdesc_page_bytes(m, p->kv_format);
 	p->lanes = k->lanes;
 	p->chunk = (uint32_t)k->v[KNOB_MODEL_PREFILL_CHUNK].u;
-	p->context = p->requested_context = ctx->u;
+	p->context = p->requested_context = k->v[KNOB_MODEL_MAX_CONTEXT].u;
 	p->retained_device = (uint32_t)k->v[KNOB_REUSE_RETAINED_DEVICE].u;
 	p->retained_host = (uint32_t)k->v[KNOB_REUSE_RETAINED_HOST].u;
 	p->retained_host_bytes = (uint64_t)p->retained_host * m->state_image_bytes;
@@ -186,19 +381,20 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 		p->headroom_bytes = k->v[KNOB_VRAM_HEADROOM_BYTES].u;
 		if (p->headroom_bytes >= p->free_bytes)
 			return vplan__refuse(
-			    p, p->headroom_bytes - p->free_bytes + 1, "--vram-headroom-bytes",
+			    p, p->headroom_bytes - p->free_bytes + 1,
+			    "--vram-headroom-bytes, --vram-budget-bytes",
 			    "--vram-headroom-bytes %" PRIu64
 			    " (from %s) leaves nothing of the %" PRIu64
-			    " bytes free on the device: lower --vram-headroom-bytes below %" PRIu64,
-			    p->headroom_bytes, k->v[KNOB_VRAM_HEADROOM_BYTES].where, p->free_bytes,
-			    p->free_bytes);
+			    " bytes free on the device: lower --vram-headroom-bytes, or name "
+			    "--vram-budget-bytes",
+			    p->headroom_bytes, k->v[KNOB_VRAM_HEADROOM_BYTES].where, p->free_bytes);
 		p->budget_bytes = p->free_bytes - p->headroom_bytes;
 	}
 
 	/* ---- the fixed lines ---- */
 	vplan__lines(p);
 
-	/* ---- a named pool ---- */
+	/* ---- a named pool: at least the floor, at most the whole budget ---- */
 	if (pool->set) {
 		p->pool_named = true;
 		named_pages = vplan__named_pages(pool, p->page_bytes);
@@ -215,146 +411,21 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 			    pool->where, named_pages, p->kv_bytes_per_token, p->page_bytes,
 			    p->floor_pages, p->context, p->retained_device + p->retained_host,
 			    p->floor_pages * p->page_bytes, p->floor_pages * MDESC_PAGE_TOKENS);
+		if (named_pages > p->budget_bytes / p->page_bytes)
+			return vplan__refuse(p, 0, "--vram-kv-pool-bytes",
+			                     "--vram-kv-pool-bytes (from %s) names %" PRIu64
+			                     " pages, more than the "
+			                     "whole budget of %" PRIu64 " bytes holds (%" PRIu64
+			                     " pages of %" PRIu64 " bytes)",
+			                     pool->where, named_pages, p->budget_bytes,
+			                     p->budget_bytes / p->page_bytes, p->page_bytes);
 	}
 
-	/* ---- the pool policy ---- */
-	if (m->family == MDESC_MOE) {
-		uint64_t min_pool = (pool->set ? named_pages : p->floor_pages) * p->page_bytes;
-		uint64_t resident_need =
-		    p->lines_total + m->expert_table_bytes + m->expert_host_bytes + min_pool;
-
-		p->expert_table_bytes = m->expert_table_bytes;
-		p->cache_floor_bytes = m->cache_floor_bytes;
-		p->class_min_slots = (uint64_t)p->lanes * (m->top_k + m->prefetch_width);
-		p->class_min_bytes = p->class_min_slots * mdesc_class_set_bytes(m);
-		p->pinned_expert_bytes = k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].u;
-		if (p->budget_bytes >= resident_need) {
-			/* Every expert has its slot: no staging ring. */
-			p->policy = VPLAN_RESIDENT;
-			p->prefill_staging_bytes = 0;
-			p->residency_fixed_bytes = p->expert_table_bytes;
-			p->expert_cache_bytes = m->expert_host_bytes;
-			avail = p->budget_bytes - p->lines_total - p->residency_fixed_bytes -
-			        p->expert_cache_bytes;
-			p->pool_pages = pool->set ? named_pages : avail / p->page_bytes;
-		} else {
-			uint64_t ctx_pages = mdesc_pages_for(p->context), want, used;
-
-			p->policy = VPLAN_OFFLOADED;
-			p->prefill_staging_bytes = 2 * m->heaviest_layer_expert_bytes;
-			p->residency_fixed_bytes = p->prefill_staging_bytes + p->expert_table_bytes;
-			want = (uint64_t)p->lanes * ctx_pages;
-			if (want > m->offload_pool_pages)
-				want = m->offload_pool_pages;
-			p->pool_pages = pool->set               ? named_pages
-			                : want > p->floor_pages ? want
-			                                        : p->floor_pages;
-			used = p->lines_total + p->pool_pages * p->page_bytes +
-			       p->residency_fixed_bytes;
-			if (used + p->class_min_bytes > p->budget_bytes) {
-				uint64_t need = used + p->class_min_bytes;
-
-				bsize_format(a, sizeof(a), p->class_min_bytes);
-				return vplan__refuse(
-				    p, need - p->budget_bytes,
-				    "--vram-kv-pool-bytes, --model-prefill-chunk, "
-				    "--vram-headroom-bytes, --reuse-retained-device, "
-				    "--spec-decode-lanes",
-				    "the expert cache cannot hold one decode step's experts in "
-				    "every "
-				    "class (%" PRIu64 " slots per class, %" PRIu64 " bytes = %s), "
-				    "whatever --vram-allow-expert-cache-below-floor says: the "
-				    "budget "
-				    "of %" PRIu64 " bytes is short by %" PRIu64
-				    " bytes. Lift it with a "
-				    "smaller --vram-kv-pool-bytes, --model-prefill-chunk or "
-				    "--vram-headroom-bytes, fewer --reuse-retained-device, or "
-				    "fewer "
-				    "--spec-decode-lanes",
-				    p->class_min_slots, p->class_min_bytes, a, p->budget_bytes,
-				    need - p->budget_bytes);
-			}
-			p->expert_cache_bytes = p->budget_bytes - used;
-			if (p->expert_cache_bytes < p->cache_floor_bytes) {
-				snprintf(p->knobs, sizeof(p->knobs),
-				         "--vram-kv-pool-bytes, --model-prefill-chunk, "
-				         "--vram-headroom-bytes, --reuse-retained-device");
-				if (!k->v[KNOB_VRAM_ALLOW_EXPERT_CACHE_BELOW_FLOOR].u) {
-					bsize_format(a, sizeof(a), p->expert_cache_bytes);
-					bsize_format(b, sizeof(b), p->cache_floor_bytes);
-					return vplan__refuse(
-					    p, p->cache_floor_bytes - p->expert_cache_bytes,
-					    p->knobs,
-					    "the expert cache would get %" PRIu64
-					    " bytes (%s), below "
-					    "its floor of %" PRIu64 " bytes (%s) by %" PRIu64
-					    " bytes; decode slows sharply there. Lift it with a "
-					    "smaller --vram-kv-pool-bytes, --model-prefill-chunk "
-					    "or "
-					    "--vram-headroom-bytes, or fewer "
-					    "--reuse-retained-device; "
-					    "--vram-allow-expert-cache-below-floor starts anyway "
-					    "with a "
-					    "warning",
-					    p->expert_cache_bytes, a, p->cache_floor_bytes, b,
-					    p->cache_floor_bytes - p->expert_cache_bytes);
-				}
-				p->warnings |= VPLAN_WARN_CACHE_BELOW_FLOOR;
-			}
-		}
-		/* Pinned experts: never into the slots of the widest decode step. */
-		if (p->pinned_expert_bytes) {
-			uint64_t most = p->expert_cache_bytes - p->class_min_bytes;
-
-			if (p->policy == VPLAN_OFFLOADED && p->pinned_expert_bytes > most)
-				return vplan__refuse(
-				    p, p->pinned_expert_bytes - most, "--vram-pinned-expert-bytes",
-				    "--vram-pinned-expert-bytes %" PRIu64 " (from %s) would leave "
-				    "some class fewer than the %" PRIu64
-				    " slots of the widest decode "
-				    "step: the most it can pin is %" PRIu64 " bytes",
-				    p->pinned_expert_bytes,
-				    k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].where, p->class_min_slots,
-				    most);
-		}
-	} else {
-		p->policy = VPLAN_RESIDENT;
-		avail = p->budget_bytes > p->lines_total ? p->budget_bytes - p->lines_total : 0;
-		p->pool_pages = pool->set ? named_pages : avail / p->page_bytes;
-		/* Adaptation: a context its load chose (default or profile), not
-		 * one the operator named. */
-		if (!pool->set && ctx->src <= KS_PROFILE &&
-		    !vplan__adapt(p, k->v[KNOB_VRAM_ADAPT_SPARE_TOKENS].u,
-		                  k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u))
-			p->pool_pages = avail / p->page_bytes; /* the minimum check refuses */
-	}
-
-	/* ---- the minimum ---- */
+	rc = m->family == MDESC_MOE ? vplan__moe(p, k, named_pages)
+	                            : vplan__dense(p, k, named_pages);
+	if (rc)
+		return rc;
 	p->pool_bytes = p->pool_pages * p->page_bytes;
-	p->minimum_bytes =
-	    p->lines_total + p->floor_pages * p->page_bytes +
-	    (p->policy == VPLAN_OFFLOADED ? p->residency_fixed_bytes + p->class_min_bytes
-	                                  : p->residency_fixed_bytes + p->expert_cache_bytes);
-	if (p->pool_pages < p->floor_pages || p->minimum_bytes > p->budget_bytes) {
-		uint64_t short_by = p->minimum_bytes > p->budget_bytes
-		                        ? p->minimum_bytes - p->budget_bytes
-		                        : (p->floor_pages - p->pool_pages) * p->page_bytes;
-
-		if (!(p->allow_oversubscription && !p->derived))
-			return vplan__refuse(
-			    p, short_by, vplan__minimum_knobs(p),
-			    "the plan needs at least %" PRIu64 " bytes (fixed lines %" PRIu64
-			    " + one %" PRIu64 "-token context and %u retained slots: %" PRIu64
-			    " pages of %" PRIu64 " bytes) but the budget is %" PRIu64
-			    " bytes: short by %" PRIu64 " bytes. Turn: %s",
-			    p->minimum_bytes, p->lines_total, p->context,
-			    p->retained_device + p->retained_host, p->floor_pages, p->page_bytes,
-			    p->budget_bytes, short_by, vplan__minimum_knobs(p));
-		/* Explicitly allowed: the floor pool, with a warning. */
-		p->pool_pages = p->floor_pages;
-		p->pool_bytes = p->pool_pages * p->page_bytes;
-		p->warnings |= VPLAN_WARN_OVERSUBSCRIBED;
-	}
 	p->total_bytes =
 	    p->lines_total + p->residency_fixed_bytes + p->expert_cache_bytes + p->pool_bytes;
 	p->unused_bytes = p->budget_bytes > p->total_bytes ? p->budget_bytes - p->total_bytes : 0;

@@ -59,8 +59,9 @@ struct vplan_device {
 };
 
 /* Warnings a plan that starts may carry. */
-#define VPLAN_WARN_OVERSUBSCRIBED    1u
-#define VPLAN_WARN_CACHE_BELOW_FLOOR 2u
+#define VPLAN_WARN_OVERSUBSCRIBED    1u /* an explicit budget above free memory */
+#define VPLAN_WARN_CACHE_BELOW_FLOOR 2u /* the expert cache below its floor */
+#define VPLAN_WARN_BELOW_MINIMUM     4u /* an explicit budget below the plan minimum */
 
 struct vplan {
 	const struct mdesc *model;

@@ -15,9 +15,10 @@
 
 #include "err.h"
 
-/* Free bytes of device `index` (NVML's order) into *free_bytes and its name.
+/* Free bytes of the device CUDA will use (the first of CUDA_VISIBLE_DEVICES,
+ * else `index` in PCI order) into *free_bytes and its name.
  * IG_E_NOTFOUND when there is no driver or no such device. */
 int devprobe_free_bytes(unsigned index, uint64_t *free_bytes, char *name, size_t cap,
-			struct ig_errbuf *eb);
+                        struct ig_errbuf *eb);
 
 #endif

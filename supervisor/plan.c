@@ -16,12 +16,13 @@ int plan_make(const struct knobs *k, bool for_start, struct vplan *p, struct ig_
 	uint64_t nvml_free = 0;
 	char name[96] = "";
 	struct ig_errbuf probe;
+	bool named;
 	int have_nvml;
 
 	/* The device's own figure, read once, before any context exists. Not
 	 * asked for the cpu backend: its device is simulated. */
 	have_nvml = k->v[KNOB_BACKEND].u != 1 &&
-		    devprobe_free_bytes(0, &nvml_free, name, sizeof(name), &probe) == IG_E_OK;
+	            devprobe_free_bytes(0, &nvml_free, name, sizeof(name), &probe) == IG_E_OK;
 	switch (k->v[KNOB_BACKEND].u) {
 	case 1: /* cpu */
 		dev.cuda = false;
@@ -33,27 +34,28 @@ int plan_make(const struct knobs *k, bool for_start, struct vplan *p, struct ig_
 		dev.cuda = IGNIS_HAVE_CUDA && have_nvml;
 		break;
 	}
-	if (dev.cuda && have_nvml && (for_start || !knob->set)) {
+	named = knob->set && knob->src >= KS_YAML;
+	if (dev.cuda && have_nvml && (for_start || !named)) {
 		/* A cuda start plans for the card it runs on, whatever the knob says. */
 		dev.free_bytes = nvml_free;
 		snprintf(dev.source, sizeof(dev.source), "NVML: %s%s", name,
-			 knob->set ? " (--device-free-bytes ignored)" : "");
+		         named ? " (--device-free-bytes ignored)" : "");
 	} else if (dev.cuda && for_start) {
 		return ig_errf(eb, IG_E_CONFIG,
-			       "a start on the cuda backend reads the device's free memory, and "
-			       "cannot: %s; start on --backend cpu, or plan with `ignis-supervisor "
-			       "plan --device-free-bytes`",
-			       probe.msg);
+		               "a start on the cuda backend reads the device's free memory, and "
+		               "cannot: %s; start on --backend cpu, or plan with `ignis-supervisor "
+		               "plan --device-free-bytes`",
+		               probe.msg);
 	} else if (knob->set) {
 		dev.free_bytes = knob->u;
 		snprintf(dev.source, sizeof(dev.source), "%s", knob->where);
 	} else {
 		return ig_errf(eb, IG_E_CONFIG,
-			       "the plan needs the device memory free at start: name "
-			       "--device-free-bytes (IGNIS_DEVICE_FREE_BYTES), e.g. 32G for a card "
-			       "that is not here%s%s",
-			       dev.cuda ? "; reading the card failed: " : "",
-			       dev.cuda ? probe.msg : "");
+		               "the plan needs the device memory free at start: name "
+		               "--device-free-bytes (IGNIS_DEVICE_FREE_BYTES), e.g. 32G for a card "
+		               "that is not here%s%s",
+		               dev.cuda ? "; reading the card failed: " : "",
+		               dev.cuda ? probe.msg : "");
 	}
 	return vplan_compute(k, &dev, p);
 }
@@ -111,7 +113,8 @@ void plan_emit(const struct vplan *p, const struct knobs *k)
 	ev_u64(&e, "kv_pool_bytes", p->pool_bytes);
 	ev_u64(&e, "kv_page_count", p->pool_pages);
 	ev_u64(&e, "total_bytes", p->total_bytes);
-	ev_bool(&e, "oversubscribed", (p->warnings & VPLAN_WARN_OVERSUBSCRIBED) != 0);
+	ev_bool(&e, "oversubscribed",
+	        (p->warnings & (VPLAN_WARN_OVERSUBSCRIBED | VPLAN_WARN_BELOW_MINIMUM)) != 0);
 	ev_u64(&e, "retained_device_slots", p->retained_device);
 	ev_u64(&e, "retained_host_slots", p->retained_host);
 	ev_u64(&e, "retained_host_bytes", p->retained_host_bytes);
@@ -131,15 +134,23 @@ void plan_emit(const struct vplan *p, const struct knobs *k)
 		ev_u64(&e, "prefill_staging_bytes", p->prefill_staging_bytes);
 		ev_u64(&e, "expert_cache_bytes", p->expert_cache_bytes);
 		ev_u64(&e, "lanes", p->lanes);
-		ev_u64(&e, "verify_round_bytes", p->line[VPLAN_VERIFY_ROUND]);
 		ev_str(&e, "speculation", "off");
 		ev_u64(&e, "pinned_expert_bytes", p->pinned_expert_bytes);
 	}
 	ev_end(&e);
+	/* One event per warning (reference-facts 4). */
 	if (p->warnings & VPLAN_WARN_OVERSUBSCRIBED) {
 		ev_begin(&e, EV_WARN, "ignis.runtime.vram_oversubscribed");
+		ev_str(&e, "reason", "budget above free memory");
 		ev_u64(&e, "budget_bytes", p->budget_bytes);
 		ev_u64(&e, "free_at_start_bytes", p->free_bytes);
+		ev_str(&e, "knob", "--vram-allow-oversubscription");
+		ev_end(&e);
+	}
+	if (p->warnings & VPLAN_WARN_BELOW_MINIMUM) {
+		ev_begin(&e, EV_WARN, "ignis.runtime.vram_oversubscribed");
+		ev_str(&e, "reason", "budget below the plan's minimum");
+		ev_u64(&e, "budget_bytes", p->budget_bytes);
 		ev_u64(&e, "minimum_bytes", p->minimum_bytes);
 		ev_str(&e, "knob", "--vram-allow-oversubscription");
 		ev_end(&e);

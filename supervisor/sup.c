@@ -208,6 +208,10 @@ int sup_start(const struct sup_opts *o)
 		return PLAN_EXIT_CONFIG;
 	}
 	plan_emit(&s.plan, &o->cfg->k);
+	/* CUDA numbers devices fastest first unless told otherwise; NVML, which
+	 * read the free memory, numbers them by PCI bus: make them agree for the
+	 * worker (an operator's own setting stays). */
+	setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
 	s.env.self = getpid();
 	rc = sup_rtdir(o, s.env.rtdir, sizeof(s.env.rtdir), &eb);
 	if (!rc)

@@ -88,6 +88,70 @@ struct row {
 };
 
 static const struct row rows[] = {
+    {"a named pool larger than the budget refuses (the 27B)",
+     B27_32 " vram-kv-pool-bytes=40G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"more than the whole budget"}},
+    {"a pool in tokens near 2^64 refuses, never wraps",
+     B27_32 " vram-kv-pool-bytes=16384Ttok",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"more than the whole budget"}},
+    {"a named pool that leaves the 27B's lines no room refuses",
+     B27_32 " vram-kv-pool-bytes=1300000tok",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"--vram-kv-pool-bytes (from --vram-kv-pool-bytes)", "short by"}},
+    {"pinning more than every expert on a resident load refuses",
+     "model=flash-next device-free-bytes=200G vram-pinned-expert-bytes=100G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"the most it can pin is 37795446784"}},
+    {"Flash-Next below its minimum with an explicit budget and oversubscription: a warning",
+     "model=flash-next device-free-bytes=16G vram-budget-bytes=6G vram-allow-oversubscription=on",
+     IG_E_OK,
+     VPLAN_OFFLOADED,
+     2056,
+     0,
+     VPLAN_WARN_BELOW_MINIMUM,
+     {0}},
+    {"above free and below the minimum: two warnings",
+     "model=27b device-free-bytes=8G vram-budget-bytes=10G vram-allow-oversubscription=on",
+     IG_E_OK,
+     0,
+     0,
+     0,
+     VPLAN_WARN_OVERSUBSCRIBED | VPLAN_WARN_BELOW_MINIMUM,
+     {0}},
+    {"an explicit budget's refusals name the budget, not the headroom",
+     "model=flash-next device-free-bytes=64G vram-budget-bytes=20G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"--vram-budget-bytes"}},
+    {"the 27B's adaptation refusal names the spare",
+     "profile=rtx5090 model=27b device-free-bytes=20G",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"--vram-adapt-spare-tokens", "short by"}},
     {"derived budget = free - headroom (Flash-Next, 32 GB)",
      FN32,
      IG_E_OK,
@@ -248,7 +312,7 @@ static const struct row rows[] = {
      0,
      0,
      0,
-     {"whatever", "slots per class", "--vram-kv-pool-bytes"}},
+     {"whatever", "one decode step's experts", "--spec-decode-lanes"}},
     {"pinning more than the widest step leaves refuses, naming the most",
      FN32 " vram-pinned-expert-bytes=30G",
      IG_E_PLAN_REFUSED,
@@ -279,7 +343,7 @@ static const struct row rows[] = {
      VPLAN_RESIDENT,
      0,
      0,
-     VPLAN_WARN_OVERSUBSCRIBED,
+     VPLAN_WARN_BELOW_MINIMUM,
      {0}},
     {"the 27B names no lanes knob in a refusal",
      "model=27b device-free-bytes=20G",
@@ -469,13 +533,16 @@ static void test_minimum_refusal_is_exact(void **state)
 static void test_offloaded_cache_is_the_rest(void **state)
 {
 	struct vplan p = ok_plan(FN32 " model-max-context=262144");
+	uint64_t rest = p.budget_bytes - p.lines_total - p.pool_bytes - p.residency_fixed_bytes;
 
 	(void)state;
-	assert_int_equal(p.expert_cache_bytes,
-	                 p.budget_bytes - p.lines_total - p.pool_bytes - p.residency_fixed_bytes);
+	/* the rest, in whole slot sets (one slot of every class) */
+	assert_true(p.expert_cache_bytes <= rest);
+	assert_true(rest - p.expert_cache_bytes < mdesc_class_set_bytes(p.model));
+	assert_int_equal(p.expert_cache_bytes % mdesc_class_set_bytes(p.model), 0);
 	assert_int_equal(p.residency_fixed_bytes, 1577852928ull);
 	assert_int_equal(p.prefill_staging_bytes, 1574895616ull);
-	assert_int_equal(p.total_bytes, p.budget_bytes);
+	assert_int_equal(p.total_bytes + p.unused_bytes, p.budget_bytes);
 }
 
 static void test_new_pool_gives_the_cache_1_033_gib(void **state)
@@ -486,10 +553,14 @@ static void test_new_pool_gives_the_cache_1_033_gib(void **state)
 
 	(void)state;
 	assert_int_equal(old.pool_pages, 12296);
-	assert_int_equal(now.expert_cache_bytes - old.expert_cache_bytes, 4104ull * 270336);
-	/* 1,109,458,944 B = 1.033 GiB */
-	assert_int_equal((now.expert_cache_bytes - old.expert_cache_bytes) * 1000 / (1ull << 30),
-	                 1033);
+	/* 4,104 pages more, to within one slot set (the cache is whole slot sets) */
+	assert_true(now.expert_cache_bytes - old.expert_cache_bytes +
+	                mdesc_class_set_bytes(now.model) >
+	            4104ull * 270336);
+	assert_true(now.expert_cache_bytes - old.expert_cache_bytes <
+	            4104ull * 270336 + mdesc_class_set_bytes(now.model));
+	/* 4,104 pages are 1,109,458,944 B = 1.033 GiB: the reference's figure */
+	assert_int_equal(4104ull * 270336 * 1000 / (1ull << 30), 1033);
 }
 
 static void test_residency_threshold(void **state)
