@@ -12,14 +12,9 @@
 #define PAD4K(x) ((((uint64_t)(x)) + 4095u) / 4096u * 4096u)
 
 /*
- * Tiny models: every figure derived from the shapes, bf16 weights.
- *   attention (full or linear) per layer: q, k, v and o projections
- *     ((q_heads + 2 kv_heads) + q_heads) x head_dim x hidden
- *   norms per layer: 2 x hidden; embeddings and untied head: 2 x vocab x hidden
- *   dense FFN: 3 x hidden x inter; MoE: router hidden x experts, shared
- *   expert 3 x hidden x expert_inter (experts themselves live on the host)
- *   fixed-size state: per linear layer q_heads x head_dim x head_dim fp32,
- *   plus a 4 KiB image header
+ * Tiny models: their weights and experts are derived from the tensor list
+ * (mdesc_for_each_tensor) at bf16; the fixed-size state is, per linear layer,
+ * v_heads x dk x dv fp32, plus a 4 KiB image header.
  */
 #define TINY_HIDDEN 256u
 #define TINY_HEADS  4u
@@ -30,9 +25,6 @@
 #define TINY_MOE_LAYERS                                                                            \
 	8u /* tiny-moe: 2 full + 6 linear, so that the staging ring                                \
 	      (two layers' experts) is a quarter of all experts */
-#define TINY_ATTN ((uint64_t)(TINY_HEADS + 2 * TINY_KV + TINY_HEADS) * TINY_HD * TINY_HIDDEN)
-#define TINY_COMMON(L)                                                                             \
-	((L) * (TINY_ATTN + 2ull * TINY_HIDDEN) + 2ull * TINY_VOCAB * TINY_HIDDEN + TINY_HIDDEN)
 #define TINY_DENSE_INTER  512u
 #define TINY_MOE_EXPERTS  32u
 #define TINY_MOE_INTER    64u
@@ -53,6 +45,17 @@ const struct mdesc mdesc_builtin[] = {
         .head_dim = 256,
         .vocab = 151936, /* the Qwen3 tokenizer */
         .ffn_inter = 17408,
+        .full_interval = 4,
+        /* Not in the reference facts: the Qwen3-Next-style linear attention
+         * shapes of our synthetic reference models (ADR 0006). */
+        .lin_k_heads = 16,
+        .lin_v_heads = 48,
+        .lin_dk = 128,
+        .lin_dv = 128,
+        .conv_kernel = 4,
+        .rope_dims = 64, /* partial rotary: a quarter of head_dim 256 */
+        .rope_theta = 10000000.0f,
+        .rms_eps = 1e-6f,
         /* Carried: reference-facts 2 gives "~16.03 GiB"; a model file
          * (issue 4) gives the exact figure. */
         .weight_bytes = 1603ull * GiB / 100u,
@@ -83,6 +86,16 @@ const struct mdesc mdesc_builtin[] = {
         .expert_inter = 640,
         .prefetch_width = 16,
         .indexer_key_bytes = 64, /* 768 B per token over 12 full layers */
+        .shared_inter = 640,     /* "one shared expert", sized as the routed ones */
+        .full_interval = 4,
+        .lin_k_heads = 16,
+        .lin_v_heads = 32,
+        .lin_dk = 128,
+        .lin_dv = 128,
+        .conv_kernel = 4,
+        .rope_dims = 64,
+        .rope_theta = 10000000.0f,
+        .rms_eps = 1e-6f,
         /* Carried from reference-facts 2 until a model file gives them. */
         .weight_bytes = 5022463744ull,
         .expert_host_bytes = 37795446784ull,
@@ -116,8 +129,16 @@ const struct mdesc mdesc_builtin[] = {
         .head_dim = TINY_HD,
         .vocab = TINY_VOCAB,
         .ffn_inter = TINY_DENSE_INTER,
-        .weight_bytes =
-            2u * (TINY_COMMON(TINY_LAYERS) + TINY_LAYERS * 3ull * TINY_HIDDEN * TINY_DENSE_INTER),
+        .full_interval = 4,
+        .lin_k_heads = 2,
+        .lin_v_heads = TINY_HEADS,
+        .lin_dk = TINY_HD,
+        .lin_dv = TINY_HD,
+        .conv_kernel = 4,
+        .rope_dims = 16,
+        .rope_theta = 10000.0f,
+        .rms_eps = 1e-6f,
+        .weight_bytes = 0, /* derived from the tensor list */
         .state_image_bytes = TINY_STATE(3u),
         .fixed_lanes = 4,
         .default_lanes = 4,
@@ -145,10 +166,18 @@ const struct mdesc mdesc_builtin[] = {
         .expert_inter = TINY_MOE_INTER,
         .prefetch_width = 2,
         .indexer_key_bytes = 16,
-        .weight_bytes = 2u * (TINY_COMMON(TINY_MOE_LAYERS) +
-                              TINY_MOE_LAYERS * (TINY_HIDDEN * TINY_MOE_EXPERTS +
-                                                 3ull * TINY_HIDDEN * TINY_MOE_INTER)),
-        .expert_host_bytes = TINY_MOE_LAYERS * TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
+        .shared_inter = TINY_MOE_INTER,
+        .full_interval = 4,
+        .lin_k_heads = 2,
+        .lin_v_heads = TINY_HEADS,
+        .lin_dk = TINY_HD,
+        .lin_dv = TINY_HD,
+        .conv_kernel = 4,
+        .rope_dims = 16,
+        .rope_theta = 10000.0f,
+        .rms_eps = 1e-6f,
+        .weight_bytes = 0,      /* derived from the tensor list */
+        .expert_host_bytes = 0, /* derived from the tensor list */
         .heaviest_layer_expert_bytes = TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
         .expert_table_bytes = TINY_MOE_LAYERS * TINY_MOE_EXPERTS * 64u,
         /* gate_up (256 -> 128) and down (64 -> 256) at 2, 2.5, 3, 4 bits, 4 KiB padded */
@@ -231,4 +260,120 @@ uint64_t mdesc_class_set_bytes(const struct mdesc *m)
 	for (int i = 0; i < MDESC_EXPERT_CLASSES; i++)
 		b += m->class_record_bytes[i];
 	return b;
+}
+
+bool mdesc_is_full_layer(const struct mdesc *m, uint32_t i)
+{
+	return (i + 1) % m->full_interval == 0;
+}
+
+/* One tensor: "blk.<layer>.<what>" or a global name. */
+static void mdesc__t(mdesc_tensor_fn fn, void *ctx, int layer, const char *what, uint32_t n,
+                     uint64_t d0, uint64_t d1, uint64_t d2, bool expert)
+{
+	const uint64_t dims[4] = {d0, d1, d2, 1};
+	char name[64];
+
+	if (layer >= 0)
+		snprintf(name, sizeof(name), "blk.%d.%s.weight", layer, what);
+	else
+		snprintf(name, sizeof(name), "%s.weight", what);
+	fn(ctx, name, n, dims, expert);
+}
+
+void mdesc_for_each_tensor(const struct mdesc *m, mdesc_tensor_fn fn, void *ctx)
+{
+	uint64_t h = m->hidden,
+	         qkv = 2ull * m->lin_k_heads * m->lin_dk + (uint64_t)m->lin_v_heads * m->lin_dv;
+
+	mdesc__t(fn, ctx, -1, "token_embd", 2, h, m->vocab, 1, false);
+	for (uint32_t i = 0; i < m->layers; i++) {
+		int l = (int)i;
+
+		mdesc__t(fn, ctx, l, "attn_norm", 1, h, 1, 1, false);
+		if (mdesc_is_full_layer(m, i)) {
+			/* the query projection carries the output gate: 2 x q_heads x hd */
+			mdesc__t(fn, ctx, l, "attn_q", 2, h, 2ull * m->q_heads * m->head_dim, 1,
+			         false);
+			mdesc__t(fn, ctx, l, "attn_k", 2, h, (uint64_t)m->kv_heads * m->head_dim, 1,
+			         false);
+			mdesc__t(fn, ctx, l, "attn_v", 2, h, (uint64_t)m->kv_heads * m->head_dim, 1,
+			         false);
+			mdesc__t(fn, ctx, l, "attn_q_norm", 1, m->head_dim, 1, 1, false);
+			mdesc__t(fn, ctx, l, "attn_k_norm", 1, m->head_dim, 1, 1, false);
+			mdesc__t(fn, ctx, l, "attn_output", 2, (uint64_t)m->q_heads * m->head_dim,
+			         h, 1, false);
+		} else {
+			mdesc__t(fn, ctx, l, "lin_qkv", 2, h, qkv, 1, false);
+			mdesc__t(fn, ctx, l, "lin_z", 2, h, (uint64_t)m->lin_v_heads * m->lin_dv, 1,
+			         false);
+			mdesc__t(fn, ctx, l, "lin_ba", 2, h, 2ull * m->lin_v_heads, 1, false);
+			mdesc__t(fn, ctx, l, "lin_conv", 2, m->conv_kernel, qkv, 1, false);
+			mdesc__t(fn, ctx, l, "lin_a_log", 1, m->lin_v_heads, 1, 1, false);
+			mdesc__t(fn, ctx, l, "lin_dt_bias", 1, m->lin_v_heads, 1, 1, false);
+			mdesc__t(fn, ctx, l, "lin_norm", 1, m->lin_dv, 1, 1, false);
+			mdesc__t(fn, ctx, l, "lin_out", 2, (uint64_t)m->lin_v_heads * m->lin_dv, h,
+			         1, false);
+		}
+		mdesc__t(fn, ctx, l, "ffn_norm", 1, h, 1, 1, false);
+		if (m->family == MDESC_DENSE) {
+			mdesc__t(fn, ctx, l, "ffn_gate", 2, h, m->ffn_inter, 1, false);
+			mdesc__t(fn, ctx, l, "ffn_up", 2, h, m->ffn_inter, 1, false);
+			mdesc__t(fn, ctx, l, "ffn_down", 2, m->ffn_inter, h, 1, false);
+		} else {
+			/* experts are the slowest dimension: one expert is contiguous */
+			mdesc__t(fn, ctx, l, "ffn_gate_inp", 2, h, m->experts, 1, false);
+			mdesc__t(fn, ctx, l, "ffn_gate_exps", 3, h, m->expert_inter, m->experts,
+			         true);
+			mdesc__t(fn, ctx, l, "ffn_up_exps", 3, h, m->expert_inter, m->experts,
+			         true);
+			mdesc__t(fn, ctx, l, "ffn_down_exps", 3, m->expert_inter, h, m->experts,
+			         true);
+			mdesc__t(fn, ctx, l, "ffn_gate_inp_shexp", 1, h, 1, 1, false);
+			mdesc__t(fn, ctx, l, "ffn_gate_shexp", 2, h, m->shared_inter, 1, false);
+			mdesc__t(fn, ctx, l, "ffn_up_shexp", 2, h, m->shared_inter, 1, false);
+			mdesc__t(fn, ctx, l, "ffn_down_shexp", 2, m->shared_inter, h, 1, false);
+		}
+	}
+	mdesc__t(fn, ctx, -1, "output_norm", 1, h, 1, 1, false);
+	mdesc__t(fn, ctx, -1, "output", 2, h, m->vocab, 1, false);
+}
+
+struct mdesc__sum {
+	uint64_t device, experts;
+};
+
+static void mdesc__add(void *ctx, const char *name, uint32_t n_dims, const uint64_t dims[4],
+                       bool expert)
+{
+	struct mdesc__sum *s = ctx;
+	uint64_t b = 2; /* bf16 */
+
+	(void)name;
+	for (uint32_t i = 0; i < n_dims; i++)
+		b *= dims[i];
+	if (expert)
+		s->experts += b;
+	else
+		s->device += b;
+}
+
+uint64_t mdesc_weight_bytes(const struct mdesc *m)
+{
+	struct mdesc__sum s = {0, 0};
+
+	if (m->weight_bytes)
+		return m->weight_bytes;
+	mdesc_for_each_tensor(m, mdesc__add, &s);
+	return s.device;
+}
+
+uint64_t mdesc_expert_bytes(const struct mdesc *m)
+{
+	struct mdesc__sum s = {0, 0};
+
+	if (m->family != MDESC_MOE || m->expert_host_bytes)
+		return m->expert_host_bytes;
+	mdesc_for_each_tensor(m, mdesc__add, &s);
+	return s.experts;
 }

@@ -46,12 +46,19 @@ struct mdesc {
 	uint32_t prefetch_width;    /* MOE: experts prefetched per decode step */
 	uint32_t indexer_key_bytes; /* MOE compact format: indexer key bytes per
 	                               full layer and token */
+	uint32_t shared_inter;      /* MOE: the shared expert's intermediate size */
+	uint32_t full_interval;     /* every full_interval-th layer is full attention */
+	uint32_t lin_k_heads, lin_v_heads, lin_dk, lin_dv; /* gated delta rule */
+	uint32_t conv_kernel;                              /* its short convolution */
+	uint32_t rope_dims;                                /* rotary dims of head_dim */
+	float rope_theta, rms_eps;
 
 	/* Figures of the weights (bytes). */
-	uint64_t weight_bytes;                             /* on the device, experts excluded */
-	uint64_t expert_host_bytes;                        /* MOE: every expert, pinned host */
-	uint64_t heaviest_layer_expert_bytes;              /* MOE: its experts' projections */
-	uint64_t expert_table_bytes;                       /* MOE: device routing/slot tables */
+	uint64_t weight_bytes;                /* on the device, experts excluded; 0: derived from
+	                                       the tensor list at bf16 (mdesc_weight_bytes) */
+	uint64_t expert_host_bytes;           /* MOE: every expert, pinned host; 0: derived */
+	uint64_t heaviest_layer_expert_bytes; /* MOE: its experts' projections */
+	uint64_t expert_table_bytes;          /* MOE: device routing/slot tables */
 	uint32_t class_record_bytes[MDESC_EXPERT_CLASSES]; /* MOE, 4 KiB padded */
 	uint64_t state_image_bytes;                        /* one sequence's fixed-size state */
 
@@ -94,5 +101,22 @@ uint64_t mdesc_pages_for(uint64_t tokens);
 uint64_t mdesc_token_activation_bytes(const struct mdesc *m);
 /* MOE: bytes of one slot in every class (sum of the class records). */
 uint64_t mdesc_class_set_bytes(const struct mdesc *m);
+
+/* True when layer `i` is a full-attention layer. */
+bool mdesc_is_full_layer(const struct mdesc *m, uint32_t i);
+
+/*
+ * Every tensor of the family for these shapes, in file order (docs/adr/0006):
+ * `fn(ctx, name, n_dims, dims, expert)`; dims[0] is the input (fastest)
+ * dimension; `expert` marks the routed experts, which live in host memory.
+ */
+typedef void (*mdesc_tensor_fn)(void *ctx, const char *name, uint32_t n_dims,
+                                const uint64_t dims[4], bool expert);
+void mdesc_for_each_tensor(const struct mdesc *m, mdesc_tensor_fn fn, void *ctx);
+
+/* Bytes of the device weights (experts excluded) and of every expert: as
+ * carried, or derived from the tensor list at bf16 when the field is 0. */
+uint64_t mdesc_weight_bytes(const struct mdesc *m);
+uint64_t mdesc_expert_bytes(const struct mdesc *m);
 
 #endif

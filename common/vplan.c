@@ -84,7 +84,7 @@ static void vplan__lines(struct vplan *p)
 	uint64_t act = mdesc_token_activation_bytes(m), g, raw = 0;
 
 	memset(p->line, 0, sizeof(p->line));
-	p->line[VPLAN_WEIGHTS] = m->weight_bytes;
+	p->line[VPLAN_WEIGHTS] = mdesc_weight_bytes(m);
 	p->line[VPLAN_CUDA_CONTEXT] = p->cuda ? VPLAN_CUDA_CONTEXT_BYTES : 0;
 	p->line[VPLAN_WORKSPACE] = (uint64_t)p->chunk * act;
 	p->line[VPLAN_MEDIA_EMBEDDING] = 0;
@@ -226,25 +226,25 @@ static int vplan__moe(struct vplan *p, const struct knobs *k, uint64_t named_pag
 	p->class_min_bytes = p->class_min_slots * set_bytes;
 	p->pinned_expert_bytes = k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].u;
 	if (p->budget_bytes >=
-	    p->lines_total + p->expert_table_bytes + m->expert_host_bytes + min_pool) {
+	    p->lines_total + p->expert_table_bytes + mdesc_expert_bytes(m) + min_pool) {
 		/* Every expert has its slot: no staging ring; the pool takes the rest. */
 		p->policy = VPLAN_RESIDENT;
 		p->residency_fixed_bytes = p->expert_table_bytes;
-		p->expert_cache_bytes = m->expert_host_bytes;
+		p->expert_cache_bytes = mdesc_expert_bytes(m);
 		p->pool_pages = p->pool_named ? named_pages
 		                              : (p->budget_bytes - p->lines_total -
 		                                 p->residency_fixed_bytes - p->expert_cache_bytes) /
 		                                    p->page_bytes;
 		p->minimum_bytes = p->lines_total + p->residency_fixed_bytes +
 		                   p->expert_cache_bytes + p->floor_pages * p->page_bytes;
-		if (p->pinned_expert_bytes > m->expert_host_bytes)
+		if (p->pinned_expert_bytes > mdesc_expert_bytes(m))
 			return vplan__refuse(
-			    p, p->pinned_expert_bytes - m->expert_host_bytes,
+			    p, p->pinned_expert_bytes - mdesc_expert_bytes(m),
 			    "--vram-pinned-expert-bytes",
 			    "--vram-pinned-expert-bytes %" PRIu64 " (from %s) is more than every "
 			    "expert (%" PRIu64 " bytes): the most it can pin is %" PRIu64 " bytes",
 			    p->pinned_expert_bytes, k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].where,
-			    m->expert_host_bytes, m->expert_host_bytes);
+			    mdesc_expert_bytes(m), mdesc_expert_bytes(m));
 		return IG_E_OK;
 	}
 
