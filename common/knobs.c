@@ -81,7 +81,7 @@ const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap)
 		break;
 	}
 	case KT_MODEL:
-		snprintf(buf, cap, "one of %s", mdesc_names());
+		snprintf(buf, cap, "one of %s, or a path to a model file", mdesc_names());
 		break;
 	case KT_PATH:
 		snprintf(buf, cap, "an absolute path");
@@ -191,7 +191,9 @@ int knob_parse(enum knob_id id, const char *text, const char *where, struct knob
 		return IG_E_OK;
 	}
 	case KT_MODEL:
-		if (!mdesc_find(text))
+		/* a built-in name, or a path to a model file (loaded by the caller) */
+		if (!mdesc_find(text) && !strchr(text, '/') &&
+		    !(strlen(text) > 5 && !strcmp(text + strlen(text) - 5, ".gguf")))
 			return knob__bad(id, text, where, "is not a known model", eb);
 		out->s = text;
 		return IG_E_OK;
@@ -344,6 +346,18 @@ int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf 
 	if (rc)
 		return rc;
 	k->model = mdesc_find(k->v[KNOB_MODEL].s);
+	if (!k->model) {
+		if (!in->load_model)
+			return ig_errf(
+			    eb, IG_E_CONFIG,
+			    "--model '%s' (from %s) is a file, and model files are not read "
+			    "here; accepted: %s",
+			    k->v[KNOB_MODEL].s, k->v[KNOB_MODEL].where, mdesc_names());
+		k->model =
+		    in->load_model(in->load_ctx, k->v[KNOB_MODEL].s, k->v[KNOB_MODEL].where, eb);
+		if (!k->model)
+			return IG_E_CONFIG;
+	}
 	/* The backend before the profile's device figures; lanes before the
 	 * knobs whose model defaults depend on them. */
 	rc = knob__resolve_one(in, k, KNOB_BACKEND, eb);

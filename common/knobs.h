@@ -45,7 +45,8 @@ enum knob_type {
 	  "Bundle of defaults: cpu (the embedded default: cpu backend, a 64 MiB simulated "        \
 	  "device for the tiny models), rtx5090 (the reference's values) or none.")                \
 	X(MODEL, "model", KT_MODEL, "tiny-dense", 0, NULL,                                         \
-	  "The model: qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), tiny-dense, tiny-moe.")  \
+	  "The model: qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), tiny-dense, tiny-moe, "  \
+	  "or a model file (a path; ignis-mkmodel writes them).")                                  \
 	X(BACKEND, "backend", KT_ENUM, "auto", 0, "auto|cpu|cuda",                                 \
 	  "Compute backend: cpu, or cuda (the plan reserves a CUDA context on cuda only); auto: "  \
 	  "cuda when this build has CUDA and NVML finds a device, else cpu.")                      \
@@ -170,11 +171,18 @@ struct knob_raw {
 	char where[160];  /* "--model", "IGNIS_MODEL", "ignis.yaml:3" */
 };
 
+/* Loads the description of a model file named by --model (a path): returns
+ * it (valid while the caller keeps the file open) or NULL with `eb` set. */
+typedef const struct mdesc *(*knob_model_loader)(void *ctx, const char *path, const char *where,
+                                                 struct ig_errbuf *eb);
+
 /* What the sources said, gathered by the caller (flags, environment, file). */
 struct knob_input {
 	struct knob_raw flag[KNOB__COUNT];
 	struct knob_raw env[KNOB__COUNT];
 	struct knob_raw yaml[KNOB__COUNT];
+	knob_model_loader load_model; /* NULL: only built-in models */
+	void *load_ctx;
 };
 
 /* A resolved knob. */

@@ -155,8 +155,28 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
+static const struct mdesc *cfg__load_model(void *ctx, const char *path, const char *where,
+                                           struct ig_errbuf *eb)
+{
+	struct cfg *c = ctx;
+
+	if (c->model_open) {
+		mfile_close(&c->model);
+		c->model_open = false;
+	}
+	if (mfile_open(&c->model, path, eb)) {
+		ig_errprefix(eb, "--model (from %s)", where);
+		eb->code = IG_E_CONFIG;
+		return NULL;
+	}
+	c->model_open = true;
+	return &c->model.desc;
+}
+
 int cfg_resolve(struct cfg *c, struct ig_errbuf *eb)
 {
+	c->in.load_model = cfg__load_model;
+	c->in.load_ctx = c;
 	knob_read_env(&c->in);
 	return knob_resolve(&c->in, &c->k, eb);
 }
@@ -168,4 +188,8 @@ void cfg_release(struct cfg *c)
 	if (c->file)
 		cyaml_free(&cy, &cfg__schema, c->file, 0);
 	c->file = NULL;
+	if (c->model_open) {
+		mfile_close(&c->model);
+		c->model_open = false;
+	}
 }

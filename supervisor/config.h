@@ -12,12 +12,15 @@
 
 #include "err.h"
 #include "knobs.h"
+#include "mfile.h"
 
 struct cfg {
 	struct knob_input in; /* texts point into argv, environ or `file` */
 	struct knobs k;       /* after cfg_resolve */
 	void *file;           /* libcyaml's document, freed by cfg_release */
 	const char *path;
+	struct mfile model; /* --model FILE, open while the cfg lives */
+	bool model_open;
 };
 
 /* Start empty. */

@@ -122,6 +122,17 @@ run 0 plan --json --model 27b $card32
 jq -e '.free_at_start_source == "--device-free-bytes"' <<<"$out" >/dev/null ||
 	fail "plan did not take the named figure: $out"
 
+step "--model FILE: the plan takes the description from a model file"
+"$build/tools/ignis-mkmodel" --preset tiny-moe -o "$work/tm.gguf" 2>/dev/null || fail "mkmodel failed"
+run 0 plan --json --model "$work/tm.gguf"
+from_file=$(jq -c '[.weights_bytes, .expert_cache_bytes, .kv_pool_pages]' <<<"$out")
+run 0 plan --json --model tiny-moe
+[[ $(jq -c '[.weights_bytes, .expert_cache_bytes, .kv_pool_pages]' <<<"$out") == "$from_file" ]] ||
+	fail "the file's plan $from_file differs from the built-in's: $out"
+echo "not a model" >"$work/bad.gguf"
+run 2 plan --model "$work/bad.gguf"
+has "$err" "bad.gguf"; has "$err" "not a GGUF file"
+
 step "--help lists the knobs with their variables"
 run 0 --help
 has "$out" "--vram-kv-pool-bytes"; has "$out" "IGNIS_VRAM_KV_POOL_BYTES"
