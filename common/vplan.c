@@ -16,7 +16,8 @@
  *   retained_slots   device retained slots x the state image
  *   hq_residual_window  compact format: each lane keeps its newest page in
  *                    bf16 until it fills: lanes x 64 x bf16 bytes per token
- *   residual         the rounding of every line to the allocation granule
+ *   residual         the rounding of every line to the allocation granule,
+ *                    and a granule for each region after the lines
  */
 #include "vplan.h"
 
@@ -106,6 +107,11 @@ static void vplan__lines(struct vplan *p)
 		raw += p->line[i];
 		p->lines_total += vplan__round(p->line[i], g);
 	}
+	/* ...and one granule for each region reserved after the lines (the
+	 * pool; on Flash-Next's family also the residency lines and the expert
+	 * cache), whose sizes are not granule multiples: the layout rounds each
+	 * up, and this keeps it inside the budget. */
+	p->lines_total += g * (p->model->family == MDESC_MOE ? 3u : 1u);
 	p->line[VPLAN_RESIDUAL] = p->lines_total - raw;
 }
 

@@ -6,8 +6,25 @@
  */
 #include <stdio.h>
 
+#include <string.h>
+
 #include "backend.h"
 #include "version.h"
+
+extern const struct be_ops be_cpu_ops;
+
+const struct be_ops *backend_find(const char *name, struct ig_errbuf *eb)
+{
+	if (!strcmp(name, "cpu"))
+		return &be_cpu_ops;
+	if (!strcmp(name, "cuda"))
+		ig_errf(eb, IG_E_NOTFOUND,
+		        "the cuda backend's memory and kernels arrive with the model runtime; this "
+		        "worker lays plans out on the cpu backend (--backend cpu)");
+	else
+		ig_errf(eb, IG_E_NOTFOUND, "no backend '%s'; accepted: cpu", name);
+	return NULL;
+}
 
 #if IGNIS_HAVE_CUDA
 #include <cublas_v2.h>

@@ -9,15 +9,60 @@
 #include <string.h>
 
 #include "backend.h"
+#include "layout.h"
 #include "daemon.h"
 #include "event.h"
 #include "vplan.h"
 
-/* What the worker holds of its plan until the runtime lays it out (issue 4). */
+/* The worker's device and the plan laid out on it. */
 struct worker {
+	struct be be;
+	bool be_open;
+	struct layout layout;
 	bool have_plan;
 	uint64_t lines_bytes, pool_bytes, total_bytes;
 };
+
+/* Lay the plan out on its backend, check the accounting, say so. */
+static int worker_lay_out(struct worker *w, const struct msg_plan *pl, struct ig_errbuf *eb)
+{
+	const struct be_ops *ops;
+	char name[17];
+	uint64_t free_after, total;
+	struct ev e;
+	int rc;
+
+	layout_release(&w->layout);
+	if (w->be_open) {
+		w->be.ops->close(&w->be);
+		w->be_open = false;
+	}
+	msg_str_copy(name, sizeof(name), pl->backend);
+	ops = backend_find(name, eb);
+	if (!ops)
+		return IG_E_NOTFOUND;
+	memset(&w->be, 0, sizeof(w->be));
+	w->be.ops = ops;
+	rc = ops->open(&w->be, pl->free_bytes, eb);
+	if (rc)
+		return rc;
+	w->be_open = true;
+	rc = layout_apply(&w->layout, &w->be, pl, eb);
+	if (!rc)
+		rc = layout_check(&w->layout, pl, eb);
+	if (rc) {
+		layout_release(&w->layout);
+		return rc;
+	}
+	ops->mem_info(&w->be, &free_after, &total);
+	ev_begin(&e, EV_INFO, "ignis.runtime.vram_loaded");
+	ev_str(&e, "backend", name);
+	ev_u64(&e, "allocated_bytes", total - free_after);
+	ev_u64(&e, "free_after_load_bytes", free_after);
+	ev_u64(&e, "kv_pool_pages", w->layout.pool_pages);
+	ev_end(&e);
+	return IG_E_OK;
+}
 
 /* Check a plan message: the lines of common/vplan.h in their order, and a
  * total that is the sum of its parts. */
@@ -47,6 +92,12 @@ static int worker_take_plan(struct worker *w, const struct msg_plan *pl, struct 
 		               "plan.total_bytes %" PRIu64 " is not the sum of its parts %" PRIu64
 		               " within the budget %" PRIu64,
 		               pl->total_bytes, sum, pl->budget_bytes);
+	{
+		int rc = worker_lay_out(w, pl, eb);
+
+		if (rc)
+			return rc;
+	}
 	w->have_plan = true;
 	w->lines_bytes = lines;
 	w->pool_bytes = pool;

@@ -115,6 +115,8 @@ struct msg_str {
 /* The supervisor's plan for the gpu-worker (common/vplan.h): the fixed lines
  * in their order, the pool, and on Flash-Next the residency and the cache. */
 #define MSG_FIELDS_plan(F, R)                                                                      \
+	F(R, STR, backend, 1, 16, _)                                                              \
+	F(R, U64, free_bytes, 0, UINT64_MAX, _)                                                    \
 	F(R, STR, model, 1, 64, _)                                                                 \
 	F(R, STR, kv_format, 1, 16, _)                                                             \
 	F(R, STR, policy, 1, 16, _)                                                                \

@@ -66,6 +66,8 @@ void plan_to_msg(const struct vplan *p, struct msg *m)
 
 	memset(m, 0, sizeof(*m));
 	m->type = MSG_PLAN;
+	pl->backend = msg_str_of(p->cuda ? "cuda" : "cpu");
+	pl->free_bytes = p->free_bytes;
 	pl->model = msg_str_of(p->model->name);
 	pl->kv_format = msg_str_of(p->kv_format == MDESC_KV_BF16 ? "bf16" : "compact");
 	pl->policy = msg_str_of(p->policy == VPLAN_RESIDENT ? "resident" : "offloaded");

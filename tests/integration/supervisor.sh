@@ -95,6 +95,11 @@ step "the gpu-worker took the VRAM plan at each of its starts"
 [[ $(grep -c '"event":"ignis.gpu_worker.plan_received"' "$events") -ge 2 ]] ||
 	fail "the restarted gpu-worker was not handed the plan"
 grep -q '"event":"ignis.runtime.vram_plan"' "$events" || fail "start printed no plan event"
+budget=$(grep '"event":"ignis.runtime.vram_plan"' "$events" | head -1 | jq .budget_bytes)
+loaded=$(grep '"event":"ignis.runtime.vram_loaded"' "$events" | head -1)
+[[ -n $loaded ]] || fail "the worker did not lay the plan out (no ignis.runtime.vram_loaded)"
+jq -e --argjson b "$budget" '.allocated_bytes > 0 and .allocated_bytes <= $b' <<<"$loaded" >/dev/null ||
+	fail "the layout holds more than the budget $budget: $loaded"
 
 step "malformed messages get typed error replies; everyone keeps serving"
 for s in supervisor kvstore gpu-worker; do

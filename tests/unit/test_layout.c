@@ -1,0 +1,171 @@
+/*
+ * test_layout.c - the plan laid out on the cpu backend's simulated device:
+ * every line reserved as planned and inside the budget, places taken only
+ * inside a line's reservation, a device too small refused naming the line,
+ * and an accounting that does not match the plan refused naming the line.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "layout.h"
+#include "plan.h"
+
+/* The plan of `words` ("name=value" flags) as the worker receives it. */
+static void plan_msg(const char *words, struct vplan *p, struct msg *m)
+{
+	static char buf[512];
+	struct knob_input in;
+	struct knobs k;
+	struct ig_errbuf eb;
+	char *save = NULL;
+
+	memset(&in, 0, sizeof(in));
+	snprintf(buf, sizeof(buf), "%s", words);
+	for (char *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+		char *eq = strchr(w, '=');
+
+		*eq = '\0';
+		for (int id = 0; id < KNOB__COUNT; id++)
+			if (!strcmp(knob_defs[id].name, w)) {
+				in.flag[id].text = eq + 1;
+				snprintf(in.flag[id].where, sizeof(in.flag[id].where), "--%s", w);
+			}
+	}
+	if (knob_resolve(&in, &k, &eb) || plan_make(&k, false, p, &eb))
+		fail_msg("%s: %s %s", words, eb.msg, p->refusal);
+	plan_to_msg(p, m);
+}
+
+static void test_lays_out_both_families(void **state)
+{
+	static const char *const plans[] = {
+	    "profile=cpu model=tiny-dense",
+	    "profile=cpu model=tiny-moe",
+	    "profile=cpu model=tiny-moe device-free-bytes=28M",
+	};
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		struct ig_errbuf eb;
+		struct layout l;
+		struct vplan p;
+		struct msg m;
+		struct be be = {.ops = backend_find("cpu", &eb)};
+		uint64_t free_after, total;
+
+		plan_msg(plans[i], &p, &m);
+		assert_int_equal(be.ops->open(&be, p.free_bytes, &eb), IG_E_OK);
+		if (layout_apply(&l, &be, &m.u.plan, &eb) || layout_check(&l, &m.u.plan, &eb))
+			fail_msg("%s: %s", plans[i], eb.msg);
+		be.ops->mem_info(&be, &free_after, &total);
+		/* everything reserved, all of it inside the budget */
+		assert_true(total - free_after <= p.budget_bytes);
+		assert_true(total - free_after + p.line[VPLAN_RESIDUAL] >= p.total_bytes);
+		assert_true(l.pool_pages >= p.pool_pages);
+		layout_release(&l);
+		be.ops->mem_info(&be, &free_after, &total);
+		assert_int_equal(free_after, total);
+		be.ops->close(&be);
+	}
+}
+
+static void test_take_stays_inside_a_line(void **state)
+{
+	struct ig_errbuf eb;
+	struct layout l;
+	struct vplan p;
+	struct msg m;
+	struct be be = {.ops = backend_find("cpu", &eb)};
+	uint64_t ws;
+	void *a, *b;
+
+	(void)state;
+	plan_msg("profile=cpu model=tiny-dense", &p, &m);
+	be.ops->open(&be, p.free_bytes, &eb);
+	assert_int_equal(layout_apply(&l, &be, &m.u.plan, &eb), IG_E_OK);
+	ws = l.r[VPLAN_WORKSPACE].bytes;
+	assert_int_equal(layout_take(&l, (enum layout_region_id)VPLAN_WORKSPACE, ws / 2, &a, &eb),
+	                 IG_E_OK);
+	assert_int_equal(layout_take(&l, (enum layout_region_id)VPLAN_WORKSPACE, ws / 4, &b, &eb),
+	                 IG_E_OK);
+	assert_true((char *)b >= (char *)a + ws / 2);
+	assert_int_equal(layout_take(&l, (enum layout_region_id)VPLAN_WORKSPACE, ws / 2, &b, &eb),
+	                 IG_E_NOMEM);
+	assert_non_null(strstr(eb.msg, "workspace"));
+	assert_non_null(strstr(eb.msg, "the plan did not reserve this"));
+	layout_release(&l);
+	layout_release(&l); /* idempotent */
+	be.ops->close(&be);
+}
+
+static void test_too_small_a_device_names_the_line(void **state)
+{
+	struct ig_errbuf eb;
+	struct layout l;
+	struct vplan p;
+	struct msg m;
+	struct be be = {.ops = backend_find("cpu", &eb)};
+	uint64_t free_after, total;
+
+	(void)state;
+	plan_msg("profile=cpu model=tiny-dense", &p, &m);
+	/* a device half the size the plan was made for */
+	be.ops->open(&be, p.free_bytes / 2, &eb);
+	assert_int_equal(layout_apply(&l, &be, &m.u.plan, &eb), IG_E_NOMEM);
+	assert_non_null(strstr(eb.msg, "cannot reserve the plan's"));
+	be.ops->mem_info(&be, &free_after, &total);
+	assert_int_equal(free_after, total); /* nothing left behind */
+	be.ops->close(&be);
+}
+
+static void test_accounting_mismatch_names_the_line(void **state)
+{
+	struct ig_errbuf eb;
+	struct layout l;
+	struct vplan p;
+	struct msg m;
+	struct be be = {.ops = backend_find("cpu", &eb)};
+
+	(void)state;
+	plan_msg("profile=cpu model=tiny-dense", &p, &m);
+	be.ops->open(&be, p.free_bytes, &eb);
+	assert_int_equal(layout_apply(&l, &be, &m.u.plan, &eb), IG_E_OK);
+	m.u.plan.lines.v[VPLAN_SAMPLING].bytes += 8192; /* the plan says more than was laid out */
+	assert_int_equal(layout_check(&l, &m.u.plan, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "sampling"));
+	m.u.plan.lines.v[VPLAN_SAMPLING].bytes -= 8192;
+	m.u.plan.pool_pages += 2;
+	assert_int_equal(layout_check(&l, &m.u.plan, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "kv_pool"));
+	layout_release(&l);
+	be.ops->close(&be);
+}
+
+static void test_unknown_backend(void **state)
+{
+	struct ig_errbuf eb;
+
+	(void)state;
+	assert_null(backend_find("tpu", &eb));
+	assert_non_null(strstr(eb.msg, "'tpu'"));
+	assert_non_null(backend_find("cpu", &eb));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_lays_out_both_families),
+	    cmocka_unit_test(test_take_stays_inside_a_line),
+	    cmocka_unit_test(test_too_small_a_device_names_the_line),
+	    cmocka_unit_test(test_accounting_mismatch_names_the_line),
+	    cmocka_unit_test(test_unknown_backend),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
