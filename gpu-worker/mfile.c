@@ -214,6 +214,24 @@ static void mfile__derive(struct mdesc *d)
 	}
 }
 
+struct mfile__find {
+	struct mfile *f;
+	const char *name;
+	bool found;
+};
+
+static void mfile__find_one(void *ctx, const char *name, uint32_t n_dims, const uint64_t dims[4],
+                            bool expert)
+{
+	struct mfile__find *x = ctx;
+
+	(void)n_dims;
+	(void)dims;
+	(void)expert;
+	if (!strcmp(name, x->name))
+		x->found = true;
+}
+
 int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb)
 {
 	struct mfile__check c;
@@ -237,24 +255,22 @@ int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb)
 	mdesc_for_each_tensor(&f->desc, mfile__check_one, &c);
 	rc = c.rc;
 	if (!rc && c.expected != f->g.n_tensors) {
-		/* name one tensor the description does not have */
-		for (size_t i = 0; i < f->g.n_tensors; i++) {
-			const struct gguf_tensor *t = gguf_tensor_at(&f->g, i);
-			bool known = false;
+		/* every expected tensor is there: name one that is not expected */
+		struct mfile__find find = {.f = f};
 
-			(void)known;
-			if (!strncmp(t->name, "blk.", 4) || !strcmp(t->name, "token_embd.weight") ||
-			    !strcmp(t->name, "output.weight") ||
-			    !strcmp(t->name, "output_norm.weight"))
-				continue;
-			return ig_errf(eb, IG_E_INVAL,
-			               "'%s': tensor '%s' is not part of an %s model", path,
-			               t->name,
-			               f->desc.family == MDESC_DENSE ? "ignis-hybrid dense"
-			                                             : "ignis-hybrid moe");
+		for (size_t i = 0; i < f->g.n_tensors && !rc; i++) {
+			find.name = gguf_tensor_at(&f->g, i)->name;
+			find.found = false;
+			mdesc_for_each_tensor(&f->desc, mfile__find_one, &find);
+			if (!find.found)
+				rc = ig_errf(eb, IG_E_INVAL,
+				             "'%s': tensor '%s' is not part of an %s model", path,
+				             find.name, MFILE_ARCH);
 		}
-		rc = ig_errf(eb, IG_E_INVAL, "'%s': %zu tensors where the description has %llu",
-		             path, (size_t)f->g.n_tensors, (unsigned long long)c.expected);
+		if (!rc)
+			rc = ig_errf(eb, IG_E_INVAL,
+			             "'%s': %zu tensors where the description has %llu", path,
+			             (size_t)f->g.n_tensors, (unsigned long long)c.expected);
 	}
 	if (!rc)
 		return IG_E_OK;
