@@ -1,0 +1,230 @@
+/*
+ * test_seqimg.c - sequence images: written from scattered pages and read back
+ * into other scattered pages at every pairing of window sizes, byte-identical;
+ * foreign, stale, corrupt, oversized and overlong images refused by name.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "seqimg.h"
+
+#define PAGES 7
+
+struct seq {
+	void *pages[PAGES];
+	unsigned char *state, *sampler;
+};
+
+static const struct mdesc *model(void)
+{
+	return mdesc_find("tiny-dense");
+}
+
+static uint64_t page_bytes(void)
+{
+	return mdesc_page_bytes(model(), MDESC_KV_COMPACT);
+}
+
+static void seq_alloc(struct seq *s, unsigned seed)
+{
+	for (int i = 0; i < PAGES; i++) {
+		s->pages[i] = malloc(page_bytes());
+		for (uint64_t b = 0; b < page_bytes(); b++)
+			((unsigned char *)s->pages[i])[b] = (unsigned char)(seed * 31 + i * 7 + b);
+	}
+	s->state = malloc(1000);
+	s->sampler = malloc(24);
+	for (int b = 0; b < 1000; b++)
+		s->state[b] = (unsigned char)(seed + b * 3);
+	for (int b = 0; b < 24; b++)
+		s->sampler[b] = (unsigned char)(seed ^ b);
+}
+
+static void seq_free(struct seq *s)
+{
+	for (int i = 0; i < PAGES; i++)
+		free(s->pages[i]);
+	free(s->state);
+	free(s->sampler);
+}
+
+static struct seqimg_header header(uint32_t pages)
+{
+	struct seqimg_header h = {0};
+
+	snprintf(h.model, sizeof(h.model), "%s", model()->name);
+	h.model_id = seqimg_model_id(model());
+	h.kv_format = MDESC_KV_COMPACT;
+	h.page_bytes = (uint32_t)page_bytes();
+	h.tokens = pages * 64u - 5u;
+	h.pages = pages;
+	h.last_token = 104;
+	h.state_bytes = 1000;
+	h.sampler_bytes = 24;
+	return h;
+}
+
+/* The whole image through windows of `wsz` bytes into a flat buffer. */
+static unsigned char *write_all(struct seq *s, uint32_t pages, uint64_t wsz, uint64_t *len)
+{
+	struct seqimg_header h = header(pages);
+	struct seqimg_parts parts = {s->pages, s->state, s->sampler};
+	struct seqimg_writer w;
+	unsigned char *img;
+	uint64_t n, off = 0;
+
+	seqimg_writer_init(&w, &h, &parts);
+	img = malloc(w.h.image_bytes);
+	do {
+		seqimg_write_window(&w, img + off,
+		                    wsz < w.h.image_bytes - off ? wsz : w.h.image_bytes - off, &n);
+		off += n;
+	} while (n);
+	assert_true(seqimg_writer_done(&w));
+	*len = off;
+	return img;
+}
+
+static void test_windows_of_every_size(void **state)
+{
+	static const uint64_t sizes[] = {1, 7, 128, 4095, 4608, 100000, UINT32_MAX};
+	struct seq a, b;
+
+	(void)state;
+	seq_alloc(&a, 1);
+	for (size_t wi = 0; wi < sizeof(sizes) / sizeof(sizes[0]); wi++) {
+		uint64_t len;
+		unsigned char *img = write_all(&a, PAGES, sizes[wi], &len);
+
+		for (size_t ri = 0; ri < sizeof(sizes) / sizeof(sizes[0]); ri++) {
+			struct seqimg_parts parts;
+			struct seqimg_reader r;
+			struct ig_errbuf eb;
+			uint64_t off = 0;
+
+			seq_alloc(&b, 99);
+			parts = (struct seqimg_parts){b.pages, b.state, b.sampler};
+			seqimg_reader_init(&r, model(), MDESC_KV_COMPACT, &parts, PAGES, 1000, 24);
+			while (off < len) {
+				uint64_t n = sizes[ri] < len - off ? sizes[ri] : len - off;
+
+				if (seqimg_read_window(&r, img + off, n, &eb))
+					fail_msg("write %llu / read %llu: %s",
+					         (unsigned long long)sizes[wi],
+					         (unsigned long long)sizes[ri], eb.msg);
+				off += n;
+			}
+			assert_true(seqimg_reader_done(&r));
+			assert_int_equal(r.h.tokens, PAGES * 64u - 5u);
+			assert_int_equal(r.h.last_token, 104);
+			for (int p = 0; p < PAGES; p++)
+				assert_memory_equal(a.pages[p], b.pages[p], page_bytes());
+			assert_memory_equal(a.state, b.state, 1000);
+			assert_memory_equal(a.sampler, b.sampler, 24);
+			seq_free(&b);
+		}
+		free(img);
+	}
+	seq_free(&a);
+}
+
+static void test_refusals(void **state)
+{
+	static const struct {
+		const char *name;
+		int at;       /* byte to change, -1: none */
+		unsigned val; /* its new value */
+		const char *model;
+		uint32_t room;
+		const char *say;
+	} rows[] = {
+	    {"no magic", 0, 'X', "tiny-dense", PAGES, "not a sequence image"},
+	    {"a stale layout", 8, 2, "tiny-dense", PAGES, "layout version 2"},
+	    {"a corrupt header", 80, 0xff, "tiny-dense", PAGES, "checksum"},
+	    {"another model", -1, 0, "tiny-moe", PAGES, "foreign sequence image"},
+	    {"more pages than room", -1, 0, "tiny-dense", PAGES - 1, "room for 6"},
+	};
+	struct seq a, b;
+	uint64_t len;
+	unsigned char *img;
+
+	(void)state;
+	seq_alloc(&a, 5);
+	seq_alloc(&b, 6);
+	img = write_all(&a, PAGES, 4096, &len);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		unsigned char *copy = malloc(len);
+		struct seqimg_parts parts = {b.pages, b.state, b.sampler};
+		struct seqimg_reader r;
+		struct ig_errbuf eb;
+
+		memcpy(copy, img, len);
+		if (rows[i].at >= 0)
+			copy[rows[i].at] = (unsigned char)rows[i].val;
+		seqimg_reader_init(&r, mdesc_find(rows[i].model), MDESC_KV_COMPACT, &parts,
+		                   rows[i].room, 1000, 24);
+		if (seqimg_read_window(&r, copy, len, &eb) != IG_E_INVAL ||
+		    !strstr(eb.msg, rows[i].say))
+			fail_msg("%s: not refused with '%s' (%s)", rows[i].name, rows[i].say,
+			         eb.msg);
+		/* a refused reader takes nothing more */
+		assert_int_equal(seqimg_read_window(&r, copy, 1, &eb), IG_E_INVAL);
+		assert_false(seqimg_reader_done(&r));
+		free(copy);
+	}
+	/* bytes past the end */
+	{
+		struct seqimg_parts parts = {b.pages, b.state, b.sampler};
+		struct seqimg_reader r;
+		struct ig_errbuf eb;
+		unsigned char *longer = calloc(1, len + 3);
+
+		memcpy(longer, img, len);
+		seqimg_reader_init(&r, model(), MDESC_KV_COMPACT, &parts, PAGES, 1000, 24);
+		assert_int_equal(seqimg_read_window(&r, longer, len + 3, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "past the end"));
+		free(longer);
+	}
+	/* a truncated image is simply not done */
+	{
+		struct seqimg_parts parts = {b.pages, b.state, b.sampler};
+		struct seqimg_reader r;
+		struct ig_errbuf eb;
+
+		seqimg_reader_init(&r, model(), MDESC_KV_COMPACT, &parts, PAGES, 1000, 24);
+		assert_int_equal(seqimg_read_window(&r, img, len - 1, &eb), IG_E_OK);
+		assert_false(seqimg_reader_done(&r));
+	}
+	free(img);
+	seq_free(&a);
+	seq_free(&b);
+}
+
+static void test_model_identity(void **state)
+{
+	(void)state;
+	assert_int_not_equal(seqimg_model_id(mdesc_find("tiny-dense")),
+	                     seqimg_model_id(mdesc_find("tiny-moe")));
+	assert_int_not_equal(seqimg_model_id(mdesc_find("27b")),
+	                     seqimg_model_id(mdesc_find("flash-next")));
+	assert_int_equal(seqimg_model_id(mdesc_find("27b")),
+	                 seqimg_model_id(mdesc_find("qwen3.8-27b")));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_windows_of_every_size),
+	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_model_identity),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
