@@ -14,7 +14,8 @@
 /*
  * Tiny models: their weights and experts are derived from the tensor list
  * (mdesc_for_each_tensor) at bf16; the fixed-size state is, per linear layer,
- * v_heads x dk x dv fp32, plus a 4 KiB image header.
+ * the delta-rule state (v_heads x dk x dv fp32) and the short convolution's
+ * last kernel-1 inputs (x qkv channels, fp32), plus a 4 KiB image header.
  */
 #define TINY_HIDDEN 256u
 #define TINY_HEADS  4u
@@ -29,7 +30,10 @@
 #define TINY_MOE_EXPERTS  32u
 #define TINY_MOE_INTER    64u
 #define TINY_EXPERT_BYTES (3ull * TINY_HIDDEN * TINY_MOE_INTER * 2u)
-#define TINY_STATE(LIN)   ((LIN) * (uint64_t)TINY_HEADS * TINY_HD * TINY_HD * 4u + 4096u)
+/* qkv channels of a tiny linear layer: 2 key heads x 64 x 2 (q, k) + 4 value heads x 64 */
+#define TINY_QKV (2u * 2u * TINY_HD + TINY_HEADS * TINY_HD)
+#define TINY_STATE(LIN)                                                                            \
+	((LIN) * ((uint64_t)TINY_HEADS * TINY_HD * TINY_HD + 3u * TINY_QKV) * 4u + 4096u)
 
 const struct mdesc mdesc_builtin[] = {
     {

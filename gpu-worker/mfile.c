@@ -193,9 +193,16 @@ static void mfile__derive(struct mdesc *d)
 		if (mdesc_is_full_layer(d, i))
 			d->full_layers++;
 	lin = d->layers - d->full_layers;
-	/* the fixed-size state: per linear layer v_heads x dk x dv fp32, and a
-	 * 4 KiB image header */
-	d->state_image_bytes = (uint64_t)lin * d->lin_v_heads * d->lin_dk * d->lin_dv * 4u + 4096u;
+	/* the fixed-size state: per linear layer the delta-rule state (v_heads x
+	 * dk x dv fp32) and the convolution's last kernel-1 inputs (fp32 x qkv
+	 * channels), and a 4 KiB image header */
+	d->state_image_bytes =
+	    (uint64_t)lin *
+	        ((uint64_t)d->lin_v_heads * d->lin_dk * d->lin_dv +
+	         (uint64_t)(d->conv_kernel - 1) *
+	             (2ull * d->lin_k_heads * d->lin_dk + (uint64_t)d->lin_v_heads * d->lin_dv)) *
+	        4u +
+	    4096u;
 	if (d->family == MDESC_DENSE) {
 		d->fixed_lanes = d->default_lanes;
 		return;

@@ -370,7 +370,7 @@ static const struct row rows[] = {
      0,
      {0}},
     {"tiny-moe below its scaled floor refuses",
-     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=22M",
+     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=23592960",
      IG_E_PLAN_REFUSED,
      0,
      0,
@@ -378,7 +378,7 @@ static const struct row rows[] = {
      0,
      {"floor", "--vram-allow-expert-cache-below-floor"}},
     {"tiny-moe below its floor, allowed",
-     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=22M "
+     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=23592960 "
      "vram-allow-expert-cache-below-floor=on",
      IG_E_OK,
      VPLAN_OFFLOADED,
