@@ -1,0 +1,65 @@
+/*
+ * model_cpu.h - the decoder of our family on the cpu backend, assembled from
+ * its halves: embedding, then per layer the token mixer (gated full attention
+ * over the paged KV pool, or the gated delta rule) and the feed-forward
+ * (dense or mixture of experts), then the final norm and the head.
+ *
+ * A sequence's state is its KV pages (kvpool.h), one linear-attention state
+ * per linear layer, and its position. Every step is bit-identical whatever the
+ * chunking of the prompt and the thread count: a sequence that moved and
+ * came back continues exactly.
+ */
+#ifndef IGNIS_GPU_WORKER_MODEL_CPU_H
+#define IGNIS_GPU_WORKER_MODEL_CPU_H
+
+#include <stdint.h>
+
+#include "cpu_pool.h"
+#include "kvpool.h"
+#include "layer_ffn.h"
+#include "layer_full.h"
+#include "layer_linear.h"
+#include "mfile.h"
+
+struct mdl_layer {
+	bool full;
+	uint32_t index; /* among the full, or among the linear layers */
+	struct lfull_weights fw;
+	struct llin_weights lw;
+	struct lffn_weights ffn;
+};
+
+struct mdl {
+	const struct mdesc *m;
+	const uint16_t *embd, *out_norm, *output;
+	struct mdl_layer *layers;
+	uint32_t n_linear;
+};
+
+/* Bind the tensors of an open model file (bf16 only for now: other types
+ * are refused naming the tensor). The file stays open while `d` is used. */
+int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb);
+void mdl_release(struct mdl *d);
+
+struct mdl_seq {
+	struct kvseq kv;  /* its reserved pages */
+	float *lin_state; /* n_linear x llin_state_floats */
+	uint64_t pos;     /* tokens so far */
+};
+
+/* A fresh sequence (position 0, zero states); its pages are reserved by the
+ * caller in seq->kv. */
+int mdl_seq_init(const struct mdl *d, struct mdl_seq *s, struct ig_errbuf *eb);
+void mdl_seq_release(struct mdl_seq *s);
+/* Floats of the linear states (what a sequence image carries beside pages). */
+size_t mdl_seq_state_floats(const struct mdl *d);
+
+size_t mdl_scratch_bytes(const struct mdl *d, uint32_t n_tok, uint64_t max_context);
+
+/* Run `n_tok` tokens of `s` (a prefill chunk or one decode token) and write
+ * the logits of the last one (vocab floats). */
+int mdl_forward(const struct mdl *d, struct mdl_seq *s, const uint32_t *tokens, uint32_t n_tok,
+                enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
+                float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb);
+
+#endif

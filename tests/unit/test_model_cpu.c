@@ -1,0 +1,188 @@
+/*
+ * test_model_cpu.c - the whole decoder on the cpu backend, on synthetic model
+ * files of both families: the same greedy tokens whatever the prefill
+ * chunking and the thread count, in bf16 and in the compact KV format, and
+ * after the sequence's state moved to other pages midway (the exactness a
+ * move to KV-RAM or KV-disk relies on).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "model_cpu.h"
+
+#define CONTEXT 256u
+#define GEN     24u
+
+struct rig {
+	struct mfile f;
+	struct mdl d;
+	struct kvpool kv;
+	void *region;
+	uint64_t page_bytes;
+};
+
+static void rig_open(struct rig *r, const char *preset, enum mdesc_kv_format fmt)
+{
+	char path[128];
+	struct ig_errbuf eb;
+	uint32_t pages = 3 * (CONTEXT / 64);
+
+	snprintf(path, sizeof(path), "/tmp/ignis-model-%s-%d.gguf", preset, (int)getpid());
+	if (mfile_write_synthetic(mdesc_find(preset), 11, MFILE_BF16, path, &eb) ||
+	    mfile_open(&r->f, path, &eb) || mdl_bind(&r->d, &r->f, &eb))
+		fail_msg("%s: %s", preset, eb.msg);
+	unlink(path); /* the mapping stays */
+	r->page_bytes = mdesc_page_bytes(&r->f.desc, fmt);
+	r->region = calloc(pages, r->page_bytes);
+	assert_int_equal(kvpool_init(&r->kv, r->region, r->page_bytes, pages, &eb), IG_E_OK);
+}
+
+static void rig_close(struct rig *r)
+{
+	kvpool_release(&r->kv);
+	free(r->region);
+	mdl_release(&r->d);
+	mfile_close(&r->f);
+}
+
+static uint32_t argmax(const float *x, uint32_t n)
+{
+	uint32_t best = 0;
+
+	for (uint32_t i = 1; i < n; i++)
+		if (x[i] > x[best])
+			best = i;
+	return best;
+}
+
+/* Prefill the prompt in chunks of `chunk`, then GEN greedy tokens; with
+ * `move_at` > 0, after that many generated tokens the sequence's pages and
+ * state are copied to a new sequence on other pages, which continues. */
+static void generate(struct rig *r, enum mdesc_kv_format fmt, uint32_t chunk, int threads,
+                     uint32_t move_at, uint32_t *out)
+{
+	static const char prompt[] = "Ignis: the same tokens, exactly.";
+	const uint32_t n_prompt = sizeof(prompt) - 1;
+	uint32_t toks[64], pages = CONTEXT / 64;
+	struct mdl_seq s = {0}, s2 = {0}, *cur = &s;
+	struct kvseq hold = {0};
+	struct cpool *pool;
+	struct ig_errbuf eb;
+	float *logits = malloc(r->f.desc.vocab * sizeof(float));
+	void *scratch =
+	    aligned_alloc(64, (mdl_scratch_bytes(&r->d, chunk, CONTEXT) + 63) / 64 * 64);
+	int err;
+
+	assert_int_equal(cpool_create(&pool, threads, &eb), IG_E_OK);
+	assert_true(kvpool_try_reserve(&r->kv, &s.kv, 1, pages, &err));
+	assert_int_equal(mdl_seq_init(&r->d, &s, &eb), IG_E_OK);
+	for (uint32_t i = 0; i < n_prompt; i++)
+		toks[i] = (unsigned char)prompt[i];
+	for (uint32_t t = 0; t < n_prompt; t += chunk) {
+		uint32_t n = n_prompt - t < chunk ? n_prompt - t : chunk;
+
+		if (mdl_forward(&r->d, cur, toks + t, n, fmt, &r->kv, CONTEXT, logits, scratch,
+		                pool, &eb))
+			fail_msg("prefill: %s", eb.msg);
+	}
+	for (uint32_t g = 0; g < GEN; g++) {
+		uint32_t next = argmax(logits, r->f.desc.vocab);
+
+		for (uint32_t v = 0; v < r->f.desc.vocab; v++)
+			assert_true(isfinite(logits[v]));
+		out[g] = next;
+		if (move_at && g == move_at) {
+			/* move: other pages (a placeholder takes the next free ones
+			 * first), the same bytes, the same state and position */
+			assert_true(kvpool_try_reserve(&r->kv, &hold, 3, 1, &err));
+			assert_true(kvpool_try_reserve(&r->kv, &s2.kv, 2, pages, &err));
+			assert_int_equal(mdl_seq_init(&r->d, &s2, &eb), IG_E_OK);
+			for (uint32_t p = 0; p < pages; p++) {
+				assert_int_not_equal(s2.kv.table[p], s.kv.table[p]);
+				memcpy(kvpool_page(&r->kv, s2.kv.table[p]),
+				       kvpool_page(&r->kv, s.kv.table[p]), r->page_bytes);
+			}
+			memcpy(s2.lin_state, s.lin_state,
+			       mdl_seq_state_floats(&r->d) * sizeof(float));
+			s2.pos = s.pos;
+			memset(kvpool_page(&r->kv, s.kv.table[0]), 0xa5,
+			       r->page_bytes); /* old copy gone */
+			kvpool_free(&r->kv, &s.kv);
+			cur = &s2;
+		}
+		if (mdl_forward(&r->d, cur, &next, 1, fmt, &r->kv, CONTEXT, logits, scratch, pool,
+		                &eb))
+			fail_msg("decode: %s", eb.msg);
+	}
+	kvpool_free(&r->kv, &s.kv);
+	kvpool_free(&r->kv, &s2.kv);
+	kvpool_free(&r->kv, &hold);
+	mdl_seq_release(&s);
+	mdl_seq_release(&s2);
+	cpool_destroy(pool);
+	free(scratch);
+	free(logits);
+}
+
+static void exact(const char *preset, enum mdesc_kv_format fmt)
+{
+	static const struct {
+		uint32_t chunk;
+		int threads;
+		uint32_t move_at;
+	} runs[] = {{64, 1, 0}, {3, 2, 0}, {1, 3, 0}, {7, 2, 9}};
+	uint32_t ref[GEN], got[GEN];
+	struct rig r;
+
+	rig_open(&r, preset, fmt);
+	generate(&r, fmt, runs[0].chunk, runs[0].threads, 0, ref);
+	printf("# %s %s: greedy", preset, fmt == MDESC_KV_BF16 ? "bf16" : "compact");
+	for (uint32_t g = 0; g < GEN; g++)
+		printf(" %u", ref[g]);
+	printf("\n");
+	for (size_t i = 1; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		generate(&r, fmt, runs[i].chunk, runs[i].threads, runs[i].move_at, got);
+		if (memcmp(ref, got, sizeof(ref)))
+			fail_msg("%s: chunk %u, %d threads, move at %u differs", preset,
+			         runs[i].chunk, runs[i].threads, runs[i].move_at);
+	}
+	rig_close(&r);
+}
+
+static void test_dense_bf16(void **state)
+{
+	(void)state;
+	exact("tiny-dense", MDESC_KV_BF16);
+}
+
+static void test_dense_compact(void **state)
+{
+	(void)state;
+	exact("tiny-dense", MDESC_KV_COMPACT);
+}
+
+static void test_moe_bf16(void **state)
+{
+	(void)state;
+	exact("tiny-moe", MDESC_KV_BF16);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_dense_bf16),
+	    cmocka_unit_test(test_dense_compact),
+	    cmocka_unit_test(test_moe_bf16),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
