@@ -1,0 +1,169 @@
+/*
+ * ignis-generate - the developer's path to generate with the cpu runtime,
+ * before the client protocol exists: one prompt, one sequence, tokens to
+ * stdout as they come.
+ *
+ *   ignis-generate --model FILE --prompt TEXT [--max-tokens N] [--seed S]
+ *                  [--temperature T] [--top-k K] [--top-p P] [--threads N]
+ *                  [--chunk N] [--kv-format bf16|compact]
+ *
+ * The same arguments give the same text, whatever --threads and --chunk say.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_cpu.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+static int die(const char *msg)
+{
+	fprintf(stderr, "ignis-generate: %s\n", msg);
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"model", required_argument, NULL, 'm'},
+	    {"prompt", required_argument, NULL, 'p'},
+	    {"max-tokens", required_argument, NULL, 'n'},
+	    {"seed", required_argument, NULL, 's'},
+	    {"temperature", required_argument, NULL, 't'},
+	    {"top-k", required_argument, NULL, 'k'},
+	    {"top-p", required_argument, NULL, 'P'},
+	    {"threads", required_argument, NULL, 'j'},
+	    {"chunk", required_argument, NULL, 'c'},
+	    {"kv-format", required_argument, NULL, 'f'},
+	    {NULL, 0, NULL, 0},
+	};
+	struct smp_params sp = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 1};
+	enum mdesc_kv_format fmt = MDESC_KV_BF16;
+	const char *model = NULL, *prompt = NULL;
+	unsigned max_tokens = 64, chunk = 64;
+	int threads = 1, c, err;
+	struct ig_errbuf eb;
+	struct mfile f;
+	struct mdl d;
+	struct kvpool kv;
+	struct mdl_seq s = {0};
+	struct cpool *pool;
+	struct smp_state st;
+	struct tok_stream ts;
+	uint32_t *ids, pages;
+	size_t n_ids, ctx;
+	float *logits;
+	void *scratch, *region, *sscratch;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'm':
+			model = optarg;
+			break;
+		case 'p':
+			prompt = optarg;
+			break;
+		case 'n':
+			max_tokens = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 's':
+			sp.seed = strtoull(optarg, NULL, 0);
+			break;
+		case 't':
+			sp.temperature = strtof(optarg, NULL);
+			break;
+		case 'k':
+			sp.top_k = (uint32_t)strtoul(optarg, NULL, 10);
+			break;
+		case 'P':
+			sp.top_p = strtof(optarg, NULL);
+			break;
+		case 'j':
+			threads = atoi(optarg);
+			break;
+		case 'c':
+			chunk = (unsigned)strtoul(optarg, NULL, 10);
+			break;
+		case 'f':
+			if (!strcmp(optarg, "bf16"))
+				fmt = MDESC_KV_BF16;
+			else if (!strcmp(optarg, "compact"))
+				fmt = MDESC_KV_COMPACT;
+			else
+				return die("--kv-format: accepted bf16 or compact");
+			break;
+		default:
+			return die(
+			    "usage: ignis-generate --model FILE --prompt TEXT [--max-tokens N] "
+			    "[--seed S] [--temperature T] [--top-k K] [--top-p P] [--threads N] "
+			    "[--chunk N] [--kv-format bf16|compact]");
+		}
+	}
+	if (!model || !prompt || !chunk || !max_tokens)
+		return die("--model, --prompt, a --chunk and --max-tokens above 0 are needed");
+	if (mfile_open(&f, model, &eb) || mdl_bind(&d, &f, &eb))
+		return die(eb.msg);
+	if (smp_params_check(&sp, f.desc.vocab, &eb))
+		return die(eb.msg);
+	n_ids = strlen(prompt);
+	ctx = n_ids + max_tokens;
+	if (ctx > f.desc.default_context)
+		return die("the prompt and --max-tokens pass the model's context");
+	ids = malloc((n_ids + 1) * sizeof(uint32_t));
+	if (tok_encode(prompt, n_ids, 0, ids, n_ids + 1, &n_ids, &eb))
+		return die(eb.msg);
+	pages = (uint32_t)((ctx + 63) / 64);
+	region = calloc(pages, mdesc_page_bytes(&f.desc, fmt));
+	logits = malloc(f.desc.vocab * sizeof(float));
+	scratch = aligned_alloc(64, (mdl_scratch_bytes(&d, chunk, ctx) + 63) / 64 * 64);
+	sscratch = malloc(smp_scratch_bytes(f.desc.vocab));
+	if (!region || !logits || !scratch || !sscratch ||
+	    kvpool_init(&kv, region, mdesc_page_bytes(&f.desc, fmt), pages, &eb) ||
+	    !kvpool_try_reserve(&kv, &s.kv, 1, pages, &err) || mdl_seq_init(&d, &s, &eb) ||
+	    cpool_create(&pool, threads, &eb))
+		return die("cannot set the sequence up");
+	smp_init(&st, &sp);
+	tok_stream_init(&ts, TOK_SKIP_SPECIAL);
+	for (size_t t = 0; t < n_ids; t += chunk) {
+		uint32_t n = (uint32_t)(n_ids - t < chunk ? n_ids - t : chunk);
+
+		if (mdl_forward(&d, &s, ids + t, n, fmt, &kv, ctx, logits, scratch, pool, &eb))
+			return die(eb.msg);
+	}
+	for (unsigned g = 0; g < max_tokens; g++) {
+		uint32_t next = smp_pick(&sp, &st, logits, f.desc.vocab, sscratch);
+		uint8_t out[TOK_STREAM_MAX_OUT];
+		size_t n;
+
+		if (next == TOK_EOS)
+			break;
+		if (tok_stream_push(&ts, next, out, sizeof(out), &n, &eb) == IG_E_OK)
+			fwrite(out, 1, n, stdout);
+		fflush(stdout);
+		if (g + 1 < max_tokens &&
+		    mdl_forward(&d, &s, &next, 1, fmt, &kv, ctx, logits, scratch, pool, &eb))
+			return die(eb.msg);
+	}
+	{
+		uint8_t out[TOK_STREAM_MAX_OUT];
+		size_t n;
+
+		if (tok_stream_flush(&ts, out, sizeof(out), &n, &eb) == IG_E_OK)
+			fwrite(out, 1, n, stdout);
+	}
+	putchar('\n');
+	cpool_destroy(pool);
+	mdl_seq_release(&s);
+	kvpool_free(&kv, &s.kv);
+	kvpool_release(&kv);
+	mdl_release(&d);
+	mfile_close(&f);
+	free(ids);
+	free(region);
+	free(logits);
+	free(scratch);
+	free(sscratch);
+	return 0;
+}
