@@ -198,3 +198,22 @@ int mdl_forward(const struct mdl *d, struct mdl_seq *s, const uint32_t *tokens, 
 	s->pos += n_tok;
 	return IG_E_OK;
 }
+
+void mdl_seq_image(const struct mdl *d, const struct mdl_seq *s, const struct kvpool *kv,
+                   enum mdesc_kv_format fmt, uint32_t last_token, uint64_t sampler_bytes,
+                   struct seqimg_header *h, void **pages_out)
+{
+	memset(h, 0, sizeof(*h));
+	snprintf(h->model, sizeof(h->model), "%s", d->m->name);
+	h->model_id = seqimg_model_id(d->m);
+	h->kv_format = fmt;
+	h->page_bytes = (uint32_t)mdesc_page_bytes(d->m, fmt);
+	h->tokens = s->pos;
+	/* only the pages that hold tokens travel */
+	h->pages = (uint32_t)((s->pos + 63) / 64);
+	h->last_token = last_token;
+	h->state_bytes = mdl_seq_state_floats(d) * sizeof(float);
+	h->sampler_bytes = sampler_bytes;
+	for (uint32_t i = 0; i < h->pages && i < s->kv.n_pages; i++)
+		pages_out[i] = kvpool_page(kv, s->kv.table[i]);
+}

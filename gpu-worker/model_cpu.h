@@ -20,6 +20,7 @@
 #include "layer_full.h"
 #include "layer_linear.h"
 #include "mfile.h"
+#include "seqimg.h"
 
 struct mdl_layer {
 	bool full;
@@ -55,6 +56,14 @@ void mdl_seq_release(struct mdl_seq *s);
 size_t mdl_seq_state_floats(const struct mdl *d);
 
 size_t mdl_scratch_bytes(const struct mdl *d, uint32_t n_tok, uint64_t max_context);
+
+/* The image header of `s` (its pages, linear states, position, last token
+ * and `sampler_bytes` of sampler state) and, in `pages_out` (room for
+ * s->kv.n_pages), the addresses of its pages: what seqimg.h needs to move
+ * the sequence out, or in once the pages are reserved. */
+void mdl_seq_image(const struct mdl *d, const struct mdl_seq *s, const struct kvpool *kv,
+                   enum mdesc_kv_format fmt, uint32_t last_token, uint64_t sampler_bytes,
+                   struct seqimg_header *h, void **pages_out);
 
 /* Run `n_tok` tokens of `s` (a prefill chunk or one decode token) and write
  * the logits of the last one (vocab floats). */

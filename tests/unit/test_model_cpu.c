@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "model_cpu.h"
+#include "sampler.h"
 
 #define CONTEXT 256u
 #define GEN     24u
@@ -176,12 +177,123 @@ static void test_moe_bf16(void **state)
 	exact("tiny-moe", MDESC_KV_BF16);
 }
 
+/* Sampled generation that, after `move_at` tokens (0: never), moves the
+ * sequence out as a sequence image through 4 KiB windows, frees its pages,
+ * and brings it back through 1000-byte windows into other pages, with its
+ * sampler state: the tokens must be the uninterrupted run's. */
+static void sample(struct rig *r, uint32_t move_at, uint32_t *out)
+{
+	static const char prompt[] = "Moved out, and back, exactly.";
+	const uint32_t n_prompt = sizeof(prompt) - 1, pages = CONTEXT / 64;
+	struct smp_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 77};
+	struct mdl_seq s = {0};
+	struct kvseq hold = {0};
+	struct smp_state st;
+	struct cpool *pool;
+	struct ig_errbuf eb;
+	uint32_t toks[64], next = 0;
+	float *logits = malloc(r->f.desc.vocab * sizeof(float));
+	void *scratch = aligned_alloc(64, (mdl_scratch_bytes(&r->d, 64, CONTEXT) + 63) / 64 * 64);
+	void *sscratch = malloc(smp_scratch_bytes(r->f.desc.vocab));
+	int err;
+
+	assert_int_equal(cpool_create(&pool, 2, &eb), IG_E_OK);
+	assert_true(kvpool_try_reserve(&r->kv, &s.kv, 1, pages, &err));
+	assert_int_equal(mdl_seq_init(&r->d, &s, &eb), IG_E_OK);
+	smp_init(&st, &sp);
+	for (uint32_t i = 0; i < n_prompt; i++)
+		toks[i] = (unsigned char)prompt[i];
+	assert_int_equal(mdl_forward(&r->d, &s, toks, n_prompt, MDESC_KV_BF16, &r->kv, CONTEXT,
+	                             logits, scratch, pool, &eb),
+	                 IG_E_OK);
+	for (uint32_t g = 0; g < GEN; g++) {
+		next = smp_pick(&sp, &st, logits, r->f.desc.vocab, sscratch);
+		out[g] = next;
+		if (move_at && g == move_at) {
+			struct seqimg_header h;
+			void *page_ptrs[8], *new_ptrs[8];
+			uint8_t sampler[SMP_STATE_BYTES];
+			struct seqimg_writer w;
+			struct seqimg_reader rd;
+			unsigned char *img, win[4096];
+			uint64_t n, len = 0;
+			struct mdl_seq s2 = {0};
+
+			smp_state_save(&st, sampler);
+			mdl_seq_image(&r->d, &s, &r->kv, MDESC_KV_BF16, next, sizeof(sampler), &h,
+			              page_ptrs);
+			seqimg_writer_init(&w, &h,
+			                   &(struct seqimg_parts){page_ptrs, s.lin_state, sampler});
+			img = malloc(w.h.image_bytes);
+			do {
+				seqimg_write_window(&w, win, sizeof(win), &n);
+				memcpy(img + len, win, n);
+				len += n;
+			} while (n);
+			/* gone: the pages scribbled and freed, the state freed */
+			for (uint32_t p = 0; p < s.kv.n_pages; p++)
+				memset(kvpool_page(&r->kv, s.kv.table[p]), 0x5a, r->page_bytes);
+			kvpool_free(&r->kv, &s.kv);
+			mdl_seq_release(&s);
+			memset(sampler, 0, sizeof(sampler));
+			/* back, into other pages */
+			assert_true(kvpool_try_reserve(&r->kv, &hold, 3, 2, &err));
+			assert_true(kvpool_try_reserve(&r->kv, &s2.kv, 2, pages, &err));
+			assert_int_equal(mdl_seq_init(&r->d, &s2, &eb), IG_E_OK);
+			for (uint32_t p = 0; p < pages; p++)
+				new_ptrs[p] = kvpool_page(&r->kv, s2.kv.table[p]);
+			seqimg_reader_init(&rd, r->d.m, MDESC_KV_BF16,
+			                   &(struct seqimg_parts){new_ptrs, s2.lin_state, sampler},
+			                   pages, mdl_seq_state_floats(&r->d) * sizeof(float),
+			                   sizeof(sampler));
+			for (uint64_t off = 0; off < len; off += 1000)
+				if (seqimg_read_window(&rd, img + off,
+				                       len - off < 1000 ? len - off : 1000, &eb))
+					fail_msg("restore: %s", eb.msg);
+			assert_true(seqimg_reader_done(&rd));
+			assert_int_equal(smp_state_load(&st, sampler, &eb), IG_E_OK);
+			s2.pos = rd.h.tokens;
+			next = rd.h.last_token;
+			s = s2;
+			free(img);
+		}
+		assert_int_equal(mdl_forward(&r->d, &s, &next, 1, MDESC_KV_BF16, &r->kv, CONTEXT,
+		                             logits, scratch, pool, &eb),
+		                 IG_E_OK);
+	}
+	kvpool_free(&r->kv, &s.kv);
+	kvpool_free(&r->kv, &hold);
+	mdl_seq_release(&s);
+	cpool_destroy(pool);
+	free(scratch);
+	free(sscratch);
+	free(logits);
+}
+
+static void test_move_through_a_sequence_image(void **state)
+{
+	static const char *const presets[] = {"tiny-dense", "tiny-moe"};
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		uint32_t ref[GEN], got[GEN];
+		struct rig r;
+
+		rig_open(&r, presets[i], MDESC_KV_BF16);
+		sample(&r, 0, ref);
+		sample(&r, 9, got);
+		assert_memory_equal(ref, got, sizeof(ref));
+		rig_close(&r);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_dense_bf16),
 	    cmocka_unit_test(test_dense_compact),
 	    cmocka_unit_test(test_moe_bf16),
+	    cmocka_unit_test(test_move_through_a_sequence_image),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
