@@ -39,52 +39,7 @@
 
 /* ---- helpers --------------------------------------------------------------- */
 
-struct rng {
-	uint64_t s;
-};
-
-static uint64_t rng_next(struct rng *r)
-{
-	/* splitmix64 */
-	uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [lo, hi). */
-static float rng_unif(struct rng *r, float lo, float hi)
-{
-	return lo + (hi - lo) * (float)((double)(rng_next(r) >> 11) * 0x1p-53);
-}
-
-static uint64_t test_seed(const char *what)
-{
-	const char *env = getenv("IGNIS_TEST_SEED");
-	uint64_t seed = env ? strtoull(env, NULL, 0) : DEFAULT_SEED;
-
-	print_message("# %s: seed %" PRIu64 " (set IGNIS_TEST_SEED to try another)\n", what, seed);
-	return seed;
-}
-
-static void *xmalloc(size_t n)
-{
-	void *p = malloc(n ? n : 1);
-
-	assert_non_null(p);
-	return p;
-}
-
-static struct cpool *pool_of(int n)
-{
-	struct ig_errbuf eb = {0};
-	struct cpool *p = NULL;
-
-	if (cpool_create(&p, n, &eb))
-		fail_msg("cpool_create(%d): %s", n, eb.msg);
-	return p;
-}
+#include "testutil.h"
 
 /* ---- the layer's inputs ------------------------------------------------------ */
 
