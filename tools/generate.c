@@ -9,6 +9,7 @@
  *
  * The same arguments give the same text, whatever --threads and --chunk say.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,36 @@ static int die(const char *msg)
 {
 	fprintf(stderr, "ignis-generate: %s\n", msg);
 	return 1;
+}
+
+/* A whole number in lo..hi, or exit 2 naming the option and what is accepted. */
+static unsigned long long num(const char *opt, const char *arg, unsigned long long lo,
+                              unsigned long long hi)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(arg, &end, 0);
+	if (errno || end == arg || *end || arg[0] == '-' || v < lo || v > hi) {
+		fprintf(stderr, "ignis-generate: %s '%s'; accepted: a whole number in %llu..%llu\n",
+		        opt, arg, lo, hi);
+		exit(2);
+	}
+	return v;
+}
+
+/* A finite number, or exit 2 (the sampler checks its range). */
+static float real(const char *opt, const char *arg)
+{
+	char *end;
+	float v = strtof(arg, &end);
+
+	if (end == arg || *end || v != v) {
+		fprintf(stderr, "ignis-generate: %s '%s' is not a number\n", opt, arg);
+		exit(2);
+	}
+	return v;
 }
 
 int main(int argc, char **argv)
@@ -66,25 +97,25 @@ int main(int argc, char **argv)
 			prompt = optarg;
 			break;
 		case 'n':
-			max_tokens = (unsigned)strtoul(optarg, NULL, 10);
+			max_tokens = (unsigned)num("--max-tokens", optarg, 1, 1u << 24);
 			break;
 		case 's':
-			sp.seed = strtoull(optarg, NULL, 0);
+			sp.seed = num("--seed", optarg, 0, UINT64_MAX);
 			break;
 		case 't':
-			sp.temperature = strtof(optarg, NULL);
+			sp.temperature = real("--temperature", optarg);
 			break;
 		case 'k':
-			sp.top_k = (uint32_t)strtoul(optarg, NULL, 10);
+			sp.top_k = (uint32_t)num("--top-k", optarg, 0, UINT32_MAX);
 			break;
 		case 'P':
-			sp.top_p = strtof(optarg, NULL);
+			sp.top_p = real("--top-p", optarg);
 			break;
 		case 'j':
-			threads = atoi(optarg);
+			threads = (int)num("--threads", optarg, 1, 256);
 			break;
 		case 'c':
-			chunk = (unsigned)strtoul(optarg, NULL, 10);
+			chunk = (unsigned)num("--chunk", optarg, 1, 1u << 20);
 			break;
 		case 'f':
 			if (!strcmp(optarg, "bf16"))
@@ -119,11 +150,13 @@ int main(int argc, char **argv)
 	logits = malloc(f.desc.vocab * sizeof(float));
 	scratch = aligned_alloc(64, (mdl_scratch_bytes(&d, chunk, ctx) + 63) / 64 * 64);
 	sscratch = malloc(smp_scratch_bytes(f.desc.vocab));
-	if (!region || !logits || !scratch || !sscratch ||
-	    kvpool_init(&kv, region, mdesc_page_bytes(&f.desc, fmt), pages, &eb) ||
-	    !kvpool_try_reserve(&kv, &s.kv, 1, pages, &err) || mdl_seq_init(&d, &s, &eb) ||
-	    cpool_create(&pool, threads, &eb))
-		return die("cannot set the sequence up");
+	if (!region || !logits || !scratch || !sscratch)
+		return die("no host memory for the sequence");
+	if (kvpool_init(&kv, region, mdesc_page_bytes(&f.desc, fmt), pages, &eb) ||
+	    mdl_seq_init(&d, &s, &eb) || cpool_create(&pool, threads, &eb))
+		return die(eb.msg);
+	if (!kvpool_try_reserve(&kv, &s.kv, 1, pages, &err))
+		return die("the KV pool cannot hold the sequence");
 	smp_init(&st, &sp);
 	tok_stream_init(&ts, TOK_SKIP_SPECIAL);
 	for (size_t t = 0; t < n_ids; t += chunk) {

@@ -25,4 +25,6 @@ out=$("$gen" --model "$work/nope.gguf" --prompt x 2>&1) && fail "a missing model
 grep -q "nope.gguf" <<<"$out" || fail "unclear error: $out"
 out=$("$gen" --model "$work/tiny-dense.gguf" --prompt x --top-p 2 2>&1) && fail "top-p 2 accepted"
 grep -qi "top_p" <<<"$out" || fail "unclear error: $out"
+out=$("$gen" --model "$work/tiny-dense.gguf" --prompt x --threads abc 2>&1) && fail "--threads abc accepted"
+grep -q -- "--threads 'abc'; accepted: a whole number" <<<"$out" || fail "unclear error: $out"
 echo "generate integration: all steps passed"
