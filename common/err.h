@@ -36,7 +36,9 @@
 	X(PROTO_UNKNOWN_FIELD, 28, "unknown field")                                                \
 	X(PROTO_UNEXPECTED, 29, "unexpected message type")                                         \
 	X(CHILD, 40, "child process failed")                                                       \
-	X(PLAN_REFUSED, 41, "the VRAM plan refuses the start")
+	X(PLAN_REFUSED, 41, "the VRAM plan refuses the start")                                     \
+	X(REQ_CONTEXT, 50, "the request is longer than the context")                               \
+	X(REQ_POOL, 51, "the request is larger than the whole KV pool")
 
 enum ig_err {
 #define IG__ERR_ENUM(name, val, desc) IG_E_##name = val,

@@ -141,24 +141,43 @@ int lfull_forward(const struct mdesc *m, uint32_t full_index, const struct lfull
                   enum mdesc_kv_format fmt, const struct kvpool *kv, const struct kvseq *seq,
                   uint64_t pos0, float *x, uint32_t n_tok, void *scratch, struct cpool *pool)
 {
+	struct lfull_seg one = {seq, pos0, n_tok};
+
+	return lfull_forward_segs(m, full_index, w, fmt, kv, &one, 1, x, scratch, pool);
+}
+
+int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct lfull_weights *w,
+                       enum mdesc_kv_format fmt, const struct kvpool *kv,
+                       const struct lfull_seg *segs, uint32_t n_segs, float *x, void *scratch,
+                       struct cpool *pool)
+{
 	size_t hd = m->head_dim, hidden = m->hidden;
 	size_t qd = (size_t)m->q_heads * hd, kvd = (size_t)m->kv_heads * hd;
 	uint64_t hb = kvfmt_head_bytes(fmt, m->head_dim);
-	uint64_t last = pos0 + n_tok - 1;
+	uint64_t longest = 0;
+	size_t n_tok = 0, row = 0;
 	struct lfull_ctx c;
-	float *f = scratch;
+	float *f = scratch, *qg, *k, *v, *o;
 
-	if (n_tok == 0)
-		return 0;
 	if (full_index >= m->full_layers || m->kv_heads == 0 || m->q_heads % m->kv_heads != 0 ||
 	    hb == 0 ||
-	    kv->page_bytes <
-	        (uint64_t)m->full_layers * 2u * m->kv_heads * KVPOOL_PAGE_TOKENS * hb ||
-	    last / KVPOOL_PAGE_TOKENS >= seq->n_pages)
+	    kv->page_bytes < (uint64_t)m->full_layers * 2u * m->kv_heads * KVPOOL_PAGE_TOKENS * hb)
 		return IG_E_INVAL;
 	if (m->rope_dims == 0 || m->rope_dims % 2 != 0 || m->rope_dims > m->head_dim ||
 	    !(m->rope_theta > 0.0f))
 		return IG_E_INVAL;
+	for (uint32_t i = 0; i < n_segs; i++) {
+		uint64_t end = segs[i].pos0 + segs[i].n_tok;
+
+		if (segs[i].n_tok == 0)
+			continue;
+		if ((end - 1) / KVPOOL_PAGE_TOKENS >= segs[i].seq->n_pages)
+			return IG_E_INVAL;
+		n_tok += segs[i].n_tok;
+		longest = end > longest ? end : longest;
+	}
+	if (n_tok == 0)
+		return 0;
 
 	memset(&c, 0, sizeof(c));
 	c.m = m;
@@ -166,20 +185,18 @@ int lfull_forward(const struct mdesc *m, uint32_t full_index, const struct lfull
 	c.fmt = fmt;
 	c.hb = hb;
 	c.kv = kv;
-	c.seq = seq;
-	c.pos0 = pos0;
 	c.scale = (float)(1.0 / sqrt((double)hd));
 
 	float *attn_norm = f;
 	float *q_norm = attn_norm + hidden;
 	float *k_norm = q_norm + hd;
 	float *xn = k_norm + hd;
-	c.qg = xn + (size_t)n_tok * hidden;
-	c.k = c.qg + (size_t)n_tok * 2 * qd;
-	c.v = c.k + (size_t)n_tok * kvd;
-	c.o = c.v + (size_t)n_tok * kvd;
-	c.head_scratch = c.o + (size_t)n_tok * qd;
-	c.head_stride = (size_t)(last + 1) + hd;
+	qg = xn + n_tok * hidden;
+	k = qg + n_tok * 2 * qd;
+	v = k + n_tok * kvd;
+	o = v + n_tok * kvd;
+	c.head_scratch = o + n_tok * qd;
+	c.head_stride = (size_t)longest + hd;
 	c.q_norm = q_norm;
 	c.k_norm = k_norm;
 
@@ -187,20 +204,33 @@ int lfull_forward(const struct mdesc *m, uint32_t full_index, const struct lfull
 	widen(w->attn_q_norm, q_norm, hd);
 	widen(w->attn_k_norm, k_norm, hd);
 
-	for (uint32_t t = 0; t < n_tok; t++)
-		cop_rmsnorm(x + t * hidden, attn_norm, xn + t * hidden, hidden, m->rms_eps);
-	cop_matmul_bf16(pool, w->attn_q, xn, c.qg, hidden, 2 * qd, n_tok);
-	cop_matmul_bf16(pool, w->attn_k, xn, c.k, hidden, kvd, n_tok);
-	cop_matmul_bf16(pool, w->attn_v, xn, c.v, hidden, kvd, n_tok);
+	/* The projections see every row of the round at once; a row's result
+	 * does not depend on its neighbours (cpu_ops.h). */
+	cop_rmsnorm_rows(x, attn_norm, xn, n_tok, hidden, m->rms_eps);
+	cop_matmul_bf16(pool, w->attn_q, xn, qg, hidden, 2 * qd, n_tok);
+	cop_matmul_bf16(pool, w->attn_k, xn, k, hidden, kvd, n_tok);
+	cop_matmul_bf16(pool, w->attn_v, xn, v, hidden, kvd, n_tok);
 
-	/* Every token's K and V stored before any token attends. */
-	cpool_run(pool, n_tok, prep_fn, &c);
-	for (uint32_t t = 0; t < n_tok; t++) {
-		c.t = t;
-		cpool_run(pool, m->q_heads, attn_fn, &c);
+	/* Attention sequence by sequence: each over its own pages. */
+	for (uint32_t i = 0; i < n_segs; i++) {
+		if (segs[i].n_tok == 0)
+			continue;
+		c.seq = segs[i].seq;
+		c.pos0 = segs[i].pos0;
+		c.qg = qg + row * 2 * qd;
+		c.k = k + row * kvd;
+		c.v = v + row * kvd;
+		c.o = o + row * qd;
+		/* Every token's K and V stored before any token attends. */
+		cpool_run(pool, segs[i].n_tok, prep_fn, &c);
+		for (uint32_t t = 0; t < segs[i].n_tok; t++) {
+			c.t = t;
+			cpool_run(pool, m->q_heads, attn_fn, &c);
+		}
+		row += segs[i].n_tok;
 	}
 
-	cop_matmul_bf16(pool, w->attn_output, c.o, xn, qd, hidden, n_tok);
-	cop_add(x, xn, x, (size_t)n_tok * hidden);
+	cop_matmul_bf16(pool, w->attn_output, o, xn, qd, hidden, n_tok);
+	cop_add(x, xn, x, n_tok * hidden);
 	return 0;
 }

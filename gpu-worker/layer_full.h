@@ -97,4 +97,25 @@ int lfull_forward(const struct mdesc *m, uint32_t full_index, const struct lfull
                   enum mdesc_kv_format fmt, const struct kvpool *kv, const struct kvseq *seq,
                   uint64_t pos0, float *x, uint32_t n_tok, void *scratch, struct cpool *pool);
 
+/* One sequence's rows in a round: n_tok consecutive tokens from pos0. */
+struct lfull_seg {
+	const struct kvseq *seq;
+	uint64_t pos0;
+	uint32_t n_tok;
+};
+
+/*
+ * The layer over a round of several sequences: x holds the rows of segs[0],
+ * then of segs[1], ... (sum of n_tok rows), each sequence attending over its
+ * own pages only. The projections run over all rows at once (one pass over
+ * the weights for the whole round); each row's result is bit-identical to
+ * running its sequence alone with lfull_forward. Scratch: lfull_scratch_bytes
+ * for the total rows, with every pos0 + n_tok <= max_context. The same
+ * refusals as lfull_forward, for any segment.
+ */
+int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct lfull_weights *w,
+                       enum mdesc_kv_format fmt, const struct kvpool *kv,
+                       const struct lfull_seg *segs, uint32_t n_segs, float *x, void *scratch,
+                       struct cpool *pool);
+
 #endif

@@ -260,13 +260,24 @@ static void llin_head_items(void *ctx, size_t begin, size_t end)
 int llin_forward(const struct mdesc *m, const struct llin_weights *w, struct llin_state *st,
                  float *x, uint32_t n_tok, void *scratch, struct cpool *pool)
 {
+	struct llin_seg one = {*st, n_tok};
+
+	return llin_forward_segs(m, w, &one, 1, x, scratch, pool);
+}
+
+int llin_forward_segs(const struct mdesc *m, const struct llin_weights *w,
+                      const struct llin_seg *segs, uint32_t n_segs, float *x, void *scratch,
+                      struct cpool *pool)
+{
 	struct llin_dims d;
-	struct llin_scratch s;
+	struct llin_scratch s, part;
 	struct llin_job job;
-	size_t n = n_tok;
+	size_t n = 0, row = 0;
 
 	if (llin_dims_of(m, &d))
 		return IG_E_INVAL;
+	for (uint32_t i = 0; i < n_segs; i++)
+		n += segs[i].n_tok;
 	if (!n)
 		return 0;
 	llin_scratch_layout(&d, n, scratch, &s);
@@ -275,14 +286,30 @@ int llin_forward(const struct mdesc *m, const struct llin_weights *w, struct lli
 	for (size_t i = 0; i < d.dv; i++)
 		s.norm[i] = bf16_to_f32(w->norm[i]);
 
+	/* The projections over every row of the round at once. */
 	cop_rmsnorm_rows(x, s.attn_norm, s.xn, n, d.hidden, m->rms_eps);
 	cop_matmul_bf16(pool, w->qkv, s.xn, s.qkv, d.hidden, d.qkv, n);
 	cop_matmul_bf16(pool, w->z, s.xn, s.z, d.hidden, d.lvdv, n);
 	cop_matmul_bf16(pool, w->ba, s.xn, s.ba, d.hidden, 2 * d.lv, n);
 
-	job = (struct llin_job){.d = &d, .w = w, .st = st, .s = &s, .n = n, .eps = m->rms_eps};
-	cpool_run(pool, d.qkv, llin_conv_items, &job);
-	cpool_run(pool, d.lv, llin_head_items, &job);
+	/* The conv and the recurrence sequence by sequence, each on its own
+	 * state and rows. */
+	for (uint32_t i = 0; i < n_segs; i++) {
+		struct llin_state st = segs[i].st;
+
+		if (!segs[i].n_tok)
+			continue;
+		part = s;
+		part.qkv = s.qkv + row * d.qkv;
+		part.z = s.z + row * d.lvdv;
+		part.ba = s.ba + row * 2 * d.lv;
+		part.o = s.o + row * d.lvdv;
+		job = (struct llin_job){
+		    .d = &d, .w = w, .st = &st, .s = &part, .n = segs[i].n_tok, .eps = m->rms_eps};
+		cpool_run(pool, d.qkv, llin_conv_items, &job);
+		cpool_run(pool, d.lv, llin_head_items, &job);
+		row += segs[i].n_tok;
+	}
 
 	/* lin_out into xn (no longer needed), then the residual add. */
 	cop_matmul_bf16(pool, w->out, s.o, s.xn, d.lvdv, d.hidden, n);

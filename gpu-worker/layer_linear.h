@@ -97,4 +97,21 @@ size_t llin_scratch_bytes(const struct mdesc *m, uint32_t n_tok);
 int llin_forward(const struct mdesc *m, const struct llin_weights *w, struct llin_state *st,
                  float *x, uint32_t n_tok, void *scratch, struct cpool *pool);
 
+/* One sequence's rows in a round and its state in this layer. */
+struct llin_seg {
+	struct llin_state st;
+	uint32_t n_tok;
+};
+
+/*
+ * The layer over a round of several sequences: x holds the rows of segs[0],
+ * then of segs[1], ...; each sequence's tokens run in order on its own state.
+ * The projections run over all rows at once; each row's result is
+ * bit-identical to running its sequence alone with llin_forward. Scratch:
+ * llin_scratch_bytes for the total rows. The same refusals as llin_forward.
+ */
+int llin_forward_segs(const struct mdesc *m, const struct llin_weights *w,
+                      const struct llin_seg *segs, uint32_t n_segs, float *x, void *scratch,
+                      struct cpool *pool);
+
 #endif

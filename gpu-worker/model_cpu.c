@@ -154,49 +154,127 @@ int mdl_forward(const struct mdl *d, struct mdl_seq *s, const uint32_t *tokens, 
                 enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
                 float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb)
 {
-	const struct mdesc *m = d->m;
-	size_t h = m->hidden;
-	float *x = scratch, *nw = x + (size_t)n_tok * h, *xl = nw + h;
-	void *ls = (char *)scratch + ((size_t)n_tok * h * 4u + 2u * h * 4u + 63u) / 64u * 64u;
-	size_t per = llin_state_floats(m), s_floats = llin_state_s_floats(m);
+	struct mdl_step one = {s, tokens, n_tok, true};
 
 	if (n_tok == 0)
 		return IG_E_OK;
-	if (s->pos + n_tok > max_context)
-		return ig_errf(eb, IG_E_INVAL, "%llu tokens would pass the context of %llu",
-		               (unsigned long long)(s->pos + n_tok),
-		               (unsigned long long)max_context);
-	for (uint32_t t = 0; t < n_tok; t++) {
-		if (tokens[t] >= m->vocab)
+	return mdl_forward_round(d, &one, 1, fmt, kv, max_context, logits, scratch, pool, eb);
+}
+
+/* Everything a round could refuse, checked before any state changes. */
+static int mdl__check_round(const struct mdl *d, const struct mdl_step *steps, uint32_t n_steps,
+                            uint64_t max_context, struct ig_errbuf *eb)
+{
+	for (uint32_t i = 0; i < n_steps; i++) {
+		const struct mdl_step *st = &steps[i];
+		uint64_t end = st->s->pos + st->n_tok;
+
+		if (st->n_tok == 0)
+			return ig_errf(eb, IG_E_INVAL, "step %u of the round has no tokens", i);
+		for (uint32_t j = 0; j < i; j++)
+			if (steps[j].s == st->s)
+				return ig_errf(eb, IG_E_INVAL,
+				               "steps %u and %u of the round are the same sequence",
+				               j, i);
+		if (end > max_context)
+			return ig_errf(eb, IG_E_INVAL, "%llu tokens would pass the context of %llu",
+			               (unsigned long long)end, (unsigned long long)max_context);
+		if (d->m->full_layers && (end - 1) / KVPOOL_PAGE_TOKENS >= st->s->kv.n_pages)
 			return ig_errf(eb, IG_E_INVAL,
-			               "token %u at %u is outside the vocabulary of %u", tokens[t],
-			               t, m->vocab);
-		for (size_t i = 0; i < h; i++)
-			x[(size_t)t * h + i] = gguf_bf16_to_f32(d->embd[(size_t)tokens[t] * h + i]);
+			               "a sequence reserved %u pages; %llu tokens need %llu",
+			               st->s->kv.n_pages, (unsigned long long)end,
+			               (unsigned long long)mdesc_pages_for(end));
+		for (uint32_t t = 0; t < st->n_tok; t++)
+			if (st->tokens[t] >= d->m->vocab)
+				return ig_errf(eb, IG_E_INVAL,
+				               "token %u at %u is outside the vocabulary of %u",
+				               st->tokens[t], t, d->m->vocab);
+	}
+	return IG_E_OK;
+}
+
+int mdl_forward_round(const struct mdl *d, const struct mdl_step *steps, uint32_t n_steps,
+                      enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
+                      float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb)
+{
+	enum { SEGS_ON_STACK = 64 };
+	const struct mdesc *m = d->m;
+	size_t h = m->hidden, n_tok = 0, row = 0, n_out = 0;
+	struct lfull_seg fsegs_stack[SEGS_ON_STACK], *fsegs = fsegs_stack;
+	struct llin_seg lsegs_stack[SEGS_ON_STACK], *lsegs = lsegs_stack;
+	size_t per = llin_state_floats(m), s_floats = llin_state_s_floats(m);
+	float *x, *nw;
+	void *ls;
+	int rc;
+
+	if (n_steps == 0)
+		return IG_E_OK;
+	rc = mdl__check_round(d, steps, n_steps, max_context, eb);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < n_steps; i++)
+		n_tok += steps[i].n_tok;
+	if (n_steps > SEGS_ON_STACK) {
+		fsegs = calloc(n_steps, sizeof(*fsegs));
+		lsegs = calloc(n_steps, sizeof(*lsegs));
+		if (!fsegs || !lsegs) {
+			rc = ig_errf(eb, IG_E_NOMEM, "no memory for a round of %u sequences",
+			             n_steps);
+			goto out;
+		}
+	}
+	x = scratch;
+	nw = x + n_tok * h;
+	ls = (char *)scratch + (n_tok * h * 4u + 2u * h * 4u + 63u) / 64u * 64u;
+
+	for (uint32_t i = 0; i < n_steps; i++) {
+		for (uint32_t t = 0; t < steps[i].n_tok; t++, row++)
+			for (size_t j = 0; j < h; j++)
+				x[row * h + j] =
+				    gguf_bf16_to_f32(d->embd[(size_t)steps[i].tokens[t] * h + j]);
+		fsegs[i] = (struct lfull_seg){&steps[i].s->kv, steps[i].s->pos, steps[i].n_tok};
 	}
 	for (uint32_t i = 0; i < m->layers; i++) {
 		const struct mdl_layer *l = &d->layers[i];
-		int rc;
 
 		if (l->full) {
-			rc = lfull_forward(m, l->index, &l->fw, fmt, kv, &s->kv, s->pos, x, n_tok,
-			                   ls, pool);
+			rc = lfull_forward_segs(m, l->index, &l->fw, fmt, kv, fsegs, n_steps, x, ls,
+			                        pool);
 		} else {
-			struct llin_state st = {s->lin_state + l->index * per,
-			                        s->lin_state + l->index * per + s_floats};
+			for (uint32_t j = 0; j < n_steps; j++) {
+				float *base = steps[j].s->lin_state + l->index * per;
 
-			rc = llin_forward(m, &l->lw, &st, x, n_tok, ls, pool);
+				lsegs[j] =
+				    (struct llin_seg){{base, base + s_floats}, steps[j].n_tok};
+			}
+			rc = llin_forward_segs(m, &l->lw, lsegs, n_steps, x, ls, pool);
 		}
-		if (rc)
-			return ig_errf(eb, rc, "layer %u refused its input", i);
-		lffn_forward(m, &l->ffn, x, n_tok, ls, pool, NULL);
+		if (rc) {
+			/* checked above: a refusal here is a shape the binding let by */
+			rc = ig_errf(eb, rc, "layer %u refused its input", i);
+			goto out;
+		}
+		lffn_forward(m, &l->ffn, x, (uint32_t)n_tok, ls, pool, NULL);
 	}
-	for (size_t i = 0; i < h; i++)
-		nw[i] = gguf_bf16_to_f32(d->out_norm[i]);
-	cop_rmsnorm(x + (size_t)(n_tok - 1) * h, nw, xl, h, m->rms_eps);
-	cop_matmul_bf16(pool, d->output, xl, logits, h, m->vocab, 1);
-	s->pos += n_tok;
-	return IG_E_OK;
+	/* The head over the last row of each step that wants logits, at once. */
+	for (size_t j = 0; j < h; j++)
+		nw[j] = gguf_bf16_to_f32(d->out_norm[j]);
+	row = 0;
+	for (uint32_t i = 0; i < n_steps; i++) {
+		row += steps[i].n_tok;
+		if (steps[i].want_logits)
+			cop_rmsnorm(x + (row - 1) * h, nw, (float *)ls + n_out++ * h, h,
+			            m->rms_eps);
+		steps[i].s->pos += steps[i].n_tok;
+	}
+	cop_matmul_bf16(pool, d->output, ls, logits, h, m->vocab, n_out);
+	rc = IG_E_OK;
+out:
+	if (fsegs != fsegs_stack)
+		free(fsegs);
+	if (lsegs != lsegs_stack)
+		free(lsegs);
+	return rc;
 }
 
 void mdl_seq_image(const struct mdl *d, const struct mdl_seq *s, const struct kvpool *kv,

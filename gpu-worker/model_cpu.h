@@ -71,4 +71,27 @@ int mdl_forward(const struct mdl *d, struct mdl_seq *s, const uint32_t *tokens, 
                 enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
                 float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb);
 
+/* One sequence's part of a round: a prefill chunk or one decode token. */
+struct mdl_step {
+	struct mdl_seq *s;
+	const uint32_t *tokens;
+	uint32_t n_tok;   /* >= 1 */
+	bool want_logits; /* the logits of its last token (the end of a prompt, a decode) */
+};
+
+/*
+ * One round of continuous batching: several sequences (each at most once)
+ * each run their tokens, the projections and the feed-forward over all rows
+ * of the round at once. Each sequence's state, pages and logits are
+ * bit-identical to running its step alone with mdl_forward (tested): which
+ * sequences share a round never changes a token. `logits` receives vocab
+ * floats per step with want_logits, in step order. `scratch` holds
+ * mdl_scratch_bytes(d, total tokens of the round, max_context). Every step
+ * is checked (tokens, context, reserved pages, no sequence twice) before any
+ * state changes; a refusal names the step and touches nothing.
+ */
+int mdl_forward_round(const struct mdl *d, const struct mdl_step *steps, uint32_t n_steps,
+                      enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
+                      float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb);
+
 #endif

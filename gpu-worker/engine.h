@@ -1,0 +1,119 @@
+/*
+ * engine.h - requests, rounds and outputs on one model and one KV pool: the
+ * part of the gpu-worker that applies the planner's rounds (sched.h) to the
+ * model (model_cpu.h).
+ *
+ * A request is submitted with its prompt as token ids, its cap and its
+ * sampling; it is checked at once (a prompt longer than the context, or a
+ * reservation larger than the whole pool, is refused naming the figures;
+ * anything else waits for room and is never refused for it). Each call of
+ * eng_round runs one round: admissions, lanes, one decode token per lane
+ * holder and the prefill chunks, all as one batch. Outputs are kept per
+ * request until it is forgotten (eng_forget, or a cancel of a finished one),
+ * read from any index as often as wanted: a reader that lost a reply asks
+ * again from the same index and gets the same tokens.
+ *
+ * Exactness: a request's tokens depend only on the model, its prompt and its
+ * sampling (seed included), never on the lanes, the chunk width or the other
+ * requests in flight (tests/unit/test_engine.c).
+ *
+ * Not thread-safe: one thread submits, runs rounds and reads.
+ */
+#ifndef IGNIS_GPU_WORKER_ENGINE_H
+#define IGNIS_GPU_WORKER_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cpu_pool.h"
+#include "kvpool.h"
+#include "model_cpu.h"
+#include "sampler.h"
+#include "sched.h"
+
+struct eng_cfg {
+	uint32_t lanes;              /* decode lanes, 1..64 */
+	uint32_t chunk;              /* prefill tokens per round, >= 1 */
+	uint64_t context;            /* the most tokens of one sequence */
+	uint32_t default_max_tokens; /* a request's cap when it gives none */
+	enum mdesc_kv_format fmt;
+	uint32_t max_requests; /* live plus finished-and-kept; >= 1 */
+	uint32_t eos;          /* the token that ends a generation, or UINT32_MAX */
+};
+
+struct eng_req {
+	const uint32_t *prompt;
+	uint32_t n_prompt;   /* >= 1 */
+	uint32_t max_tokens; /* 0: cfg.default_max_tokens */
+	enum sched_class cls;
+	struct smp_params smp;
+};
+
+/* What a submit answers. */
+struct eng_admission {
+	uint64_t id;
+	uint32_t prompt_tokens, max_tokens, pages;
+};
+
+enum eng_finish {
+	ENG_RUNNING = 0,
+	ENG_LENGTH,    /* its max_tokens */
+	ENG_CONTEXT,   /* its cap was cut at the context and reached */
+	ENG_EOS,       /* the model said end */
+	ENG_CANCELLED, /* a cancel */
+};
+
+struct eng_status {
+	enum sched_phase phase;
+	enum eng_finish finish;
+	uint32_t generated;
+};
+
+/* Counters since eng_create. */
+struct eng_stats {
+	uint64_t rounds, decode_tokens, prefill_tokens, admitted, finished;
+	uint32_t live, waiting, lanes_used;
+	uint64_t free_pages;
+};
+
+struct eng;
+
+/* An engine over `d` and `kv` (borrowed; they outlive it), running its
+ * rounds on `pool` (borrowed; NULL runs inline). */
+int eng_create(struct eng **out, const struct mdl *d, struct kvpool *kv, struct cpool *pool,
+               const struct eng_cfg *cfg, struct ig_errbuf *eb);
+void eng_destroy(struct eng *e);
+
+/* Check and queue a request. IG_E_INVAL naming the field (prompt empty, a
+ * token outside the vocabulary, sampling out of range), IG_E_REQ_CONTEXT
+ * when the prompt leaves no room in the context for one token, IG_E_REQ_POOL
+ * when its reservation is larger than the whole pool, IG_E_BUSY
+ * when max_requests are live. A finished request is forgotten, oldest
+ * first, to make a slot. */
+int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out,
+               struct ig_errbuf *eb);
+
+/* Run one round. *ran is the tokens it ran (0: nothing to do until a submit
+ * or a cancel). An error is the model's or host memory's, named in eb. */
+int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb);
+
+/* True when a round would run something. */
+bool eng_busy(struct eng *e);
+
+/* Up to `max` output tokens of request `id` from index `from` (0 is its
+ * first generated token) into out; *n how many; st its state.
+ * IG_E_NOTFOUND for an unknown or forgotten id; IG_E_INVAL for `from` past
+ * what it generated. */
+int eng_tokens(const struct eng *e, uint64_t id, uint32_t from, uint32_t max, uint32_t *out,
+               uint32_t *n, struct eng_status *st, struct ig_errbuf *eb);
+
+/* Stop a running request (its pages go back at once; its output so far is
+ * kept, finish ENG_CANCELLED), or forget a finished one. IG_E_NOTFOUND for
+ * an unknown id. */
+int eng_cancel(struct eng *e, uint64_t id, struct ig_errbuf *eb);
+
+void eng_stats(const struct eng *e, struct eng_stats *st);
+
+const char *eng_finish_name(enum eng_finish f);
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * sched.h - the round planner: plain data in, plain data out
+ * (../shared/DESIGN.md, "scheduler"; rules: reference-facts section 3).
+ *
+ * The planner looks at a snapshot of the live sequences and the free pages
+ * and says what the next round does; the engine (engine.h) applies it. It
+ * owns nothing, allocates nothing and changes nothing, so every rule is a
+ * table-driven test of its own (tests/unit/test_sched.c).
+ *
+ * RANK: class (interactive above agent), then arrival (earlier above later).
+ *
+ * A ROUND, in this order:
+ *  1. Admission. Waiting sequences in rank order each reserve their whole
+ *     reservation (`pages`) from the free pages, all or nothing. The first
+ *     one that does not fit stops admission: nobody ranked below a waiting
+ *     sequence is admitted before it (no starvation by smaller requests).
+ *     Nobody is refused for room here; a sequence that can never fit was
+ *     refused at submit (larger than the pool).
+ *  2. Lanes. Sequences whose prompt is done and that hold no lane ("ready")
+ *     take the free lanes in rank order. A lane holder keeps its lane until
+ *     it finishes (issue 7's moves are the only other way off a lane).
+ *  3. Decode. Every lane holder runs one token.
+ *  4. Prefill. Up to `chunk` prompt tokens, given in rank order to admitted
+ *     sequences still prefilling (the just-admitted included): the highest
+ *     ranked takes what it needs of the budget, the next the rest, and so on.
+ *     A chunk that ends a prompt gives that sequence its first token.
+ *
+ * The decode tokens and the prefill chunks run together as one batch
+ * (model_cpu.h, mdl_forward_round): which sequences share a round never
+ * changes a token.
+ */
+#ifndef IGNIS_GPU_WORKER_SCHED_H
+#define IGNIS_GPU_WORKER_SCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Classes in rank order: a lower value ranks above. */
+enum sched_class { SCHED_INTERACTIVE = 0, SCHED_AGENT = 1 };
+
+enum sched_phase {
+	SCHED_WAITING = 0, /* not admitted: no pages yet */
+	SCHED_PREFILL,     /* admitted, prompt not done */
+	SCHED_READY,       /* prompt done, first token out, no lane */
+	SCHED_DECODE,      /* holds a lane, one token a round */
+	SCHED_DONE,        /* finished: pages given back, output kept */
+};
+
+/* What the planner needs of one sequence. */
+struct sched_seq {
+	uint64_t id;
+	enum sched_class cls;
+	uint64_t arrival; /* a strictly increasing submit count */
+	uint32_t prompt;  /* prompt tokens */
+	uint32_t pages;   /* its whole reservation */
+	uint32_t prefilled;
+	enum sched_phase phase;
+};
+
+struct sched_cfg {
+	uint32_t lanes; /* decode lanes (1..64) */
+	uint32_t chunk; /* prefill tokens per round (>= 1) */
+};
+
+/* One prefill chunk of a round: prompt tokens [from, from + n) of seq. */
+struct sched_chunk {
+	uint32_t seq; /* index into the snapshot */
+	uint32_t from, n;
+};
+
+/*
+ * A round's plan: indices into the snapshot given to sched_plan. The arrays
+ * are the caller's, each with room for the snapshot's count.
+ */
+struct sched_round {
+	uint32_t *admit, n_admit;    /* reserve their pages, then prefill */
+	uint32_t *grant, n_grant;    /* ready sequences that take a lane */
+	uint32_t *decode, n_decode;  /* lane holders (granted ones included) */
+	struct sched_chunk *prefill; /* in rank order */
+	uint32_t n_prefill, prefill_tokens;
+	uint64_t pages_after; /* free pages once the admissions are made */
+};
+
+/* True when a ranks above b. */
+bool sched_outranks(const struct sched_seq *a, const struct sched_seq *b);
+
+/*
+ * Plan the next round for `n` sequences (any order; DONE ones are ignored)
+ * with `free_pages` free; the lanes held are the DECODE ones. `order` has room for n
+ * indices (the rank order, kept for the caller). Returns the tokens the round
+ * runs (decode + prefill); 0 means there is nothing to do until something
+ * changes (a submit, a cancel, pages given back).
+ */
+uint32_t sched_plan(const struct sched_cfg *cfg, const struct sched_seq *seqs, uint32_t n,
+                    uint64_t free_pages, uint32_t *order, struct sched_round *out);
+
+const char *sched_phase_name(enum sched_phase p);
+const char *sched_class_name(enum sched_class c);
+
+#endif

@@ -1,0 +1,342 @@
+/*
+ * test_engine.c - continuous batching on the real model (both tiny presets):
+ * every request's tokens equal those of the same request run alone, whatever
+ * the lanes, the prefill chunk, the thread count, the other requests sharing
+ * its rounds, a pool small enough that requests wait for room, and when they
+ * arrive. Greedy and seeded sampling. Also: the refusals at submit, cancel,
+ * and the pool given back whole at the end.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "engine.h"
+#include "testutil.h"
+#include "tokenizer.h"
+
+#define DEFAULT_SEED 29u
+#define CONTEXT      256u
+#define NREQ         7u
+#define MAXGEN       48u
+
+struct rig {
+	struct mfile f;
+	struct mdl d;
+	struct kvpool kv;
+	void *region;
+};
+
+static void rig_open(struct rig *r, const char *preset, uint32_t pages)
+{
+	char path[128];
+	struct ig_errbuf eb;
+	uint64_t pb;
+
+	snprintf(path, sizeof(path), "/tmp/ignis-engine-%s-%d.gguf", preset, (int)getpid());
+	if (mfile_write_synthetic(mdesc_find(preset), 5, MFILE_BF16, path, &eb) ||
+	    mfile_open(&r->f, path, &eb) || mdl_bind(&r->d, &r->f, &eb))
+		fail_msg("%s: %s", preset, eb.msg);
+	unlink(path);
+	pb = mdesc_page_bytes(&r->f.desc, MDESC_KV_BF16);
+	r->region = calloc(pages, pb);
+	assert_non_null(r->region);
+	assert_int_equal(kvpool_init(&r->kv, r->region, pb, pages, &eb), IG_E_OK);
+}
+
+static void rig_close(struct rig *r)
+{
+	kvpool_release(&r->kv);
+	free(r->region);
+	mdl_release(&r->d);
+	mfile_close(&r->f);
+}
+
+/* The requests: prompts of several lengths (one past a page, one of a
+ * single token), greedy and sampled, both classes. */
+struct req {
+	uint32_t prompt[200], n_prompt, max_tokens;
+	enum sched_class cls;
+	struct smp_params smp;
+};
+
+static void make_reqs(struct req *q, uint64_t seed)
+{
+	static const uint32_t lens[NREQ] = {5, 70, 1, 33, 129, 12, 64};
+	struct rng g = {seed};
+
+	for (uint32_t i = 0; i < NREQ; i++) {
+		q[i].n_prompt = lens[i];
+		for (uint32_t t = 0; t < lens[i]; t++)
+			q[i].prompt[t] = (uint32_t)(rng_next(&g) % 256u);
+		q[i].max_tokens = 16 + (uint32_t)(rng_next(&g) % (MAXGEN - 16));
+		q[i].cls = i % 3 == 1 ? SCHED_AGENT : SCHED_INTERACTIVE;
+		if (i % 2) /* sampled, with every filter */
+			q[i].smp = (struct smp_params){0.9f, 40, 0.95f, seed + i};
+		else
+			q[i].smp = (struct smp_params){0.0f, 0, 1.0f, 0};
+	}
+}
+
+struct variant {
+	uint32_t lanes, chunk, threads, pages;
+	uint32_t stagger; /* rounds between submits (0: all at once) */
+};
+
+/* Run the requests through one engine; out[i] gets request i's tokens. */
+static void run(struct rig *r, const struct req *q, const uint32_t *which, uint32_t n_which,
+                const struct variant *v, uint32_t out[][MAXGEN], uint32_t *n_out,
+                struct eng_stats *stats)
+{
+	struct eng_cfg cfg = {.lanes = v->lanes,
+	                      .chunk = v->chunk,
+	                      .context = CONTEXT,
+	                      .default_max_tokens = 8,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = 16,
+	                      .eos = UINT32_MAX};
+	struct cpool *pool = pool_of((int)v->threads);
+	uint64_t ids[NREQ] = {0};
+	uint32_t submitted = 0, guard = 0;
+	struct ig_errbuf eb;
+	struct eng *e;
+
+	if (eng_create(&e, &r->d, &r->kv, pool, &cfg, &eb))
+		fail_msg("eng_create: %s", eb.msg);
+	for (;;) {
+		uint32_t ran = 0;
+
+		/* submit the next one every `stagger` rounds (all at once at 0) */
+		while (submitted < n_which && (v->stagger == 0 || guard % v->stagger == 0)) {
+			const struct req *rq = &q[which[submitted]];
+			struct eng_req er = {rq->prompt, rq->n_prompt, rq->max_tokens, rq->cls,
+			                     rq->smp};
+			struct eng_admission adm;
+
+			if (eng_submit(e, &er, &adm, &eb))
+				fail_msg("submit %u: %s", which[submitted], eb.msg);
+			assert_int_equal(adm.pages, (rq->n_prompt + rq->max_tokens + 63) / 64);
+			ids[submitted++] = adm.id;
+			if (v->stagger)
+				break;
+		}
+		if (eng_round(e, &ran, &eb))
+			fail_msg("round: %s", eb.msg);
+		guard++;
+		if (ran == 0 && submitted == n_which)
+			break;
+		assert_true(guard < 100000);
+	}
+	for (uint32_t i = 0; i < n_which; i++) {
+		struct eng_status st;
+
+		assert_int_equal(
+		    eng_tokens(e, ids[i], 0, MAXGEN, out[which[i]], &n_out[which[i]], &st, &eb),
+		    IG_E_OK);
+		assert_int_equal(st.phase, SCHED_DONE);
+		assert_int_equal(st.finish, ENG_LENGTH);
+		assert_int_equal(n_out[which[i]], q[which[i]].max_tokens);
+	}
+	eng_stats(e, stats);
+	/* every page back in the pool */
+	assert_int_equal(r->kv.n_free, r->kv.n_pages);
+	eng_destroy(e);
+	cpool_destroy(pool);
+}
+
+static void exactness(const char *preset)
+{
+	static const struct variant alone = {1, 64, 1, 12, 0};
+	static const struct variant vs[] = {
+	    {1, 64, 1, 12, 0},                    /* everyone, one lane */
+	    {4, 7, 2, 12, 0},                     /* four lanes, narrow chunks, two threads */
+	    {8, 200, 2, 12, 0}, {3, 1, 1, 12, 2}, /* one prompt token a round, staggered arrivals */
+	    {2, 13, 3, 4, 1},                     /* a pool of 4 pages: requests wait for room */
+	    {8, 64, 2, 9, 3},
+	};
+	struct req q[NREQ];
+	uint32_t ref[NREQ][MAXGEN], got[NREQ][MAXGEN], n_ref[NREQ], n_got[NREQ];
+	uint32_t all[NREQ];
+	struct eng_stats st;
+	struct rig r;
+
+	make_reqs(q, test_seed(preset));
+	rig_open(&r, preset, 12);
+	for (uint32_t i = 0; i < NREQ; i++) {
+		all[i] = i;
+		run(&r, q, &i, 1, &alone, ref, n_ref, &st);
+		assert_int_equal(st.decode_tokens, n_ref[i] - 1);
+	}
+	rig_close(&r);
+	for (size_t k = 0; k < sizeof(vs) / sizeof(vs[0]); k++) {
+		rig_open(&r, preset, vs[k].pages);
+		memset(got, 0xff, sizeof(got));
+		run(&r, q, all, NREQ, &vs[k], got, n_got, &st);
+		for (uint32_t i = 0; i < NREQ; i++) {
+			assert_int_equal(n_got[i], n_ref[i]);
+			if (memcmp(got[i], ref[i], n_ref[i] * sizeof(uint32_t)))
+				fail_msg("%s variant %zu (lanes %u chunk %u threads %u pages %u): "
+				         "request %u differs from its run alone",
+				         preset, k, vs[k].lanes, vs[k].chunk, vs[k].threads,
+				         vs[k].pages, i);
+		}
+		/* the rounds really were shared when lanes allow it */
+		if (vs[k].lanes > 1 && vs[k].pages >= 12 && vs[k].stagger == 0)
+			assert_true(st.decode_tokens > st.rounds);
+		print_message("# %s lanes %u chunk %u: %llu rounds, %llu decode + %llu prefill "
+		              "tokens\n",
+		              preset, vs[k].lanes, vs[k].chunk, (unsigned long long)st.rounds,
+		              (unsigned long long)st.decode_tokens,
+		              (unsigned long long)st.prefill_tokens);
+		rig_close(&r);
+	}
+}
+
+static void test_dense_exact(void **state)
+{
+	(void)state;
+	exactness("tiny-dense");
+}
+
+static void test_moe_exact(void **state)
+{
+	(void)state;
+	exactness("tiny-moe");
+}
+
+/* Refusals at submit name the field; nothing is queued. */
+static void test_refusals(void **state)
+{
+	struct eng_cfg cfg = {2, 16, CONTEXT, 8, MDESC_KV_BF16, 2, TOK_EOS};
+	uint32_t prompt[CONTEXT] = {0};
+	struct eng_admission adm;
+	struct ig_errbuf eb;
+	struct eng_stats st;
+	struct eng *e;
+	struct rig r;
+	struct eng_req ok = {prompt, 4, 8, SCHED_AGENT, {0.0f, 0, 1.0f, 0}}, bad;
+
+	(void)state;
+	rig_open(&r, "tiny-dense", 2);
+	assert_int_equal(eng_create(&e, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
+
+	bad = ok;
+	bad.n_prompt = 0;
+	assert_int_equal(eng_submit(e, &bad, &adm, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "prompt"));
+	bad = ok;
+	bad.n_prompt = CONTEXT;
+	assert_int_equal(eng_submit(e, &bad, &adm, &eb), IG_E_REQ_CONTEXT);
+	assert_non_null(strstr(eb.msg, "context is 256"));
+	bad = ok;
+	bad.max_tokens = 200; /* 4 + 200 tokens: 4 pages of a 2-page pool */
+	assert_int_equal(eng_submit(e, &bad, &adm, &eb), IG_E_REQ_POOL);
+	assert_non_null(strstr(eb.msg, "pool has 2"));
+	bad = ok;
+	prompt[2] = TOK_VOCAB;
+	assert_int_equal(eng_submit(e, &bad, &adm, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "prompt[2]"));
+	prompt[2] = 0;
+	bad = ok;
+	bad.smp.top_p = 0.0f;
+	assert_int_not_equal(eng_submit(e, &bad, &adm, &eb), IG_E_OK);
+	bad = ok;
+	bad.cls = (enum sched_class)7;
+	assert_int_equal(eng_submit(e, &bad, &adm, &eb), IG_E_INVAL);
+	eng_stats(e, &st);
+	assert_int_equal(st.live, 0);
+
+	/* a cap past the context is cut to it, and said so when reached */
+	bad = ok;
+	bad.n_prompt = CONTEXT - 3;
+	bad.max_tokens = 100;
+	cfg.lanes = 1;
+	eng_destroy(e);
+	rig_close(&r);
+	rig_open(&r, "tiny-dense", 8);
+	assert_int_equal(eng_create(&e, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
+	assert_int_equal(eng_submit(e, &bad, &adm, &eb), IG_E_OK);
+	assert_int_equal(adm.max_tokens, 3);
+	assert_int_equal(adm.pages, CONTEXT / 64);
+	/* two live requests is this engine's most: a third is told to wait */
+	assert_int_equal(eng_submit(e, &ok, &adm, &eb), IG_E_OK);
+	assert_int_equal(eng_submit(e, &ok, &adm, &eb), IG_E_BUSY);
+	for (uint32_t ran = 1, g = 0; ran && g < 1000; g++)
+		assert_int_equal(eng_round(e, &ran, &eb), IG_E_OK);
+	{
+		uint32_t toks[8], n;
+		struct eng_status s;
+
+		assert_int_equal(eng_tokens(e, 1, 0, 8, toks, &n, &s, &eb), IG_E_OK);
+		assert_int_equal(s.finish == ENG_CONTEXT || s.finish == ENG_EOS, true);
+		assert_int_equal(eng_tokens(e, 1, 9, 8, toks, &n, &s, &eb), IG_E_INVAL);
+		assert_int_equal(eng_tokens(e, 99, 0, 8, toks, &n, &s, &eb), IG_E_NOTFOUND);
+	}
+	/* finished requests are forgotten oldest first to make room */
+	assert_int_equal(eng_submit(e, &ok, &adm, &eb), IG_E_OK);
+	eng_destroy(e);
+	rig_close(&r);
+}
+
+/* A cancel gives the pages back at once and keeps the tokens so far, a
+ * prefix of the uninterrupted run; a second cancel forgets the request. */
+static void test_cancel(void **state)
+{
+	struct eng_cfg cfg = {2, 8, CONTEXT, 8, MDESC_KV_BF16, 4, UINT32_MAX};
+	uint32_t prompt[20], full[40], part[40], n_full, n_part;
+	struct eng_req rq = {prompt, 20, 40, SCHED_INTERACTIVE, {0.7f, 0, 1.0f, 3}};
+	struct eng_admission adm;
+	struct eng_status st;
+	struct ig_errbuf eb;
+	struct eng *e;
+	struct rig r;
+	uint32_t ran;
+
+	(void)state;
+	for (uint32_t i = 0; i < 20; i++)
+		prompt[i] = 'a' + i;
+	rig_open(&r, "tiny-moe", 4);
+	assert_int_equal(eng_create(&e, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
+	assert_int_equal(eng_submit(e, &rq, &adm, &eb), IG_E_OK);
+	do
+		assert_int_equal(eng_round(e, &ran, &eb), IG_E_OK);
+	while (ran);
+	assert_int_equal(eng_tokens(e, adm.id, 0, 40, full, &n_full, &st, &eb), IG_E_OK);
+	assert_int_equal(n_full, 40);
+
+	assert_int_equal(eng_submit(e, &rq, &adm, &eb), IG_E_OK);
+	for (int k = 0; k < 10; k++)
+		assert_int_equal(eng_round(e, &ran, &eb), IG_E_OK);
+	assert_true(r.kv.n_free < r.kv.n_pages);
+	assert_int_equal(eng_cancel(e, adm.id, &eb), IG_E_OK);
+	assert_int_equal(r.kv.n_free, r.kv.n_pages);
+	assert_false(eng_busy(e));
+	assert_int_equal(eng_tokens(e, adm.id, 0, 40, part, &n_part, &st, &eb), IG_E_OK);
+	assert_int_equal(st.phase, SCHED_DONE);
+	assert_int_equal(st.finish, ENG_CANCELLED);
+	assert_true(n_part > 0 && n_part < 40);
+	assert_memory_equal(part, full, n_part * sizeof(uint32_t));
+	assert_int_equal(eng_cancel(e, adm.id, &eb), IG_E_OK);
+	assert_int_equal(eng_tokens(e, adm.id, 0, 40, part, &n_part, &st, &eb), IG_E_NOTFOUND);
+	assert_int_equal(eng_cancel(e, adm.id, &eb), IG_E_NOTFOUND);
+	eng_destroy(e);
+	rig_close(&r);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_dense_exact),
+	    cmocka_unit_test(test_moe_exact),
+	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_cancel),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
