@@ -1,0 +1,284 @@
+/*
+ * test_sched.c - the round planner's rules (sched.h), each as a table: a
+ * snapshot of sequences, the free pages and the lanes, and the round that
+ * must come out (admissions, lane grants, decodes, prefill chunks in rank
+ * order).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "sched.h"
+
+#define I SCHED_INTERACTIVE
+#define A SCHED_AGENT
+#define W SCHED_WAITING
+#define P SCHED_PREFILL
+#define R SCHED_READY
+#define D SCHED_DECODE
+#define X SCHED_DONE
+
+#define MAXN 8
+
+struct row {
+	const char *what;
+	uint32_t lanes, chunk, free_pages, n;
+	struct sched_seq seqs[MAXN];
+	/* expected, as snapshot indices; -1 ends a list */
+	int admit[MAXN], grant[MAXN], decode[MAXN];
+	struct {
+		int seq;
+		uint32_t from, n;
+	} prefill[MAXN];
+	uint32_t tokens;
+	uint64_t pages_after;
+};
+
+/* id, class, arrival, prompt, pages, prefilled, phase */
+#define S(cls, arr, prompt, pages, done, ph)                                                       \
+	{                                                                                          \
+		(arr), (cls), (arr), (prompt), (pages), (done), (ph)                               \
+	}
+#define NONE                                                                                       \
+	{                                                                                          \
+		-1                                                                                 \
+	}
+
+static const struct row rows[] = {
+    {"nothing live: nothing to do",
+     2,
+     16,
+     10,
+     1,
+     {S(I, 1, 10, 1, 10, X)},
+     NONE,
+     NONE,
+     NONE,
+     {{-1, 0, 0}},
+     0,
+     10},
+    {"a waiting request is admitted and prefills its first chunk",
+     2,
+     16,
+     10,
+     1,
+     {S(A, 1, 40, 2, 0, W)},
+     {0, -1},
+     NONE,
+     NONE,
+     {{0, 0, 16}, {-1, 0, 0}},
+     16,
+     8},
+    {"rank: interactive before an earlier agent",
+     2,
+     64,
+     3,
+     2,
+     {S(A, 1, 10, 2, 0, W), S(I, 2, 10, 2, 0, W)},
+     {1, -1},
+     NONE,
+     NONE,
+     {{1, 0, 10}, {-1, 0, 0}},
+     10,
+     1},
+    {"rank: among agents, the earlier first",
+     2,
+     64,
+     2,
+     2,
+     {S(A, 7, 10, 2, 0, W), S(A, 3, 10, 2, 0, W)},
+     {1, -1},
+     NONE,
+     NONE,
+     {{1, 0, 10}, {-1, 0, 0}},
+     10,
+     0},
+    {"admission is strict: a smaller request ranked below does not pass one that "
+     "waits",
+     2,
+     64,
+     3,
+     2,
+     {S(I, 1, 10, 4, 0, W), S(A, 2, 10, 1, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     {{-1, 0, 0}},
+     0,
+     3},
+    {"all or nothing: exactly the free pages admit; one page short does not",
+     4,
+     64,
+     5,
+     3,
+     {S(I, 1, 5, 2, 0, W), S(I, 2, 5, 3, 0, W), S(I, 3, 5, 1, 0, W)},
+     {0, 1, -1},
+     NONE,
+     NONE,
+     {{0, 0, 5}, {1, 0, 5}, {-1, 0, 0}},
+     10,
+     0},
+    {"the prefill budget goes in rank order, the highest takes what it needs",
+     4,
+     20,
+     0,
+     3,
+     {S(A, 1, 30, 1, 4, P), S(I, 2, 12, 1, 5, P), S(I, 3, 50, 1, 0, P)},
+     NONE,
+     NONE,
+     NONE,
+     {{1, 5, 7}, {2, 0, 13}, {-1, 0, 0}},
+     20,
+     0},
+    {"ready sequences take free lanes in rank order; lane holders decode",
+     2,
+     8,
+     0,
+     4,
+     {S(A, 1, 4, 1, 4, D), S(A, 2, 4, 1, 4, R), S(I, 3, 4, 1, 4, R), S(A, 4, 4, 1, 4, R)},
+     NONE,
+     {2, -1},
+     {2, 0, -1},
+     {{-1, 0, 0}},
+     2,
+     0},
+    {"a lane holder keeps its lane: an interactive ready one waits for a free lane",
+     1,
+     8,
+     0,
+     2,
+     {S(A, 1, 4, 1, 4, D), S(I, 2, 4, 1, 4, R)},
+     NONE,
+     NONE,
+     {0, -1},
+     {{-1, 0, 0}},
+     1,
+     0},
+    {"a finished sequence holds no lane: the ready one takes it",
+     1,
+     8,
+     4,
+     2,
+     {S(A, 1, 4, 1, 4, X), S(I, 2, 4, 1, 4, R)},
+     NONE,
+     {1, -1},
+     {1, -1},
+     {{-1, 0, 0}},
+     1,
+     4},
+    {"decode and prefill share a round",
+     2,
+     8,
+     1,
+     3,
+     {S(I, 1, 4, 1, 4, D), S(A, 2, 30, 1, 0, W), S(I, 3, 9, 1, 3, P)},
+     {1, -1},
+     NONE,
+     {0, -1},
+     {{2, 3, 6}, {1, 0, 2}, {-1, 0, 0}},
+     9,
+     0},
+    {"a request of zero prompt left is ready at admission and takes a lane",
+     2,
+     8,
+     2,
+     1,
+     {S(I, 1, 5, 1, 5, W)},
+     {0, -1},
+     {0, -1},
+     {0, -1},
+     {{-1, 0, 0}},
+     1,
+     1},
+};
+
+static void check_list(const char *what, const char *name, const int *want, const uint32_t *got,
+                       uint32_t n_got)
+{
+	uint32_t n = 0;
+
+	while (n < MAXN && want[n] >= 0)
+		n++;
+	if (n != n_got)
+		fail_msg("%s: %s has %u entries, expected %u", what, name, n_got, n);
+	for (uint32_t i = 0; i < n; i++)
+		if ((uint32_t)want[i] != got[i])
+			fail_msg("%s: %s[%u] = %u, expected %d", what, name, i, got[i], want[i]);
+}
+
+static void test_rules(void **state)
+{
+	(void)state;
+	for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+		const struct row *rw = &rows[k];
+		uint32_t admit[MAXN], grant[MAXN], decode[MAXN], order[MAXN], n = 0;
+		struct sched_chunk chunks[MAXN];
+		struct sched_round r = {
+		    .admit = admit, .grant = grant, .decode = decode, .prefill = chunks};
+		struct sched_cfg cfg = {rw->lanes, rw->chunk};
+		uint32_t tokens = sched_plan(&cfg, rw->seqs, rw->n, rw->free_pages, order, &r);
+
+		check_list(rw->what, "admit", rw->admit, r.admit, r.n_admit);
+		check_list(rw->what, "grant", rw->grant, r.grant, r.n_grant);
+		check_list(rw->what, "decode", rw->decode, r.decode, r.n_decode);
+		while (n < MAXN && rw->prefill[n].seq >= 0)
+			n++;
+		if (n != r.n_prefill)
+			fail_msg("%s: %u prefill chunks, expected %u", rw->what, r.n_prefill, n);
+		for (uint32_t i = 0; i < n; i++)
+			if (chunks[i].seq != (uint32_t)rw->prefill[i].seq ||
+			    chunks[i].from != rw->prefill[i].from ||
+			    chunks[i].n != rw->prefill[i].n)
+				fail_msg(
+				    "%s: chunk %u is seq %u [%u, +%u), expected seq %d [%u, +%u)",
+				    rw->what, i, chunks[i].seq, chunks[i].from, chunks[i].n,
+				    rw->prefill[i].seq, rw->prefill[i].from, rw->prefill[i].n);
+		if (tokens != rw->tokens || r.pages_after != rw->pages_after)
+			fail_msg("%s: %u tokens and %llu pages after, expected %u and %llu",
+			         rw->what, tokens, (unsigned long long)r.pages_after, rw->tokens,
+			         (unsigned long long)rw->pages_after);
+	}
+}
+
+/* The rank order never depends on the snapshot's order. */
+static void test_rank_is_a_total_order(void **state)
+{
+	struct sched_seq s[6] = {
+	    S(A, 5, 1, 1, 0, W), S(I, 9, 1, 1, 0, W), S(A, 2, 1, 1, 0, W),
+	    S(I, 4, 1, 1, 0, W), S(I, 1, 1, 1, 0, X), S(A, 7, 1, 1, 0, W),
+	};
+	static const uint64_t want[5] = {4, 9, 2, 5, 7};
+	uint32_t admit[6], grant[6], decode[6], order[6];
+	struct sched_chunk chunks[6];
+	struct sched_round r = {
+	    .admit = admit, .grant = grant, .decode = decode, .prefill = chunks};
+	struct sched_cfg cfg = {1, 64};
+
+	(void)state;
+	for (int rot = 0; rot < 6; rot++) {
+		struct sched_seq t = s[0];
+
+		memmove(s, s + 1, 5 * sizeof(s[0]));
+		s[5] = t;
+		sched_plan(&cfg, s, 6, 100, order, &r);
+		assert_int_equal(r.n_admit, 5);
+		for (int i = 0; i < 5; i++)
+			assert_int_equal(s[admit[i]].id, want[i]);
+	}
+	assert_string_equal(sched_phase_name(SCHED_READY), "ready");
+	assert_string_equal(sched_class_name(SCHED_AGENT), "agent");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_rules),
+	    cmocka_unit_test(test_rank_is_a_total_order),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
