@@ -7,16 +7,57 @@
  * the layout (layout.h) allocates, once per plan line at load; the runtime
  * then takes places inside those reservations and never asks the backend
  * for more. Kernels join the table with the model runtime.
+ *
+ * Copies. A synchronous copy has landed when it returns. An asynchronous
+ * copy goes on the backend's one transfer stream (CUDA: a stream of its own
+ * beside compute, with events; cpu: a transfer thread), so that sequences
+ * move between device and host a window at a time while decode rounds go
+ * on. The contract of the stream, the same on every backend:
+ *
+ *   - Order. Copies on the stream complete in the order they were enqueued.
+ *   - Tickets. Each enqueued copy gets a ticket: 64-bit, strictly increasing
+ *     over the life of an open backend, never 0 (0 is "no copy": done at
+ *     once, waits for nothing). done(t) implies done(every earlier ticket).
+ *     A ticket is done when its copy completed or failed; never before its
+ *     bytes are all written and visible to the thread that asked.
+ *   - Hands off. From enqueue until its ticket is done, nobody reads or
+ *     writes the destination range or writes the source range: not the
+ *     caller, not a synchronous copy, not a kernel. Free (which waits for
+ *     the stream, like cudaFree) and close (which drains it) are the only
+ *     exceptions.
+ *   - Depth. At most BE_XFER_DEPTH copies are in flight (enqueued, not yet
+ *     done). Enqueueing one more is refused at once with IG_E_BUSY, never
+ *     blocked: the caller waits for its oldest ticket and tries again.
+ *   - Errors. Bad arguments (a device range outside every allocation, a
+ *     host range inside one) are refused at enqueue, with no ticket. A copy
+ *     that fails while running is reported at wait() of its ticket or of
+ *     any later one, with the copy's description ("async copy #7 (h2d, 4096
+ *     bytes, ...)"); done() only says that waiting would not block (style
+ *     rule 4: a question returns bool). A failed copy writes nothing, and
+ *     the stream refuses to go on (style rule 5): later copies are not run,
+ *     their waits report the first failure, and enqueueing is refused until
+ *     the backend is closed. The worker aborts on a device error anyway.
+ *   - Threads. A backend is driven from one thread at a time (the worker's
+ *     own); the transfer thread belongs to the backend and touches nothing
+ *     of the caller's but the ranges of the copies in flight.
  */
 #ifndef IGNIS_GPU_WORKER_BACKEND_H
 #define IGNIS_GPU_WORKER_BACKEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "err.h"
 #include "event.h"
 
-#define BE_ABI_VERSION 1u
+/* 2: the transfer stream (copy_*_async, xfer_*). */
+#define BE_ABI_VERSION 2u
+
+/* Copies in flight on the transfer stream at most. A move enqueues one copy
+ * per window between two decode rounds and waits for them before the next
+ * move; 64 windows in flight is ample headroom for that, and keeps the cpu
+ * backend's ring a fixed array of 64 entries (about 3 KiB). */
+#define BE_XFER_DEPTH 64u
 
 struct be;
 
@@ -24,25 +65,56 @@ struct be_ops {
 	uint32_t abi; /* BE_ABI_VERSION */
 	const char *name;
 	uint64_t granule; /* allocations are whole multiples of this */
-	/* Open the device. The cpu backend simulates one of `sim_bytes` (the
+	/* Open the device and its transfer stream, into a zeroed `b` whose
+	 * `ops` is set. The cpu backend simulates a device of `sim_bytes` (the
 	 * plan's free memory at start); a real device ignores it. */
 	int (*open)(struct be *b, uint64_t sim_bytes, struct ig_errbuf *eb);
+	/* Drain the transfer stream (every copy enqueued completes or fails),
+	 * then release the backend's own state. Memory still allocated stays
+	 * the caller's to free. Idempotent. */
 	void (*close)(struct be *b);
 	/* What the device reports now. */
 	void (*mem_info)(struct be *b, uint64_t *free_bytes, uint64_t *total_bytes);
 	/* One device allocation of `bytes` (the layout's only way to memory).
-	 * IG_E_NOMEM with the device's own figures when it does not fit. */
+	 * IG_E_NOMEM with the device's own figures when it does not fit: never
+	 * a fallback to host memory. On success the caller owns `*ptr` until
+	 * free(). */
 	int (*alloc)(struct be *b, uint64_t bytes, void **ptr, struct ig_errbuf *eb);
+	/* Free what alloc() returned, with the same `bytes`. Waits for the
+	 * transfer stream first, as cudaFree does. */
 	void (*free)(struct be *b, void *ptr, uint64_t bytes);
-	/* Synchronous copies between host and device memory. */
+	/* Synchronous copies of `n` bytes between host and device memory. The
+	 * device side must lie inside one allocation, the host side outside
+	 * every one (IG_E_INVAL otherwise). They do not wait for the stream. */
 	int (*copy_h2d)(struct be *b, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb);
 	int (*copy_d2h)(struct be *b, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb);
+	/* Enqueue the same copies on the transfer stream; on success `*ticket`
+	 * is the copy's ticket. Returns at once: IG_E_BUSY when BE_XFER_DEPTH
+	 * copies are in flight, IG_E_INVAL for bad ranges, the first failure's
+	 * code once the stream has failed. `n` may be 0 (a marker). */
+	int (*copy_h2d_async)(struct be *b, void *dst, const void *src, uint64_t n,
+	                      uint64_t *ticket, struct ig_errbuf *eb);
+	int (*copy_d2h_async)(struct be *b, void *dst, const void *src, uint64_t n,
+	                      uint64_t *ticket, struct ig_errbuf *eb);
+	/* Would waiting for `ticket` return at once? True for 0 and for a ticket
+	 * never issued (whose wait reports IG_E_INVAL). Never blocks. */
+	bool (*xfer_done)(struct be *b, uint64_t ticket);
+	/* Block until `ticket` (and so every earlier one) is done; IG_E_OK when
+	 * it and every copy before it landed, else the first failure. */
+	int (*xfer_wait)(struct be *b, uint64_t ticket, struct ig_errbuf *eb);
+	/* xfer_wait() for the last ticket issued; IG_E_OK when none. */
+	int (*xfer_wait_all)(struct be *b, struct ig_errbuf *eb);
 };
 
-/* An open backend. The caller embeds it; `priv` belongs to the backend. */
+/* An open backend. The caller embeds it (it may move: the transfer thread
+ * holds `priv`, not `b`); `priv` belongs to the backend. */
 struct be {
 	const struct be_ops *ops;
 	uint64_t capacity, used; /* the cpu backend's simulated device */
+	/* Fault injection for tests (style rule 12): the async copy whose
+	 * ticket this is fails when it runs, with IG_E_IO. 0: none. Read at
+	 * enqueue, on the caller's thread. */
+	uint64_t fault_xfer;
 	void *priv;
 };
 

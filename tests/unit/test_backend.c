@@ -1,0 +1,493 @@
+/*
+ * test_backend.c - the backend table on the cpu backend: allocation refused
+ * beyond the simulated device with its figures, synchronous copies, and the
+ * transfer stream of backend.h: copies of 1 B to a few MiB completing in
+ * order with their bytes, done()/wait() over tickets, the queue refusing at
+ * its depth without blocking, a fault injected at every position of a run
+ * of copies, and close draining copies in flight.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backend.h"
+#include "testutil.h"
+
+#define DEFAULT_SEED 20240611u
+#define MiB          (1024u * 1024u)
+
+static void be_open_cpu(struct be *b, uint64_t sim_bytes)
+{
+	struct ig_errbuf eb = {0};
+
+	memset(b, 0, sizeof(*b));
+	b->ops = backend_find("cpu", &eb);
+	assert_non_null(b->ops);
+	assert_int_equal(b->ops->abi, BE_ABI_VERSION);
+	if (b->ops->open(b, sim_bytes, &eb))
+		fail_msg("open: %s", eb.msg);
+}
+
+static void *dev_alloc(struct be *b, uint64_t n)
+{
+	struct ig_errbuf eb = {0};
+	void *p = NULL;
+
+	if (b->ops->alloc(b, n, &p, &eb))
+		fail_msg("alloc(%llu): %s", (unsigned long long)n, eb.msg);
+	return p;
+}
+
+static void fill(struct rng *r, uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)rng_next(r);
+}
+
+static uint64_t enqueue(struct be *b, bool d2h, void *dst, const void *src, uint64_t n)
+{
+	struct ig_errbuf eb = {0};
+	uint64_t t = 0;
+	int rc = d2h ? b->ops->copy_d2h_async(b, dst, src, n, &t, &eb)
+	             : b->ops->copy_h2d_async(b, dst, src, n, &t, &eb);
+
+	if (rc)
+		fail_msg("enqueue %s of %llu bytes: %s", d2h ? "d2h" : "h2d", (unsigned long long)n,
+		         eb.msg);
+	assert_true(t > 0);
+	return t;
+}
+
+static void xwait(struct be *b, uint64_t t)
+{
+	struct ig_errbuf eb = {0};
+
+	if (b->ops->xfer_wait(b, t, &eb))
+		fail_msg("wait #%llu: %s", (unsigned long long)t, eb.msg);
+}
+
+/* Beyond the simulated device: IG_E_NOMEM naming free, total and asked
+ * (test_layout.c checks the layout's own refusal, not these figures). */
+static void test_alloc_refused_with_figures(void **state)
+{
+	struct ig_errbuf eb = {0};
+	uint64_t free_b, total;
+	struct be b;
+	void *p, *q = NULL;
+
+	(void)state;
+	be_open_cpu(&b, 1 * MiB);
+	p = dev_alloc(&b, 1); /* one granule */
+	b.ops->mem_info(&b, &free_b, &total);
+	assert_int_equal(total, 1 * MiB);
+	assert_int_equal(free_b, 1 * MiB - b.ops->granule);
+	assert_int_equal(b.ops->alloc(&b, 1 * MiB, &q, &eb), IG_E_NOMEM);
+	assert_null(q);
+	assert_non_null(strstr(eb.msg, "the simulated device has 1044480 bytes free of 1048576; "
+	                               "asked for 1048576"));
+	b.ops->free(&b, p, 1);
+	b.ops->mem_info(&b, &free_b, &total);
+	assert_int_equal(free_b, total);
+	b.ops->close(&b);
+	b.ops->close(&b); /* idempotent */
+}
+
+static void test_sync_copies(void **state)
+{
+	struct rng r = {test_seed("sync copies")};
+	struct ig_errbuf eb = {0};
+	uint8_t *in = xmalloc(65536), *out = xmalloc(65536);
+	struct be b;
+	uint8_t *dev;
+
+	(void)state;
+	be_open_cpu(&b, 4 * MiB);
+	dev = dev_alloc(&b, 65536);
+	fill(&r, in, 65536);
+	assert_int_equal(b.ops->copy_h2d(&b, dev, in, 65536, &eb), IG_E_OK);
+	assert_int_equal(b.ops->copy_d2h(&b, out, dev, 65536, &eb), IG_E_OK);
+	assert_memory_equal(in, out, 65536);
+	/* a part of an allocation, and nothing */
+	memset(out, 0, 65536);
+	assert_int_equal(b.ops->copy_d2h(&b, out, dev + 1001, 77, &eb), IG_E_OK);
+	assert_memory_equal(out, in + 1001, 77);
+	assert_int_equal(b.ops->copy_h2d(&b, NULL, NULL, 0, &eb), IG_E_OK);
+	b.ops->free(&b, dev, 65536);
+	b.ops->close(&b);
+	free(in);
+	free(out);
+}
+
+/* Copies whose ranges are wrong are refused at once, synchronous or not,
+ * and an async one takes no ticket. */
+static void test_bad_ranges_refused(void **state)
+{
+	struct ig_errbuf eb;
+	uint8_t host[64], other[64];
+	struct be b;
+	uint8_t *dev;
+	struct bad_row {
+		const char *name;
+		bool d2h;
+		void *dst;
+		const void *src;
+		uint64_t n;
+		const char *says;
+	} rows[6];
+	int nrows = 0;
+
+	(void)state;
+	be_open_cpu(&b, 1 * MiB);
+	dev = dev_alloc(&b, 8192);
+#define ROW(nm, d, ds, sr, nn, sy) rows[nrows++] = (struct bad_row){nm, d, ds, sr, nn, sy}
+	ROW("h2d into host memory", false, other, host, 64, "device range is not inside");
+	ROW("h2d past an allocation's end", false, dev + 8192 - 10, host, 20,
+	    "device range is not inside");
+	ROW("h2d from device memory", false, dev, dev + 4096, 64, "host range is device memory");
+	ROW("d2h from host memory", true, other, host, 64, "device range is not inside");
+	ROW("d2h into device memory", true, dev + 4096, dev, 64, "host range is device memory");
+	ROW("null source", false, dev, NULL, 64, "a null pointer");
+#undef ROW
+	for (int i = 0; i < nrows; i++) {
+		uint64_t t = 0;
+		int rc;
+
+		rc = rows[i].d2h ? b.ops->copy_d2h(&b, rows[i].dst, rows[i].src, rows[i].n, &eb)
+		                 : b.ops->copy_h2d(&b, rows[i].dst, rows[i].src, rows[i].n, &eb);
+		if (rc != IG_E_INVAL || !strstr(eb.msg, rows[i].says) || !strstr(eb.msg, "copy ("))
+			fail_msg("%s (sync): %d %s", rows[i].name, rc, eb.msg);
+		rc = rows[i].d2h
+		         ? b.ops->copy_d2h_async(&b, rows[i].dst, rows[i].src, rows[i].n, &t, &eb)
+		         : b.ops->copy_h2d_async(&b, rows[i].dst, rows[i].src, rows[i].n, &t, &eb);
+		if (rc != IG_E_INVAL || !strstr(eb.msg, rows[i].says) ||
+		    !strstr(eb.msg, "async copy ("))
+			fail_msg("%s (async): %d %s", rows[i].name, rc, eb.msg);
+		assert_int_equal(t, 0);
+	}
+	/* nothing was issued: the next copy is the first ticket */
+	assert_int_equal(enqueue(&b, false, dev, host, 64), 1);
+	assert_int_equal(b.ops->xfer_wait_all(&b, &eb), IG_E_OK);
+	b.ops->free(&b, dev, 8192);
+	b.ops->close(&b);
+}
+
+/* Every copy goes through the same device bytes: each d2h returns what
+ * the h2d just before it wrote only if the stream keeps enqueue order. */
+static void test_async_sizes_in_order(void **state)
+{
+	static const uint64_t sizes[] = {
+	    1, 2, 3, 7, 63, 64, 65, 4095, 4096, 4097, 65549, 1 * MiB, 3 * MiB + 5, 17,
+	};
+	enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+	struct rng r = {test_seed("async sizes")};
+	uint8_t *in[N], *out[N], *dev;
+	uint64_t t_in[N], t_out[N], last = 0;
+	struct be b;
+
+	(void)state;
+	be_open_cpu(&b, 8 * MiB);
+	dev = dev_alloc(&b, 3 * MiB + 4096 + 64);
+	for (int i = 0; i < N; i++) {
+		uint64_t off = (uint64_t)(i % 7) * 9; /* unaligned places too */
+
+		in[i] = xmalloc(sizes[i]);
+		out[i] = xmalloc(sizes[i]);
+		fill(&r, in[i], sizes[i]);
+		memset(out[i], 0, sizes[i]);
+		t_in[i] = enqueue(&b, false, dev + off, in[i], sizes[i]);
+		t_out[i] = enqueue(&b, true, out[i], dev + off, sizes[i]);
+		assert_true(t_in[i] > last && t_out[i] > t_in[i]); /* strictly increasing */
+		last = t_out[i];
+	}
+	xwait(&b, last); /* only the last: done(last) implies every earlier */
+	for (int i = 0; i < N; i++) {
+		assert_true(b.ops->xfer_done(&b, t_in[i]) && b.ops->xfer_done(&b, t_out[i]));
+		if (memcmp(in[i], out[i], sizes[i]))
+			fail_msg("copy of %llu bytes: the bytes differ",
+			         (unsigned long long)sizes[i]);
+		free(in[i]);
+		free(out[i]);
+	}
+	b.ops->free(&b, dev, 3 * MiB + 4096 + 64);
+	b.ops->close(&b);
+}
+
+/* Watch a run of copies land: whenever done(t) is seen, every earlier
+ * ticket is done and t's bytes are there. Tickets 0 and never issued. */
+static void test_done_and_wait(void **state)
+{
+	enum { N = 48, SZ = 256 * 1024 };
+	struct rng r = {test_seed("done and wait")};
+	uint8_t *in = xmalloc((size_t)N * SZ), *dev;
+	uint64_t t[N];
+	struct ig_errbuf eb = {0};
+	struct be b;
+	int seen = 0;
+
+	(void)state;
+	be_open_cpu(&b, 16 * MiB);
+	assert_true(b.ops->xfer_done(&b, 0));
+	assert_int_equal(b.ops->xfer_wait(&b, 0, &eb), IG_E_OK);
+	assert_int_equal(b.ops->xfer_wait_all(&b, &eb), IG_E_OK); /* nothing issued */
+	assert_true(b.ops->xfer_done(&b, 1));                     /* never issued */
+	assert_int_equal(b.ops->xfer_wait(&b, 1, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "wait for async copy #1: no such ticket"));
+
+	dev = dev_alloc(&b, (uint64_t)N * SZ);
+	memset(dev, 0, (size_t)N * SZ);
+	fill(&r, in, (size_t)N * SZ);
+	for (int i = 0; i < N; i++)
+		t[i] = enqueue(&b, false, dev + (size_t)i * SZ, in + (size_t)i * SZ, SZ);
+	while (seen < N) {
+		/* newest first: a stream out of order would show a later ticket done
+		 * and an earlier one not */
+		for (int i = N - 1; i >= seen; i--)
+			if (b.ops->xfer_done(&b, t[i])) {
+				for (int j = 0; j <= i; j++)
+					assert_true(b.ops->xfer_done(&b, t[j]));
+				for (int j = seen; j <= i; j++)
+					assert_memory_equal(dev + (size_t)j * SZ,
+					                    in + (size_t)j * SZ, SZ);
+				seen = i + 1;
+				break;
+			}
+	}
+	assert_int_equal(b.ops->xfer_wait(&b, t[0], &eb), IG_E_OK); /* done: returns at once */
+	assert_int_equal(b.ops->xfer_wait(&b, t[N - 1] + 1, &eb), IG_E_INVAL);
+	b.ops->free(&b, dev, (uint64_t)N * SZ);
+	b.ops->close(&b);
+	free(in);
+}
+
+/* The stream holds BE_XFER_DEPTH copies; one more is refused with
+ * IG_E_BUSY while the first is still running, so it did not block. A big
+ * first copy (tens of ms) keeps the ring full; if the machine was so slow
+ * that it finished before the ring filled, try again. */
+static void test_queue_full_refused_at_once(void **state)
+{
+	enum { BIG = 64 * MiB };
+	struct rng r = {test_seed("queue full")};
+	uint8_t *big = xmalloc(BIG), small[BE_XFER_DEPTH], *dbig, *dsmall;
+	struct ig_errbuf eb = {0};
+	bool shown = false;
+	struct be b;
+
+	(void)state;
+	be_open_cpu(&b, BIG + 1 * MiB);
+	dbig = dev_alloc(&b, BIG);
+	dsmall = dev_alloc(&b, 4096);
+	fill(&r, big, 4096);
+	memset(big + 4096, 0x5a, BIG - 4096);
+	fill(&r, small, sizeof(small));
+	for (int attempt = 0; attempt < 5 && !shown; attempt++) {
+		uint64_t t0 = enqueue(&b, false, dbig, big, BIG), t = 0;
+		unsigned n = 1;
+		int rc = IG_E_OK;
+
+		memset(dsmall, 0, 4096);
+		while (n <= BE_XFER_DEPTH) {
+			rc = b.ops->copy_h2d_async(&b, dsmall + n - 1, small + n - 1, 1, &t, &eb);
+			if (rc)
+				break;
+			n++;
+		}
+		if (n == BE_XFER_DEPTH && rc == IG_E_BUSY && !b.ops->xfer_done(&b, t0)) {
+			char want[64];
+
+			snprintf(want, sizeof(want), "wait for ticket %llu",
+			         (unsigned long long)t0);
+			assert_non_null(
+			    strstr(eb.msg, "the transfer stream has 64 copies in flight"));
+			assert_non_null(strstr(eb.msg, want));
+			shown = true;
+		}
+		if (!shown)
+			print_message("# queue full: the first copy ended before the ring filled; "
+			              "again\n");
+		assert_int_equal(b.ops->xfer_wait_all(&b, &eb), IG_E_OK);
+		assert_memory_equal(dsmall, small, n - 1);
+		assert_memory_equal(dbig, big, 4096);
+	}
+	assert_true(shown);
+	/* room again */
+	xwait(&b, enqueue(&b, false, dsmall, small, 1));
+	b.ops->free(&b, dsmall, 4096);
+	b.ops->free(&b, dbig, BIG);
+	b.ops->close(&b);
+	free(big);
+}
+
+/* Fail the Nth of a run of copies, for every N (style rule 12): the ones
+ * before land, the failed one and the later ones write nothing, waits
+ * name the failed copy, and the stream takes no more. */
+static void test_fault_at_every_copy(void **state)
+{
+	enum { RUN = 8, SZ = 1000 };
+	uint8_t in[RUN][SZ], zero[SZ] = {0};
+
+	(void)state;
+	for (int k = 0; k < RUN; k++)
+		memset(in[k], 'a' + k, SZ);
+	for (uint64_t nth = 1; nth <= RUN; nth++) {
+		struct ig_errbuf eb = {0};
+		char failed[64], later[64];
+		uint64_t t, issued;
+		uint8_t *dev;
+		struct be b;
+
+		be_open_cpu(&b, 1 * MiB);
+		dev = dev_alloc(&b, RUN * 4096);
+		memset(dev, 0, RUN * 4096);
+		b.fault_xfer = nth;
+		snprintf(failed, sizeof(failed), "async copy #%llu (h2d, 1000 bytes",
+		         (unsigned long long)nth);
+		/* the stream may stop before the copies after the fault are all
+		 * enqueued: those are then refused, which the contract allows */
+		for (issued = 0; issued < RUN; issued++) {
+			int rc =
+			    b.ops->copy_h2d_async(&b, dev + issued * 4096, in[issued], SZ, &t, &eb);
+
+			if (rc == IG_E_IO && issued >= nth) {
+				assert_non_null(strstr(eb.msg, failed));
+				break;
+			}
+			assert_int_equal(rc, IG_E_OK);
+			assert_int_equal(t, issued + 1);
+		}
+		assert_int_equal(b.ops->xfer_wait_all(&b, &eb), IG_E_IO);
+		assert_non_null(strstr(eb.msg, failed));
+		assert_non_null(strstr(eb.msg, "injected fault"));
+		for (t = 1; t <= RUN; t++) {
+			int rc = b.ops->xfer_wait(&b, t, &eb);
+
+			if (t > issued) { /* refused at enqueue: no ticket, no bytes */
+				assert_int_equal(rc, IG_E_INVAL);
+				assert_memory_equal(dev + (t - 1) * 4096, zero, SZ);
+				continue;
+			}
+			assert_true(b.ops->xfer_done(&b, t));
+			if (t < nth) {
+				assert_int_equal(rc, IG_E_OK);
+				assert_memory_equal(dev + (t - 1) * 4096, in[t - 1], SZ);
+				continue;
+			}
+			assert_int_equal(rc, IG_E_IO);
+			assert_non_null(strstr(eb.msg, failed));
+			snprintf(later, sizeof(later),
+			         "async copy #%llu not run: ", (unsigned long long)t);
+			assert_true((strstr(eb.msg, later) != NULL) == (t > nth));
+			assert_memory_equal(dev + (t - 1) * 4096, zero, SZ);
+		}
+		assert_int_equal(b.ops->copy_h2d_async(&b, dev, in[0], SZ, &t, &eb), IG_E_IO);
+		assert_non_null(strstr(eb.msg, "refused, the transfer stream stopped"));
+		assert_non_null(strstr(eb.msg, failed));
+		b.ops->free(&b, dev, RUN * 4096);
+		b.ops->close(&b);
+	}
+}
+
+/* Close with copies in flight: it drains them (the bytes land) and joins
+ * the thread; the memory is still the caller's to free. */
+static void test_close_drains_in_flight(void **state)
+{
+	enum { BIG = 16 * MiB, N = 40 };
+	struct rng r = {test_seed("close")};
+	uint8_t *big = xmalloc(BIG), small[N], *dbig, *dsmall;
+	struct be b;
+
+	(void)state;
+	fill(&r, big, BIG);
+	fill(&r, small, N);
+	for (int round = 0; round < 2; round++) {
+		be_open_cpu(&b, BIG + 1 * MiB);
+		dbig = dev_alloc(&b, BIG);
+		dsmall = dev_alloc(&b, 4096);
+		enqueue(&b, false, dbig, big, BIG);
+		for (int i = 0; i < N; i++)
+			enqueue(&b, false, dsmall + i, small + i, 1);
+		if (round == 1)
+			b.ops->free(&b, dsmall, 4096); /* waits for the stream first */
+		b.ops->close(&b);
+		b.ops->close(&b);
+		assert_null(b.priv);
+		assert_memory_equal(dbig, big, BIG);
+		if (round != 1) {
+			assert_memory_equal(dsmall, small, N);
+			b.ops->free(&b, dsmall, 4096);
+		}
+		b.ops->free(&b, dbig, BIG);
+	}
+	free(big);
+}
+
+/* Many small round trips through a ring of device slots, taking IG_E_BUSY
+ * as the contract says: wait for the oldest ticket, enqueue again. */
+static void test_stream_under_pressure(void **state)
+{
+	enum { ROUNDS = 2000, SLOTS = 32, SLOT = 512 };
+	struct rng r = {test_seed("pressure")};
+	static uint8_t in[ROUNDS][SLOT / 2], out[ROUNDS][SLOT / 2];
+	uint64_t t_out[ROUNDS], len[ROUNDS], oldest = 1;
+	struct ig_errbuf eb = {0};
+	unsigned busy = 0;
+	uint8_t *dev;
+	struct be b;
+
+	(void)state;
+	be_open_cpu(&b, 1 * MiB);
+	dev = dev_alloc(&b, SLOTS * SLOT);
+	for (int i = 0; i < ROUNDS; i++) {
+		uint64_t n = 1 + rng_next(&r) % (SLOT / 2), off = rng_next(&r) % (SLOT / 2);
+		uint8_t *slot = dev + (i % SLOTS) * SLOT + off;
+		uint64_t t;
+
+		len[i] = n;
+		fill(&r, in[i], n);
+		memset(out[i], 0, SLOT / 2);
+		for (int dir = 0; dir < 2; dir++) {
+			int rc;
+
+			while ((rc = dir ? b.ops->copy_d2h_async(&b, out[i], slot, n, &t, &eb)
+			                 : b.ops->copy_h2d_async(&b, slot, in[i], n, &t, &eb)) ==
+			       IG_E_BUSY) {
+				busy++;
+				xwait(&b, oldest);
+				oldest++;
+			}
+			assert_int_equal(rc, IG_E_OK);
+		}
+		t_out[i] = t;
+		/* the slot is reused SLOTS rounds later, by then on the same stream */
+		if (i % 97 == 0 && b.ops->xfer_done(&b, t_out[i]))
+			assert_memory_equal(out[i], in[i], n);
+	}
+	xwait(&b, t_out[ROUNDS - 1]);
+	for (int i = 0; i < ROUNDS; i++)
+		if (memcmp(out[i], in[i], len[i]))
+			fail_msg("round %d: the bytes differ", i);
+	print_message("# pressure: %u enqueues found the stream full\n", busy);
+	b.ops->free(&b, dev, SLOTS * SLOT);
+	b.ops->close(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_alloc_refused_with_figures),
+	    cmocka_unit_test(test_sync_copies),
+	    cmocka_unit_test(test_bad_ranges_refused),
+	    cmocka_unit_test(test_async_sizes_in_order),
+	    cmocka_unit_test(test_done_and_wait),
+	    cmocka_unit_test(test_queue_full_refused_at_once),
+	    cmocka_unit_test(test_fault_at_every_copy),
+	    cmocka_unit_test(test_close_drains_in_flight),
+	    cmocka_unit_test(test_stream_under_pressure),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
