@@ -1082,7 +1082,9 @@ struct gguf_wtensor {
 	uint64_t dims[GGUF_MAX_DIMS];
 	uint64_t n_bytes;
 	uint64_t offset;
-	const void *data;
+	const void *data;  /* referenced bytes, or NULL when `fill` produces them */
+	gguf_fill_fn fill; /* see gguf_writer_add_tensor_fill */
+	void *fill_ctx;
 };
 
 static int w_fail(struct gguf_writer *w, int code, const char *fmt, ...)
@@ -1397,8 +1399,8 @@ int gguf_writer_add_arr_str(struct gguf_writer *w, const char *key, const char *
 	return rc;
 }
 
-int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
-                           const uint64_t *dims, const void *data)
+static int w_add_tensor(struct gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                        const uint64_t *dims, const void *data, gguf_fill_fn fill, void *ctx)
 {
 	struct gguf_wtensor *t;
 	size_t tsize;
@@ -1438,7 +1440,7 @@ int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t typ
 		              "gguf writer: tensor '%s': the byte count overflows; at most 2^63-1 "
 		              "bytes are accepted",
 		              name);
-	if (!data)
+	if (!data && !fill)
 		return w_fail(w, IG_E_INVAL, "gguf writer: tensor '%s': NULL data", name);
 	if (!grow((void **)&w->tensors, &w->cap_tensors, w->n_tensors + 1, sizeof(*w->tensors)))
 		return w_fail(w, IG_E_NOMEM, "gguf writer: out of memory for tensor '%s'", name);
@@ -1454,8 +1456,25 @@ int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t typ
 		t->dims[i] = i < n_dims ? dims[i] : 1;
 	t->n_bytes = ne * tsize;
 	t->data = data;
+	t->fill = fill;
+	t->fill_ctx = ctx;
 	w->n_tensors++;
 	return 0;
+}
+
+int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
+                           const uint64_t *dims, const void *data)
+{
+	return w_add_tensor(w, name, type, n_dims, dims, data, NULL, NULL);
+}
+
+int gguf_writer_add_tensor_fill(struct gguf_writer *w, const char *name, uint32_t type,
+                                uint32_t n_dims, const uint64_t *dims, gguf_fill_fn fill, void *ctx)
+{
+	if (!w->err.code && !fill)
+		return w_fail(w, IG_E_INVAL, "gguf writer: tensor '%s': NULL fill callback",
+		              name ? name : "");
+	return w_add_tensor(w, name, type, n_dims, dims, NULL, fill, ctx);
 }
 
 static int cmp_wkv(const void *a, const void *b)
@@ -1504,20 +1523,61 @@ static int w_check_unique(struct gguf_writer *w, struct ig_errbuf *eb)
 	return rc;
 }
 
-/* Buffered output that remembers its position and its first error. */
+/*
+ * The output: one buffer of the writer's chunk, flushed with write(2) (or the
+ * test's write_fn), every return checked. `done` counts the bytes the kernel
+ * took, so that a failure says exactly how far the file got.
+ */
 struct wout {
-	FILE *f;
-	uint64_t pos;
-	int err; /* errno of the first failure */
+	int fd;
+	unsigned char *buf;
+	size_t len, cap;
+	uint64_t pos;  /* bytes handed over so far: the file offset of buf + len */
+	uint64_t done; /* bytes written to the file */
+	int err;       /* errno of the first failure */
+	ssize_t (*write_fn)(int fd, const void *buf, size_t n);
 };
+
+static void flush(struct wout *o)
+{
+	size_t off = 0;
+
+	while (!o->err && off < o->len) {
+		size_t left = o->len - off;
+		ssize_t n = o->write_fn ? o->write_fn(o->fd, o->buf + off, left)
+		                        : write(o->fd, o->buf + off, left);
+
+		if (n < 0) {
+			if (errno != EINTR)
+				o->err = errno ? errno : EIO;
+		} else if (n == 0 || (size_t)n > left) {
+			o->err = EIO; /* write(2) took nothing of a non-empty buffer */
+		} else {
+			off += (size_t)n;
+			o->done += (uint64_t)n;
+		}
+	}
+	o->len = 0;
+}
 
 static void put(struct wout *o, const void *p, size_t n)
 {
-	if (o->err || n == 0)
-		return;
-	if (fwrite(p, 1, n, o->f) != n)
-		o->err = errno ? errno : EIO;
-	o->pos += n;
+	const unsigned char *s = p;
+
+	while (!o->err && n) {
+		size_t take;
+
+		if (o->len == o->cap)
+			flush(o);
+		if (o->err)
+			break;
+		take = o->cap - o->len < n ? o->cap - o->len : n;
+		memcpy(o->buf + o->len, s, take);
+		o->len += take;
+		o->pos += take;
+		s += take;
+		n -= take;
+	}
 }
 
 static void put_u32(struct wout *o, uint32_t v)
@@ -1541,55 +1601,132 @@ static void pad_to(struct wout *o, uint64_t to)
 	}
 }
 
+/* A produced tensor: the callback fills the output buffer in place, one chunk
+ * at a time, so the data never exists anywhere else. */
+static int put_filled(struct wout *o, const struct gguf_wtensor *t, size_t chunk, const char *path,
+                      struct ig_errbuf *eb)
+{
+	struct gguf_tensor view;
+	struct ig_errbuf feb;
+
+	memset(&view, 0, sizeof(view));
+	view.name = t->name;
+	view.name_len = t->name_len;
+	view.type = (enum gguf_tensor_type)t->type;
+	view.n_dims = t->n_dims;
+	memcpy(view.dims, t->dims, sizeof(view.dims));
+	view.n_elements = t->n_bytes / gguf_tensor_type_size(t->type);
+	view.n_bytes = t->n_bytes;
+	view.offset = t->offset;
+	for (uint64_t off = 0; off < t->n_bytes && !o->err; off += chunk) {
+		size_t n = t->n_bytes - off < chunk ? (size_t)(t->n_bytes - off) : chunk;
+		int rc;
+
+		if (o->cap - o->len < n)
+			flush(o);
+		if (o->err)
+			break;
+		ig_errclear(&feb);
+		rc = t->fill(t->fill_ctx, &view, off, o->buf + o->len, n, &feb);
+		if (rc) {
+			if (!feb.msg[0])
+				return ig_errf(eb, rc,
+				               "'%s': tensor '%s': its data could not be made: %s",
+				               path, t->name, ig_err_str(rc));
+			return ig_errf(eb, rc, "'%s': %s", path, feb.msg);
+		}
+		o->len += n;
+		o->pos += n;
+	}
+	return 0;
+}
+
 static uint64_t align_up(uint64_t x, uint32_t a)
 {
 	return (x + a - 1) / a * a;
 }
 
+/*
+ * The layout, refused as a whole when the content is not right: the header,
+ * the pairs, the tensor infos, padding, then each tensor at the next multiple
+ * of the alignment, the last one padded too (as llama.cpp writes). Sets every
+ * tensor's offset, `*data_offset` and `*file_bytes`. `path` (or NULL) prefixes
+ * the writer's sticky error.
+ */
+static int w_layout(struct gguf_writer *w, const char *path, uint64_t *data_offset,
+                    uint64_t *file_bytes, struct ig_errbuf *eb)
+{
+	uint64_t header = HEADER_BYTES, off = 0;
+	int rc;
+
+	rc = w->err.code ? 0 : w_check_unique(w, eb);
+	if (w->err.code) {
+		if (eb) {
+			*eb = w->err;
+			if (path)
+				ig_errprefix(eb, "'%s'", path);
+		}
+		return w->err.code;
+	}
+	if (rc)
+		return rc;
+	if (w->chunk_bytes % 64u)
+		return ig_errf(eb, IG_E_INVAL,
+		               "gguf writer: chunk_bytes %zu; accepted: 0 (%u) or a multiple of 64",
+		               w->chunk_bytes, GGUF_WRITE_CHUNK);
+	for (size_t i = 0; i < w->n_kv; i++)
+		header += 8 + w->kvs[i].key_len + 4 + w->kvs[i].val_len;
+	for (size_t i = 0; i < w->n_tensors; i++)
+		header += 8 + w->tensors[i].name_len + 4 + 8 * w->tensors[i].n_dims + 4 + 8;
+	*data_offset = align_up(header, w->alignment);
+	for (size_t i = 0; i < w->n_tensors; i++) {
+		off = align_up(off, w->alignment);
+		w->tensors[i].offset = off;
+		off += w->tensors[i].n_bytes;
+		if (off > (uint64_t)INT64_MAX / 2)
+			return ig_errf(
+			    eb, IG_E_INVAL,
+			    "gguf writer: %s%s%sthe data section is too large (over 2^62 "
+			    "bytes)",
+			    path ? "'" : "", path ? path : "", path ? "': " : "");
+	}
+	*file_bytes = *data_offset + (w->n_tensors ? align_up(off, w->alignment) : 0);
+	return 0;
+}
+
+int gguf_writer_file_size(struct gguf_writer *w, uint64_t *bytes, struct ig_errbuf *eb)
+{
+	uint64_t data_offset;
+
+	return w_layout(w, NULL, &data_offset, bytes, eb);
+}
+
 int gguf_writer_write(struct gguf_writer *w, const char *path, struct ig_errbuf *eb)
 {
-	struct wout o = {0};
-	uint64_t header = HEADER_BYTES, off = 0, data_offset;
+	struct wout o = {.fd = -1, .write_fn = w->write_fn};
+	uint64_t data_offset, file_bytes;
 	const char *slash = strrchr(path, '/');
 	size_t dirlen = slash ? (size_t)(slash - path) : 0;
 	const char *base = slash ? slash + 1 : path;
+	size_t chunk = w->chunk_bytes ? w->chunk_bytes : GGUF_WRITE_CHUNK;
 	char *tmp = NULL, *dir = NULL;
 	int fd = -1, rc;
 
 	if (!w->err.code && !*base)
 		return ig_errf(eb, IG_E_INVAL, "gguf writer: '%s' names a directory, not a file",
 		               path);
-	rc = w->err.code ? 0 : w_check_unique(w, eb);
-	if (w->err.code) {
-		if (eb) {
-			*eb = w->err;
-			ig_errprefix(eb, "'%s'", path);
-		}
-		return w->err.code;
-	}
+	rc = w_layout(w, path, &data_offset, &file_bytes, eb);
 	if (rc)
 		return rc;
 
-	/* Layout: header, pairs, tensor infos, padding, then each tensor at the next
-	 * multiple of the alignment, the last one padded too (as llama.cpp writes). */
-	for (size_t i = 0; i < w->n_kv; i++)
-		header += 8 + w->kvs[i].key_len + 4 + w->kvs[i].val_len;
-	for (size_t i = 0; i < w->n_tensors; i++)
-		header += 8 + w->tensors[i].name_len + 4 + 8 * w->tensors[i].n_dims + 4 + 8;
-	data_offset = align_up(header, w->alignment);
-	for (size_t i = 0; i < w->n_tensors; i++) {
-		off = align_up(off, w->alignment);
-		w->tensors[i].offset = off;
-		off += w->tensors[i].n_bytes;
-		if (off > (uint64_t)INT64_MAX / 2)
-			return ig_errf(eb, IG_E_INVAL,
-			               "gguf writer: '%s': the data section is too large", path);
-	}
-
+	/* One buffer: the chunk, or the whole file when that is smaller (every
+	 * tensor, hence every fill call, still fits it). */
+	o.cap = file_bytes < chunk ? (size_t)align_up(file_bytes, 64) : chunk;
+	o.buf = malloc(o.cap);
 	/* ".<name>.tmp-XXXXXX" beside the target, so that rename() is atomic. */
 	dir = malloc(dirlen + 2);
 	tmp = malloc(dirlen + strlen(base) + 16);
-	if (!dir || !tmp) {
+	if (!o.buf || !dir || !tmp) {
 		rc = ig_errf(eb, IG_E_NOMEM, "gguf writer: out of memory for '%s'", path);
 		goto out_free;
 	}
@@ -1612,15 +1749,9 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, struct ig_errbuf 
 	if (fchmod(fd, 0644) != 0) {
 		rc = ig_errf(eb, IG_E_IO, "gguf writer: cannot chmod '%s': %s", tmp,
 		             strerror(errno));
-		close(fd);
-		goto out_unlink;
+		goto out_close;
 	}
-	o.f = fdopen(fd, "wb");
-	if (!o.f) {
-		rc = ig_errf(eb, IG_E_IO, "gguf writer: fdopen '%s': %s", tmp, strerror(errno));
-		close(fd);
-		goto out_unlink;
-	}
+	o.fd = fd;
 
 	put(&o, "GGUF", 4);
 	put_u32(&o, GGUF_VERSION);
@@ -1645,21 +1776,43 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, struct ig_errbuf 
 		put_u64(&o, t->offset);
 	}
 	pad_to(&o, data_offset);
-	for (size_t i = 0; i < w->n_tensors; i++) {
-		pad_to(&o, data_offset + w->tensors[i].offset);
-		put(&o, w->tensors[i].data, (size_t)w->tensors[i].n_bytes);
+	for (size_t i = 0; i < w->n_tensors && !o.err; i++) {
+		const struct gguf_wtensor *t = &w->tensors[i];
+
+		pad_to(&o, data_offset + t->offset);
+		if (t->fill) {
+			rc = put_filled(&o, t, chunk, path, eb);
+			if (rc)
+				goto out_close;
+		} else {
+			put(&o, t->data, (size_t)t->n_bytes);
+		}
 	}
-	if (w->n_tensors)
-		pad_to(&o, data_offset + align_up(off, w->alignment));
-	if (!o.err && fflush(o.f) != 0)
-		o.err = errno;
-	if (!o.err && fsync(fileno(o.f)) != 0)
-		o.err = errno;
-	if (fclose(o.f) != 0 && !o.err)
-		o.err = errno;
+	pad_to(&o, file_bytes);
+	flush(&o);
+	if (!o.err && o.done != file_bytes)
+		o.err = EIO; /* cannot happen: every byte handed over went out */
 	if (o.err) {
-		rc = ig_errf(eb, IG_E_IO, "gguf writer: cannot write '%s': %s", tmp,
-		             strerror(o.err));
+		rc = ig_errf(eb, IG_E_IO,
+		             "gguf writer: cannot write '%s': %s after %" PRIu64 " of its %" PRIu64
+		             " bytes; the partial file is removed",
+		             path, strerror(o.err), o.done, file_bytes);
+		goto out_close;
+	}
+	if (fsync(fd) != 0) {
+		rc = ig_errf(eb, IG_E_IO,
+		             "gguf writer: cannot write '%s': fsync after all %" PRIu64
+		             " bytes: %s; the partial file is removed",
+		             path, file_bytes, strerror(errno));
+		goto out_close;
+	}
+	rc = close(fd);
+	fd = -1;
+	if (rc != 0) {
+		rc = ig_errf(eb, IG_E_IO,
+		             "gguf writer: cannot write '%s': close after all %" PRIu64
+		             " bytes: %s; the partial file is removed",
+		             path, file_bytes, strerror(errno));
 		goto out_unlink;
 	}
 	if (rename(tmp, path) != 0) {
@@ -1682,9 +1835,12 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, struct ig_errbuf 
 	rc = 0;
 	goto out_free;
 
+out_close:
+	close(fd);
 out_unlink:
 	unlink(tmp);
 out_free:
+	free(o.buf);
 	free(tmp);
 	free(dir);
 	return rc;

@@ -1,9 +1,11 @@
 /*
  * gguf.h - the GGUF v3 container: a strict reader over a read-only mapping and
- * an atomic writer.
+ * an atomic writer whose memory use does not depend on the file's size.
  *
  * The gpu-worker's model loader reads weights and hyper-parameters with
- * gguf_open(); ignis-mkmodel writes synthetic models with struct gguf_writer.
+ * gguf_open(); ignis-mkmodel writes synthetic models with struct gguf_writer,
+ * tensor data produced chunk by chunk by a callback (gguf_writer_add_tensor_fill),
+ * so that a model of tens of GB is written through one buffer of a few MiB.
  * Only what Ignis serves is accepted: GGUF version 3, tensors of type F32, F16
  * or BF16, at most 4 dimensions. Everything is parsed and checked when the
  * file is opened, so a struct gguf that opened is consistent: every string,
@@ -45,6 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "err.h"
 
@@ -246,12 +249,35 @@ struct gguf_wkv;
 struct gguf_wtensor;
 
 /*
+ * The writer's one output buffer, and the most bytes a fill callback is asked
+ * for at once: 4 MiB, so that a write(2) call costs little next to the bytes
+ * it moves (12,000 calls for a 50 GB model), and the buffer stays in the
+ * last-level cache between the callback's filling and the kernel's copy.
+ */
+#define GGUF_WRITE_CHUNK (4u << 20)
+
+/*
+ * Produces bytes [offset, offset + n) of tensor `t` into `buf`, as they go to
+ * disk. `t` is the tensor as the file will describe it (`t->data` is NULL,
+ * `t->offset` its offset in the data section); it is valid for the call only.
+ * `offset` is a multiple of the writer's chunk, `n` at most the chunk, and
+ * both are multiples of the element size. gguf_writer_write calls it in file
+ * order, every byte of every such tensor exactly once. Returns 0, or an error
+ * code with the message in `eb` (never NULL): the write then fails as a whole.
+ */
+typedef int (*gguf_fill_fn)(void *ctx, const struct gguf_tensor *t, uint64_t offset, void *buf,
+                            size_t n, struct ig_errbuf *eb);
+
+/*
  * Collects pairs and tensors, then writes a file. The caller embeds it:
  * gguf_writer_init, adds, gguf_writer_write, gguf_writer_release.
  *
  * Keys, names, string and array values are copied at the add. Tensor data is
- * REFERENCED, not copied: `data` must stay valid and unchanged until the last
- * gguf_writer_write has returned (a synthetic model is not held twice).
+ * REFERENCED, not copied (gguf_writer_add_tensor: `data` must stay valid and
+ * unchanged until the last gguf_writer_write has returned), or PRODUCED while
+ * the file is written (gguf_writer_add_tensor_fill: the callback and its
+ * context must stay valid as long). Either way the writer itself holds the
+ * pairs, the tensor list and one buffer of `chunk_bytes`: never the data.
  *
  * Every add returns 0 or an error code and records the first failure in
  * `err`; after a failure every later add and gguf_writer_write refuse with
@@ -264,6 +290,12 @@ struct gguf_writer {
 	size_t n_tensors, cap_tensors;
 	uint32_t alignment; /* GGUF_DEFAULT_ALIGNMENT, or general.alignment */
 	struct ig_errbuf err;
+	/* The caller may set these after gguf_writer_init: */
+	size_t chunk_bytes; /* 0: GGUF_WRITE_CHUNK; otherwise a multiple of 64: the
+	                       output buffer, the most one fill call or write(2) gets */
+	/* Fault injection for tests: called instead of write(2) when set; it may
+	 * write part and fail with errno as write(2) does. NULL in normal use. */
+	ssize_t (*write_fn)(int fd, const void *buf, size_t n);
 };
 
 void gguf_writer_init(struct gguf_writer *w);
@@ -314,9 +346,30 @@ int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t typ
                            const uint64_t *dims, const void *data);
 
 /*
+ * The same, the data produced by `fill(ctx, ...)` while gguf_writer_write
+ * runs, in chunks of at most the writer's chunk_bytes (see gguf_fill_fn). The
+ * streaming writer of big files: the bytes on disk are exactly those an
+ * in-memory tensor holding what `fill` produces would give.
+ */
+int gguf_writer_add_tensor_fill(struct gguf_writer *w, const char *name, uint32_t type,
+                                uint32_t n_dims, const uint64_t *dims, gguf_fill_fn fill,
+                                void *ctx);
+
+/*
+ * The exact size in bytes of the file gguf_writer_write would write now, in
+ * `*bytes`: the layout is computed and the content checked (duplicates
+ * included) as gguf_writer_write does, nothing is written and no callback is
+ * called. Errors as gguf_writer_write's refusals of content.
+ */
+int gguf_writer_file_size(struct gguf_writer *w, uint64_t *bytes, struct ig_errbuf *eb);
+
+/*
  * Write the file atomically: a temporary file in the directory of `path`,
  * fsync, rename over `path`, fsync of the directory. On failure `path` is
  * untouched and the temporary file removed. Files are created mode 0644.
+ * Every write is checked: a full disk is IG_E_IO naming `path`, the errno's
+ * text, the bytes written and the bytes the file needs; a fill callback's
+ * error is returned with its message prefixed by the quoted path.
  */
 int gguf_writer_write(struct gguf_writer *w, const char *path, struct ig_errbuf *eb);
 

@@ -7,46 +7,200 @@
 #include <string.h>
 
 /*
- * The metadata of a model file: X(key, mdesc field, type, family).
- * family 0: every model; MDESC_DENSE or MDESC_MOE: that family only.
- * Keys under "ignis." are ours; the writer emits them in this order.
+ * The metadata of a model file: X(key, mdesc field, type, family, min, max).
+ * family 0: every model; MDESC_DENSE or MDESC_MOE: that family only. min and
+ * max bound integers (FLOAT32 values must be finite and above 0). Keys under
+ * "ignis." are ours; the writer emits them in this order (never reorder: the
+ * tiny models' bytes are pinned by tests/unit/test_mfile.c).
+ *   max_lanes <= 64: the scheduler's lane masks are 64 bits.
+ *   rope.dimension_count >= 2: the rotary pairs of layer_full.c.
  */
+#define D MFILE_DIM_MAX
 #define MFILE_KEYS(X)                                                                              \
-	X("ignis.block_count", layers, U32, 0)                                                     \
-	X("ignis.full_attention_interval", full_interval, U32, 0)                                  \
-	X("ignis.embedding_length", hidden, U32, 0)                                                \
-	X("ignis.attention.head_count", q_heads, U32, 0)                                           \
-	X("ignis.attention.head_count_kv", kv_heads, U32, 0)                                       \
-	X("ignis.attention.key_length", head_dim, U32, 0)                                          \
-	X("ignis.rope.dimension_count", rope_dims, U32, 0)                                         \
-	X("ignis.rope.freq_base", rope_theta, F32, 0)                                              \
-	X("ignis.attention.layer_norm_rms_epsilon", rms_eps, F32, 0)                               \
-	X("ignis.vocab_size", vocab, U32, 0)                                                       \
-	X("ignis.linear.key_head_count", lin_k_heads, U32, 0)                                      \
-	X("ignis.linear.value_head_count", lin_v_heads, U32, 0)                                    \
-	X("ignis.linear.key_length", lin_dk, U32, 0)                                               \
-	X("ignis.linear.value_length", lin_dv, U32, 0)                                             \
-	X("ignis.linear.conv_kernel", conv_kernel, U32, 0)                                         \
-	X("ignis.feed_forward_length", ffn_inter, U32, MDESC_DENSE)                                \
-	X("ignis.expert_count", experts, U32, MDESC_MOE)                                           \
-	X("ignis.expert_used_count", top_k, U32, MDESC_MOE)                                        \
-	X("ignis.expert_feed_forward_length", expert_inter, U32, MDESC_MOE)                        \
-	X("ignis.expert_shared_feed_forward_length", shared_inter, U32, MDESC_MOE)                 \
-	X("ignis.expert_prefetch_width", prefetch_width, U32, MDESC_MOE)                           \
-	X("ignis.indexer_key_bytes", indexer_key_bytes, U32, MDESC_MOE)                            \
-	X("ignis.context_length", default_context, U32, 0)                                         \
-	X("ignis.prefill_chunk", default_chunk, U32, 0)                                            \
-	X("ignis.default_max_tokens", default_max_tokens, U32, 0)                                  \
-	X("ignis.decode_lanes", default_lanes, U32, 0)                                             \
-	X("ignis.max_decode_lanes", max_lanes, U32, 0)                                             \
-	X("ignis.retained_host_slots", default_retained_host, U32, MDESC_MOE)                      \
-	X("ignis.kv_disk_bytes", default_kv_disk_bytes, U64, 0)                                    \
-	X("ignis.expert_cache_floor_bytes", cache_floor_bytes, U64, MDESC_MOE)                     \
-	X("ignis.offload_pool_pages", offload_pool_pages, U32, MDESC_MOE)
+	X("ignis.block_count", layers, U32, 0, 1, D)                                               \
+	X("ignis.full_attention_interval", full_interval, U32, 0, 1, D)                            \
+	X("ignis.embedding_length", hidden, U32, 0, 1, D)                                          \
+	X("ignis.attention.head_count", q_heads, U32, 0, 1, D)                                     \
+	X("ignis.attention.head_count_kv", kv_heads, U32, 0, 1, D)                                 \
+	X("ignis.attention.key_length", head_dim, U32, 0, 1, D)                                    \
+	X("ignis.rope.dimension_count", rope_dims, U32, 0, 2, D)                                   \
+	X("ignis.rope.freq_base", rope_theta, F32, 0, 0, 0)                                        \
+	X("ignis.attention.layer_norm_rms_epsilon", rms_eps, F32, 0, 0, 0)                         \
+	X("ignis.vocab_size", vocab, U32, 0, 1, D)                                                 \
+	X("ignis.linear.key_head_count", lin_k_heads, U32, 0, 1, D)                                \
+	X("ignis.linear.value_head_count", lin_v_heads, U32, 0, 1, D)                              \
+	X("ignis.linear.key_length", lin_dk, U32, 0, 1, D)                                         \
+	X("ignis.linear.value_length", lin_dv, U32, 0, 1, D)                                       \
+	X("ignis.linear.conv_kernel", conv_kernel, U32, 0, 1, D)                                   \
+	X("ignis.feed_forward_length", ffn_inter, U32, MDESC_DENSE, 1, D)                          \
+	X("ignis.expert_count", experts, U32, MDESC_MOE, 1, D)                                     \
+	X("ignis.expert_used_count", top_k, U32, MDESC_MOE, 1, D)                                  \
+	X("ignis.expert_feed_forward_length", expert_inter, U32, MDESC_MOE, 1, D)                  \
+	X("ignis.expert_shared_feed_forward_length", shared_inter, U32, MDESC_MOE, 1, D)           \
+	X("ignis.expert_prefetch_width", prefetch_width, U32, MDESC_MOE, 0, D)                     \
+	X("ignis.indexer_key_bytes", indexer_key_bytes, U32, MDESC_MOE, 0, D)                      \
+	X("ignis.context_length", default_context, U32, 0, 1, D)                                   \
+	X("ignis.prefill_chunk", default_chunk, U32, 0, 1, D)                                      \
+	X("ignis.default_max_tokens", default_max_tokens, U32, 0, 1, D)                            \
+	X("ignis.decode_lanes", default_lanes, U32, 0, 1, 64)                                      \
+	X("ignis.max_decode_lanes", max_lanes, U32, 0, 1, 64)                                      \
+	X("ignis.retained_host_slots", default_retained_host, U32, MDESC_MOE, 0, D)                \
+	X("ignis.kv_disk_bytes", default_kv_disk_bytes, U64, 0, 0, UINT64_MAX)                     \
+	X("ignis.expert_cache_floor_bytes", cache_floor_bytes, U64, MDESC_MOE, 0, UINT64_MAX)      \
+	X("ignis.offload_pool_pages", offload_pool_pages, U32, MDESC_MOE, 1, D)
 
-/* Largest shape a file may state: keeps every product of dims far from
- * overflow (2^24 ^ 3 < 2^63). */
-#define MFILE_DIM_MAX (1u << 24)
+#define MFILE__T_U32 GGUF_TYPE_UINT32
+#define MFILE__T_U64 GGUF_TYPE_UINT64
+#define MFILE__T_F32 GGUF_TYPE_FLOAT32
+#define MFILE__ROW(k, f, t, fam, lo, hi)                                                           \
+	{k, #f, MFILE__T_##t, fam, offsetof(struct mdesc, f), lo, hi},
+const struct mfile_key mfile_keys[] = {MFILE_KEYS(MFILE__ROW)};
+#undef MFILE__ROW
+#undef D
+const size_t mfile_nkeys = sizeof(mfile_keys) / sizeof(mfile_keys[0]);
+
+/* Compact KV: values per scale group (gpu-worker/kvfmt.h KVFMT_GROUP); its
+ * bytes per head, 72 at 256 (mdesc_kv_bytes_per_token), are exact only for a
+ * head_dim that is a multiple of it. */
+#define MFILE_KV_GROUP 64u
+
+const struct mfile_key *mfile_key_find(const char *name)
+{
+	for (size_t i = 0; i < mfile_nkeys; i++)
+		if (!strcmp(name, mfile_keys[i].key) || !strcmp(name, mfile_keys[i].field))
+			return &mfile_keys[i];
+	return NULL;
+}
+
+bool mfile_key_applies(const struct mfile_key *k, enum mdesc_family family)
+{
+	return k->family == 0 || k->family == (int)family;
+}
+
+uint64_t mfile_key_get(const struct mdesc *m, const struct mfile_key *k)
+{
+	const char *p = (const char *)m + k->offset;
+	uint32_t u32;
+	uint64_t u64;
+
+	if (k->type == GGUF_TYPE_UINT32) {
+		memcpy(&u32, p, 4);
+		return u32;
+	}
+	if (k->type == GGUF_TYPE_UINT64) {
+		memcpy(&u64, p, 8);
+		return u64;
+	}
+	return 0;
+}
+
+static float mfile__key_f32(const struct mdesc *m, const struct mfile_key *k)
+{
+	float f;
+
+	memcpy(&f, (const char *)m + k->offset, 4);
+	return f;
+}
+
+bool mfile_same_shape(const struct mdesc *a, const struct mdesc *b)
+{
+	if (a->family != b->family)
+		return false;
+	for (size_t i = 0; i < mfile_nkeys; i++) {
+		const struct mfile_key *k = &mfile_keys[i];
+
+		if (!mfile_key_applies(k, a->family))
+			continue;
+		if (k->type == GGUF_TYPE_FLOAT32 ? mfile__key_f32(a, k) != mfile__key_f32(b, k)
+		                                 : mfile_key_get(a, k) != mfile_key_get(b, k))
+			return false;
+	}
+	return true;
+}
+
+/* A key as messages name it, "%s (%s)": "ignis.attention.head_count (q_heads)". */
+#define KF(field)    mfile_key_find(#field)->key, #field
+#define INCONSISTENT "inconsistent description: "
+
+int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
+{
+	uint64_t lin, per, qkv, conv, state;
+
+	for (size_t i = 0; i < mfile_nkeys; i++) {
+		const struct mfile_key *k = &mfile_keys[i];
+		uint64_t v;
+
+		if (!mfile_key_applies(k, d->family))
+			continue;
+		if (k->type == GGUF_TYPE_FLOAT32) {
+			float f = mfile__key_f32(d, k);
+
+			if (!(f > 0.0f) || !isfinite(f))
+				return ig_errf(eb, IG_E_INVAL,
+				               INCONSISTENT
+				               "%s (%s) is %g; accepted: a finite number "
+				               "above 0",
+				               k->key, k->field, (double)f);
+			continue;
+		}
+		v = mfile_key_get(d, k);
+		if (v < k->min || v > k->max)
+			return ig_errf(eb, IG_E_INVAL,
+			               INCONSISTENT "%s (%s) is %llu; accepted: %llu to %llu",
+			               k->key, k->field, (unsigned long long)v,
+			               (unsigned long long)k->min, (unsigned long long)k->max);
+	}
+	if (d->q_heads % d->kv_heads)
+		return ig_errf(eb, IG_E_INVAL,
+		               INCONSISTENT "%s (%s) %u is not a multiple of %s (%s) %u",
+		               KF(q_heads), d->q_heads, KF(kv_heads), d->kv_heads);
+	if (d->lin_v_heads % d->lin_k_heads)
+		return ig_errf(eb, IG_E_INVAL,
+		               INCONSISTENT "%s (%s) %u is not a multiple of %s (%s) %u",
+		               KF(lin_v_heads), d->lin_v_heads, KF(lin_k_heads), d->lin_k_heads);
+	if (d->rope_dims % 2 || d->rope_dims > d->head_dim)
+		return ig_errf(eb, IG_E_INVAL,
+		               INCONSISTENT "%s (%s) %u is odd or larger than %s (%s) %u",
+		               KF(rope_dims), d->rope_dims, KF(head_dim), d->head_dim);
+	if (d->head_dim % MFILE_KV_GROUP)
+		return ig_errf(eb, IG_E_INVAL,
+		               INCONSISTENT "%s (%s) %u is not a multiple of %u (the compact KV "
+		                            "format's group)",
+		               KF(head_dim), d->head_dim, MFILE_KV_GROUP);
+	if (d->layers < d->full_interval)
+		return ig_errf(eb, IG_E_INVAL,
+		               INCONSISTENT "%s (%s) %u is below %s (%s) %u: no full-attention "
+		                            "layer",
+		               KF(layers), d->layers, KF(full_interval), d->full_interval);
+	if (d->default_lanes > d->max_lanes)
+		return ig_errf(eb, IG_E_INVAL, INCONSISTENT "%s (%s) %u exceeds %s (%s) %u",
+		               KF(default_lanes), d->default_lanes, KF(max_lanes), d->max_lanes);
+	if (d->family == MDESC_MOE && d->top_k > d->experts)
+		return ig_errf(eb, IG_E_INVAL, INCONSISTENT "%s (%s) %u exceeds %s (%s) %u",
+		               KF(top_k), d->top_k, KF(experts), d->experts);
+	/* an expert's class record (4 bits per weight of hidden x expert_inter x 2)
+	 * is a uint32 figure */
+	if (d->family == MDESC_MOE && (uint64_t)d->hidden * d->expert_inter > UINT32_MAX - 4096u)
+		return ig_errf(eb, IG_E_INVAL,
+		               INCONSISTENT "%s (%s) x %s (%s) is over 2^32: an expert's class "
+		                            "record does not fit its figure",
+		               KF(hidden), KF(expert_inter));
+	/* the fixed-size state (mfile__derive) must not wrap */
+	lin = d->layers;
+	qkv = 2ull * d->lin_k_heads * d->lin_dk + (uint64_t)d->lin_v_heads * d->lin_dv;
+	if (__builtin_mul_overflow((uint64_t)d->lin_v_heads * d->lin_dk, (uint64_t)d->lin_dv,
+	                           &per) ||
+	    __builtin_mul_overflow((uint64_t)d->conv_kernel - 1u, qkv, &conv) ||
+	    __builtin_add_overflow(per, conv, &per) || __builtin_mul_overflow(per, lin, &state) ||
+	    state > (UINT64_MAX - 4096u) / 4u)
+		return ig_errf(eb, IG_E_INVAL,
+		               INCONSISTENT "the linear-attention state of these shapes (value "
+		                            "heads x key length x value length x layers) exceeds "
+		                            "2^64 bytes");
+	return IG_E_OK;
+}
+#undef KF
+#undef INCONSISTENT
 
 /* ---- reading -------------------------------------------------------------- */
 
@@ -80,52 +234,59 @@ static int mfile__meta(struct mfile *f, struct ig_errbuf *eb)
 	d->name = d->alias = f->name;
 	d->doc = "a model file";
 
-#define MFILE__U32(field, key)                                                                     \
-	rc = gguf_get_u32(&f->g, key, &d->field, eb);                                              \
-	if (!rc && (d->field > MFILE_DIM_MAX))                                                     \
-		rc = ig_errf(eb, IG_E_INVAL, "%s is %u; accepted: at most %u", key,                \
-		             (unsigned)d->field, MFILE_DIM_MAX);
-#define MFILE__U64(field, key) rc = gguf_get_u64(&f->g, key, &d->field, eb);
-#define MFILE__F32(field, key) rc = gguf_get_f32(&f->g, key, &d->field, eb);
-#define MFILE__READ(key, field, type, fam)                                                         \
-	if ((fam) == 0 || (fam) == (int)d->family) {                                               \
-		MFILE__##type(field, key) if (rc) return ig_errprefix(eb, "'%s'", f->g.path);      \
+	for (size_t i = 0; i < mfile_nkeys; i++) {
+		const struct mfile_key *k = &mfile_keys[i];
+		char *field = (char *)d + k->offset;
+		uint32_t u32 = 0;
+		uint64_t u64 = 0;
+		float f32 = 0;
+
+		if (!mfile_key_applies(k, d->family))
+			continue;
+		if (k->type == GGUF_TYPE_UINT32) {
+			rc = gguf_get_u32(&f->g, k->key, &u32, eb);
+			memcpy(field, &u32, 4);
+		} else if (k->type == GGUF_TYPE_UINT64) {
+			rc = gguf_get_u64(&f->g, k->key, &u64, eb);
+			memcpy(field, &u64, 8);
+		} else {
+			rc = gguf_get_f32(&f->g, k->key, &f32, eb);
+			memcpy(field, &f32, 4);
+		}
+		if (rc)
+			return ig_errprefix(eb, "'%s'", f->g.path);
 	}
-	MFILE_KEYS(MFILE__READ)
-#undef MFILE__READ
-#undef MFILE__U32
-#undef MFILE__U64
-#undef MFILE__F32
 	return IG_E_OK;
 }
 
-/* Shapes that the plan and the runtime divide by, or that must agree. */
-static int mfile__shapes(struct mfile *f, struct ig_errbuf *eb)
-{
-	struct mdesc *d = &f->desc;
-	const char *bad = NULL;
+/*
+ * The figures summed from the tensors: device weights, experts, and the
+ * heaviest layer's experts. One accountant for a file's tensors (their real
+ * bytes) and for a synthetic description's (dims x the dtype's size).
+ */
+struct mfile__sum {
+	uint64_t layer_experts[2]; /* layer index + 1, its expert bytes so far */
+};
 
-	if (!d->layers || !d->full_interval || !d->hidden || !d->q_heads || !d->kv_heads ||
-	    !d->head_dim || !d->vocab || !d->lin_k_heads || !d->lin_v_heads || !d->lin_dk ||
-	    !d->lin_dv || !d->conv_kernel || !d->default_context || !d->default_chunk ||
-	    !d->default_max_tokens || !d->default_lanes || !d->max_lanes)
-		bad = "a shape is 0";
-	else if (d->q_heads % d->kv_heads)
-		bad = "head_count is not a multiple of head_count_kv";
-	else if (d->rope_dims > d->head_dim || d->rope_dims % 2)
-		bad = "rope.dimension_count is odd or larger than key_length";
-	else if (d->default_lanes > d->max_lanes || d->max_lanes > 64)
-		bad = "decode_lanes exceeds max_decode_lanes, or that exceeds 64";
-	else if (d->family == MDESC_DENSE && !d->ffn_inter)
-		bad = "feed_forward_length is 0";
-	else if (d->family == MDESC_MOE &&
-	         (!d->experts || !d->top_k || d->top_k > d->experts || !d->expert_inter ||
-	          !d->shared_inter || !d->offload_pool_pages))
-		bad = "an expert shape is 0, or expert_used_count exceeds expert_count";
-	if (bad)
-		return ig_errf(eb, IG_E_INVAL, "'%s': inconsistent description: %s", f->g.path,
-		               bad);
-	return IG_E_OK;
+static void mfile__account(struct mdesc *d, struct mfile__sum *s, const char *name,
+                           uint64_t n_bytes, bool expert)
+{
+	unsigned layer;
+
+	if (!expert) {
+		d->weight_bytes += n_bytes;
+		return;
+	}
+	d->expert_host_bytes += n_bytes;
+	if (sscanf(name, "blk.%u.", &layer) == 1) {
+		if (s->layer_experts[0] != layer + 1u) {
+			s->layer_experts[0] = layer + 1u;
+			s->layer_experts[1] = 0;
+		}
+		s->layer_experts[1] += n_bytes;
+		if (s->layer_experts[1] > d->heaviest_layer_expert_bytes)
+			d->heaviest_layer_expert_bytes = s->layer_experts[1];
+	}
 }
 
 struct mfile__check {
@@ -133,16 +294,14 @@ struct mfile__check {
 	struct ig_errbuf *eb;
 	int rc;
 	uint64_t expected;
-	uint64_t layer_experts[2]; /* layer index + 1, its expert bytes so far */
+	struct mfile__sum sum;
 };
 
 static void mfile__check_one(void *ctx, const char *name, uint32_t n_dims, const uint64_t dims[4],
                              bool expert)
 {
 	struct mfile__check *c = ctx;
-	struct mdesc *d = &c->f->desc;
 	const struct gguf_tensor *t;
-	unsigned layer;
 
 	if (c->rc)
 		return;
@@ -167,27 +326,18 @@ static void mfile__check_one(void *ctx, const char *name, uint32_t n_dims, const
 		            (unsigned long long)dims[2], n_dims);
 		return;
 	}
-	if (!expert) {
-		d->weight_bytes += t->n_bytes;
-		return;
-	}
-	d->expert_host_bytes += t->n_bytes;
-	if (sscanf(name, "blk.%u.", &layer) == 1) {
-		if (c->layer_experts[0] != layer + 1u) {
-			c->layer_experts[0] = layer + 1u;
-			c->layer_experts[1] = 0;
-		}
-		c->layer_experts[1] += t->n_bytes;
-		if (c->layer_experts[1] > d->heaviest_layer_expert_bytes)
-			d->heaviest_layer_expert_bytes = c->layer_experts[1];
-	}
+	mfile__account(&c->f->desc, &c->sum, name, t->n_bytes, expert);
 }
 
-/* Figures the file does not state, derived from its shapes (ADR 0006). */
+/* Figures the file does not state, derived from its shapes (ADR 0006). The
+ * figures summed from tensors start at 0. */
 static void mfile__derive(struct mdesc *d)
 {
 	uint32_t lin = 0;
 
+	d->weight_bytes = 0;
+	d->expert_host_bytes = 0;
+	d->heaviest_layer_expert_bytes = 0;
 	d->full_layers = 0;
 	for (uint32_t i = 0; i < d->layers; i++)
 		if (mdesc_is_full_layer(d, i))
@@ -249,13 +399,14 @@ int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb)
 	if (rc)
 		return rc;
 	rc = mfile__meta(f, eb);
-	if (!rc)
-		rc = mfile__shapes(f, eb);
+	if (!rc) {
+		rc = mfile_check_desc(&f->desc, eb);
+		if (rc)
+			ig_errprefix(eb, "'%s'", path);
+	}
 	if (rc)
 		goto out_close;
 	mfile__derive(&f->desc);
-	f->desc.weight_bytes = 0;
-	f->desc.expert_host_bytes = 0;
 	memset(&c, 0, sizeof(c));
 	c.f = f;
 	c.eb = eb;
@@ -291,108 +442,224 @@ void mfile_close(struct mfile *f)
 	gguf_close(&f->g);
 }
 
-/* ---- writing synthetic models ---------------------------------------------- */
+/* ---- synthetic models ------------------------------------------------------ */
 
-struct mfile__gen {
-	struct gguf_writer *w;
-	enum mfile_dtype dtype;
-	uint64_t seed;
-	void **bufs;
-	size_t nbufs, cap;
-	int rc;
-};
+/* splitmix64's increment: the stream's i-th output (from 1) mixes the start
+ * plus i of these, so any element is reached without drawing the ones before. */
+#define MFILE_GAMMA 0x9e3779b97f4a7c15ull
 
-static uint64_t mfile__mix(uint64_t *s)
+/* splitmix64's output for the state `z` (already advanced by the increment). */
+static inline uint64_t mfile__mix(uint64_t z)
 {
-	/* splitmix64 */
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	return z ^ (z >> 31);
 }
 
-static void mfile__gen_one(void *ctx, const char *name, uint32_t n_dims, const uint64_t dims[4],
-                           bool expert)
-{
-	struct mfile__gen *g = ctx;
-	uint64_t n = 1, state = g->seed;
-	size_t esize = g->dtype == MFILE_F32 ? 4 : 2;
-	bool norm = strstr(name, "norm") != NULL || strstr(name, "gate_inp_shexp") != NULL;
-	float scale;
-	void *buf;
+enum mfile__kind { MFILE__MATRIX, MFILE__NORM, MFILE__A_LOG, MFILE__DT_BIAS };
 
-	(void)expert;
-	if (g->rc)
-		return;
-	for (uint32_t i = 0; i < n_dims; i++)
-		n *= dims[i];
+void mfile_synthetic_fill(uint64_t seed, enum mfile_dtype dtype, const char *name, uint64_t fan_in,
+                          uint64_t first, size_t n, void *out)
+{
+	enum mfile__kind kind = MFILE__MATRIX;
+	uint64_t state = seed;
+	float scale = 1.0f / sqrtf((float)fan_in);
+	unsigned char *o = out;
+
+	if (strstr(name, "norm") || strstr(name, "gate_inp_shexp"))
+		kind = MFILE__NORM;
+	else if (strstr(name, "a_log"))
+		kind = MFILE__A_LOG;
+	else if (strstr(name, "dt_bias"))
+		kind = MFILE__DT_BIAS;
 	/* each tensor its own stream: the seed and the name */
 	for (const char *p = name; *p; p++)
 		state = state * 1099511628211ull ^ (unsigned char)*p;
-	buf = malloc(n * esize);
-	if (!buf || g->nbufs == g->cap) {
-		free(buf);
-		g->rc = IG_E_NOMEM;
-		return;
-	}
-	g->bufs[g->nbufs++] = buf;
+	/* element i is the (i+1)-th output: each element is computed from its
+	 * own index, no chain from one to the next */
+	state += (first + 1u) * MFILE_GAMMA;
 	/* uniform in [-1, 1) / sqrt(fan_in); norms near 1; decay logs in (0, 2.8] */
-	scale = 1.0f / sqrtf((float)dims[0]);
-	for (uint64_t i = 0; i < n; i++) {
-		float u = (float)(mfile__mix(&state) >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
-		float v = norm                      ? 1.0f + 0.05f * u
-		          : strstr(name, "a_log")   ? 1.4f + 1.4f * u
-		          : strstr(name, "dt_bias") ? 0.1f * u
-		                                    : u * scale;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t z = mfile__mix(state + i * MFILE_GAMMA);
+		float u = (float)(z >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
+		float v;
+		uint16_t h;
 
-		if (g->dtype == MFILE_F32)
-			memcpy((char *)buf + 4 * i, &v, 4);
-		else {
-			uint16_t h =
-			    g->dtype == MFILE_BF16 ? gguf_f32_to_bf16(v) : gguf_f32_to_f16(v);
-
-			memcpy((char *)buf + 2 * i, &h, 2);
+		switch (kind) {
+		case MFILE__NORM:
+			v = 1.0f + 0.05f * u;
+			break;
+		case MFILE__A_LOG:
+			v = 1.4f + 1.4f * u;
+			break;
+		case MFILE__DT_BIAS:
+			v = 0.1f * u;
+			break;
+		default:
+			v = u * scale;
+			break;
+		}
+		switch (dtype) {
+		case MFILE_F32:
+			memcpy(o + 4 * i, &v, 4);
+			break;
+		case MFILE_F16:
+			h = gguf_f32_to_f16(v);
+			memcpy(o + 2 * i, &h, 2);
+			break;
+		default:
+			h = gguf_f32_to_bf16(v);
+			memcpy(o + 2 * i, &h, 2);
+			break;
 		}
 	}
-	if (gguf_writer_add_tensor(g->w, name, (uint32_t)g->dtype, n_dims, dims, buf))
-		g->rc = IG_E_INVAL;
+}
+
+/* One synthetic write (or description): the writer, the stream's settings and
+ * the progress so far. */
+struct mfile__gen {
+	struct gguf_writer *w;
+	enum mfile_dtype dtype;
+	uint64_t seed;
+	const struct mfile_wopts *o;
+	uint64_t done, total; /* tensor bytes generated, of all */
+	uint64_t n_tensors;
+	struct mdesc *desc; /* describe: the figures summed here, or NULL */
+	struct mfile__sum sum;
+};
+
+static size_t mfile__esize(enum mfile_dtype dtype)
+{
+	return dtype == MFILE_F32 ? 4 : 2;
+}
+
+static int mfile__fill(void *ctx, const struct gguf_tensor *t, uint64_t offset, void *buf, size_t n,
+                       struct ig_errbuf *eb)
+{
+	struct mfile__gen *g = ctx;
+	size_t esize = mfile__esize(g->dtype);
+
+	if (g->o && g->o->stop && *g->o->stop)
+		return ig_errf(eb, IG_E_IO, "interrupted at tensor '%s' (%llu of %llu bytes made)",
+		               t->name, (unsigned long long)g->done, (unsigned long long)g->total);
+	mfile_synthetic_fill(g->seed, g->dtype, t->name, t->dims[0], offset / esize, n / esize,
+	                     buf);
+	g->done += n;
+	if (g->o && g->o->progress)
+		g->o->progress(g->o->progress_ctx, g->done, g->total);
+	return 0;
+}
+
+static void mfile__add_one(void *ctx, const char *name, uint32_t n_dims, const uint64_t dims[4],
+                           bool expert)
+{
+	struct mfile__gen *g = ctx;
+	uint64_t bytes = mfile__esize(g->dtype);
+
+	for (uint32_t i = 0; i < n_dims; i++)
+		bytes *= dims[i]; /* checked by mfile_check_desc's bounds and the writer */
+	g->total += bytes;
+	g->n_tensors++;
+	if (g->desc)
+		mfile__account(g->desc, &g->sum, name, bytes, expert);
+	gguf_writer_add_tensor_fill(g->w, name, (uint32_t)g->dtype, n_dims, dims, mfile__fill, g);
+}
+
+/* Check `m` and fill the writer: the metadata, then every tensor as a
+ * producer. The caller releases the writer. */
+static int mfile__build(const struct mdesc *m, struct mfile__gen *g, struct ig_errbuf *eb)
+{
+	struct gguf_writer *w = g->w;
+	int rc;
+
+	rc = mfile_check_desc(m, eb);
+	if (!rc && m->vocab < MFILE_BYTES_VOCAB)
+		rc = ig_errf(
+		    eb, IG_E_INVAL,
+		    "inconsistent description: ignis.vocab_size (vocab) is %u; accepted: at "
+		    "least the %u ids of the byte-level tokenizer a synthetic model "
+		    "declares",
+		    m->vocab, MFILE_BYTES_VOCAB);
+	if (rc)
+		return ig_errprefix(eb, "synthetic model '%s'", m->name);
+	gguf_writer_add_str(w, "general.architecture", MFILE_ARCH);
+	gguf_writer_add_str(w, "general.name", m->name);
+	gguf_writer_add_str(w, "ignis.family", m->family == MDESC_DENSE ? "dense" : "moe");
+	gguf_writer_add_str(w, "tokenizer.ggml.model", "bytes");
+	gguf_writer_add_u64(w, "ignis.seed", g->seed);
+	for (size_t i = 0; i < mfile_nkeys; i++) {
+		const struct mfile_key *k = &mfile_keys[i];
+
+		if (!mfile_key_applies(k, m->family))
+			continue;
+		if (k->type == GGUF_TYPE_UINT32)
+			gguf_writer_add_u32(w, k->key, (uint32_t)mfile_key_get(m, k));
+		else if (k->type == GGUF_TYPE_UINT64)
+			gguf_writer_add_u64(w, k->key, mfile_key_get(m, k));
+		else
+			gguf_writer_add_f32(w, k->key, mfile__key_f32(m, k));
+	}
+	mdesc_for_each_tensor(m, mfile__add_one, g);
+	if (w->err.code) {
+		if (eb)
+			*eb = w->err;
+		return ig_errprefix(eb, "synthetic model '%s'", m->name);
+	}
+	return IG_E_OK;
+}
+
+int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
+                             struct mfile_synthetic *out, struct ig_errbuf *eb)
+{
+	struct gguf_writer w;
+	struct mfile__gen g = {.w = &w, .dtype = dtype, .desc = &out->desc};
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->desc.family = m->family;
+	for (size_t i = 0; i < mfile_nkeys; i++)
+		if (mfile_key_applies(&mfile_keys[i], m->family))
+			memcpy((char *)&out->desc + mfile_keys[i].offset,
+			       (const char *)m + mfile_keys[i].offset,
+			       mfile_keys[i].type == GGUF_TYPE_UINT64 ? 8 : 4);
+	out->desc.name = out->desc.alias = m->name;
+	out->desc.doc = "a model file";
+	gguf_writer_init(&w);
+	rc = mfile_check_desc(&out->desc, NULL);
+	if (!rc)
+		mfile__derive(&out->desc); /* before the sums, which it zeroes */
+	rc = mfile__build(m, &g, eb);
+	if (!rc)
+		rc = gguf_writer_file_size(&w, &out->file_bytes, eb);
+	if (!rc) {
+		out->n_tensors = g.n_tensors;
+		out->data_bytes = g.total;
+	}
+	gguf_writer_release(&w);
+	return rc;
+}
+
+int mfile_write_synthetic_opts(const struct mdesc *m, uint64_t seed, enum mfile_dtype dtype,
+                               const char *path, const struct mfile_wopts *o, struct ig_errbuf *eb)
+{
+	struct gguf_writer w;
+	struct mfile__gen g = {.w = &w, .dtype = dtype, .seed = seed, .o = o};
+	int rc;
+
+	gguf_writer_init(&w);
+	if (o) {
+		w.chunk_bytes = o->chunk_bytes;
+		w.write_fn = o->write_fn;
+	}
+	rc = mfile__build(m, &g, eb);
+	if (!rc)
+		rc = gguf_writer_write(&w, path, eb);
+	gguf_writer_release(&w);
+	return rc;
 }
 
 int mfile_write_synthetic(const struct mdesc *m, uint64_t seed, enum mfile_dtype dtype,
                           const char *path, struct ig_errbuf *eb)
 {
-	struct gguf_writer w;
-	struct mfile__gen g = {.w = &w, .dtype = dtype, .seed = seed};
-	int rc = IG_E_OK;
-
-	g.cap = 64u + 32u * m->layers;
-	g.bufs = calloc(g.cap, sizeof(void *));
-	if (!g.bufs)
-		return ig_errf(eb, IG_E_NOMEM, "no memory for %s", m->name);
-	gguf_writer_init(&w);
-	gguf_writer_add_str(&w, "general.architecture", MFILE_ARCH);
-	gguf_writer_add_str(&w, "general.name", m->name);
-	gguf_writer_add_str(&w, "ignis.family", m->family == MDESC_DENSE ? "dense" : "moe");
-	gguf_writer_add_str(&w, "tokenizer.ggml.model", "bytes");
-	gguf_writer_add_u64(&w, "ignis.seed", seed);
-#define MFILE__W_U32(field, key) gguf_writer_add_u32(&w, key, m->field);
-#define MFILE__W_U64(field, key) gguf_writer_add_u64(&w, key, m->field);
-#define MFILE__W_F32(field, key) gguf_writer_add_f32(&w, key, m->field);
-#define MFILE__WRITE(key, field, type, fam)                                                        \
-	if ((fam) == 0 || (fam) == (int)m->family) {                                               \
-		MFILE__W_##type(field, key)                                                        \
-	}
-	MFILE_KEYS(MFILE__WRITE)
-#undef MFILE__WRITE
-	mdesc_for_each_tensor(m, mfile__gen_one, &g);
-	if (g.rc)
-		rc = ig_errf(eb, g.rc, "cannot build the tensors of %s", m->name);
-	else
-		rc = gguf_writer_write(&w, path, eb);
-	gguf_writer_release(&w);
-	for (size_t i = 0; i < g.nbufs; i++)
-		free(g.bufs[i]);
-	free(g.bufs);
-	return rc;
+	return mfile_write_synthetic_opts(m, seed, dtype, path, NULL, eb);
 }

@@ -17,6 +17,7 @@
  * Temporary files live under one mkdtemp directory removed at the end.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <setjmp.h>
@@ -26,7 +27,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sched.h> /* CLONE_NEWNS; <sched.h> is shadowed by gpu-worker/sched.h */
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1189,6 +1196,12 @@ static int w_null_data(struct gguf_writer *w)
 
 	return gguf_writer_add_tensor(w, "t", GGUF_TENSOR_F32, 1, d, NULL);
 }
+static int w_null_fill(struct gguf_writer *w)
+{
+	uint64_t d[] = {4};
+
+	return gguf_writer_add_tensor_fill(w, "t", GGUF_TENSOR_F32, 1, d, NULL, NULL);
+}
 static int w_key_utf8(struct gguf_writer *w)
 {
 	return gguf_writer_add_u8(w, "bad\xc0\xaf", 1);
@@ -1240,6 +1253,7 @@ static void test_writer_refusals(void **state)
 	    {"a zero dim", w_zero_dim, IG_E_INVAL, {"dim 1 equal to 0"}},
 	    {"overflow", w_overflow, IG_E_INVAL, {"overflows"}},
 	    {"NULL data", w_null_data, IG_E_INVAL, {"NULL data"}},
+	    {"NULL fill callback", w_null_fill, IG_E_INVAL, {"'t': NULL fill callback"}},
 	    {"key not UTF-8", w_key_utf8, IG_E_INVAL, {"not valid UTF-8"}},
 	    {"empty key", w_empty_key, IG_E_INVAL, {"empty key"}},
 	    {"empty tensor name", w_empty_name, IG_E_INVAL, {"empty tensor name"}},
@@ -1328,6 +1342,507 @@ static void test_writer_io(void **state)
 	assert_null(gguf_find_tensor(&g, "t"));
 	gguf_close(&g);
 	unlink(path);
+}
+
+/* ---- the streaming writer ------------------------------------------------ */
+
+/*
+ * A content of tensors of every accepted type, some larger than the chunks
+ * tried and none a multiple of them, whose byte j of tensor i is sbyte(i, j);
+ * written once with referenced data and once produced by fill callbacks.
+ */
+static const struct {
+	const char *name;
+	uint32_t type, n_dims;
+	uint64_t dims[4];
+} stens[] = {
+    {"s.0", GGUF_TENSOR_F32, 2, {33, 7}},       /* 924 B */
+    {"s.1", GGUF_TENSOR_BF16, 1, {1}},          /* 2 B */
+    {"s.2", GGUF_TENSOR_F16, 3, {64, 9, 3}},    /* 3456 B */
+    {"s.3", GGUF_TENSOR_BF16, 4, {5, 4, 3, 2}}, /* 240 B */
+    {"s.4", GGUF_TENSOR_F32, 1, {1000}},        /* 4000 B */
+};
+#define NSTENS (sizeof(stens) / sizeof(stens[0]))
+
+static unsigned char sbyte(size_t i, uint64_t j)
+{
+	return (unsigned char)(j * 131u + i * 7u + (j >> 8));
+}
+
+static uint64_t sbytes(size_t i)
+{
+	uint64_t n = gguf_tensor_type_size(stens[i].type);
+
+	for (uint32_t d = 0; d < stens[i].n_dims; d++)
+		n *= stens[i].dims[d];
+	return n;
+}
+
+/* What a fill callback was asked, checked against the contract in gguf.h. */
+struct fill_log {
+	size_t chunk;          /* the writer's chunk */
+	uint64_t next[NSTENS]; /* the offset each tensor expects next */
+	size_t max_n;
+	unsigned calls, fail_at; /* fail the fail_at-th call (1-based; 0: never) */
+	int bad;
+};
+
+static int fill_stens(void *ctx, const struct gguf_tensor *t, uint64_t off, void *buf, size_t n,
+                      struct ig_errbuf *eb)
+{
+	struct fill_log *l = ctx;
+	size_t i = (size_t)(t->name[2] - '0');
+	unsigned char *p = buf;
+
+	l->calls++;
+	if (i >= NSTENS || t->data || off != l->next[i] || off % l->chunk || n == 0 ||
+	    n > l->chunk || n % gguf_tensor_type_size(t->type) || off + n > t->n_bytes ||
+	    t->n_bytes != sbytes(i) || t->type != stens[i].type)
+		l->bad++;
+	if (l->fail_at && l->calls == l->fail_at)
+		return ig_errf(eb, IG_E_IO, "tensor '%s': the source failed at byte %" PRIu64,
+		               t->name, off);
+	for (size_t j = 0; j < n; j++)
+		p[j] = sbyte(i, off + j);
+	l->next[i] += n;
+	l->max_n = n > l->max_n ? n : l->max_n;
+	return 0;
+}
+
+/* The content into `w` (initialised here): referenced from `datas` when
+ * `log` is NULL, produced by fill_stens otherwise. */
+static void stream_build(struct gguf_writer *w, uint32_t alignment, unsigned char **datas,
+                         struct fill_log *log)
+{
+	gguf_writer_init(w);
+	assert_int_equal(gguf_writer_add_str(w, "general.architecture", "ignis-test"), 0);
+	if (alignment)
+		assert_int_equal(gguf_writer_add_u32(w, GGUF_KEY_ALIGNMENT, alignment), 0);
+	assert_int_equal(gguf_writer_add_arr_str(w, "t.toks", base_toks, 2), 0);
+	for (size_t i = 0; i < NSTENS; i++)
+		if (log)
+			assert_int_equal(gguf_writer_add_tensor_fill(
+			                     w, stens[i].name, stens[i].type, stens[i].n_dims,
+			                     stens[i].dims, fill_stens, log),
+			                 0);
+		else
+			assert_int_equal(gguf_writer_add_tensor(w, stens[i].name, stens[i].type,
+			                                        stens[i].n_dims, stens[i].dims,
+			                                        datas[i]),
+			                 0);
+}
+
+static unsigned char **stream_datas(void)
+{
+	unsigned char **d = calloc(NSTENS, sizeof(*d));
+
+	assert_non_null(d);
+	for (size_t i = 0; i < NSTENS; i++) {
+		d[i] = malloc(sbytes(i));
+		assert_non_null(d[i]);
+		for (uint64_t j = 0; j < sbytes(i); j++)
+			d[i][j] = sbyte(i, j);
+	}
+	return d;
+}
+
+static void stream_datas_free(unsigned char **d)
+{
+	for (size_t i = 0; i < NSTENS; i++)
+		free(d[i]);
+	free(d);
+}
+
+/*
+ * Produced tensors give the bytes referenced ones give, at every alignment
+ * and chunk tried; gguf_writer_file_size is the size written; the callback
+ * is asked for each byte once, in order, at most a chunk at a time.
+ */
+static void test_writer_fill_matches_referenced(void **state)
+{
+	static const uint32_t aligns[] = {0, 1, 64, 4096};
+	static const size_t chunks[] = {64, 128, 192, 4096, 0};
+	unsigned char **datas = stream_datas();
+	char ref[256], got[256];
+
+	(void)state;
+	path_in(ref, sizeof(ref), "ref.gguf");
+	path_in(got, sizeof(got), "fill.gguf");
+	for (size_t a = 0; a < sizeof(aligns) / sizeof(aligns[0]); a++) {
+		struct gguf_writer w;
+		struct ig_errbuf eb = {0};
+		uint64_t size;
+		unsigned char *rb;
+		size_t rn;
+		struct gguf g;
+
+		stream_build(&w, aligns[a], datas, NULL);
+		assert_int_equal(gguf_writer_file_size(&w, &size, &eb), 0);
+		if (gguf_writer_write(&w, ref, &eb))
+			fail_msg("%s", eb.msg);
+		gguf_writer_release(&w);
+		rb = read_bytes(ref, &rn);
+		assert_int_equal(rn, size);
+		assert_int_equal(gguf_open(&g, ref, &eb), 0);
+		gguf_close(&g);
+		for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+			struct fill_log log = {.chunk = chunks[c] ? chunks[c] : GGUF_WRITE_CHUNK};
+			unsigned char *fb;
+			size_t fn;
+
+			stream_build(&w, aligns[a], NULL, &log);
+			w.chunk_bytes = chunks[c];
+			assert_int_equal(gguf_writer_file_size(&w, &size, &eb), 0);
+			assert_int_equal(log.calls, 0); /* sizing calls nothing */
+			if (gguf_writer_write(&w, got, &eb))
+				fail_msg("align %u chunk %zu: %s", aligns[a], chunks[c], eb.msg);
+			gguf_writer_release(&w);
+			fb = read_bytes(got, &fn);
+			if (fn != rn || memcmp(fb, rb, rn))
+				fail_msg(
+				    "align %u chunk %zu: %zu bytes differ from the %zu referenced",
+				    aligns[a], chunks[c], fn, rn);
+			assert_int_equal(fn, size);
+			assert_int_equal(log.bad, 0);
+			assert_true(log.max_n <= log.chunk);
+			for (size_t i = 0; i < NSTENS; i++)
+				assert_int_equal(log.next[i], sbytes(i));
+			free(fb);
+		}
+		free(rb);
+	}
+	unlink(ref);
+	unlink(got);
+	assert_int_equal(dir_entries(), 0);
+	stream_datas_free(datas);
+}
+
+/* ~200 MB produced: the callback never gets more than the chunk and the
+ * process's peak RSS grows by a small multiple of the chunk, not the file.
+ * In a child, whose peak starts at its RSS at the fork. */
+#define BIG_TENSOR_ELEMS (25ull << 20) /* x 2 B x 4 tensors = 200 MiB */
+
+/* Bytes of the offset and the third byte of the name ("x.N"). */
+static int fill_cheap(void *ctx, const struct gguf_tensor *t, uint64_t off, void *buf, size_t n,
+                      struct ig_errbuf *eb)
+{
+	size_t *max_n = ctx;
+
+	(void)eb;
+	memset(buf, (int)((off >> 12) + t->name[2]), n);
+	*max_n = n > *max_n ? n : *max_n;
+	return 0;
+}
+
+static void test_writer_bounded_memory(void **state)
+{
+	char path[256];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	path_in(path, sizeof(path), "big.gguf");
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		static const char *const names[] = {"b.0", "b.1", "b.2", "b.3"};
+		const uint64_t dims[2] = {1024, BIG_TENSOR_ELEMS / 1024};
+		struct gguf_writer w;
+		struct ig_errbuf eb = {0};
+		struct rusage before, after;
+		struct stat st;
+		size_t max_n = 0;
+		long grown_kb;
+
+		getrusage(RUSAGE_SELF, &before);
+		gguf_writer_init(&w);
+		for (int i = 0; i < 4; i++)
+			gguf_writer_add_tensor_fill(&w, names[i], GGUF_TENSOR_BF16, 2, dims,
+			                            fill_cheap, &max_n);
+		if (gguf_writer_write(&w, path, &eb)) {
+			fprintf(stderr, "big write: %s\n", eb.msg);
+			_exit(1);
+		}
+		gguf_writer_release(&w);
+		getrusage(RUSAGE_SELF, &after);
+		grown_kb = after.ru_maxrss - before.ru_maxrss;
+		if (stat(path, &st) || (uint64_t)st.st_size < 4 * 2 * BIG_TENSOR_ELEMS) {
+			fprintf(stderr, "big write: the file is short\n");
+			_exit(2);
+		}
+		printf("200 MiB written: peak RSS grew %ld KiB, largest fill %zu B\n", grown_kb,
+		       max_n);
+		fflush(stdout);
+		/* the 4 MiB buffer and the pages of the code that ran: far below
+		 * the file's 204,800 KiB */
+		_exit(max_n <= GGUF_WRITE_CHUNK && grown_kb < 16 * 1024 ? 0 : 3);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	unlink(path);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A write(2) that fails: after `budget` bytes (short writes up to it, then
+ * `err`), or at the `fail_call`-th call; `eintr` calls fail with EINTR first;
+ * at most `piece` bytes per call when set. */
+static struct {
+	uint64_t budget, written;
+	unsigned calls, fail_call, eintr;
+	size_t piece;
+	int err;
+} wf;
+
+static ssize_t wf_write(int fd, const void *buf, size_t n)
+{
+	ssize_t r;
+
+	wf.calls++;
+	if (wf.eintr) {
+		wf.eintr--;
+		errno = EINTR;
+		return -1;
+	}
+	if ((wf.fail_call && wf.calls == wf.fail_call) || wf.written >= wf.budget) {
+		errno = wf.err;
+		return -1;
+	}
+	if (wf.piece && n > wf.piece)
+		n = wf.piece;
+	if (n > wf.budget - wf.written)
+		n = (size_t)(wf.budget - wf.written);
+	r = write(fd, buf, n);
+	if (r > 0)
+		wf.written += (uint64_t)r;
+	return r;
+}
+
+/* One write through wf; 0 or the code, with the checks every failure gets:
+ * the message names the path, the errno's text, the bytes written and the
+ * bytes needed, and nothing is left in the directory. */
+static int wf_run(bool fill, size_t chunk, uint64_t *total, struct ig_errbuf *eb)
+{
+	unsigned char **datas = fill ? NULL : stream_datas();
+	struct fill_log log = {.chunk = chunk ? chunk : GGUF_WRITE_CHUNK};
+	struct gguf_writer w;
+	char path[256], words[160];
+	int rc;
+
+	path_in(path, sizeof(path), "full.gguf");
+	stream_build(&w, 0, datas, fill ? &log : NULL);
+	w.chunk_bytes = chunk;
+	w.write_fn = wf_write;
+	assert_int_equal(gguf_writer_file_size(&w, total, eb), 0);
+	wf.written = 0;
+	wf.calls = 0;
+	rc = gguf_writer_write(&w, path, eb);
+	gguf_writer_release(&w);
+	if (datas)
+		stream_datas_free(datas);
+	if (rc == 0)
+		return 0;
+	assert_int_equal(rc, IG_E_IO);
+	snprintf(words, sizeof(words),
+	         "cannot write '%s': %s after %" PRIu64 " of its %" PRIu64 " bytes", path,
+	         strerror(wf.err), wf.written, *total);
+	if (!strstr(eb->msg, words))
+		fail_msg("'%s' missing from: %s", words, eb->msg);
+	assert_int_equal(dir_entries(), 0);
+	return rc;
+}
+
+static void test_writer_full_disk(void **state)
+{
+	uint64_t total, header;
+	struct ig_errbuf eb = {0};
+	unsigned char *ref;
+	size_t rn;
+	char path[256];
+
+	(void)state;
+	path_in(path, sizeof(path), "full.gguf");
+	/* the Nth write(2) fails, for every N, referenced and produced, at a
+	 * 64-byte chunk (one call per 64 bytes) */
+	for (int fill = 0; fill < 2; fill++) {
+		unsigned n_calls;
+
+		memset(&wf, 0, sizeof(wf));
+		wf.budget = UINT64_MAX;
+		assert_int_equal(wf_run(fill, 64, &total, &eb), 0);
+		unlink(path);
+		n_calls = wf.calls;
+		assert_true(n_calls >= total / 64);
+		for (unsigned n = 1; n <= n_calls; n++) {
+			memset(&wf, 0, sizeof(wf));
+			wf.budget = UINT64_MAX;
+			wf.fail_call = n;
+			wf.err = ENOSPC;
+			assert_int_equal(wf_run(fill, 64, &total, &eb), IG_E_IO);
+		}
+	}
+	/* the disk fills after N bytes (a short write, then ENOSPC): across the
+	 * header, the padding, inside and between tensors; and another errno */
+	header = 24;
+	{
+		const uint64_t budgets[] = {0,   1,    header - 1, header, 100,  511, 512,
+		                            513, 1000, 4000,       4095,   8000, 0 /* total - 1 */};
+
+		for (int fill = 0; fill < 2; fill++)
+			for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+				memset(&wf, 0, sizeof(wf));
+				wf.budget = budgets[i];
+				if (i + 1 == sizeof(budgets) / sizeof(budgets[0]))
+					wf.budget = total - 1;
+				wf.err = i % 2 ? ENOSPC : EIO;
+				assert_int_equal(wf_run(fill, 0, &total, &eb), IG_E_IO);
+			}
+	}
+	/* EINTR and short writes are not failures: the same bytes */
+	memset(&wf, 0, sizeof(wf));
+	wf.budget = UINT64_MAX;
+	assert_int_equal(wf_run(false, 0, &total, &eb), 0);
+	ref = read_bytes(path, &rn);
+	/* a failed write over a file leaves that file as it was */
+	memset(&wf, 0, sizeof(wf));
+	wf.budget = 1000;
+	wf.err = ENOSPC;
+	{
+		struct fill_log log = {.chunk = GGUF_WRITE_CHUNK};
+		struct gguf_writer w;
+		unsigned char *kept;
+		size_t kn;
+
+		stream_build(&w, 64, NULL, &log); /* other bytes than the file's */
+		w.write_fn = wf_write;
+		assert_int_equal(gguf_writer_write(&w, path, &eb), IG_E_IO);
+		gguf_writer_release(&w);
+		kept = read_bytes(path, &kn);
+		assert_int_equal(kn, rn);
+		assert_memory_equal(kept, ref, rn);
+		free(kept);
+	}
+	assert_int_equal(dir_entries(), 1);
+	unlink(path);
+	for (int fill = 0; fill < 2; fill++) {
+		unsigned char *got;
+		size_t gn;
+
+		memset(&wf, 0, sizeof(wf));
+		wf.budget = UINT64_MAX;
+		wf.eintr = 3;
+		wf.piece = 7;
+		assert_int_equal(wf_run(fill, 192, &total, &eb), 0);
+		got = read_bytes(path, &gn);
+		assert_int_equal(gn, rn);
+		assert_memory_equal(got, ref, rn);
+		free(got);
+		unlink(path);
+	}
+	free(ref);
+	assert_int_equal(dir_entries(), 0);
+}
+
+/*
+ * A real full disk: a 64 KiB tmpfs. Mounted by a child in a mount namespace
+ * of its own, so that the mount goes with the child however it ends (a
+ * crash included) and nobody else sees it. Needs root (CAP_SYS_ADMIN):
+ * skipped elsewhere, where test_writer_full_disk's injection stands alone.
+ * The child's exit: 0 passed, 77 no mount possible, 1 failed (said on stderr).
+ */
+static int real_full_disk_child(const char *mnt)
+{
+	static const uint64_t dims[1] = {128u << 10}; /* 256 KiB of bf16 */
+	struct gguf_writer w;
+	struct ig_errbuf eb = {0};
+	char path[300], words[64];
+	size_t max_n = 0;
+	uint64_t total;
+	DIR *d;
+	struct dirent *e;
+	int left = 0, rc;
+
+	if (syscall(SYS_unshare, CLONE_NEWNS) != 0 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("tmpfs", mnt, "tmpfs", 0, "size=64k") != 0)
+		return 77;
+	snprintf(path, sizeof(path), "%s/m.gguf", mnt);
+	gguf_writer_init(&w);
+	gguf_writer_add_tensor_fill(&w, "t.0", GGUF_TENSOR_BF16, 1, dims, fill_cheap, &max_n);
+	if (gguf_writer_file_size(&w, &total, &eb))
+		return 1;
+	snprintf(words, sizeof(words), "of its %" PRIu64 " bytes", total);
+	rc = gguf_writer_write(&w, path, &eb);
+	gguf_writer_release(&w);
+	d = opendir(mnt);
+	while (d && (e = readdir(d)))
+		left += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	if (d)
+		closedir(d);
+	if (rc != IG_E_IO || !strstr(eb.msg, path) || !strstr(eb.msg, strerror(ENOSPC)) ||
+	    !strstr(eb.msg, words) || left) {
+		fprintf(stderr, "a full tmpfs: rc %d, %d entries left: %s\n", rc, left, eb.msg);
+		return 1;
+	}
+	printf("a full tmpfs: %s\n", eb.msg);
+	fflush(stdout);
+	return 0;
+}
+
+static void test_writer_real_full_disk(void **state)
+{
+	char mnt[256];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	path_in(mnt, sizeof(mnt), "tmpfs");
+	assert_int_equal(mkdir(mnt, 0700), 0);
+	fflush(stdout);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(real_full_disk_child(mnt));
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	fflush(stdout);
+	assert_int_equal(rmdir(mnt), 0); /* nothing was left in it, nor mounted on it */
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 77) {
+		print_message("no tmpfs could be mounted (not root?): a real full disk is not "
+		              "tried; test_writer_full_disk injects it\n");
+		skip();
+	}
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* A fill callback's error fails the write with its message, path first. */
+static void test_writer_fill_error(void **state)
+{
+	struct gguf_writer w;
+	struct ig_errbuf eb = {0};
+	char path[256];
+
+	(void)state;
+	path_in(path, sizeof(path), "failed.gguf");
+	for (unsigned at = 1; at <= 4; at++) {
+		struct fill_log log = {.chunk = 192, .fail_at = at};
+
+		stream_build(&w, 0, NULL, &log);
+		w.chunk_bytes = 192;
+		assert_int_equal(gguf_writer_write(&w, path, &eb), IG_E_IO);
+		gguf_writer_release(&w);
+		assert_int_equal(strncmp(eb.msg, "'", 1), 0);
+		assert_non_null(strstr(eb.msg, path));
+		assert_non_null(strstr(eb.msg, "the source failed at byte"));
+		assert_int_equal(log.calls, at);
+		assert_int_equal(dir_entries(), 0);
+	}
+	/* a chunk that is not a multiple of 64 is refused before anything */
+	stream_build(&w, 0, NULL, &(struct fill_log){.chunk = 100});
+	w.chunk_bytes = 100;
+	assert_int_equal(gguf_writer_write(&w, path, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "chunk_bytes 100"));
+	assert_int_equal(dir_entries(), 0);
+	gguf_writer_release(&w);
 }
 
 /* ---- conversions --------------------------------------------------------- */
@@ -1515,6 +2030,11 @@ int main(void)
 	    cmocka_unit_test(test_getters),
 	    cmocka_unit_test(test_writer_refusals),
 	    cmocka_unit_test(test_writer_io),
+	    cmocka_unit_test(test_writer_fill_matches_referenced),
+	    cmocka_unit_test(test_writer_bounded_memory),
+	    cmocka_unit_test(test_writer_full_disk),
+	    cmocka_unit_test(test_writer_real_full_disk),
+	    cmocka_unit_test(test_writer_fill_error),
 	    cmocka_unit_test(test_bf16),
 	    cmocka_unit_test(test_f16),
 	    cmocka_unit_test(test_names),

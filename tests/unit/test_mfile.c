@@ -4,31 +4,53 @@
  * and a table of foreign, truncated and inconsistent files, each refused with
  * a message that names what was wrong.
  */
+#include <dirent.h>
+#include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "knobs.h"
 #include "mfile.h"
+#include "vplan.h"
 
-static char dir[64];
+static char dir[256];
 
+/*
+ * The files live in $TMPDIR, else in /dev/shm when it has 1 GiB free, else in
+ * /tmp. These tests write ~600 MB, each file synced: on a tmpfs that costs
+ * the writing only (the real disk's fsync is test_gguf's). Peak use ~250 MB.
+ */
 static int setup(void **state)
 {
+	const char *base = getenv("TMPDIR");
+	struct statvfs v;
+
 	(void)state;
-	snprintf(dir, sizeof(dir), "/tmp/ignis-mfile-XXXXXX");
+	if (!base || !*base)
+		base = statvfs("/dev/shm", &v) == 0 &&
+		               (uint64_t)v.f_bavail * v.f_frsize >= (1ull << 30)
+		           ? "/dev/shm"
+		           : "/tmp";
+	snprintf(dir, sizeof(dir), "%s/ignis-mfile-XXXXXX", base);
 	return mkdtemp(dir) ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
-	char cmd[128];
+	char cmd[300];
 
 	(void)state;
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
@@ -43,7 +65,7 @@ static void path_of(char *out, size_t cap, const char *name)
 static void write_model(const char *preset, uint64_t seed, enum mfile_dtype dt, const char *name)
 {
 	struct ig_errbuf eb;
-	char path[128];
+	char path[320];
 
 	path_of(path, sizeof(path), name);
 	if (mfile_write_synthetic(mdesc_find(preset), seed, dt, path, &eb))
@@ -59,7 +81,7 @@ static void test_roundtrip_matches_the_builtin(void **state)
 		const struct mdesc *b = mdesc_find(presets[i]);
 		struct ig_errbuf eb;
 		struct mfile f;
-		char path[128];
+		char path[320];
 
 		write_model(presets[i], 1, MFILE_BF16, "m.gguf");
 		path_of(path, sizeof(path), "m.gguf");
@@ -96,7 +118,7 @@ static void test_roundtrip_matches_the_builtin(void **state)
 
 static char *slurp(const char *name, size_t *n)
 {
-	char path[128];
+	char path[320];
 	FILE *f;
 	char *buf;
 
@@ -133,11 +155,60 @@ static void test_same_seed_same_bytes(void **state)
 	free(c);
 }
 
+/* FNV-1a 64 of a file's bytes. */
+static uint64_t fnv1a_file(const char *name, size_t *n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	char *all = slurp(name, n);
+
+	for (size_t i = 0; i < *n; i++) {
+		h ^= (unsigned char)all[i];
+		h *= 0x100000001b3ull;
+	}
+	free(all);
+	return h;
+}
+
+/*
+ * The tiny presets' bytes are pinned: recorded from the in-memory writer
+ * (before the streaming writer replaced it) with seed 1. A change here is a
+ * format change of every tiny model file (test fixtures, golden outputs).
+ */
+static void test_tiny_bytes_pinned(void **state)
+{
+	static const struct {
+		const char *preset;
+		enum mfile_dtype dt;
+		size_t size;
+		uint64_t fnv;
+	} rows[] = {
+	    {"tiny-dense", MFILE_BF16, 5543296, 0x0ddfb3c50edae138ull},
+	    {"tiny-dense", MFILE_F16, 5543296, 0x55914be5ec514bc9ull},
+	    {"tiny-dense", MFILE_F32, 11082240, 0x6d0a114d7120d3c2ull},
+	    {"tiny-moe", MFILE_BF16, 30617824, 0x029b4d629e924d4eull},
+	    /* tiny-moe f16 0x415dc9a2356877fa, f32 0xbc2006319e14a5bb: the same
+	     * conversions as tiny-dense's, not rerun for time */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		size_t n;
+		uint64_t h;
+
+		write_model(rows[i].preset, 1, rows[i].dt, "pin.gguf");
+		h = fnv1a_file("pin.gguf", &n);
+		if (n != rows[i].size || h != rows[i].fnv)
+			fail_msg("%s dtype %d: %zu bytes, fnv1a 0x%016llx; pinned %zu, 0x%016llx",
+			         rows[i].preset, (int)rows[i].dt, n, (unsigned long long)h,
+			         rows[i].size, (unsigned long long)rows[i].fnv);
+	}
+}
+
 static void test_dtypes(void **state)
 {
 	struct ig_errbuf eb;
 	struct mfile f;
-	char path[128];
+	char path[320];
 
 	(void)state;
 	write_model("tiny-dense", 1, MFILE_F32, "f32.gguf");
@@ -153,6 +224,7 @@ static void test_dtypes(void **state)
 /* ---- malformed files: a valid one rewritten with one change ---------------- */
 
 enum mut {
+	M_NONE,
 	M_DROP_KEY,
 	M_KEY_AS_U64,
 	M_ARCH,
@@ -169,7 +241,7 @@ static void rewrite(const char *src, const char *dst, enum mut mut, const char *
 	struct gguf_writer w;
 	struct ig_errbuf eb;
 	struct gguf g;
-	char in[128], out[128];
+	char in[320], out[320];
 	static const uint16_t extra[4] = {0};
 
 	path_of(in, sizeof(in), src);
@@ -269,7 +341,10 @@ static void test_malformed_files(void **state)
 	     "blk.0.ffn_up.weight",
 	     {"'blk.0.ffn_up.weight' has dims", "the description says"}},
 	    {"an extra tensor", M_EXTRA_TENSOR, "lora.weight", {"'lora.weight' is not part", NULL}},
-	    {"a zero shape", M_ZERO_SHAPE, "ignis.vocab_size", {"a shape is 0", NULL}},
+	    {"a zero shape",
+	     M_ZERO_SHAPE,
+	     "ignis.vocab_size",
+	     {"ignis.vocab_size (vocab) is 0", "accepted: 1 to 16777216"}},
 	    {"heads that do not divide",
 	     M_HEADS,
 	     "ignis.attention.head_count_kv",
@@ -282,7 +357,7 @@ static void test_malformed_files(void **state)
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct ig_errbuf eb = {0};
 		struct mfile f;
-		char path[128];
+		char path[320];
 		int rc;
 
 		rewrite("ok.gguf", "bad.gguf", rows[i].mut, rows[i].what);
@@ -313,7 +388,7 @@ static void test_truncated_and_foreign(void **state)
 {
 	struct ig_errbuf eb;
 	struct mfile f;
-	char path[128];
+	char path[320];
 	size_t n;
 	char *all;
 	FILE *out;
@@ -338,14 +413,510 @@ static void test_truncated_and_foreign(void **state)
 	assert_int_equal(mfile_open(&f, path, &eb), IG_E_IO);
 }
 
+/* ---- the streaming writer and the dry run ----------------------------------- */
+
+/* A MoE shape of none of the presets: other heads, dims and experts, an
+ * interval of 3 (about 9 MB in bf16). */
+static struct mdesc custom_moe(void)
+{
+	struct mdesc m = *mdesc_find("tiny-moe");
+
+	m.name = m.alias = "custom-moe";
+	m.layers = 6;
+	m.full_interval = 3;
+	m.hidden = 192;
+	m.q_heads = 6;
+	m.kv_heads = 3;
+	m.head_dim = 128;
+	m.rope_dims = 32;
+	m.vocab = 1000;
+	m.lin_k_heads = 3;
+	m.lin_v_heads = 6;
+	m.lin_dk = 32;
+	m.lin_dv = 48;
+	m.conv_kernel = 3;
+	m.experts = 24;
+	m.top_k = 3;
+	m.expert_inter = 96;
+	m.shared_inter = 80;
+	return m;
+}
+
+/* A dense shape of none of the presets, mostly feed-forward. */
+static struct mdesc custom_dense(uint32_t layers, uint32_t ffn, uint32_t hidden, uint32_t vocab)
+{
+	struct mdesc m = *mdesc_find("tiny-dense");
+
+	m.name = m.alias = "custom-dense";
+	m.layers = layers;
+	m.hidden = hidden;
+	m.q_heads = 8;
+	m.head_dim = 128;
+	m.ffn_inter = ffn;
+	m.vocab = vocab;
+	return m;
+}
+
+static void write_desc(const struct mdesc *m, enum mfile_dtype dt, size_t chunk, const char *name)
+{
+	struct mfile_wopts o = {.chunk_bytes = chunk};
+	struct ig_errbuf eb;
+	char path[320];
+
+	path_of(path, sizeof(path), name);
+	if (mfile_write_synthetic_opts(m, 1, dt, path, &o, &eb))
+		fail_msg("write %s: %s", m->name, eb.msg);
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+	size_t na, nb;
+	char *x = slurp(a, &na), *y = slurp(b, &nb);
+
+	assert_int_equal(na, nb);
+	assert_memory_equal(x, y, na);
+	free(x);
+	free(y);
+}
+
+/*
+ * The streamed file equals the in-memory writer's: at a small odd chunk and
+ * the default one; rewritten through gguf_writer_add_tensor from its own
+ * mapping; and every tensor equals the whole tensor generated at once.
+ */
+static void test_stream_equals_in_memory(void **state)
+{
+	struct mdesc cm = custom_moe();
+	const struct mdesc *models[] = {mdesc_find("tiny-dense"), mdesc_find("tiny-moe"), &cm};
+
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		enum mfile_dtype dt = i == 2 ? MFILE_F16 : MFILE_BF16;
+		struct ig_errbuf eb;
+		struct gguf g;
+		char path[320];
+
+		write_desc(models[i], dt, 0, "sdef.gguf");
+		if (i != 1) { /* tiny-moe's bytes are pinned: not rewritten at 192 B */
+			write_desc(models[i], dt, 192, "s192.gguf");
+			assert_same_file("s192.gguf", "sdef.gguf");
+		}
+		rewrite("sdef.gguf", "mem.gguf", M_NONE, "");
+		assert_same_file("sdef.gguf", "mem.gguf");
+		path_of(path, sizeof(path), "sdef.gguf");
+		if (gguf_open(&g, path, &eb))
+			fail_msg("%s", eb.msg);
+		for (size_t t = 0; t < g.n_tensors; t++) {
+			const struct gguf_tensor *x = gguf_tensor_at(&g, t);
+			void *whole = malloc(x->n_bytes);
+
+			assert_non_null(whole);
+			mfile_synthetic_fill(1, dt, x->name, x->dims[0], 0, x->n_elements, whole);
+			if (memcmp(whole, x->data, x->n_bytes))
+				fail_msg("%s: tensor %s differs from its whole generation",
+				         models[i]->name, x->name);
+			free(whole);
+		}
+		gguf_close(&g);
+	}
+}
+
+/* ~200 MB written in a child (f32: half the values to generate of bf16): its
+ * peak RSS grows by a few MiB, not by the file; the file loads. */
+static void test_bounded_memory(void **state)
+{
+	struct mdesc m = custom_dense(4, 3072, 1024, 4096); /* 212 MB in f32 */
+	struct mfile_synthetic s;
+	struct ig_errbuf eb;
+	struct mfile f;
+	char path[320];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	assert_int_equal(mfile_synthetic_describe(&m, MFILE_F32, &s, &eb), 0);
+	assert_true(s.file_bytes > 190000000 && s.file_bytes < 230000000);
+	path_of(path, sizeof(path), "big.gguf");
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rusage before, after;
+		long grown_kb;
+
+		getrusage(RUSAGE_SELF, &before);
+		if (mfile_write_synthetic(&m, 1, MFILE_F32, path, &eb)) {
+			fprintf(stderr, "%s\n", eb.msg);
+			_exit(1);
+		}
+		getrusage(RUSAGE_SELF, &after);
+		grown_kb = after.ru_maxrss - before.ru_maxrss;
+		printf("%llu bytes written: peak RSS grew %ld KiB\n",
+		       (unsigned long long)s.file_bytes, grown_kb);
+		fflush(stdout);
+		_exit(grown_kb < 16 * 1024 ? 0 : 2);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	if (mfile_open(&f, path, &eb))
+		fail_msg("%s", eb.msg);
+	assert_int_equal(f.g.size, s.file_bytes);
+	mfile_close(&f);
+	unlink(path);
+}
+
+/* Every figure a plan reads from a description. */
+static void assert_same_figures(const char *what, const struct mdesc *a, const struct mdesc *b)
+{
+	if (!mfile_same_shape(a, b))
+		fail_msg("%s: the shapes differ", what);
+	assert_int_equal(a->full_layers, b->full_layers);
+	assert_int_equal(mdesc_weight_bytes(a), mdesc_weight_bytes(b));
+	assert_int_equal(mdesc_expert_bytes(a), mdesc_expert_bytes(b));
+	assert_int_equal(a->heaviest_layer_expert_bytes, b->heaviest_layer_expert_bytes);
+	assert_int_equal(a->expert_table_bytes, b->expert_table_bytes);
+	assert_memory_equal(a->class_record_bytes, b->class_record_bytes,
+	                    sizeof(a->class_record_bytes));
+	assert_int_equal(a->state_image_bytes, b->state_image_bytes);
+	assert_int_equal(a->fixed_lanes, b->fixed_lanes);
+}
+
+/*
+ * The dry run's description and size are the file's: for the presets and
+ * custom shapes in every dtype, mfile_synthetic_describe equals what
+ * mfile_open reads from the written file, and file_bytes its size. For the
+ * tiny presets both equal the built-in description.
+ */
+static void test_describe_is_the_file(void **state)
+{
+	struct mdesc cm = custom_moe(), cd = custom_dense(5, 700, 256, 300);
+	const struct mdesc *models[] = {mdesc_find("tiny-dense"), mdesc_find("tiny-moe"), &cm, &cd};
+	static const enum mfile_dtype dts[] = {MFILE_BF16, MFILE_F16, MFILE_F32};
+
+	(void)state;
+	for (size_t i = 0; i < 4; i++)
+		for (size_t d = 0; d < (i == 1 ? 1u : 3u); d++) { /* tiny-moe: bf16 */
+			struct mfile_synthetic s;
+			struct ig_errbuf eb;
+			struct mfile f;
+			char path[320];
+
+			if (mfile_synthetic_describe(models[i], dts[d], &s, &eb))
+				fail_msg("%s: %s", models[i]->name, eb.msg);
+			write_desc(models[i], dts[d], 0, "d.gguf");
+			path_of(path, sizeof(path), "d.gguf");
+			if (mfile_open(&f, path, &eb))
+				fail_msg("%s: %s", models[i]->name, eb.msg);
+			assert_int_equal(f.g.size, s.file_bytes);
+			assert_int_equal(f.g.n_tensors, s.n_tensors);
+			assert_string_equal(f.desc.name, s.desc.name);
+			assert_same_figures(models[i]->name, &f.desc, &s.desc);
+			if (i < 2 && dts[d] == MFILE_BF16)
+				assert_same_figures(models[i]->name, &s.desc, models[i]);
+			mfile_close(&f);
+		}
+}
+
+/* A plan from `m` as --model gives it: the built-in by name, or a file's
+ * description through the loader (a path). */
+static const struct mdesc *loaded;
+
+static const struct mdesc *load_desc(void *ctx, const char *path, const char *where,
+                                     struct ig_errbuf *eb)
+{
+	(void)ctx;
+	(void)path;
+	(void)where;
+	(void)eb;
+	return loaded;
+}
+
+static void plan_of(const char *model, const struct mdesc *file, uint64_t free_bytes,
+                    struct vplan *p)
+{
+	struct knob_input in;
+	struct knobs k;
+	struct vplan_device dev = {0};
+	struct ig_errbuf eb;
+	char free_text[32];
+	const struct {
+		enum knob_id id;
+		const char *text;
+	} words[] = {{KNOB_PROFILE, "none"},
+	             {KNOB_BACKEND, "cuda"},
+	             {KNOB_MODEL, model},
+	             {KNOB_DEVICE_FREE_BYTES, free_text}};
+
+	snprintf(free_text, sizeof(free_text), "%llu", (unsigned long long)free_bytes);
+	memset(&in, 0, sizeof(in));
+	memset(p, 0, sizeof(*p));
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		in.flag[words[i].id].text = words[i].text;
+		snprintf(in.flag[words[i].id].where, sizeof(in.flag[0].where), "test");
+	}
+	loaded = file;
+	in.load_model = load_desc;
+	if (knob_resolve(&in, &k, &eb))
+		fail_msg("%s: %s", model, eb.msg);
+	dev.cuda = true;
+	dev.free_bytes = k.v[KNOB_DEVICE_FREE_BYTES].u;
+	if (vplan_compute(&k, &dev, p))
+		fail_msg("%s: refused: %s", model, p->refusal);
+}
+
+/*
+ * Planning from a file: the tiny presets' files plan exactly as their
+ * built-in descriptions. The reference shapes (described, never written in
+ * a test) plan alike in everything their shapes decide; the figures the
+ * built-ins carry from the reference (a quantized model: weights, experts,
+ * the state image, the expert tables and class records) are not a bf16
+ * file's, and those lines are the file's own (printed; ADR 0006).
+ */
+static void test_plan_from_file(void **state)
+{
+	static const char *const tiny[] = {"tiny-dense", "tiny-moe"};
+	static const char *const refs[] = {"qwen3.8-27b", "qwen3.8-flash-next"};
+
+	(void)state;
+	for (size_t i = 0; i < 2; i++) {
+		struct mfile_synthetic s;
+		struct ig_errbuf eb;
+		struct vplan a, b;
+
+		assert_int_equal(mfile_synthetic_describe(mdesc_find(tiny[i]), MFILE_BF16, &s, &eb),
+		                 0);
+		plan_of(tiny[i], NULL, 8ull << 30, &a);
+		plan_of("/synthetic/m.gguf", &s.desc, 8ull << 30, &b);
+		assert_memory_equal(a.line, b.line, sizeof(a.line));
+		assert_int_equal(a.lines_total, b.lines_total);
+		assert_int_equal(a.pool_pages, b.pool_pages);
+		assert_int_equal(a.expert_cache_bytes, b.expert_cache_bytes);
+		assert_int_equal(a.residency_fixed_bytes, b.residency_fixed_bytes);
+		assert_int_equal(a.total_bytes, b.total_bytes);
+		assert_int_equal(a.context, b.context);
+		assert_int_equal(a.lanes, b.lanes);
+	}
+	for (size_t i = 0; i < 2; i++) {
+		const struct mdesc *ref = mdesc_find(refs[i]);
+		struct mfile_synthetic s;
+		struct ig_errbuf eb;
+		struct vplan a, b;
+
+		assert_int_equal(mfile_synthetic_describe(ref, MFILE_BF16, &s, &eb), 0);
+		assert_true(mfile_same_shape(&s.desc, ref));
+		assert_int_equal(s.desc.full_layers, ref->full_layers);
+		/* a card large enough for the file's own weights: both plans start */
+		plan_of(refs[i], NULL, 1ull << 40, &a);
+		plan_of("/synthetic/m.gguf", &s.desc, 1ull << 40, &b);
+		assert_int_equal(a.kv_bytes_per_token, b.kv_bytes_per_token);
+		assert_int_equal(a.page_bytes, b.page_bytes);
+		assert_int_equal(a.context, b.context);
+		assert_int_equal(a.chunk, b.chunk);
+		assert_int_equal(a.lanes, b.lanes);
+		assert_int_equal(a.retained_device, b.retained_device);
+		assert_int_equal(a.retained_host, b.retained_host);
+		for (int l = 0; l < VPLAN_NLINES; l++) {
+			if (l == VPLAN_WEIGHTS || l == VPLAN_LANE_STATE ||
+			    l == VPLAN_RETAINED_SLOTS || l == VPLAN_RESIDUAL)
+				continue; /* the carried figures' lines, and their rounding */
+			if (a.line[l] != b.line[l])
+				fail_msg("%s: line %s: built-in %llu, file %llu", refs[i],
+				         vplan_line_names[l], (unsigned long long)a.line[l],
+				         (unsigned long long)b.line[l]);
+		}
+		printf("%s in bf16: %llu tensors, %llu bytes; weights %llu (built-in %llu), "
+		       "experts %llu (built-in %llu), state image %llu (built-in %llu)\n",
+		       refs[i], (unsigned long long)s.n_tensors, (unsigned long long)s.file_bytes,
+		       (unsigned long long)mdesc_weight_bytes(&s.desc),
+		       (unsigned long long)mdesc_weight_bytes(ref),
+		       (unsigned long long)mdesc_expert_bytes(&s.desc),
+		       (unsigned long long)mdesc_expert_bytes(ref),
+		       (unsigned long long)s.desc.state_image_bytes,
+		       (unsigned long long)ref->state_image_bytes);
+	}
+}
+
+/* The reference shapes' sizes, as the dry run states them (pinned: a change
+ * is a change of the tensor list or of the writer's layout). */
+static void test_reference_sizes(void **state)
+{
+	static const struct {
+		const char *preset;
+		enum mfile_dtype dt;
+		uint64_t tensors, bytes;
+	} rows[] = {
+	    {"27b", MFILE_BF16, 803, 51818100768ull},
+	    {"flash-next", MFILE_BF16, 843, 247975677696ull},
+	    {"27b", MFILE_F32, 803, 103636153376ull},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct mfile_synthetic s;
+		struct ig_errbuf eb;
+
+		if (mfile_synthetic_describe(mdesc_find(rows[i].preset), rows[i].dt, &s, &eb))
+			fail_msg("%s", eb.msg);
+		if (s.n_tensors != rows[i].tensors || s.file_bytes != rows[i].bytes)
+			fail_msg("%s: %llu tensors, %llu bytes; pinned %llu, %llu", rows[i].preset,
+			         (unsigned long long)s.n_tensors, (unsigned long long)s.file_bytes,
+			         (unsigned long long)rows[i].tensors,
+			         (unsigned long long)rows[i].bytes);
+	}
+}
+
+/* Descriptions the writer refuses (and mfile_open would): each rule, by the
+ * words of its message; nothing is written. */
+static void test_check_desc(void **state)
+{
+	static const struct {
+		const char *name;
+		const char *field;
+		uint64_t value;
+		const char *say[2];
+	} rows[] = {
+	    {"no layers", "layers", 0, {"ignis.block_count (layers) is 0", "accepted: 1 to"}},
+	    {"a huge dim", "hidden", MFILE_DIM_MAX + 1ull, {"(hidden) is 16777217", "to 16777216"}},
+	    {"65 lanes", "max_lanes", 65, {"(max_lanes) is 65", "1 to 64"}},
+	    {"heads", "kv_heads", 3, {"head_count (q_heads) 4 is not a multiple", "(kv_heads) 3"}},
+	    {"linear heads",
+	     "lin_k_heads",
+	     3,
+	     {"(lin_v_heads) 4 is not a multiple", "(lin_k_heads) 3"}},
+	    {"odd rope", "rope_dims", 15, {"(rope_dims) 15 is odd or larger", "key_length"}},
+	    {"wide rope", "rope_dims", 66, {"(rope_dims) 66 is odd or larger", "(head_dim) 64"}},
+	    {"head_dim", "head_dim", 96, {"(head_dim) 96 is not a multiple of 64", "compact"}},
+	    {"no full layer", "full_interval", 5, {"(layers) 4 is below", "no full-attention"}},
+	    {"lanes", "default_lanes", 5, {"(default_lanes) 5 exceeds", "(max_lanes) 4"}},
+	    {"vocab", "vocab", 259, {"(vocab) is 259", "byte-level tokenizer"}},
+	};
+	char path[320];
+
+	(void)state;
+	path_of(path, sizeof(path), "refused.gguf");
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct mdesc m = *mdesc_find("tiny-dense");
+		const struct mfile_key *k = mfile_key_find(rows[i].field);
+		struct mfile_synthetic s;
+		struct ig_errbuf eb = {0};
+		uint32_t v = (uint32_t)rows[i].value;
+
+		assert_non_null(k);
+		memcpy((char *)&m + k->offset, &v, 4);
+		assert_int_equal(mfile_synthetic_describe(&m, MFILE_BF16, &s, &eb), IG_E_INVAL);
+		for (int w = 0; w < 2; w++)
+			if (!strstr(eb.msg, rows[i].say[w]))
+				fail_msg("%s: '%s' missing from: %s", rows[i].name, rows[i].say[w],
+				         eb.msg);
+		assert_int_equal(mfile_write_synthetic(&m, 1, MFILE_BF16, path, &eb), IG_E_INVAL);
+		assert_int_equal(access(path, F_OK), -1);
+	}
+	{
+		struct mdesc m = *mdesc_find("tiny-moe");
+		struct ig_errbuf eb = {0};
+
+		m.top_k = 33;
+		assert_int_equal(mfile_check_desc(&m, &eb), IG_E_INVAL);
+		assert_non_null(
+		    strstr(eb.msg, "(top_k) 33 exceeds ignis.expert_count (experts) 32"));
+		m = *mdesc_find("tiny-moe");
+		m.rms_eps = 0.0f;
+		assert_int_equal(mfile_check_desc(&m, &eb), IG_E_INVAL);
+		assert_non_null(
+		    strstr(eb.msg, "(rms_eps) is 0; accepted: a finite number above 0"));
+		for (unsigned i = 0; i < mdesc_nbuiltin; i++)
+			assert_int_equal(mfile_check_desc(&mdesc_builtin[i], &eb), IG_E_OK);
+	}
+}
+
+/* A full disk, an interruption: IG_E_IO, clear words, no file left. */
+static int count_entries(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	return n;
+}
+
+static uint64_t disk_left;
+
+static ssize_t small_disk(int fd, const void *buf, size_t n)
+{
+	ssize_t r;
+
+	if (!disk_left) {
+		errno = ENOSPC;
+		return -1;
+	}
+	r = write(fd, buf, n < disk_left ? n : (size_t)disk_left);
+	if (r > 0)
+		disk_left -= (uint64_t)r;
+	return r;
+}
+
+static volatile sig_atomic_t stop_now;
+
+static void stop_at_half(void *ctx, uint64_t done, uint64_t total)
+{
+	(void)ctx;
+	if (done * 2 >= total)
+		stop_now = 1;
+}
+
+static void test_write_failures(void **state)
+{
+	const struct mdesc *m = mdesc_find("tiny-moe");
+	struct mfile_synthetic s;
+	struct ig_errbuf eb;
+	char path[320], words[128];
+	int before = count_entries();
+
+	(void)state;
+	path_of(path, sizeof(path), "nospace.gguf");
+	assert_int_equal(mfile_synthetic_describe(m, MFILE_BF16, &s, &eb), 0);
+	disk_left = 1u << 20;
+	assert_int_equal(mfile_write_synthetic_opts(m, 1, MFILE_BF16, path,
+	                                            &(struct mfile_wopts){.write_fn = small_disk},
+	                                            &eb),
+	                 IG_E_IO);
+	snprintf(words, sizeof(words), "after 1048576 of its %llu bytes",
+	         (unsigned long long)s.file_bytes);
+	if (!strstr(eb.msg, path) || !strstr(eb.msg, strerror(ENOSPC)) || !strstr(eb.msg, words))
+		fail_msg("unclear: %s", eb.msg);
+	assert_int_equal(count_entries(), before);
+
+	stop_now = 0;
+	assert_int_equal(mfile_write_synthetic_opts(
+	                     m, 1, MFILE_BF16, path,
+	                     &(struct mfile_wopts){.stop = &stop_now, .progress = stop_at_half},
+	                     &eb),
+	                 IG_E_IO);
+	if (!strstr(eb.msg, path) || !strstr(eb.msg, "interrupted at tensor"))
+		fail_msg("unclear: %s", eb.msg);
+	assert_int_equal(count_entries(), before);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip_matches_the_builtin),
 	    cmocka_unit_test(test_same_seed_same_bytes),
+	    cmocka_unit_test(test_tiny_bytes_pinned),
 	    cmocka_unit_test(test_dtypes),
 	    cmocka_unit_test(test_malformed_files),
 	    cmocka_unit_test(test_truncated_and_foreign),
+	    cmocka_unit_test(test_stream_equals_in_memory),
+	    cmocka_unit_test(test_bounded_memory),
+	    cmocka_unit_test(test_describe_is_the_file),
+	    cmocka_unit_test(test_plan_from_file),
+	    cmocka_unit_test(test_reference_sizes),
+	    cmocka_unit_test(test_check_desc),
+	    cmocka_unit_test(test_write_failures),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
