@@ -244,7 +244,7 @@ static void mm_run(struct cpool *pool, struct mm_job *j)
 	j->n_tc = (j->n_tok + MM_TB - 1) / MM_TB;
 	/* items in row-block-major order: a thread's consecutive items share
 	 * weight rows, which stay warm in its cache for the next token chunk */
-	cpool_run(pool, n_rb * j->n_tc, mm_range, j);
+	cpool_run_sized(pool, n_rb * j->n_tc, (size_t)MM_RB * MM_TB * j->n_in, mm_range, j);
 }
 
 void cop_matmul_bf16(struct cpool *pool, const uint16_t *w, const float *x, float *y, size_t n_in,

@@ -224,3 +224,10 @@ void cpool_run(struct cpool *p, size_t n_items, cpool_fn fn, void *ctx)
 
 	pthread_mutex_unlock(&p->run_mu);
 }
+
+void cpool_run_sized(struct cpool *p, size_t n_items, size_t work_per_item, cpool_fn fn, void *ctx)
+{
+	if (n_items && work_per_item <= CPOOL_INLINE_WORK / n_items)
+		p = NULL;
+	cpool_run(p, n_items, fn, ctx);
+}

@@ -60,4 +60,14 @@ int cpool_threads(const struct cpool *p);
  */
 void cpool_run(struct cpool *p, size_t n_items, cpool_fn fn, void *ctx);
 
+/* Below this much work (in multiply-adds, roughly) a job runs inline: waking
+ * the workers costs more than it saves. */
+#define CPOOL_INLINE_WORK 32768u
+
+/* cpool_run for a job of `n_items` items of about `work_per_item`
+ * multiply-adds each: inline when the whole job is below CPOOL_INLINE_WORK.
+ * Which thread runs an item never changes its result (every job here
+ * computes each output in one item), so this changes time only. */
+void cpool_run_sized(struct cpool *p, size_t n_items, size_t work_per_item, cpool_fn fn, void *ctx);
+
 #endif

@@ -64,6 +64,8 @@ static void eng__finish(struct eng *e, struct eng_seq *s, enum eng_finish why)
 	s->finish = why;
 	s->finished_at = ++e->finishes;
 	e->st.finished++;
+	if (e->cfg.on_finish)
+		e->cfg.on_finish(e->cfg.ctx, s->sch.id, (int)why, s->sch.prompt, s->n_out);
 }
 
 int eng_create(struct eng **out, const struct mdl *d, struct kvpool *kv, struct cpool *pool,

@@ -1,6 +1,6 @@
 /*
  * engine.h - requests, rounds and outputs on one model and one KV pool: the
- * part of the gpu-worker that applies the planner's rounds (sched.h) to the
+ * part of the gpu-worker that applies the planner's rounds (roundplan.h) to the
  * model (model_cpu.h).
  *
  * A request is submitted with its prompt as token ids, its cap and its
@@ -29,7 +29,7 @@
 #include "kvpool.h"
 #include "model_cpu.h"
 #include "sampler.h"
-#include "sched.h"
+#include "roundplan.h"
 
 struct eng_cfg {
 	uint32_t lanes;              /* decode lanes, 1..64 */
@@ -39,6 +39,10 @@ struct eng_cfg {
 	enum mdesc_kv_format fmt;
 	uint32_t max_requests; /* live plus finished-and-kept; >= 1 */
 	uint32_t eos;          /* the token that ends a generation, or UINT32_MAX */
+	/* Told when a request finishes (may be NULL): the worker's event. */
+	void (*on_finish)(void *ctx, uint64_t id, int finish, uint32_t prompt_tokens,
+	                  uint32_t generated);
+	void *ctx;
 };
 
 struct eng_req {

@@ -222,10 +222,12 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 		c.v = v + row * kvd;
 		c.o = o + row * qd;
 		/* Every token's K and V stored before any token attends. */
-		cpool_run(pool, segs[i].n_tok, prep_fn, &c);
+		cpool_run_sized(pool, segs[i].n_tok,
+		                (size_t)(m->q_heads + 2u * m->kv_heads) * hd * 4u, prep_fn, &c);
 		for (uint32_t t = 0; t < segs[i].n_tok; t++) {
 			c.t = t;
-			cpool_run(pool, m->q_heads, attn_fn, &c);
+			cpool_run_sized(pool, m->q_heads, (size_t)(c.pos0 + t + 1) * hd * 2u,
+			                attn_fn, &c);
 		}
 		row += segs[i].n_tok;
 	}

@@ -306,8 +306,9 @@ int llin_forward_segs(const struct mdesc *m, const struct llin_weights *w,
 		part.o = s.o + row * d.lvdv;
 		job = (struct llin_job){
 		    .d = &d, .w = w, .st = &st, .s = &part, .n = segs[i].n_tok, .eps = m->rms_eps};
-		cpool_run(pool, d.qkv, llin_conv_items, &job);
-		cpool_run(pool, d.lv, llin_head_items, &job);
+		cpool_run_sized(pool, d.qkv, (size_t)segs[i].n_tok * d.K, llin_conv_items, &job);
+		cpool_run_sized(pool, d.lv, (size_t)segs[i].n_tok * d.dk * d.dv * 4u,
+		                llin_head_items, &job);
 		row += segs[i].n_tok;
 	}
 

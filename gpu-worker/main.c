@@ -1,27 +1,184 @@
 /*
  * ignis-gpu-worker - owns device memory, the model, the kernels, the paged KV
- * pool and the scheduler. So far: it starts, says hello, answers pings, takes
- * the supervisor's VRAM plan (checking that it is whole and adds up), exits
- * cleanly when asked, and reports which compute backends this build has.
+ * pool and the scheduler. It starts, says hello, answers pings, takes the
+ * supervisor's VRAM plan (checking that it is whole and adds up), lays it out
+ * on its backend, loads the model's device weights into the plan's weights
+ * line, books the KV pool in the plan's pool region, and then serves
+ * generation requests (submit, poll, cancel: docs/protocol.md), running one
+ * decode round between two looks at its control socket.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
-#include "layout.h"
 #include "daemon.h"
+#include "engine.h"
 #include "event.h"
+#include "layout.h"
+#include "tokenizer.h"
 #include "vplan.h"
 
-/* The worker's device and the plan laid out on it. */
+/* The worker's device, the plan laid out on it, and the model running there. */
 struct worker {
 	struct be be;
 	bool be_open;
 	struct layout layout;
 	bool have_plan;
 	uint64_t lines_bytes, pool_bytes, total_bytes;
+
+	struct mfile f;
+	bool f_open;
+	struct mdl d;
+	bool d_bound;
+	struct kvpool kv;
+	bool kv_ready;
+	struct cpool *pool;
+	struct eng *eng;
+	uint32_t ids[MSG_TEXT_MAX + 1]; /* a text prompt's tokens */
 };
+
+/* Everything the model holds, in reverse order of loading. */
+static void worker_unload(struct worker *w)
+{
+	eng_destroy(w->eng);
+	w->eng = NULL;
+	if (w->kv_ready)
+		kvpool_release(&w->kv);
+	w->kv_ready = false;
+	if (w->d_bound)
+		mdl_release(&w->d);
+	w->d_bound = false;
+	if (w->f_open)
+		mfile_close(&w->f);
+	w->f_open = false;
+	cpool_destroy(w->pool);
+	w->pool = NULL;
+}
+
+/* The placer of the device weights: each tensor copied into the weights
+ * line, nowhere else. */
+static int worker_place(void *ctx, const char *name, const void *src, uint64_t bytes,
+                        const void **at, struct ig_errbuf *eb)
+{
+	struct worker *w = ctx;
+	void *dst;
+	int rc = layout_take(&w->layout, (enum layout_region_id)VPLAN_WEIGHTS, bytes, &dst, eb);
+
+	if (!rc)
+		rc = w->be.ops->copy_h2d(&w->be, dst, src, bytes, eb);
+	if (rc) {
+		ig_errprefix(eb, "tensor '%s'", name);
+		return rc;
+	}
+	*at = dst;
+	return IG_E_OK;
+}
+
+static void worker_on_finish(void *ctx, uint64_t id, int finish, uint32_t prompt_tokens,
+                             uint32_t generated)
+{
+	struct ev e;
+
+	(void)ctx;
+	ev_begin(&e, EV_INFO, "ignis.request.done");
+	ev_u64(&e, "id", id);
+	ev_str(&e, "finish", eng_finish_name((enum eng_finish)finish));
+	ev_u64(&e, "prompt_tokens", prompt_tokens);
+	ev_u64(&e, "generated_tokens", generated);
+	ev_end(&e);
+}
+
+static int worker_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+/* Open the plan's model file, check it is the model planned, place its
+ * device weights, book the pool and start the engine. */
+static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct ig_errbuf *eb)
+{
+	char path[4097], fmt[17];
+	struct eng_cfg cfg;
+	void *pool_base = w->layout.r[LAYOUT_KV_POOL].base;
+	struct ev e;
+	int rc;
+
+	worker_unload(w);
+	msg_str_copy(path, sizeof(path), pl->model_path);
+	if (!path[0]) {
+		ev_begin(&e, EV_WARN, "ignis.gpu_worker.no_model_file");
+		ev_strn(&e, "model", pl->model.p, pl->model.n);
+		ev_str(&e, "detail",
+		       "the plan names a built-in description, not a model file: the plan is laid "
+		       "out but requests are refused (ignis-mkmodel writes a file; start with "
+		       "--model FILE)");
+		ev_end(&e);
+		return IG_E_OK;
+	}
+	rc = mfile_open(&w->f, path, eb);
+	if (rc)
+		return rc;
+	w->f_open = true;
+	if (!msg_str_eq(pl->model, w->f.desc.name)) {
+		rc = ig_errf(eb, IG_E_INVAL, "the plan is for model '%.*s'; %s holds '%s'",
+		             (int)pl->model.n, pl->model.p, path, w->f.desc.name);
+		goto fail;
+	}
+	rc = mdl_bind_placed(&w->d, &w->f, &(struct mdl_placer){worker_place, w}, eb);
+	if (rc)
+		goto fail;
+	w->d_bound = true;
+	if (mdesc_page_bytes(&w->f.desc, msg_str_eq(pl->kv_format, "bf16")
+	                                     ? MDESC_KV_BF16
+	                                     : MDESC_KV_COMPACT) != pl->page_bytes) {
+		rc =
+		    ig_errf(eb, IG_E_INVAL, "the plan's pages are %" PRIu64 " bytes; %s needs %llu",
+		            pl->page_bytes, path,
+		            (unsigned long long)mdesc_page_bytes(&w->f.desc, MDESC_KV_BF16));
+		goto fail;
+	}
+	rc = kvpool_init(&w->kv, pool_base, pl->page_bytes, (uint32_t)pl->pool_pages, eb);
+	if (rc)
+		goto fail;
+	w->kv_ready = true;
+	rc = cpool_create(&w->pool, worker_threads(), eb);
+	if (rc)
+		goto fail;
+	msg_str_copy(fmt, sizeof(fmt), pl->kv_format);
+	cfg = (struct eng_cfg){
+	    .lanes = (uint32_t)pl->lanes,
+	    .chunk = (uint32_t)pl->chunk_tokens,
+	    .context = pl->context_tokens,
+	    .default_max_tokens = (uint32_t)pl->default_max_tokens,
+	    .fmt = strcmp(fmt, "bf16") ? MDESC_KV_COMPACT : MDESC_KV_BF16,
+	    .max_requests = 256,
+	    .eos = w->f.desc.vocab == TOK_VOCAB ? TOK_EOS : UINT32_MAX,
+	    .on_finish = worker_on_finish,
+	    .ctx = w,
+	};
+	rc = eng_create(&w->eng, &w->d, &w->kv, w->pool, &cfg, eb);
+	if (rc)
+		goto fail;
+	ev_begin(&e, EV_INFO, "ignis.gpu_worker.model_loaded");
+	ev_str(&e, "model", w->f.desc.name);
+	ev_str(&e, "path", path);
+	ev_u64(&e, "weights_placed_bytes", w->d.placed_bytes);
+	ev_u64(&e, "weights_line_bytes", w->layout.r[VPLAN_WEIGHTS].bytes);
+	ev_u64(&e, "kv_pool_pages", pl->pool_pages);
+	ev_u64(&e, "lanes", cfg.lanes);
+	ev_u64(&e, "prefill_chunk", cfg.chunk);
+	ev_u64(&e, "threads", (uint64_t)cpool_threads(w->pool));
+	ev_end(&e);
+	return IG_E_OK;
+fail:
+	ig_errprefix(eb, "loading the model");
+	worker_unload(w);
+	return rc;
+}
 
 /* Lay the plan out on its backend, check the accounting, say so. */
 static int worker_lay_out(struct worker *w, const struct msg_plan *pl, struct ig_errbuf *eb)
@@ -32,6 +189,7 @@ static int worker_lay_out(struct worker *w, const struct msg_plan *pl, struct ig
 	struct ev e;
 	int rc;
 
+	worker_unload(w);
 	layout_release(&w->layout);
 	if (w->be_open) {
 		w->be.ops->close(&w->be);
@@ -95,6 +253,8 @@ static int worker_take_plan(struct worker *w, const struct msg_plan *pl, struct 
 	{
 		int rc = worker_lay_out(w, pl, eb);
 
+		if (!rc)
+			rc = worker_load_model(w, pl, eb);
 		if (rc)
 			return rc;
 	}
@@ -113,20 +273,144 @@ static int worker_take_plan(struct worker *w, const struct msg_plan *pl, struct 
 	return IG_E_OK;
 }
 
-static int worker_handle(void *ctx, const struct msg *req, struct msg *reply, struct ig_errbuf *eb)
+static int worker_class(struct msg_str s, enum sched_class *out, struct ig_errbuf *eb)
 {
+	if (msg_str_eq(s, "interactive"))
+		*out = SCHED_INTERACTIVE;
+	else if (msg_str_eq(s, "agent"))
+		*out = SCHED_AGENT;
+	else
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "submit.class: '%.*s'; accepted: interactive, agent", (int)s.n, s.p);
+	return IG_E_OK;
+}
+
+static int worker_submit(struct worker *w, const struct msg_submit *q, struct msg *reply,
+                         struct ig_errbuf *eb)
+{
+	struct eng_req r = {0};
+	struct eng_admission adm;
+	struct ev e;
+	size_t n = 0;
 	int rc;
 
-	if (req->type != MSG_PLAN)
+	if (!w->eng)
+		return ig_errf(eb, IG_E_BUSY, "no model is loaded yet (%s)",
+		               w->have_plan ? "the plan names no model file" : "no plan yet");
+	if ((q->text.n > 0) == (q->prompt.n > 0))
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "submit: give the prompt as `text` or as `prompt` token ids, one of "
+		               "the two (text %u bytes, prompt %u ids)",
+		               q->text.n, q->prompt.n);
+	rc = worker_class(q->class, &r.cls, eb);
+	if (rc)
+		return rc;
+	if (q->text.n) {
+		if (w->d.m->vocab != TOK_VOCAB)
+			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+			               "submit.text: model '%s' has no byte-level tokenizer; send "
+			               "`prompt` token ids",
+			               w->d.m->name);
+		rc = tok_encode(q->text.p, q->text.n, 0, w->ids, MSG_TEXT_MAX + 1, &n, eb);
+		if (rc)
+			return rc;
+		r.prompt = w->ids;
+		r.n_prompt = (uint32_t)n;
+	} else {
+		r.prompt = q->prompt.v;
+		r.n_prompt = q->prompt.n;
+	}
+	r.max_tokens = (uint32_t)q->max_tokens;
+	r.smp = (struct smp_params){(float)q->temperature, (uint32_t)q->top_k, (float)q->top_p,
+	                            q->seed};
+	rc = eng_submit(w->eng, &r, &adm, eb);
+	if (rc)
+		return rc;
+	ev_begin(&e, EV_INFO, "ignis.request.submitted");
+	ev_u64(&e, "id", adm.id);
+	ev_str(&e, "class", sched_class_name(r.cls));
+	ev_u64(&e, "prompt_tokens", adm.prompt_tokens);
+	ev_u64(&e, "max_tokens", adm.max_tokens);
+	ev_u64(&e, "reserved_pages", adm.pages);
+	ev_end(&e);
+	reply->type = MSG_SUBMITTED;
+	reply->u.submitted =
+	    (struct msg_submitted){adm.id, adm.prompt_tokens, adm.max_tokens, adm.pages};
+	return IG_E_OK;
+}
+
+static int worker_poll(struct worker *w, const struct msg_poll *q, struct msg *reply,
+                       struct ig_errbuf *eb)
+{
+	struct msg_tokens *t = &reply->u.tokens;
+	struct eng_status st;
+	int rc;
+
+	if (!w->eng)
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "poll.id: no request %" PRIu64 " (no model loaded)", q->id);
+	reply->type = MSG_TOKENS;
+	rc = eng_tokens(w->eng, q->id, (uint32_t)q->from, (uint32_t)q->max, t->tokens.v,
+	                &t->tokens.n, &st, eb);
+	if (rc)
+		return rc;
+	t->id = q->id;
+	t->from = q->from;
+	t->state = msg_str_of(sched_phase_name(st.phase));
+	t->done = st.phase == SCHED_DONE;
+	t->finish = msg_str_of(eng_finish_name(st.finish));
+	t->generated = st.generated;
+	return IG_E_OK;
+}
+
+static int worker_handle(void *ctx, const struct msg *req, struct msg *reply, struct ig_errbuf *eb)
+{
+	struct worker *w = ctx;
+	int rc;
+
+	switch (req->type) {
+	case MSG_PLAN:
+		rc = worker_take_plan(w, &req->u.plan, eb);
+		if (rc)
+			return rc;
+		reply->type = MSG_ACK;
+		reply->u.ack.of = MSG_PLAN;
+		return IG_E_OK;
+	case MSG_SUBMIT:
+		return worker_submit(w, &req->u.submit, reply, eb);
+	case MSG_POLL:
+		return worker_poll(w, &req->u.poll, reply, eb);
+	case MSG_CANCEL:
+		if (!w->eng)
+			return ig_errf(eb, IG_E_NOTFOUND, "cancel.id: no model loaded");
+		rc = eng_cancel(w->eng, req->u.cancel.id, eb);
+		if (rc)
+			return rc;
+		reply->type = MSG_ACK;
+		reply->u.ack.of = MSG_CANCEL;
+		return IG_E_OK;
+	default:
 		return ig_errf(eb, IG_E_PROTO_UNEXPECTED,
 		               "the gpu-worker does not take '%s' messages",
 		               msg_type_name(req->type));
-	rc = worker_take_plan(ctx, &req->u.plan, eb);
-	if (rc)
-		return rc;
-	reply->type = MSG_ACK;
-	reply->u.ack.of = MSG_PLAN;
-	return IG_E_OK;
+	}
+}
+
+/* One decode round between two looks at the socket. */
+static bool worker_work(void *ctx, int *fatal)
+{
+	struct worker *w = ctx;
+	struct ig_errbuf eb;
+	uint32_t ran = 0;
+
+	if (!w->eng)
+		return false;
+	if (eng_round(w->eng, &ran, &eb)) {
+		ev_msg(EV_ERROR, "ignis.gpu_worker.round_failed", "%s", eb.msg);
+		*fatal = 1;
+		return false;
+	}
+	return ran > 0 || eng_busy(w->eng);
 }
 
 int main(int argc, char **argv)
@@ -140,11 +424,15 @@ int main(int argc, char **argv)
 	    .ready_fields = backend_ready_fields,
 	    .handle = worker_handle,
 	    .ctx = &w,
+	    .work = worker_work,
 	};
 	struct dmn_args args;
 	int rc = dmn_parse_args(&spec, argc, argv, &args);
 
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	return dmn_run(&spec, &args);
+	rc = dmn_run(&spec, &args);
+	worker_unload(&w);
+	layout_release(&w.layout);
+	return rc;
 }

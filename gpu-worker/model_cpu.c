@@ -10,8 +10,10 @@
 
 struct mdl__bind {
 	const struct gguf *g;
+	const struct mdl_placer *placer;
 	struct ig_errbuf *eb;
 	int rc;
+	uint64_t placed;
 };
 
 static const uint16_t *mdl__t(struct mdl__bind *b, const char *name)
@@ -32,6 +34,17 @@ static const uint16_t *mdl__t(struct mdl__bind *b, const char *name)
 		                name, gguf_tensor_type_name(t->type));
 		return NULL;
 	}
+	/* device weights go where the placer puts them; the routed experts
+	 * (ffn_*_exps) stay in host memory, as the plan keeps them */
+	if (b->placer && !strstr(name, "_exps.")) {
+		const void *at = NULL;
+
+		b->rc = b->placer->place(b->placer->ctx, name, t->data, t->n_bytes, &at, b->eb);
+		if (b->rc)
+			return NULL;
+		b->placed += t->n_bytes;
+		return at;
+	}
 	return t->data;
 }
 
@@ -45,8 +58,14 @@ static const uint16_t *mdl__lt(struct mdl__bind *b, uint32_t layer, const char *
 
 int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb)
 {
+	return mdl_bind_placed(d, f, NULL, eb);
+}
+
+int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *placer,
+                    struct ig_errbuf *eb)
+{
 	const struct mdesc *m = &f->desc;
-	struct mdl__bind b = {&f->g, eb, 0};
+	struct mdl__bind b = {&f->g, placer, eb, 0, 0};
 	uint32_t nf = 0, nl = 0;
 
 	memset(d, 0, sizeof(*d));
@@ -99,6 +118,7 @@ int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb)
 		}
 	}
 	d->n_linear = nl;
+	d->placed_bytes = b.placed;
 	if (b.rc) {
 		ig_errprefix(eb, "'%s'", f->g.path);
 		mdl_release(d);

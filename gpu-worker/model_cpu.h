@@ -35,11 +35,27 @@ struct mdl {
 	const uint16_t *embd, *out_norm, *output;
 	struct mdl_layer *layers;
 	uint32_t n_linear;
+	uint64_t placed_bytes; /* weights copied by a placer (mdl_bind_placed) */
 };
 
 /* Bind the tensors of an open model file (bf16 only for now: other types
  * are refused naming the tensor). The file stays open while `d` is used. */
 int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb);
+
+/* Where the device weights go: `place` copies `bytes` of tensor `name` from
+ * `src` (the file mapping) into device memory and returns its address in
+ * *at (the worker takes it from the plan's weights line). The routed experts
+ * are not placed: they stay in host memory, as the plan keeps them. */
+struct mdl_placer {
+	int (*place)(void *ctx, const char *name, const void *src, uint64_t bytes,
+	             const void **at, struct ig_errbuf *eb);
+	void *ctx;
+};
+
+/* mdl_bind with every device weight copied through `placer` (NULL: read in
+ * place from the file mapping). */
+int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *placer,
+                    struct ig_errbuf *eb);
 void mdl_release(struct mdl *d);
 
 struct mdl_seq {

@@ -1,5 +1,5 @@
-/* sched.c - the round planner (see sched.h). */
-#include "sched.h"
+/* roundplan.c - the round planner (see roundplan.h). */
+#include "roundplan.h"
 
 bool sched_outranks(const struct sched_seq *a, const struct sched_seq *b)
 {

@@ -1,5 +1,5 @@
 /*
- * sched.h - the round planner: plain data in, plain data out
+ * roundplan.h - the round planner: plain data in, plain data out
  * (../shared/DESIGN.md, "scheduler"; rules: reference-facts section 3).
  *
  * The planner looks at a snapshot of the live sequences and the free pages
@@ -29,8 +29,8 @@
  * (model_cpu.h, mdl_forward_round): which sequences share a round never
  * changes a token.
  */
-#ifndef IGNIS_GPU_WORKER_SCHED_H
-#define IGNIS_GPU_WORKER_SCHED_H
+#ifndef IGNIS_GPU_WORKER_ROUNDPLAN_H
+#define IGNIS_GPU_WORKER_ROUNDPLAN_H
 
 #include <stdbool.h>
 #include <stdint.h>

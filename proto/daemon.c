@@ -125,9 +125,20 @@ int dmn_run(const struct dmn_spec *spec, const struct dmn_args *args)
 	ev_end(&e);
 
 	while (!dmn__signal && !svc_stop_requested(&svc)) {
+		bool busy = false;
+		int fatal = 0;
+
 		if (args->supervisor_pid && getppid() != args->supervisor_pid)
 			break; /* the supervisor is gone (PR_SET_PDEATHSIG is the first line) */
-		rc = svc_poll(&svc, 200, spec->handle, spec->ctx);
+		if (spec->work) {
+			busy = spec->work(spec->ctx, &fatal);
+			if (fatal) {
+				rc = fatal;
+				break;
+			}
+		}
+		/* between two steps of work the socket is only looked at */
+		rc = svc_poll(&svc, busy ? 0 : 200, spec->handle, spec->ctx);
 		if (rc) {
 			ev_msg(EV_ERROR, "ignis.daemon.socket_failed", "control socket failed: %s",
 			       ig_err_str(rc));
@@ -137,7 +148,7 @@ int dmn_run(const struct dmn_spec *spec, const struct dmn_args *args)
 	why = dmn__signal == SIGTERM     ? "SIGTERM"
 	      : dmn__signal == SIGINT    ? "SIGINT"
 	      : svc_stop_requested(&svc) ? "shutdown request"
-	      : rc                       ? "socket failure"
+	      : rc                       ? "failure"
 	                                 : "supervisor gone";
 	ev_begin(&e, EV_INFO, "ignis.daemon.stopping");
 	ev_str(&e, "reason", why);

@@ -33,6 +33,11 @@ struct dmn_spec {
 	/* Requests other than hello, ping and shutdown (may be NULL: refused). */
 	svc_handler_fn handle;
 	void *ctx;
+	/* Work between requests (may be NULL): called once per loop turn; it
+	 * does one bounded step (a decode round) and returns true while more
+	 * is pending, so the loop polls its socket without waiting until it is
+	 * idle. A non-zero *fatal stops the daemon (exit 1). */
+	bool (*work)(void *ctx, int *fatal);
 };
 
 /* Parse argv. Returns 0 to run, 1 when --help/--version printed and the

@@ -8,11 +8,15 @@
  * for ~100 GB. The prescan rejects any count that the remaining bytes cannot
  * hold, any nesting deeper than MSG_MAX_DEPTH, the reserved byte 0xc1 and
  * trailing bytes; after it, msgpack-c's allocations are bounded by a small
- * multiple of the buffer length.
+ * multiple of the buffer length (one msgpack_object, 24 bytes, per item of at
+ * least one byte: an IDS field of MSG_IDS_MAX fixints is 4096 objects).
+ * The decoder writes an ARR or IDS element only after checking the array's
+ * count against the field's `hi`, the capacity of its C array.
  */
 #include "msg.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,22 +28,35 @@
 #define MSG__SUB_BOOL(sub)       NULL
 #define MSG__SUB_STR(sub)        NULL
 #define MSG__SUB_ARR(sub)        &msg__rec_##sub
+#define MSG__SUB_F64(sub)        NULL
+#define MSG__SUB_IDS(sub)        NULL
 #define MSG__ELEMS_U64(R, name)  0
 #define MSG__ELEMS_BOOL(R, name) 0
 #define MSG__ELEMS_STR(R, name)  0
 #define MSG__ELEMS_ARR(R, name)  offsetof(struct msg_##R, name.v)
+#define MSG__ELEMS_F64(R, name)  0
+#define MSG__ELEMS_IDS(R, name)  offsetof(struct msg_##R, name.v)
 #define MSG__OFF_U64(R, name)    offsetof(struct msg_##R, name)
 #define MSG__OFF_BOOL(R, name)   offsetof(struct msg_##R, name)
 #define MSG__OFF_STR(R, name)    offsetof(struct msg_##R, name)
 #define MSG__OFF_ARR(R, name)    offsetof(struct msg_##R, name.n)
+#define MSG__OFF_F64(R, name)    offsetof(struct msg_##R, name)
+#define MSG__OFF_IDS(R, name)    offsetof(struct msg_##R, name.n)
+/* Where a declaration's bounds go: F64 bounds are doubles, the rest integers.
+ * (Parameters are not named lo/hi: they would replace the designators.) */
+#define MSG__BOUNDS_U64(l, h)  .lo = (l), .hi = (h)
+#define MSG__BOUNDS_BOOL(l, h) .lo = (l), .hi = (h)
+#define MSG__BOUNDS_STR(l, h)  .lo = (l), .hi = (h)
+#define MSG__BOUNDS_ARR(l, h)  .lo = (l), .hi = (h)
+#define MSG__BOUNDS_F64(l, h)  .flo = (l), .fhi = (h)
+#define MSG__BOUNDS_IDS(l, h)  .lo = (l), .hi = (h)
 
 #define MSG__FIELD_DESC(R, fkind, fname, flo, fhi, fsub)                                           \
 	{.name = #fname,                                                                           \
 	 .kind = MSG_K_##fkind,                                                                    \
 	 .offset = MSG__OFF_##fkind(R, fname),                                                     \
 	 .elems = MSG__ELEMS_##fkind(R, fname),                                                    \
-	 .lo = (flo),                                                                              \
-	 .hi = (fhi),                                                                              \
+	 MSG__BOUNDS_##fkind(flo, fhi),                                                            \
 	 .sub = MSG__SUB_##fkind(fsub)},
 
 #define MSG__COUNT_FIELD(R, kind, fname, lo, hi, sub) +1
@@ -218,6 +235,12 @@ static size_t msg__rec_max(const struct msg_rec *r)
 		case MSG_K_ARR:
 			total += 5 + (size_t)f->hi * msg__rec_max(f->sub);
 			break;
+		case MSG_K_F64:
+			total += 9; /* always float64 */
+			break;
+		case MSG_K_IDS:
+			total += 5 + (size_t)f->hi * 5; /* uint32 at its widest */
+			break;
 		}
 	}
 	return total;
@@ -268,6 +291,46 @@ static int msg__check_u64(const struct msg_field *f, uint64_t v, const struct ms
 	return IG_E_OK;
 }
 
+/* The shortest of %.15g..%.17g that reads back as `v`: 0.1, not 0.10000000000000001. */
+struct msg__num {
+	char s[32];
+};
+
+static struct msg__num msg__fmt_f64(double v)
+{
+	struct msg__num n;
+
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(n.s, sizeof(n.s), "%.*g", prec, v);
+		if (strtod(n.s, NULL) == v)
+			break;
+	}
+	return n;
+}
+
+static int msg__check_f64(const struct msg_field *f, double v, const struct msg__path *path,
+                          struct ig_errbuf *eb)
+{
+	if (isnan(v))
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE, "%s: NaN; accepted a number in %s..%s",
+		               path->s, msg__fmt_f64(f->flo).s, msg__fmt_f64(f->fhi).s);
+	if (!(v >= f->flo && v <= f->fhi))
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "%s: %s is out of range; accepted %s..%s", path->s,
+		               msg__fmt_f64(v).s, msg__fmt_f64(f->flo).s, msg__fmt_f64(f->fhi).s);
+	return IG_E_OK;
+}
+
+static int msg__check_count(const struct msg_field *f, uint64_t n, const struct msg__path *path,
+                            struct ig_errbuf *eb)
+{
+	if (n < f->lo || n > f->hi)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "%s: %" PRIu64 " elements; accepted %" PRIu64 "..%" PRIu64, path->s,
+		               n, f->lo, f->hi);
+	return IG_E_OK;
+}
+
 /* ---- encoder ------------------------------------------------------------- */
 
 static int msg__check_rec(const struct msg_rec *r, const char *base, const struct msg__path *path,
@@ -297,10 +360,7 @@ static int msg__check_field(const struct msg_field *f, const char *base,
 	case MSG_K_ARR: {
 		uint32_t n = *(const uint32_t *)(const void *)at;
 
-		if (n < f->lo || n > f->hi)
-			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-			               "%s: %u elements; accepted %" PRIu64 "..%" PRIu64, path->s,
-			               n, f->lo, f->hi);
+		rc = msg__check_count(f, n, path, eb);
 		for (uint32_t i = 0; i < n && rc == IG_E_OK; i++) {
 			struct msg__path sub;
 
@@ -310,6 +370,12 @@ static int msg__check_field(const struct msg_field *f, const char *base,
 		}
 		break;
 	}
+	case MSG_K_F64:
+		rc = msg__check_f64(f, *(const double *)(const void *)at, path, eb);
+		break;
+	case MSG_K_IDS: /* every uint32_t is a valid id */
+		rc = msg__check_count(f, *(const uint32_t *)(const void *)at, path, eb);
+		break;
 	}
 	return rc;
 }
@@ -367,6 +433,18 @@ static void msg__pack_field(msgpack_packer *pk, const struct msg_field *f, const
 		msgpack_pack_array(pk, n);
 		for (uint32_t i = 0; i < n; i++)
 			msg__pack_rec(pk, f->sub, base + f->elems + (size_t)i * f->sub->size);
+		break;
+	}
+	case MSG_K_F64:
+		msgpack_pack_double(pk, *(const double *)(const void *)at);
+		break;
+	case MSG_K_IDS: {
+		uint32_t n = *(const uint32_t *)(const void *)at;
+		const uint32_t *v = (const uint32_t *)(const void *)(base + f->elems);
+
+		msgpack_pack_array(pk, n);
+		for (uint32_t i = 0; i < n; i++)
+			msgpack_pack_uint32(pk, v[i]);
 		break;
 	}
 	}
@@ -569,6 +647,39 @@ static int msg__get_u64(const msgpack_object *o, uint64_t *v, const char *what,
 	return IG_E_OK;
 }
 
+/* A real number: float32, float64, or an integer that a double holds exactly. */
+static int msg__get_f64(const msgpack_object *o, double *v, const char *what, struct ig_errbuf *eb)
+{
+	switch (o->type) {
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
+		*v = o->via.f64; /* msgpack-c widens a float32 exactly */
+		return IG_E_OK;
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		if (o->via.u64 > MSG_F64_INT_MAX)
+			return ig_errf(
+			    eb, IG_E_PROTO_FIELD_RANGE,
+			    "%s: integer %" PRIu64 " is above 2^53 and has no exact "
+			    "double; accepted a float or an integer of magnitude <= 2^53",
+			    what, o->via.u64);
+		*v = (double)o->via.u64;
+		return IG_E_OK;
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		if (o->via.i64 < -(int64_t)MSG_F64_INT_MAX)
+			return ig_errf(
+			    eb, IG_E_PROTO_FIELD_RANGE,
+			    "%s: integer %" PRId64 " is below -2^53 and has no exact "
+			    "double; accepted a float or an integer of magnitude <= 2^53",
+			    what, o->via.i64);
+		*v = (double)o->via.i64;
+		return IG_E_OK;
+	default:
+		return ig_errf(eb, IG_E_PROTO_FIELD_TYPE,
+		               "%s: expected a number (a float or an integer), got %s", what,
+		               msg__objtype(o));
+	}
+}
+
 static int msg__decode_rec(const struct msg_rec *r, const msgpack_object *map, size_t skip,
                            char *base, const struct msg__path *path, struct ig_errbuf *eb);
 
@@ -616,10 +727,9 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 		if (o->type != MSGPACK_OBJECT_ARRAY)
 			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE, "%s: expected an array, got %s",
 			               path->s, msg__objtype(o));
-		if (o->via.array.size < f->lo || o->via.array.size > f->hi)
-			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-			               "%s: %u elements; accepted %" PRIu64 "..%" PRIu64, path->s,
-			               o->via.array.size, f->lo, f->hi);
+		rc = msg__check_count(f, o->via.array.size, path, eb);
+		if (rc)
+			return rc;
 		for (uint32_t i = 0; i < o->via.array.size; i++) {
 			const msgpack_object *e = &o->via.array.ptr[i];
 			struct msg__path sub;
@@ -633,6 +743,54 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 			                     base + f->elems + (size_t)i * f->sub->size, &sub, eb);
 			if (rc)
 				return rc;
+		}
+		*n = o->via.array.size;
+		return IG_E_OK;
+	}
+	case MSG_K_F64: {
+		double v = 0; /* set on success; gcc cannot tell */
+
+		rc = msg__get_f64(o, &v, path->s, eb);
+		if (rc)
+			return rc;
+		rc = msg__check_f64(f, v, path, eb);
+		if (rc)
+			return rc;
+		*(double *)(void *)at = v;
+		return IG_E_OK;
+	}
+	case MSG_K_IDS: {
+		uint32_t *n = (uint32_t *)(void *)at;
+		uint32_t *ids = (uint32_t *)(void *)(base + f->elems);
+
+		if (o->type != MSGPACK_OBJECT_ARRAY)
+			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE,
+			               "%s: expected an array of token ids, got %s", path->s,
+			               msg__objtype(o));
+		/* Before any write: `hi` is the capacity of `ids`. */
+		rc = msg__check_count(f, o->via.array.size, path, eb);
+		if (rc)
+			return rc;
+		for (uint32_t i = 0; i < o->via.array.size; i++) {
+			const msgpack_object *e = &o->via.array.ptr[i];
+			struct msg__path sub;
+			uint64_t v = 0;
+
+			if (e->type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+			    e->via.u64 <= UINT32_MAX) {
+				ids[i] = (uint32_t)e->via.u64;
+				continue;
+			}
+			/* The path only on the way out: 4096 snprintf calls would
+			 * take most of the decoding time. */
+			msg__path_push(&sub, path, NULL, (long)i);
+			rc = msg__get_u64(e, &v, sub.s, eb);
+			if (rc)
+				return rc;
+			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+			               "%s: token id %" PRIu64
+			               " is out of range; accepted 0..%" PRIu32,
+			               sub.s, v, UINT32_MAX);
 		}
 		*n = o->via.array.size;
 		return IG_E_OK;
@@ -741,6 +899,9 @@ static int msg__decode_obj(const msgpack_object *o, struct msg *out, struct ig_e
 		return ig_errf(eb, IG_E_PROTO_UNKNOWN_TYPE,
 		               "unknown message type %" PRIu64 " (protocol version %u)", type,
 		               MSG_PROTO_VERSION);
+	/* Only this type's payload: the union is ~16 KB (IDS fields), most
+	 * messages a few dozen bytes. */
+	memset(MSG__PAYLOAD(out), 0, d->rec.size);
 	snprintf(path.s, sizeof(path.s), "%s", d->rec.name);
 	return msg__decode_rec(&d->rec, o, 2, MSG__PAYLOAD(out), &path, eb);
 }
@@ -752,7 +913,8 @@ int msg_decode(const void *buf, size_t len, struct msg *out, struct ig_errbuf *e
 	size_t off = 0;
 	int rc;
 
-	memset(out, 0, sizeof(*out));
+	out->type = 0;
+	out->version = 0;
 	if (len > MSG_MAX_BYTES)
 		return ig_errf(eb, IG_E_PROTO_OVERSIZE, "message of %zu bytes; the limit is %u",
 		               len, MSG_MAX_BYTES);
@@ -818,6 +980,18 @@ static bool msg__rec_equal(const struct msg_rec *r, const char *a, const char *b
 				if (!msg__rec_equal(f->sub, a + f->elems + (size_t)j * f->sub->size,
 				                    b + f->elems + (size_t)j * f->sub->size))
 					return false;
+			break;
+		}
+		case MSG_K_F64: /* by value: -0.0 equals 0.0; NaN (never valid) nothing */
+			if (!(*(const double *)(const void *)x == *(const double *)(const void *)y))
+				return false;
+			break;
+		case MSG_K_IDS: {
+			uint32_t n = *(const uint32_t *)(const void *)x;
+
+			if (n != *(const uint32_t *)(const void *)y ||
+			    (n && memcmp(a + f->elems, b + f->elems, (size_t)n * sizeof(uint32_t))))
+				return false;
 			break;
 		}
 		}

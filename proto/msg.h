@@ -30,7 +30,7 @@
 
 #include "err.h"
 
-#define MSG_PROTO_VERSION 1u
+#define MSG_PROTO_VERSION 2u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
 #define MSG_MAX_BYTES (64u * 1024u)
@@ -40,8 +40,22 @@
 
 /* Field kinds. On the wire: U64 a msgpack uint (lo..hi), BOOL a msgpack
  * boolean, STR a msgpack str of lo..hi bytes of UTF-8 without NUL, ARR a
- * msgpack array of lo..hi record maps. */
-enum msg_kind { MSG_K_U64 = 1, MSG_K_BOOL = 2, MSG_K_STR = 3, MSG_K_ARR = 4 };
+ * msgpack array of lo..hi record maps, F64 a real number in flo..fhi (the
+ * decoder takes a msgpack float32, float64 or integer, integers converted
+ * exactly and refused above 2^53 in magnitude, NaN refused; the encoder
+ * always writes float64), IDS a msgpack array of lo..hi token ids, each an
+ * integer 0..UINT32_MAX. */
+enum msg_kind {
+	MSG_K_U64 = 1,
+	MSG_K_BOOL = 2,
+	MSG_K_STR = 3,
+	MSG_K_ARR = 4,
+	MSG_K_F64 = 5,
+	MSG_K_IDS = 6,
+};
+
+/* Integers up to this magnitude convert to a double exactly (F64 fields). */
+#define MSG_F64_INT_MAX (UINT64_C(1) << 53)
 
 /* A string view. After msg_decode it points into the decoded buffer and is
  * valid while that buffer lives; it is not NUL-terminated. */
@@ -55,7 +69,9 @@ struct msg_str {
 /*
  * Records: maps nested inside messages (elements of ARR fields).
  * F(record, kind, name, lo, hi, sub): sub names the record of an ARR field
- * and is `_` otherwise.
+ * and is `_` otherwise. lo and hi are integer constants, but double literals
+ * for F64 (they land in flo/fhi of the descriptor). The field name is also
+ * its key on the wire.
  */
 #define MSG_RECORDS(X)                                                                             \
 	X(proc, "one supervised process in a status reply")                                        \
@@ -85,7 +101,14 @@ struct msg_str {
 	X(ERROR, 6, error, "a request failed: IG_E_* code and human message")                      \
 	X(STATUS, 7, status, "ask the supervisor for its process table")                           \
 	X(STATUS_REPLY, 8, status_reply, "the supervisor's process table")                         \
-	X(PLAN, 9, plan, "the VRAM plan the gpu-worker lays out; answered by ack")
+	X(PLAN, 9, plan, "the VRAM plan the gpu-worker lays out; answered by ack")                 \
+	X(SUBMIT, 10, submit,                                                                      \
+	  "a generation request for the gpu-worker; answered by submitted or error")               \
+	X(SUBMITTED, 11, submitted, "a submitted request's id and admission figures")              \
+	X(POLL, 12, poll, "ask for a request's tokens from index `from`; answered by tokens")      \
+	X(TOKENS, 13, tokens,                                                                      \
+	  "a request's generated tokens from index `from`, its state, and whether it is done")     \
+	X(CANCEL, 14, cancel, "stop a request and forget it once done; answered by ack")
 
 #define MSG_FIELDS_hello(F, R)                                                                     \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -115,7 +138,7 @@ struct msg_str {
 /* The supervisor's plan for the gpu-worker (common/vplan.h): the fixed lines
  * in their order, the pool, and on Flash-Next the residency and the cache. */
 #define MSG_FIELDS_plan(F, R)                                                                      \
-	F(R, STR, backend, 1, 16, _)                                                              \
+	F(R, STR, backend, 1, 16, _)                                                               \
 	F(R, U64, free_bytes, 0, UINT64_MAX, _)                                                    \
 	F(R, STR, model, 1, 64, _)                                                                 \
 	F(R, STR, kv_format, 1, 16, _)                                                             \
@@ -128,7 +151,58 @@ struct msg_str {
 	F(R, U64, expert_cache_bytes, 0, UINT64_MAX, _)                                            \
 	F(R, U64, total_bytes, 0, UINT64_MAX, _)                                                   \
 	F(R, U64, lanes, 1, 64, _)                                                                 \
-	F(R, U64, context_tokens, 1, UINT32_MAX, _)
+	F(R, U64, context_tokens, 1, UINT32_MAX, _)                                                \
+	F(R, STR, model_path, 0, 4096, _) /* the model file; "" for a built-in description */      \
+	F(R, U64, chunk_tokens, 1, UINT32_MAX, _)                                                  \
+	F(R, U64, default_max_tokens, 1, UINT32_MAX, _)
+
+/* Generation requests, served by the gpu-worker. A submit's prompt is either
+ * `text` or `prompt`, the other empty; both or neither, and top_p 0, are
+ * refused above the codec (the codec checks each field alone). The member
+ * `class` is a C++ keyword: this header is C only (no extern "C" either).
+ *
+ * At these limits a submit encodes to at most 37,019 bytes (16,387 of text,
+ * 20,485 of ids at 5 bytes each), within MSG_MAX_BYTES. An IDS field is held
+ * inline (4096 x 4 B = 16 KiB), so struct msg is about 16.5 KB: fine on a
+ * thread's stack, not in a large array. */
+#define MSG_TEXT_MAX 16384u /* prompt text bytes in one submit */
+#define MSG_IDS_MAX  4096u  /* token ids in one submit or one tokens reply */
+
+#define MSG_FIELDS_submit(F, R)                                                                    \
+	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
+	F(R, IDS, prompt, 0, MSG_IDS_MAX, _)                                                       \
+	F(R, U64, max_tokens, 0, UINT32_MAX, _) /* 0: the model's default */                       \
+	F(R, STR, class, 1, 16, _)              /* "interactive" or "agent" */                     \
+	F(R, F64, temperature, 0.0, 100.0, _)   /* 0: greedy */                                    \
+	F(R, F64, top_p, 0.0, 1.0, _)           /* 1: off */                                       \
+	F(R, U64, top_k, 0, UINT32_MAX, _)      /* 0: off */                                       \
+	F(R, U64, seed, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_submitted(F, R)                                                                 \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, U64, prompt_tokens, 0, UINT32_MAX, _)                                                 \
+	F(R, U64, max_tokens, 0, UINT32_MAX, _)                                                    \
+	F(R, U64, reserved_pages, 0, UINT32_MAX, _)
+
+/* `max`: the most tokens the reply may carry. */
+#define MSG_FIELDS_poll(F, R)                                                                      \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, U64, from, 0, UINT32_MAX, _)                                                          \
+	F(R, U64, max, 1, MSG_IDS_MAX, _)
+
+/* state: "waiting", "prefill", "ready", "decode", "done"; finish: "" while
+ * running, then "length", "eos", "context", "cancelled" or "error";
+ * generated: tokens generated so far in all. */
+#define MSG_FIELDS_tokens(F, R)                                                                    \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, U64, from, 0, UINT32_MAX, _)                                                          \
+	F(R, IDS, tokens, 0, MSG_IDS_MAX, _)                                                       \
+	F(R, STR, state, 1, 16, _)                                                                 \
+	F(R, BOOL, done, 0, 1, _)                                                                  \
+	F(R, STR, finish, 0, 16, _)                                                                \
+	F(R, U64, generated, 0, UINT32_MAX, _)
+
+#define MSG_FIELDS_cancel(F, R) F(R, U64, id, 1, UINT64_MAX, _)
 
 /* ---- generated: C types ------------------------------------------------- */
 
@@ -139,6 +213,12 @@ struct msg_str {
 	struct {                                                                                   \
 		uint32_t n;                                                                        \
 		struct msg_##sub v[hi];                                                            \
+	} name;
+#define MSG__CTYPE_F64(name, hi, sub) double name;
+#define MSG__CTYPE_IDS(name, hi, sub)                                                              \
+	struct {                                                                                   \
+		uint32_t n;                                                                        \
+		uint32_t v[hi];                                                                    \
 	} name;
 #define MSG__MEMBER(R, kind, name, lo, hi, sub) MSG__CTYPE_##kind(name, hi, sub)
 
@@ -177,9 +257,10 @@ struct msg_rec;
 struct msg_field {
 	const char *name;
 	enum msg_kind kind;
-	size_t offset;             /* of the member; for ARR, of its count `n` */
-	size_t elems;              /* ARR: offset of the element array `v` */
-	uint64_t lo, hi;           /* U64: value; STR: bytes; ARR: element count */
+	size_t offset;             /* of the member; for ARR and IDS, of its count `n` */
+	size_t elems;              /* ARR, IDS: offset of the element array `v` */
+	uint64_t lo, hi;           /* U64: value; STR: bytes; ARR, IDS: element count */
+	double flo, fhi;           /* F64: value (lo and hi are 0) */
 	const struct msg_rec *sub; /* ARR: the element record */
 };
 
@@ -219,8 +300,10 @@ typedef int (*msg_write_fn)(void *ctx, const char *buf, size_t len);
 int msg_encode(const struct msg *m, msg_write_fn write, void *ctx, struct ig_errbuf *eb);
 
 /* Decode `len` bytes at `buf` into `out`. String views in `out` point into
- * `buf`. On IG_E_PROTO_VERSION, out->type and out->version hold what the peer
- * sent so the caller can name it. */
+ * `buf`. On success the payload member of out->type is filled in (members of
+ * the union for other types are left as they were). On failure only
+ * out->type and out->version are meaningful (0 when not read); on
+ * IG_E_PROTO_VERSION they hold what the peer sent so the caller can name it. */
 int msg_decode(const void *buf, size_t len, struct msg *out, struct ig_errbuf *eb);
 
 /* A growable byte buffer, for encoding outside of nng. */

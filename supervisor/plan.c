@@ -60,7 +60,8 @@ int plan_make(const struct knobs *k, bool for_start, struct vplan *p, struct ig_
 	return vplan_compute(k, &dev, p);
 }
 
-void plan_to_msg(const struct vplan *p, struct msg *m)
+void plan_to_msg(const struct vplan *p, const struct knobs *k, const char *model_path,
+                 struct msg *m)
 {
 	struct msg_plan *pl = &m->u.plan;
 
@@ -84,6 +85,9 @@ void plan_to_msg(const struct vplan *p, struct msg *m)
 	pl->total_bytes = p->total_bytes;
 	pl->lanes = p->lanes;
 	pl->context_tokens = p->context;
+	pl->model_path = msg_str_of(model_path ? model_path : "");
+	pl->chunk_tokens = p->chunk;
+	pl->default_max_tokens = k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u;
 }
 
 static void plan__lines_fields(struct ev *e, const struct vplan *p)

@@ -26,9 +26,12 @@
 int plan_make(const struct knobs *k, bool for_start, struct vplan *p, struct ig_errbuf *eb);
 /* The plan event and one event per warning, on the event stream. */
 void plan_emit(const struct vplan *p, const struct knobs *k);
-/* The plan as the gpu-worker receives it. String views point into static
- * names and `p`'s model: valid while `p` lives. */
-void plan_to_msg(const struct vplan *p, struct msg *m);
+/* The plan as the gpu-worker receives it, with the model file to load
+ * (`model_path`, NULL or "" for a built-in description), the prefill chunk
+ * and the default cap. String views point into static names, `p`'s model
+ * and `model_path`: valid while they live. */
+void plan_to_msg(const struct vplan *p, const struct knobs *k, const char *model_path,
+                 struct msg *m);
 /* The readable table. */
 void plan_print(FILE *f, const struct vplan *p, const struct knobs *k);
 

@@ -11,6 +11,7 @@
 #include "sup.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,8 @@ struct sup {
 	struct svc svc;
 	struct proc procs[SUP_NPROC]; /* start order */
 	struct vplan plan;
-	struct msg plan_msg; /* the worker's greeting */
+	struct msg plan_msg;       /* the worker's greeting */
+	char model_path[PATH_MAX]; /* --model FILE, absolute; "" for a built-in */
 	bool stopping;
 };
 
@@ -227,7 +229,15 @@ int sup_start(const struct sup_opts *o)
 		self_exe[n] = '\0';
 	proc_init(&s.procs[0], "kvstore", "ignis-kvstored", "kvstore", "kvstore-daemon");
 	proc_init(&s.procs[1], "gpu-worker", "ignis-gpu-worker", "gpu-worker", "gpu-worker");
-	plan_to_msg(&s.plan, &s.plan_msg);
+	/* a model file is handed to the worker by its absolute path: the
+	 * worker may not share our working directory for ever */
+	if (!mdesc_find(o->cfg->k.v[KNOB_MODEL].s) &&
+	    !realpath(o->cfg->k.v[KNOB_MODEL].s, s.model_path)) {
+		fprintf(stderr, "ignis-supervisor: --model '%s': %s\n", o->cfg->k.v[KNOB_MODEL].s,
+		        strerror(errno));
+		return PLAN_EXIT_CONFIG;
+	}
+	plan_to_msg(&s.plan, &o->cfg->k, s.model_path, &s.plan_msg);
 	s.procs[1].greeting = &s.plan_msg;
 	for (int i = 0; i < SUP_NPROC; i++) {
 		rc = proc_locate(&s.procs[i], self_exe, o->bin_dir, &eb);

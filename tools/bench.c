@@ -3,14 +3,19 @@
  * measured in the same run against the machine's own memcpy, so the figures
  * travel between machines better than absolute times do.
  *
- *   ignis-bench [--quick]
+ *   ignis-bench [--quick] [seqimg|matmul|codec|model ...]   (default: all)
  *
  * 1. sequence images: a 64 MiB image written and read back through 12 MiB
  *    windows (the default move-out window), from and into scattered pages,
  *    against memcpy of the same bytes twice;
  * 2. the cpu bf16 matrix product 4096 x 4096, 1 and 16 tokens: weight bytes
  *    streamed per second against memcpy's bandwidth, and GFLOP/s;
- * 3. the control codec: status_reply messages encoded and decoded per second.
+ * 3. the control codec: status_reply messages encoded and decoded per second;
+ * 4. the model on the cpu backend: prefill and decode tokens per second of
+ *    the tiny presets at 1, 2, 4 and 8 lanes (as many requests as lanes, 128
+ *    prompt tokens and 64 generated each, the engine's rounds timed one by
+ *    one: rounds with a prefill chunk count as prefill, the others as
+ *    decode), with the decode rate against one lane's.
  * Best of several repetitions; results go to docs/benchmarks.md by hand with
  * the command that produced them.
  */
@@ -18,9 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cpu_ops.h"
 #include "cpu_pool.h"
+#include "engine.h"
 #include "gguf.h"
 #include "msg.h"
 #include "seqimg.h"
@@ -192,12 +199,149 @@ static void bench_codec(int reps)
 	msg_buf_release(&enc);
 }
 
+/* One preset at `lanes` lanes: prefill and decode tokens per second. */
+static void bench_model_lanes(struct mdl *d, uint32_t lanes, int threads, double *prefill_tps,
+                              double *decode_tps)
+{
+	enum { PROMPT = 128, GEN = 64 };
+	const uint64_t ctx = 256;
+	uint64_t pb = mdesc_page_bytes(d->m, MDESC_KV_BF16);
+	uint32_t pages = lanes * (uint32_t)(ctx / 64), prompt[PROMPT];
+	void *region = calloc(pages, pb);
+	struct eng_cfg cfg = {lanes, d->m->default_chunk, ctx,  GEN, MDESC_KV_BF16,
+	                      lanes, UINT32_MAX,          NULL, NULL};
+	struct ig_errbuf eb;
+	struct cpool *pool;
+	struct kvpool kv;
+	struct eng *e;
+	struct eng_stats before, after;
+	double tp = 0, td = 0;
+	uint64_t np = 0, nd = 0;
+
+	if (!region || kvpool_init(&kv, region, pb, pages, &eb) ||
+	    cpool_create(&pool, threads, &eb) || eng_create(&e, d, &kv, pool, &cfg, &eb)) {
+		fprintf(stderr, "ignis-bench: model: %s\n", eb.msg);
+		exit(1);
+	}
+	for (uint32_t i = 0; i < lanes; i++) {
+		struct eng_admission adm;
+		struct eng_req r = {prompt, PROMPT, GEN, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}};
+
+		for (uint32_t t = 0; t < PROMPT; t++)
+			prompt[t] = (t * 7 + i * 13) % 256;
+		if (eng_submit(e, &r, &adm, &eb)) {
+			fprintf(stderr, "ignis-bench: model: %s\n", eb.msg);
+			exit(1);
+		}
+	}
+	for (;;) {
+		uint32_t ran;
+		double t;
+
+		eng_stats(e, &before);
+		t = now();
+		if (eng_round(e, &ran, &eb)) {
+			fprintf(stderr, "ignis-bench: model: %s\n", eb.msg);
+			exit(1);
+		}
+		t = now() - t;
+		if (!ran)
+			break;
+		eng_stats(e, &after);
+		if (after.prefill_tokens > before.prefill_tokens) {
+			tp += t;
+			np += after.prefill_tokens - before.prefill_tokens;
+		} else {
+			td += t;
+			nd += after.decode_tokens - before.decode_tokens;
+		}
+	}
+	*prefill_tps = tp > 0 ? (double)np / tp : 0;
+	*decode_tps = td > 0 ? (double)nd / td : 0;
+	eng_destroy(e);
+	cpool_destroy(pool);
+	kvpool_release(&kv);
+	free(region);
+}
+
+static void bench_model(int reps)
+{
+	static const char *const presets[] = {"tiny-dense", "tiny-moe"};
+	static const uint32_t lanes[] = {1, 2, 4, 8};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+
+	for (size_t p = 0; p < sizeof(presets) / sizeof(presets[0]); p++) {
+		char path[128];
+		struct ig_errbuf eb;
+		struct mfile f;
+		struct mdl d;
+		double one = 0;
+
+		snprintf(path, sizeof(path), "/tmp/ignis-bench-%s-%d.gguf", presets[p],
+		         (int)getpid());
+		if (mfile_write_synthetic(mdesc_find(presets[p]), 1, MFILE_BF16, path, &eb) ||
+		    mfile_open(&f, path, &eb) || mdl_bind(&d, &f, &eb)) {
+			fprintf(stderr, "ignis-bench: model: %s\n", eb.msg);
+			exit(1);
+		}
+		unlink(path);
+		for (size_t l = 0; l < sizeof(lanes) / sizeof(lanes[0]); l++) {
+			double bp = 0, bd = 0;
+
+			for (int r = 0; r < reps; r++) {
+				double tp, td;
+
+				bench_model_lanes(&d, lanes[l], threads, &tp, &td);
+				bp = tp > bp ? tp : bp;
+				bd = td > bd ? td : bd;
+			}
+			if (l == 0)
+				one = bd;
+			printf("model    %-10s %d threads, %u lane%s: prefill %8.0f tok/s, decode "
+			       "%7.0f tok/s (%.2fx one lane)\n",
+			       presets[p], threads, lanes[l], lanes[l] > 1 ? "s" : " ", bp, bd,
+			       one > 0 ? bd / one : 0);
+		}
+		mdl_release(&d);
+		mfile_close(&f);
+	}
+}
+
 int main(int argc, char **argv)
 {
-	int reps = argc > 1 && !strcmp(argv[1], "--quick") ? 2 : 5;
+	static const struct {
+		const char *name;
+		void (*fn)(int reps);
+	} parts[] = {
+	    {"seqimg", bench_seqimg},
+	    {"matmul", bench_matmul},
+	    {"codec", bench_codec},
+	    {"model", bench_model},
+	};
+	int reps = 5, first = 1, any = 0;
 
-	bench_seqimg(reps);
-	bench_matmul(reps);
-	bench_codec(reps);
+	if (argc > 1 && !strcmp(argv[1], "--quick")) {
+		reps = 2;
+		first = 2;
+	}
+	for (int i = first; i < argc; i++) {
+		size_t k = 0;
+
+		while (k < sizeof(parts) / sizeof(parts[0]) && strcmp(argv[i], parts[k].name))
+			k++;
+		if (k == sizeof(parts) / sizeof(parts[0])) {
+			fprintf(stderr,
+			        "ignis-bench: unknown part '%s'; accepted: --quick first, then any "
+			        "of seqimg, matmul, codec, model\n",
+			        argv[i]);
+			return 2;
+		}
+		parts[k].fn(reps);
+		any = 1;
+	}
+	if (!any)
+		for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++)
+			parts[k].fn(reps);
 	return 0;
 }

@@ -6,18 +6,30 @@
  *   ignis-generate --model FILE --prompt TEXT [--max-tokens N] [--seed S]
  *                  [--temperature T] [--top-k K] [--top-p P] [--threads N]
  *                  [--chunk N] [--kv-format bf16|compact]
+ *   ignis-generate --worker [--runtime-dir DIR] --prompt TEXT [--class agent]
+ *                  [--max-tokens N] [--seed S] [--temperature T] [--top-k K] [--top-p P]
+ *                  [--ids]
  *
- * The same arguments give the same text, whatever --threads and --chunk say.
+ * The first runs the model in this process. The second submits the prompt to
+ * the running gpu-worker over its control socket (submit, then poll from the
+ * last token received until done: docs/protocol.md) and prints the text as
+ * it comes; --ids prints the token ids instead, one per line.
+ *
+ * The same arguments give the same text, whatever --threads and --chunk say,
+ * and the worker gives the same text as this process.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model_cpu.h"
+#include "rtdir.h"
 #include "sampler.h"
 #include "tokenizer.h"
+#include "transport.h"
 
 static int die(const char *msg)
 {
@@ -55,6 +67,104 @@ static float real(const char *opt, const char *arg)
 	return v;
 }
 
+struct remote {
+	const char *rtdir; /* NULL: the default runtime directory */
+	const char *cls;
+	bool ids;
+};
+
+/* Submit to the running worker and print what comes back. */
+static int generate_remote(const struct remote *r, const char *prompt, unsigned max_tokens,
+                           const struct smp_params *sp)
+{
+	char dir[RTDIR_PATH_MAX + 1];
+	struct ig_errbuf eb;
+	struct msg q = {0};
+	struct tp_rx rx;
+	struct tok_stream ts;
+	nng_socket s;
+	uint64_t id;
+	uint32_t from = 0;
+	int rc;
+
+	if (rtdir_resolve(r->rtdir, NULL, NULL, dir, sizeof(dir), &eb) ||
+	    tp_dial(&s, dir, "gpu-worker", 5000, &eb))
+		return die(eb.msg);
+	q.type = MSG_SUBMIT;
+	q.u.submit.text = msg_str_of(prompt);
+	q.u.submit.max_tokens = max_tokens;
+	q.u.submit.class = msg_str_of(r->cls);
+	q.u.submit.temperature = sp->temperature;
+	q.u.submit.top_p = sp->top_p;
+	q.u.submit.top_k = sp->top_k;
+	q.u.submit.seed = sp->seed;
+	rc = tp_call(s, &q, &rx, &eb);
+	if (rc || rx.m.type != MSG_SUBMITTED) {
+		if (!rc)
+			ig_errf(&eb, IG_E_PROTO_UNEXPECTED, "the worker answered '%s' to a submit",
+			        msg_type_name(rx.m.type));
+		tp_rx_release(&rx);
+		nng_close(s);
+		return die(eb.msg);
+	}
+	id = rx.m.u.submitted.id;
+	tp_rx_release(&rx);
+	tok_stream_init(&ts, TOK_SKIP_SPECIAL);
+	for (;;) {
+		const struct msg_tokens *t;
+		bool done;
+
+		memset(&q, 0, sizeof(q));
+		q.type = MSG_POLL;
+		q.u.poll = (struct msg_poll){id, from, MSG_IDS_MAX};
+		rc = tp_call(s, &q, &rx, &eb);
+		if (rc || rx.m.type != MSG_TOKENS) {
+			if (!rc)
+				ig_errf(&eb, IG_E_PROTO_UNEXPECTED,
+				        "the worker answered '%s' to a poll",
+				        msg_type_name(rx.m.type));
+			tp_rx_release(&rx);
+			nng_close(s);
+			return die(eb.msg);
+		}
+		t = &rx.m.u.tokens;
+		for (uint32_t i = 0; i < t->tokens.n; i++) {
+			uint8_t out[TOK_STREAM_MAX_OUT];
+			size_t n;
+
+			if (r->ids)
+				printf("%u\n", t->tokens.v[i]);
+			else if (tok_stream_push(&ts, t->tokens.v[i], out, sizeof(out), &n, &eb) ==
+			         IG_E_OK)
+				fwrite(out, 1, n, stdout);
+		}
+		fflush(stdout);
+		from += t->tokens.n;
+		done = t->done && from == t->generated;
+		tp_rx_release(&rx);
+		if (done)
+			break;
+		if (!t->tokens.n)
+			usleep(2000);
+	}
+	if (!r->ids) {
+		uint8_t out[TOK_STREAM_MAX_OUT];
+		size_t n;
+
+		if (tok_stream_flush(&ts, out, sizeof(out), &n, &eb) == IG_E_OK)
+			fwrite(out, 1, n, stdout);
+		putchar('\n');
+	}
+	/* forget the finished request */
+	memset(&q, 0, sizeof(q));
+	q.type = MSG_CANCEL;
+	q.u.cancel.id = id;
+	if (tp_call(s, &q, &rx, &eb) == IG_E_OK)
+		tp_rx_release(&rx);
+	nng_close(s);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -68,8 +178,14 @@ int main(int argc, char **argv)
 	    {"threads", required_argument, NULL, 'j'},
 	    {"chunk", required_argument, NULL, 'c'},
 	    {"kv-format", required_argument, NULL, 'f'},
+	    {"worker", no_argument, NULL, 'w'},
+	    {"runtime-dir", required_argument, NULL, 'r'},
+	    {"class", required_argument, NULL, 'C'},
+	    {"ids", no_argument, NULL, 'i'},
 	    {NULL, 0, NULL, 0},
 	};
+	struct remote remote = {NULL, "interactive", false};
+	bool worker = false;
 	struct smp_params sp = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 1};
 	enum mdesc_kv_format fmt = MDESC_KV_BF16;
 	const char *model = NULL, *prompt = NULL;
@@ -117,6 +233,25 @@ int main(int argc, char **argv)
 		case 'c':
 			chunk = (unsigned)num("--chunk", optarg, 1, 1u << 20);
 			break;
+		case 'w':
+			worker = true;
+			break;
+		case 'r':
+			remote.rtdir = optarg;
+			break;
+		case 'C':
+			if (strcmp(optarg, "interactive") && strcmp(optarg, "agent")) {
+				fprintf(
+				    stderr,
+				    "ignis-generate: --class '%s'; accepted: interactive, agent\n",
+				    optarg);
+				return 2;
+			}
+			remote.cls = optarg;
+			break;
+		case 'i':
+			remote.ids = true;
+			break;
 		case 'f':
 			if (!strcmp(optarg, "bf16"))
 				fmt = MDESC_KV_BF16;
@@ -129,8 +264,17 @@ int main(int argc, char **argv)
 			return die(
 			    "usage: ignis-generate --model FILE --prompt TEXT [--max-tokens N] "
 			    "[--seed S] [--temperature T] [--top-k K] [--top-p P] [--threads N] "
-			    "[--chunk N] [--kv-format bf16|compact]");
+			    "[--chunk N] [--kv-format bf16|compact]\n"
+			    "   or: ignis-generate --worker [--runtime-dir DIR] --prompt TEXT "
+			    "[--class interactive|agent] [--max-tokens N] [--seed S] "
+			    "[--temperature T] [--top-k K] [--top-p P] [--ids]");
 		}
+	}
+	if (worker) {
+		if (!prompt || !prompt[0] || model)
+			return die("--worker takes a non-empty --prompt and no --model (the worker "
+			           "has its own)");
+		return generate_remote(&remote, prompt, max_tokens, &sp);
 	}
 	if (!model || !prompt || !chunk || !max_tokens)
 		return die("--model, --prompt, a --chunk and --max-tokens above 0 are needed");

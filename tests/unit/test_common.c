@@ -266,6 +266,8 @@ static const struct err_row err_pinned[] = {
     {29, "IG_E_PROTO_UNEXPECTED", NULL},
     {40, "IG_E_CHILD", NULL},
     {41, "IG_E_PLAN_REFUSED", NULL},
+    {50, "IG_E_REQ_CONTEXT", NULL},
+    {51, "IG_E_REQ_POOL", NULL},
 };
 
 static bool err_in_table(int code)

@@ -39,7 +39,7 @@ static void plan_msg(const char *words, struct vplan *p, struct msg *m)
 	}
 	if (knob_resolve(&in, &k, &eb) || plan_make(&k, false, p, &eb))
 		fail_msg("%s: %s %s", words, eb.msg, p->refusal);
-	plan_to_msg(p, m);
+	plan_to_msg(p, &k, NULL, m);
 }
 
 static void test_lays_out_both_families(void **state)

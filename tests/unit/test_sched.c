@@ -1,5 +1,5 @@
 /*
- * test_sched.c - the round planner's rules (sched.h), each as a table: a
+ * test_sched.c - the round planner's rules (roundplan.h), each as a table: a
  * snapshot of sequences, the free pages and the lanes, and the round that
  * must come out (admissions, lane grants, decodes, prefill chunks in rank
  * order).
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "sched.h"
+#include "roundplan.h"
 
 #define I SCHED_INTERACTIVE
 #define A SCHED_AGENT
