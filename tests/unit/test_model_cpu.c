@@ -177,13 +177,28 @@ static void test_moe_bf16(void **state)
 	exact("tiny-moe", MDESC_KV_BF16);
 }
 
-/* Sampled generation that, after `move_at` tokens (0: never), moves the
- * sequence out as a sequence image through 4 KiB windows, frees its pages,
- * and brings it back through 1000-byte windows into other pages, with its
- * sampler state: the tokens must be the uninterrupted run's. */
-static void sample(struct rig *r, uint32_t move_at, uint32_t *out)
+/* Window sizes of a move: 0 stands for the whole image in one window, and
+ * the page size for one page a window. */
+struct move_windows {
+	uint64_t out, in;
+};
+
+static uint64_t window_bytes(uint64_t w, uint64_t page_bytes, uint64_t image_bytes)
 {
-	static const char prompt[] = "Moved out, and back, exactly.";
+	return w == 0 ? image_bytes : w == 1 ? page_bytes : w;
+}
+
+/* Sampled generation that, after `move_at` generated tokens (0: never),
+ * moves the sequence out as a sequence image through windows of mw.out
+ * bytes, frees its pages, and brings it back through windows of mw.in bytes
+ * into other pages, with its sampler state: the tokens must be the
+ * uninterrupted run's. The prompt is 60 tokens, so generation crosses from
+ * the first page into the second (a move at token 3 or later carries two
+ * pages, one partly filled). */
+static void sample(struct rig *r, enum mdesc_kv_format fmt, uint32_t move_at,
+                   struct move_windows mw, uint32_t *out)
+{
+	static const char prompt[] = "Moved out, and back, exactly. Moved out, and back, exactly!!";
 	const uint32_t n_prompt = sizeof(prompt) - 1, pages = CONTEXT / 64;
 	struct smp_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 77};
 	struct mdl_seq s = {0};
@@ -197,14 +212,15 @@ static void sample(struct rig *r, uint32_t move_at, uint32_t *out)
 	void *sscratch = malloc(smp_scratch_bytes(r->f.desc.vocab));
 	int err;
 
+	assert_true(n_prompt == 60);
 	assert_int_equal(cpool_create(&pool, 2, &eb), IG_E_OK);
 	assert_true(kvpool_try_reserve(&r->kv, &s.kv, 1, pages, &err));
 	assert_int_equal(mdl_seq_init(&r->d, &s, &eb), IG_E_OK);
 	smp_init(&st, &sp);
 	for (uint32_t i = 0; i < n_prompt; i++)
 		toks[i] = (unsigned char)prompt[i];
-	assert_int_equal(mdl_forward(&r->d, &s, toks, n_prompt, MDESC_KV_BF16, &r->kv, CONTEXT,
-	                             logits, scratch, pool, &eb),
+	assert_int_equal(mdl_forward(&r->d, &s, toks, n_prompt, fmt, &r->kv, CONTEXT, logits,
+	                             scratch, pool, &eb),
 	                 IG_E_OK);
 	for (uint32_t g = 0; g < GEN; g++) {
 		next = smp_pick(&sp, &st, logits, r->f.desc.vocab, sscratch);
@@ -215,21 +231,26 @@ static void sample(struct rig *r, uint32_t move_at, uint32_t *out)
 			uint8_t sampler[SMP_STATE_BYTES];
 			struct seqimg_writer w;
 			struct seqimg_reader rd;
-			unsigned char *img, win[4096];
-			uint64_t n, len = 0;
+			unsigned char *img, *win;
+			uint64_t n, len = 0, wout, win_in;
 			struct mdl_seq s2 = {0};
 
 			smp_state_save(&st, sampler);
-			mdl_seq_image(&r->d, &s, &r->kv, MDESC_KV_BF16, next, sizeof(sampler), &h,
-			              page_ptrs);
+			mdl_seq_image(&r->d, &s, &r->kv, fmt, next, sizeof(sampler), &h, page_ptrs);
 			seqimg_writer_init(&w, &h,
 			                   &(struct seqimg_parts){page_ptrs, s.lin_state, sampler});
 			img = malloc(w.h.image_bytes);
+			wout = window_bytes(mw.out, r->page_bytes, w.h.image_bytes);
+			win_in = window_bytes(mw.in, r->page_bytes, w.h.image_bytes);
+			win = malloc(wout);
 			do {
-				seqimg_write_window(&w, win, sizeof(win), &n);
+				seqimg_write_window(&w, win, wout, &n);
+				assert_true(n <= wout);
 				memcpy(img + len, win, n);
 				len += n;
 			} while (n);
+			assert_int_equal(len, w.h.image_bytes);
+			free(win);
 			/* gone: the pages scribbled and freed, the state freed */
 			for (uint32_t p = 0; p < s.kv.n_pages; p++)
 				memset(kvpool_page(&r->kv, s.kv.table[p]), 0x5a, r->page_bytes);
@@ -242,13 +263,14 @@ static void sample(struct rig *r, uint32_t move_at, uint32_t *out)
 			assert_int_equal(mdl_seq_init(&r->d, &s2, &eb), IG_E_OK);
 			for (uint32_t p = 0; p < pages; p++)
 				new_ptrs[p] = kvpool_page(&r->kv, s2.kv.table[p]);
-			seqimg_reader_init(&rd, r->d.m, MDESC_KV_BF16,
+			seqimg_reader_init(&rd, r->d.m, fmt,
 			                   &(struct seqimg_parts){new_ptrs, s2.lin_state, sampler},
 			                   pages, mdl_seq_state_floats(&r->d) * sizeof(float),
 			                   sizeof(sampler));
-			for (uint64_t off = 0; off < len; off += 1000)
+			for (uint64_t off = 0; off < len; off += win_in)
 				if (seqimg_read_window(&rd, img + off,
-				                       len - off < 1000 ? len - off : 1000, &eb))
+				                       len - off < win_in ? len - off : win_in,
+				                       &eb))
 					fail_msg("restore: %s", eb.msg);
 			assert_true(seqimg_reader_done(&rd));
 			assert_int_equal(smp_state_load(&st, sampler, &eb), IG_E_OK);
@@ -257,8 +279,8 @@ static void sample(struct rig *r, uint32_t move_at, uint32_t *out)
 			s = s2;
 			free(img);
 		}
-		assert_int_equal(mdl_forward(&r->d, &s, &next, 1, MDESC_KV_BF16, &r->kv, CONTEXT,
-		                             logits, scratch, pool, &eb),
+		assert_int_equal(mdl_forward(&r->d, &s, &next, 1, fmt, &r->kv, CONTEXT, logits,
+		                             scratch, pool, &eb),
 		                 IG_E_OK);
 	}
 	kvpool_free(&r->kv, &s.kv);
@@ -270,19 +292,42 @@ static void sample(struct rig *r, uint32_t move_at, uint32_t *out)
 	free(logits);
 }
 
+/* Moved at several tokens (within the first page, at its end, in the second)
+ * through windows from one page to the whole image, in both formats. */
 static void test_move_through_a_sequence_image(void **state)
 {
-	static const char *const presets[] = {"tiny-dense", "tiny-moe"};
+	static const struct {
+		const char *preset;
+		enum mdesc_kv_format fmt;
+	} runs[] = {
+	    {"tiny-dense", MDESC_KV_BF16},
+	    {"tiny-moe", MDESC_KV_BF16},
+	    {"tiny-dense", MDESC_KV_COMPACT},
+	};
+	/* 1: a page a window; 0: the whole image; others: bytes */
+	static const struct move_windows ws[] = {
+	    {4096, 1000}, {1, 1}, {0, 0}, {1, 0}, {0, 3 * 1024 + 17}};
+	static const uint32_t at[] = {1, 3, 4, 9, GEN - 1};
 
 	(void)state;
-	for (int i = 0; i < 2; i++) {
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
 		uint32_t ref[GEN], got[GEN];
 		struct rig r;
 
-		rig_open(&r, presets[i], MDESC_KV_BF16);
-		sample(&r, 0, ref);
-		sample(&r, 9, got);
-		assert_memory_equal(ref, got, sizeof(ref));
+		rig_open(&r, runs[i].preset, runs[i].fmt);
+		sample(&r, runs[i].fmt, 0, ws[0], ref);
+		for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+			struct move_windows mw = ws[(k + i) % (sizeof(ws) / sizeof(ws[0]))];
+
+			sample(&r, runs[i].fmt, at[k], mw, got);
+			if (memcmp(ref, got, sizeof(ref)))
+				fail_msg(
+				    "%s (%s): moved at token %u through windows %llu/%llu: the "
+				    "tokens differ from the uninterrupted run",
+				    runs[i].preset,
+				    runs[i].fmt == MDESC_KV_BF16 ? "bf16" : "compact", at[k],
+				    (unsigned long long)mw.out, (unsigned long long)mw.in);
+		}
 		rig_close(&r);
 	}
 }
