@@ -3,10 +3,16 @@
  * (style guide rule 8). backend.c is the registry and the one file with
  * `#if IGNIS_HAVE_CUDA`.
  *
- * So far the table covers device memory: facts, allocation and copies. Only
- * the layout (layout.h) allocates, once per plan line at load; the runtime
- * then takes places inside those reservations and never asks the backend
- * for more. Kernels join the table with the model runtime.
+ * The table covers device memory (facts, allocation and copies) and the
+ * model's compute. Only the layout (layout.h) allocates, once per plan line
+ * at load; the runtime then takes places inside those reservations and never
+ * asks the backend for more.
+ *
+ * Compute is one entry at the granularity of a round (docs/adr/0010): the
+ * decoder over the round's rows (model_cpu.h, mdl_forward_round, is the
+ * contract and the cpu backend's implementation). A backend schedules and
+ * fuses its own kernels inside a round (the cuda backend: kernels/ and
+ * cuBLAS on its compute stream); the engine above it only plans rounds.
  *
  * Copies. A synchronous copy has landed when it returns. An asynchronous
  * copy goes on the backend's one transfer stream (CUDA: a stream of its own
@@ -49,9 +55,15 @@
 
 #include "err.h"
 #include "event.h"
+#include "model.h"
+
+struct mdl;
+struct mdl_step;
+struct kvpool;
+struct cpool;
 
 /* 2: the transfer stream (copy_*_async, xfer_*). */
-#define BE_ABI_VERSION 2u
+#define BE_ABI_VERSION 3u
 
 /* Copies in flight on the transfer stream at most. A move enqueues one copy
  * per window between two decode rounds and waits for them before the next
@@ -104,6 +116,16 @@ struct be_ops {
 	int (*xfer_wait)(struct be *b, uint64_t ticket, struct ig_errbuf *eb);
 	/* xfer_wait() for the last ticket issued; IG_E_OK when none. */
 	int (*xfer_wait_all)(struct be *b, struct ig_errbuf *eb);
+
+	/* One round of the decoder: every step's tokens through the model whose
+	 * device weights sit in this backend's memory, KV into `kv`'s pages,
+	 * logits out (the contract of mdl_forward_round, bit for bit on the cpu
+	 * backend). NULL when the backend has no kernels for the model yet: the
+	 * engine refuses to start on it, by name. */
+	int (*round)(struct be *b, const struct mdl *d, const struct mdl_step *steps,
+	             uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
+	             uint64_t context, float *logits, void *scratch, struct cpool *pool,
+	             struct ig_errbuf *eb);
 };
 
 /* An open backend. The caller embeds it (it may move: the transfer thread

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "model_cpu.h"
 
 #define BE_CPU_GRANULE 4096u
 
@@ -406,6 +407,16 @@ static int be_cpu_xfer_wait_all(struct be *b, struct ig_errbuf *eb)
 	return be_cpu_xfer_wait(b, last, eb);
 }
 
+/* The cpu backend's compute: the decoder of model_cpu.h on its kernels. */
+static int be_cpu_round(struct be *b, const struct mdl *d, const struct mdl_step *steps,
+                        uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
+                        uint64_t context, float *logits, void *scratch, struct cpool *pool,
+                        struct ig_errbuf *eb)
+{
+	(void)b;
+	return mdl_forward_round(d, steps, n_steps, fmt, kv, context, logits, scratch, pool, eb);
+}
+
 const struct be_ops be_cpu_ops = {
     .abi = BE_ABI_VERSION,
     .name = "cpu",
@@ -422,4 +433,5 @@ const struct be_ops be_cpu_ops = {
     .xfer_done = be_cpu_xfer_done,
     .xfer_wait = be_cpu_xfer_wait,
     .xfer_wait_all = be_cpu_xfer_wait_all,
+    .round = be_cpu_round,
 };

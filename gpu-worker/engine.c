@@ -19,6 +19,7 @@ struct eng_seq {
 };
 
 struct eng {
+	struct be *be;
 	const struct mdl *d;
 	struct kvpool *kv;
 	struct cpool *pool;
@@ -68,14 +69,19 @@ static void eng__finish(struct eng *e, struct eng_seq *s, enum eng_finish why)
 		e->cfg.on_finish(e->cfg.ctx, s->sch.id, (int)why, s->sch.prompt, s->n_out);
 }
 
-int eng_create(struct eng **out, const struct mdl *d, struct kvpool *kv, struct cpool *pool,
-               const struct eng_cfg *cfg, struct ig_errbuf *eb)
+int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpool *kv,
+               struct cpool *pool, const struct eng_cfg *cfg, struct ig_errbuf *eb)
 {
 	struct eng *e;
 	uint32_t n;
 	size_t scratch;
 
 	*out = NULL;
+	if (!be || !be->ops || !be->ops->round)
+		return ig_errf(eb, IG_E_INVAL,
+		               "the %s backend has no compute for the model yet; accepted: a "
+		               "backend with a round entry (cpu)",
+		               be && be->ops ? be->ops->name : "(none)");
 	if (cfg->lanes < 1 || cfg->lanes > 64 || cfg->chunk < 1 || cfg->max_requests < 1 ||
 	    cfg->context < 1 || cfg->default_max_tokens < 1)
 		return ig_errf(eb, IG_E_INVAL,
@@ -86,6 +92,7 @@ int eng_create(struct eng **out, const struct mdl *d, struct kvpool *kv, struct 
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return ig_errf(eb, IG_E_NOMEM, "no memory for the engine");
+	e->be = be;
 	e->d = d;
 	e->kv = kv;
 	e->pool = pool;
@@ -330,7 +337,7 @@ int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		e->steps[n_steps++] = (struct mdl_step){&s->ms, s->prompt + c->from, c->n, last};
 		n_logits += last;
 	}
-	rc = mdl_forward_round(e->d, e->steps, n_steps, e->cfg.fmt, e->kv, e->cfg.context,
+	rc = e->be->ops->round(e->be, e->d, e->steps, n_steps, e->cfg.fmt, e->kv, e->cfg.context,
 	                       e->logits, e->scratch, e->pool, eb);
 	if (rc)
 		return rc;

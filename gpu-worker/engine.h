@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "cpu_pool.h"
 #include "kvpool.h"
 #include "model_cpu.h"
@@ -83,9 +84,11 @@ struct eng_stats {
 struct eng;
 
 /* An engine over `d` and `kv` (borrowed; they outlive it), running its
- * rounds on `pool` (borrowed; NULL runs inline). */
-int eng_create(struct eng **out, const struct mdl *d, struct kvpool *kv, struct cpool *pool,
-               const struct eng_cfg *cfg, struct ig_errbuf *eb);
+ * rounds on backend `be`'s compute (its `round` entry) with `pool`
+ * (borrowed; NULL runs inline). IG_E_INVAL naming the backend when it has
+ * no compute for the model. */
+int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpool *kv,
+               struct cpool *pool, const struct eng_cfg *cfg, struct ig_errbuf *eb);
 void eng_destroy(struct eng *e);
 
 /* Check and queue a request. IG_E_INVAL naming the field (prompt empty, a

@@ -160,7 +160,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	    .on_finish = worker_on_finish,
 	    .ctx = w,
 	};
-	rc = eng_create(&w->eng, &w->d, &w->kv, w->pool, &cfg, eb);
+	rc = eng_create(&w->eng, &w->be, &w->d, &w->kv, w->pool, &cfg, eb);
 	if (rc)
 		goto fail;
 	ev_begin(&e, EV_INFO, "ignis.gpu_worker.model_loaded");

@@ -207,7 +207,8 @@ static void bench_model_lanes(struct mdl *d, uint32_t lanes, int threads, double
 	const uint64_t ctx = 256;
 	uint64_t pb = mdesc_page_bytes(d->m, MDESC_KV_BF16);
 	uint32_t pages = lanes * (uint32_t)(ctx / 64), prompt[PROMPT];
-	void *region = calloc(pages, pb);
+	struct be be = {.ops = backend_find("cpu", NULL)};
+	void *region = NULL;
 	struct eng_cfg cfg = {lanes, d->m->default_chunk, ctx,  GEN, MDESC_KV_BF16,
 	                      lanes, UINT32_MAX,          NULL, NULL};
 	struct ig_errbuf eb;
@@ -218,8 +219,10 @@ static void bench_model_lanes(struct mdl *d, uint32_t lanes, int threads, double
 	double tp = 0, td = 0;
 	uint64_t np = 0, nd = 0;
 
-	if (!region || kvpool_init(&kv, region, pb, pages, &eb) ||
-	    cpool_create(&pool, threads, &eb) || eng_create(&e, d, &kv, pool, &cfg, &eb)) {
+	if (!be.ops || be.ops->open(&be, 1ull << 30, &eb) ||
+	    be.ops->alloc(&be, (uint64_t)pages * pb, &region, &eb) ||
+	    kvpool_init(&kv, region, pb, pages, &eb) || cpool_create(&pool, threads, &eb) ||
+	    eng_create(&e, &be, d, &kv, pool, &cfg, &eb)) {
 		fprintf(stderr, "ignis-bench: model: %s\n", eb.msg);
 		exit(1);
 	}
@@ -261,7 +264,8 @@ static void bench_model_lanes(struct mdl *d, uint32_t lanes, int threads, double
 	eng_destroy(e);
 	cpool_destroy(pool);
 	kvpool_release(&kv);
-	free(region);
+	be.ops->free(&be, region, (uint64_t)pages * pb);
+	be.ops->close(&be);
 }
 
 static void bench_model(int reps)

@@ -27,10 +27,12 @@
 #define MAXGEN       48u
 
 struct rig {
+	struct be be; /* the cpu backend: the pool lives in its memory */
 	struct mfile f;
 	struct mdl d;
 	struct kvpool kv;
 	void *region;
+	uint64_t region_bytes;
 };
 
 static void rig_open(struct rig *r, const char *preset, uint32_t pages)
@@ -45,15 +47,20 @@ static void rig_open(struct rig *r, const char *preset, uint32_t pages)
 		fail_msg("%s: %s", preset, eb.msg);
 	unlink(path);
 	pb = mdesc_page_bytes(&r->f.desc, MDESC_KV_BF16);
-	r->region = calloc(pages, pb);
-	assert_non_null(r->region);
+	memset(&r->be, 0, sizeof(r->be));
+	r->be.ops = backend_find("cpu", &eb);
+	assert_non_null(r->be.ops);
+	r->region_bytes = (uint64_t)pages * pb;
+	assert_int_equal(r->be.ops->open(&r->be, 1ull << 30, &eb), IG_E_OK);
+	assert_int_equal(r->be.ops->alloc(&r->be, r->region_bytes, &r->region, &eb), IG_E_OK);
 	assert_int_equal(kvpool_init(&r->kv, r->region, pb, pages, &eb), IG_E_OK);
 }
 
 static void rig_close(struct rig *r)
 {
 	kvpool_release(&r->kv);
-	free(r->region);
+	r->be.ops->free(&r->be, r->region, r->region_bytes);
+	r->be.ops->close(&r->be);
 	mdl_release(&r->d);
 	mfile_close(&r->f);
 }
@@ -107,7 +114,7 @@ static void run(struct rig *r, const struct req *q, const uint32_t *which, uint3
 	struct ig_errbuf eb;
 	struct eng *e;
 
-	if (eng_create(&e, &r->d, &r->kv, pool, &cfg, &eb))
+	if (eng_create(&e, &r->be, &r->d, &r->kv, pool, &cfg, &eb))
 		fail_msg("eng_create: %s", eb.msg);
 	for (;;) {
 		uint32_t ran = 0;
@@ -224,7 +231,18 @@ static void test_refusals(void **state)
 
 	(void)state;
 	rig_open(&r, "tiny-dense", 2);
-	assert_int_equal(eng_create(&e, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
+	{
+		struct be_ops no_compute = *r.be.ops;
+		struct be bare = r.be;
+
+		no_compute.round = NULL;
+		no_compute.name = "bare";
+		bare.ops = &no_compute;
+		assert_int_equal(eng_create(&e, &bare, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "the bare backend has no compute"));
+		assert_null(e);
+	}
+	assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
 
 	bad = ok;
 	bad.n_prompt = 0;
@@ -260,7 +278,7 @@ static void test_refusals(void **state)
 	eng_destroy(e);
 	rig_close(&r);
 	rig_open(&r, "tiny-dense", 8);
-	assert_int_equal(eng_create(&e, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
+	assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
 	assert_int_equal(eng_submit(e, &bad, &adm, &eb), IG_E_OK);
 	assert_int_equal(adm.max_tokens, 3);
 	assert_int_equal(adm.pages, CONTEXT / 64);
@@ -302,7 +320,7 @@ static void test_cancel(void **state)
 	for (uint32_t i = 0; i < 20; i++)
 		prompt[i] = 'a' + i;
 	rig_open(&r, "tiny-moe", 4);
-	assert_int_equal(eng_create(&e, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
+	assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
 	assert_int_equal(eng_submit(e, &rq, &adm, &eb), IG_E_OK);
 	do
 		assert_int_equal(eng_round(e, &ran, &eb), IG_E_OK);
