@@ -23,8 +23,9 @@ size_t lffn_scratch_bytes(const struct mdesc *m, uint32_t n_tok)
 	f += lffn__align((size_t)n_tok * m->hidden * sizeof(float)); /* xn */
 	f += 2 * lffn__align((size_t)n_tok * (inter > sh ? inter : sh) * sizeof(float)); /* g, u */
 	f += lffn__align((size_t)n_tok * m->hidden * sizeof(float));                     /* out */
-	f += lffn__align((size_t)(m->experts + 1) * sizeof(float)); /* router p */
-	f += lffn__align((size_t)m->hidden * sizeof(float));        /* shexp gate */
+	f += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)); /* router p */
+	f += lffn__align((size_t)m->hidden * sizeof(float));                /* shexp gate */
+	f += lffn__align((size_t)m->hidden * sizeof(float)); /* one routed expert's output */
 	return f;
 }
 
@@ -59,7 +60,8 @@ void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x,
 	float *u = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
 	float *out = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
 	float *p = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
-	float *shg = (float *)(s + lffn__align((size_t)(m->experts + 1) * sizeof(float)));
+	float *shg = (float *)(s += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
+	float *eo = (float *)(s + lffn__align((size_t)hidden * sizeof(float)));
 
 	lffn__widen(w->norm, normw, hidden);
 	cop_rmsnorm_rows(x, normw, xn, n_tok, hidden, m->rms_eps);
@@ -69,16 +71,21 @@ void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x,
 		return;
 	}
 	lffn__widen(w->shexp_gate, shg, hidden);
-	/* Token by token: each routes to its own experts. The per-token result
-	 * does not depend on its neighbours, so chunking cannot change it. */
+	/* The router and the shared expert see every row at once (their weights
+	 * are the same for all tokens; a row's result does not depend on the
+	 * others); the routed experts run token by token, each token on its own
+	 * experts. The additions into a token's row keep their order: its
+	 * experts in rank order, then the gated shared expert. */
+	cop_matmul_bf16(pool, w->router, xn, p, hidden, m->experts, n_tok);
+	lffn__swiglu(pool, w->gate_sh, w->up_sh, w->down_sh, xn, hidden, sh, n_tok, g, u, out);
 	for (uint32_t t = 0; t < n_tok; t++) {
 		const float *xt = xn + (size_t)t * hidden;
-		float *x_t = x + (size_t)t * hidden;
+		float *x_t = x + (size_t)t * hidden, *pt = p + (size_t)t * m->experts;
+		float *sh_t = out + (size_t)t * hidden;
 		uint32_t ids[64];
 		float sum = 0.0f, gate_s;
 
-		cop_matmul_bf16(pool, w->router, xt, p, hidden, m->experts, 1);
-		cop_softmax(p, m->experts);
+		cop_softmax(pt, m->experts);
 		/* top_k by p, ties to the lower id: selection in a fixed order */
 		for (uint32_t r = 0; r < m->top_k; r++) {
 			uint32_t best = UINT32_MAX;
@@ -88,27 +95,26 @@ void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x,
 
 				for (uint32_t q = 0; q < r; q++)
 					taken |= ids[q] == e;
-				if (!taken && (best == UINT32_MAX || p[e] > p[best]))
+				if (!taken && (best == UINT32_MAX || pt[e] > pt[best]))
 					best = e;
 			}
 			ids[r] = best;
-			sum += p[best];
+			sum += pt[best];
 		}
 		for (uint32_t r = 0; r < m->top_k; r++) {
 			size_t blk = hidden * inter;
 			uint32_t e = ids[r];
 
 			lffn__swiglu(pool, w->gate_exps + e * blk, w->up_exps + e * blk,
-			             w->down_exps + e * blk, xt, hidden, inter, 1, g, u, out);
-			cop_scale(out, sum > 0.0f ? p[e] / sum : 0.0f, out, hidden);
-			cop_add(x_t, out, x_t, hidden);
+			             w->down_exps + e * blk, xt, hidden, inter, 1, g, u, eo);
+			cop_scale(eo, sum > 0.0f ? pt[e] / sum : 0.0f, eo, hidden);
+			cop_add(x_t, eo, x_t, hidden);
 			if (chosen)
 				chosen[(size_t)t * m->top_k + r] = e;
 		}
 		gate_s = cop_dot_f32(shg, xt, hidden);
 		gate_s = 1.0f / (1.0f + expf(-gate_s));
-		lffn__swiglu(pool, w->gate_sh, w->up_sh, w->down_sh, xt, hidden, sh, 1, g, u, out);
-		cop_scale(out, gate_s, out, hidden);
-		cop_add(x_t, out, x_t, hidden);
+		cop_scale(sh_t, gate_s, sh_t, hidden);
+		cop_add(x_t, sh_t, x_t, hidden);
 	}
 }
