@@ -25,6 +25,7 @@
 	X(CONFIG, 8, "bad configuration")                                                          \
 	X(PERM, 9, "permission or ownership refused")                                              \
 	X(TRANSPORT, 10, "transport error")                                                        \
+	X(NOSPACE, 11, "no room: the tier is full")                                                \
 	X(PROTO_TRUNCATED, 20, "message truncated")                                                \
 	X(PROTO_OVERSIZE, 21, "message larger than allowed")                                       \
 	X(PROTO_MALFORMED, 22, "message is not a well-formed msgpack map")                         \
@@ -38,7 +39,8 @@
 	X(CHILD, 40, "child process failed")                                                       \
 	X(PLAN_REFUSED, 41, "the VRAM plan refuses the start")                                     \
 	X(REQ_CONTEXT, 50, "the request is longer than the context")                               \
-	X(REQ_POOL, 51, "the request is larger than the whole KV pool")
+	X(REQ_POOL, 51, "the request is larger than the whole KV pool")                            \
+	X(KV_LOST, 52, "a stored sequence is lost: torn, corrupt or foreign record")
 
 enum ig_err {
 #define IG__ERR_ENUM(name, val, desc) IG_E_##name = val,

@@ -254,6 +254,7 @@ static const struct err_row err_pinned[] = {
     {8, "IG_E_CONFIG", NULL},
     {9, "IG_E_PERM", NULL},
     {10, "IG_E_TRANSPORT", NULL},
+    {11, "IG_E_NOSPACE", NULL},
     {20, "IG_E_PROTO_TRUNCATED", NULL},
     {21, "IG_E_PROTO_OVERSIZE", NULL},
     {22, "IG_E_PROTO_MALFORMED", NULL},
@@ -268,6 +269,7 @@ static const struct err_row err_pinned[] = {
     {41, "IG_E_PLAN_REFUSED", NULL},
     {50, "IG_E_REQ_CONTEXT", NULL},
     {51, "IG_E_REQ_POOL", NULL},
+    {52, "IG_E_KV_LOST", NULL},
 };
 
 static bool err_in_table(int code)

@@ -1,0 +1,146 @@
+/*
+ * arena.h - KV-RAM: one host arena in shared memory, reserved whole at start
+ * by the kvstore daemon and mapped by the gpu-worker (and, on the cuda
+ * backend, registered for DMA), with the index of what is where inside it.
+ *
+ * The shared-memory object outlives the daemon: a restarted daemon reopens
+ * it and recovers its index (docs/adr: what survives a restart), so KV-RAM
+ * contents survive a kvstore restart; only a reboot or an explicit removal
+ * loses them.
+ *
+ * A sequence's image (gpu-worker/seqimg.h) goes to KV-RAM as windows:
+ *   1. reserve: room for the whole image, one contiguous extent, with the
+ *      sequence's identity (seq id, model id, KV format, class) — at once,
+ *      or IG_E_NOSPACE ("tier full") without waiting;
+ *   2. the writer (the worker) copies window k into [offset + k * window,
+ *      + len) of the mapping;
+ *   3. commit window k: the daemon checks the bytes' xxh64 against the one
+ *      given and records the window; a committed window is acknowledged and
+ *      must survive a kill -9 of the daemon at any instant;
+ *   4. the sequence is complete when every window up to `windows` is
+ *      committed; reading back gives each window's offset, length and
+ *      checksum, and the reader checks the bytes.
+ * Every committed window survives a kill -9 of the daemon at any instant,
+ * byte for byte: a restarted daemon's recovery keeps every sequence with at
+ * least one committed window (complete or not, with its extent) and reclaims
+ * only reservations with none. A sequence counts for the worker once it is
+ * complete; the worker keeps its pages until then, and drops an incomplete
+ * one it finds after a restart (or commits its remaining windows).
+ *
+ * Not thread-safe: the daemon's one loop owns the index. The worker and the
+ * operator CLI only read and write data bytes inside extents the daemon
+ * handed out.
+ */
+#ifndef IGNIS_KVSTORE_ARENA_H
+#define IGNIS_KVSTORE_ARENA_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "err.h"
+
+/* Placement granule: extents are whole multiples of this. */
+#define ARENA_BLOCK (64u * 1024u)
+/* The most windows one sequence may have. */
+#define ARENA_MAX_WINDOWS 4096u
+
+enum arena_class { ARENA_INTERACTIVE = 0, ARENA_AGENT = 1 };
+
+/* What identifies a sequence's image (the header of gpu-worker/seqimg.h
+ * carries the same). */
+struct arena_meta {
+	uint64_t seq;      /* the worker's sequence id, unique among live ones, != 0 */
+	uint64_t model_id; /* seqimg_model_id() */
+	uint32_t kv_format;
+	uint32_t cls;         /* enum arena_class */
+	uint64_t image_bytes; /* the whole image */
+	uint32_t window_bytes;
+	uint32_t windows; /* ceil(image_bytes / window_bytes) */
+};
+
+struct arena_window {
+	uint64_t offset; /* from the start of the mapping */
+	uint64_t len;
+	uint64_t xxh64;
+};
+
+/* One sequence held in KV-RAM. */
+struct arena_info {
+	struct arena_meta meta;
+	uint64_t offset, reserved; /* its extent */
+	uint32_t committed;        /* windows committed so far */
+	bool complete;
+	uint64_t last_use; /* a counter: larger is more recent */
+};
+
+struct arena_stats {
+	uint64_t bytes;      /* the arena's data bytes */
+	uint64_t used_bytes; /* reserved extents */
+	uint64_t free_bytes;
+	uint64_t largest_free; /* the largest extent a reserve can get now */
+	uint32_t sequences, complete;
+	uint64_t reserves, commits, refusals_full, drops;
+	uint64_t recovered_sequences, reclaimed_sequences; /* at the last open */
+};
+
+struct arena;
+
+/*
+ * The daemon's side. Open the shared-memory object `name` (a file name under
+ * /dev/shm, e.g. "ignis-kvram-0-1a2b"), of `bytes` data bytes: created when
+ * absent; reopened and recovered when present with the same size and a valid
+ * header (every committed window kept; reservations with none reclaimed);
+ * refused naming what differs when present with another size or layout
+ * version (the operator removes it or changes the flag), never silently
+ * recreated. The whole object is touched at open so that its memory is
+ * really there (a later page fault must not find /dev/shm full).
+ */
+int arena_open(struct arena **out, const char *name, uint64_t bytes, struct ig_errbuf *eb);
+void arena_close(struct arena *a);
+/* Remove the shared-memory object `name` (operator's reset; tests). */
+int arena_unlink(const char *name, struct ig_errbuf *eb);
+
+/* The mapping's base and size (the daemon also copies disk records in). */
+void *arena_base(struct arena *a);
+uint64_t arena_map_bytes(const struct arena *a);
+
+/* Reserve an extent for `meta`'s whole image. IG_E_NOSPACE ("tier full",
+ * with the figures) when no extent that large is free; IG_E_BUSY when the
+ * sequence is already held; IG_E_INVAL for a malformed meta. */
+int arena_reserve(struct arena *a, const struct arena_meta *meta, uint64_t *offset,
+                  struct ig_errbuf *eb);
+/* Commit window `k` of `seq` (its bytes are in place): offset and length
+ * must be the window's place in the extent; the bytes' xxh64 must equal
+ * `xxh64`, else IG_E_INVAL naming both and nothing is recorded. Committing a
+ * committed window again with the same checksum is a no-op (a retried
+ * request). */
+int arena_commit(struct arena *a, uint64_t seq, uint32_t k, uint64_t len, uint64_t xxh64,
+                 struct ig_errbuf *eb);
+/* Its record and windows (cap entries of `w`); IG_E_NOTFOUND. Counts as a
+ * use (LRU). */
+int arena_get(struct arena *a, uint64_t seq, struct arena_info *info, struct arena_window *w,
+              uint32_t cap, struct ig_errbuf *eb);
+/* Give a sequence's extent back. IG_E_NOTFOUND when it is not held. */
+int arena_drop(struct arena *a, uint64_t seq, struct ig_errbuf *eb);
+/* Every held sequence, in no particular order; returns how many (at most
+ * cap written). */
+uint32_t arena_list(struct arena *a, struct arena_info *out, uint32_t cap);
+/* The sequence to give up first for room: complete ones only, the lowest
+ * class (agent) first, then least recently used; 0 when none. `except` is
+ * never chosen. */
+uint64_t arena_pick_victim(struct arena *a, uint64_t except);
+void arena_stats(struct arena *a, struct arena_stats *st);
+
+/*
+ * The worker's (and the operator CLI's) side: map an existing arena to read
+ * and write data bytes. The index is the daemon's: a client never writes it.
+ */
+struct arena_map {
+	void *base;
+	uint64_t bytes;
+	int fd;
+};
+int arena_map_open(struct arena_map *m, const char *name, struct ig_errbuf *eb);
+void arena_map_close(struct arena_map *m);
+
+#endif

@@ -1,0 +1,75 @@
+/*
+ * kvdisk.h - KV-disk: sequences KV-RAM gave up or could not take, in LMDB at
+ * --reuse-kv-disk-path, under a ceiling of min(--reuse-kv-disk-bytes, the
+ * volume's free bytes at open - 10 GiB).
+ *
+ * One record per window, keyed (seq id, window index), each with a header:
+ * layout version, model identity, KV format, the sequence's window count and
+ * image bytes, this window's length and xxh64. A sequence is written in one
+ * LMDB write transaction (all its windows, then a sequence record that says
+ * it is whole), so it counts only once committed whole: a write killed
+ * midway leaves nothing. A read checks every header and checksum: a torn,
+ * corrupt or foreign record is reported lost (IG_E_KV_LOST naming the seq,
+ * window and what failed), never served. The LMDB flags and what they
+ * guarantee: docs/adr (KV-disk).
+ *
+ * Not thread-safe: the daemon's loop owns it.
+ */
+#ifndef IGNIS_KVSTORE_KVDISK_H
+#define IGNIS_KVSTORE_KVDISK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arena.h"
+#include "err.h"
+
+/* Kept free on the volume beside the ceiling (the spec's 10 GiB). */
+#define KVDISK_VOLUME_RESERVE (10ull << 30)
+
+struct kvdisk_seq {
+	struct arena_meta meta; /* its identity, window size and count */
+	uint64_t stored_bytes;  /* on disk, headers included */
+};
+
+struct kvdisk_stats {
+	uint64_t ceiling_bytes; /* effective */
+	uint64_t used_bytes;    /* records' bytes (headers included) */
+	uint32_t sequences;
+	uint64_t writes, reads, refusals_full, lost, drops;
+};
+
+struct kvdisk;
+
+/* Open (creating) the LMDB environment in directory `path` with a ceiling of
+ * min(flag_bytes, the volume's free bytes - KVDISK_VOLUME_RESERVE); the
+ * effective ceiling is reported in stats. IG_E_CONFIG naming the path and the
+ * figures when the ceiling comes to less than one window of `min_bytes`.
+ * `ignore_volume` (tests on small volumes only) drops the volume rule. */
+int kvdisk_open(struct kvdisk **out, const char *path, uint64_t flag_bytes, uint64_t min_bytes,
+                bool ignore_volume, struct ig_errbuf *eb);
+void kvdisk_close(struct kvdisk *d);
+
+/* Write a whole sequence: `meta` and its windows, window k's bytes at
+ * base + w[k].offset (w[k].len bytes, w[k].xxh64 their checksum, checked
+ * again before writing). IG_E_NOSPACE ("tier full", with the figures, and
+ * nothing written) when it would cross the ceiling; IG_E_BUSY when the seq
+ * is already on disk. */
+int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base,
+               const struct arena_window *w, struct ig_errbuf *eb);
+/* Read a whole sequence back: window k into dst + k * meta.window_bytes
+ * (dst holds meta.image_bytes), each checked. *meta_out its identity.
+ * IG_E_NOTFOUND; IG_E_KV_LOST for a torn, corrupt or foreign record (the
+ * sequence is then dropped from disk: it cannot be served). */
+int kvdisk_get(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out, void *dst,
+               uint64_t dst_bytes, struct ig_errbuf *eb);
+/* Its identity without reading its windows; IG_E_NOTFOUND. */
+int kvdisk_stat(struct kvdisk *d, uint64_t seq, struct kvdisk_seq *out, struct ig_errbuf *eb);
+int kvdisk_drop(struct kvdisk *d, uint64_t seq, struct ig_errbuf *eb);
+/* Check every record of `seq` (0: of every sequence) without serving it;
+ * returns IG_E_OK or the first IG_E_KV_LOST, *n_checked windows checked. */
+int kvdisk_verify(struct kvdisk *d, uint64_t seq, uint64_t *n_checked, struct ig_errbuf *eb);
+uint32_t kvdisk_list(struct kvdisk *d, struct kvdisk_seq *out, uint32_t cap);
+void kvdisk_stats(struct kvdisk *d, struct kvdisk_stats *st);
+
+#endif
