@@ -75,7 +75,8 @@ struct msg_str {
  */
 #define MSG_RECORDS(X)                                                                             \
 	X(proc, "one supervised process in a status reply")                                        \
-	X(plan_line, "one line of the VRAM plan: its name and bytes")
+	X(plan_line, "one line of the VRAM plan: its name and bytes")                              \
+	X(kv_entry, "one sequence held by the kvstore daemon")
 
 #define MSG_FIELDS_proc(F, R)                                                                      \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -83,6 +84,15 @@ struct msg_str {
 	F(R, STR, state, 1, 16, _)                                                                 \
 	F(R, U64, uptime_ms, 0, UINT64_MAX, _)                                                     \
 	F(R, U64, restarts, 0, UINT32_MAX, _)
+
+#define MSG_FIELDS_kv_entry(F, R)                                                                  \
+	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
+	F(R, STR, tier, 1, 8, _)                                                                   \
+	F(R, STR, class, 1, 16, _)                                                                 \
+	F(R, U64, image_bytes, 0, UINT64_MAX, _)                                                   \
+	F(R, U64, windows, 0, UINT32_MAX, _)                                                       \
+	F(R, U64, committed, 0, UINT32_MAX, _)                                                     \
+	F(R, BOOL, complete, 0, 1, _)
 
 #define MSG_FIELDS_plan_line(F, R)                                                                 \
 	F(R, STR, name, 1, 32, _)                                                                  \
@@ -108,7 +118,24 @@ struct msg_str {
 	X(POLL, 12, poll, "ask for a request's tokens from index `from`; answered by tokens")      \
 	X(TOKENS, 13, tokens,                                                                      \
 	  "a request's generated tokens from index `from`, its state, and whether it is done")     \
-	X(CANCEL, 14, cancel, "stop a request and forget it once done; answered by ack")
+	X(CANCEL, 14, cancel, "stop a request and forget it once done; answered by ack")           \
+	X(KV_CONFIG, 15, kv_config,                                                                \
+	  "the kvstore daemon's tiers (sent by the supervisor after hello); answered by ack")      \
+	X(KV_RESERVE, 16, kv_reserve,                                                              \
+	  "reserve room in KV-RAM for a sequence's image; answered by kv_reserved or error")       \
+	X(KV_RESERVED, 17, kv_reserved, "where in the KV-RAM arena the image goes")                \
+	X(KV_COMMIT, 18, kv_commit, "window `window` is written in the arena; answered by ack")    \
+	X(KV_FETCH, 19, kv_fetch,                                                                  \
+	  "bring a sequence into the arena (from KV-disk if need be), checked; answered by "       \
+	  "kv_seq")                                                                                \
+	X(KV_SEQ, 20, kv_seq, "a sequence held by the kvstore daemon: where and how complete")     \
+	X(KV_DEMOTE, 21, kv_demote, "move a complete sequence from KV-RAM to KV-disk; ack")        \
+	X(KV_DROP, 22, kv_drop, "forget a sequence in both tiers; answered by ack")                \
+	X(KV_LIST, 23, kv_list,                                                                    \
+	  "list held sequences after seq `after`; answered by kv_list_reply")                      \
+	X(KV_LIST_REPLY, 24, kv_list_reply, "up to 256 held sequences in seq order")               \
+	X(KV_STATS, 25, kv_stats, "ask for the tiers' figures; answered by kv_stats_reply")        \
+	X(KV_STATS_REPLY, 26, kv_stats_reply, "the tiers' figures and counters")
 
 #define MSG_FIELDS_hello(F, R)                                                                     \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -203,6 +230,86 @@ struct msg_str {
 	F(R, U64, generated, 0, UINT32_MAX, _)
 
 #define MSG_FIELDS_cancel(F, R) F(R, U64, id, 1, UINT64_MAX, _)
+
+/* The kvstore daemon's protocol (docs/protocol.md, "KV tiers"). Bytes never
+ * travel here: they are written to and read from the shared KV-RAM arena
+ * `arena_name` maps; messages carry where, how long and checksums (xxh64). */
+#define MSG_FIELDS_kv_config(F, R)                                                                 \
+	F(R, STR, arena_name, 1, 96, _) /* under /dev/shm */                                       \
+	F(R, U64, arena_bytes, 1, UINT64_MAX, _)                                                   \
+	F(R, STR, disk_path, 0, 4096, _)        /* "" with KV-disk off */                          \
+	F(R, U64, disk_bytes, 0, UINT64_MAX, _) /* the flag; 0: KV-disk off */                     \
+	F(R, U64, interactive_ttl_s, 0, UINT32_MAX, _)
+
+#define MSG_FIELDS_kv_reserve(F, R)                                                                \
+	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
+	F(R, U64, model_id, 0, UINT64_MAX, _)                                                      \
+	F(R, U64, kv_format, 0, UINT32_MAX, _)                                                     \
+	F(R, STR, class, 1, 16, _) /* "interactive" or "agent" */                                  \
+	F(R, U64, image_bytes, 1, UINT64_MAX, _)                                                   \
+	F(R, U64, window_bytes, 1, UINT32_MAX, _)
+
+/* given_up: a sequence KV-RAM gave up for this room with KV-disk off (its
+ * request is prefilled again), 0 when none. */
+#define MSG_FIELDS_kv_reserved(F, R)                                                               \
+	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
+	F(R, U64, offset, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, windows, 1, UINT32_MAX, _)                                                       \
+	F(R, U64, given_up, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_kv_commit(F, R)                                                                 \
+	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
+	F(R, U64, window, 0, UINT32_MAX, _)                                                        \
+	F(R, U64, len, 1, UINT32_MAX, _)                                                           \
+	F(R, U64, xxh64, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_kv_fetch(F, R) F(R, U64, seq, 1, UINT64_MAX, _)
+
+/* tier: "ram" or "disk" (where it was found; a fetch from disk leaves it in
+ * KV-RAM); the windows are consecutive from `offset`, each window_bytes but
+ * the last, all checked against their checksums before this reply. */
+#define MSG_FIELDS_kv_seq(F, R)                                                                    \
+	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
+	F(R, STR, tier, 1, 8, _)                                                                   \
+	F(R, U64, model_id, 0, UINT64_MAX, _)                                                      \
+	F(R, U64, kv_format, 0, UINT32_MAX, _)                                                     \
+	F(R, STR, class, 1, 16, _)                                                                 \
+	F(R, U64, offset, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, image_bytes, 0, UINT64_MAX, _)                                                   \
+	F(R, U64, window_bytes, 1, UINT32_MAX, _)                                                  \
+	F(R, U64, windows, 0, UINT32_MAX, _)                                                       \
+	F(R, U64, committed, 0, UINT32_MAX, _)                                                     \
+	F(R, BOOL, complete, 0, 1, _)
+
+#define MSG_FIELDS_kv_demote(F, R) F(R, U64, seq, 1, UINT64_MAX, _)
+
+#define MSG_FIELDS_kv_drop(F, R) F(R, U64, seq, 1, UINT64_MAX, _)
+
+#define MSG_FIELDS_kv_list(F, R) F(R, U64, after, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_kv_list_reply(F, R)                                                             \
+	F(R, ARR, seqs, 0, 256, kv_entry)                                                          \
+	F(R, BOOL, more, 0, 1, _)
+
+#define MSG_FIELDS_kv_stats(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_kv_stats_reply(F, R)                                                            \
+	F(R, U64, ram_bytes, 0, UINT64_MAX, _)                                                     \
+	F(R, U64, ram_used_bytes, 0, UINT64_MAX, _)                                                \
+	F(R, U64, ram_largest_free, 0, UINT64_MAX, _)                                              \
+	F(R, U64, ram_sequences, 0, UINT32_MAX, _)                                                 \
+	F(R, BOOL, disk_on, 0, 1, _)                                                               \
+	F(R, U64, disk_ceiling_bytes, 0, UINT64_MAX, _)                                            \
+	F(R, U64, disk_used_bytes, 0, UINT64_MAX, _)                                               \
+	F(R, U64, disk_sequences, 0, UINT32_MAX, _)                                                \
+	F(R, U64, reserves, 0, UINT64_MAX, _)                                                      \
+	F(R, U64, commits, 0, UINT64_MAX, _)                                                       \
+	F(R, U64, refusals_full, 0, UINT64_MAX, _)                                                 \
+	F(R, U64, demotions, 0, UINT64_MAX, _)                                                     \
+	F(R, U64, disk_reads, 0, UINT64_MAX, _)                                                    \
+	F(R, U64, ram_evictions, 0, UINT64_MAX, _)                                                 \
+	F(R, U64, lost, 0, UINT64_MAX, _)                                                          \
+	F(R, U64, recovered_sequences, 0, UINT64_MAX, _)
 
 /* ---- generated: C types ------------------------------------------------- */
 
