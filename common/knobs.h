@@ -105,6 +105,9 @@ enum knob_type {
 	  "KV-RAM: the host arena moved sequences go to.")                                         \
 	X(REUSE_KV_DISK_BYTES, "reuse-kv-disk-bytes", KT_BYTES, "@model", 0, NULL,                 \
 	  "KV-disk ceiling; 0 turns KV-disk off (the 27B: off, Flash-Next: 4G).")                  \
+	X(REUSE_KV_DISK_PATH, "reuse-kv-disk-path", KT_PATH, "", 0, NULL,                          \
+	  "KV-disk's LMDB directory (default $XDG_STATE_HOME/ignis/kv-disk, else "                 \
+	  "$HOME/.local/state/ignis/kv-disk).")                                                    \
 	X(RETAINED_SLOTS, "retained-slots", KT_REMOVED, "", 0, NULL,                               \
 	  "Removed: replaced by --reuse-retained-device and --reuse-retained-host.")               \
 	X(RUNTIME_DIR, "runtime-dir", KT_PATH, "", 0, NULL,                                        \
@@ -126,6 +129,7 @@ enum knob_id {
 	X("cpu", BACKEND, 0, "cpu")                                                                \
 	X("cpu", DEVICE_FREE_BYTES, 0, "64M")                                                      \
 	X("cpu", VRAM_HEADROOM_BYTES, 0, "8M")                                                     \
+	X("cpu", REUSE_KV_RAM_BYTES, 0, "32M")                                                     \
 	X("rtx5090", BACKEND, 0, "cuda")                                                           \
 	X("rtx5090", VRAM_HEADROOM_BYTES, 0, "1536M")                                              \
 	X("rtx5090", VRAM_HEADROOM_BYTES, MDESC_DENSE, "1200M")                                    \

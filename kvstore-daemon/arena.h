@@ -14,7 +14,8 @@
  *      or IG_E_NOSPACE ("tier full") without waiting;
  *   2. the writer (the worker) copies window k into [offset + k * window,
  *      + len) of the mapping;
- *   3. commit window k: the daemon checks the bytes' xxh64 against the one
+ *   3. commit window k: the daemon checks the bytes' xxh64 (XXH64 of the
+ *      window's bytes with seed 0, libxxhash; not XXH3) against the one
  *      given and records the window; a committed window is acknowledged and
  *      must survive a kill -9 of the daemon at any instant;
  *   4. the sequence is complete when every window up to `windows` is
@@ -117,7 +118,8 @@ int arena_reserve(struct arena *a, const struct arena_meta *meta, uint64_t *offs
 int arena_commit(struct arena *a, uint64_t seq, uint32_t k, uint64_t len, uint64_t xxh64,
                  struct ig_errbuf *eb);
 /* Its record and windows (cap entries of `w`); IG_E_NOTFOUND. Counts as a
- * use (LRU). */
+ * use (LRU). w[k] is window k (its place in the extent); one not committed
+ * yet has len 0 and xxh64 0. */
 int arena_get(struct arena *a, uint64_t seq, struct arena_info *info, struct arena_window *w,
               uint32_t cap, struct ig_errbuf *eb);
 /* Give a sequence's extent back. IG_E_NOTFOUND when it is not held. */

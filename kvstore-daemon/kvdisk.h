@@ -42,10 +42,14 @@ struct kvdisk_stats {
 struct kvdisk;
 
 /* Open (creating) the LMDB environment in directory `path` with a ceiling of
- * min(flag_bytes, the volume's free bytes - KVDISK_VOLUME_RESERVE); the
+ * min(flag_bytes, the volume's free bytes - KVDISK_VOLUME_RESERVE), where
+ * the free bytes count the blocks its own data.mdb already holds; the
  * effective ceiling is reported in stats. IG_E_CONFIG naming the path and the
  * figures when the ceiling comes to less than one window of `min_bytes`.
- * `ignore_volume` (tests on small volumes only) drops the volume rule. */
+ * `ignore_volume` (tests on small volumes only) drops the volume rule.
+ * IG_E_BUSY when another process holds the directory; IG_E_IO when LMDB
+ * finds the environment damaged after a clean stop (the message names the
+ * remedy). On success the caller owns *out until kvdisk_close. */
 int kvdisk_open(struct kvdisk **out, const char *path, uint64_t flag_bytes, uint64_t min_bytes,
                 bool ignore_volume, struct ig_errbuf *eb);
 void kvdisk_close(struct kvdisk *d);
@@ -54,21 +58,26 @@ void kvdisk_close(struct kvdisk *d);
  * base + w[k].offset (w[k].len bytes, w[k].xxh64 their checksum, checked
  * again before writing). IG_E_NOSPACE ("tier full", with the figures, and
  * nothing written) when it would cross the ceiling; IG_E_BUSY when the seq
- * is already on disk. */
+ * is already on disk. The checksum is XXH64 (seed 0) of the bytes, as
+ * KV-RAM's (arena.h). */
 int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base,
                const struct arena_window *w, struct ig_errbuf *eb);
 /* Read a whole sequence back: window k into dst + k * meta.window_bytes
  * (dst holds meta.image_bytes), each checked. *meta_out its identity.
  * IG_E_NOTFOUND; IG_E_KV_LOST for a torn, corrupt or foreign record (the
- * sequence is then dropped from disk: it cannot be served). */
+ * sequence is then dropped from disk: it cannot be served). On any error
+ * dst's contents are unspecified and must not be used. */
 int kvdisk_get(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out, void *dst,
                uint64_t dst_bytes, struct ig_errbuf *eb);
 /* Its identity without reading its windows; IG_E_NOTFOUND. */
 int kvdisk_stat(struct kvdisk *d, uint64_t seq, struct kvdisk_seq *out, struct ig_errbuf *eb);
 int kvdisk_drop(struct kvdisk *d, uint64_t seq, struct ig_errbuf *eb);
 /* Check every record of `seq` (0: of every sequence) without serving it;
- * returns IG_E_OK or the first IG_E_KV_LOST, *n_checked windows checked. */
+ * returns IG_E_OK or the first IG_E_KV_LOST, *n_checked windows checked.
+ * Each lost sequence is dropped; a `seq` not on disk is IG_E_NOTFOUND. */
 int kvdisk_verify(struct kvdisk *d, uint64_t seq, uint64_t *n_checked, struct ig_errbuf *eb);
+/* The sequences on disk in seq order, at most `cap`; returns how many were
+ * written to `out`. */
 uint32_t kvdisk_list(struct kvdisk *d, struct kvdisk_seq *out, uint32_t cap);
 void kvdisk_stats(struct kvdisk *d, struct kvdisk_stats *st);
 

@@ -1,24 +1,611 @@
 /*
- * ignis-kvstored - owns host KV memory (KV-RAM) and the LMDB disk tier
- * (KV-disk). So far: it starts, says hello, answers pings and exits cleanly
- * when asked; it can be restarted on its own by the supervisor.
+ * ignis-kvstored - owns host KV memory (KV-RAM: a shared-memory arena the
+ * gpu-worker maps) and the LMDB disk tier (KV-disk). Restartable on its own:
+ * the arena outlives the process and its index is inside it, so a restarted
+ * daemon serves every window it acknowledged in either tier.
+ *
+ * The supervisor sends kv_config after hello; until then every tier request
+ * is refused (IG_E_BUSY, "not configured"). Bytes never travel in messages:
+ * they are written to and read from the arena; messages carry offsets,
+ * lengths and xxh64 checksums (docs/protocol.md, "KV tiers").
+ *
+ * Policies (reference-facts 3):
+ *   - a reserve that does not fit gets "tier full" (IG_E_NOSPACE) at once;
+ *     with KV-disk on, KV-RAM then gives complete sequences up to disk, one
+ *     per loop turn (agent first, then least recently used), until the room
+ *     that was asked for is free: no live sequence is discarded for room;
+ *   - with KV-disk off, KV-RAM gives a complete sequence up (agent first,
+ *     then least recently used; an interactive one idle past
+ *     --reuse-retained-interactive-ttl counts as an agent) for the newer
+ *     reservation at once, and says which in the reply (`given_up`): that
+ *     request is prefilled again;
+ *   - a fetch from disk brings the sequence into KV-RAM (checked window by
+ *     window) and off the disk: a sequence lives in one tier.
+ *
+ * IGNIS_TEST_KVDISK_IGNORE_VOLUME (tests only): take --reuse-kv-disk-bytes as
+ * the ceiling without the volume rule (free - 10 GiB), for small CI disks.
  */
-#include "daemon.h"
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
-static const struct dmn_spec kvstore_spec = {
-    .role = "kvstore",
-    .program = "ignis-kvstored",
-    .sockname = "kvstore",
-    .summary = "The Ignis KV store daemon: KV-RAM and the LMDB KV-disk tier.",
-    .ready_fields = NULL,
+#include <xxhash.h>
+
+#include "arena.h"
+#include "daemon.h"
+#include "event.h"
+#include "kvdisk.h"
+
+struct kvs {
+	struct arena *ram;
+	struct kvdisk *disk;
+	char arena_name[97], disk_path[4097];
+	uint64_t arena_bytes, disk_flag, ttl_s;
+	/* background demotions: room wanted in KV-RAM (0: none) */
+	uint64_t want_room;
+	uint64_t demotions, disk_reads, ram_evictions, lost;
+	/* the windows of one sequence, for get/put */
+	struct arena_window w[ARENA_MAX_WINDOWS];
 };
+
+static const char *kvs_class_name(uint32_t cls)
+{
+	return cls == ARENA_INTERACTIVE ? "interactive" : "agent";
+}
+
+static int kvs_class(struct msg_str s, uint32_t *out, struct ig_errbuf *eb)
+{
+	if (msg_str_eq(s, "interactive"))
+		*out = ARENA_INTERACTIVE;
+	else if (msg_str_eq(s, "agent"))
+		*out = ARENA_AGENT;
+	else
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "class: '%.*s'; accepted: interactive, agent", (int)s.n, s.p);
+	return IG_E_OK;
+}
+
+/* mkdir -p with 0700 for the directories we create. */
+static int kvs_mkdirs(const char *path, struct ig_errbuf *eb)
+{
+	char buf[4097];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return ig_errf(eb, IG_E_CONFIG, "KV-disk path too long (%zu bytes)", n);
+	memcpy(buf, path, n + 1);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return ig_errf(eb, IG_E_IO, "creating %s: %s", buf, strerror(errno));
+		*p = '/';
+	}
+	if (mkdir(buf, 0700) && errno != EEXIST)
+		return ig_errf(eb, IG_E_IO, "creating %s: %s", buf, strerror(errno));
+	return IG_E_OK;
+}
+
+static int kvs_configure(struct kvs *k, const struct msg_kv_config *c, struct ig_errbuf *eb)
+{
+	char name[97], path[4097];
+	struct arena_stats as;
+	struct ev e;
+	int rc;
+
+	msg_str_copy(name, sizeof(name), c->arena_name);
+	msg_str_copy(path, sizeof(path), c->disk_path);
+	if (k->ram) {
+		/* the same configuration again (a retried greeting) is fine */
+		if (!strcmp(name, k->arena_name) && c->arena_bytes == k->arena_bytes &&
+		    !strcmp(path, k->disk_path) && c->disk_bytes == k->disk_flag)
+			return IG_E_OK;
+		return ig_errf(eb, IG_E_BUSY,
+		               "kv_config: this daemon already serves arena '%s' of %" PRIu64
+		               " bytes; restart it to change its tiers",
+		               k->arena_name, k->arena_bytes);
+	}
+	rc = arena_open(&k->ram, name, c->arena_bytes, eb);
+	if (rc)
+		return rc;
+	snprintf(k->arena_name, sizeof(k->arena_name), "%s", name);
+	k->arena_bytes = c->arena_bytes;
+	k->disk_flag = c->disk_bytes;
+	k->ttl_s = c->interactive_ttl_s;
+	snprintf(k->disk_path, sizeof(k->disk_path), "%s", path);
+	if (c->disk_bytes && path[0]) {
+		rc = kvs_mkdirs(path, eb);
+		if (!rc)
+			rc = kvdisk_open(&k->disk, path, c->disk_bytes, ARENA_BLOCK,
+			                 getenv("IGNIS_TEST_KVDISK_IGNORE_VOLUME") != NULL, eb);
+		if (rc) {
+			/* refuse nobody: KV-RAM alone still serves, said loudly */
+			ev_begin(&e, EV_WARN, "ignis.kvstore.disk_off");
+			ev_str(&e, "path", path);
+			ev_str(&e, "detail", eb->msg);
+			ev_end(&e);
+			k->disk = NULL;
+		}
+	}
+	arena_stats(k->ram, &as);
+	ev_begin(&e, EV_INFO, "ignis.kvstore.tiers");
+	ev_str(&e, "arena", k->arena_name);
+	ev_u64(&e, "kv_ram_bytes", as.bytes);
+	ev_u64(&e, "recovered_sequences", as.recovered_sequences);
+	ev_u64(&e, "reclaimed_sequences", as.reclaimed_sequences);
+	ev_bool(&e, "kv_disk", k->disk != NULL);
+	if (k->disk) {
+		struct kvdisk_stats ds;
+
+		kvdisk_stats(k->disk, &ds);
+		ev_str(&e, "kv_disk_path", k->disk_path);
+		ev_u64(&e, "kv_disk_ceiling_bytes", ds.ceiling_bytes);
+		ev_u64(&e, "kv_disk_sequences", ds.sequences);
+	}
+	ev_end(&e);
+	return IG_E_OK;
+}
+
+/* Move a complete sequence from KV-RAM to KV-disk. */
+static int kvs_demote(struct kvs *k, uint64_t seq, struct ig_errbuf *eb)
+{
+	struct arena_info info;
+	struct ev e;
+	int rc;
+
+	if (!k->disk)
+		return ig_errf(eb, IG_E_INVAL, "seq %" PRIu64 ": KV-disk is off", seq);
+	rc = arena_get(k->ram, seq, &info, k->w, ARENA_MAX_WINDOWS, eb);
+	if (rc)
+		return rc;
+	if (!info.complete)
+		return ig_errf(eb, IG_E_INVAL,
+		               "seq %" PRIu64 ": %u of %u windows committed; only a complete "
+		               "sequence goes to disk",
+		               seq, info.committed, info.meta.windows);
+	rc = kvdisk_put(k->disk, &info.meta, arena_base(k->ram), k->w, eb);
+	if (rc)
+		return rc;
+	rc = arena_drop(k->ram, seq, eb);
+	if (rc)
+		return rc;
+	k->demotions++;
+	ev_begin(&e, EV_INFO, "ignis.kvstore.demoted");
+	ev_u64(&e, "seq", seq);
+	ev_u64(&e, "bytes", info.meta.image_bytes);
+	ev_u64(&e, "windows", info.meta.windows);
+	ev_end(&e);
+	return IG_E_OK;
+}
+
+/* The victim to give up: agent first, then LRU; with disk off an interactive
+ * sequence idle past the TTL ranks as an agent (arena_pick_victim already
+ * puts agents first; the TTL only matters between interactive ones, which
+ * LRU orders the same way). */
+static uint64_t kvs_victim(struct kvs *k, uint64_t except)
+{
+	return arena_pick_victim(k->ram, except);
+}
+
+static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg *reply,
+                       struct ig_errbuf *eb)
+{
+	struct arena_meta m = {0};
+	uint64_t offset = 0, given_up = 0;
+	int rc;
+
+	rc = kvs_class(q->class, &m.cls, eb);
+	if (rc)
+		return rc;
+	m.seq = q->seq;
+	m.model_id = q->model_id;
+	m.kv_format = (uint32_t)q->kv_format;
+	m.image_bytes = q->image_bytes;
+	m.window_bytes = (uint32_t)q->window_bytes;
+	m.windows = (uint32_t)((q->image_bytes + q->window_bytes - 1) / q->window_bytes);
+	for (;;) {
+		struct arena_stats st;
+		uint64_t v;
+
+		rc = arena_reserve(k->ram, &m, &offset, eb);
+		if (rc != IG_E_NOSPACE)
+			break;
+		arena_stats(k->ram, &st);
+		if (m.image_bytes > st.bytes)
+			break; /* larger than the whole arena: no room to make */
+		if (k->disk) {
+			/* demote in the background; this request hears "full" now */
+			if (m.image_bytes > k->want_room)
+				k->want_room = m.image_bytes;
+			break;
+		}
+		v = kvs_victim(k, m.seq);
+		if (!v)
+			break;
+		/* KV-disk off: give a moved sequence up for the newer one */
+		{
+			struct ig_errbuf e2;
+			struct ev e;
+
+			if (arena_drop(k->ram, v, &e2))
+				break;
+			k->ram_evictions++;
+			if (!given_up)
+				given_up = v;
+			ev_begin(&e, EV_WARN, "ignis.kvstore.given_up");
+			ev_u64(&e, "seq", v);
+			ev_u64(&e, "for_seq", m.seq);
+			ev_str(&e, "detail",
+			       "KV-disk is off: that request will be prefilled again");
+			ev_end(&e);
+		}
+	}
+	if (rc)
+		return rc;
+	reply->type = MSG_KV_RESERVED;
+	reply->u.kv_reserved = (struct msg_kv_reserved){m.seq, offset, m.windows, given_up};
+	return IG_E_OK;
+}
+
+/* Check every committed window of a KV-RAM sequence in place. */
+static int kvs_check_ram(struct kvs *k, const struct arena_info *info, struct ig_errbuf *eb)
+{
+	const unsigned char *base = arena_base(k->ram);
+
+	for (uint32_t i = 0; i < info->meta.windows && i < ARENA_MAX_WINDOWS; i++) {
+		const struct arena_window *w = &k->w[i];
+
+		if (!w->len) /* not committed (yet) */
+			continue;
+		if (XXH64(base + w->offset, w->len, 0) != w->xxh64) {
+			k->lost++;
+			return ig_errf(eb, IG_E_KV_LOST,
+			               "seq %" PRIu64
+			               " window %u: the bytes in KV-RAM no longer match "
+			               "their checksum",
+			               info->meta.seq, i);
+		}
+	}
+	return IG_E_OK;
+}
+
+/* Bring a sequence from KV-disk into KV-RAM. */
+static int kvs_load_from_disk(struct kvs *k, uint64_t seq, struct ig_errbuf *eb)
+{
+	struct kvdisk_seq ds;
+	uint64_t offset;
+	unsigned char *base;
+	int rc = kvdisk_stat(k->disk, seq, &ds, eb);
+
+	if (rc)
+		return rc;
+	rc = arena_reserve(k->ram, &ds.meta, &offset, eb);
+	if (rc == IG_E_NOSPACE && ds.meta.image_bytes > k->want_room)
+		k->want_room = ds.meta.image_bytes;
+	if (rc)
+		return rc;
+	base = arena_base(k->ram);
+	rc = kvdisk_get(k->disk, seq, &ds.meta, base + offset, ds.meta.image_bytes, eb);
+	if (rc) {
+		struct ig_errbuf e2;
+
+		if (rc == IG_E_KV_LOST)
+			k->lost++;
+		(void)arena_drop(k->ram, seq, &e2);
+		return rc;
+	}
+	for (uint32_t i = 0; i < ds.meta.windows; i++) {
+		uint64_t at = (uint64_t)i * ds.meta.window_bytes;
+		uint64_t len = ds.meta.image_bytes - at < ds.meta.window_bytes
+		                   ? ds.meta.image_bytes - at
+		                   : ds.meta.window_bytes;
+
+		rc = arena_commit(k->ram, seq, i, len, XXH64(base + offset + at, len, 0), eb);
+		if (rc)
+			return rc;
+	}
+	k->disk_reads++;
+	return kvdisk_drop(k->disk, seq, eb);
+}
+
+static int kvs_fetch(struct kvs *k, uint64_t seq, struct msg *reply, struct ig_errbuf *eb)
+{
+	struct msg_kv_seq *r = &reply->u.kv_seq;
+	struct arena_info info;
+	const char *tier = "ram";
+	int rc = arena_get(k->ram, seq, &info, k->w, ARENA_MAX_WINDOWS, eb);
+
+	if (rc == IG_E_NOTFOUND && k->disk) {
+		rc = kvs_load_from_disk(k, seq, eb);
+		if (!rc)
+			rc = arena_get(k->ram, seq, &info, k->w, ARENA_MAX_WINDOWS, eb);
+		tier = "disk";
+	}
+	if (rc == IG_E_NOTFOUND)
+		return ig_errf(eb, IG_E_NOTFOUND, "seq %" PRIu64 ": held in no tier", seq);
+	if (rc)
+		return rc;
+	rc = kvs_check_ram(k, &info, eb);
+	if (rc) {
+		struct ig_errbuf e2;
+
+		(void)arena_drop(k->ram, seq, &e2);
+		return rc;
+	}
+	reply->type = MSG_KV_SEQ;
+	*r = (struct msg_kv_seq){.seq = seq,
+	                         .tier = msg_str_of(tier),
+	                         .model_id = info.meta.model_id,
+	                         .kv_format = info.meta.kv_format,
+	                         .class = msg_str_of(kvs_class_name(info.meta.cls)),
+	                         .offset = info.offset,
+	                         .image_bytes = info.meta.image_bytes,
+	                         .window_bytes = info.meta.window_bytes,
+	                         .windows = info.meta.windows,
+	                         .committed = info.committed,
+	                         .complete = info.complete};
+	return IG_E_OK;
+}
+
+/* Sequences of both tiers after `after`, in seq order, up to 256. */
+static int kvs_list(struct kvs *k, uint64_t after, struct msg *reply)
+{
+	static struct arena_info ram[65536];
+	static struct kvdisk_seq disk[65536];
+	struct msg_kv_list_reply *r = &reply->u.kv_list_reply;
+	uint32_t nr = arena_list(k->ram, ram, 65536),
+	         nd = k->disk ? kvdisk_list(k->disk, disk, 65536) : 0;
+	uint64_t last = after;
+
+	reply->type = MSG_KV_LIST_REPLY;
+	r->seqs.n = 0;
+	r->more = false;
+	for (;;) {
+		/* the next seq above `last` in either tier */
+		uint64_t best = 0;
+		const struct arena_info *bi = NULL;
+		const struct kvdisk_seq *bd = NULL;
+
+		for (uint32_t i = 0; i < nr; i++)
+			if (ram[i].meta.seq > last && (!best || ram[i].meta.seq < best)) {
+				best = ram[i].meta.seq;
+				bi = &ram[i];
+				bd = NULL;
+			}
+		for (uint32_t i = 0; i < nd; i++)
+			if (disk[i].meta.seq > last && (!best || disk[i].meta.seq < best)) {
+				best = disk[i].meta.seq;
+				bd = &disk[i];
+				bi = NULL;
+			}
+		if (!best)
+			break;
+		if (r->seqs.n == 256) {
+			r->more = true;
+			break;
+		}
+		if (bi)
+			r->seqs.v[r->seqs.n++] =
+			    (struct msg_kv_entry){best,
+			                          msg_str_of("ram"),
+			                          msg_str_of(kvs_class_name(bi->meta.cls)),
+			                          bi->meta.image_bytes,
+			                          bi->meta.windows,
+			                          bi->committed,
+			                          bi->complete};
+		else
+			r->seqs.v[r->seqs.n++] =
+			    (struct msg_kv_entry){best,
+			                          msg_str_of("disk"),
+			                          msg_str_of(kvs_class_name(bd->meta.cls)),
+			                          bd->meta.image_bytes,
+			                          bd->meta.windows,
+			                          bd->meta.windows,
+			                          true};
+		last = best;
+	}
+	return IG_E_OK;
+}
+
+static void kvs_stats(struct kvs *k, struct msg *reply)
+{
+	struct msg_kv_stats_reply *r = &reply->u.kv_stats_reply;
+	struct arena_stats as;
+
+	reply->type = MSG_KV_STATS_REPLY;
+	memset(r, 0, sizeof(*r));
+	r->arena_name = msg_str_of(k->arena_name);
+	if (k->ram) {
+		arena_stats(k->ram, &as);
+		r->ram_bytes = as.bytes;
+		r->ram_used_bytes = as.used_bytes;
+		r->ram_largest_free = as.largest_free;
+		r->ram_sequences = as.sequences;
+		r->reserves = as.reserves;
+		r->commits = as.commits;
+		r->refusals_full = as.refusals_full;
+		r->recovered_sequences = as.recovered_sequences;
+	}
+	if (k->disk) {
+		struct kvdisk_stats ds;
+
+		kvdisk_stats(k->disk, &ds);
+		r->disk_on = true;
+		r->disk_ceiling_bytes = ds.ceiling_bytes;
+		r->disk_used_bytes = ds.used_bytes;
+		r->disk_sequences = ds.sequences;
+		r->refusals_full += ds.refusals_full;
+		r->lost += ds.lost;
+	}
+	r->demotions = k->demotions;
+	r->disk_reads = k->disk_reads;
+	r->ram_evictions = k->ram_evictions;
+	r->lost += k->lost;
+}
+
+static int kvs_verify(struct kvs *k, uint64_t seq, struct ig_errbuf *eb)
+{
+	static struct arena_info ram[65536];
+	uint32_t n = arena_list(k->ram, ram, 65536);
+	uint64_t checked = 0;
+	bool found = seq == 0;
+	int rc;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct arena_info info;
+
+		if (seq && ram[i].meta.seq != seq)
+			continue;
+		found = true;
+		rc = arena_get(k->ram, ram[i].meta.seq, &info, k->w, ARENA_MAX_WINDOWS, eb);
+		if (!rc)
+			rc = kvs_check_ram(k, &info, eb);
+		if (rc)
+			return rc;
+	}
+	if (k->disk) {
+		rc = kvdisk_verify(k->disk, seq, &checked, eb);
+		if (rc == IG_E_KV_LOST)
+			k->lost++;
+		if (rc && rc != IG_E_NOTFOUND)
+			return rc;
+		found |= rc == IG_E_OK && checked > 0;
+	}
+	if (!found)
+		return ig_errf(eb, IG_E_NOTFOUND, "seq %" PRIu64 ": held in no tier", seq);
+	return IG_E_OK;
+}
+
+static int kvs_handle(void *ctx, const struct msg *req, struct msg *reply, struct ig_errbuf *eb)
+{
+	struct kvs *k = ctx;
+	int rc;
+
+	if (req->type == MSG_KV_CONFIG) {
+		rc = kvs_configure(k, &req->u.kv_config, eb);
+		goto ack;
+	}
+	if (req->type == MSG_KV_STATS) {
+		kvs_stats(k, reply);
+		return IG_E_OK;
+	}
+	if (!k->ram)
+		return ig_errf(eb, IG_E_BUSY,
+		               "the kvstore daemon is not configured yet (the supervisor sends "
+		               "kv_config after hello)");
+	switch (req->type) {
+	case MSG_KV_RESERVE:
+		return kvs_reserve(k, &req->u.kv_reserve, reply, eb);
+	case MSG_KV_COMMIT:
+		rc = arena_commit(k->ram, req->u.kv_commit.seq, (uint32_t)req->u.kv_commit.window,
+		                  req->u.kv_commit.len, req->u.kv_commit.xxh64, eb);
+		goto ack;
+	case MSG_KV_FETCH:
+		return kvs_fetch(k, req->u.kv_fetch.seq, reply, eb);
+	case MSG_KV_DEMOTE:
+		rc = kvs_demote(k, req->u.kv_demote.seq, eb);
+		goto ack;
+	case MSG_KV_DROP: {
+		uint64_t seq = req->u.kv_drop.seq;
+		struct ig_errbuf e2;
+		bool ram = arena_drop(k->ram, seq, &e2) == IG_E_OK;
+		bool disk = k->disk && kvdisk_drop(k->disk, seq, &e2) == IG_E_OK;
+
+		rc = ram || disk
+		         ? IG_E_OK
+		         : ig_errf(eb, IG_E_NOTFOUND, "seq %" PRIu64 ": held in no tier", seq);
+		goto ack;
+	}
+	case MSG_KV_LIST:
+		return kvs_list(k, req->u.kv_list.after, reply);
+	case MSG_KV_VERIFY:
+		rc = kvs_verify(k, req->u.kv_verify.seq, eb);
+		goto ack;
+	default:
+		return ig_errf(eb, IG_E_PROTO_UNEXPECTED,
+		               "the kvstore daemon does not take '%s' messages",
+		               msg_type_name(req->type));
+	}
+ack:
+	if (rc)
+		return rc;
+	reply->type = MSG_ACK;
+	reply->u.ack.of = req->type;
+	return IG_E_OK;
+}
+
+/* Background demotions, one sequence per loop turn, until the room a
+ * refused reserve wanted is free (or nothing more can go). */
+static bool kvs_work(void *ctx, int *fatal)
+{
+	static struct arena_info held[65536];
+	struct kvs *k = ctx;
+	struct arena_stats st;
+	struct ig_errbuf eb;
+	uint32_t n;
+
+	(void)fatal;
+	if (!k->ram || !k->disk || !k->want_room)
+		return false;
+	arena_stats(k->ram, &st);
+	if (st.largest_free >= k->want_room) {
+		k->want_room = 0;
+		return false;
+	}
+	/* the victims in order (complete ones: agent first, then least recently
+	 * used); one that KV-disk refuses (its ceiling) is passed over */
+	n = arena_list(k->ram, held, 65536);
+	for (;;) {
+		const struct arena_info *best = NULL;
+
+		for (uint32_t i = 0; i < n; i++) {
+			const struct arena_info *a = &held[i];
+
+			if (!a->complete || !a->meta.seq)
+				continue;
+			if (!best || a->meta.cls > best->meta.cls ||
+			    (a->meta.cls == best->meta.cls && a->last_use < best->last_use))
+				best = a;
+		}
+		if (!best)
+			break;
+		if (!kvs_demote(k, best->meta.seq, &eb))
+			return true;
+		ev_msg(EV_WARN, "ignis.kvstore.demote_failed", "seq %" PRIu64 ": %s",
+		       best->meta.seq, eb.msg);
+		((struct arena_info *)best)->meta.seq = 0; /* passed over */
+	}
+	k->want_room = 0;
+	return false;
+}
 
 int main(int argc, char **argv)
 {
+	static struct kvs k;
+	const struct dmn_spec spec = {
+	    .role = "kvstore",
+	    .program = "ignis-kvstored",
+	    .sockname = "kvstore",
+	    .summary = "The Ignis KV store daemon: KV-RAM and the LMDB KV-disk tier.",
+	    .ready_fields = NULL,
+	    .handle = kvs_handle,
+	    .ctx = &k,
+	    .work = kvs_work,
+	};
 	struct dmn_args args;
-	int rc = dmn_parse_args(&kvstore_spec, argc, argv, &args);
+	int rc = dmn_parse_args(&spec, argc, argv, &args);
 
 	if (rc)
 		return rc > 0 ? 0 : 2;
-	return dmn_run(&kvstore_spec, &args);
+	rc = dmn_run(&spec, &args);
+	if (k.disk)
+		kvdisk_close(k.disk);
+	if (k.ram)
+		arena_close(k.ram);
+	return rc;
 }

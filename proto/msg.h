@@ -135,7 +135,11 @@ struct msg_str {
 	  "list held sequences after seq `after`; answered by kv_list_reply")                      \
 	X(KV_LIST_REPLY, 24, kv_list_reply, "up to 256 held sequences in seq order")               \
 	X(KV_STATS, 25, kv_stats, "ask for the tiers' figures; answered by kv_stats_reply")        \
-	X(KV_STATS_REPLY, 26, kv_stats_reply, "the tiers' figures and counters")
+	X(KV_STATS_REPLY, 26, kv_stats_reply, "the tiers' figures and counters")                   \
+	X(KV_VERIFY, 27, kv_verify,                                                                \
+	  "check a sequence's (0: every) windows against their checksums in place; ack or error")  \
+	X(RESTART, 28, restart,                                                                    \
+	  "ask the supervisor to restart one daemon in order (kvstore, gpu-worker); ack")
 
 #define MSG_FIELDS_hello(F, R)                                                                     \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -293,7 +297,12 @@ struct msg_str {
 
 #define MSG_FIELDS_kv_stats(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
 
+#define MSG_FIELDS_kv_verify(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_restart(F, R) F(R, STR, role, 1, MSG_ROLE_MAX, _)
+
 #define MSG_FIELDS_kv_stats_reply(F, R)                                                            \
+	F(R, STR, arena_name, 0, 96, _) /* "" until configured */                                  \
 	F(R, U64, ram_bytes, 0, UINT64_MAX, _)                                                     \
 	F(R, U64, ram_used_bytes, 0, UINT64_MAX, _)                                                \
 	F(R, U64, ram_largest_free, 0, UINT64_MAX, _)                                              \

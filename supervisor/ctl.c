@@ -151,3 +151,32 @@ int sup_stop(const struct sup_opts *o)
 	fprintf(stderr, "ignis-supervisor: stopped the supervisor at %s\n", rtdir);
 	return 0;
 }
+
+int sup_restart(const struct sup_opts *o, const char *role)
+{
+	char rtdir[RTDIR_PATH_MAX + 1];
+	struct msg req = {.type = MSG_RESTART};
+	struct ig_errbuf eb;
+	struct tp_rx rx;
+	pid_t asked;
+	nng_socket s;
+	int rc;
+
+	if (ctl__connect(o, rtdir, &s, &asked))
+		return 1;
+	/* an orderly stop may take the child's whole grace */
+	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 30000);
+	req.u.restart.role = msg_str_of(role);
+	rc = tp_call(s, &req, &rx, &eb);
+	if (rc == IG_E_OK && (rx.m.type != MSG_ACK || rx.m.u.ack.of != MSG_RESTART))
+		rc = ig_errf(&eb, IG_E_PROTO_UNEXPECTED, "answered restart with '%s'",
+		             msg_type_name(rx.m.type));
+	tp_rx_release(&rx);
+	nng_close(s);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: restart %s: %s\n", role, eb.msg);
+		return 1;
+	}
+	printf("ignis-supervisor: restarted %s at %s\n", role, rtdir);
+	return 0;
+}

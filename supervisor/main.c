@@ -5,6 +5,7 @@
  *   ignis-supervisor plan   [-c FILE] [--json] [knob flags]
  *   ignis-supervisor status [-c FILE] [--runtime-dir DIR] [--json]
  *   ignis-supervisor stop   [-c FILE] [--runtime-dir DIR]
+ *   ignis-supervisor restart kvstore|gpu-worker [-c FILE] [--runtime-dir DIR]
  *   ignis-supervisor reference      (docs/reference/knobs.md, from the table)
  *
  * Knob flags, their variables and YAML keys come from common/knobs.h.
@@ -63,6 +64,8 @@ static void usage(FILE *f)
 	       "             Exit 0 a plan that starts, 2 a configuration error, 3 a refusal\n"
 	       "  status     print each process's role, pid, state, uptime and restarts\n"
 	       "  stop       stop a running supervisor and its daemons\n"
+	       "  restart    restart one daemon in order (kvstore or gpu-worker); the other\n"
+	       "             keeps running\n"
 	       "  reference  print the knob reference (docs/reference/knobs.md)\n"
 	       "\n"
 	       "options:\n"
@@ -144,7 +147,7 @@ int main(int argc, char **argv)
 	static struct option opts[KNOB__COUNT + 8];
 	static struct cfg cfg;
 	struct sup_opts o = {.cfg = &cfg, .argv0 = argv[0]};
-	const char *cmd, *config_path = NULL;
+	const char *cmd, *config_path = NULL, *restart_role = NULL;
 	struct ig_errbuf eb;
 	int n = 0, c, rc;
 
@@ -211,6 +214,14 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (!strcmp(cmd, "restart")) {
+		if (optind + 1 != argc) {
+			fprintf(stderr, "ignis-supervisor: restart takes one role: kvstore or "
+			                "gpu-worker\n");
+			return 2;
+		}
+		restart_role = argv[optind++];
+	}
 	if (optind < argc) {
 		fprintf(stderr, "ignis-supervisor: unexpected argument '%s'\n", argv[optind]);
 		return 2;
@@ -232,11 +243,13 @@ int main(int argc, char **argv)
 		rc = sup_status(&o);
 	else if (!strcmp(cmd, "stop"))
 		rc = sup_stop(&o);
+	else if (!strcmp(cmd, "restart"))
+		rc = sup_restart(&o, restart_role);
 	else {
 		fprintf(
 		    stderr,
-		    "ignis-supervisor: unknown command '%s'; expected start, plan, status, stop "
-		    "or reference\n",
+		    "ignis-supervisor: unknown command '%s'; expected start, plan, status, stop, "
+		    "restart or reference\n",
 		    cmd);
 		rc = 2;
 	}

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,8 +52,95 @@ struct sup {
 	struct vplan plan;
 	struct msg plan_msg;       /* the worker's greeting */
 	char model_path[PATH_MAX]; /* --model FILE, absolute; "" for a built-in */
+	struct msg kv_msg;         /* the kvstore daemon's greeting */
+	char arena_name[96], disk_path[PATH_MAX];
 	bool stopping;
 };
+
+/* True when no child is left running (a child that would not stop keeps
+ * its shared memory). */
+static bool sup__children_gone(const struct sup *s)
+{
+	for (int i = 0; i < SUP_NPROC; i++)
+		if (s->procs[i].pid > 0)
+			return false;
+	return true;
+}
+
+/* The kvstore daemon's tiers: the KV-RAM arena's shared-memory name (one per
+ * user and runtime directory, so two systems on one host never share it),
+ * its size, and KV-disk's directory and ceiling (0: off). */
+static int sup__kv_config(struct sup *s, const struct knobs *k, struct ig_errbuf *eb)
+{
+	struct msg_kv_config *c = &s->kv_msg.u.kv_config;
+	const char *flag = k->v[KNOB_REUSE_KV_DISK_PATH].s;
+	uint64_t h = 1469598103934665603ull; /* FNV-1a of the runtime directory */
+
+	for (const char *p = s->env.rtdir; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	snprintf(s->arena_name, sizeof(s->arena_name), "ignis-kvram-%u-%016llx", (unsigned)getuid(),
+	         (unsigned long long)h);
+	s->disk_path[0] = '\0';
+	if (k->v[KNOB_REUSE_KV_DISK_BYTES].u) {
+		const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+
+		if (flag && *flag)
+			snprintf(s->disk_path, sizeof(s->disk_path), "%s", flag);
+		else if (state && *state)
+			snprintf(s->disk_path, sizeof(s->disk_path), "%s/ignis/kv-disk", state);
+		else if (home && *home)
+			snprintf(s->disk_path, sizeof(s->disk_path),
+			         "%s/.local/state/ignis/kv-disk", home);
+		else
+			return ig_errf(
+			    eb, IG_E_CONFIG,
+			    "KV-disk is on but has no directory: set --reuse-kv-disk-path "
+			    "(neither XDG_STATE_HOME nor HOME is set)");
+	}
+	memset(&s->kv_msg, 0, sizeof(s->kv_msg));
+	s->kv_msg.type = MSG_KV_CONFIG;
+	c->arena_name = msg_str_of(s->arena_name);
+	c->arena_bytes = k->v[KNOB_REUSE_KV_RAM_BYTES].u;
+	c->disk_path = msg_str_of(s->disk_path);
+	c->disk_bytes = s->disk_path[0] ? k->v[KNOB_REUSE_KV_DISK_BYTES].u : 0;
+	c->interactive_ttl_s = k->v[KNOB_REUSE_RETAINED_INTERACTIVE_TTL].u;
+	return IG_E_OK;
+}
+
+/* An operator's restart of one daemon: an orderly stop (shutdown, then
+ * SIGTERM, then SIGKILL), then a spawn at once; the handshake and the
+ * greeting follow in the loop as after any spawn. The other daemon keeps
+ * running. */
+static int sup__restart(struct sup *s, struct msg_str role, struct msg *reply, struct ig_errbuf *eb)
+{
+	struct proc *p = NULL;
+	struct ev e;
+	int rc;
+
+	for (int i = 0; i < SUP_NPROC; i++)
+		if (msg_str_eq(role, s->procs[i].role) ||
+		    (msg_str_eq(role, "worker") && !strcmp(s->procs[i].role, "gpu-worker")))
+			p = &s->procs[i];
+	if (!p)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "restart.role: '%.*s'; accepted: kvstore, gpu-worker (or worker)",
+		               (int)role.n, role.p);
+	if (s->stopping)
+		return ig_errf(eb, IG_E_BUSY, "the supervisor is stopping");
+	ev_begin(&e, EV_INFO, "ignis.supervisor.child_restarting");
+	ev_str(&e, "role", p->role);
+	ev_str(&e, "reason", "operator");
+	ev_end(&e);
+	proc_stop(p, &s->env);
+	p->streak = 0;
+	rc = proc_spawn(p, &s->env, eb);
+	if (rc)
+		return rc;
+	p->restarts++;
+	reply->type = MSG_ACK;
+	reply->u.ack.of = MSG_RESTART;
+	return IG_E_OK;
+}
 
 /* The control socket's handler: everything but hello/ping/shutdown. */
 static int sup__handle(void *ctx, const struct msg *req, struct msg *reply, struct ig_errbuf *eb)
@@ -60,6 +148,8 @@ static int sup__handle(void *ctx, const struct msg *req, struct msg *reply, stru
 	struct sup *s = ctx;
 	uint64_t now = clk_mono_ms();
 
+	if (req->type == MSG_RESTART)
+		return sup__restart(s, req->u.restart.role, reply, eb);
 	if (req->type != MSG_STATUS)
 		return ig_errf(eb, IG_E_PROTO_UNEXPECTED,
 		               "the supervisor does not take '%s' messages",
@@ -239,6 +329,12 @@ int sup_start(const struct sup_opts *o)
 	}
 	plan_to_msg(&s.plan, &o->cfg->k, s.model_path, &s.plan_msg);
 	s.procs[1].greeting = &s.plan_msg;
+	rc = sup__kv_config(&s, &o->cfg->k, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+		return PLAN_EXIT_CONFIG;
+	}
+	s.procs[0].greeting = &s.kv_msg;
 	for (int i = 0; i < SUP_NPROC; i++) {
 		rc = proc_locate(&s.procs[i], self_exe, o->bin_dir, &eb);
 		if (rc) {
@@ -310,6 +406,15 @@ int sup_start(const struct sup_opts *o)
 	ev_str(&e, "reason", why);
 	ev_end(&e);
 	sup__stop_children(&s);
+	/* KV-RAM outlives a kvstore restart, not the system: the worker that
+	 * knew its sequences is gone (docs/adr/0012) */
+	if (s.arena_name[0] && sup__children_gone(&s)) {
+		char shm[128];
+
+		snprintf(shm, sizeof(shm), "/%s", s.arena_name);
+		if (shm_unlink(shm) == 0)
+			ev_msg(EV_INFO, "ignis.supervisor.kv_ram_removed", "%s", s.arena_name);
+	}
 	svc_close(&s.svc);
 	rmdir(s.env.rtdir); /* only succeeds when nothing else is left in it */
 	ev_begin(&e, EV_INFO, "ignis.supervisor.stopped");

@@ -21,6 +21,8 @@ int sup_start(const struct sup_opts *o);
 int sup_plan(const struct sup_opts *o);
 int sup_status(const struct sup_opts *o);
 int sup_stop(const struct sup_opts *o);
+/* `restart ROLE`: kvstore or gpu-worker (worker), in order. */
+int sup_restart(const struct sup_opts *o, const char *role);
 
 /* The runtime directory from flag, environment, file or default. */
 int sup_rtdir(const struct sup_opts *o, char *out, size_t cap, struct ig_errbuf *eb);

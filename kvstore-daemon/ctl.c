@@ -1,0 +1,480 @@
+/*
+ * ignis-kvstore-ctl - the operator's view of the kvstore daemon's tiers.
+ *
+ *   ignis-kvstore-ctl [--runtime-dir DIR] [--json] stats
+ *   ignis-kvstore-ctl [--runtime-dir DIR] list
+ *   ignis-kvstore-ctl [--runtime-dir DIR] put SEQ FILE [--window BYTES] [--class agent]
+ *                     [--pace-us N]
+ *   ignis-kvstore-ctl [--runtime-dir DIR] get SEQ FILE
+ *   ignis-kvstore-ctl [--runtime-dir DIR] drop SEQ
+ *   ignis-kvstore-ctl [--runtime-dir DIR] verify [SEQ]
+ *   ignis-kvstore-ctl [--runtime-dir DIR] demote SEQ
+ *
+ * put stores FILE as sequence SEQ the way the worker moves a sequence out:
+ * reserve, then window by window into the shared arena, each committed with
+ * its xxh64 (acknowledged on return); get fetches it back (from KV-disk into
+ * KV-RAM if need be, every window checked by the daemon) and writes the
+ * bytes to FILE. --pace-us waits N microseconds between windows (fault tests
+ * kill the daemon in the middle of a put). Exit 0 done, 1 refused or failed (the daemon's message
+ * on stderr), 2 bad arguments.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "arena.h"
+#include "rtdir.h"
+#include "transport.h"
+#include "version.h"
+
+static int usage(FILE *f, int rc)
+{
+	fprintf(f, "usage: ignis-kvstore-ctl [--runtime-dir DIR] [--json] COMMAND\n"
+	           "commands: stats | list | put SEQ FILE [--window BYTES] [--class agent]\n"
+	           "          | get SEQ FILE | drop SEQ | verify [SEQ] | demote SEQ\n");
+	return rc;
+}
+
+static int die(const char *what, const char *msg)
+{
+	fprintf(stderr, "ignis-kvstore-ctl: %s: %s\n", what, msg);
+	return 1;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+
+	if (!s || !*s || *s == '-')
+		return false;
+	errno = 0;
+	*out = strtoull(s, &end, 0);
+	return !errno && !*end;
+}
+
+/* One request, one reply of type `want` (an error reply becomes its code). */
+static int call(nng_socket s, const struct msg *q, uint32_t want, struct tp_rx *rx,
+                struct ig_errbuf *eb)
+{
+	int rc = tp_call(s, q, rx, eb);
+
+	if (!rc && rx->m.type != want) {
+		rc = ig_errf(eb, IG_E_PROTO_UNEXPECTED, "the daemon answered '%s'",
+		             msg_type_name(rx->m.type));
+		tp_rx_release(rx);
+	}
+	return rc;
+}
+
+static int simple(nng_socket s, uint32_t type, uint64_t seq, struct ig_errbuf *eb)
+{
+	struct msg q = {.type = type};
+	struct tp_rx rx;
+	int rc;
+
+	switch (type) {
+	case MSG_KV_DROP:
+		q.u.kv_drop.seq = seq;
+		break;
+	case MSG_KV_VERIFY:
+		q.u.kv_verify.seq = seq;
+		break;
+	case MSG_KV_DEMOTE:
+		q.u.kv_demote.seq = seq;
+		break;
+	}
+	rc = call(s, &q, MSG_ACK, &rx, eb);
+	if (!rc)
+		tp_rx_release(&rx);
+	return rc;
+}
+
+static int cmd_stats(nng_socket s, bool json, struct ig_errbuf *eb)
+{
+	struct msg q = {.type = MSG_KV_STATS};
+	const struct msg_kv_stats_reply *r;
+	struct tp_rx rx;
+	int rc = call(s, &q, MSG_KV_STATS_REPLY, &rx, eb);
+
+	if (rc)
+		return rc;
+	r = &rx.m.u.kv_stats_reply;
+#define KV_STATS_FIELDS(X)                                                                         \
+	X(ram_bytes)                                                                               \
+	X(ram_used_bytes)                                                                          \
+	X(ram_largest_free)                                                                        \
+	X(ram_sequences)                                                                           \
+	X(disk_ceiling_bytes)                                                                      \
+	X(disk_used_bytes)                                                                         \
+	X(disk_sequences)                                                                          \
+	X(reserves)                                                                                \
+	X(commits)                                                                                 \
+	X(refusals_full)                                                                           \
+	X(demotions)                                                                               \
+	X(disk_reads)                                                                              \
+	X(ram_evictions)                                                                           \
+	X(lost)                                                                                    \
+	X(recovered_sequences)
+	if (json) {
+		printf("{\"arena\":\"%.*s\",\"disk_on\":%s", (int)r->arena_name.n, r->arena_name.p,
+		       r->disk_on ? "true" : "false");
+#define KV_JSON(f) printf(",\"" #f "\":%" PRIu64, (uint64_t)r->f);
+		KV_STATS_FIELDS(KV_JSON)
+		printf("}\n");
+	} else {
+		printf("%-22s %.*s\n%-22s %s\n", "arena", (int)r->arena_name.n, r->arena_name.p,
+		       "disk_on", r->disk_on ? "yes" : "no");
+#define KV_TEXT(f) printf("%-22s %" PRIu64 "\n", #f, (uint64_t)r->f);
+		KV_STATS_FIELDS(KV_TEXT)
+	}
+	tp_rx_release(&rx);
+	return IG_E_OK;
+}
+
+static int cmd_list(nng_socket s, bool json, struct ig_errbuf *eb)
+{
+	uint64_t after = 0;
+	bool more = true;
+
+	if (!json)
+		printf("%-20s %-5s %-12s %14s %8s %9s %s\n", "seq", "tier", "class", "bytes",
+		       "windows", "committed", "complete");
+	while (more) {
+		struct msg q = {.type = MSG_KV_LIST, .u.kv_list.after = after};
+		struct tp_rx rx;
+		int rc = call(s, &q, MSG_KV_LIST_REPLY, &rx, eb);
+
+		if (rc)
+			return rc;
+		for (uint32_t i = 0; i < rx.m.u.kv_list_reply.seqs.n; i++) {
+			const struct msg_kv_entry *e = &rx.m.u.kv_list_reply.seqs.v[i];
+
+			if (json)
+				printf("{\"seq\":%" PRIu64 ",\"tier\":\"%.*s\",\"class\":\"%.*s\","
+				       "\"image_bytes\":%" PRIu64 ",\"windows\":%" PRIu64
+				       ",\"committed\":%" PRIu64 ",\"complete\":%s}\n",
+				       e->seq, (int)e->tier.n, e->tier.p, (int)e->class.n,
+				       e->class.p, e->image_bytes, e->windows, e->committed,
+				       e->complete ? "true" : "false");
+			else
+				printf("%-20" PRIu64 " %-5.*s %-12.*s %14" PRIu64 " %8" PRIu64
+				       " %9" PRIu64 " %s\n",
+				       e->seq, (int)e->tier.n, e->tier.p, (int)e->class.n,
+				       e->class.p, e->image_bytes, e->windows, e->committed,
+				       e->complete ? "yes" : "no");
+			after = e->seq;
+		}
+		more = rx.m.u.kv_list_reply.more;
+		tp_rx_release(&rx);
+	}
+	return IG_E_OK;
+}
+
+/* The arena the daemon serves, mapped. */
+/* A call answered "tier full" is tried again while the daemon makes room
+ * (it gives sequences to KV-disk one per loop turn), for up to 10 s; a
+ * request larger than the whole arena is refused by the daemon at once with
+ * the same code, and comes back here as it is after the first try when
+ * `once` says so. */
+static int call_patient(nng_socket s, const struct msg *q, uint32_t want, struct tp_rx *rx,
+                        bool once, struct ig_errbuf *eb)
+{
+	int rc;
+
+	for (int i = 0; i < 200; i++) {
+		rc = call(s, q, want, rx, eb);
+		if (rc != IG_E_NOSPACE || once)
+			return rc;
+		usleep(50000);
+	}
+	return rc;
+}
+
+static int map_arena(nng_socket s, struct arena_map *m, struct ig_errbuf *eb)
+{
+	struct msg q = {.type = MSG_KV_STATS};
+	char name[97];
+	struct tp_rx rx;
+	int rc = call(s, &q, MSG_KV_STATS_REPLY, &rx, eb);
+
+	if (rc)
+		return rc;
+	msg_str_copy(name, sizeof(name), rx.m.u.kv_stats_reply.arena_name);
+	tp_rx_release(&rx);
+	if (!name[0])
+		return ig_errf(eb, IG_E_BUSY, "the daemon is not configured yet");
+	return arena_map_open(m, name, eb);
+}
+
+static int cmd_put(nng_socket s, uint64_t seq, const char *path, uint64_t window, const char *cls,
+                   uint64_t pace_us, struct ig_errbuf *eb)
+{
+	struct msg q = {.type = MSG_KV_RESERVE};
+	struct arena_map m;
+	struct tp_rx rx;
+	struct stat sb;
+	uint64_t offset, windows;
+	FILE *f;
+	int rc;
+
+	f = fopen(path, "rb");
+	if (!f || fstat(fileno(f), &sb))
+		return ig_errf(eb, IG_E_IO, "%s: %s", path, strerror(errno));
+	if (sb.st_size == 0) {
+		fclose(f);
+		return ig_errf(eb, IG_E_INVAL, "%s is empty; a sequence image has bytes", path);
+	}
+	rc = map_arena(s, &m, eb);
+	if (rc) {
+		fclose(f);
+		return rc;
+	}
+	q.u.kv_reserve = (struct msg_kv_reserve){.seq = seq,
+	                                         .model_id = 0,
+	                                         .kv_format = 0,
+	                                         .class = msg_str_of(cls),
+	                                         .image_bytes = (uint64_t)sb.st_size,
+	                                         .window_bytes = window};
+	rc = call_patient(s, &q, MSG_KV_RESERVED, &rx, (uint64_t)sb.st_size > m.bytes, eb);
+	if (rc)
+		goto out;
+	offset = rx.m.u.kv_reserved.offset;
+	windows = rx.m.u.kv_reserved.windows;
+	if (rx.m.u.kv_reserved.given_up)
+		fprintf(stderr, "ignis-kvstore-ctl: KV-RAM gave up seq %" PRIu64 " for this one\n",
+		        rx.m.u.kv_reserved.given_up);
+	tp_rx_release(&rx);
+	for (uint64_t k = 0; k < windows; k++) {
+		uint64_t at = k * window, len = (uint64_t)sb.st_size - at < window
+		                                    ? (uint64_t)sb.st_size - at
+		                                    : window;
+		unsigned char *dst = (unsigned char *)m.base + offset + at;
+
+		if (offset + at + len > m.bytes || fread(dst, 1, len, f) != len) {
+			rc = ig_errf(eb, IG_E_IO, "reading window %" PRIu64 " of %s", k, path);
+			goto out;
+		}
+		memset(&q, 0, sizeof(q));
+		q.type = MSG_KV_COMMIT;
+		q.u.kv_commit = (struct msg_kv_commit){seq, k, len, XXH64(dst, len, 0)};
+		rc = call(s, &q, MSG_ACK, &rx, eb);
+		if (rc)
+			goto out;
+		tp_rx_release(&rx);
+		if (pace_us)
+			usleep((useconds_t)pace_us);
+	}
+	printf("seq %" PRIu64 ": %lld bytes in %" PRIu64 " windows of %" PRIu64 ", committed\n",
+	       seq, (long long)sb.st_size, windows, window);
+out:
+	arena_map_close(&m);
+	fclose(f);
+	return rc;
+}
+
+static int cmd_get(nng_socket s, uint64_t seq, const char *path, struct ig_errbuf *eb)
+{
+	struct msg q = {.type = MSG_KV_FETCH, .u.kv_fetch.seq = seq};
+	struct arena_map m;
+	struct tp_rx rx;
+	FILE *f;
+	int rc = map_arena(s, &m, eb);
+
+	if (rc)
+		return rc;
+	rc = call_patient(s, &q, MSG_KV_SEQ, &rx, false, eb);
+	if (rc)
+		goto out_map;
+	if (!rx.m.u.kv_seq.complete) {
+		rc = ig_errf(eb, IG_E_INVAL,
+		             "seq %" PRIu64 " is incomplete: %" PRIu64 " of %" PRIu64
+		             " windows committed",
+		             seq, rx.m.u.kv_seq.committed, rx.m.u.kv_seq.windows);
+		goto out_rx;
+	}
+	if (rx.m.u.kv_seq.offset + rx.m.u.kv_seq.image_bytes > m.bytes) {
+		rc =
+		    ig_errf(eb, IG_E_PROTO_FIELD_RANGE, "the daemon's extent is outside the arena");
+		goto out_rx;
+	}
+	f = fopen(path, "wb");
+	if (!f ||
+	    fwrite((char *)m.base + rx.m.u.kv_seq.offset, 1, rx.m.u.kv_seq.image_bytes, f) !=
+	        rx.m.u.kv_seq.image_bytes ||
+	    fclose(f)) {
+		rc = ig_errf(eb, IG_E_IO, "%s: %s", path, strerror(errno));
+		goto out_rx;
+	}
+	printf("seq %" PRIu64 ": %" PRIu64 " bytes from KV-%s, every window checked\n", seq,
+	       rx.m.u.kv_seq.image_bytes, msg_str_eq(rx.m.u.kv_seq.tier, "ram") ? "RAM" : "disk");
+out_rx:
+	tp_rx_release(&rx);
+out_map:
+	arena_map_close(&m);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"runtime-dir", required_argument, NULL, 'r'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"window", required_argument, NULL, 'w'},
+	    {"class", required_argument, NULL, 'c'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *rtflag = NULL, *cls = "agent", *cmd;
+	char rtdir[RTDIR_PATH_MAX + 1];
+	uint64_t window = 12ull << 20, seq = 0, pace_us = 0;
+	bool json = false;
+	struct ig_errbuf eb;
+	nng_socket s;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		switch (c) {
+		case 'r':
+			rtflag = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'w':
+			if (!parse_u64(optarg, &window) || window == 0 || window > UINT32_MAX) {
+				fprintf(stderr,
+				        "ignis-kvstore-ctl: --window '%s'; accepted: bytes in "
+				        "1..4294967295\n",
+				        optarg);
+				return 2;
+			}
+			break;
+		case 'c':
+			if (strcmp(optarg, "agent") && strcmp(optarg, "interactive")) {
+				fprintf(stderr,
+				        "ignis-kvstore-ctl: --class '%s'; accepted: "
+				        "interactive, agent\n",
+				        optarg);
+				return 2;
+			}
+			cls = optarg;
+			break;
+		case 'h':
+			return usage(stdout, 0);
+		case 'V':
+			printf("ignis-kvstore-ctl %s\n", IGNIS_VERSION);
+			return 0;
+		default:
+			return usage(stderr, 2);
+		}
+	}
+	if (optind >= argc)
+		return usage(stderr, 2);
+	cmd = argv[optind++];
+	/* options may follow the command too: take them out, keep the rest */
+	{
+		int n = 0;
+
+		for (int i = optind; i < argc; i++) {
+			const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+
+			if (!strcmp(a, "--json")) {
+				json = true;
+			} else if (!strcmp(a, "--window")) {
+				if (!v || !parse_u64(v, &window) || !window ||
+				    window > UINT32_MAX) {
+					fprintf(stderr,
+					        "ignis-kvstore-ctl: --window '%s'; accepted: "
+					        "bytes in 1..4294967295\n",
+					        v ? v : "");
+					return 2;
+				}
+				i++;
+			} else if (!strcmp(a, "--pace-us")) {
+				if (!v || !parse_u64(v, &pace_us) || pace_us > 10000000) {
+					fprintf(stderr,
+					        "ignis-kvstore-ctl: --pace-us '%s'; accepted: "
+					        "0..10000000\n",
+					        v ? v : "");
+					return 2;
+				}
+				i++;
+			} else if (!strcmp(a, "--class")) {
+				if (!v || (strcmp(v, "agent") && strcmp(v, "interactive"))) {
+					fprintf(stderr,
+					        "ignis-kvstore-ctl: --class '%s'; accepted: "
+					        "interactive, agent\n",
+					        v ? v : "");
+					return 2;
+				}
+				cls = v;
+				i++;
+			} else if (a[0] == '-' && a[1] == '-') {
+				fprintf(stderr, "ignis-kvstore-ctl: unknown option '%s'\n", a);
+				return usage(stderr, 2);
+			} else {
+				argv[optind + n++] = argv[i];
+			}
+		}
+		argc = optind + n;
+	}
+	if ((!strcmp(cmd, "put") || !strcmp(cmd, "get")) && argc - optind != 2)
+		return usage(stderr, 2);
+	if ((!strcmp(cmd, "drop") || !strcmp(cmd, "demote")) && argc - optind != 1)
+		return usage(stderr, 2);
+	if (strcmp(cmd, "stats") && strcmp(cmd, "list") && strcmp(cmd, "verify") &&
+	    !parse_u64(argv[optind], &seq)) {
+		fprintf(stderr, "ignis-kvstore-ctl: %s: SEQ '%s'; accepted: a whole number >= 1\n",
+		        cmd, optind < argc ? argv[optind] : "");
+		return 2;
+	}
+	if (!strcmp(cmd, "verify") && optind < argc && !parse_u64(argv[optind], &seq)) {
+		fprintf(stderr, "ignis-kvstore-ctl: verify: SEQ '%s'; accepted: a whole number\n",
+		        argv[optind]);
+		return 2;
+	}
+	if ((!strcmp(cmd, "put") || !strcmp(cmd, "get") || !strcmp(cmd, "drop") ||
+	     !strcmp(cmd, "demote")) &&
+	    seq == 0) {
+		fprintf(stderr, "ignis-kvstore-ctl: %s: SEQ 0; accepted: a whole number >= 1\n",
+		        cmd);
+		return 2;
+	}
+	if (rtdir_resolve(rtflag, NULL, NULL, rtdir, sizeof(rtdir), &eb) ||
+	    tp_dial(&s, rtdir, "kvstore", 10000, &eb))
+		return die("connect", eb.msg);
+	if (!strcmp(cmd, "stats"))
+		rc = cmd_stats(s, json, &eb);
+	else if (!strcmp(cmd, "list"))
+		rc = cmd_list(s, json, &eb);
+	else if (!strcmp(cmd, "put"))
+		rc = cmd_put(s, seq, argv[optind + 1], window, cls, pace_us, &eb);
+	else if (!strcmp(cmd, "get"))
+		rc = cmd_get(s, seq, argv[optind + 1], &eb);
+	else if (!strcmp(cmd, "drop"))
+		rc = simple(s, MSG_KV_DROP, seq, &eb);
+	else if (!strcmp(cmd, "demote"))
+		rc = simple(s, MSG_KV_DEMOTE, seq, &eb);
+	else if (!strcmp(cmd, "verify")) {
+		rc = simple(s, MSG_KV_VERIFY, seq, &eb);
+		if (!rc)
+			printf("%s: every window matches its checksum\n",
+			       seq ? argv[optind] : "every sequence");
+	} else {
+		nng_close(s);
+		fprintf(stderr, "ignis-kvstore-ctl: unknown command '%s'\n", cmd);
+		return usage(stderr, 2);
+	}
+	nng_close(s);
+	if (rc)
+		return die(cmd, eb.msg);
+	return 0;
+}
