@@ -1,7 +1,7 @@
 /*
  * ignis-kvstore-ctl - the operator's view of the kvstore daemon's tiers.
  *
- *   ignis-kvstore-ctl [--runtime-dir DIR] [--json] stats
+ *   ignis-kvstore-ctl [--runtime-dir DIR] [--json | --prom] stats
  *   ignis-kvstore-ctl [--runtime-dir DIR] list
  *   ignis-kvstore-ctl [--runtime-dir DIR] put SEQ FILE [--window BYTES] [--class agent]
  *                     [--pace-us N]
@@ -30,13 +30,14 @@
 #include <xxhash.h>
 
 #include "arena.h"
+#include "kvmetrics.h"
 #include "rtdir.h"
 #include "transport.h"
 #include "version.h"
 
 static int usage(FILE *f, int rc)
 {
-	fprintf(f, "usage: ignis-kvstore-ctl [--runtime-dir DIR] [--json] COMMAND\n"
+	fprintf(f, "usage: ignis-kvstore-ctl [--runtime-dir DIR] [--json | --prom] COMMAND\n"
 	           "commands: stats | list | put SEQ FILE [--window BYTES] [--class agent]\n"
 	           "          | get SEQ FILE | drop SEQ | verify [SEQ] | demote SEQ\n");
 	return rc;
@@ -96,7 +97,7 @@ static int simple(nng_socket s, uint32_t type, uint64_t seq, struct ig_errbuf *e
 	return rc;
 }
 
-static int cmd_stats(nng_socket s, bool json, struct ig_errbuf *eb)
+static int cmd_stats(nng_socket s, bool json, bool prom, struct ig_errbuf *eb)
 {
 	struct msg q = {.type = MSG_KV_STATS};
 	const struct msg_kv_stats_reply *r;
@@ -106,6 +107,12 @@ static int cmd_stats(nng_socket s, bool json, struct ig_errbuf *eb)
 	if (rc)
 		return rc;
 	r = &rx.m.u.kv_stats_reply;
+	if (prom) {
+		/* the names of reference-facts section 4 (proto/kvmetrics.h) */
+		kvm_write_prom(stdout, r);
+		tp_rx_release(&rx);
+		return IG_E_OK;
+	}
 #define KV_STATS_FIELDS(X)                                                                         \
 	X(ram_bytes)                                                                               \
 	X(ram_used_bytes)                                                                          \
@@ -326,6 +333,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 	    {"runtime-dir", required_argument, NULL, 'r'},
 	    {"json", no_argument, NULL, 'j'},
+	    {"prom", no_argument, NULL, 'p'},
 	    {"window", required_argument, NULL, 'w'},
 	    {"class", required_argument, NULL, 'c'},
 	    {"help", no_argument, NULL, 'h'},
@@ -335,7 +343,7 @@ int main(int argc, char **argv)
 	const char *rtflag = NULL, *cls = "agent", *cmd;
 	char rtdir[RTDIR_PATH_MAX + 1];
 	uint64_t window = 12ull << 20, seq = 0, pace_us = 0;
-	bool json = false;
+	bool json = false, prom = false;
 	struct ig_errbuf eb;
 	nng_socket s;
 	int c, rc;
@@ -347,6 +355,9 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			json = true;
+			break;
+		case 'p':
+			prom = true;
 			break;
 		case 'w':
 			if (!parse_u64(optarg, &window) || window == 0 || window > UINT32_MAX) {
@@ -388,6 +399,8 @@ int main(int argc, char **argv)
 
 			if (!strcmp(a, "--json")) {
 				json = true;
+			} else if (!strcmp(a, "--prom")) {
+				prom = true;
 			} else if (!strcmp(a, "--window")) {
 				if (!v || !parse_u64(v, &window) || !window ||
 				    window > UINT32_MAX) {
@@ -452,7 +465,7 @@ int main(int argc, char **argv)
 	    tp_dial(&s, rtdir, "kvstore", 10000, &eb))
 		return die("connect", eb.msg);
 	if (!strcmp(cmd, "stats"))
-		rc = cmd_stats(s, json, &eb);
+		rc = cmd_stats(s, json, prom, &eb);
 	else if (!strcmp(cmd, "list"))
 		rc = cmd_list(s, json, &eb);
 	else if (!strcmp(cmd, "put"))

@@ -147,6 +147,16 @@ grep -qi "corrupt\|lost" <<<"$out" || fail "unclear loss: $out"
 [[ $(stat_of lost) -ge 1 ]] || fail "the loss is not counted"
 k get 2 "$work/r.2b" >/dev/null && cmp -s "$work/b" "$work/r.2b" || fail "another sequence suffered"
 
+step "the tiers' figures in the Prometheus text format, under the reference's names"
+k stats --prom >"$work/metrics.txt" || fail "stats --prom"
+grep -q '^ignis_kv_ram_arena_bytes{state="used"} [0-9]' "$work/metrics.txt" || fail "no arena bytes: $(cat "$work/metrics.txt")"
+grep -q '^ignis_kv_disk_failures_total{op="read"} [1-9]' "$work/metrics.txt" || fail "the loss is not a failure: $(cat "$work/metrics.txt")"
+if command -v promtool >/dev/null; then
+	promtool check metrics <"$work/metrics.txt" || fail "promtool: $(promtool check metrics <"$work/metrics.txt" 2>&1)"
+else
+	echo "   (promtool not installed: the format is checked with it once issue 6 installs Debian's prometheus)"
+fi
+
 step "malformed and oversize messages are refused; the daemon keeps serving"
 "$probe" "$rt/kvstore.sock" hex c1c1c1 | grep -q "code=IG_E_PROTO" || fail "junk not refused"
 "$probe" "$rt/kvstore.sock" hex 83a17410a17602a3736571cf | grep -q "code=IG_E_PROTO" ||
