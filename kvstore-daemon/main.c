@@ -183,13 +183,68 @@ static int kvs_demote(struct kvs *k, uint64_t seq, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
-/* The victim to give up: agent first, then LRU; with disk off an interactive
- * sequence idle past the TTL ranks as an agent (arena_pick_victim already
- * puts agents first; the TTL only matters between interactive ones, which
- * LRU orders the same way). */
+/* When each sequence was last used (monotonic seconds), for the interactive
+ * TTL; the daemon's own memory: after a restart every sequence counts as
+ * used at the restart. */
+#define KVS_TOUCH_SLOTS 4096u
+struct kvs_touch {
+	uint64_t seq, at_s;
+};
+static struct kvs_touch kvs_touched[KVS_TOUCH_SLOTS];
+
+static uint64_t kvs_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec;
+}
+
+static void kvs_touch(uint64_t seq)
+{
+	struct kvs_touch *t = &kvs_touched[seq % KVS_TOUCH_SLOTS];
+
+	t->seq = seq;
+	t->at_s = kvs_now_s();
+}
+
+static uint64_t kvs_idle_s(uint64_t seq, uint64_t started_s)
+{
+	const struct kvs_touch *t = &kvs_touched[seq % KVS_TOUCH_SLOTS];
+	uint64_t at = t->seq == seq ? t->at_s : started_s;
+
+	return kvs_now_s() - at;
+}
+
+/* The sequence KV-RAM gives up first (reference-facts 3, KV-disk off): the
+ * lowest class first, an interactive one idle past
+ * --reuse-retained-interactive-ttl counting as an agent, then the least
+ * recently used; complete ones only, never `except`. 0 when none. */
 static uint64_t kvs_victim(struct kvs *k, uint64_t except)
 {
-	return arena_pick_victim(k->ram, except);
+	static struct arena_info held[65536];
+	static uint64_t started_s;
+	uint32_t n = arena_list(k->ram, held, 65536);
+	const struct arena_info *best = NULL;
+	uint32_t best_cls = 0;
+
+	if (!started_s)
+		started_s = kvs_now_s();
+	for (uint32_t i = 0; i < n; i++) {
+		const struct arena_info *a = &held[i];
+		uint32_t cls = a->meta.cls;
+
+		if (!a->complete || a->meta.seq == except)
+			continue;
+		if (cls == ARENA_INTERACTIVE && k->ttl_s &&
+		    kvs_idle_s(a->meta.seq, started_s) > k->ttl_s)
+			cls = ARENA_AGENT;
+		if (!best || cls > best_cls || (cls == best_cls && a->last_use < best->last_use)) {
+			best = a;
+			best_cls = cls;
+		}
+	}
+	return best ? best->meta.seq : 0;
 }
 
 static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg *reply,
@@ -247,6 +302,7 @@ static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg
 	}
 	if (rc)
 		return rc;
+	kvs_touch(m.seq);
 	reply->type = MSG_KV_RESERVED;
 	reply->u.kv_reserved = (struct msg_kv_reserved){m.seq, offset, m.windows, given_up};
 	return IG_E_OK;
@@ -337,6 +393,7 @@ static int kvs_fetch(struct kvs *k, uint64_t seq, struct msg *reply, struct ig_e
 		(void)arena_drop(k->ram, seq, &e2);
 		return rc;
 	}
+	kvs_touch(seq);
 	reply->type = MSG_KV_SEQ;
 	*r = (struct msg_kv_seq){.seq = seq,
 	                         .tier = msg_str_of(tier),

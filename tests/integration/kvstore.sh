@@ -161,6 +161,10 @@ step "malformed and oversize messages are refused; the daemon keeps serving"
 "$probe" "$rt/kvstore.sock" hex c1c1c1 | grep -q "code=IG_E_PROTO" || fail "junk not refused"
 "$probe" "$rt/kvstore.sock" hex 83a17410a17602a3736571cf | grep -q "code=IG_E_PROTO" ||
 	fail "truncated reserve not refused"
+# 80 KiB: past the 64 KiB every socket accepts (nng drops it; no reply)
+timeout 10 "$probe" "$rt/kvstore.sock" hex "$(head -c 81920 /dev/zero | od -An -v -tx1 | tr -d ' \n')" \
+	>/dev/null 2>&1
+k stats >/dev/null || fail "the daemon stopped serving after an oversize message"
 k stats >/dev/null || fail "the daemon stopped serving"
 
 step "an operator's restart of the kvstore keeps KV-RAM; the worker keeps running"
@@ -177,4 +181,23 @@ step "an orderly stop removes KV-RAM's shared memory"
 wait "$sup_pid"
 sup_pid=
 [[ ! -e /dev/shm/$arena ]] || fail "the arena outlived the system"
+step "KV-disk off: KV-RAM gives up a complete agent sequence for a newer one, and names it"
+rm -rf "$rt"
+"$sup" start --runtime-dir "$rt" --model tiny-dense --reuse-kv-ram-bytes 8M \
+	--reuse-kv-disk-bytes 0 >"$events" 2>&1 &
+sup_pid=$!
+wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start (disk off)"
+arena=$(stat_of arena)
+[[ $(stat_of disk_on) == false ]] || fail "KV-disk on"
+head -c $((3 * 1024 * 1024)) /dev/urandom >"$work/three"
+k put 1 "$work/three" --class agent >/dev/null || fail "put 1"
+k put 2 "$work/three" --class interactive >/dev/null || fail "put 2"
+out=$(k put 3 "$work/three" --class interactive 2>&1) || fail "put 3: $out"
+grep -q "gave up seq 1" <<<"$out" || fail "the agent was not given up: $out"
+k list | grep -q "^2 " && k list | grep -q "^3 " && ! k list | grep -q "^1 " || fail "list: $(k list)"
+[[ $(stat_of ram_evictions) == 1 ]] || fail "evictions $(stat_of ram_evictions)"
+grep -q '"event":"ignis.kvstore.given_up"' "$events" || fail "no given_up event"
+"$sup" stop --runtime-dir "$rt" >/dev/null 2>&1 || fail "stop"
+wait "$sup_pid"
+sup_pid=
 echo "kvstore integration: all steps passed"
