@@ -26,6 +26,7 @@
 	X(PERM, 9, "permission or ownership refused")                                              \
 	X(TRANSPORT, 10, "transport error")                                                        \
 	X(NOSPACE, 11, "no room: the tier is full")                                                \
+	X(NOT_READY, 12, "not ready yet: try again shortly")                                       \
 	X(PROTO_TRUNCATED, 20, "message truncated")                                                \
 	X(PROTO_OVERSIZE, 21, "message larger than allowed")                                       \
 	X(PROTO_MALFORMED, 22, "message is not a well-formed msgpack map")                         \

@@ -6,35 +6,7 @@
 
 #include <xxhash.h>
 
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
+#include "bytes.h"
 
 uint64_t seqimg_model_id(const struct mdesc *m)
 {
@@ -47,7 +19,7 @@ uint64_t seqimg_model_id(const struct mdesc *m)
 	unsigned char buf[sizeof(f)];
 
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
-		put32(buf + 4 * i, f[i]);
+		le_put32(buf + 4 * i, f[i]);
 	return XXH64(buf, sizeof(buf), 0x49474e4953ull /* "IGNIS" */);
 }
 
@@ -55,19 +27,19 @@ static void seqimg__encode(unsigned char *b, const struct seqimg_header *h)
 {
 	memset(b, 0, SEQIMG_HEADER_BYTES);
 	memcpy(b, "IGNISSEQ", 8);
-	put32(b + 8, SEQIMG_LAYOUT_VERSION);
-	put32(b + 12, SEQIMG_HEADER_BYTES);
+	le_put32(b + 8, SEQIMG_LAYOUT_VERSION);
+	le_put32(b + 12, SEQIMG_HEADER_BYTES);
 	memcpy(b + 16, h->model, strnlen(h->model, sizeof(h->model)));
-	put64(b + 64, h->model_id);
-	put32(b + 72, h->kv_format);
-	put32(b + 76, h->page_bytes);
-	put64(b + 80, h->tokens);
-	put32(b + 88, h->pages);
-	put32(b + 92, h->last_token);
-	put64(b + 96, h->state_bytes);
-	put64(b + 104, h->sampler_bytes);
-	put64(b + 112, h->image_bytes);
-	put64(b + 120, XXH64(b, 120, 0));
+	le_put64(b + 64, h->model_id);
+	le_put32(b + 72, h->kv_format);
+	le_put32(b + 76, h->page_bytes);
+	le_put64(b + 80, h->tokens);
+	le_put32(b + 88, h->pages);
+	le_put32(b + 92, h->last_token);
+	le_put64(b + 96, h->state_bytes);
+	le_put64(b + 104, h->sampler_bytes);
+	le_put64(b + 112, h->image_bytes);
+	le_put64(b + 120, XXH64(b, 120, 0));
 }
 
 /* The part that holds image offset `off` (past the header): a pointer into
@@ -146,28 +118,28 @@ static int seqimg__check(struct seqimg_reader *r, struct ig_errbuf *eb)
 	const unsigned char *b = r->header;
 	struct seqimg_header *h = &r->h;
 	uint64_t want_id = seqimg_model_id(r->model);
-	uint32_t version = get32(b + 8);
+	uint32_t version = le_get32(b + 8);
 
 	if (memcmp(b, "IGNISSEQ", 8))
 		return ig_errf(eb, IG_E_INVAL, "not a sequence image (no IGNISSEQ magic)");
-	if (version != SEQIMG_LAYOUT_VERSION || get32(b + 12) != SEQIMG_HEADER_BYTES)
+	if (version != SEQIMG_LAYOUT_VERSION || le_get32(b + 12) != SEQIMG_HEADER_BYTES)
 		return ig_errf(eb, IG_E_INVAL,
 		               "a stale sequence image: layout version %u; this worker reads %u",
 		               version, SEQIMG_LAYOUT_VERSION);
-	if (get64(b + 120) != XXH64(b, 120, 0))
+	if (le_get64(b + 120) != XXH64(b, 120, 0))
 		return ig_errf(eb, IG_E_INVAL,
 		               "a corrupt sequence image: its header checksum fails");
 	memcpy(h->model, b + 16, sizeof(h->model));
 	h->model[sizeof(h->model) - 1] = '\0';
-	h->model_id = get64(b + 64);
-	h->kv_format = get32(b + 72);
-	h->page_bytes = get32(b + 76);
-	h->tokens = get64(b + 80);
-	h->pages = get32(b + 88);
-	h->last_token = get32(b + 92);
-	h->state_bytes = get64(b + 96);
-	h->sampler_bytes = get64(b + 104);
-	h->image_bytes = get64(b + 112);
+	h->model_id = le_get64(b + 64);
+	h->kv_format = le_get32(b + 72);
+	h->page_bytes = le_get32(b + 76);
+	h->tokens = le_get64(b + 80);
+	h->pages = le_get32(b + 88);
+	h->last_token = le_get32(b + 92);
+	h->state_bytes = le_get64(b + 96);
+	h->sampler_bytes = le_get64(b + 104);
+	h->image_bytes = le_get64(b + 112);
 	if (h->model_id != want_id)
 		return ig_errf(eb, IG_E_INVAL,
 		               "a foreign sequence image: of model '%s' (identity %016" PRIx64

@@ -60,12 +60,20 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return !errno && !*end;
 }
 
-/* One request, one reply of type `want` (an error reply becomes its code). */
+/* One request, one reply of type `want` (an error reply becomes its code).
+ * A daemon that was just restarted answers "not ready" until the supervisor
+ * has configured it again: asked again for up to 10 s. */
 static int call(nng_socket s, const struct msg *q, uint32_t want, struct tp_rx *rx,
                 struct ig_errbuf *eb)
 {
-	int rc = tp_call(s, q, rx, eb);
+	int rc;
 
+	for (int i = 0;; i++) {
+		rc = tp_call(s, q, rx, eb);
+		if (rc != IG_E_NOT_READY || i == 200)
+			break;
+		usleep(50000);
+	}
 	if (!rc && rx->m.type != want) {
 		rc = ig_errf(eb, IG_E_PROTO_UNEXPECTED, "the daemon answered '%s'",
 		             msg_type_name(rx->m.type));

@@ -81,6 +81,8 @@
 
 #include <lmdb.h>
 #include <xxhash.h>
+
+#include "bytes.h"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -144,80 +146,24 @@ struct kvdisk {
 
 /* ---- encoding ---------------------------------------------------------- */
 
-static void put16(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get16(const unsigned char *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8;
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v = 0;
-
-	for (int i = 3; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-static void putbe64(unsigned char *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (56 - 8 * i));
-}
-
-static uint64_t getbe64(const unsigned char *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = (v << 8) | p[i];
-	return v;
-}
-
 static void kvdisk__encode(unsigned char *b, const struct kvdisk_hdr *h)
 {
 	memcpy(b, KVDISK_MAGIC, 4);
-	put16(b + 4, h->version);
-	put16(b + 6, h->kind);
-	put64(b + 8, h->seq);
-	put64(b + 16, h->put_id);
-	put64(b + 24, h->model_id);
-	put64(b + 32, h->image_bytes);
-	put32(b + 40, h->kv_format);
-	put32(b + 44, h->cls);
-	put32(b + 48, h->window_bytes);
-	put32(b + 52, h->windows);
-	put32(b + 56, h->window);
-	put32(b + 60, 0);
-	put64(b + 64, h->len);
-	put64(b + 72, h->xxh);
-	put64(b + 80, XXH64(b, 80, 0));
+	le_put16(b + 4, h->version);
+	le_put16(b + 6, h->kind);
+	le_put64(b + 8, h->seq);
+	le_put64(b + 16, h->put_id);
+	le_put64(b + 24, h->model_id);
+	le_put64(b + 32, h->image_bytes);
+	le_put32(b + 40, h->kv_format);
+	le_put32(b + 44, h->cls);
+	le_put32(b + 48, h->window_bytes);
+	le_put32(b + 52, h->windows);
+	le_put32(b + 56, h->window);
+	le_put32(b + 60, 0);
+	le_put64(b + 64, h->len);
+	le_put64(b + 72, h->xxh);
+	le_put64(b + 80, XXH64(b, 80, 0));
 }
 
 /* Decode a record's header; false with `why` when it is not one of ours or
@@ -236,24 +182,24 @@ static bool kvdisk__decode(const MDB_val *v, struct kvdisk_hdr *h, char *why, si
 		snprintf(why, n, "corrupt header: bad magic");
 		return false;
 	}
-	if (get64(b + 80) != XXH64(b, 80, 0)) {
+	if (le_get64(b + 80) != XXH64(b, 80, 0)) {
 		snprintf(why, n, "corrupt header: its checksum does not match");
 		return false;
 	}
-	h->version = get16(b + 4);
-	h->kind = get16(b + 6);
-	h->seq = get64(b + 8);
-	h->put_id = get64(b + 16);
-	h->model_id = get64(b + 24);
-	h->image_bytes = get64(b + 32);
-	h->kv_format = get32(b + 40);
-	h->cls = get32(b + 44);
-	h->window_bytes = get32(b + 48);
-	h->windows = get32(b + 52);
-	h->window = get32(b + 56);
-	h->len = get64(b + 64);
-	h->xxh = get64(b + 72);
-	if (get32(b + 60)) {
+	h->version = le_get16(b + 4);
+	h->kind = le_get16(b + 6);
+	h->seq = le_get64(b + 8);
+	h->put_id = le_get64(b + 16);
+	h->model_id = le_get64(b + 24);
+	h->image_bytes = le_get64(b + 32);
+	h->kv_format = le_get32(b + 40);
+	h->cls = le_get32(b + 44);
+	h->window_bytes = le_get32(b + 48);
+	h->windows = le_get32(b + 52);
+	h->window = le_get32(b + 56);
+	h->len = le_get64(b + 64);
+	h->xxh = le_get64(b + 72);
+	if (le_get32(b + 60)) {
 		snprintf(why, n, "corrupt header: reserved field not zero");
 		return false;
 	}
@@ -262,15 +208,15 @@ static bool kvdisk__decode(const MDB_val *v, struct kvdisk_hdr *h, char *why, si
 
 static void kvdisk__key_seq(unsigned char k[8], MDB_val *kv, uint64_t seq)
 {
-	putbe64(k, seq);
+	be_put64(k, seq);
 	kv->mv_data = k;
 	kv->mv_size = 8;
 }
 
 static void kvdisk__key_win(unsigned char k[16], MDB_val *kv, uint64_t seq, uint32_t w)
 {
-	putbe64(k, seq);
-	putbe64(k + 8, w);
+	be_put64(k, seq);
+	be_put64(k + 8, w);
 	kv->mv_data = k;
 	kv->mv_size = 16;
 }
@@ -453,7 +399,7 @@ static void kvdisk__digest_add(XXH64_state_t *st, uint64_t x)
 {
 	unsigned char b[8];
 
-	put64(b, x);
+	le_put64(b, x);
 	XXH64_update(st, b, 8);
 }
 
@@ -731,7 +677,7 @@ static int kvdisk__erase(struct kvdisk *d, MDB_txn *txn, uint64_t seq, uint64_t 
 	for (;;) {
 		kvdisk__key_win(kb, &k, seq, 0);
 		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-		if (rc || k.mv_size != 16 || getbe64(k.mv_data) != seq)
+		if (rc || k.mv_size != 16 || be_get64(k.mv_data) != seq)
 			break;
 		memcpy(cur, k.mv_data, 16);
 		*bytes += v.mv_size;
@@ -761,8 +707,8 @@ static void kvdisk__tick(struct kvdisk *d)
 	if (mdb_txn_begin(d->env, NULL, 0, &txn))
 		return;
 	if (!mdb_get(txn, d->dtick, &k, &v) && v.mv_size == 8)
-		n = get64(v.mv_data);
-	put64(vb, n + 1);
+		n = le_get64(v.mv_data);
+	le_put64(vb, n + 1);
 	v = (MDB_val){sizeof(vb), vb};
 	if (mdb_put(txn, d->dtick, &k, &v, 0)) {
 		mdb_txn_abort(txn);
@@ -878,11 +824,11 @@ static int kvdisk__scan(struct kvdisk *d, struct kvdisk_scanset *ss, bool deep)
 			break;
 		e = &ss->s[ss->n++];
 		memset(e, 0, sizeof(*e));
-		e->h.seq = getbe64(k.mv_data);
+		e->h.seq = be_get64(k.mv_data);
 		if (!kvdisk__seq_ok(e->h.seq, &v, &e->h, why, sizeof(why))) {
 			char note[256];
 
-			e->h.seq = getbe64(k.mv_data);
+			e->h.seq = be_get64(k.mv_data);
 			e->bad = true;
 			snprintf(note, sizeof(note), "its sequence record: %s", why);
 			kvdisk__note_add(d, e->h.seq, note);
@@ -903,12 +849,12 @@ static int kvdisk__scan(struct kvdisk *d, struct kvdisk_scanset *ss, bool deep)
 		if (rc)
 			break;
 		if (k.mv_size != 16 ||
-		    getbe64((const unsigned char *)k.mv_data + 8) >= UINT32_MAX) {
+		    be_get64((const unsigned char *)k.mv_data + 8) >= UINT32_MAX) {
 			rc = MDB_CORRUPTED;
 			break;
 		}
-		seq = getbe64(k.mv_data);
-		w = (uint32_t)getbe64((const unsigned char *)k.mv_data + 8);
+		seq = be_get64(k.mv_data);
+		w = (uint32_t)be_get64((const unsigned char *)k.mv_data + 8);
 		while (i < ss->n && ss->s[i].h.seq < seq)
 			i++;
 		if (i == ss->n || ss->s[i].h.seq != seq) {
@@ -1481,7 +1427,7 @@ int kvdisk_verify(struct kvdisk *d, uint64_t seq, uint64_t *n_checked, struct ig
 			if (!rc && k.mv_size == 8) {
 				rc = kvdisk__grow((void **)&seqs, &cap, n, sizeof(*seqs));
 				if (!rc)
-					seqs[n++] = getbe64(k.mv_data);
+					seqs[n++] = be_get64(k.mv_data);
 			}
 		}
 		mdb_cursor_close(c);
@@ -1524,7 +1470,7 @@ uint32_t kvdisk_list(struct kvdisk *d, struct kvdisk_seq *out, uint32_t cap)
 		for (int op = MDB_FIRST; !rc && n < cap; op = MDB_NEXT) {
 			rc = mdb_cursor_get(c, &k, &v, op);
 			if (rc || k.mv_size != 8 ||
-			    !kvdisk__seq_ok(getbe64(k.mv_data), &v, &sh, why, sizeof(why)))
+			    !kvdisk__seq_ok(be_get64(k.mv_data), &v, &sh, why, sizeof(why)))
 				continue;
 			kvdisk__meta_of(&sh, &out[n].meta);
 			out[n].stored_bytes = sh.len;

@@ -552,9 +552,9 @@ static int kvs_handle(void *ctx, const struct msg *req, struct msg *reply, struc
 		return IG_E_OK;
 	}
 	if (!k->ram)
-		return ig_errf(eb, IG_E_BUSY,
+		return ig_errf(eb, IG_E_NOT_READY,
 		               "the kvstore daemon is not configured yet (the supervisor sends "
-		               "kv_config after hello)");
+		               "kv_config after hello): try again shortly");
 	switch (req->type) {
 	case MSG_KV_RESERVE:
 		return kvs_reserve(k, &req->u.kv_reserve, reply, eb);

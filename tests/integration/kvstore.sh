@@ -14,31 +14,8 @@ probe=$build/tests/integration/wire-probe
 work=$(mktemp -d /tmp/ignis-kvs-XXXXXX)
 rt=$work/rt
 events=$work/events.jsonl
-sup_pid=
-
-cleanup() {
-	[[ -n $sup_pid ]] && kill -9 "$sup_pid" 2>/dev/null
-	pkill -9 -f -- "--runtime-dir $rt" 2>/dev/null
-	[[ -n ${arena:-} ]] && rm -f "/dev/shm/$arena"
-	rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	echo "---- events ----" >&2
-	grep -v '"ping"' "$events" >&2 2>/dev/null
-	exit 1
-}
-step() { echo "-- $*"; }
-wait_for() {
-	local deadline=$((SECONDS + $1)); shift
-	until "$@" >/dev/null 2>&1; do
-		((SECONDS >= deadline)) && return 1
-		sleep 0.05
-	done
-}
+. "$(dirname "$0")/lib.sh"
 k() { "$ctl" --runtime-dir "$rt" "$@"; }
-count() { grep -c "\"event\":\"$1\"" "$events"; }
 kv_pid() { grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1 | jq -r .pid; }
 tiers_seen() { [[ $(count ignis.kvstore.tiers) -ge $1 ]]; }
 stat_of() { k stats --json | jq -r ".$1"; }

@@ -10,31 +10,7 @@ probe=$build/tests/integration/wire-probe
 work=$(mktemp -d /tmp/ignis-it-XXXXXX)
 rt=$work/rt
 events=$work/events.jsonl
-sup_pid=
-
-cleanup() {
-	[[ -n $sup_pid ]] && kill -9 "$sup_pid" 2>/dev/null
-	pkill -9 -f -- "--runtime-dir $rt" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() {
-	echo "FAIL: $*" >&2
-	echo "---- events ----" >&2
-	cat "$events" >&2 2>/dev/null
-	exit 1
-}
-step() { echo "-- $*"; }
-
-# wait_for SECONDS COMMAND...: poll every 50 ms until COMMAND succeeds
-wait_for() {
-	local deadline=$((SECONDS + $1)); shift
-	until "$@" >/dev/null 2>&1; do
-		((SECONDS >= deadline)) && return 1
-		sleep 0.05
-	done
-}
+. "$(dirname "$0")/lib.sh"
 status_json() { "$sup" status --runtime-dir "$rt" --json; }
 field() { status_json | jq -r --arg r "$1" ".procs[] | select(.role == \$r) | .$2"; }
 all_running() { [[ $(status_json | jq '[.procs[] | select(.state == "running")] | length') == 3 ]]; }

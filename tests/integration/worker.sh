@@ -14,29 +14,7 @@ gen=$build/tools/ignis-generate
 work=$(mktemp -d /tmp/ignis-worker-XXXXXX)
 rt=$work/rt
 events=$work/events.jsonl
-sup_pid=
-
-cleanup() {
-	[[ -n $sup_pid ]] && kill -9 "$sup_pid" 2>/dev/null
-	pkill -9 -f -- "--runtime-dir $rt" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-	echo "FAIL: $*" >&2
-	echo "---- events ----" >&2
-	grep -v '"ping"' "$events" >&2 2>/dev/null
-	exit 1
-}
-step() { echo "-- $*"; }
-wait_for() {
-	local deadline=$((SECONDS + $1)); shift
-	until "$@" >/dev/null 2>&1; do
-		((SECONDS >= deadline)) && return 1
-		sleep 0.05
-	done
-}
-count() { grep -c "\"event\":\"$1\"" "$events"; }
+. "$(dirname "$0")/lib.sh"
 loaded_twice() { [[ $(count ignis.gpu_worker.model_loaded) -ge 2 ]]; }
 
 prompts=("Exactly the same, please." "a" "The quick brown fox jumps over the lazy dog, twice over."

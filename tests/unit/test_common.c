@@ -255,6 +255,7 @@ static const struct err_row err_pinned[] = {
     {9, "IG_E_PERM", NULL},
     {10, "IG_E_TRANSPORT", NULL},
     {11, "IG_E_NOSPACE", NULL},
+    {12, "IG_E_NOT_READY", NULL},
     {20, "IG_E_PROTO_TRUNCATED", NULL},
     {21, "IG_E_PROTO_OVERSIZE", NULL},
     {22, "IG_E_PROTO_MALFORMED", NULL},

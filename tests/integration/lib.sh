@@ -1,0 +1,36 @@
+# lib.sh - what the integration scripts that start the whole system share.
+# The script sets `work` (its temporary folder), `rt` (the runtime
+# directory) and `events` (where the supervisor's events go) before sourcing
+# this, and keeps the supervisor's pid in `sup_pid` while one runs; `arena`,
+# when set, names a KV-RAM arena under /dev/shm to remove at the end.
+sup_pid=
+
+it_cleanup() {
+	[[ -n $sup_pid ]] && kill -9 "$sup_pid" 2>/dev/null
+	pkill -9 -f -- "--runtime-dir $rt" 2>/dev/null
+	[[ -n ${arena:-} ]] && rm -f "/dev/shm/$arena"
+	rm -rf "$work"
+}
+trap it_cleanup EXIT
+
+# Stop the test, with the events so far (pings left out).
+fail() {
+	echo "FAIL: $*" >&2
+	echo "---- events ----" >&2
+	grep -v '"ping"' "$events" >&2 2>/dev/null
+	exit 1
+}
+step() { echo "-- $*"; }
+
+# wait_for SECONDS COMMAND...: poll every 50 ms until COMMAND succeeds
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS >= deadline)) && return 1
+		sleep 0.05
+	done
+}
+
+# count EVENT: how many such events so far
+count() { grep -c "\"event\":\"$1\"" "$events"; }
