@@ -29,6 +29,9 @@
 
 #include <xxhash.h>
 
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+
 #include "arena.h"
 #include "kvmetrics.h"
 #include "rtdir.h"
@@ -472,6 +475,11 @@ int main(int argc, char **argv)
 	if (rtdir_resolve(rtflag, NULL, NULL, rtdir, sizeof(rtdir), &eb) ||
 	    tp_dial(&s, rtdir, "kvstore", 10000, &eb))
 		return die("connect", eb.msg);
+	/* A request whose daemon died before answering goes again to the
+	 * restarted one after a second (every request here may be repeated:
+	 * a commit of a committed window and a reserve of a fresh reservation
+	 * are answered as the first time). */
+	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, 1000);
 	if (!strcmp(cmd, "stats"))
 		rc = cmd_stats(s, json, prom, &eb);
 	else if (!strcmp(cmd, "list"))

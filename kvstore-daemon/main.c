@@ -300,6 +300,20 @@ static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg
 			ev_end(&e);
 		}
 	}
+	if (rc == IG_E_BUSY) {
+		/* the same reservation asked again (a request resent after a
+		 * restart): the same answer, while nothing is committed to it */
+		struct arena_info info;
+		struct ig_errbuf e2;
+
+		if (!arena_get(k->ram, m.seq, &info, k->w, ARENA_MAX_WINDOWS, &e2) &&
+		    info.committed == 0 && info.meta.image_bytes == m.image_bytes &&
+		    info.meta.window_bytes == m.window_bytes && info.meta.model_id == m.model_id &&
+		    info.meta.kv_format == m.kv_format && info.meta.cls == m.cls) {
+			offset = info.offset;
+			rc = IG_E_OK;
+		}
+	}
 	if (rc)
 		return rc;
 	kvs_touch(m.seq);

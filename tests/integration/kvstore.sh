@@ -80,7 +80,7 @@ out=$(k get 4 "$work/r.4" 2>&1) && cmp -s "$work/big" "$work/r.4" || fail "seq 4
 step "kill -9 in the middle of a put: acknowledged windows intact, the client carries on with the restarted daemon"
 k drop 1 && k drop 4 && k drop 5 || fail "drops"
 head -c $((12 * 1024 * 1024)) /dev/urandom >"$work/twelve"
-k put 6 "$work/twelve" --window 4096 --pace-us 500 >"$work/put6.out" 2>&1 &
+k put 6 "$work/twelve" --window 4096 --pace-us 100 >"$work/put6.out" 2>&1 &
 putpid=$!
 wait_for 10 bash -c "\"$ctl\" --runtime-dir \"$rt\" list | grep -q '^6 '" || fail "put 6 never started"
 sleep 0.3
