@@ -475,11 +475,12 @@ int main(int argc, char **argv)
 	if (rtdir_resolve(rtflag, NULL, NULL, rtdir, sizeof(rtdir), &eb) ||
 	    tp_dial(&s, rtdir, "kvstore", 10000, &eb))
 		return die("connect", eb.msg);
-	/* A request whose daemon died before answering goes again to the
-	 * restarted one after a second (every request here may be repeated:
-	 * a commit of a committed window and a reserve of a fresh reservation
-	 * are answered as the first time). */
-	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, 1000);
+	/* nng's REQ sends a request again on the new connection when its daemon
+	 * died before answering; on a live connection that stays silent, after
+	 * this long (every request here may be repeated: a commit of a
+	 * committed window and a reserve of a fresh reservation are answered
+	 * as the first time). */
+	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, 5000);
 	if (!strcmp(cmd, "stats"))
 		rc = cmd_stats(s, json, prom, &eb);
 	else if (!strcmp(cmd, "list"))
