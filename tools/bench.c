@@ -3,7 +3,7 @@
  * measured in the same run against the machine's own memcpy, so the figures
  * travel between machines better than absolute times do.
  *
- *   ignis-bench [--quick] [seqimg|matmul|codec|model ...]   (default: all)
+ *   ignis-bench [--quick] [seqimg|matmul|codec|model|kvstore ...]   (default: all)
  *
  * 1. sequence images: a 64 MiB image written and read back through 12 MiB
  *    windows (the default move-out window), from and into scattered pages,
@@ -15,20 +15,32 @@
  *    the tiny presets at 1, 2, 4 and 8 lanes (as many requests as lanes, 128
  *    prompt tokens and 64 generated each, the engine's rounds timed one by
  *    one: rounds with a prefill chunk count as prefill, the others as
- *    decode), with the decode rate against one lane's.
+ *    decode), with the decode rate against one lane's;
+ * 5. the kvstore tiers at 256 KiB, 12 MiB and 16 MiB windows: KV-RAM commit
+ *    and read against memcpy of the same windows, KV-disk put and get
+ *    against raw LMDB with the same flags and map size (bench_kvstore).
  * Best of several repetitions; results go to docs/benchmarks.md by hand with
  * the command that produced them.
  */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <lmdb.h>
+#include <xxhash.h>
+
+#include "arena.h"
 #include "cpu_ops.h"
 #include "cpu_pool.h"
 #include "engine.h"
 #include "gguf.h"
+#include "kvdisk.h"
 #include "msg.h"
 #include "seqimg.h"
 
@@ -312,6 +324,447 @@ static void bench_model(int reps)
 	}
 }
 
+/* ---- kvstore: KV-RAM and KV-disk against memcpy and raw LMDB -------------- */
+
+/*
+ * One image of KVB_IMAGE bytes (enough windows at every size: 768 of 256 KiB,
+ * 16 of 12 MiB, 12 of 16 MiB) moved through the libraries in-process, the
+ * way the daemon and the worker use them:
+ *   KV-RAM commit: arena_reserve, then per window the worker's memcpy into
+ *     the extent and arena_commit (the daemon hashes the window in place);
+ *     against memcpy of the same windows from the same source into the same
+ *     extent. The checksums the worker sends are computed beforehand, not
+ *     timed (the worker does not compute them yet).
+ *   KV-RAM read: arena_get, the daemon's check of every window (kvs_fetch's
+ *     XXH64 pass), then the worker's memcpy of each window out; against
+ *     memcpy of the same windows from the extent to the same destination.
+ *   KV-disk put and get: kvdisk_put of the complete sequence from the arena
+ *     and kvdisk_get into the destination; against raw LMDB in another
+ *     directory with the same flags and map size, one write transaction
+ *     putting the windows (MDB_RESERVE + memcpy, 16-byte keys) and one read
+ *     transaction (mdb_get + memcpy out).
+ * Ours runs first in even repetitions, the reference in odd ones; the best
+ * of each is kept. Both LMDB files are emptied after every repetition (and
+ * a one-record commit lets the next put reuse the freed pages, as
+ * kvdisk_drop does), so each holds about one image: 0.65 GiB of blocks at
+ * the peak, measured. Puts mostly land on pages still dirty from the
+ * previous repetition and gets read what the put left in the page cache:
+ * both measure copying, hashing and LMDB's work, not the device.
+ */
+#define KVB_IMAGE (192ull << 20)
+/* KV-disk's flag ceiling, the volume rule off: room for one image with its
+ * record headers, whatever the window. */
+#define KVB_CEILING (512ull << 20)
+/* kvdisk.c's map: the ceiling plus KVDISK_HEADROOM (a quarter + 64 MiB). The
+ * raw environment gets the same. */
+#define KVB_MAP_BYTES  (KVB_CEILING + KVB_CEILING / 4 + (64ull << 20))
+#define KVB_LMDB_FLAGS (MDB_NOSYNC | MDB_WRITEMAP | MDB_NOTLS) /* ADR 0011 */
+
+struct kvb {
+	char dir[256], disk_dir[272], raw_dir[272], shm[64];
+	struct arena *ram;
+	struct kvdisk *disk;
+	MDB_env *env;
+	MDB_dbi dbi;
+	unsigned char *src, *dst;
+	uint64_t *sums;         /* the worker's checksum of each window */
+	struct arena_window *w; /* ARENA_MAX_WINDOWS of them */
+	uint64_t next_seq;
+	bool made_dir;
+};
+
+/* The best rate (bytes per second) of each measurement at one window size. */
+struct kvb_rates {
+	double commit, commit_mc, read, read_mc, put, put_raw, get, get_raw;
+};
+
+static void kvb_keep(double *best, double bytes, double t)
+{
+	double r = bytes / t;
+
+	*best = r > *best ? r : *best;
+}
+
+static int kvb_lmdb_err(struct ig_errbuf *eb, const char *dir, const char *what, int rc)
+{
+	return ig_errf(eb, IG_E_IO, "raw LMDB at '%s': %s: %s", dir, what, mdb_strerror(rc));
+}
+
+static void kvb_rm(const char *dir, const char *file)
+{
+	char p[300];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	if (unlink(p) != 0 && errno != ENOENT)
+		fprintf(stderr, "ignis-bench: kvstore: removing '%s': %s\n", p, strerror(errno));
+}
+
+/* Remove the directory and what is in it (once). Open files and mappings
+ * live on until closed, so kvb_open calls this as soon as everything is
+ * open: an interrupted run leaves nothing behind. */
+static void kvb_remove_dir(struct kvb *k)
+{
+	static const char *const files[] = {"data.mdb", "lock.mdb", "kvdisk.state"};
+
+	if (!k->made_dir)
+		return;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		kvb_rm(k->disk_dir, files[i]);
+		kvb_rm(k->raw_dir, files[i]);
+	}
+	if ((rmdir(k->disk_dir) != 0 && errno != ENOENT) ||
+	    (rmdir(k->raw_dir) != 0 && errno != ENOENT) || rmdir(k->dir) != 0)
+		fprintf(stderr, "ignis-bench: kvstore: could not remove '%s': %s\n", k->dir,
+		        strerror(errno));
+	k->made_dir = false;
+}
+
+/* Undo kvb_open, whatever part of it was done. */
+static void kvb_release(struct kvb *k)
+{
+	kvb_remove_dir(k);
+	kvdisk_close(k->disk);
+	k->disk = NULL;
+	if (k->env)
+		mdb_env_close(k->env);
+	k->env = NULL;
+	arena_close(k->ram); /* its name was removed at open */
+	k->ram = NULL;
+	free(k->src);
+	free(k->dst);
+	free(k->sums);
+	free(k->w);
+	k->src = k->dst = NULL;
+	k->sums = NULL;
+	k->w = NULL;
+}
+
+static int kvb_open(struct kvb *k, struct ig_errbuf *eb)
+{
+	const char *tmp = getenv("TMPDIR");
+	MDB_txn *txn;
+	int rc;
+
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	snprintf(k->dir, sizeof(k->dir), "%s/ignis-bench-kv-XXXXXX", tmp);
+	if (!mkdtemp(k->dir))
+		return ig_errf(eb, IG_E_IO, "making a directory in '%s': %s; set TMPDIR", tmp,
+		               strerror(errno));
+	k->made_dir = true;
+	snprintf(k->disk_dir, sizeof(k->disk_dir), "%s/kvdisk", k->dir);
+	snprintf(k->raw_dir, sizeof(k->raw_dir), "%s/raw", k->dir);
+	if (mkdir(k->disk_dir, 0700) != 0 || mkdir(k->raw_dir, 0700) != 0)
+		return ig_errf(eb, IG_E_IO, "making directories in '%s': %s", k->dir,
+		               strerror(errno));
+
+	/* Block-aligned, as the worker's KV pages and the arena's extents are.
+	 * (malloc's large blocks start 16 bytes into a page: with an aligned
+	 * source, glibc's memcpy of 256 KiB into such a destination runs at a
+	 * third of its speed on the AMD development VM.) */
+	k->src = aligned_alloc(ARENA_BLOCK, KVB_IMAGE);
+	k->dst = aligned_alloc(ARENA_BLOCK, KVB_IMAGE);
+	k->sums = calloc(ARENA_MAX_WINDOWS, sizeof(*k->sums));
+	k->w = calloc(ARENA_MAX_WINDOWS, sizeof(*k->w));
+	if (!k->src || !k->dst || !k->sums || !k->w)
+		return ig_errf(eb, IG_E_NOMEM, "no memory for two %llu MiB buffers",
+		               KVB_IMAGE >> 20);
+	for (uint64_t i = 0; i < KVB_IMAGE; i += 8) { /* every page touched, not constant */
+		uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull;
+
+		memcpy(k->src + i, &x, 8);
+	}
+	memset(k->dst, 0, KVB_IMAGE);
+
+	/* The name goes as soon as the mapping is held: an interrupted run
+	 * leaves nothing in /dev/shm. */
+	snprintf(k->shm, sizeof(k->shm), "ignis-bench-kv-%d", (int)getpid());
+	rc = arena_open(&k->ram, k->shm, KVB_IMAGE + 16 * ARENA_BLOCK, eb);
+	if (rc)
+		return rc;
+	rc = arena_unlink(k->shm, eb);
+	if (rc)
+		return rc;
+
+	rc = kvdisk_open(&k->disk, k->disk_dir, KVB_CEILING, 16ull << 20, true, eb);
+	if (rc)
+		return rc;
+
+	rc = mdb_env_create(&k->env);
+	if (rc)
+		return kvb_lmdb_err(eb, k->raw_dir, "mdb_env_create", rc);
+	rc = mdb_env_set_mapsize(k->env, KVB_MAP_BYTES);
+	if (!rc)
+		rc = mdb_env_open(k->env, k->raw_dir, KVB_LMDB_FLAGS, 0600);
+	if (rc)
+		return kvb_lmdb_err(eb, k->raw_dir, "opening", rc);
+	rc = mdb_txn_begin(k->env, NULL, 0, &txn);
+	if (rc)
+		return kvb_lmdb_err(eb, k->raw_dir, "mdb_txn_begin", rc);
+	rc = mdb_dbi_open(txn, NULL, 0, &k->dbi);
+	if (rc) {
+		mdb_txn_abort(txn);
+		return kvb_lmdb_err(eb, k->raw_dir, "mdb_dbi_open", rc);
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		return kvb_lmdb_err(eb, k->raw_dir, "mdb_txn_commit", rc);
+	/* LMDB and KV-disk work on their descriptors from here on (KV-disk uses
+	 * its path again only to rebuild a damaged environment, which a fresh
+	 * one is not) */
+	kvb_remove_dir(k);
+	return IG_E_OK;
+}
+
+static void kvb_key(unsigned char kb[16], uint64_t seq, uint64_t win)
+{
+	for (int i = 0; i < 8; i++) {
+		kb[i] = (unsigned char)(seq >> (56 - 8 * i));
+		kb[8 + i] = (unsigned char)(win >> (56 - 8 * i));
+	}
+}
+
+/* Raw LMDB: the windows in one write transaction, reserved and copied. */
+static int kvb_raw_put(struct kvb *k, uint64_t seq, const struct arena_meta *m,
+                       struct ig_errbuf *eb)
+{
+	const unsigned char *base = arena_base(k->ram);
+	unsigned char kb[16];
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(k->env, NULL, 0, &txn);
+
+	if (rc)
+		return kvb_lmdb_err(eb, k->raw_dir, "mdb_txn_begin", rc);
+	for (uint32_t i = 0; i < m->windows; i++) {
+		MDB_val key = {16, kb}, v = {k->w[i].len, NULL};
+
+		kvb_key(kb, seq, i);
+		rc = mdb_put(txn, k->dbi, &key, &v, MDB_RESERVE);
+		if (rc) {
+			mdb_txn_abort(txn);
+			return kvb_lmdb_err(eb, k->raw_dir, "mdb_put", rc);
+		}
+		memcpy(v.mv_data, base + k->w[i].offset, k->w[i].len);
+	}
+	rc = mdb_txn_commit(txn);
+	return rc ? kvb_lmdb_err(eb, k->raw_dir, "mdb_txn_commit", rc) : IG_E_OK;
+}
+
+/* Raw LMDB: the windows read in one read transaction and copied out. */
+static int kvb_raw_get(struct kvb *k, uint64_t seq, const struct arena_meta *m,
+                       struct ig_errbuf *eb)
+{
+	unsigned char kb[16];
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(k->env, NULL, MDB_RDONLY, &txn);
+
+	if (rc)
+		return kvb_lmdb_err(eb, k->raw_dir, "mdb_txn_begin", rc);
+	for (uint32_t i = 0; i < m->windows; i++) {
+		MDB_val key = {16, kb}, v;
+
+		kvb_key(kb, seq, i);
+		rc = mdb_get(txn, k->dbi, &key, &v);
+		if (rc) {
+			mdb_txn_abort(txn);
+			return kvb_lmdb_err(eb, k->raw_dir, "mdb_get", rc);
+		}
+		memcpy(k->dst + (uint64_t)i * m->window_bytes, v.mv_data, v.mv_size);
+	}
+	mdb_txn_abort(txn);
+	return IG_E_OK;
+}
+
+/* Raw LMDB: empty the database, then one more small commit so that the next
+ * put may reuse the freed pages (LMDB reuses a page two transactions after
+ * the one that freed it; kvdisk_drop does the same). */
+static int kvb_raw_clear(struct kvb *k, struct ig_errbuf *eb)
+{
+	unsigned char kb[8] = "tick", vb[8] = {0};
+	MDB_val key = {sizeof(kb), kb}, v = {sizeof(vb), vb};
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(k->env, NULL, 0, &txn);
+
+	if (!rc) {
+		rc = mdb_drop(txn, k->dbi, 0);
+		if (rc)
+			mdb_txn_abort(txn);
+		else
+			rc = mdb_txn_commit(txn);
+	}
+	if (!rc)
+		rc = mdb_txn_begin(k->env, NULL, 0, &txn);
+	if (!rc) {
+		rc = mdb_put(txn, k->dbi, &key, &v, 0);
+		if (rc)
+			mdb_txn_abort(txn);
+		else
+			rc = mdb_txn_commit(txn);
+	}
+	return rc ? kvb_lmdb_err(eb, k->raw_dir, "emptying", rc) : IG_E_OK;
+}
+
+/* KV-RAM commit, the worker's copy then the daemon's commit per window; or
+ * (mc) the copies alone. */
+static int kvb_ram_commit(struct kvb *k, const struct arena_meta *m, uint64_t offset, bool mc,
+                          double *t, struct ig_errbuf *eb)
+{
+	unsigned char *ext = (unsigned char *)arena_base(k->ram) + offset;
+
+	*t = now();
+	for (uint32_t i = 0; i < m->windows; i++) {
+		uint64_t at = (uint64_t)i * m->window_bytes;
+		uint64_t len =
+		    m->image_bytes - at < m->window_bytes ? m->image_bytes - at : m->window_bytes;
+		int rc;
+
+		memcpy(ext + at, k->src + at, len);
+		if (mc)
+			continue;
+		rc = arena_commit(k->ram, m->seq, i, len, k->sums[i], eb);
+		if (rc)
+			return rc;
+	}
+	*t = now() - *t;
+	return IG_E_OK;
+}
+
+/* KV-RAM read: arena_get, the daemon's check of every window, the worker's
+ * copy of each out; or (mc) the copies alone. Leaves the windows in k->w. */
+static int kvb_ram_read(struct kvb *k, const struct arena_meta *m, bool mc, double *t,
+                        struct ig_errbuf *eb)
+{
+	const unsigned char *base = arena_base(k->ram);
+	struct arena_info info;
+	int rc;
+
+	*t = now();
+	if (!mc) {
+		rc = arena_get(k->ram, m->seq, &info, k->w, ARENA_MAX_WINDOWS, eb);
+		if (rc)
+			return rc;
+		for (uint32_t i = 0; i < m->windows; i++)
+			if (XXH64(base + k->w[i].offset, k->w[i].len, 0) != k->w[i].xxh64)
+				return ig_errf(eb, IG_E_KV_LOST,
+				               "KV-RAM seq %" PRIu64 " window %u: checksum differs",
+				               m->seq, i);
+	}
+	for (uint32_t i = 0; i < m->windows; i++)
+		memcpy(k->dst + (uint64_t)i * m->window_bytes, base + k->w[i].offset, k->w[i].len);
+	*t = now() - *t;
+	return IG_E_OK;
+}
+
+/* One repetition at one window size: every measurement once, ours and the
+ * reference in the order `ours_first` says. */
+static int kvb_round(struct kvb *k, uint32_t window, bool ours_first, struct kvb_rates *best,
+                     struct ig_errbuf *eb)
+{
+	const double bytes = (double)KVB_IMAGE;
+	struct arena_meta m = {.seq = k->next_seq++,
+	                       .model_id = 1,
+	                       .cls = ARENA_INTERACTIVE,
+	                       .image_bytes = KVB_IMAGE,
+	                       .window_bytes = window,
+	                       .windows = (uint32_t)((KVB_IMAGE + window - 1) / window)};
+	struct arena_meta got;
+	uint64_t offset;
+	double t;
+	int rc = arena_reserve(k->ram, &m, &offset, eb);
+
+	if (rc)
+		return rc;
+	for (int pass = 0; pass < 2; pass++) {
+		bool ours = (pass == 0) == ours_first;
+
+		rc = kvb_ram_commit(k, &m, offset, !ours, &t, eb);
+		if (rc)
+			return rc;
+		kvb_keep(ours ? &best->commit : &best->commit_mc, bytes, t);
+	}
+	/* the copies-only read needs the windows' places: the first read fills
+	 * k->w, so it is ours; the order alternates from the second pass on */
+	rc = kvb_ram_read(k, &m, false, &t, eb);
+	if (rc)
+		return rc;
+	for (int pass = 0; pass < 2; pass++) {
+		bool ours = (pass == 0) == ours_first;
+
+		rc = kvb_ram_read(k, &m, !ours, &t, eb);
+		if (rc)
+			return rc;
+		kvb_keep(ours ? &best->read : &best->read_mc, bytes, t);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		bool ours = (pass == 0) == ours_first;
+
+		t = now();
+		rc = ours ? kvdisk_put(k->disk, &m, arena_base(k->ram), k->w, eb)
+		          : kvb_raw_put(k, m.seq, &m, eb);
+		if (rc)
+			return rc;
+		kvb_keep(ours ? &best->put : &best->put_raw, bytes, now() - t);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		bool ours = (pass == 0) == ours_first;
+
+		t = now();
+		rc = ours ? kvdisk_get(k->disk, m.seq, &got, k->dst, KVB_IMAGE, eb)
+		          : kvb_raw_get(k, m.seq, &m, eb);
+		if (rc)
+			return rc;
+		kvb_keep(ours ? &best->get : &best->get_raw, bytes, now() - t);
+	}
+	rc = kvdisk_drop(k->disk, m.seq, eb);
+	if (!rc)
+		rc = kvb_raw_clear(k, eb);
+	if (!rc)
+		rc = arena_drop(k->ram, m.seq, eb);
+	return rc;
+}
+
+static void bench_kvstore(int reps)
+{
+	static const uint32_t windows[] = {256u << 10, 12u << 20, 16u << 20};
+	struct kvb k = {.next_seq = 1};
+	struct ig_errbuf eb;
+	int rc = kvb_open(&k, &eb);
+
+	for (size_t s = 0; !rc && s < sizeof(windows) / sizeof(windows[0]); s++) {
+		const uint32_t wb = windows[s];
+		struct kvb_rates b = {0};
+		char name[16];
+
+		for (uint64_t at = 0, i = 0; at < KVB_IMAGE; at += wb, i++)
+			k.sums[i] = XXH64(k.src + at, KVB_IMAGE - at < wb ? KVB_IMAGE - at : wb, 0);
+		for (int r = 0; !rc && r < reps; r++)
+			rc = kvb_round(&k, wb, r % 2 == 0, &b, &eb);
+		if (rc)
+			break;
+		if (wb < (1u << 20))
+			snprintf(name, sizeof(name), "%u KiB", wb >> 10);
+		else
+			snprintf(name, sizeof(name), "%u MiB", wb >> 20);
+		printf(
+		    "kvstore  KV-RAM commit %s windows: %.2f GB/s; memcpy %.2f GB/s; ratio %.2f\n",
+		    name, b.commit / 1e9, b.commit_mc / 1e9, b.commit / b.commit_mc);
+		printf("kvstore  KV-RAM read %s windows: %.2f GB/s; memcpy %.2f GB/s; ratio %.2f\n",
+		       name, b.read / 1e9, b.read_mc / 1e9, b.read / b.read_mc);
+		printf(
+		    "kvstore  KV-disk put %s windows: %.2f GB/s; raw LMDB %.2f GB/s; ratio %.2f\n",
+		    name, b.put / 1e9, b.put_raw / 1e9, b.put / b.put_raw);
+		printf(
+		    "kvstore  KV-disk get %s windows: %.2f GB/s; raw LMDB %.2f GB/s; ratio %.2f\n",
+		    name, b.get / 1e9, b.get_raw / 1e9, b.get / b.get_raw);
+		fflush(stdout);
+	}
+	if (rc)
+		fprintf(stderr, "ignis-bench: kvstore: %s\n", eb.msg);
+	kvb_release(&k);
+	if (rc)
+		exit(1);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -322,6 +775,8 @@ int main(int argc, char **argv)
 	    {"matmul", bench_matmul},
 	    {"codec", bench_codec},
 	    {"model", bench_model},
+	    /* needs room for 192 MiB in /dev/shm and about 0.8 GiB under $TMPDIR */
+	    {"kvstore", bench_kvstore},
 	};
 	int reps = 5, first = 1, any = 0;
 
@@ -337,7 +792,7 @@ int main(int argc, char **argv)
 		if (k == sizeof(parts) / sizeof(parts[0])) {
 			fprintf(stderr,
 			        "ignis-bench: unknown part '%s'; accepted: --quick first, then any "
-			        "of seqimg, matmul, codec, model\n",
+			        "of seqimg, matmul, codec, model, kvstore\n",
 			        argv[i]);
 			return 2;
 		}
