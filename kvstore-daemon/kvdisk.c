@@ -1231,6 +1231,32 @@ int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base
 
 /* ---- reading ------------------------------------------------------------- */
 
+/* What reading `seq` starts with: a failed environment or a sequence lost
+ * at open refused, then a read transaction (*txn, the caller aborts it) and
+ * the sequence record looked up (*mdb_rc: mdb_get's answer, *v its value). */
+static int kvdisk__read_begin(struct kvdisk *d, uint64_t seq, MDB_txn **txn, MDB_val *v,
+                              int *mdb_rc, struct ig_errbuf *eb)
+{
+	unsigned char kb[8];
+	char why[200];
+	MDB_val k;
+	int rc;
+
+	if (d->failed)
+		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB failed earlier; reopen it",
+		               d->path);
+	if (kvdisk__note_take(d, seq, why, sizeof(why)))
+		return ig_errf(eb, IG_E_KV_LOST,
+		               "KV-disk: seq %" PRIu64 " was lost and dropped at open: %s", seq,
+		               why);
+	rc = mdb_txn_begin(d->env, NULL, MDB_RDONLY, txn);
+	if (rc)
+		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB: %s", d->path, mdb_strerror(rc));
+	kvdisk__key_seq(kb, &k, seq);
+	*mdb_rc = mdb_get(*txn, d->dseq, &k, v);
+	return IG_E_OK;
+}
+
 /* Read (dst != NULL: copy out) or check (dst NULL: hash in place) every
  * record of `seq`. A failed check drops the sequence: IG_E_KV_LOST. */
 static int kvdisk__read(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out,
@@ -1243,20 +1269,12 @@ static int kvdisk__read(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_
 	MDB_txn *txn;
 	MDB_val k, v;
 	uint32_t at = KVDISK_SEQ_WINDOW;
-	int rc;
+	int rc, mrc;
 
-	if (d->failed)
-		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB failed earlier; reopen it",
-		               d->path);
-	if (kvdisk__note_take(d, seq, why, sizeof(why)))
-		return ig_errf(eb, IG_E_KV_LOST,
-		               "KV-disk: seq %" PRIu64 " was lost and dropped at open: %s", seq,
-		               why);
-	rc = mdb_txn_begin(d->env, NULL, MDB_RDONLY, &txn);
+	rc = kvdisk__read_begin(d, seq, &txn, &v, &mrc, eb);
 	if (rc)
-		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB: %s", d->path, mdb_strerror(rc));
-	kvdisk__key_seq(kb, &k, seq);
-	rc = mdb_get(txn, d->dseq, &k, &v);
+		return rc;
+	rc = mrc;
 	if (rc == MDB_NOTFOUND) {
 		mdb_txn_abort(txn);
 		return ig_errf(eb, IG_E_NOTFOUND, "KV-disk: seq %" PRIu64 " is not on disk", seq);
@@ -1339,25 +1357,16 @@ int kvdisk_get(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out, void
 int kvdisk_stat(struct kvdisk *d, uint64_t seq, struct kvdisk_seq *out, struct ig_errbuf *eb)
 {
 	char why[200];
-	unsigned char kb[8];
 	struct kvdisk_hdr sh;
 	MDB_txn *txn;
-	MDB_val k, v;
+	MDB_val v;
 	bool ok;
-	int rc;
+	int rc, mrc;
 
-	if (d->failed)
-		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB failed earlier; reopen it",
-		               d->path);
-	if (kvdisk__note_take(d, seq, why, sizeof(why)))
-		return ig_errf(eb, IG_E_KV_LOST,
-		               "KV-disk: seq %" PRIu64 " was lost and dropped at open: %s", seq,
-		               why);
-	rc = mdb_txn_begin(d->env, NULL, MDB_RDONLY, &txn);
+	rc = kvdisk__read_begin(d, seq, &txn, &v, &mrc, eb);
 	if (rc)
-		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB: %s", d->path, mdb_strerror(rc));
-	kvdisk__key_seq(kb, &k, seq);
-	rc = mdb_get(txn, d->dseq, &k, &v);
+		return rc;
+	rc = mrc;
 	ok = !rc && kvdisk__seq_ok(seq, &v, &sh, why, sizeof(why));
 	mdb_txn_abort(txn);
 	if (rc == MDB_NOTFOUND)
