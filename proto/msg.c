@@ -253,18 +253,51 @@ size_t msg_max_encoded(const struct msg_desc *d)
 
 /* ---- validation shared by encoder and decoder ------------------------------ */
 
-/* Path of the field being checked, for messages: "status_reply.procs[2].pid". */
+/* Path of the field being checked, for messages: "status_reply.procs[2].pid".
+ * A chain of frames on the stack, rendered only when a message needs it
+ * (decoding a valid message never formats one). */
 struct msg__path {
+	const struct msg__path *up; /* NULL at the message */
+	const char *name;           /* the message or field name; NULL for an index */
+	long idx;
+};
+
+struct msg__pathstr {
 	char s[160];
 };
+
+static size_t msg__path_render(const struct msg__path *p, char *out, size_t cap)
+{
+	size_t n = p->up ? msg__path_render(p->up, out, cap) : 0;
+	int k;
+
+	if (n >= cap)
+		return n;
+	if (!p->up)
+		k = snprintf(out + n, cap - n, "%s", p->name);
+	else if (p->name)
+		k = snprintf(out + n, cap - n, ".%s", p->name);
+	else
+		k = snprintf(out + n, cap - n, "[%ld]", p->idx);
+	return n + (k > 0 ? (size_t)k : 0);
+}
+
+/* The path as text, a temporary for one message's arguments. */
+static struct msg__pathstr msg__ps(const struct msg__path *p)
+{
+	struct msg__pathstr r;
+
+	r.s[0] = '\0';
+	msg__path_render(p, r.s, sizeof(r.s));
+	return r;
+}
 
 static void msg__path_push(struct msg__path *out, const struct msg__path *in, const char *name,
                            long idx)
 {
-	if (idx >= 0)
-		snprintf(out->s, sizeof(out->s), "%s[%ld]", in->s, idx);
-	else
-		snprintf(out->s, sizeof(out->s), "%s.%s", in->s, name);
+	out->up = in;
+	out->name = idx >= 0 ? NULL : name;
+	out->idx = idx;
 }
 
 static int msg__check_str(const struct msg_field *f, const char *p, size_t n,
@@ -273,11 +306,11 @@ static int msg__check_str(const struct msg_field *f, const char *p, size_t n,
 	if (n < f->lo || n > f->hi)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
 		               "%s: string of %zu bytes; accepted %" PRIu64 "..%" PRIu64 " bytes",
-		               path->s, n, f->lo, f->hi);
+		               msg__ps(path).s, n, f->lo, f->hi);
 	if (!msg_utf8_valid(p, n))
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
 		               "%s: not valid UTF-8 or contains a NUL byte; accepted UTF-8 text",
-		               path->s);
+		               msg__ps(path).s);
 	return IG_E_OK;
 }
 
@@ -287,7 +320,7 @@ static int msg__check_u64(const struct msg_field *f, uint64_t v, const struct ms
 	if (v < f->lo || v > f->hi)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
 		               "%s: %" PRIu64 " is out of range; accepted %" PRIu64 "..%" PRIu64,
-		               path->s, v, f->lo, f->hi);
+		               msg__ps(path).s, v, f->lo, f->hi);
 	return IG_E_OK;
 }
 
@@ -313,10 +346,10 @@ static int msg__check_f64(const struct msg_field *f, double v, const struct msg_
 {
 	if (isnan(v))
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE, "%s: NaN; accepted a number in %s..%s",
-		               path->s, msg__fmt_f64(f->flo).s, msg__fmt_f64(f->fhi).s);
+		               msg__ps(path).s, msg__fmt_f64(f->flo).s, msg__fmt_f64(f->fhi).s);
 	if (!(v >= f->flo && v <= f->fhi))
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-		               "%s: %s is out of range; accepted %s..%s", path->s,
+		               "%s: %s is out of range; accepted %s..%s", msg__ps(path).s,
 		               msg__fmt_f64(v).s, msg__fmt_f64(f->flo).s, msg__fmt_f64(f->fhi).s);
 	return IG_E_OK;
 }
@@ -326,8 +359,8 @@ static int msg__check_count(const struct msg_field *f, uint64_t n, const struct 
 {
 	if (n < f->lo || n > f->hi)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-		               "%s: %" PRIu64 " elements; accepted %" PRIu64 "..%" PRIu64, path->s,
-		               n, f->lo, f->hi);
+		               "%s: %" PRIu64 " elements; accepted %" PRIu64 "..%" PRIu64,
+		               msg__ps(path).s, n, f->lo, f->hi);
 	return IG_E_OK;
 }
 
@@ -352,8 +385,8 @@ static int msg__check_field(const struct msg_field *f, const char *base,
 		const struct msg_str *s = (const struct msg_str *)(const void *)at;
 
 		if (s->n && !s->p)
-			return ig_errf(eb, IG_E_INVAL, "%s: length %u with a NULL pointer", path->s,
-			               s->n);
+			return ig_errf(eb, IG_E_INVAL, "%s: length %u with a NULL pointer",
+			               msg__ps(path).s, s->n);
 		rc = msg__check_str(f, s->p, s->n, path, eb);
 		break;
 	}
@@ -486,7 +519,7 @@ int msg_encode(const struct msg *m, msg_write_fn write, void *ctx, struct ig_err
 	if (!d)
 		return ig_errf(eb, IG_E_PROTO_UNKNOWN_TYPE, "cannot encode unknown message type %u",
 		               m->type);
-	snprintf(path.s, sizeof(path.s), "%s", d->rec.name);
+	path = (struct msg__path){NULL, d->rec.name, -1};
 	rc = msg__check_rec(&d->rec, MSG__CPAYLOAD(m), &path, eb);
 	if (rc)
 		return rc;
@@ -633,22 +666,24 @@ static bool msg__key_is(const msgpack_object *k, const char *name)
 	       memcmp(k->via.str.ptr, name, n) == 0;
 }
 
-static int msg__get_u64(const msgpack_object *o, uint64_t *v, const char *what,
+static int msg__get_u64(const msgpack_object *o, uint64_t *v, const struct msg__path *path,
                         struct ig_errbuf *eb)
 {
 	if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-		               "%s: %" PRId64 " is negative; accepted an unsigned integer", what,
-		               o->via.i64);
+		               "%s: %" PRId64 " is negative; accepted an unsigned integer",
+		               msg__ps(path).s, o->via.i64);
 	if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER)
 		return ig_errf(eb, IG_E_PROTO_FIELD_TYPE,
-		               "%s: expected an unsigned integer, got %s", what, msg__objtype(o));
+		               "%s: expected an unsigned integer, got %s", msg__ps(path).s,
+		               msg__objtype(o));
 	*v = o->via.u64;
 	return IG_E_OK;
 }
 
 /* A real number: float32, float64, or an integer that a double holds exactly. */
-static int msg__get_f64(const msgpack_object *o, double *v, const char *what, struct ig_errbuf *eb)
+static int msg__get_f64(const msgpack_object *o, double *v, const struct msg__path *path,
+                        struct ig_errbuf *eb)
 {
 	switch (o->type) {
 	case MSGPACK_OBJECT_FLOAT32:
@@ -661,7 +696,7 @@ static int msg__get_f64(const msgpack_object *o, double *v, const char *what, st
 			    eb, IG_E_PROTO_FIELD_RANGE,
 			    "%s: integer %" PRIu64 " is above 2^53 and has no exact "
 			    "double; accepted a float or an integer of magnitude <= 2^53",
-			    what, o->via.u64);
+			    msg__ps(path).s, o->via.u64);
 		*v = (double)o->via.u64;
 		return IG_E_OK;
 	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
@@ -670,13 +705,13 @@ static int msg__get_f64(const msgpack_object *o, double *v, const char *what, st
 			    eb, IG_E_PROTO_FIELD_RANGE,
 			    "%s: integer %" PRId64 " is below -2^53 and has no exact "
 			    "double; accepted a float or an integer of magnitude <= 2^53",
-			    what, o->via.i64);
+			    msg__ps(path).s, o->via.i64);
 		*v = (double)o->via.i64;
 		return IG_E_OK;
 	default:
 		return ig_errf(eb, IG_E_PROTO_FIELD_TYPE,
-		               "%s: expected a number (a float or an integer), got %s", what,
-		               msg__objtype(o));
+		               "%s: expected a number (a float or an integer), got %s",
+		               msg__ps(path).s, msg__objtype(o));
 	}
 }
 
@@ -693,7 +728,7 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 	case MSG_K_U64: {
 		uint64_t v;
 
-		rc = msg__get_u64(o, &v, path->s, eb);
+		rc = msg__get_u64(o, &v, path, eb);
 		if (rc)
 			return rc;
 		rc = msg__check_u64(f, v, path, eb);
@@ -705,7 +740,7 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 	case MSG_K_BOOL:
 		if (o->type != MSGPACK_OBJECT_BOOLEAN)
 			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE, "%s: expected a boolean, got %s",
-			               path->s, msg__objtype(o));
+			               msg__ps(path).s, msg__objtype(o));
 		*(bool *)(void *)at = o->via.boolean;
 		return IG_E_OK;
 	case MSG_K_STR: {
@@ -713,7 +748,7 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 
 		if (o->type != MSGPACK_OBJECT_STR)
 			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE, "%s: expected a string, got %s",
-			               path->s, msg__objtype(o));
+			               msg__ps(path).s, msg__objtype(o));
 		rc = msg__check_str(f, o->via.str.ptr, o->via.str.size, path, eb);
 		if (rc)
 			return rc;
@@ -726,7 +761,7 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 
 		if (o->type != MSGPACK_OBJECT_ARRAY)
 			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE, "%s: expected an array, got %s",
-			               path->s, msg__objtype(o));
+			               msg__ps(path).s, msg__objtype(o));
 		rc = msg__check_count(f, o->via.array.size, path, eb);
 		if (rc)
 			return rc;
@@ -737,7 +772,7 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 			msg__path_push(&sub, path, NULL, (long)i);
 			if (e->type != MSGPACK_OBJECT_MAP)
 				return ig_errf(eb, IG_E_PROTO_FIELD_TYPE,
-				               "%s: expected a map, got %s", sub.s,
+				               "%s: expected a map, got %s", msg__ps(&sub).s,
 				               msg__objtype(e));
 			rc = msg__decode_rec(f->sub, e, 0,
 			                     base + f->elems + (size_t)i * f->sub->size, &sub, eb);
@@ -750,7 +785,7 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 	case MSG_K_F64: {
 		double v = 0; /* set on success; gcc cannot tell */
 
-		rc = msg__get_f64(o, &v, path->s, eb);
+		rc = msg__get_f64(o, &v, path, eb);
 		if (rc)
 			return rc;
 		rc = msg__check_f64(f, v, path, eb);
@@ -765,8 +800,8 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 
 		if (o->type != MSGPACK_OBJECT_ARRAY)
 			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE,
-			               "%s: expected an array of token ids, got %s", path->s,
-			               msg__objtype(o));
+			               "%s: expected an array of token ids, got %s",
+			               msg__ps(path).s, msg__objtype(o));
 		/* Before any write: `hi` is the capacity of `ids`. */
 		rc = msg__check_count(f, o->via.array.size, path, eb);
 		if (rc)
@@ -784,19 +819,20 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 			/* The path only on the way out: 4096 snprintf calls would
 			 * take most of the decoding time. */
 			msg__path_push(&sub, path, NULL, (long)i);
-			rc = msg__get_u64(e, &v, sub.s, eb);
+			rc = msg__get_u64(e, &v, &sub, eb);
 			if (rc)
 				return rc;
 			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
 			               "%s: token id %" PRIu64
 			               " is out of range; accepted 0..%" PRIu32,
-			               sub.s, v, UINT32_MAX);
+			               msg__ps(&sub).s, v, UINT32_MAX);
 		}
 		*n = o->via.array.size;
 		return IG_E_OK;
 	}
 	}
-	return ig_errf(eb, IG_E_INVAL, "%s: field kind %d not handled", path->s, (int)f->kind);
+	return ig_errf(eb, IG_E_INVAL, "%s: field kind %d not handled", msg__ps(path).s,
+	               (int)f->kind);
 }
 
 /* Decode the map `map` into a record; `skip` is the number of envelope keys
@@ -814,7 +850,7 @@ static int msg__decode_rec(const struct msg_rec *r, const msgpack_object *map, s
 
 		if (k->type != MSGPACK_OBJECT_STR)
 			return ig_errf(eb, IG_E_PROTO_MALFORMED,
-			               "%s: a key is %s; keys are strings", path->s,
+			               "%s: a key is %s; keys are strings", msg__ps(path).s,
 			               msg__objtype(k));
 		if (skip && (msg__key_is(k, "t") || msg__key_is(k, "v")))
 			continue;
@@ -827,13 +863,14 @@ static int msg__decode_rec(const struct msg_rec *r, const msgpack_object *map, s
 			msg_str_copy(name, sizeof(name),
 			             (struct msg_str){k->via.str.ptr, k->via.str.size});
 			return ig_errf(eb, IG_E_PROTO_UNKNOWN_FIELD,
-			               "%s: unknown field '%s' (protocol version %u)", path->s,
+			               "%s: unknown field '%s' (protocol version %u)",
+			               msg__ps(path).s,
 			               msg_utf8_valid(name, strlen(name)) ? name : "<binary>",
 			               MSG_PROTO_VERSION);
 		}
 		if (seen & ((uint64_t)1 << j))
 			return ig_errf(eb, IG_E_PROTO_MALFORMED, "%s: field '%s' appears twice",
-			               path->s, r->fields[j].name);
+			               msg__ps(path).s, r->fields[j].name);
 		seen |= (uint64_t)1 << j;
 		{
 			struct msg__path sub;
@@ -847,7 +884,7 @@ static int msg__decode_rec(const struct msg_rec *r, const msgpack_object *map, s
 	for (uint32_t j = 0; j < r->nfields; j++)
 		if (!(seen & ((uint64_t)1 << j)))
 			return ig_errf(eb, IG_E_PROTO_MISSING_FIELD,
-			               "%s: required field '%s' is missing", path->s,
+			               "%s: required field '%s' is missing", msg__ps(path).s,
 			               r->fields[j].name);
 	return IG_E_OK;
 }
@@ -882,10 +919,10 @@ static int msg__decode_obj(const msgpack_object *o, struct msg *out, struct ig_e
 	if (!v)
 		return ig_errf(eb, IG_E_PROTO_MISSING_FIELD,
 		               "message has no protocol version: envelope key 'v' is missing");
-	rc = msg__get_u64(t, &type, "envelope 't' (type)", eb);
+	rc = msg__get_u64(t, &type, &(struct msg__path){NULL, "envelope 't' (type)", -1}, eb);
 	if (rc)
 		return rc;
-	rc = msg__get_u64(v, &ver, "envelope 'v' (version)", eb);
+	rc = msg__get_u64(v, &ver, &(struct msg__path){NULL, "envelope 'v' (version)", -1}, eb);
 	if (rc)
 		return rc;
 	out->type = type > UINT32_MAX ? UINT32_MAX : (uint32_t)type;
@@ -902,7 +939,7 @@ static int msg__decode_obj(const msgpack_object *o, struct msg *out, struct ig_e
 	/* Only this type's payload: the union is ~16 KB (IDS fields), most
 	 * messages a few dozen bytes. */
 	memset(MSG__PAYLOAD(out), 0, d->rec.size);
-	snprintf(path.s, sizeof(path.s), "%s", d->rec.name);
+	path = (struct msg__path){NULL, d->rec.name, -1};
 	return msg__decode_rec(&d->rec, o, 2, MSG__PAYLOAD(out), &path, eb);
 }
 
