@@ -132,14 +132,19 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	if (rc)
 		goto fail;
 	w->d_bound = true;
-	if (mdesc_page_bytes(&w->f.desc, msg_str_eq(pl->kv_format, "bf16")
-	                                     ? MDESC_KV_BF16
-	                                     : MDESC_KV_COMPACT) != pl->page_bytes) {
-		rc =
-		    ig_errf(eb, IG_E_INVAL, "the plan's pages are %" PRIu64 " bytes; %s needs %llu",
-		            pl->page_bytes, path,
-		            (unsigned long long)mdesc_page_bytes(&w->f.desc, MDESC_KV_BF16));
-		goto fail;
+	{
+		enum mdesc_kv_format f =
+		    msg_str_eq(pl->kv_format, "bf16") ? MDESC_KV_BF16 : MDESC_KV_COMPACT;
+		uint64_t need = mdesc_page_bytes(&w->f.desc, f);
+
+		if (need != pl->page_bytes) {
+			rc = ig_errf(eb, IG_E_INVAL,
+			             "the plan's pages are %" PRIu64 " bytes; %s needs %" PRIu64
+			             " in the %.*s format",
+			             pl->page_bytes, path, need, (int)pl->kv_format.n,
+			             pl->kv_format.p);
+			goto fail;
+		}
 	}
 	rc = kvpool_init(&w->kv, pool_base, pl->page_bytes, (uint32_t)pl->pool_pages, eb);
 	if (rc)
@@ -172,6 +177,10 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	ev_u64(&e, "lanes", cfg.lanes);
 	ev_u64(&e, "prefill_chunk", cfg.chunk);
 	ev_u64(&e, "threads", (uint64_t)cpool_threads(w->pool));
+	/* host memory the rounds use beside the plan (ADR 0009) */
+	ev_u64(&e, "round_scratch_bytes",
+	       mdl_scratch_bytes(&w->d, cfg.lanes + cfg.chunk, cfg.context));
+	ev_u64(&e, "workspace_line_bytes", w->layout.r[VPLAN_WORKSPACE].bytes);
 	ev_end(&e);
 	return IG_E_OK;
 fail:

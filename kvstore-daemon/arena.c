@@ -1189,18 +1189,32 @@ uint32_t arena_list(struct arena *a, struct arena_info *out, uint32_t cap)
 
 uint64_t arena_pick_victim(struct arena *a, uint64_t except)
 {
+	return arena_pick_victim_ex(a, except, NULL, 0, NULL, NULL);
+}
+
+uint64_t arena_pick_victim_ex(struct arena *a, uint64_t except, const uint64_t *skip,
+                              uint32_t n_skip, bool (*as_agent)(void *ctx, uint64_t seq), void *ctx)
+{
 	const struct arena_srec *best = NULL;
+	uint32_t best_cls = 0;
 
 	for (uint32_t i = 0; i < a->n_live; i++) {
 		uint32_t s = a->live[i];
 		const struct arena_srec *r = &a->srec[s];
+		uint32_t cls = r->cls;
+		bool passed = r->seq == except;
 
-		if (r->seq == except || a->committed[s] != r->windows)
+		for (uint32_t j = 0; j < n_skip; j++)
+			passed |= r->seq == skip[j];
+		if (passed || a->committed[s] != r->windows)
 			continue;
-		if (!best || (r->cls == ARENA_AGENT && best->cls != ARENA_AGENT) ||
-		    (r->cls == best->cls &&
-		     atomic_load(&r->last_use) < atomic_load(&best->last_use)))
+		if (cls != ARENA_AGENT && as_agent && as_agent(ctx, r->seq))
+			cls = ARENA_AGENT;
+		if (!best || (cls == ARENA_AGENT && best_cls != ARENA_AGENT) ||
+		    (cls == best_cls && atomic_load(&r->last_use) < atomic_load(&best->last_use))) {
 			best = r;
+			best_cls = cls;
+		}
 	}
 	return best ? best->seq : 0;
 }

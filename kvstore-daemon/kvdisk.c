@@ -1494,6 +1494,7 @@ uint32_t kvdisk_list(struct kvdisk *d, struct kvdisk_seq *out, uint32_t cap)
 void kvdisk_stats(struct kvdisk *d, struct kvdisk_stats *st)
 {
 	*st = (struct kvdisk_stats){.ceiling_bytes = d->ceiling,
+	                            .map_bytes = d->map_bytes,
 	                            .used_bytes = d->used,
 	                            .sequences = d->sequences,
 	                            .writes = d->writes,

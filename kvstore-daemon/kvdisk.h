@@ -34,6 +34,7 @@ struct kvdisk_seq {
 
 struct kvdisk_stats {
 	uint64_t ceiling_bytes; /* effective */
+	uint64_t map_bytes;     /* LMDB's map: the ceiling and LMDB's own headroom */
 	uint64_t used_bytes;    /* records' bytes (headers included) */
 	uint32_t sequences;
 	uint64_t writes, reads, refusals_full, lost, drops;

@@ -45,12 +45,15 @@ struct kvs {
 	struct kvdisk *disk;
 	char arena_name[97], disk_path[4097];
 	uint64_t arena_bytes, disk_flag, ttl_s;
+	uint64_t started_s; /* when the tiers opened: a recovered sequence's last use */
 	/* background demotions: room wanted in KV-RAM (0: none) */
 	uint64_t want_room;
 	uint64_t demotions, disk_reads, ram_evictions, lost;
 	/* the windows of one sequence, for get/put */
 	struct arena_window w[ARENA_MAX_WINDOWS];
 };
+
+static uint64_t kvs_now_s(void);
 
 static const char *kvs_class_name(uint32_t cls)
 {
@@ -117,6 +120,7 @@ static int kvs_configure(struct kvs *k, const struct msg_kv_config *c, struct ig
 	k->arena_bytes = c->arena_bytes;
 	k->disk_flag = c->disk_bytes;
 	k->ttl_s = c->interactive_ttl_s;
+	k->started_s = kvs_now_s();
 	snprintf(k->disk_path, sizeof(k->disk_path), "%s", path);
 	if (c->disk_bytes && path[0]) {
 		rc = kvs_mkdirs(path, eb);
@@ -216,35 +220,21 @@ static uint64_t kvs_idle_s(uint64_t seq, uint64_t started_s)
 	return kvs_now_s() - at;
 }
 
-/* The sequence KV-RAM gives up first (reference-facts 3, KV-disk off): the
- * lowest class first, an interactive one idle past
+/* The sequence KV-RAM gives up first, to KV-disk or (KV-disk off) for good
+ * (reference-facts 3): the lowest class first, an interactive one idle past
  * --reuse-retained-interactive-ttl counting as an agent, then the least
- * recently used; complete ones only, never `except`. 0 when none. */
-static uint64_t kvs_victim(struct kvs *k, uint64_t except)
+ * recently used; complete ones only, never `except` nor one of `skip`. 0
+ * when none. */
+static bool kvs_idle_interactive(void *ctx, uint64_t seq)
 {
-	static struct arena_info held[65536];
-	static uint64_t started_s;
-	uint32_t n = arena_list(k->ram, held, 65536);
-	const struct arena_info *best = NULL;
-	uint32_t best_cls = 0;
+	const struct kvs *k = ctx;
 
-	if (!started_s)
-		started_s = kvs_now_s();
-	for (uint32_t i = 0; i < n; i++) {
-		const struct arena_info *a = &held[i];
-		uint32_t cls = a->meta.cls;
+	return k->ttl_s && kvs_idle_s(seq, k->started_s) > k->ttl_s;
+}
 
-		if (!a->complete || a->meta.seq == except)
-			continue;
-		if (cls == ARENA_INTERACTIVE && k->ttl_s &&
-		    kvs_idle_s(a->meta.seq, started_s) > k->ttl_s)
-			cls = ARENA_AGENT;
-		if (!best || cls > best_cls || (cls == best_cls && a->last_use < best->last_use)) {
-			best = a;
-			best_cls = cls;
-		}
-	}
-	return best ? best->meta.seq : 0;
+static uint64_t kvs_victim(struct kvs *k, uint64_t except, const uint64_t *skip, uint32_t n_skip)
+{
+	return arena_pick_victim_ex(k->ram, except, skip, n_skip, kvs_idle_interactive, k);
 }
 
 static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg *reply,
@@ -279,7 +269,7 @@ static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg
 				k->want_room = m.image_bytes;
 			break;
 		}
-		v = kvs_victim(k, m.seq);
+		v = kvs_victim(k, m.seq, NULL, 0);
 		if (!v)
 			break;
 		/* KV-disk off: give a moved sequence up for the newer one */
@@ -614,11 +604,10 @@ ack:
  * refused reserve wanted is free (or nothing more can go). */
 static bool kvs_work(void *ctx, int *fatal)
 {
-	static struct arena_info held[65536];
 	struct kvs *k = ctx;
 	struct arena_stats st;
 	struct ig_errbuf eb;
-	uint32_t n;
+	uint64_t skip[32];
 
 	(void)fatal;
 	if (!k->ram || !k->disk || !k->want_room)
@@ -628,28 +617,17 @@ static bool kvs_work(void *ctx, int *fatal)
 		k->want_room = 0;
 		return false;
 	}
-	/* the victims in order (complete ones: agent first, then least recently
-	 * used); one that KV-disk refuses (its ceiling) is passed over */
-	n = arena_list(k->ram, held, 65536);
-	for (;;) {
-		const struct arena_info *best = NULL;
+	/* the victims in kvs_victim's order; one that KV-disk refuses (its
+	 * ceiling) is passed over for the next */
+	for (uint32_t n_skip = 0; n_skip < sizeof(skip) / sizeof(skip[0]); n_skip++) {
+		uint64_t v = kvs_victim(k, 0, skip, n_skip);
 
-		for (uint32_t i = 0; i < n; i++) {
-			const struct arena_info *a = &held[i];
-
-			if (!a->complete || !a->meta.seq)
-				continue;
-			if (!best || a->meta.cls > best->meta.cls ||
-			    (a->meta.cls == best->meta.cls && a->last_use < best->last_use))
-				best = a;
-		}
-		if (!best)
+		if (!v)
 			break;
-		if (!kvs_demote(k, best->meta.seq, &eb))
+		if (!kvs_demote(k, v, &eb))
 			return true;
-		ev_msg(EV_WARN, "ignis.kvstore.demote_failed", "seq %" PRIu64 ": %s",
-		       best->meta.seq, eb.msg);
-		((struct arena_info *)best)->meta.seq = 0; /* passed over */
+		ev_msg(EV_WARN, "ignis.kvstore.demote_failed", "seq %" PRIu64 ": %s", v, eb.msg);
+		skip[n_skip] = v;
 	}
 	k->want_room = 0;
 	return false;

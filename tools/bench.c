@@ -354,10 +354,7 @@ static void bench_model(int reps)
 #define KVB_IMAGE (192ull << 20)
 /* KV-disk's flag ceiling, the volume rule off: room for one image with its
  * record headers, whatever the window. */
-#define KVB_CEILING (512ull << 20)
-/* kvdisk.c's map: the ceiling plus KVDISK_HEADROOM (a quarter + 64 MiB). The
- * raw environment gets the same. */
-#define KVB_MAP_BYTES  (KVB_CEILING + KVB_CEILING / 4 + (64ull << 20))
+#define KVB_CEILING    (512ull << 20)
 #define KVB_LMDB_FLAGS (MDB_NOSYNC | MDB_WRITEMAP | MDB_NOTLS) /* ADR 0011 */
 
 struct kvb {
@@ -493,7 +490,13 @@ static int kvb_open(struct kvb *k, struct ig_errbuf *eb)
 	rc = mdb_env_create(&k->env);
 	if (rc)
 		return kvb_lmdb_err(eb, k->raw_dir, "mdb_env_create", rc);
-	rc = mdb_env_set_mapsize(k->env, KVB_MAP_BYTES);
+	/* the raw environment gets KV-disk's own map size */
+	{
+		struct kvdisk_stats ds;
+
+		kvdisk_stats(k->disk, &ds);
+		rc = mdb_env_set_mapsize(k->env, ds.map_bytes);
+	}
 	if (!rc)
 		rc = mdb_env_open(k->env, k->raw_dir, KVB_LMDB_FLAGS, 0600);
 	if (rc)

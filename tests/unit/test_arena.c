@@ -442,6 +442,35 @@ static void test_victims(void **state)
 	arena_close(a);
 }
 
+/* The daemon's order: an interactive sequence the caller ranks as an agent
+ * (its TTL ran out) goes before a newer agent; skipped ones are passed over. */
+static bool rank_seq1_as_agent(void *ctx, uint64_t seq)
+{
+	(void)ctx;
+	return seq == 1;
+}
+
+static void test_victims_ex(void **state)
+{
+	struct tctx *t = *state;
+	static const struct step s[] = {
+	    {RES, 1, BLK, 65536, I, IG_E_OK, 0},  {RES, 2, BLK, 65536, A, IG_E_OK, 1},
+	    {COMMIT_ALL, 1, 0, 0, 0, IG_E_OK, 0}, {COMMIT_ALL, 2, 0, 0, 0, IG_E_OK, 0},
+	    {VICTIM, 0, 0, 0, 0, IG_E_OK, 2}, /* the agent, as arena_pick_victim */
+	};
+	struct arena *a = open_ok(t->name, 8 * BLK);
+	const uint64_t skip1[] = {1}, skip12[] = {1, 2};
+
+	run_script(a, s, sizeof(s) / sizeof(s[0]), "victims_ex");
+	assert_int_equal(arena_pick_victim_ex(a, 0, NULL, 0, NULL, NULL), 2);
+	/* 1 now ranks as an agent and was used earlier */
+	assert_int_equal(arena_pick_victim_ex(a, 0, NULL, 0, rank_seq1_as_agent, NULL), 1);
+	assert_int_equal(arena_pick_victim_ex(a, 0, skip1, 1, rank_seq1_as_agent, NULL), 2);
+	assert_int_equal(arena_pick_victim_ex(a, 2, skip1, 1, rank_seq1_as_agent, NULL), 0);
+	assert_int_equal(arena_pick_victim_ex(a, 0, skip12, 2, NULL, NULL), 0);
+	arena_close(a);
+}
+
 static void test_full_figures(void **state)
 {
 	struct tctx *t = *state;
@@ -1581,6 +1610,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 	    T(test_placement, "placement"),
 	    T(test_victims, "victims"),
+	    T(test_victims_ex, "victims-ex"),
 	    T(test_full_figures, "full"),
 	    T(test_index_full, "index"),
 	    T(test_refusals, "refusals"),
