@@ -2,6 +2,7 @@
 #include "knobs.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,12 @@ const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap)
 	case KT_PATH:
 		snprintf(buf, cap, "an absolute path");
 		break;
+	case KT_ADDR:
+		snprintf(buf, cap, "ipc:///an/absolute/path or tcp://HOST:PORT (port 1..65535)");
+		break;
+	case KT_HOSTPORT:
+		snprintf(buf, cap, "HOST:PORT (port 1..65535), e.g. 127.0.0.1:9464");
+		break;
 	case KT_REMOVED:
 		snprintf(buf, cap, "nothing: %s", d->doc);
 		break;
@@ -137,6 +144,20 @@ static int knob__enum_index(const char *choices, const char *text)
 		p = bar + 1;
 	}
 	return -1;
+}
+
+/* HOST:PORT: a non-empty host without '/' or spaces, a port 1..65535. */
+static bool knob__hostport(const char *t)
+{
+	const char *colon = strrchr(t, ':');
+	char *end;
+	unsigned long port;
+
+	if (!colon || colon == t || strpbrk(t, "/ \t") || (size_t)(colon - t) > 253)
+		return false;
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	return colon[1] >= '0' && colon[1] <= '9' && !*end && !errno && port >= 1 && port <= 65535;
 }
 
 int knob_parse(enum knob_id id, const char *text, const char *where, struct knob_value *out,
@@ -200,6 +221,24 @@ int knob_parse(enum knob_id id, const char *text, const char *where, struct knob
 	case KT_PATH:
 		if (text[0] != '/')
 			return knob__bad(id, text, where, "is not an absolute path", eb);
+		out->s = text;
+		return IG_E_OK;
+	case KT_ADDR:
+		if (!strncmp(text, "ipc://", 6)) {
+			if (text[6] != '/' || !text[7])
+				return knob__bad(id, text, where,
+				                 "is not ipc:// and an absolute path", eb);
+		} else if (!strncmp(text, "tcp://", 6)) {
+			if (!knob__hostport(text + 6))
+				return knob__bad(id, text, where, "is not tcp://HOST:PORT", eb);
+		} else {
+			return knob__bad(id, text, where, "is neither ipc:// nor tcp://", eb);
+		}
+		out->s = text;
+		return IG_E_OK;
+	case KT_HOSTPORT:
+		if (!knob__hostport(text))
+			return knob__bad(id, text, where, "is not HOST:PORT", eb);
 		out->s = text;
 		return IG_E_OK;
 	case KT_REMOVED: {

@@ -34,6 +34,8 @@ enum knob_type {
 	KT_ENUM,      /* one of `accepted` */
 	KT_MODEL,     /* a built-in model name or alias */
 	KT_PATH,      /* an absolute path */
+	KT_ADDR,      /* an nng listen address: ipc:///abs/path or tcp://HOST:PORT */
+	KT_HOSTPORT,  /* HOST:PORT (an HTTP listener) */
 	KT_REMOVED,   /* refuses the start, naming its replacement */
 };
 
@@ -110,6 +112,11 @@ enum knob_type {
 	  "$HOME/.local/state/ignis/kv-disk).")                                                    \
 	X(RETAINED_SLOTS, "retained-slots", KT_REMOVED, "", 0, NULL,                               \
 	  "Removed: replaced by --reuse-retained-device and --reuse-retained-host.")               \
+	X(SERVER_BIND, "server-bind", KT_ADDR, "", 0, NULL,                                        \
+	  "The front door for clients (nng): ipc:///abs/path or tcp://HOST:PORT (default "         \
+	  "ipc://<runtime-dir>/client.sock).")                                                     \
+	X(SERVER_METRICS_BIND, "server-metrics-bind", KT_HOSTPORT, "127.0.0.1:9464", 0, NULL,      \
+	  "Where the Prometheus metrics page (/metrics, HTTP) listens: HOST:PORT.")                \
 	X(RUNTIME_DIR, "runtime-dir", KT_PATH, "", 0, NULL,                                        \
 	  "Directory of the control sockets (default $XDG_RUNTIME_DIR/ignis, else "                \
 	  "/tmp/ignis-$UID).")
@@ -194,7 +201,7 @@ struct knob_value {
 	bool set;      /* false: no value (e.g. no explicit budget) */
 	uint64_t u;    /* bytes, count, bool, enum index */
 	bool tokens;   /* KT_POOL given in tokens */
-	const char *s; /* KT_PATH, KT_MODEL text (points into the input) */
+	const char *s; /* KT_PATH, KT_ADDR, KT_HOSTPORT, KT_MODEL text (points into the input) */
 	enum knob_src src;
 	char where[160]; /* for messages: "--x", "IGNIS_X", "f.yaml:3", "profile rtx5090",
 	                    "default", "qwen3.8-27b's default" */

@@ -39,6 +39,10 @@ static const char *type_word(enum knob_type t)
 		return "<name>";
 	case KT_PATH:
 		return "<dir>";
+	case KT_ADDR:
+		return "<url>";
+	case KT_HOSTPORT:
+		return "<host:port>";
 	case KT_REMOVED:
 		return "";
 	}

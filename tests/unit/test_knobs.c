@@ -276,6 +276,22 @@ static void row_init(struct row *r, int i)
 		snprintf(r->good[2], 48, "/tmp/z");
 		snprintf(r->bad[r->nbad++], 48, "relative");
 		break;
+	case KT_ADDR:
+		snprintf(r->good[0], 48, "ipc:///tmp/x.sock");
+		snprintf(r->good[1], 48, "tcp://127.0.0.1:7001");
+		snprintf(r->good[2], 48, "tcp://localhost:65535");
+		snprintf(r->bad[r->nbad++], 48, "ipc://relative");
+		snprintf(r->bad[r->nbad++], 48, "tcp://127.0.0.1:0");
+		snprintf(r->bad[r->nbad++], 48, "http://127.0.0.1:80");
+		break;
+	case KT_HOSTPORT:
+		snprintf(r->good[0], 48, "127.0.0.1:9464");
+		snprintf(r->good[1], 48, "localhost:1");
+		snprintf(r->good[2], 48, "0.0.0.0:65535");
+		snprintf(r->bad[r->nbad++], 48, "127.0.0.1");
+		snprintf(r->bad[r->nbad++], 48, "127.0.0.1:65536");
+		snprintf(r->bad[r->nbad++], 48, ":80");
+		break;
 	case KT_REMOVED:
 		snprintf(r->bad[r->nbad++], 48, "4");
 		break;
