@@ -27,10 +27,10 @@
 
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
-#include <xxhash.h>
 
 #include "arena.h"
 #include "clock.h"
+#include "kvcopy.h"
 #include "transport.h"
 
 /* Waiting for a restarted daemon's kv_config: ask kv_stats again after
@@ -709,21 +709,22 @@ void kvc_req_reserve(struct msg *q, uint64_t seq, uint64_t model_id, uint32_t kv
 	                                          .window_bytes = window_bytes};
 }
 
-void kvc_req_commit(struct msg *q, uint64_t seq, uint64_t window, uint64_t len, uint64_t xxh64)
+void kvc_req_commit(struct msg *q, uint64_t seq, uint64_t window, uint64_t len, uint64_t sum)
 {
 	memset(q, 0, sizeof(*q));
 	q->type = MSG_KV_COMMIT;
-	q->u.kv_commit = (struct msg_kv_commit){seq, window, len, xxh64};
+	q->u.kv_commit = (struct msg_kv_commit){seq, window, len, sum};
 }
 
-int kvc_req_commit_window(struct kvc *c, struct msg *q, uint64_t seq, uint64_t offset,
-                          uint64_t image_bytes, uint64_t window_bytes, uint64_t k,
-                          struct ig_errbuf *eb)
+/* Window k's place in the current mapping, or why it has none. */
+static int kvc__window_place(struct kvc *c, uint64_t seq, uint64_t offset, uint64_t image_bytes,
+                             uint64_t window_bytes, uint64_t k, uint8_t **p, uint64_t *len,
+                             struct ig_errbuf *eb)
 {
 	struct kvc_arena a = kvc_arena(c);
-	uint64_t at, len;
+	uint64_t at;
 
-	if (!kvc_window(image_bytes, window_bytes, k, &at, &len))
+	if (!kvc_window(image_bytes, window_bytes, k, &at, len))
 		return ig_errf(eb, IG_E_INVAL,
 		               "seq %" PRIu64 ": window %" PRIu64
 		               " is past the last of an image of "
@@ -733,12 +734,75 @@ int kvc_req_commit_window(struct kvc *c, struct msg *q, uint64_t seq, uint64_t o
 		return ig_errf(eb, IG_E_NOTFOUND,
 		               "seq %" PRIu64 ": no KV-RAM arena mapped yet from kvstore at '%s'",
 		               seq, c->path);
-	if (offset > a.bytes || at > a.bytes - offset || len > a.bytes - offset - at)
+	if (offset > a.bytes || at > a.bytes - offset || *len > a.bytes - offset - at)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
 		               "seq %" PRIu64 ": window %" PRIu64 " at %" PRIu64 "+%" PRIu64
 		               " is outside the arena of %" PRIu64 " bytes",
-		               seq, k, offset + at, len, a.bytes);
-	kvc_req_commit(q, seq, k, len, kvc_xxh64((const char *)a.base + offset + at, len));
+		               seq, k, offset + at, *len, a.bytes);
+	*p = (uint8_t *)a.base + offset + at;
+	return IG_E_OK;
+}
+
+int kvc_req_commit_window(struct kvc *c, struct msg *q, uint64_t seq, uint64_t offset,
+                          uint64_t image_bytes, uint64_t window_bytes, uint64_t k,
+                          struct ig_errbuf *eb)
+{
+	uint8_t *p;
+	uint64_t len;
+	int rc = kvc__window_place(c, seq, offset, image_bytes, window_bytes, k, &p, &len, eb);
+
+	if (rc)
+		return rc;
+	kvc_req_commit(q, seq, k, len, kvc_sum(p, len));
+	return IG_E_OK;
+}
+
+int kvc_write_window(struct kvc *c, struct msg *q, uint64_t seq, uint64_t offset,
+                     uint64_t image_bytes, uint64_t window_bytes, uint64_t k, const void *src,
+                     struct ig_errbuf *eb)
+{
+	uint8_t *p;
+	uint64_t len;
+	int rc = kvc__window_place(c, seq, offset, image_bytes, window_bytes, k, &p, &len, eb);
+
+	if (rc)
+		return rc;
+	kvc_req_commit(q, seq, k, len, kvcopy_hash(p, src, len));
+	return IG_E_OK;
+}
+
+int kvc_sums(struct kvc *c, uint64_t seq, uint64_t *sums, uint32_t cap, uint32_t *windows,
+             struct ig_errbuf *eb)
+{
+	struct arena_map m;
+
+	pthread_mutex_lock(&c->mtx);
+	kvc__adopt_map_locked(c);
+	m = c->map_cur.m;
+	pthread_mutex_unlock(&c->mtx);
+	if (!m.base)
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "seq %" PRIu64 ": no KV-RAM arena mapped yet from kvstore at '%s'",
+		               seq, c->path);
+	return arena_map_sums(&m, seq, sums, cap, windows, eb);
+}
+
+int kvc_read_window(struct kvc *c, uint64_t seq, uint64_t offset, uint64_t image_bytes,
+                    uint64_t window_bytes, uint64_t k, uint64_t sum, void *dst,
+                    struct ig_errbuf *eb)
+{
+	uint8_t *p;
+	uint64_t len, got;
+	int rc = kvc__window_place(c, seq, offset, image_bytes, window_bytes, k, &p, &len, eb);
+
+	if (rc)
+		return rc;
+	if (!kvcopy_check(dst, p, len, sum, &got))
+		return ig_errf(eb, IG_E_KV_LOST,
+		               "seq %" PRIu64 " window %" PRIu64
+		               ": the bytes in KV-RAM hash to %016" PRIx64 ", not the %016" PRIx64
+		               " committed; not used",
+		               seq, k, got, sum);
 	return IG_E_OK;
 }
 
@@ -809,7 +873,7 @@ bool kvc_window(uint64_t image_bytes, uint64_t window_bytes, uint64_t k, uint64_
 	return true;
 }
 
-uint64_t kvc_xxh64(const void *p, size_t n)
+uint64_t kvc_sum(const void *p, size_t n)
 {
-	return XXH64(p, n, 0);
+	return kvcopy_sum(p, n);
 }

@@ -146,15 +146,34 @@ struct kvc_arena kvc_arena(struct kvc *c);
  * "interactive" or "agent". */
 void kvc_req_reserve(struct msg *q, uint64_t seq, uint64_t model_id, uint32_t kv_format,
                      const char *cls, uint64_t image_bytes, uint64_t window_bytes);
-/* kv_commit of window `window` (`len` bytes whose XXH64 is `xxh64`). */
-void kvc_req_commit(struct msg *q, uint64_t seq, uint64_t window, uint64_t len, uint64_t xxh64);
+/* kv_commit of window `window` (`len` bytes whose checksum is `sum`). */
+void kvc_req_commit(struct msg *q, uint64_t seq, uint64_t window, uint64_t len, uint64_t sum);
 /* kv_commit of window k of an image placed at `offset` in the mapped arena
- * (the kv_reserved reply): its length and XXH64 taken from the bytes in
+ * (the kv_reserved reply): its length and checksum taken from the bytes in
  * place. IG_E_INVAL when k is past the last window, IG_E_NOTFOUND when no
  * arena is mapped, IG_E_PROTO_FIELD_RANGE when the window is outside it. */
 int kvc_req_commit_window(struct kvc *c, struct msg *q, uint64_t seq, uint64_t offset,
                           uint64_t image_bytes, uint64_t window_bytes, uint64_t k,
                           struct ig_errbuf *eb);
+/* Copy window k of an image from `src` (the window's own bytes) into its
+ * place in the mapped arena and build its kv_commit, the checksum taken while
+ * copying (one pass: kvcopy.h). The errors of kvc_req_commit_window. */
+int kvc_write_window(struct kvc *c, struct msg *q, uint64_t seq, uint64_t offset,
+                     uint64_t image_bytes, uint64_t window_bytes, uint64_t k, const void *src,
+                     struct ig_errbuf *eb);
+/* The committed windows' checksums of `seq`, read from the arena's index in
+ * the mapping (after a kv_fetch answered complete): sums[k] for k <
+ * *windows, 0 for one not committed. IG_E_NOTFOUND when the arena does not
+ * hold it (given up meanwhile) or none is mapped. */
+int kvc_sums(struct kvc *c, uint64_t seq, uint64_t *sums, uint32_t cap, uint32_t *windows,
+             struct ig_errbuf *eb);
+/* Copy window k of an image at `offset` out of the arena into `dst`,
+ * checking its bytes against `sum` (from kvc_sums) in the same pass.
+ * IG_E_KV_LOST when they differ: `dst` must not be used (the daemon never
+ * re-reads committed bytes; the reader is the check, ADR 0015). */
+int kvc_read_window(struct kvc *c, uint64_t seq, uint64_t offset, uint64_t image_bytes,
+                    uint64_t window_bytes, uint64_t k, uint64_t sum, void *dst,
+                    struct ig_errbuf *eb);
 void kvc_req_fetch(struct msg *q, uint64_t seq);
 void kvc_req_demote(struct msg *q, uint64_t seq);
 void kvc_req_drop(struct msg *q, uint64_t seq);
@@ -168,7 +187,8 @@ void kvc_req_stats(struct msg *q);
 bool kvc_window(uint64_t image_bytes, uint64_t window_bytes, uint64_t k, uint64_t *at,
                 uint64_t *len);
 
-/* The checksum of a window as the daemon checks it: XXH64, seed 0. */
-uint64_t kvc_xxh64(const void *p, size_t n);
+/* The checksum of a window as the reader checks it (kvcopy_sum: XXH3-64,
+ * seed 0). */
+uint64_t kvc_sum(const void *p, size_t n);
 
 #endif

@@ -6,7 +6,7 @@
  * index. The daemon is the only index writer (an flock() on the object keeps
  * a second daemon out); clients map it and touch data bytes only.
  *
- * On-shm layout (version 1). On shared memory that outlives the process:
+ * On-shm layout (version 2). On shared memory that outlives the process:
  * never renumber; a change of layout bumps ARENA_LAYOUT_VERSION and an old
  * object is refused by name, never reinterpreted.
  *
@@ -20,7 +20,7 @@
  *                                   block-aligned (cudaHostRegister, DMA)
  *
  *   header  0  8  magic "IGNISKVR"
- *           8  4  layout version (1)
+ *           8  4  layout version (2)
  *          12  4  block bytes (65,536)
  *          16  8  asked bytes (the flag as given; reopen compares it)
  *          24  8  n_blocks = asked / block (rounded down: a "100K" flag
@@ -48,7 +48,8 @@
  *          80 16  zero
  *
  *   window record (16 B)
- *           0  8  xxh64 of the window's bytes (seed 0)
+ *           0  8  checksum of the window's bytes (XXH3-64, seed 0:
+ *                 kvcopy_sum; layout 1 had XXH64)
  *           8  8  tag: the owning reservation's gen once committed, else 0
  *                 (stored last, release order)
  *
@@ -76,9 +77,10 @@
  *   reserve: clear the range's window tags, write the record's fields and
  *            checksum, then state = live. Killed earlier: the slot is
  *            still free and nothing points at the cleared records.
- *   commit:  hash the bytes in place, write the window's xxh64, then tag =
- *            gen; only then is the commit acknowledged. Killed earlier: the
- *            window is simply not committed.
+ *   commit:  write the window's sum (the writer's, taken while it copied
+ *            the bytes in: ADR 0015), then tag = gen; only then is the
+ *            commit acknowledged. Killed earlier: the window is simply not
+ *            committed.
  *   drop:    state = free. The stale fields and tags left behind are
  *            ignored (free slot) and cleared by the next reserve of the range.
  *   get:     last_use, one 8-byte store; torn never.
@@ -90,7 +92,7 @@
  * anything; then it keeps every sequence with a committed window and frees
  * reservations with none. Data bytes are not re-hashed at open: a committed
  * window's bytes are never rewritten by a correct writer, and the reader
- * checks them on the way out (arena.h, step 4).
+ * checks them on the way out (arena.h, step 4; ADR 0015).
  *
  * One daemon at a time: arena_open takes flock(LOCK_EX | LOCK_NB) on the
  * object and holds it while open; a second opener gets IG_E_BUSY. The
@@ -129,7 +131,7 @@
 
 #include <xxhash.h>
 
-#define ARENA_LAYOUT_VERSION 1u
+#define ARENA_LAYOUT_VERSION 2u /* 2: window checksums are XXH3-64 (ADR 0015) */
 #define ARENA_DIR            "/dev/shm"
 #define ARENA_HDR_BYTES      4096u
 /* Sequence records at most: 65,536 x 96 B = 6 MiB of index. */
@@ -198,7 +200,7 @@ struct arena_srec {
 };
 
 struct arena_wrec {
-	uint64_t xxh64;
+	uint64_t sum;
 	_Atomic uint64_t tag;
 };
 
@@ -1044,7 +1046,7 @@ int arena_reserve(struct arena *a, const struct arena_meta *meta, uint64_t *offs
 	CRASH_POINT();
 	for (uint32_t k = 0; k < meta->windows; k++) {
 		atomic_store_explicit(&a->wrec[wfirst + k].tag, 0, memory_order_relaxed);
-		a->wrec[wfirst + k].xxh64 = 0;
+		a->wrec[wfirst + k].sum = 0;
 	}
 	CRASH_POINT();
 	r->windows = meta->windows;
@@ -1073,12 +1075,12 @@ int arena_reserve(struct arena *a, const struct arena_meta *meta, uint64_t *offs
 	return IG_E_OK;
 }
 
-int arena_commit(struct arena *a, uint64_t seq, uint32_t k, uint64_t len, uint64_t xxh64,
+int arena_commit(struct arena *a, uint64_t seq, uint32_t k, uint64_t len, uint64_t sum,
                  struct ig_errbuf *eb)
 {
 	struct arena_srec *r;
 	struct arena_wrec *w;
-	uint64_t want, got;
+	uint64_t want;
 	uint32_t slot;
 
 	if (find_slot(a, seq, &slot) != 0)
@@ -1096,21 +1098,17 @@ int arena_commit(struct arena *a, uint64_t seq, uint32_t k, uint64_t len, uint64
 		               " bytes, not %" PRIu64,
 		               k, seq, want, len);
 	w = &a->wrec[r->wfirst + k];
-	if (atomic_load_explicit(&w->tag, memory_order_acquire) == r->gen && w->xxh64 != xxh64)
+	if (atomic_load_explicit(&w->tag, memory_order_acquire) == r->gen && w->sum != sum)
 		return ig_errf(eb, IG_E_INVAL,
-		               "KV-RAM commit: window %u of seq %" PRIu64
-		               " is committed with xxh64 "
+		               "KV-RAM commit: window %u of seq %" PRIu64 " is committed with sum "
 		               "%016" PRIx64 ", not %016" PRIx64,
-		               k, seq, w->xxh64, xxh64);
-	got = XXH64(a->data + r->first_block * ARENA_BLOCK + (uint64_t)k * r->window_bytes, len, 0);
-	if (got != xxh64)
-		return ig_errf(eb, IG_E_INVAL,
-		               "KV-RAM commit: window %u of seq %" PRIu64 ": its bytes hash to "
-		               "%016" PRIx64 ", not the %016" PRIx64 " given; nothing recorded",
-		               k, seq, got, xxh64);
+		               k, seq, w->sum, sum);
+	/* The bytes are not hashed here: the writer took their checksum while
+	 * copying them in (kvcopy.h) and every reader checks them while copying
+	 * them out (ADR 0015). */
 	if (atomic_load_explicit(&w->tag, memory_order_acquire) == r->gen)
 		return IG_E_OK; /* a retried commit */
-	w->xxh64 = xxh64;
+	w->sum = sum;
 	CRASH_POINT();
 	/* the commit point: from here the window is acknowledged */
 	atomic_store_explicit(&w->tag, r->gen, memory_order_release);
@@ -1159,7 +1157,7 @@ int arena_get(struct arena *a, uint64_t seq, struct arena_info *info, struct are
 		w[k].offset = (uint64_t)(a->data - a->base) + r->first_block * ARENA_BLOCK +
 		              (uint64_t)k * r->window_bytes;
 		w[k].len = done ? window_len(r, k) : 0;
-		w[k].xxh64 = done ? x->xxh64 : 0;
+		w[k].sum = done ? x->sum : 0;
 	}
 	return IG_E_OK;
 }
@@ -1296,4 +1294,55 @@ void arena_map_close(struct arena_map *m)
 	m->base = NULL;
 	m->bytes = 0;
 	m->fd = -1;
+}
+
+int arena_map_sums(const struct arena_map *m, uint64_t seq, uint64_t *sums, uint32_t cap,
+                   uint32_t *windows, struct ig_errbuf *eb)
+{
+	const struct arena_hdr *h = m->base;
+	const struct arena_srec *recs;
+	const struct arena_wrec *wrec;
+
+	if (!m->base)
+		return ig_errf(eb, IG_E_INVAL, "KV-RAM: no arena is mapped");
+	/* The header was checked at map time and the daemon never rewrites
+	 * its layout fields; the bounds are checked again all the same. */
+	if (h->seq_off + (uint64_t)h->seq_cap * sizeof(*recs) > m->bytes ||
+	    h->win_off + (uint64_t)h->win_cap * sizeof(*wrec) > m->bytes)
+		return ig_errf(eb, IG_E_KV_LOST,
+		               "KV-RAM: the arena's index is outside its mapping");
+	recs = (const struct arena_srec *)((const uint8_t *)m->base + h->seq_off);
+	wrec = (const struct arena_wrec *)((const uint8_t *)m->base + h->win_off);
+	for (uint32_t i = 0; i < h->seq_cap; i++) {
+		const struct arena_srec *r = &recs[i];
+		struct arena_srec copy;
+
+		if (atomic_load_explicit(&r->state, memory_order_acquire) != SREC_LIVE ||
+		    r->seq != seq)
+			continue;
+		/* The daemon may change the record meanwhile (a drop, a give-up):
+		 * take a copy, and trust it only when its checksum holds and it is
+		 * still live afterwards. */
+		memcpy(&copy, (const void *)r, sizeof(copy));
+		atomic_thread_fence(memory_order_acquire);
+		if (copy.seq != seq || srec_check(&copy) != copy.check ||
+		    atomic_load_explicit(&r->state, memory_order_acquire) != SREC_LIVE ||
+		    (uint64_t)copy.wfirst + copy.windows > h->win_cap)
+			continue;
+		if (copy.windows > cap)
+			return ig_errf(eb, IG_E_INVAL,
+			               "KV-RAM seq %" PRIu64
+			               " has %u windows, more than the %u asked",
+			               seq, copy.windows, cap);
+		for (uint32_t k = 0; k < copy.windows; k++) {
+			const struct arena_wrec *w = &wrec[copy.wfirst + k];
+
+			sums[k] = atomic_load_explicit(&w->tag, memory_order_acquire) == copy.gen
+			              ? w->sum
+			              : 0;
+		}
+		*windows = copy.windows;
+		return IG_E_OK;
+	}
+	return ig_errf(eb, IG_E_NOTFOUND, "KV-RAM: seq %" PRIu64 " is not held", seq);
 }

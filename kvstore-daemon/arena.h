@@ -14,13 +14,16 @@
  *      or IG_E_NOSPACE ("tier full") without waiting;
  *   2. the writer (the worker) copies window k into [offset + k * window,
  *      + len) of the mapping;
- *   3. commit window k: the daemon checks the bytes' xxh64 (XXH64 of the
- *      window's bytes with seed 0, libxxhash; not XXH3) against the one
- *      given and records the window; a committed window is acknowledged and
- *      must survive a kill -9 of the daemon at any instant;
+ *   3. commit window k with the checksum of its bytes (kvcopy_sum:
+ *      libxxhash's XXH3-64, seed 0) that the writer took while copying them in
+ *      (kvcopy.h): the daemon records it without reading the bytes again
+ *      (ADR 0015); a committed window is acknowledged and must survive a
+ *      kill -9 of the daemon at any instant;
  *   4. the sequence is complete when every window up to `windows` is
  *      committed; reading back gives each window's offset, length and
- *      checksum, and the reader checks the bytes.
+ *      checksum, and the reader checks the bytes while copying them out
+ *      (kvcopy_check), throwing away a window that does not match: bytes
+ *      that differ from what was committed are never served.
  * Every committed window survives a kill -9 of the daemon at any instant,
  * byte for byte: a restarted daemon's recovery keeps every sequence with at
  * least one committed window (complete or not, with its extent) and reclaims
@@ -62,7 +65,7 @@ struct arena_meta {
 struct arena_window {
 	uint64_t offset; /* from the start of the mapping */
 	uint64_t len;
-	uint64_t xxh64;
+	uint64_t sum;
 };
 
 /* One sequence held in KV-RAM. */
@@ -110,16 +113,16 @@ uint64_t arena_map_bytes(const struct arena *a);
  * sequence is already held; IG_E_INVAL for a malformed meta. */
 int arena_reserve(struct arena *a, const struct arena_meta *meta, uint64_t *offset,
                   struct ig_errbuf *eb);
-/* Commit window `k` of `seq` (its bytes are in place): offset and length
- * must be the window's place in the extent; the bytes' xxh64 must equal
- * `xxh64`, else IG_E_INVAL naming both and nothing is recorded. Committing a
- * committed window again with the same checksum is a no-op (a retried
- * request). */
-int arena_commit(struct arena *a, uint64_t seq, uint32_t k, uint64_t len, uint64_t xxh64,
+/* Commit window `k` of `seq` (its bytes are in place): `len` must be the
+ * window's length; `sum` is recorded as the bytes' checksum without
+ * reading them (the writer took it while copying; every reader checks it).
+ * Committing a committed window again with the same checksum is a no-op (a
+ * retried request); with another, IG_E_INVAL naming both. */
+int arena_commit(struct arena *a, uint64_t seq, uint32_t k, uint64_t len, uint64_t sum,
                  struct ig_errbuf *eb);
 /* Its record and windows (cap entries of `w`); IG_E_NOTFOUND. Counts as a
  * use (LRU). w[k] is window k (its place in the extent); one not committed
- * yet has len 0 and xxh64 0. */
+ * yet has len 0 and sum 0. */
 int arena_get(struct arena *a, uint64_t seq, struct arena_info *info, struct arena_window *w,
               uint32_t cap, struct ig_errbuf *eb);
 /* Give a sequence's extent back. IG_E_NOTFOUND when it is not held. */
@@ -150,5 +153,12 @@ struct arena_map {
 };
 int arena_map_open(struct arena_map *m, const char *name, struct ig_errbuf *eb);
 void arena_map_close(struct arena_map *m);
+/* The recorded checksums of `seq`'s windows, read from the index in the
+ * mapping (the reader checks each window against them while copying it
+ * out): sums[k] for k < *windows, 0 for a window not committed.
+ * IG_E_NOTFOUND when no live record of `seq` is there (dropped or given up
+ * meanwhile), IG_E_INVAL when it has more than `cap` windows. */
+int arena_map_sums(const struct arena_map *m, uint64_t seq, uint64_t *sums, uint32_t cap,
+                   uint32_t *windows, struct ig_errbuf *eb);
 
 #endif

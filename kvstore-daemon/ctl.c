@@ -12,7 +12,7 @@
  *
  * put stores FILE as sequence SEQ the way the worker moves a sequence out:
  * reserve, then window by window into the shared arena, each committed with
- * its xxh64 (acknowledged on return); get fetches it back (from KV-disk into
+ * its sum (acknowledged on return); get fetches it back (from KV-disk into
  * KV-RAM if need be, every window checked by the daemon) and writes the
  * bytes to FILE. --pace-us waits N microseconds between windows (fault tests
  * kill the daemon in the middle of a put). Exit 0 done, 1 refused or failed (the daemon's message
@@ -27,12 +27,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <xxhash.h>
-
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/req.h>
 
 #include "arena.h"
+#include "kvcopy.h"
 #include "kvmetrics.h"
 #include "rtdir.h"
 #include "transport.h"
@@ -281,7 +280,7 @@ static int cmd_put(nng_socket s, uint64_t seq, const char *path, uint64_t window
 		}
 		memset(&q, 0, sizeof(q));
 		q.type = MSG_KV_COMMIT;
-		q.u.kv_commit = (struct msg_kv_commit){seq, k, len, XXH64(dst, len, 0)};
+		q.u.kv_commit = (struct msg_kv_commit){seq, k, len, kvcopy_sum(dst, len)};
 		rc = call(s, &q, MSG_ACK, &rx, eb);
 		if (rc)
 			goto out;
@@ -299,6 +298,8 @@ out:
 
 static int cmd_get(nng_socket s, uint64_t seq, const char *path, struct ig_errbuf *eb)
 {
+	static uint64_t sums[ARENA_MAX_WINDOWS];
+	uint32_t n = 0;
 	struct msg q = {.type = MSG_KV_FETCH, .u.kv_fetch.seq = seq};
 	struct arena_map m;
 	struct tp_rx rx;
@@ -321,6 +322,27 @@ static int cmd_get(nng_socket s, uint64_t seq, const char *path, struct ig_errbu
 		rc =
 		    ig_errf(eb, IG_E_PROTO_FIELD_RANGE, "the daemon's extent is outside the arena");
 		goto out_rx;
+	}
+	/* every window checked against its recorded checksum before a byte of
+	 * it is written out (the daemon does not re-read committed bytes) */
+	rc = arena_map_sums(&m, seq, sums, ARENA_MAX_WINDOWS, &n, eb);
+	if (rc)
+		goto out_rx;
+	for (uint32_t k = 0; k < n; k++) {
+		uint64_t at = (uint64_t)k * rx.m.u.kv_seq.window_bytes;
+		uint64_t len = rx.m.u.kv_seq.image_bytes - at < rx.m.u.kv_seq.window_bytes
+		                   ? rx.m.u.kv_seq.image_bytes - at
+		                   : rx.m.u.kv_seq.window_bytes;
+		uint64_t got = kvcopy_sum((char *)m.base + rx.m.u.kv_seq.offset + at, len);
+
+		if (got != sums[k]) {
+			rc = ig_errf(eb, IG_E_KV_LOST,
+			             "seq %" PRIu64 " window %u: the bytes in KV-RAM hash to "
+			             "%016" PRIx64 ", not the %016" PRIx64
+			             " committed; nothing written",
+			             seq, k, got, sums[k]);
+			goto out_rx;
+		}
 	}
 	f = fopen(path, "wb");
 	if (!f ||

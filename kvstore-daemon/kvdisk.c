@@ -41,8 +41,9 @@
  *    64   8  len: window record, the payload bytes after the header (the
  *            window's length); sequence record, the bytes of all the
  *            sequence's records, headers included (its stored_bytes)
- *    72   8  xxh: window record, XXH64 of the payload; sequence record,
- *            XXH64 of the windows' payload checksums in order (8 B LE each)
+ *    72   8  xxh: window record, the payload's checksum (kvcopy_sum:
+ *            XXH3-64, seed 0, as KV-RAM's); sequence record, XXH64 of the
+ *            windows' payload checksums in order (8 B LE each)
  *    80   8  XXH64 of bytes 0..79
  *
  * Invariants (kvdisk_check-like, verified by open's scan):
@@ -83,20 +84,14 @@
 #include <xxhash.h>
 
 #include "bytes.h"
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
+#include "kvcopy.h"
 
 #define KVDISK_MAGIC      "IGKV"
-#define KVDISK_LAYOUT     1u
+#define KVDISK_LAYOUT     2u /* 2: payload checksums are XXH3-64 (ADR 0015) */
 #define KVDISK_HDR        88u
 #define KVDISK_KIND_WIN   1u
 #define KVDISK_KIND_SEQ   2u
 #define KVDISK_SEQ_WINDOW UINT32_MAX
-
-/* Hash and copy in slices this size, so that each slice is copied while it
- * is still in L2 from being hashed (one pass over memory, not two). */
-#define KVDISK_SLICE (128u << 10)
 
 /* The map (the most the file can grow to) is the ceiling plus this headroom
  * for LMDB's overhead: a quarter, plus 64 MiB for small ceilings. Page
@@ -139,7 +134,7 @@ struct kvdisk {
 	uint64_t ceiling, map_bytes, used, alloc_end;
 	uint32_t sequences;
 	uint64_t writes, reads, refusals_full, lost, drops;
-	XXH64_state_t *xs, *xd; /* payload, digest of payload checksums */
+	XXH64_state_t *xd; /* digest of the windows' payload checksums */
 	struct kvdisk_note *notes;
 	uint32_t n_notes, cap_notes;
 };
@@ -330,56 +325,6 @@ static bool kvdisk__win_ok(const struct kvdisk_hdr *sh, uint32_t k, const MDB_va
 }
 
 /* ---- copying ------------------------------------------------------------ */
-
-/* Copy with non-temporal stores: the bytes are not read again by this CPU
- * soon (LMDB's pages go to the disk, KV-RAM's to the device), so they need
- * not displace the cache, and the store needs no read-for-ownership. On the
- * 2-core EPYC VM this took copy+hash of 12 MiB windows out of a mapped file
- * from 3.4 GB/s (memcpy in 128 KiB slices) to 5.0 GB/s, against 5.5 GB/s
- * for a bare memcpy (ADR 0011). SSE2 is in every x86-64; elsewhere memcpy. */
-static void kvdisk__stream_copy(unsigned char *dst, const unsigned char *src, size_t n)
-{
-#if defined(__SSE2__)
-	size_t i = 0;
-
-	while (i < n && ((uintptr_t)(dst + i) & 15))
-		dst[i] = src[i], i++;
-	for (; i + 64 <= n; i += 64) {
-		__m128i a = _mm_loadu_si128((const __m128i *)(src + i));
-		__m128i b = _mm_loadu_si128((const __m128i *)(src + i + 16));
-		__m128i c = _mm_loadu_si128((const __m128i *)(src + i + 32));
-		__m128i e = _mm_loadu_si128((const __m128i *)(src + i + 48));
-
-		_mm_stream_si128((__m128i *)(dst + i), a);
-		_mm_stream_si128((__m128i *)(dst + i + 16), b);
-		_mm_stream_si128((__m128i *)(dst + i + 32), c);
-		_mm_stream_si128((__m128i *)(dst + i + 48), e);
-	}
-	if (i < n)
-		memcpy(dst + i, src + i, n - i);
-#else
-	memcpy(dst, src, n);
-#endif
-}
-
-/* Copy `len` bytes and return the XXH64 of what was copied: each slice is
- * hashed first (bringing it into L2), then streamed out of the cache, so
- * memory sees one read and one write of the window. */
-static uint64_t kvdisk__copy_hash(XXH64_state_t *st, unsigned char *dst, const unsigned char *src,
-                                  uint64_t len)
-{
-	XXH64_reset(st, 0);
-	for (uint64_t at = 0; at < len; at += KVDISK_SLICE) {
-		size_t n = len - at < KVDISK_SLICE ? (size_t)(len - at) : KVDISK_SLICE;
-
-		XXH64_update(st, src + at, n);
-		kvdisk__stream_copy(dst + at, src + at, n);
-	}
-#if defined(__SSE2__)
-	_mm_sfence(); /* the streamed stores are visible before what follows */
-#endif
-	return XXH64_digest(st);
-}
 
 /* Ask the kernel to read a large record's pages ahead (a cold 12 MiB
  * window is read in large requests rather than 128 KiB fault by fault).
@@ -972,9 +917,8 @@ int kvdisk_open(struct kvdisk **out, const char *path, uint64_t flag_bytes, uint
 	d->state_fd = -1;
 	d->data_fd = -1;
 	snprintf(d->path, sizeof(d->path), "%s", path);
-	d->xs = XXH64_createState();
 	d->xd = XXH64_createState();
-	if (!d->xs || !d->xd) {
+	if (!d->xd) {
 		rc = ig_errf(eb, IG_E_NOMEM, "KV-disk: out of memory");
 		goto out_free;
 	}
@@ -1041,7 +985,6 @@ out_free:
 	kvdisk__env_close(d);
 	if (d->state_fd >= 0)
 		close(d->state_fd);
-	XXH64_freeState(d->xs);
 	XXH64_freeState(d->xd);
 	free(d->notes);
 	free(d);
@@ -1060,7 +1003,6 @@ void kvdisk_close(struct kvdisk *d)
 	}
 	if (d->state_fd >= 0)
 		close(d->state_fd);
-	XXH64_freeState(d->xs);
 	XXH64_freeState(d->xd);
 	free(d->notes);
 	free(d);
@@ -1192,14 +1134,14 @@ int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base
 		if (rc)
 			return kvdisk__put_fail(d, txn, rc, meta->seq, eb);
 		dst = v.mv_data;
-		got = kvdisk__copy_hash(d->xs, dst + KVDISK_HDR, src + w[i].offset, w[i].len);
-		if (got != w[i].xxh64) {
+		got = kvcopy_hash(dst + KVDISK_HDR, src + w[i].offset, w[i].len);
+		if (got != w[i].sum) {
 			mdb_txn_abort(txn);
 			return ig_errf(eb, IG_E_INVAL,
 			               "KV-disk: seq %" PRIu64
 			               " window %u: its bytes hash to %016" PRIx64
 			               ", not the %016" PRIx64 " given; nothing written",
-			               meta->seq, i, got, w[i].xxh64);
+			               meta->seq, i, got, w[i].sum);
 		}
 		h.kind = KVDISK_KIND_WIN;
 		h.window = i;
@@ -1260,7 +1202,7 @@ static int kvdisk__read_begin(struct kvdisk *d, uint64_t seq, MDB_txn **txn, MDB
 /* Read (dst != NULL: copy out) or check (dst NULL: hash in place) every
  * record of `seq`. A failed check drops the sequence: IG_E_KV_LOST. */
 static int kvdisk__read(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out,
-                        unsigned char *dst, uint64_t dst_bytes, uint64_t *n_checked,
+                        unsigned char *dst, uint64_t dst_bytes, uint64_t *sums, uint64_t *n_checked,
                         struct ig_errbuf *eb)
 {
 	char why[200];
@@ -1309,10 +1251,9 @@ static int kvdisk__read(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_
 		p = (const unsigned char *)v.mv_data + KVDISK_HDR;
 		kvdisk__willneed(p, wh.len);
 		if (dst)
-			got = kvdisk__copy_hash(d->xs, dst + (uint64_t)at * sh.window_bytes, p,
-			                        wh.len);
+			got = kvcopy_hash(dst + (uint64_t)at * sh.window_bytes, p, wh.len);
 		else
-			got = XXH64(p, wh.len, 0);
+			got = kvcopy_sum(p, wh.len);
 		if (got != wh.xxh) {
 			snprintf(why, sizeof(why),
 			         "corrupt: the payload hashes to %016" PRIx64
@@ -1321,6 +1262,8 @@ static int kvdisk__read(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_
 			goto out_lost;
 		}
 		kvdisk__digest_add(d->xd, got);
+		if (sums)
+			sums[at] = got;
 		if (n_checked)
 			(*n_checked)++;
 	}
@@ -1342,13 +1285,13 @@ out_lost:
 }
 
 int kvdisk_get(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out, void *dst,
-               uint64_t dst_bytes, struct ig_errbuf *eb)
+               uint64_t dst_bytes, uint64_t *sums, struct ig_errbuf *eb)
 {
 	int rc;
 
 	if (!dst)
 		return ig_errf(eb, IG_E_INVAL, "KV-disk: seq %" PRIu64 ": no destination", seq);
-	rc = kvdisk__read(d, seq, meta_out, dst, dst_bytes, NULL, eb);
+	rc = kvdisk__read(d, seq, meta_out, dst, dst_bytes, sums, NULL, eb);
 	if (!rc)
 		d->reads++;
 	return rc;
@@ -1415,7 +1358,7 @@ int kvdisk_verify(struct kvdisk *d, uint64_t seq, uint64_t *n_checked, struct ig
 
 	*n_checked = 0;
 	if (seq)
-		return kvdisk__read(d, seq, NULL, NULL, 0, n_checked, eb);
+		return kvdisk__read(d, seq, NULL, NULL, 0, NULL, n_checked, eb);
 	if (d->failed)
 		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB failed earlier; reopen it",
 		               d->path);
@@ -1448,7 +1391,7 @@ int kvdisk_verify(struct kvdisk *d, uint64_t seq, uint64_t *n_checked, struct ig
 		               rc == ENOMEM ? "out of memory" : mdb_strerror(rc));
 	}
 	for (size_t i = 0; i < n; i++) {
-		rc = kvdisk__read(d, seqs[i], NULL, NULL, 0, n_checked, &e2);
+		rc = kvdisk__read(d, seqs[i], NULL, NULL, 0, NULL, n_checked, &e2);
 		if (rc && rc != IG_E_NOTFOUND && !first.code)
 			first = e2;
 	}

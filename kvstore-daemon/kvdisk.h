@@ -5,7 +5,7 @@
  *
  * One record per window, keyed (seq id, window index), each with a header:
  * layout version, model identity, KV format, the sequence's window count and
- * image bytes, this window's length and xxh64. A sequence is written in one
+ * image bytes, this window's length and sum. A sequence is written in one
  * LMDB write transaction (all its windows, then a sequence record that says
  * it is whole), so it counts only once committed whole: a write killed
  * midway leaves nothing. A read checks every header and checksum: a torn,
@@ -56,20 +56,22 @@ int kvdisk_open(struct kvdisk **out, const char *path, uint64_t flag_bytes, uint
 void kvdisk_close(struct kvdisk *d);
 
 /* Write a whole sequence: `meta` and its windows, window k's bytes at
- * base + w[k].offset (w[k].len bytes, w[k].xxh64 their checksum, checked
+ * base + w[k].offset (w[k].len bytes, w[k].sum their checksum, checked
  * again before writing). IG_E_NOSPACE ("tier full", with the figures, and
  * nothing written) when it would cross the ceiling; IG_E_BUSY when the seq
- * is already on disk. The checksum is XXH64 (seed 0) of the bytes, as
+ * is already on disk. The checksum is kvcopy_sum's (XXH3-64, seed 0), as
  * KV-RAM's (arena.h). */
 int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base,
                const struct arena_window *w, struct ig_errbuf *eb);
 /* Read a whole sequence back: window k into dst + k * meta.window_bytes
- * (dst holds meta.image_bytes), each checked. *meta_out its identity.
+ * (dst holds meta.image_bytes), each checked while copied. *meta_out its
+ * identity; sums[k] (may be NULL; meta.windows entries) each window's
+ * checksum, to commit it to KV-RAM without another pass.
  * IG_E_NOTFOUND; IG_E_KV_LOST for a torn, corrupt or foreign record (the
  * sequence is then dropped from disk: it cannot be served). On any error
  * dst's contents are unspecified and must not be used. */
 int kvdisk_get(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out, void *dst,
-               uint64_t dst_bytes, struct ig_errbuf *eb);
+               uint64_t dst_bytes, uint64_t *sums, struct ig_errbuf *eb);
 /* Its identity without reading its windows; IG_E_NOTFOUND. */
 int kvdisk_stat(struct kvdisk *d, uint64_t seq, struct kvdisk_seq *out, struct ig_errbuf *eb);
 int kvdisk_drop(struct kvdisk *d, uint64_t seq, struct ig_errbuf *eb);

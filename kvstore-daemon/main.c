@@ -7,7 +7,7 @@
  * The supervisor sends kv_config after hello; until then every tier request
  * is refused (IG_E_BUSY, "not configured"). Bytes never travel in messages:
  * they are written to and read from the arena; messages carry offsets,
- * lengths and xxh64 checksums (docs/protocol.md, "KV tiers").
+ * lengths and checksums (docs/protocol.md, "KV tiers").
  *
  * Policies (reference-facts 3):
  *   - a reserve that does not fit gets "tier full" (IG_E_NOSPACE) at once;
@@ -33,11 +33,10 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <xxhash.h>
-
 #include "arena.h"
 #include "daemon.h"
 #include "event.h"
+#include "kvcopy.h"
 #include "kvdisk.h"
 
 struct kvs {
@@ -51,6 +50,7 @@ struct kvs {
 	uint64_t demotions, disk_reads, ram_evictions, lost;
 	/* the windows of one sequence, for get/put */
 	struct arena_window w[ARENA_MAX_WINDOWS];
+	uint64_t sums[ARENA_MAX_WINDOWS]; /* a disk record's window checksums */
 };
 
 static uint64_t kvs_now_s(void);
@@ -322,7 +322,7 @@ static int kvs_check_ram(struct kvs *k, const struct arena_info *info, struct ig
 
 		if (!w->len) /* not committed (yet) */
 			continue;
-		if (XXH64(base + w->offset, w->len, 0) != w->xxh64) {
+		if (kvcopy_sum(base + w->offset, w->len) != w->sum) {
 			k->lost++;
 			return ig_errf(eb, IG_E_KV_LOST,
 			               "seq %" PRIu64
@@ -350,7 +350,7 @@ static int kvs_load_from_disk(struct kvs *k, uint64_t seq, struct ig_errbuf *eb)
 	if (rc)
 		return rc;
 	base = arena_base(k->ram);
-	rc = kvdisk_get(k->disk, seq, &ds.meta, base + offset, ds.meta.image_bytes, eb);
+	rc = kvdisk_get(k->disk, seq, &ds.meta, base + offset, ds.meta.image_bytes, k->sums, eb);
 	if (rc) {
 		struct ig_errbuf e2;
 
@@ -365,7 +365,7 @@ static int kvs_load_from_disk(struct kvs *k, uint64_t seq, struct ig_errbuf *eb)
 		                   ? ds.meta.image_bytes - at
 		                   : ds.meta.window_bytes;
 
-		rc = arena_commit(k->ram, seq, i, len, XXH64(base + offset + at, len, 0), eb);
+		rc = arena_commit(k->ram, seq, i, len, k->sums[i], eb);
 		if (rc)
 			return rc;
 	}
@@ -390,13 +390,9 @@ static int kvs_fetch(struct kvs *k, uint64_t seq, struct msg *reply, struct ig_e
 		return ig_errf(eb, IG_E_NOTFOUND, "seq %" PRIu64 ": held in no tier", seq);
 	if (rc)
 		return rc;
-	rc = kvs_check_ram(k, &info, eb);
-	if (rc) {
-		struct ig_errbuf e2;
-
-		(void)arena_drop(k->ram, seq, &e2);
-		return rc;
-	}
+	/* KV-RAM's bytes are not re-read here: the reader checks each window
+	 * against its recorded checksum while copying it out (ADR 0015); a
+	 * record just loaded from KV-disk was checked on the way in. */
 	kvs_touch(seq);
 	reply->type = MSG_KV_SEQ;
 	*r = (struct msg_kv_seq){.seq = seq,
@@ -564,7 +560,7 @@ static int kvs_handle(void *ctx, const struct msg *req, struct msg *reply, struc
 		return kvs_reserve(k, &req->u.kv_reserve, reply, eb);
 	case MSG_KV_COMMIT:
 		rc = arena_commit(k->ram, req->u.kv_commit.seq, (uint32_t)req->u.kv_commit.window,
-		                  req->u.kv_commit.len, req->u.kv_commit.xxh64, eb);
+		                  req->u.kv_commit.len, req->u.kv_commit.sum, eb);
 		goto ack;
 	case MSG_KV_FETCH:
 		return kvs_fetch(k, req->u.kv_fetch.seq, reply, eb);

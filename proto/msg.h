@@ -30,7 +30,7 @@
 
 #include "err.h"
 
-#define MSG_PROTO_VERSION 2u
+#define MSG_PROTO_VERSION 3u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
 #define MSG_MAX_BYTES (64u * 1024u)
@@ -237,7 +237,7 @@ struct msg_str {
 
 /* The kvstore daemon's protocol (docs/protocol.md, "KV tiers"). Bytes never
  * travel here: they are written to and read from the shared KV-RAM arena
- * `arena_name` maps; messages carry where, how long and checksums (xxh64). */
+ * `arena_name` maps; messages carry where, how long and checksums (XXH3-64). */
 #define MSG_FIELDS_kv_config(F, R)                                                                 \
 	F(R, STR, arena_name, 1, 96, _) /* under /dev/shm */                                       \
 	F(R, U64, arena_bytes, 1, UINT64_MAX, _)                                                   \
@@ -265,7 +265,7 @@ struct msg_str {
 	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
 	F(R, U64, window, 0, UINT32_MAX, _)                                                        \
 	F(R, U64, len, 1, UINT32_MAX, _)                                                           \
-	F(R, U64, xxh64, 0, UINT64_MAX, _)
+	F(R, U64, sum, 0, UINT64_MAX, _)
 
 #define MSG_FIELDS_kv_fetch(F, R) F(R, U64, seq, 1, UINT64_MAX, _)
 

@@ -33,9 +33,9 @@
 #include <unistd.h>
 
 #include <lmdb.h>
-#include <xxhash.h>
 
 #include "arena.h"
+#include "kvcopy.h"
 #include "cpu_ops.h"
 #include "cpu_pool.h"
 #include "engine.h"
@@ -330,14 +330,14 @@ static void bench_model(int reps)
  * One image of KVB_IMAGE bytes (enough windows at every size: 768 of 256 KiB,
  * 16 of 12 MiB, 12 of 16 MiB) moved through the libraries in-process, the
  * way the daemon and the worker use them:
- *   KV-RAM commit: arena_reserve, then per window the worker's memcpy into
- *     the extent and arena_commit (the daemon hashes the window in place);
- *     against memcpy of the same windows from the same source into the same
- *     extent. The checksums the worker sends are computed beforehand, not
- *     timed (the worker does not compute them yet).
- *   KV-RAM read: arena_get, the daemon's check of every window (kvs_fetch's
- *     XXH64 pass), then the worker's memcpy of each window out; against
- *     memcpy of the same windows from the extent to the same destination.
+ *   KV-RAM commit: arena_reserve, then per window the worker's copy into
+ *     the extent with its checksum taken in the same pass (kvcopy_hash, as
+ *     kvc_write_window) and arena_commit recording it (ADR 0015); against
+ *     memcpy of the same windows from the same source into the same extent.
+ *   KV-RAM read: arena_get (kvs_fetch's), then the worker's copy of each
+ *     window out, checked against its recorded checksum in the same pass
+ *     (kvcopy_check, as kvc_read_window); against memcpy of the same
+ *     windows from the extent to the same destination.
  *   KV-disk put and get: kvdisk_put of the complete sequence from the arena
  *     and kvdisk_get into the destination; against raw LMDB in another
  *     directory with the same flags and map size, one write transaction
@@ -364,7 +364,6 @@ struct kvb {
 	MDB_env *env;
 	MDB_dbi dbi;
 	unsigned char *src, *dst;
-	uint64_t *sums;         /* the worker's checksum of each window */
 	struct arena_window *w; /* ARENA_MAX_WINDOWS of them */
 	uint64_t next_seq;
 	bool made_dir;
@@ -429,10 +428,8 @@ static void kvb_release(struct kvb *k)
 	k->ram = NULL;
 	free(k->src);
 	free(k->dst);
-	free(k->sums);
 	free(k->w);
 	k->src = k->dst = NULL;
-	k->sums = NULL;
 	k->w = NULL;
 }
 
@@ -461,9 +458,8 @@ static int kvb_open(struct kvb *k, struct ig_errbuf *eb)
 	 * third of its speed on the AMD development VM.) */
 	k->src = aligned_alloc(ARENA_BLOCK, KVB_IMAGE);
 	k->dst = aligned_alloc(ARENA_BLOCK, KVB_IMAGE);
-	k->sums = calloc(ARENA_MAX_WINDOWS, sizeof(*k->sums));
 	k->w = calloc(ARENA_MAX_WINDOWS, sizeof(*k->w));
-	if (!k->src || !k->dst || !k->sums || !k->w)
+	if (!k->src || !k->dst || !k->w)
 		return ig_errf(eb, IG_E_NOMEM, "no memory for two %llu MiB buffers",
 		               KVB_IMAGE >> 20);
 	for (uint64_t i = 0; i < KVB_IMAGE; i += 8) { /* every page touched, not constant */
@@ -621,10 +617,12 @@ static int kvb_ram_commit(struct kvb *k, const struct arena_meta *m, uint64_t of
 		    m->image_bytes - at < m->window_bytes ? m->image_bytes - at : m->window_bytes;
 		int rc;
 
-		memcpy(ext + at, k->src + at, len);
-		if (mc)
+		if (mc) {
+			memcpy(ext + at, k->src + at, len);
 			continue;
-		rc = arena_commit(k->ram, m->seq, i, len, k->sums[i], eb);
+		}
+		rc = arena_commit(k->ram, m->seq, i, len, kvcopy_hash(ext + at, k->src + at, len),
+		                  eb);
 		if (rc)
 			return rc;
 	}
@@ -647,13 +645,16 @@ static int kvb_ram_read(struct kvb *k, const struct arena_meta *m, bool mc, doub
 		if (rc)
 			return rc;
 		for (uint32_t i = 0; i < m->windows; i++)
-			if (XXH64(base + k->w[i].offset, k->w[i].len, 0) != k->w[i].xxh64)
+			if (!kvcopy_check(k->dst + (uint64_t)i * m->window_bytes,
+			                  base + k->w[i].offset, k->w[i].len, k->w[i].sum, NULL))
 				return ig_errf(eb, IG_E_KV_LOST,
 				               "KV-RAM seq %" PRIu64 " window %u: checksum differs",
 				               m->seq, i);
+	} else {
+		for (uint32_t i = 0; i < m->windows; i++)
+			memcpy(k->dst + (uint64_t)i * m->window_bytes, base + k->w[i].offset,
+			       k->w[i].len);
 	}
-	for (uint32_t i = 0; i < m->windows; i++)
-		memcpy(k->dst + (uint64_t)i * m->window_bytes, base + k->w[i].offset, k->w[i].len);
 	*t = now() - *t;
 	return IG_E_OK;
 }
@@ -712,7 +713,7 @@ static int kvb_round(struct kvb *k, uint32_t window, bool ours_first, struct kvb
 		bool ours = (pass == 0) == ours_first;
 
 		t = now();
-		rc = ours ? kvdisk_get(k->disk, m.seq, &got, k->dst, KVB_IMAGE, eb)
+		rc = ours ? kvdisk_get(k->disk, m.seq, &got, k->dst, KVB_IMAGE, NULL, eb)
 		          : kvb_raw_get(k, m.seq, &m, eb);
 		if (rc)
 			return rc;
@@ -738,8 +739,6 @@ static void bench_kvstore(int reps)
 		struct kvb_rates b = {0};
 		char name[16];
 
-		for (uint64_t at = 0, i = 0; at < KVB_IMAGE; at += wb, i++)
-			k.sums[i] = XXH64(k.src + at, KVB_IMAGE - at < wb ? KVB_IMAGE - at : wb, 0);
 		for (int r = 0; !rc && r < reps; r++)
 			rc = kvb_round(&k, wb, r % 2 == 0, &b, &eb);
 		if (rc)

@@ -3,8 +3,9 @@
 # ignis-kvstore-ctl. Round trips through KV-RAM and KV-disk, tier full at
 # once, the disk ceiling, demotion, kill -9 of the daemon after and during a
 # put and during a demotion (every acknowledged window served again byte for
-# byte), a corrupted LMDB record reported lost and never served, malformed
-# and oversize messages refused while the daemon keeps serving.
+# byte), a KV-RAM byte changed after its commit and a corrupted LMDB record
+# reported lost and never served, malformed and oversize messages refused
+# while the daemon keeps serving.
 #   kvstore.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: kvstore.sh BUILD_DIR}
@@ -43,6 +44,32 @@ k get 1 "$work/a.back" >/dev/null || fail "get 1"
 cmp -s "$work/a" "$work/a.back" || fail "seq 1 differs"
 k put 2 "$work/b" --class interactive >/dev/null || fail "put 2"
 k list | grep -q "^2 .*ram .*interactive" || fail "list: $(k list)"
+
+step "a KV-RAM byte changed after its commit is never served"
+# The daemon records the writer's checksum and never re-reads committed
+# bytes (ADR 0015): the reader's check is what refuses them.
+head -c $((512 * 1024)) /dev/urandom >"$work/c"
+k put 9 "$work/c" >/dev/null || fail "put 9"
+python3 - "/dev/shm/$arena" "$work/c" <<'PY' || fail "seq 9's bytes are not in the arena"
+import sys
+shm, src = sys.argv[1], sys.argv[2]
+head = open(src, "rb").read(4096)
+with open(shm, "r+b") as f:
+    at = f.read().find(head)
+    if at < 0:
+        sys.exit(1)
+    f.seek(at + 300000)
+    b = f.read(1)
+    f.seek(at + 300000)
+    f.write(bytes([b[0] ^ 0x40]))
+PY
+out=$(k get 9 "$work/r.9" 2>&1) && fail "a changed window was served"
+grep -q "not the [0-9a-f]* committed; nothing written" <<<"$out" || fail "unclear refusal: $out"
+[[ ! -e $work/r.9 ]] || fail "a file was written for a refused get"
+out=$(k verify 9 2>&1) && fail "verify passed a changed window"
+grep -qi "no longer match" <<<"$out" || fail "unclear verify: $out"
+k drop 9 >/dev/null || fail "drop 9"
+k get 2 "$work/r.2a" >/dev/null && cmp -s "$work/b" "$work/r.2a" || fail "seq 2 hurt by seq 9"
 
 step "a put larger than KV-RAM is refused at once: tier full"
 out=$(timeout 5 "$ctl" --runtime-dir "$rt" put 3 "$work/huge" 2>&1) && fail "a 30 MiB put fit 24 MiB"
@@ -136,7 +163,7 @@ fi
 
 step "malformed and oversize messages are refused; the daemon keeps serving"
 "$probe" "$rt/kvstore.sock" hex c1c1c1 | grep -q "code=IG_E_PROTO" || fail "junk not refused"
-"$probe" "$rt/kvstore.sock" hex 83a17410a17602a3736571cf | grep -q "code=IG_E_PROTO" ||
+"$probe" "$rt/kvstore.sock" hex 83a17410a17603a3736571cf | grep -q "code=IG_E_PROTO" ||
 	fail "truncated reserve not refused"
 # 80 KiB: past the 64 KiB every socket accepts (nng drops it; no reply)
 timeout 10 "$probe" "$rt/kvstore.sock" hex "$(head -c 81920 /dev/zero | od -An -v -tx1 | tr -d ' \n')" \

@@ -36,6 +36,7 @@
 #include <xxhash.h>
 
 #include "arena.h"
+#include "kvcopy.h"
 
 #define DEFAULT_SEED 20240611u
 #define BLK          ((uint64_t)ARENA_BLOCK)
@@ -148,7 +149,7 @@ static void fill(void *base, uint64_t offset, const struct arena_meta *m)
 
 static uint64_t sum_of(void *base, uint64_t offset, const struct arena_meta *m, uint32_t k)
 {
-	return XXH64((uint8_t *)base + offset + (uint64_t)k * m->window_bytes, wlen(m, k), 0);
+	return kvcopy_sum((uint8_t *)base + offset + (uint64_t)k * m->window_bytes, wlen(m, k));
 }
 
 static int commit_k(struct arena *a, uint64_t offset, const struct arena_meta *m, uint32_t k,
@@ -248,12 +249,12 @@ static uint32_t verify(struct arena *a, uint64_t seq)
 	for (uint32_t k = 0; k < info.meta.windows; k++) {
 		assert_int_equal(w[k].offset, info.offset + (uint64_t)k * info.meta.window_bytes);
 		if (!w[k].len) {
-			assert_int_equal(w[k].xxh64, 0);
+			assert_int_equal(w[k].sum, 0);
 			continue;
 		}
 		done++;
 		assert_int_equal(w[k].len, wlen(&info.meta, k));
-		if (XXH64(base + w[k].offset, w[k].len, 0) != w[k].xxh64)
+		if (kvcopy_sum(base + w[k].offset, w[k].len) != w[k].sum)
 			fail_msg("seq %" PRIu64 " window %u: bytes do not hash to the record", seq,
 			         k);
 		if (!pattern_ok(base + w[k].offset, w[k].len, seq, k))
@@ -574,31 +575,47 @@ static void test_refusals(void **state)
 static void test_commit_checksum(void **state)
 {
 	static struct arena_window w[8];
+	static uint8_t out[BLK];
 	struct tctx *t = *state;
 	struct arena *a = open_ok(t->name, 16 * BLK);
 	struct arena_meta m = meta_of(5, I, 2 * BLK + 100, 65536); /* 3 windows */
 	struct ig_errbuf eb = {0};
+	struct arena_map cm = {0};
 	struct arena_info info;
 	struct arena_stats st;
 	uint64_t off = put(a, &m, 0), good = sum_of(arena_base(a), off, &m, 0), bad = good ^ 1;
-	char want[64];
+	uint64_t sums[8], got = 0;
+	uint32_t n = 0;
 
-	assert_int_equal(arena_commit(a, 5, 0, BLK, bad, &eb), IG_E_INVAL);
-	snprintf(want, sizeof(want), "%016" PRIx64, good);
-	assert_non_null(strstr(eb.msg, want));
-	snprintf(want, sizeof(want), "%016" PRIx64, bad);
-	assert_non_null(strstr(eb.msg, want));
+	/* The daemon records the writer's checksum without reading the bytes
+	 * (ADR 0015): a wrong one is committed, and the reader's check while
+	 * copying out is what refuses the bytes. */
+	assert_int_equal(arena_commit(a, 5, 0, BLK, bad, &eb), IG_E_OK);
+	assert_int_equal(arena_map_open(&cm, t->name, &eb), IG_E_OK);
+	assert_int_equal(arena_map_sums(&cm, 5, sums, 8, &n, &eb), IG_E_OK);
+	assert_int_equal(n, 3);
+	assert_int_equal(sums[0], bad);
+	assert_int_equal(sums[1], 0); /* not committed */
+	assert_int_equal(sums[2], 0);
+	assert_false(kvcopy_check(out, (uint8_t *)cm.base + off, BLK, sums[0], &got));
+	assert_int_equal(got, good);
+	assert_true(memcmp(out, (uint8_t *)cm.base + off, BLK) == 0); /* copied all the same */
+	assert_int_equal(arena_map_sums(&cm, 5, sums, 2, &n, &eb), IG_E_INVAL);
+	assert_int_equal(arena_map_sums(&cm, 6, sums, 8, &n, &eb), IG_E_NOTFOUND);
+	assert_int_equal(arena_drop(a, 5, &eb), IG_E_OK);
+	assert_int_equal(arena_map_sums(&cm, 5, sums, 8, &n, &eb), IG_E_NOTFOUND);
+	off = put(a, &m, 0);
 	assert_int_equal(arena_get(a, 5, &info, w, 8, &eb), IG_E_OK);
 	assert_int_equal(info.committed, 0);
 	assert_int_equal(w[0].len, 0);
-	assert_int_equal(w[0].xxh64, 0);
+	assert_int_equal(w[0].sum, 0);
 	arena_stats(a, &st);
-	assert_int_equal(st.commits, 0);
+	assert_int_equal(st.commits, 1);
 
 	assert_int_equal(arena_commit(a, 5, 0, BLK, good, &eb), IG_E_OK);
 	assert_int_equal(arena_commit(a, 5, 0, BLK, good, &eb), IG_E_OK); /* a retry */
 	arena_stats(a, &st);
-	assert_int_equal(st.commits, 1);
+	assert_int_equal(st.commits, 2);
 	assert_int_equal(arena_commit(a, 5, 0, BLK, bad, &eb), IG_E_INVAL); /* committed */
 	assert_non_null(strstr(eb.msg, "is committed with"));
 	/* the window 2 (100 bytes) out of order, then window 1 */
@@ -612,10 +629,14 @@ static void test_commit_checksum(void **state)
 	assert_int_equal(commit_k(a, off, &m, 1, &eb), IG_E_OK);
 	assert_int_equal(verify(a, 5), 3);
 	assert_int_equal(arena_pick_victim(a, 0), 5);
-	/* bytes changed after commit: a retry says so, the record stays */
+	/* the reader sees every recorded checksum, and each window passes */
+	assert_int_equal(arena_map_sums(&cm, 5, sums, 8, &n, &eb), IG_E_OK);
+	for (uint32_t k = 0; k < 3; k++)
+		assert_true(kvcopy_check(out, (uint8_t *)cm.base + off + (uint64_t)k * BLK,
+		                         wlen(&m, k), sums[k], NULL));
+	/* bytes changed after commit: the reader refuses them */
 	((uint8_t *)arena_base(a))[off + BLK + 7] ^= 0x40;
-	assert_int_equal(arena_commit(a, 5, 1, BLK, sum_of(arena_base(a), off, &m, 1), &eb),
-	                 IG_E_INVAL);
+	assert_false(kvcopy_check(out, (uint8_t *)cm.base + off + BLK, BLK, sums[1], NULL));
 	((uint8_t *)arena_base(a))[off + BLK + 7] ^= 0x40;
 	assert_int_equal(verify(a, 5), 3);
 	/* get with a small cap writes only cap windows */
@@ -623,6 +644,7 @@ static void test_commit_checksum(void **state)
 	assert_int_equal(arena_get(a, 5, &info, w, 1, &eb), IG_E_OK);
 	assert_int_equal(w[0].len, BLK);
 	assert_int_equal(w[1].len, 0xeeeeeeeeeeeeeeeeull);
+	arena_map_close(&cm);
 	check(a);
 	arena_close(a);
 }
@@ -816,9 +838,9 @@ static void test_refused_at_open(void **state)
 	p[0] = 'X';
 	expect_refused(t->name, 16 * BLK, IG_E_CONFIG, "not an Ignis KV-RAM arena");
 	p[0] = 'I';
+	p[HDR_VERSION] = 1; /* version 1's window checksums were XXH64 */
+	expect_refused(t->name, 16 * BLK, IG_E_CONFIG, "layout version 1");
 	p[HDR_VERSION] = 2;
-	expect_refused(t->name, 16 * BLK, IG_E_CONFIG, "layout version 2");
-	p[HDR_VERSION] = 1;
 	/* an index record: bad state, torn fields, an overlap, a stray tag */
 	p[seq_off + SREC_STATE] = 7;
 	expect_refused(t->name, 16 * BLK, IG_E_KV_LOST, "record 0 is corrupt (state 7)");
@@ -1112,7 +1134,7 @@ static void test_fault_mid_commit(void **state)
 			assert_int_equal(info.complete, n == MID_WINDOWS);
 			assert_memory_equal(&info.meta, &m, sizeof(m));
 			for (uint32_t k = 0; k < MID_WINDOWS; k++)
-				assert_int_equal(w[k].xxh64, k < n ? acked[k] : 0);
+				assert_int_equal(w[k].sum, k < n ? acked[k] : 0);
 			assert_int_equal(verify(a, 7), n);
 			/* incomplete: never a victim */
 			assert_int_equal(arena_pick_victim(a, 0), n == MID_WINDOWS ? 7 : 0);
@@ -1230,7 +1252,7 @@ static void child_random(int wr, const char *name, uint64_t arg)
 				_exit(8);
 			for (uint32_t k = 0; k < h[i].m.windows; k++)
 				if (w[k].len &&
-				    arena_commit(a, h[i].m.seq, k, w[k].len, w[k].xxh64, &eb))
+				    arena_commit(a, h[i].m.seq, k, w[k].len, w[k].sum, &eb))
 					_exit(9);
 		} else if (r < 14 && n) {
 			uint64_t v = arena_pick_victim(a, 0);
@@ -1340,7 +1362,7 @@ static uint32_t book_check(struct book *b, struct arena *a, const char *what)
 			fail_msg("%s: seq %" PRIu64 " lost with acknowledged windows", what,
 			         e->seq);
 		for (uint32_t k = 0; k < RAND_MAXW; k++)
-			if ((e->mask >> k) & 1u && (w[k].len == 0 || w[k].xxh64 != e->x[k]))
+			if ((e->mask >> k) & 1u && (w[k].len == 0 || w[k].sum != e->x[k]))
 				fail_msg("%s: seq %" PRIu64 " window %u was acknowledged and is "
 				         "not there",
 				         what, e->seq, k);
@@ -1368,7 +1390,7 @@ static uint32_t book_check(struct book *b, struct arena *a, const char *what)
 		for (uint32_t k = 0; k < l[i].meta.windows; k++)
 			if (w[k].len) {
 				next[nn].mask |= 1ull << k;
-				next[nn].x[k] = w[k].xxh64;
+				next[nn].x[k] = w[k].sum;
 			}
 		nn++;
 	}

@@ -36,6 +36,7 @@
 #include <lmdb.h>
 #include <xxhash.h>
 
+#include "kvcopy.h"
 #include "kvdisk.h"
 
 #define DEFAULT_SEED 20250611ull
@@ -155,7 +156,7 @@ static struct img *img_make(uint64_t seq, uint64_t image, uint32_t window, uint6
 		uint64_t len = image - at < window ? image - at : window;
 
 		g->w[k] =
-		    (struct arena_window){g->off + at, len, XXH64(g->buf + g->off + at, len, 0)};
+		    (struct arena_window){g->off + at, len, kvcopy_sum(g->buf + g->off + at, len)};
 	}
 	return g;
 }
@@ -186,17 +187,21 @@ static void get_same(struct kvdisk *d, const struct img *g)
 	struct ig_errbuf eb = {0};
 	struct arena_meta m;
 	unsigned char *dst = malloc(g->m.image_bytes + 64);
+	static uint64_t sums[ARENA_MAX_WINDOWS];
 	int rc;
 
 	assert_non_null(dst);
 	memset(dst + g->m.image_bytes, 0x5a, 64);
-	rc = kvdisk_get(d, g->m.seq, &m, dst, g->m.image_bytes, &eb);
+	memset(sums, 0, sizeof(sums));
+	rc = kvdisk_get(d, g->m.seq, &m, dst, g->m.image_bytes, sums, &eb);
 	if (rc)
 		fail_msg("get seq %" PRIu64 ": %s: %s", g->m.seq, ig_err_name(rc), eb.msg);
 	assert_memory_equal(&m, &g->m, sizeof(m));
 	assert_memory_equal(dst, g->buf + g->off, g->m.image_bytes);
 	for (int i = 0; i < 64; i++)
 		assert_int_equal(dst[g->m.image_bytes + i], 0x5a); /* nothing past the image */
+	for (uint32_t k = 0; k < g->m.windows; k++) /* each window's checksum, as put */
+		assert_int_equal(sums[k], g->w[k].sum);
 	free(dst);
 }
 
@@ -206,7 +211,7 @@ static int get_rc(struct kvdisk *d, uint64_t seq, uint64_t image, struct ig_errb
 	int rc;
 
 	assert_non_null(dst);
-	rc = kvdisk_get(d, seq, NULL, dst, image, eb);
+	rc = kvdisk_get(d, seq, NULL, dst, image, NULL, eb);
 	free(dst);
 	return rc;
 }
@@ -303,7 +308,7 @@ static void raw_edit(const char *dir, uint64_t seq, const struct edit *e)
 	else
 		put64le(val + e->off, get64le(val + e->off) + e->add);
 	if (e->payload_xxh)
-		put64le(val + OFF_XXH, XXH64(val + HDR, v.mv_size - HDR, 0));
+		put64le(val + OFF_XXH, kvcopy_sum(val + HDR, v.mv_size - HDR));
 	if (e->rehash)
 		put64le(val + OFF_HXXH, XXH64(val, 80, 0));
 	v.mv_data = val;
@@ -677,7 +682,7 @@ static void test_bad_input(void **state)
 		else if (rows[r].field == 2)
 			bad.w[1].len--;
 		else
-			bad.w[2].xxh64 ^= 1;
+			bad.w[2].sum ^= 1;
 		assert_int_equal(kvdisk_put(d, &bad.m, bad.buf, bad.w, &eb), IG_E_INVAL);
 	}
 	assert_non_null(strstr(eb.msg, "window 2")); /* the checksum row names it */
@@ -686,7 +691,7 @@ static void test_bad_input(void **state)
 	assert_int_equal(st.used_bytes, 0);
 	assert_int_equal(st.sequences, 0);
 	put_ok(d, g);
-	assert_int_equal(kvdisk_get(d, 9, NULL, small, sizeof(small), &eb), IG_E_INVAL);
+	assert_int_equal(kvdisk_get(d, 9, NULL, small, sizeof(small), NULL, &eb), IG_E_INVAL);
 	get_same(d, g); /* a short destination loses nothing */
 	kvdisk_close(d);
 	img_free(g);
@@ -1178,7 +1183,7 @@ static void test_kill9_between_windows(void **state)
 		for (uint32_t k = 0; k < 5; k++) {
 			uint64_t len = k < 4 ? wb : image - 4 * wb;
 
-			w[k] = (struct arena_window){k * wb, len, XXH64(src + k * wb, len, 0)};
+			w[k] = (struct arena_window){k * wb, len, kvcopy_sum(src + k * wb, len)};
 		}
 		memset(&sa, 0, sizeof(sa));
 		sa.sa_handler = die_now;
