@@ -97,14 +97,15 @@ enum knob_type {
 	X(REUSE_RETAINED_DEVICE, "reuse-retained-device", KT_COUNT, "0", 0, "0..1024",             \
 	  "Retained slots in VRAM, reserved in the plan.")                                         \
 	X(REUSE_RETAINED_HOST, "reuse-retained-host", KT_COUNT, "@model", 0, "0..1024",            \
-	  "Retained slots in one pinned host block: two per decode lane of the 27B, 8 on "         \
-	  "Flash-Next, 0 with --reuse-prompt off unless named.")                                   \
+	  "Retained slots in one pinned host block (in the KV-RAM shared-memory object, beside "   \
+	  "--reuse-kv-ram-bytes): two per decode lane of the 27B, 8 on Flash-Next, 0 with "        \
+	  "--reuse-prompt off unless named.")                                                      \
 	X(REUSE_RETAINED_INTERACTIVE_TTL, "reuse-retained-interactive-ttl", KT_COUNT, "300", 0,    \
 	  "0..31536000",                                                                           \
 	  "Idle seconds after which a main-conversation checkpoint in KV-RAM ranks as a "          \
 	  "subagent's. Needs --reuse-prompt on.")                                                  \
 	X(REUSE_KV_RAM_BYTES, "reuse-kv-ram-bytes", KT_BYTES, "2G", 0, NULL,                       \
-	  "KV-RAM: the host arena moved sequences go to.")                                         \
+	  "KV-RAM: the host arena moved sequences go to (the retained host slots come on top).")   \
 	X(REUSE_KV_DISK_BYTES, "reuse-kv-disk-bytes", KT_BYTES, "@model", 0, NULL,                 \
 	  "KV-disk ceiling; 0 turns KV-disk off (the 27B: off, Flash-Next: 4G).")                  \
 	X(REUSE_KV_DISK_PATH, "reuse-kv-disk-path", KT_PATH, "", 0, NULL,                          \

@@ -11,13 +11,19 @@
  * object is refused by name, never reinterpreted.
  *
  *   offset         bytes            what
- *   0              4096             header (struct arena_hdr)
- *   seq_off=4096   seq_cap * 96     sequence records (struct arena_srec)
+ *   0              4096             header (struct arena_hdr at 0, the
+ *                                   retained slots' descriptor at 128)
+ *   srec_off=4096  slots * 96       retained slot records (arena_rslot)
+ *   seq_off        seq_cap * 96     sequence records (struct arena_srec)
  *   win_off        win_cap * 16     window records (struct arena_wrec)
- *   data_off       n_blocks * 64 KiB data blocks; data_off is the first
- *                                   multiple of ARENA_BLOCK past the index,
- *                                   so every extent is page- and
+ *   sdata_off      slots * stride   retained slots' bytes; sdata_off is the
+ *                                   first multiple of ARENA_BLOCK past the
+ *                                   index, stride slot_bytes rounded up to
+ *                                   ARENA_BLOCK
+ *   data_off       n_blocks * 64 KiB data blocks, right after the slots: so
+ *                                   every slot and every extent is page- and
  *                                   block-aligned (cudaHostRegister, DMA)
+ * With no slots, srec_off = seq_off and sdata_off = data_off.
  *
  *   header  0  8  magic "IGNISKVR"
  *           8  4  layout version (2)
@@ -46,6 +52,22 @@
  *          64  8  XXH64 of bytes 4..63
  *          72  8  last_use (LRU clock; one aligned 8-byte store)
  *          80 16  zero
+ *
+ *   slots descriptor (at 128; its own checksum, fixed at creation)
+ *         128  4  slots       132  4  record bytes (96)
+ *         136  8  slot_bytes  144  8  stride
+ *         152  8  srec_off    160  8  sdata_off
+ *         168  8  XXH64 of bytes 128..167
+ *
+ *   retained slot record (96 B)
+ *           0  4  state: 0 free, 1 writing, 2 held (stored last on capture
+ *                 and publish, first on give-up and drop, release order)
+ *           4  4  kind (1 checkpoint, 2 prefix)   8  4  class
+ *          12  4  tokens      16  8  key       24  8  model_id
+ *          32  8  image_bytes 40  8  sum (checksum of the image, once held)
+ *          48  8  gen: this capture's generation (the sequences' counter)
+ *          56  8  XXH64 of bytes 4..55
+ *          64  8  last_use    72 24  zero
  *
  *   window record (16 B)
  *           0  8  checksum of the window's bytes (XXH3-64, seed 0:
@@ -204,6 +226,33 @@ struct arena_wrec {
 	_Atomic uint64_t tag;
 };
 
+#define ARENA_SLOTDESC_OFF 128u
+
+struct arena_slotdesc {
+	uint32_t count;
+	uint32_t rec_bytes;
+	uint64_t slot_bytes;
+	uint64_t stride;
+	uint64_t srec_off;
+	uint64_t sdata_off;
+	uint64_t check; /* XXH64 of the bytes before it */
+};
+
+struct arena_rslot {
+	_Atomic uint32_t state;
+	uint32_t kind;
+	uint32_t cls;
+	uint32_t tokens;
+	uint64_t key;
+	uint64_t model_id;
+	uint64_t image_bytes;
+	uint64_t sum;
+	uint64_t gen;
+	uint64_t check; /* XXH64 of bytes 4..55 */
+	_Atomic uint64_t last_use;
+	uint64_t pad[3];
+};
+
 /* On shared memory: never renumber. */
 _Static_assert(offsetof(struct arena_hdr, check) == 72, "header layout");
 _Static_assert(offsetof(struct arena_hdr, opens) == 96, "header layout");
@@ -212,6 +261,13 @@ _Static_assert(offsetof(struct arena_srec, check) == 64, "record layout");
 _Static_assert(offsetof(struct arena_srec, last_use) == 72, "record layout");
 _Static_assert(sizeof(struct arena_srec) == 96, "record layout");
 _Static_assert(sizeof(struct arena_wrec) == 16, "window record layout");
+_Static_assert(offsetof(struct arena_slotdesc, check) == 40, "slots descriptor layout");
+_Static_assert(ARENA_SLOTDESC_OFF >= sizeof(struct arena_hdr) &&
+                   ARENA_SLOTDESC_OFF + sizeof(struct arena_slotdesc) <= ARENA_HDR_BYTES,
+               "the slots descriptor fits the header page");
+_Static_assert(offsetof(struct arena_rslot, check) == 56, "slot record layout");
+_Static_assert(offsetof(struct arena_rslot, last_use) == 64, "slot record layout");
+_Static_assert(sizeof(struct arena_rslot) == 96, "slot record layout");
 /* Shared between processes: the atomics must not hide a lock. */
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2, "lock-free atomics");
 
@@ -228,6 +284,10 @@ struct arena {
 	uint8_t *base;
 	uint64_t map_bytes;
 	struct arena_hdr *hdr;
+	struct arena_rslot *rs; /* retained slot records */
+	uint8_t *sdata;         /* their bytes */
+	uint32_t n_slots;
+	uint64_t slot_bytes, slot_stride;
 	struct arena_srec *srec;
 	struct arena_wrec *wrec;
 	uint8_t *data;
@@ -374,19 +434,28 @@ static uint64_t bm_largest(const struct bmap *b)
 
 struct layout {
 	uint64_t n_blocks;
-	uint32_t seq_cap, win_cap;
+	uint32_t seq_cap, win_cap, slots;
+	uint64_t slot_bytes, stride, srec_off, sdata_off;
 	uint64_t seq_off, win_off, data_off, map_bytes;
 };
 
-static void layout_of(uint64_t bytes, struct layout *l)
+/* The largest retained slot: keeps every product in range. */
+#define ARENA_SLOT_BYTES_MAX (1ull << 40)
+
+static void layout_of(uint64_t bytes, uint32_t slots, uint64_t slot_bytes, struct layout *l)
 {
 	l->n_blocks = bytes / ARENA_BLOCK;
 	l->seq_cap = (uint32_t)(l->n_blocks < ARENA_SEQ_CAP ? l->n_blocks : ARENA_SEQ_CAP);
 	l->win_cap = (uint32_t)(l->n_blocks + ARENA_MAX_WINDOWS);
-	l->seq_off = ARENA_HDR_BYTES;
+	l->slots = slots;
+	l->slot_bytes = slot_bytes;
+	l->stride = (slot_bytes + ARENA_BLOCK - 1) / ARENA_BLOCK * ARENA_BLOCK;
+	l->srec_off = ARENA_HDR_BYTES;
+	l->seq_off = l->srec_off + (uint64_t)slots * sizeof(struct arena_rslot);
 	l->win_off = l->seq_off + (uint64_t)l->seq_cap * sizeof(struct arena_srec);
-	l->data_off = l->win_off + (uint64_t)l->win_cap * sizeof(struct arena_wrec);
-	l->data_off = (l->data_off + ARENA_BLOCK - 1) / ARENA_BLOCK * ARENA_BLOCK;
+	l->sdata_off = l->win_off + (uint64_t)l->win_cap * sizeof(struct arena_wrec);
+	l->sdata_off = (l->sdata_off + ARENA_BLOCK - 1) / ARENA_BLOCK * ARENA_BLOCK;
+	l->data_off = l->sdata_off + (uint64_t)slots * l->stride;
 	l->map_bytes = l->data_off + l->n_blocks * ARENA_BLOCK;
 }
 
@@ -397,6 +466,21 @@ static void layout_of(uint64_t bytes, struct layout *l)
 static uint64_t hdr_check(const struct arena_hdr *h)
 {
 	return XXH64(h, offsetof(struct arena_hdr, check), 0);
+}
+
+static uint64_t sd_check(const struct arena_slotdesc *d)
+{
+	return XXH64(d, offsetof(struct arena_slotdesc, check), 0);
+}
+
+static uint64_t rslot_check(const struct arena_rslot *r)
+{
+	return XXH64((const uint8_t *)r + 4, offsetof(struct arena_rslot, check) - 4, 0);
+}
+
+static uint32_t rslot_state(const struct arena_rslot *r)
+{
+	return atomic_load_explicit(&r->state, memory_order_acquire);
 }
 
 static uint64_t srec_check(const struct arena_srec *r)
@@ -485,9 +569,11 @@ static int owner_ok(int fd, const char *path, struct stat *st, struct ig_errbuf 
 
 /* Check a header read from `path` against `asked` bytes (0: any size, the
  * client's case) and the object's size. */
-static int hdr_ok(const struct arena_hdr *h, const char *path, uint64_t asked, uint64_t size,
-                  struct ig_errbuf *eb)
+static int hdr_ok(const uint8_t *page, const char *path, uint64_t asked, uint32_t slots,
+                  uint64_t slot_bytes, uint64_t size, struct ig_errbuf *eb)
 {
+	const struct arena_hdr *h = (const struct arena_hdr *)page;
+	const struct arena_slotdesc *d = (const struct arena_slotdesc *)(page + ARENA_SLOTDESC_OFF);
 	struct layout l;
 
 	if (memcmp(h->magic, arena_magic, sizeof(arena_magic)) != 0)
@@ -506,16 +592,37 @@ static int hdr_ok(const struct arena_hdr *h, const char *path, uint64_t asked, u
 		               ", stored %016" PRIx64 "); refusing to serve it: remove it to "
 		               "start empty",
 		               path, hdr_check(h), h->check);
+	if (d->check != sd_check(d))
+		return ig_errf(eb, IG_E_KV_LOST,
+		               "KV-RAM arena \"%s\": the retained slots' descriptor is corrupt "
+		               "(checksum %016" PRIx64 ", stored %016" PRIx64
+		               "); refusing to serve it: remove it to start empty",
+		               path, sd_check(d), d->check);
 	if (asked && h->asked_bytes != asked)
 		return ig_errf(eb, IG_E_CONFIG,
 		               "KV-RAM arena \"%s\" holds %" PRIu64 " bytes, asked for %" PRIu64
 		               ": set --reuse-kv-ram-bytes back to %" PRIu64
 		               " or remove the arena (its sequences are lost)",
 		               path, h->asked_bytes, asked, h->asked_bytes);
-	layout_of(h->asked_bytes, &l);
+	if (asked && (d->count != slots || d->slot_bytes != slot_bytes))
+		return ig_errf(eb, IG_E_CONFIG,
+		               "KV-RAM arena \"%s\" holds %u retained host slots of %" PRIu64
+		               " bytes, asked for %u of %" PRIu64
+		               ": set --reuse-retained-host (and the model) back, or remove the "
+		               "arena (its sequences and slots are lost)",
+		               path, d->count, d->slot_bytes, slots, slot_bytes);
+	if (d->count > ARENA_SLOTS_MAX || d->slot_bytes > ARENA_SLOT_BYTES_MAX ||
+	    (d->count == 0) != (d->slot_bytes == 0))
+		return ig_errf(eb, IG_E_KV_LOST,
+		               "KV-RAM arena \"%s\": %u retained slots of %" PRIu64
+		               " bytes is not a layout this build writes; remove it to start empty",
+		               path, d->count, d->slot_bytes);
+	layout_of(h->asked_bytes, d->count, d->slot_bytes, &l);
 	if (h->block != ARENA_BLOCK || h->n_blocks != l.n_blocks || h->seq_cap != l.seq_cap ||
 	    h->win_cap != l.win_cap || h->seq_off != l.seq_off || h->win_off != l.win_off ||
-	    h->data_off != l.data_off || h->map_bytes != l.map_bytes)
+	    h->data_off != l.data_off || h->map_bytes != l.map_bytes ||
+	    d->rec_bytes != sizeof(struct arena_rslot) || d->stride != l.stride ||
+	    d->srec_off != l.srec_off || d->sdata_off != l.sdata_off)
 		return ig_errf(eb, IG_E_KV_LOST,
 		               "KV-RAM arena \"%s\": the header's layout does not follow from its "
 		               "%" PRIu64 " bytes; refusing to serve it: remove it to start empty",
@@ -692,6 +799,31 @@ static int recover(struct arena *a, const char *path, struct ig_errbuf *eb)
 		}
 	}
 	a->st.recovered_sequences = a->n_live;
+	/* Retained slots: a cache of recomputable state, so a record that does
+	 * not hold together is freed and counted, not a reason to refuse the
+	 * arena; a capture never published is freed. */
+	for (uint32_t i = 0; i < a->n_slots; i++) {
+		struct arena_rslot *r = &a->rs[i];
+		uint32_t state = atomic_load_explicit(&r->state, memory_order_acquire);
+
+		if (state == ARENA_SLOT_FREE)
+			continue;
+		if (state == ARENA_SLOT_HELD && r->check == rslot_check(r) && r->gen != 0 &&
+		    r->key != 0 && r->image_bytes >= 1 && r->image_bytes <= a->slot_bytes &&
+		    (r->kind == ARENA_CHECKPOINT || r->kind == ARENA_PREFIX) &&
+		    r->cls <= ARENA_AGENT) {
+			a->st.slots_recovered++;
+			if (r->gen > max_gen)
+				max_gen = r->gen;
+			if (atomic_load(&r->last_use) > max_use)
+				max_use = atomic_load(&r->last_use);
+			continue;
+		}
+		if (state != ARENA_SLOT_WRITING)
+			a->st.slots_lost++;
+		atomic_store_explicit(&r->state, ARENA_SLOT_FREE, memory_order_release);
+		CRASH_POINT();
+	}
 	if (atomic_load(&a->hdr->next_gen) <= max_gen)
 		atomic_store(&a->hdr->next_gen, max_gen + 1);
 	CRASH_POINT();
@@ -804,6 +936,18 @@ static int create(struct arena *a, const char *path, uint64_t bytes, const struc
 	h->data_off = l->data_off;
 	h->map_bytes = l->map_bytes;
 	h->check = hdr_check(h);
+	{
+		struct arena_slotdesc *d =
+		    (struct arena_slotdesc *)((uint8_t *)base + ARENA_SLOTDESC_OFF);
+
+		d->count = l->slots;
+		d->rec_bytes = sizeof(struct arena_rslot);
+		d->slot_bytes = l->slot_bytes;
+		d->stride = l->stride;
+		d->srec_off = l->srec_off;
+		d->sdata_off = l->sdata_off;
+		d->check = sd_check(d);
+	}
 	atomic_store(&h->next_gen, 1);
 	atomic_store(&h->use_clock, 1);
 	atomic_store(&h->opens, 0);
@@ -833,9 +977,11 @@ out_close:
 }
 
 /* Open an existing object; IG_E_NOTFOUND when there is none. */
-static int reopen(struct arena *a, const char *path, uint64_t bytes, struct ig_errbuf *eb)
+static int reopen(struct arena *a, const char *path, uint64_t bytes, uint32_t slots,
+                  uint64_t slot_bytes, struct ig_errbuf *eb)
 {
-	struct arena_hdr h;
+	static _Thread_local uint8_t page[ARENA_HDR_BYTES];
+	const struct arena_hdr *hp = (const struct arena_hdr *)page;
 	struct stat st;
 	void *base = NULL;
 	ssize_t got;
@@ -859,22 +1005,22 @@ static int reopen(struct arena *a, const char *path, uint64_t bytes, struct ig_e
 		              path, strerror(errno));
 		goto out_close;
 	}
-	memset(&h, 0, sizeof(h));
-	got = pread(fd, &h, sizeof(h), 0);
-	if (got != (ssize_t)sizeof(h)) {
+	memset(page, 0, sizeof(page));
+	got = pread(fd, page, sizeof(page), 0);
+	if (got != (ssize_t)sizeof(page)) {
 		err = ig_errf(eb, IG_E_CONFIG,
 		              "\"%s\" is not an Ignis KV-RAM arena (%lld bytes long): refusing to "
 		              "touch it; remove it or choose another name",
 		              path, (long long)st.st_size);
 		goto out_close;
 	}
-	err = hdr_ok(&h, path, bytes, (uint64_t)st.st_size, eb);
+	err = hdr_ok(page, path, bytes, slots, slot_bytes, (uint64_t)st.st_size, eb);
 	if (err)
 		goto out_close;
-	err = allocate(fd, path, h.map_bytes, eb);
+	err = allocate(fd, path, hp->map_bytes, eb);
 	if (err)
 		goto out_close;
-	err = map_fd(fd, h.map_bytes, &base, path, eb);
+	err = map_fd(fd, hp->map_bytes, &base, path, eb);
 	if (err)
 		goto out_close;
 	a->fd = fd;
@@ -887,6 +1033,12 @@ out_close:
 }
 
 int arena_open(struct arena **out, const char *name, uint64_t bytes, struct ig_errbuf *eb)
+{
+	return arena_open_slots(out, name, bytes, 0, 0, eb);
+}
+
+int arena_open_slots(struct arena **out, const char *name, uint64_t bytes, uint32_t slots,
+                     uint64_t slot_bytes, struct ig_errbuf *eb)
 {
 	char path[sizeof(ARENA_DIR) + ARENA_NAME_MAX + 2];
 	struct layout l;
@@ -903,7 +1055,13 @@ int arena_open(struct arena **out, const char *name, uint64_t bytes, struct ig_e
 		               "KV-RAM arena \"%s\": %" PRIu64 " bytes asked; the arena takes "
 		               "%u to %" PRIu64 " bytes",
 		               path, bytes, ARENA_BLOCK, ARENA_BYTES_MAX);
-	layout_of(bytes, &l);
+	if (slots > ARENA_SLOTS_MAX || slot_bytes > ARENA_SLOT_BYTES_MAX ||
+	    (slots == 0) != (slot_bytes == 0))
+		return ig_errf(eb, IG_E_CONFIG,
+		               "KV-RAM arena \"%s\": %u retained host slots of %" PRIu64
+		               " bytes asked; accepted: 0 slots, or 1..%u slots of 1..%llu bytes",
+		               path, slots, slot_bytes, ARENA_SLOTS_MAX, ARENA_SLOT_BYTES_MAX);
+	layout_of(bytes, slots, slot_bytes, &l);
 	a = calloc(1, sizeof(*a));
 	if (!a)
 		return ig_errf(eb, IG_E_NOMEM, "KV-RAM arena \"%s\": no memory", path);
@@ -911,7 +1069,7 @@ int arena_open(struct arena **out, const char *name, uint64_t bytes, struct ig_e
 	snprintf(a->name, sizeof(a->name), "%s", name);
 	/* Absent: create; created by another meanwhile: open that one. */
 	for (int tries = 0; tries < 3; tries++) {
-		err = reopen(a, path, bytes, eb);
+		err = reopen(a, path, bytes, slots, slot_bytes, eb);
 		if (err != IG_E_NOTFOUND)
 			break;
 		err = create(a, path, bytes, &l, eb);
@@ -923,6 +1081,11 @@ int arena_open(struct arena **out, const char *name, uint64_t bytes, struct ig_e
 	a->map_bytes = l.map_bytes;
 	a->hdr = (struct arena_hdr *)a->base;
 	a->srec = (struct arena_srec *)(a->base + l.seq_off);
+	a->rs = (struct arena_rslot *)(a->base + l.srec_off);
+	a->sdata = a->base + l.sdata_off;
+	a->n_slots = l.slots;
+	a->slot_bytes = l.slot_bytes;
+	a->slot_stride = l.stride;
 	a->wrec = (struct arena_wrec *)(a->base + l.win_off);
 	a->data = a->base + l.data_off;
 	a->n_blocks = l.n_blocks;
@@ -1225,10 +1388,240 @@ void arena_stats(struct arena *a, struct arena_stats *st)
 	st->free_bytes = st->bytes - st->used_bytes;
 	st->largest_free = bm_largest(&a->blocks) * ARENA_BLOCK;
 	st->sequences = a->n_live;
+	st->slots = a->n_slots;
+	st->slot_bytes = a->slot_bytes;
+	st->slots_free = st->slots_writing = st->slots_held = 0;
+	for (uint32_t i = 0; i < a->n_slots; i++)
+		switch (rslot_state(&a->rs[i])) {
+		case ARENA_SLOT_WRITING:
+			st->slots_writing++;
+			break;
+		case ARENA_SLOT_HELD:
+			st->slots_held++;
+			break;
+		default:
+			st->slots_free++;
+		}
 	st->complete = 0;
 	for (uint32_t i = 0; i < a->n_live; i++)
 		if (a->committed[a->live[i]] == a->srec[a->live[i]].windows)
 			st->complete++;
+}
+
+/* ---- retained host slots ---- */
+
+static void rslot_info(const struct arena *a, uint32_t i, const struct arena_rslot *r,
+                       uint32_t state, struct arena_slot_info *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->slot = i;
+	out->state = state;
+	out->offset = (uint64_t)(a->sdata - a->base) + (uint64_t)i * a->slot_stride;
+	if (state == ARENA_SLOT_FREE)
+		return;
+	out->meta = (struct arena_slot_meta){.key = r->key,
+	                                     .model_id = r->model_id,
+	                                     .image_bytes = r->image_bytes,
+	                                     .kind = r->kind,
+	                                     .cls = r->cls,
+	                                     .tokens = r->tokens};
+	out->gen = r->gen;
+	out->sum = state == ARENA_SLOT_HELD ? r->sum : 0;
+	out->last_use = atomic_load_explicit(&r->last_use, memory_order_relaxed);
+}
+
+/* The held slot to give up first: checkpoints before prefixes, agent (or
+ * an interactive one `as_agent` says ranks as agent) before interactive,
+ * then least recently used; -1 when none is held. */
+static int rslot_pick(const struct arena *a, bool (*as_agent)(void *ctx, uint32_t slot), void *ctx)
+{
+	int best = -1;
+	uint32_t best_kind = 0, best_cls = 0;
+	uint64_t best_use = 0;
+
+	for (uint32_t i = 0; i < a->n_slots; i++) {
+		const struct arena_rslot *r = &a->rs[i];
+		uint32_t kind, cls;
+		uint64_t use;
+
+		if (rslot_state(r) != ARENA_SLOT_HELD)
+			continue;
+		kind = r->kind == ARENA_CHECKPOINT ? 0 : 1;
+		cls = r->cls == ARENA_AGENT || (as_agent && as_agent(ctx, i)) ? 0 : 1;
+		use = atomic_load_explicit(&r->last_use, memory_order_relaxed);
+		if (best < 0 || kind < best_kind || (kind == best_kind && cls < best_cls) ||
+		    (kind == best_kind && cls == best_cls && use < best_use)) {
+			best = (int)i;
+			best_kind = kind;
+			best_cls = cls;
+			best_use = use;
+		}
+	}
+	return best;
+}
+
+int arena_slot_capture(struct arena *a, const struct arena_slot_meta *m,
+                       bool (*as_agent)(void *ctx, uint32_t slot), void *ctx,
+                       struct arena_slot_info *out, struct arena_slot_info *given_up,
+                       struct ig_errbuf *eb)
+{
+	struct arena_rslot *r;
+	int pick = -1;
+	uint64_t gen;
+
+	if (given_up)
+		memset(given_up, 0, sizeof(*given_up));
+	if (!m->key || (m->kind != ARENA_CHECKPOINT && m->kind != ARENA_PREFIX) ||
+	    m->cls > ARENA_AGENT || !m->image_bytes)
+		return ig_errf(eb, IG_E_INVAL,
+		               "retained slot capture: key %" PRIu64 ", kind %u, class %u, %" PRIu64
+		               " bytes; accepted: a key != 0, kind 1 (checkpoint) or 2 (prefix), "
+		               "class 0 (interactive) or 1 (agent), at least 1 byte",
+		               m->key, m->kind, m->cls, m->image_bytes);
+	if (a->n_slots == 0) {
+		a->st.slot_skips_none++;
+		return ig_errf(eb, IG_E_NOSPACE,
+		               "retained slot capture skipped: there are no retained host slots "
+		               "(--reuse-retained-host 0)");
+	}
+	if (m->image_bytes > a->slot_bytes) {
+		a->st.slot_skips_size++;
+		return ig_errf(eb, IG_E_INVAL,
+		               "retained slot capture skipped: an image of %" PRIu64
+		               " bytes does not fit a slot of %" PRIu64 " bytes",
+		               m->image_bytes, a->slot_bytes);
+	}
+	for (uint32_t i = 0; i < a->n_slots; i++) {
+		r = &a->rs[i];
+		if (rslot_state(r) != ARENA_SLOT_FREE && r->key == m->key &&
+		    r->model_id == m->model_id && r->kind == m->kind) {
+			a->st.slot_skips_duplicate++;
+			return ig_errf(
+			    eb, IG_E_BUSY,
+			    "retained slot capture skipped: slot %u already %s key %016" PRIx64, i,
+			    rslot_state(r) == ARENA_SLOT_HELD ? "holds" : "is writing", m->key);
+		}
+		if (pick < 0 && rslot_state(r) == ARENA_SLOT_FREE)
+			pick = (int)i;
+	}
+	if (pick < 0) {
+		pick = rslot_pick(a, as_agent, ctx);
+		if (pick < 0) {
+			a->st.slot_skips_busy++;
+			return ig_errf(
+			    eb, IG_E_NOSPACE,
+			    "retained slot capture skipped: all %u retained host slots are "
+			    "being written",
+			    a->n_slots);
+		}
+		r = &a->rs[pick];
+		if (given_up)
+			rslot_info(a, (uint32_t)pick, r, ARENA_SLOT_HELD, given_up);
+		/* the give-up point: one word */
+		atomic_store_explicit(&r->state, ARENA_SLOT_FREE, memory_order_release);
+		CRASH_POINT();
+		a->st.slot_given_up++;
+	}
+	r = &a->rs[pick];
+	gen = atomic_fetch_add(&a->hdr->next_gen, 1);
+	CRASH_POINT();
+	r->kind = m->kind;
+	r->cls = m->cls;
+	r->tokens = m->tokens;
+	r->key = m->key;
+	CRASH_POINT(); /* a torn record (still free) */
+	r->model_id = m->model_id;
+	r->image_bytes = m->image_bytes;
+	r->sum = 0;
+	r->gen = gen;
+	r->check = rslot_check(r);
+	r->pad[0] = r->pad[1] = r->pad[2] = 0;
+	CRASH_POINT();
+	atomic_store_explicit(&r->last_use, tick(a), memory_order_relaxed);
+	CRASH_POINT();
+	atomic_store_explicit(&r->state, ARENA_SLOT_WRITING, memory_order_release);
+	CRASH_POINT();
+	a->st.slot_captures++;
+	rslot_info(a, (uint32_t)pick, r, ARENA_SLOT_WRITING, out);
+	return IG_E_OK;
+}
+
+int arena_slot_publish(struct arena *a, uint32_t slot, uint64_t gen, uint64_t sum,
+                       struct ig_errbuf *eb)
+{
+	struct arena_rslot *r;
+	uint32_t state;
+
+	if (slot >= a->n_slots)
+		return ig_errf(eb, IG_E_NOTFOUND, "retained slot %u: there are %u", slot,
+		               a->n_slots);
+	r = &a->rs[slot];
+	state = rslot_state(r);
+	if (state == ARENA_SLOT_HELD && r->gen == gen) {
+		if (r->sum == sum)
+			return IG_E_OK; /* a retried publish */
+		return ig_errf(eb, IG_E_INVAL,
+		               "retained slot %u (generation %" PRIu64 ") is published with sum "
+		               "%016" PRIx64 ", not %016" PRIx64,
+		               slot, gen, r->sum, sum);
+	}
+	if (state != ARENA_SLOT_WRITING || r->gen != gen)
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "retained slot %u is not being written under generation %" PRIu64
+		               " (given up or dropped meanwhile)",
+		               slot, gen);
+	r->sum = sum;
+	r->check = rslot_check(r);
+	CRASH_POINT();
+	/* the publish point */
+	atomic_store_explicit(&r->state, ARENA_SLOT_HELD, memory_order_release);
+	CRASH_POINT();
+	a->st.slot_publishes++;
+	return IG_E_OK;
+}
+
+int arena_slot_claim(struct arena *a, uint64_t key, uint64_t model_id, uint32_t kind,
+                     struct arena_slot_info *out, struct ig_errbuf *eb)
+{
+	for (uint32_t i = 0; i < a->n_slots; i++) {
+		struct arena_rslot *r = &a->rs[i];
+
+		if (rslot_state(r) != ARENA_SLOT_HELD || r->key != key || r->model_id != model_id ||
+		    (kind && r->kind != kind))
+			continue;
+		atomic_store_explicit(&r->last_use, tick(a), memory_order_relaxed);
+		CRASH_POINT();
+		a->st.slot_claims++;
+		rslot_info(a, i, r, ARENA_SLOT_HELD, out);
+		return IG_E_OK;
+	}
+	a->st.slot_claim_misses++;
+	return ig_errf(eb, IG_E_NOTFOUND,
+	               "no retained slot holds key %016" PRIx64 " for model %016" PRIx64, key,
+	               model_id);
+}
+
+int arena_slot_drop(struct arena *a, uint32_t slot, uint64_t gen, struct ig_errbuf *eb)
+{
+	struct arena_rslot *r;
+
+	if (slot >= a->n_slots || rslot_state(&a->rs[slot]) == ARENA_SLOT_FREE ||
+	    a->rs[slot].gen != gen)
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "retained slot %u does not hold generation %" PRIu64, slot, gen);
+	r = &a->rs[slot];
+	atomic_store_explicit(&r->state, ARENA_SLOT_FREE, memory_order_release);
+	CRASH_POINT();
+	return IG_E_OK;
+}
+
+uint32_t arena_slot_list(struct arena *a, uint32_t first, struct arena_slot_info *out, uint32_t cap)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = first; i < a->n_slots && n < cap; i++)
+		rslot_info(a, i, &a->rs[i], rslot_state(&a->rs[i]), &out[n++]);
+	return n;
 }
 
 /* ---- the worker's side ---- */
@@ -1236,7 +1629,8 @@ void arena_stats(struct arena *a, struct arena_stats *st)
 int arena_map_open(struct arena_map *m, const char *name, struct ig_errbuf *eb)
 {
 	char path[sizeof(ARENA_DIR) + ARENA_NAME_MAX + 2];
-	struct arena_hdr h;
+	static _Thread_local uint8_t page[ARENA_HDR_BYTES];
+	const struct arena_hdr *hp = (const struct arena_hdr *)page;
 	struct stat st;
 	void *base = NULL;
 	int fd, err;
@@ -1259,23 +1653,23 @@ int arena_map_open(struct arena_map *m, const char *name, struct ig_errbuf *eb)
 	err = owner_ok(fd, path, &st, eb);
 	if (err)
 		goto out_close;
-	memset(&h, 0, sizeof(h));
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h)) {
+	memset(page, 0, sizeof(page));
+	if (pread(fd, page, sizeof(page), 0) != (ssize_t)sizeof(page)) {
 		err = ig_errf(eb, IG_E_CONFIG, "\"%s\" is not an Ignis KV-RAM arena (too short)",
 		              path);
 		goto out_close;
 	}
-	err = hdr_ok(&h, path, 0, (uint64_t)st.st_size, eb);
+	err = hdr_ok(page, path, 0, 0, 0, (uint64_t)st.st_size, eb);
 	if (err)
 		goto out_close;
-	err = map_fd(fd, h.map_bytes, &base, path, eb);
+	err = map_fd(fd, hp->map_bytes, &base, path, eb);
 	if (err)
 		goto out_close;
 	/* The whole object stays writable here, index included, though the
 	 * client writes data only: the worker registers the mapping for DMA
 	 * (cudaHostRegister pins for writing and refuses read-only pages). */
 	m->base = base;
-	m->bytes = h.map_bytes;
+	m->bytes = hp->map_bytes;
 	m->fd = fd;
 	return IG_E_OK;
 
@@ -1345,4 +1739,45 @@ int arena_map_sums(const struct arena_map *m, uint64_t seq, uint64_t *sums, uint
 		return IG_E_OK;
 	}
 	return ig_errf(eb, IG_E_NOTFOUND, "KV-RAM: seq %" PRIu64 " is not held", seq);
+}
+
+int arena_map_slot(const struct arena_map *m, uint32_t slot, struct arena_slot_info *out,
+                   struct ig_errbuf *eb)
+{
+	const struct arena_slotdesc *d;
+	const struct arena_rslot *r;
+	struct arena_rslot copy;
+	uint32_t state;
+
+	if (!m->base)
+		return ig_errf(eb, IG_E_INVAL, "KV-RAM: no arena is mapped");
+	d = (const struct arena_slotdesc *)((const uint8_t *)m->base + ARENA_SLOTDESC_OFF);
+	if (slot >= d->count)
+		return ig_errf(eb, IG_E_NOTFOUND, "retained slot %u: the arena has %u", slot,
+		               d->count);
+	if (d->srec_off + (uint64_t)d->count * sizeof(*r) > m->bytes ||
+	    d->sdata_off + (uint64_t)d->count * d->stride > m->bytes)
+		return ig_errf(eb, IG_E_KV_LOST,
+		               "KV-RAM: the retained slots are outside the mapping");
+	r = (const struct arena_rslot *)((const uint8_t *)m->base + d->srec_off) + slot;
+	memset(out, 0, sizeof(*out));
+	out->slot = slot;
+	out->offset = d->sdata_off + (uint64_t)slot * d->stride;
+	state = atomic_load_explicit(&r->state, memory_order_acquire);
+	memcpy(&copy, (const void *)r, sizeof(copy));
+	atomic_thread_fence(memory_order_acquire);
+	if (state == ARENA_SLOT_FREE || copy.check != rslot_check(&copy) ||
+	    atomic_load_explicit(&r->state, memory_order_acquire) != state)
+		return IG_E_OK; /* free, or changing under us: not to be trusted */
+	out->state = state;
+	out->meta = (struct arena_slot_meta){.key = copy.key,
+	                                     .model_id = copy.model_id,
+	                                     .image_bytes = copy.image_bytes,
+	                                     .kind = copy.kind,
+	                                     .cls = copy.cls,
+	                                     .tokens = copy.tokens};
+	out->gen = copy.gen;
+	out->sum = state == ARENA_SLOT_HELD ? copy.sum : 0;
+	out->last_use = copy.last_use;
+	return IG_E_OK;
 }

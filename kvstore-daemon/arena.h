@@ -85,9 +85,59 @@ struct arena_stats {
 	uint32_t sequences, complete;
 	uint64_t reserves, commits, refusals_full, drops;
 	uint64_t recovered_sequences, reclaimed_sequences; /* at the last open */
+	/* retained host slots (below) */
+	uint32_t slots, slots_free, slots_writing, slots_held;
+	uint64_t slot_bytes;
+	uint64_t slot_captures, slot_publishes, slot_claims, slot_claim_misses, slot_given_up;
+	uint64_t slot_skips_busy, slot_skips_duplicate, slot_skips_size, slot_skips_none;
+	uint64_t slots_recovered, slots_lost; /* at the last open */
 };
 
 struct arena;
+
+/*
+ * Retained host slots. The arena object also holds `slots` fixed slots of
+ * `slot_bytes` each, in one block before the sequences' data (so
+ * --reuse-kv-ram-bytes stays the room for moved sequences): each holds the
+ * image of one sequence's fixed-size state, a prompt checkpoint or a shared
+ * prefix (../shared/spec: --reuse-retained-host). A slot is
+ *   free -> writing (capture: the writer copies the image in) -> held
+ *   (publish: with the image's checksum) -> claimed any number of times (a
+ *   reader copies it out and checks it) -> given up or dropped -> free.
+ * A capture takes the lowest free slot; when none is free it gives one up:
+ * checkpoints before prefixes, agent before interactive (an interactive slot
+ * idle past --reuse-retained-interactive-ttl ranks as agent: `as_agent`),
+ * then the least recently used; a slot being written is never given up.
+ * When nothing can be given up the capture is skipped (IG_E_NOSPACE,
+ * counted), never waited for. Claims are optimistic: the reader checks the
+ * bytes against the checksum while copying, then that the slot still holds
+ * the same generation (arena_map_slot); a capture that took the slot
+ * meanwhile shows as a miss. Slots survive a restart of the daemon like
+ * sequences: a held slot is kept, one still being written is freed.
+ */
+enum arena_slot_kind { ARENA_CHECKPOINT = 1, ARENA_PREFIX = 2 };
+enum arena_slot_state { ARENA_SLOT_FREE = 0, ARENA_SLOT_WRITING = 1, ARENA_SLOT_HELD = 2 };
+/* The most retained host slots (--reuse-retained-host's range). */
+#define ARENA_SLOTS_MAX 1024u
+
+struct arena_slot_meta {
+	uint64_t key;      /* the caller's identity of what it holds (e.g. a prompt hash), != 0 */
+	uint64_t model_id; /* seqimg_model_id() */
+	uint64_t image_bytes; /* 1..slot_bytes */
+	uint32_t kind;        /* enum arena_slot_kind */
+	uint32_t cls;         /* enum arena_class */
+	uint32_t tokens;      /* the tokens the image covers */
+};
+
+struct arena_slot_info {
+	struct arena_slot_meta meta;
+	uint32_t slot;   /* its index */
+	uint32_t state;  /* enum arena_slot_state */
+	uint64_t gen;    /* this capture's generation, unique in the object */
+	uint64_t offset; /* of its bytes, from the start of the mapping */
+	uint64_t sum;    /* kvcopy_sum of the image (0 until published) */
+	uint64_t last_use;
+};
 
 /*
  * The daemon's side. Open the shared-memory object `name` (a file name under
@@ -100,6 +150,11 @@ struct arena;
  * really there (a later page fault must not find /dev/shm full).
  */
 int arena_open(struct arena **out, const char *name, uint64_t bytes, struct ig_errbuf *eb);
+/* The same with `slots` retained host slots of `slot_bytes` each (0, 0: none),
+ * in the object beside the `bytes` of sequence data. Reopening with another
+ * count or size is refused naming both, like another size. */
+int arena_open_slots(struct arena **out, const char *name, uint64_t bytes, uint32_t slots,
+                     uint64_t slot_bytes, struct ig_errbuf *eb);
 void arena_close(struct arena *a);
 /* Remove the shared-memory object `name` (operator's reset; tests). */
 int arena_unlink(const char *name, struct ig_errbuf *eb);
@@ -142,6 +197,34 @@ uint64_t arena_pick_victim_ex(struct arena *a, uint64_t except, const uint64_t *
                               void *ctx);
 void arena_stats(struct arena *a, struct arena_stats *st);
 
+/* Capture: a slot for `m`'s image, state writing, its place in *out. The
+ * slot given up for it (held before) in *given_up, or state free when none
+ * was. IG_E_NOSPACE when there are no slots or none can be given up (all
+ * being written): the capture is skipped. IG_E_BUSY when a slot already
+ * holds or is writing the same key, model and kind. IG_E_INVAL for a
+ * malformed meta or an image larger than a slot. Each skip is counted by
+ * reason. */
+int arena_slot_capture(struct arena *a, const struct arena_slot_meta *m,
+                       bool (*as_agent)(void *ctx, uint32_t slot), void *ctx,
+                       struct arena_slot_info *out, struct arena_slot_info *given_up,
+                       struct ig_errbuf *eb);
+/* Publish: the image is in place; `sum` its checksum (kvcopy_sum). The slot
+ * must be writing under `gen`, else IG_E_NOTFOUND. A retried publish of a
+ * held slot with the same gen and sum is a no-op. */
+int arena_slot_publish(struct arena *a, uint32_t slot, uint64_t gen, uint64_t sum,
+                       struct ig_errbuf *eb);
+/* Claim: the held slot of `key` for `model_id` (and `kind`, 0 any); counts
+ * as a use. IG_E_NOTFOUND (a miss, counted). */
+int arena_slot_claim(struct arena *a, uint64_t key, uint64_t model_id, uint32_t kind,
+                     struct arena_slot_info *out, struct ig_errbuf *eb);
+/* Drop: free the slot if it still holds generation `gen` (an abandoned
+ * capture, or the owner's own removal). IG_E_NOTFOUND otherwise. */
+int arena_slot_drop(struct arena *a, uint32_t slot, uint64_t gen, struct ig_errbuf *eb);
+/* Every slot from index `first`, free ones included; returns how many (at
+ * most cap). */
+uint32_t arena_slot_list(struct arena *a, uint32_t first, struct arena_slot_info *out,
+                         uint32_t cap);
+
 /*
  * The worker's (and the operator CLI's) side: map an existing arena to read
  * and write data bytes. The index is the daemon's: a client never writes it.
@@ -160,5 +243,11 @@ void arena_map_close(struct arena_map *m);
  * meanwhile), IG_E_INVAL when it has more than `cap` windows. */
 int arena_map_sums(const struct arena_map *m, uint64_t seq, uint64_t *sums, uint32_t cap,
                    uint32_t *windows, struct ig_errbuf *eb);
+/* A retained slot as the mapping shows it now (the reader's check after it
+ * copied a claimed slot out: still held under the same gen?). IG_E_NOTFOUND
+ * when `slot` is past the last one; a torn or changing record reads as
+ * state free. */
+int arena_map_slot(const struct arena_map *m, uint32_t slot, struct arena_slot_info *out,
+                   struct ig_errbuf *eb);
 
 #endif

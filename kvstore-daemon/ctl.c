@@ -9,13 +9,21 @@
  *   ignis-kvstore-ctl [--runtime-dir DIR] drop SEQ
  *   ignis-kvstore-ctl [--runtime-dir DIR] verify [SEQ]
  *   ignis-kvstore-ctl [--runtime-dir DIR] demote SEQ
+ *   ignis-kvstore-ctl [--runtime-dir DIR] [--json] slots
+ *   ignis-kvstore-ctl [--runtime-dir DIR] slot-put KEY FILE [--kind checkpoint|prefix]
+ *                     [--class agent] [--tokens N] [--model-id ID]
+ *   ignis-kvstore-ctl [--runtime-dir DIR] slot-get KEY FILE [--model-id ID]
  *
  * put stores FILE as sequence SEQ the way the worker moves a sequence out:
  * reserve, then window by window into the shared arena, each committed with
  * its sum (acknowledged on return); get fetches it back (from KV-disk into
  * KV-RAM if need be, every window checked by the daemon) and writes the
  * bytes to FILE. --pace-us waits N microseconds between windows (fault tests
- * kill the daemon in the middle of a put). Exit 0 done, 1 refused or failed (the daemon's message
+ * kill the daemon in the middle of a put). slot-put captures a retained
+ * host slot for FILE (an image of one sequence's fixed-size state) under
+ * KEY, copies it in with its checksum and publishes it; slot-get claims
+ * KEY's slot, copies it out checked, then checks the slot still holds the
+ * same generation. Exit 0 done, 1 refused or failed (the daemon's message
  * on stderr), 2 bad arguments.
  */
 #include <errno.h>
@@ -39,9 +47,12 @@
 
 static int usage(FILE *f, int rc)
 {
-	fprintf(f, "usage: ignis-kvstore-ctl [--runtime-dir DIR] [--json | --prom] COMMAND\n"
-	           "commands: stats | list | put SEQ FILE [--window BYTES] [--class agent]\n"
-	           "          | get SEQ FILE | drop SEQ | verify [SEQ] | demote SEQ\n");
+	fprintf(f,
+	        "usage: ignis-kvstore-ctl [--runtime-dir DIR] [--json | --prom] COMMAND\n"
+	        "commands: stats | list | put SEQ FILE [--window BYTES] [--class agent]\n"
+	        "          | get SEQ FILE | drop SEQ | verify [SEQ] | demote SEQ\n"
+	        "          | slots | slot-put KEY FILE [--kind checkpoint|prefix] [--class agent]\n"
+	        "            [--tokens N] [--model-id ID] | slot-get KEY FILE [--model-id ID]\n");
 	return rc;
 }
 
@@ -138,7 +149,20 @@ static int cmd_stats(nng_socket s, bool json, bool prom, struct ig_errbuf *eb)
 	X(disk_reads)                                                                              \
 	X(ram_evictions)                                                                           \
 	X(lost)                                                                                    \
-	X(recovered_sequences)
+	X(recovered_sequences)                                                                     \
+	X(slots)                                                                                   \
+	X(slot_bytes)                                                                              \
+	X(slots_held)                                                                              \
+	X(slots_writing)                                                                           \
+	X(slot_captures)                                                                           \
+	X(slot_publishes)                                                                          \
+	X(slot_claims)                                                                             \
+	X(slot_claim_misses)                                                                       \
+	X(slot_given_up)                                                                           \
+	X(slot_skips_busy)                                                                         \
+	X(slot_skips_duplicate)                                                                    \
+	X(slot_skips_size)                                                                         \
+	X(slot_skips_none)
 	if (json) {
 		printf("{\"arena\":\"%.*s\",\"disk_on\":%s", (int)r->arena_name.n, r->arena_name.p,
 		       r->disk_on ? "true" : "false");
@@ -361,6 +385,180 @@ out_map:
 	return rc;
 }
 
+/* ---- retained host slots ---- */
+
+static int cmd_slots(nng_socket s, bool json, struct ig_errbuf *eb)
+{
+	uint64_t first = 0;
+	bool more = true;
+
+	if (!json)
+		printf("%-5s %-8s %-11s %-12s %-17s %8s %12s\n", "slot", "state", "kind", "class",
+		       "key", "tokens", "bytes");
+	while (more) {
+		struct msg q = {.type = MSG_KV_SLOT_LIST, .u.kv_slot_list.first = first};
+		struct tp_rx rx;
+		int rc = call(s, &q, MSG_KV_SLOT_LIST_REPLY, &rx, eb);
+
+		if (rc)
+			return rc;
+		for (uint32_t i = 0; i < rx.m.u.kv_slot_list_reply.slots.n; i++) {
+			const struct msg_kv_slot_entry *e = &rx.m.u.kv_slot_list_reply.slots.v[i];
+
+			if (json)
+				printf("{\"slot\":%" PRIu64 ",\"state\":\"%.*s\",\"kind\":\"%.*s\","
+				       "\"class\":\"%.*s\",\"key\":%" PRIu64
+				       ",\"model_id\":%" PRIu64 ",\"tokens\":%" PRIu64
+				       ",\"image_bytes\":%" PRIu64 ",\"sum\":%" PRIu64
+				       ",\"last_use\":%" PRIu64 "}\n",
+				       e->slot, (int)e->state.n, e->state.p, (int)e->kind.n,
+				       e->kind.p, (int)e->class.n, e->class.p, e->key, e->model_id,
+				       e->tokens, e->image_bytes, e->sum, e->last_use);
+			else
+				printf("%-5" PRIu64 " %-8.*s %-11.*s %-12.*s %016" PRIx64
+				       "  %8" PRIu64 " %12" PRIu64 "\n",
+				       e->slot, (int)e->state.n, e->state.p, (int)e->kind.n,
+				       e->kind.p, (int)e->class.n, e->class.p, e->key, e->tokens,
+				       e->image_bytes);
+			first = e->slot + 1;
+		}
+		more = rx.m.u.kv_slot_list_reply.more;
+		tp_rx_release(&rx);
+	}
+	return IG_E_OK;
+}
+
+static int cmd_slot_put(nng_socket s, uint64_t key, const char *path, const char *kind,
+                        const char *cls, uint64_t tokens, uint64_t model_id, struct ig_errbuf *eb)
+{
+	struct msg q = {.type = MSG_KV_SLOT_CAPTURE};
+	struct arena_map m;
+	struct tp_rx rx;
+	struct stat sb;
+	uint64_t slot, gen, off, sum;
+	unsigned char *buf;
+	FILE *f = fopen(path, "rb");
+	int rc;
+
+	if (!f || fstat(fileno(f), &sb) != 0 || sb.st_size <= 0) {
+		rc = ig_errf(eb, IG_E_IO, "%s: %s", path, f ? "empty" : strerror(errno));
+		if (f)
+			fclose(f);
+		return rc;
+	}
+	buf = malloc((size_t)sb.st_size);
+	if (!buf || fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size) {
+		free(buf);
+		fclose(f);
+		return ig_errf(eb, IG_E_IO, "reading %s", path);
+	}
+	fclose(f);
+	rc = map_arena(s, &m, eb);
+	if (rc)
+		goto out_buf;
+	q.u.kv_slot_capture = (struct msg_kv_slot_capture){.key = key,
+	                                                   .model_id = model_id,
+	                                                   .kind = msg_str_of(kind),
+	                                                   .class = msg_str_of(cls),
+	                                                   .tokens = tokens,
+	                                                   .image_bytes = (uint64_t)sb.st_size};
+	rc = call(s, &q, MSG_KV_SLOT, &rx, eb);
+	if (rc)
+		goto out_map;
+	slot = rx.m.u.kv_slot.slot;
+	gen = rx.m.u.kv_slot.gen;
+	off = rx.m.u.kv_slot.offset;
+	if (rx.m.u.kv_slot.given_up_key)
+		fprintf(stderr,
+		        "ignis-kvstore-ctl: the %.*s slot of key %" PRIu64
+		        " was given up for this one\n",
+		        (int)rx.m.u.kv_slot.given_up_kind.n, rx.m.u.kv_slot.given_up_kind.p,
+		        rx.m.u.kv_slot.given_up_key);
+	tp_rx_release(&rx);
+	if (off + (uint64_t)sb.st_size > m.bytes) {
+		rc = ig_errf(eb, IG_E_PROTO_FIELD_RANGE, "the daemon's slot is outside the arena");
+		goto out_map;
+	}
+	sum = kvcopy_hash((unsigned char *)m.base + off, buf, (uint64_t)sb.st_size);
+	memset(&q, 0, sizeof(q));
+	q.type = MSG_KV_SLOT_PUBLISH;
+	q.u.kv_slot_publish = (struct msg_kv_slot_publish){.slot = slot, .gen = gen, .sum = sum};
+	rc = call(s, &q, MSG_ACK, &rx, eb);
+	if (rc)
+		goto out_map;
+	tp_rx_release(&rx);
+	printf("key %" PRIu64 ": %lld bytes in retained slot %" PRIu64 ", published\n", key,
+	       (long long)sb.st_size, slot);
+out_map:
+	arena_map_close(&m);
+out_buf:
+	free(buf);
+	return rc;
+}
+
+static int cmd_slot_get(nng_socket s, uint64_t key, const char *path, uint64_t model_id,
+                        struct ig_errbuf *eb)
+{
+	struct msg q = {.type = MSG_KV_SLOT_CLAIM};
+	struct arena_slot_info now;
+	struct arena_map m;
+	struct tp_rx rx;
+	uint64_t slot, gen, off, len, sum, got;
+	unsigned char *buf = NULL;
+	FILE *f;
+	int rc = map_arena(s, &m, eb);
+
+	if (rc)
+		return rc;
+	q.u.kv_slot_claim =
+	    (struct msg_kv_slot_claim){.key = key, .model_id = model_id, .kind = msg_str_of("")};
+	rc = call(s, &q, MSG_KV_SLOT, &rx, eb);
+	if (rc)
+		goto out;
+	slot = rx.m.u.kv_slot.slot;
+	gen = rx.m.u.kv_slot.gen;
+	off = rx.m.u.kv_slot.offset;
+	len = rx.m.u.kv_slot.image_bytes;
+	sum = rx.m.u.kv_slot.sum;
+	tp_rx_release(&rx);
+	if (off + len > m.bytes) {
+		rc = ig_errf(eb, IG_E_PROTO_FIELD_RANGE, "the daemon's slot is outside the arena");
+		goto out;
+	}
+	buf = malloc(len);
+	if (!buf) {
+		rc = ig_errf(eb, IG_E_NOMEM, "no memory for %" PRIu64 " bytes", len);
+		goto out;
+	}
+	/* optimistic: copy checked, then make sure nobody took the slot meanwhile */
+	if (!kvcopy_check(buf, (unsigned char *)m.base + off, len, sum, &got)) {
+		rc = ig_errf(eb, IG_E_KV_LOST,
+		             "key %" PRIu64 ": retained slot %" PRIu64 " hashes to %016" PRIx64
+		             ", not the %016" PRIx64 " published; nothing written",
+		             key, slot, got, sum);
+		goto out;
+	}
+	rc = arena_map_slot(&m, (uint32_t)slot, &now, eb);
+	if (!rc && (now.state != ARENA_SLOT_HELD || now.gen != gen))
+		rc = ig_errf(eb, IG_E_NOTFOUND,
+		             "key %" PRIu64 ": retained slot %" PRIu64
+		             " was given up while it was read; nothing written",
+		             key, slot);
+	if (rc)
+		goto out;
+	f = fopen(path, "wb");
+	if (!f || fwrite(buf, 1, len, f) != len || fclose(f)) {
+		rc = ig_errf(eb, IG_E_IO, "%s: %s", path, strerror(errno));
+		goto out;
+	}
+	printf("key %" PRIu64 ": %" PRIu64 " bytes from retained slot %" PRIu64 ", checked\n", key,
+	       len, slot);
+out:
+	free(buf);
+	arena_map_close(&m);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -373,7 +571,8 @@ int main(int argc, char **argv)
 	    {"version", no_argument, NULL, 'V'},
 	    {NULL, 0, NULL, 0},
 	};
-	const char *rtflag = NULL, *cls = "agent", *cmd;
+	const char *rtflag = NULL, *cls = "agent", *cmd, *kind = "checkpoint";
+	uint64_t tokens = 0, model_id = 0;
 	char rtdir[RTDIR_PATH_MAX + 1];
 	uint64_t window = 12ull << 20, seq = 0, pace_us = 0;
 	bool json = false, prom = false;
@@ -463,6 +662,30 @@ int main(int argc, char **argv)
 				}
 				cls = v;
 				i++;
+			} else if (!strcmp(a, "--kind")) {
+				if (!v || (strcmp(v, "checkpoint") && strcmp(v, "prefix"))) {
+					fprintf(
+					    stderr,
+					    "ignis-kvstore-ctl: --kind '%s'; accepted: checkpoint, "
+					    "prefix\n",
+					    v ? v : "");
+					return 2;
+				}
+				kind = v;
+				i++;
+			} else if (!strcmp(a, "--tokens") || !strcmp(a, "--model-id")) {
+				uint64_t *to = !strcmp(a, "--tokens") ? &tokens : &model_id;
+
+				if (!v || !parse_u64(v, to) ||
+				    (to == &tokens && *to > UINT32_MAX)) {
+					fprintf(stderr,
+					        "ignis-kvstore-ctl: %s '%s'; accepted: a whole "
+					        "number%s\n",
+					        a, v ? v : "",
+					        to == &tokens ? " in 0..4294967295" : "");
+					return 2;
+				}
+				i++;
 			} else if (a[0] == '-' && a[1] == '-') {
 				fprintf(stderr, "ignis-kvstore-ctl: unknown option '%s'\n", a);
 				return usage(stderr, 2);
@@ -472,12 +695,14 @@ int main(int argc, char **argv)
 		}
 		argc = optind + n;
 	}
-	if ((!strcmp(cmd, "put") || !strcmp(cmd, "get")) && argc - optind != 2)
+	if ((!strcmp(cmd, "put") || !strcmp(cmd, "get") || !strcmp(cmd, "slot-put") ||
+	     !strcmp(cmd, "slot-get")) &&
+	    argc - optind != 2)
 		return usage(stderr, 2);
 	if ((!strcmp(cmd, "drop") || !strcmp(cmd, "demote")) && argc - optind != 1)
 		return usage(stderr, 2);
 	if (strcmp(cmd, "stats") && strcmp(cmd, "list") && strcmp(cmd, "verify") &&
-	    !parse_u64(argv[optind], &seq)) {
+	    strcmp(cmd, "slots") && (optind >= argc || !parse_u64(argv[optind], &seq))) {
 		fprintf(stderr, "ignis-kvstore-ctl: %s: SEQ '%s'; accepted: a whole number >= 1\n",
 		        cmd, optind < argc ? argv[optind] : "");
 		return 2;
@@ -488,7 +713,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if ((!strcmp(cmd, "put") || !strcmp(cmd, "get") || !strcmp(cmd, "drop") ||
-	     !strcmp(cmd, "demote")) &&
+	     !strcmp(cmd, "demote") || !strcmp(cmd, "slot-put") || !strcmp(cmd, "slot-get")) &&
 	    seq == 0) {
 		fprintf(stderr, "ignis-kvstore-ctl: %s: SEQ 0; accepted: a whole number >= 1\n",
 		        cmd);
@@ -515,6 +740,12 @@ int main(int argc, char **argv)
 		rc = simple(s, MSG_KV_DROP, seq, &eb);
 	else if (!strcmp(cmd, "demote"))
 		rc = simple(s, MSG_KV_DEMOTE, seq, &eb);
+	else if (!strcmp(cmd, "slots"))
+		rc = cmd_slots(s, json, &eb);
+	else if (!strcmp(cmd, "slot-put"))
+		rc = cmd_slot_put(s, seq, argv[optind + 1], kind, cls, tokens, model_id, &eb);
+	else if (!strcmp(cmd, "slot-get"))
+		rc = cmd_slot_get(s, seq, argv[optind + 1], model_id, &eb);
 	else if (!strcmp(cmd, "verify")) {
 		rc = simple(s, MSG_KV_VERIFY, seq, &eb);
 		if (!rc)

@@ -44,6 +44,9 @@ struct kvs {
 	struct kvdisk *disk;
 	char arena_name[97], disk_path[4097];
 	uint64_t arena_bytes, disk_flag, ttl_s;
+	uint32_t slots;
+	uint64_t slot_bytes;
+	uint64_t slot_touch_s[ARENA_SLOTS_MAX]; /* each slot's last capture or claim */
 	uint64_t started_s; /* when the tiers opened: a recovered sequence's last use */
 	/* background demotions: room wanted in KV-RAM (0: none) */
 	uint64_t want_room;
@@ -106,16 +109,25 @@ static int kvs_configure(struct kvs *k, const struct msg_kv_config *c, struct ig
 	if (k->ram) {
 		/* the same configuration again (a retried greeting) is fine */
 		if (!strcmp(name, k->arena_name) && c->arena_bytes == k->arena_bytes &&
-		    !strcmp(path, k->disk_path) && c->disk_bytes == k->disk_flag)
+		    !strcmp(path, k->disk_path) && c->disk_bytes == k->disk_flag &&
+		    c->retained_slots == k->slots && c->slot_bytes == k->slot_bytes)
 			return IG_E_OK;
 		return ig_errf(eb, IG_E_BUSY,
 		               "kv_config: this daemon already serves arena '%s' of %" PRIu64
 		               " bytes; restart it to change its tiers",
 		               k->arena_name, k->arena_bytes);
 	}
-	rc = arena_open(&k->ram, name, c->arena_bytes, eb);
+	if ((c->retained_slots == 0) != (c->slot_bytes == 0))
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "kv_config: %" PRIu64 " retained slots of %" PRIu64
+		               " bytes; accepted: both 0, or both above 0",
+		               c->retained_slots, c->slot_bytes);
+	rc = arena_open_slots(&k->ram, name, c->arena_bytes, (uint32_t)c->retained_slots,
+	                      c->slot_bytes, eb);
 	if (rc)
 		return rc;
+	k->slots = (uint32_t)c->retained_slots;
+	k->slot_bytes = c->slot_bytes;
 	snprintf(k->arena_name, sizeof(k->arena_name), "%s", name);
 	k->arena_bytes = c->arena_bytes;
 	k->disk_flag = c->disk_bytes;
@@ -142,6 +154,10 @@ static int kvs_configure(struct kvs *k, const struct msg_kv_config *c, struct ig
 	ev_u64(&e, "kv_ram_bytes", as.bytes);
 	ev_u64(&e, "recovered_sequences", as.recovered_sequences);
 	ev_u64(&e, "reclaimed_sequences", as.reclaimed_sequences);
+	ev_u64(&e, "retained_host_slots", as.slots);
+	ev_u64(&e, "retained_slot_bytes", as.slot_bytes);
+	ev_u64(&e, "recovered_slots", as.slots_recovered);
+	ev_u64(&e, "lost_slots", as.slots_lost);
 	ev_bool(&e, "kv_disk", k->disk != NULL);
 	if (k->disk) {
 		struct kvdisk_stats ds;
@@ -487,6 +503,19 @@ static void kvs_stats(struct kvs *k, struct msg *reply)
 		r->commits = as.commits;
 		r->refusals_full = as.refusals_full;
 		r->recovered_sequences = as.recovered_sequences;
+		r->slots = as.slots;
+		r->slot_bytes = as.slot_bytes;
+		r->slots_held = as.slots_held;
+		r->slots_writing = as.slots_writing;
+		r->slot_captures = as.slot_captures;
+		r->slot_publishes = as.slot_publishes;
+		r->slot_claims = as.slot_claims;
+		r->slot_claim_misses = as.slot_claim_misses;
+		r->slot_given_up = as.slot_given_up;
+		r->slot_skips_busy = as.slot_skips_busy;
+		r->slot_skips_duplicate = as.slot_skips_duplicate;
+		r->slot_skips_size = as.slot_skips_size;
+		r->slot_skips_none = as.slot_skips_none;
 	}
 	if (k->disk) {
 		struct kvdisk_stats ds;
@@ -538,6 +567,139 @@ static int kvs_verify(struct kvs *k, uint64_t seq, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
+/* ---- retained host slots ---- */
+
+static const char *kvs_kind_name(uint32_t kind)
+{
+	return kind == ARENA_CHECKPOINT ? "checkpoint" : kind == ARENA_PREFIX ? "prefix" : "";
+}
+
+static const char *kvs_slot_state_name(uint32_t state)
+{
+	return state == ARENA_SLOT_HELD ? "held" : state == ARENA_SLOT_WRITING ? "writing" : "free";
+}
+
+static int kvs_kind(struct msg_str s, bool any, uint32_t *out, struct ig_errbuf *eb)
+{
+	if (msg_str_eq(s, "checkpoint"))
+		*out = ARENA_CHECKPOINT;
+	else if (msg_str_eq(s, "prefix"))
+		*out = ARENA_PREFIX;
+	else if (any && s.n == 0)
+		*out = 0;
+	else
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "kind: '%.*s'; accepted: checkpoint, prefix%s", (int)s.n, s.p,
+		               any ? ", or \"\" (any)" : "");
+	return IG_E_OK;
+}
+
+/* An interactive slot idle past --reuse-retained-interactive-ttl ranks as
+ * an agent's when one is given up (the spec's TTL; after a restart every
+ * slot counts as used at the restart). */
+static bool kvs_slot_idle(void *ctx, uint32_t slot)
+{
+	const struct kvs *k = ctx;
+	uint64_t at = k->slot_touch_s[slot] ? k->slot_touch_s[slot] : k->started_s;
+
+	return k->ttl_s && slot < ARENA_SLOTS_MAX && kvs_now_s() - at > k->ttl_s;
+}
+
+static void kvs_slot_reply(struct msg *reply, const struct arena_slot_info *in,
+                           const struct arena_slot_info *up)
+{
+	struct msg_kv_slot *r = &reply->u.kv_slot;
+
+	reply->type = MSG_KV_SLOT;
+	*r = (struct msg_kv_slot){.slot = in->slot,
+	                          .gen = in->gen,
+	                          .state = msg_str_of(kvs_slot_state_name(in->state)),
+	                          .kind = msg_str_of(kvs_kind_name(in->meta.kind)),
+	                          .class = msg_str_of(kvs_class_name(in->meta.cls)),
+	                          .key = in->meta.key,
+	                          .model_id = in->meta.model_id,
+	                          .tokens = in->meta.tokens,
+	                          .offset = in->offset,
+	                          .image_bytes = in->meta.image_bytes,
+	                          .sum = in->sum,
+	                          .given_up_key = up ? up->meta.key : 0,
+	                          .given_up_kind =
+	                              msg_str_of(up ? kvs_kind_name(up->meta.kind) : "")};
+}
+
+static int kvs_slot_capture(struct kvs *k, const struct msg_kv_slot_capture *q, struct msg *reply,
+                            struct ig_errbuf *eb)
+{
+	struct arena_slot_meta m = {.key = q->key,
+	                            .model_id = q->model_id,
+	                            .image_bytes = q->image_bytes,
+	                            .tokens = (uint32_t)q->tokens};
+	struct arena_slot_info in, up;
+	int rc = kvs_kind(q->kind, false, &m.kind, eb);
+
+	if (!rc)
+		rc = kvs_class(q->class, &m.cls, eb);
+	if (!rc)
+		rc = arena_slot_capture(k->ram, &m, kvs_slot_idle, k, &in, &up, eb);
+	if (rc)
+		return rc;
+	k->slot_touch_s[in.slot] = kvs_now_s();
+	if (up.state == ARENA_SLOT_HELD) {
+		struct ev e;
+
+		ev_begin(&e, EV_INFO, "ignis.kvstore.slot_given_up");
+		ev_u64(&e, "slot", up.slot);
+		ev_u64(&e, "key", up.meta.key);
+		ev_str(&e, "kind", kvs_kind_name(up.meta.kind));
+		ev_str(&e, "class", kvs_class_name(up.meta.cls));
+		ev_u64(&e, "for_key", in.meta.key);
+		ev_end(&e);
+	}
+	kvs_slot_reply(reply, &in, up.state == ARENA_SLOT_HELD ? &up : NULL);
+	return IG_E_OK;
+}
+
+static int kvs_slot_claim(struct kvs *k, const struct msg_kv_slot_claim *q, struct msg *reply,
+                          struct ig_errbuf *eb)
+{
+	struct arena_slot_info in;
+	uint32_t kind;
+	int rc = kvs_kind(q->kind, true, &kind, eb);
+
+	if (!rc)
+		rc = arena_slot_claim(k->ram, q->key, q->model_id, kind, &in, eb);
+	if (rc)
+		return rc;
+	k->slot_touch_s[in.slot] = kvs_now_s();
+	kvs_slot_reply(reply, &in, NULL);
+	return IG_E_OK;
+}
+
+static int kvs_slot_list(struct kvs *k, uint64_t first, struct msg *reply)
+{
+	static struct arena_slot_info list[128];
+	struct msg_kv_slot_list_reply *r = &reply->u.kv_slot_list_reply;
+	uint32_t cap = 128, n = arena_slot_list(k->ram, (uint32_t)first, list, cap);
+
+	reply->type = MSG_KV_SLOT_LIST_REPLY;
+	memset(r, 0, sizeof(*r));
+	for (uint32_t i = 0; i < n; i++)
+		r->slots.v[i] = (struct msg_kv_slot_entry){
+		    .slot = list[i].slot,
+		    .state = msg_str_of(kvs_slot_state_name(list[i].state)),
+		    .kind = msg_str_of(kvs_kind_name(list[i].meta.kind)),
+		    .class = msg_str_of(list[i].state ? kvs_class_name(list[i].meta.cls) : ""),
+		    .key = list[i].meta.key,
+		    .model_id = list[i].meta.model_id,
+		    .tokens = list[i].meta.tokens,
+		    .image_bytes = list[i].meta.image_bytes,
+		    .sum = list[i].sum,
+		    .last_use = list[i].last_use};
+	r->slots.n = n;
+	r->more = n && first + n < k->slots;
+	return IG_E_OK;
+}
+
 static int kvs_handle(void *ctx, const struct msg *req, struct msg *reply, struct ig_errbuf *eb)
 {
 	struct kvs *k = ctx;
@@ -583,6 +745,20 @@ static int kvs_handle(void *ctx, const struct msg *req, struct msg *reply, struc
 	case MSG_KV_VERIFY:
 		rc = kvs_verify(k, req->u.kv_verify.seq, eb);
 		goto ack;
+	case MSG_KV_SLOT_CAPTURE:
+		return kvs_slot_capture(k, &req->u.kv_slot_capture, reply, eb);
+	case MSG_KV_SLOT_PUBLISH:
+		rc = arena_slot_publish(k->ram, (uint32_t)req->u.kv_slot_publish.slot,
+		                        req->u.kv_slot_publish.gen, req->u.kv_slot_publish.sum, eb);
+		goto ack;
+	case MSG_KV_SLOT_CLAIM:
+		return kvs_slot_claim(k, &req->u.kv_slot_claim, reply, eb);
+	case MSG_KV_SLOT_DROP:
+		rc = arena_slot_drop(k->ram, (uint32_t)req->u.kv_slot_drop.slot,
+		                     req->u.kv_slot_drop.gen, eb);
+		goto ack;
+	case MSG_KV_SLOT_LIST:
+		return kvs_slot_list(k, req->u.kv_slot_list.first, reply);
 	default:
 		return ig_errf(eb, IG_E_PROTO_UNEXPECTED,
 		               "the kvstore daemon does not take '%s' messages",

@@ -13,6 +13,15 @@ void kvm_write_prom(FILE *f, const struct msg_kv_stats_reply *r)
 	uint64_t disk_ceiling_bytes = r->disk_ceiling_bytes, demotions = r->demotions;
 	uint64_t lost = r->lost, ram_sequences = r->ram_sequences;
 	uint64_t disk_sequences = r->disk_sequences, refusals_full = r->refusals_full;
+	uint64_t slots_held = r->slots_held, slots_writing = r->slots_writing;
+	uint64_t slots_free = r->slots - (r->slots_held + r->slots_writing <= r->slots
+	                                      ? r->slots_held + r->slots_writing
+	                                      : r->slots);
+	uint64_t slot_skips_busy = r->slot_skips_busy,
+	         slot_skips_duplicate = r->slot_skips_duplicate;
+	uint64_t slot_skips_size = r->slot_skips_size, slot_skips_none = r->slot_skips_none;
+	uint64_t slot_given_up = r->slot_given_up, slot_claims = r->slot_claims;
+	uint64_t slot_claim_misses = r->slot_claim_misses;
 
 #define KVM_ROW(family, type, label, value, help)                                                  \
 	if (strcmp(last, #family)) {                                                               \

@@ -33,7 +33,31 @@
 	X(ignis_kv_tier_sequences, gauge, "tier=\"disk\"", disk_sequences,                         \
 	  "Sequences held, by tier.")                                                              \
 	X(ignis_kv_tier_refusals_total, counter, "", refusals_full,                                \
-	  "Reservations and demotions refused at once because the tier was full.")
+	  "Reservations and demotions refused at once because the tier was full.")                 \
+	X(ignis_retained_slots, gauge, "tier=\"host\",state=\"free\"", slots_free,                 \
+	  "Retained slots by tier and state (writing: a capture in progress).")                    \
+	X(ignis_retained_slots, gauge, "tier=\"host\",state=\"writing\"", slots_writing,           \
+	  "Retained slots by tier and state (writing: a capture in progress).")                    \
+	X(ignis_retained_slots, gauge, "tier=\"host\",state=\"held\"", slots_held,                 \
+	  "Retained slots by tier and state (writing: a capture in progress).")                    \
+	X(ignis_retained_slot_skips_total, counter, "reason=\"busy\"", slot_skips_busy,            \
+	  "Captures skipped: every slot being written (busy), the key already held "               \
+	  "(duplicate), an image larger than a slot (size), no slots (none).")                     \
+	X(ignis_retained_slot_skips_total, counter, "reason=\"duplicate\"", slot_skips_duplicate,  \
+	  "Captures skipped: every slot being written (busy), the key already held "               \
+	  "(duplicate), an image larger than a slot (size), no slots (none).")                     \
+	X(ignis_retained_slot_skips_total, counter, "reason=\"size\"", slot_skips_size,            \
+	  "Captures skipped: every slot being written (busy), the key already held "               \
+	  "(duplicate), an image larger than a slot (size), no slots (none).")                     \
+	X(ignis_retained_slot_skips_total, counter, "reason=\"none\"", slot_skips_none,            \
+	  "Captures skipped: every slot being written (busy), the key already held "               \
+	  "(duplicate), an image larger than a slot (size), no slots (none).")                     \
+	X(ignis_retained_slot_given_up_total, counter, "tier=\"host\"", slot_given_up,             \
+	  "Held retained slots given up for a newer capture.")                                     \
+	X(ignis_retained_slot_claims_total, counter, "tier=\"host\",result=\"hit\"", slot_claims,  \
+	  "Claims of a retained slot: found (hit) or not (miss).")                                 \
+	X(ignis_retained_slot_claims_total, counter, "tier=\"host\",result=\"miss\"",              \
+	  slot_claim_misses, "Claims of a retained slot: found (hit) or not (miss).")
 
 /* Print the rows for one stats reply in the Prometheus text format (HELP and
  * TYPE once per family). */

@@ -76,7 +76,8 @@ struct msg_str {
 #define MSG_RECORDS(X)                                                                             \
 	X(proc, "one supervised process in a status reply")                                        \
 	X(plan_line, "one line of the VRAM plan: its name and bytes")                              \
-	X(kv_entry, "one sequence held by the kvstore daemon")
+	X(kv_entry, "one sequence held by the kvstore daemon")                                     \
+	X(kv_slot_entry, "one retained host slot in a kv_slot_list_reply")
 
 #define MSG_FIELDS_proc(F, R)                                                                      \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -139,7 +140,16 @@ struct msg_str {
 	X(KV_VERIFY, 27, kv_verify,                                                                \
 	  "check a sequence's (0: every) windows against their checksums in place; ack or error")  \
 	X(RESTART, 28, restart,                                                                    \
-	  "ask the supervisor to restart one daemon in order (kvstore, gpu-worker); ack")
+	  "ask the supervisor to restart one daemon in order (kvstore, gpu-worker); ack")          \
+	X(KV_SLOT_CAPTURE, 29, kv_slot_capture,                                                    \
+	  "take a retained host slot for an image (giving one up if needed); kv_slot")             \
+	X(KV_SLOT, 30, kv_slot, "a retained host slot: where, what, its state")                    \
+	X(KV_SLOT_PUBLISH, 31, kv_slot_publish,                                                    \
+	  "a captured slot's image is in place, with its checksum; ack")                           \
+	X(KV_SLOT_CLAIM, 32, kv_slot_claim, "find the held slot of a key; kv_slot")                \
+	X(KV_SLOT_DROP, 33, kv_slot_drop, "free a slot still under a generation; ack")             \
+	X(KV_SLOT_LIST, 34, kv_slot_list, "list the retained host slots; kv_slot_list_reply")      \
+	X(KV_SLOT_LIST_REPLY, 37, kv_slot_list_reply, "retained host slots from `first`")
 
 #define MSG_FIELDS_hello(F, R)                                                                     \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -243,7 +253,9 @@ struct msg_str {
 	F(R, U64, arena_bytes, 1, UINT64_MAX, _)                                                   \
 	F(R, STR, disk_path, 0, 4096, _)        /* "" with KV-disk off */                          \
 	F(R, U64, disk_bytes, 0, UINT64_MAX, _) /* the flag; 0: KV-disk off */                     \
-	F(R, U64, interactive_ttl_s, 0, UINT32_MAX, _)
+	F(R, U64, interactive_ttl_s, 0, UINT32_MAX, _)                                             \
+	F(R, U64, retained_slots, 0, 1024, _)          /* --reuse-retained-host */                 \
+	F(R, U64, slot_bytes, 0, UINT64_C(1) << 40, _) /* the model's state image; 0 with none */
 
 #define MSG_FIELDS_kv_reserve(F, R)                                                                \
 	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
@@ -318,7 +330,83 @@ struct msg_str {
 	F(R, U64, disk_reads, 0, UINT64_MAX, _)                                                    \
 	F(R, U64, ram_evictions, 0, UINT64_MAX, _)                                                 \
 	F(R, U64, lost, 0, UINT64_MAX, _)                                                          \
-	F(R, U64, recovered_sequences, 0, UINT64_MAX, _)
+	F(R, U64, recovered_sequences, 0, UINT64_MAX, _)                                           \
+	F(R, U64, slots, 0, 1024, _)                                                               \
+	F(R, U64, slot_bytes, 0, UINT64_MAX, _)                                                    \
+	F(R, U64, slots_held, 0, 1024, _)                                                          \
+	F(R, U64, slots_writing, 0, 1024, _)                                                       \
+	F(R, U64, slot_captures, 0, UINT64_MAX, _)                                                 \
+	F(R, U64, slot_publishes, 0, UINT64_MAX, _)                                                \
+	F(R, U64, slot_claims, 0, UINT64_MAX, _)                                                   \
+	F(R, U64, slot_claim_misses, 0, UINT64_MAX, _)                                             \
+	F(R, U64, slot_given_up, 0, UINT64_MAX, _)                                                 \
+	F(R, U64, slot_skips_busy, 0, UINT64_MAX, _)                                               \
+	F(R, U64, slot_skips_duplicate, 0, UINT64_MAX, _)                                          \
+	F(R, U64, slot_skips_size, 0, UINT64_MAX, _)                                               \
+	F(R, U64, slot_skips_none, 0, UINT64_MAX, _)
+
+/* Retained host slots (kvstore-daemon/arena.h): kind "checkpoint" or
+ * "prefix", class "interactive" or "agent", state "free", "writing" or
+ * "held". The image's bytes go through the arena at `offset`, as a window's
+ * do; `sum` is their checksum (XXH3-64, seed 0). */
+#define MSG_FIELDS_kv_slot_capture(F, R)                                                           \
+	F(R, U64, key, 1, UINT64_MAX, _)                                                           \
+	F(R, U64, model_id, 0, UINT64_MAX, _)                                                      \
+	F(R, STR, kind, 1, 16, _)                                                                  \
+	F(R, STR, class, 1, 16, _)                                                                 \
+	F(R, U64, tokens, 0, UINT32_MAX, _)                                                        \
+	F(R, U64, image_bytes, 1, UINT64_C(1) << 40, _)
+
+/* given_up_key: the key of the held slot given up for this capture (0:
+ * none was), of kind given_up_kind. */
+#define MSG_FIELDS_kv_slot(F, R)                                                                   \
+	F(R, U64, slot, 0, 1023, _)                                                                \
+	F(R, U64, gen, 1, UINT64_MAX, _)                                                           \
+	F(R, STR, state, 1, 16, _)                                                                 \
+	F(R, STR, kind, 1, 16, _)                                                                  \
+	F(R, STR, class, 1, 16, _)                                                                 \
+	F(R, U64, key, 1, UINT64_MAX, _)                                                           \
+	F(R, U64, model_id, 0, UINT64_MAX, _)                                                      \
+	F(R, U64, tokens, 0, UINT32_MAX, _)                                                        \
+	F(R, U64, offset, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, image_bytes, 1, UINT64_MAX, _)                                                   \
+	F(R, U64, sum, 0, UINT64_MAX, _)                                                           \
+	F(R, U64, given_up_key, 0, UINT64_MAX, _)                                                  \
+	F(R, STR, given_up_kind, 0, 16, _)
+
+#define MSG_FIELDS_kv_slot_publish(F, R)                                                           \
+	F(R, U64, slot, 0, 1023, _)                                                                \
+	F(R, U64, gen, 1, UINT64_MAX, _)                                                           \
+	F(R, U64, sum, 0, UINT64_MAX, _)
+
+/* kind "": any */
+#define MSG_FIELDS_kv_slot_claim(F, R)                                                             \
+	F(R, U64, key, 1, UINT64_MAX, _)                                                           \
+	F(R, U64, model_id, 0, UINT64_MAX, _)                                                      \
+	F(R, STR, kind, 0, 16, _)
+
+#define MSG_FIELDS_kv_slot_drop(F, R)                                                              \
+	F(R, U64, slot, 0, 1023, _)                                                                \
+	F(R, U64, gen, 1, UINT64_MAX, _)
+
+#define MSG_FIELDS_kv_slot_list(F, R) F(R, U64, first, 0, 1024, _)
+
+#define MSG_FIELDS_kv_slot_entry(F, R)                                                             \
+	F(R, U64, slot, 0, 1023, _)                                                                \
+	F(R, STR, state, 1, 16, _)                                                                 \
+	F(R, STR, kind, 0, 16, _)                                                                  \
+	F(R, STR, class, 0, 16, _)                                                                 \
+	F(R, U64, key, 0, UINT64_MAX, _)                                                           \
+	F(R, U64, model_id, 0, UINT64_MAX, _)                                                      \
+	F(R, U64, tokens, 0, UINT32_MAX, _)                                                        \
+	F(R, U64, image_bytes, 0, UINT64_MAX, _)                                                   \
+	F(R, U64, sum, 0, UINT64_MAX, _)                                                           \
+	F(R, U64, last_use, 0, UINT64_MAX, _)
+
+/* more: ask again from the last slot + 1 */
+#define MSG_FIELDS_kv_slot_list_reply(F, R)                                                        \
+	F(R, ARR, slots, 0, 128, kv_slot_entry)                                                    \
+	F(R, BOOL, more, 0, 1, _)
 
 /* ---- generated: C types ------------------------------------------------- */
 

@@ -104,6 +104,10 @@ static int sup__kv_config(struct sup *s, const struct knobs *k, struct ig_errbuf
 	c->disk_path = msg_str_of(s->disk_path);
 	c->disk_bytes = s->disk_path[0] ? k->v[KNOB_REUSE_KV_DISK_BYTES].u : 0;
 	c->interactive_ttl_s = k->v[KNOB_REUSE_RETAINED_INTERACTIVE_TTL].u;
+	/* the retained host slots: one state image each, in the KV-RAM object
+	 * beside --reuse-kv-ram-bytes (ADR 0016) */
+	c->retained_slots = s->plan.retained_host;
+	c->slot_bytes = s->plan.retained_host ? s->plan.model->state_image_bytes : 0;
 	return IG_E_OK;
 }
 

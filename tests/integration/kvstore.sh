@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Integration: the real kvstore daemon under the real supervisor, driven by
 # ignis-kvstore-ctl. Round trips through KV-RAM and KV-disk, tier full at
-# once, the disk ceiling, demotion, kill -9 of the daemon after and during a
+# once, the disk ceiling, demotion, retained host slots (publish, claim,
+# the give-up order, a kill -9), kill -9 of the daemon after and during a
 # put and during a demotion (every acknowledged window served again byte for
 # byte), a KV-RAM byte changed after its commit and a corrupted LMDB record
 # reported lost and never served, malformed and oversize messages refused
@@ -31,7 +32,7 @@ head -c $((30 * 1024 * 1024)) /dev/urandom >"$work/huge"
 
 step "the supervisor configures the daemon's tiers"
 "$sup" start --runtime-dir "$rt" --model tiny-moe --reuse-kv-ram-bytes 24M \
-	--reuse-kv-disk-bytes 12M --reuse-kv-disk-path "$work/disk" >"$events" 2>&1 &
+	--reuse-retained-host 3 --reuse-kv-disk-bytes 12M --reuse-kv-disk-path "$work/disk" >"$events" 2>&1 &
 sup_pid=$!
 wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start"
 arena=$(stat_of arena)
@@ -171,10 +172,60 @@ timeout 10 "$probe" "$rt/kvstore.sock" hex "$(head -c 81920 /dev/zero | od -An -
 k stats >/dev/null || fail "the daemon stopped serving after an oversize message"
 k stats >/dev/null || fail "the daemon stopped serving"
 
+step "retained host slots: publish, claim, the give-up order, a changed byte refused"
+[[ $(stat_of slots) == 3 ]] || fail "slots: $(stat_of slots)"
+sb=$(stat_of slot_bytes)
+[[ $sb -gt 0 ]] || fail "slot bytes: $sb"
+for key in 1 2 3 4; do head -c $((sb - key)) /dev/urandom >"$work/slot.$key"; done
+k slot-put 1 "$work/slot.1" --kind checkpoint --class agent >/dev/null || fail "slot-put 1"
+k slot-put 2 "$work/slot.2" --kind prefix --class interactive --tokens 77 >/dev/null || fail "slot-put 2"
+k slot-put 3 "$work/slot.3" --kind checkpoint --class interactive >/dev/null || fail "slot-put 3"
+for key in 1 2 3; do
+	k slot-get "$key" "$work/slot.$key.back" >/dev/null || fail "slot-get $key"
+	cmp -s "$work/slot.$key" "$work/slot.$key.back" || fail "slot $key differs"
+done
+out=$(k slot-put 2 "$work/slot.2" --kind prefix 2>&1) && fail "a duplicate key was captured"
+grep -q "already holds" <<<"$out" || fail "unclear duplicate: $out"
+# all three held: the checkpoint of the agent goes first
+out=$(k slot-put 4 "$work/slot.4" --kind prefix --class agent 2>&1) || fail "slot-put 4: $out"
+grep -q "the checkpoint slot of key 1 was given up" <<<"$out" || fail "wrong give-up: $out"
+out=$(k slot-get 1 "$work/x" 2>&1) && fail "a given-up slot was served"
+grep -q "no retained slot holds key" <<<"$out" || fail "unclear miss: $out"
+k slots | grep -q "prefix .*interactive .*77 " || fail "slots: $(k slots)"
+[[ $(k slots --json | jq -s 'map(select(.state == "held")) | length') == 3 ]] || fail "held: $(k slots)"
+head -c $((sb + 1)) /dev/urandom >"$work/slot.big"
+out=$(k slot-put 9 "$work/slot.big" 2>&1) && fail "an image larger than a slot was captured"
+grep -q "does not fit a slot of $sb bytes" <<<"$out" || fail "unclear size refusal: $out"
+# a byte changed in slot 3's image after its publish: never served
+python3 - "/dev/shm/$arena" "$work/slot.3" <<'PY' || fail "slot 3's bytes are not in the arena"
+import sys
+shm, src = sys.argv[1], sys.argv[2]
+head = open(src, "rb").read(256)
+with open(shm, "r+b") as f:
+    data = f.read()
+    at = data.find(head)
+    if at < 0 or data.find(head, at + 1) >= 0:
+        sys.exit(1)
+    f.seek(at + 100)
+    f.write(bytes([data[at + 100] ^ 0x08]))
+PY
+out=$(k slot-get 3 "$work/slot.3.bad" 2>&1) && fail "a changed slot was served"
+grep -q "not the [0-9a-f]* published; nothing written" <<<"$out" || fail "unclear refusal: $out"
+[[ $(stat_of slot_given_up) == 1 && $(stat_of slot_skips_size) == 1 && \
+	$(stat_of slot_skips_duplicate) == 1 ]] || fail "slot counters: $(k stats --json)"
+
+step "kill -9 of the daemon: the held slots come back byte for byte"
+kill -9 "$(kv_pid)"
+wait_for 20 tiers_seen 5 || fail "the daemon did not come back"
+k slot-get 2 "$work/slot.2.back2" >/dev/null && cmp -s "$work/slot.2" "$work/slot.2.back2" ||
+	fail "slot 2 lost by a kill -9"
+grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1 | jq -e '.recovered_slots == 3' >/dev/null ||
+	fail "recovered slots: $(grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1)"
+
 step "an operator's restart of the kvstore keeps KV-RAM; the worker keeps running"
 wpid=$(grep '"event":"ignis.daemon.ready"' "$events" | grep gpu-worker | tail -1 | jq -r .pid)
 "$sup" restart kvstore --runtime-dir "$rt" >/dev/null || fail "restart kvstore"
-wait_for 20 tiers_seen 5 || fail "the restarted daemon is not configured"
+wait_for 20 tiers_seen 6 || fail "the restarted daemon is not configured"
 k get 2 "$work/r.2c" >/dev/null && cmp -s "$work/b" "$work/r.2c" || fail "seq 2 lost by a restart"
 kill -0 "$wpid" || fail "the worker did not survive the kvstore's restart"
 out=$("$sup" restart nobody --runtime-dir "$rt" 2>&1) && fail "restart of an unknown role"
