@@ -7,6 +7,8 @@
 
 /* Milliseconds on CLOCK_MONOTONIC: for intervals, deadlines and uptimes. */
 uint64_t clk_mono_ms(void);
+/* Microseconds on CLOCK_MONOTONIC: for latencies (time to first token). */
+uint64_t clk_mono_us(void);
 /* "2026-11-29T11:13:25.123Z" (UTC, milliseconds) into `out`. */
 void clk_rfc3339(char *out, size_t cap);
 /* Sleep up to `ms` milliseconds; a signal cuts it short so callers re-check flags. */

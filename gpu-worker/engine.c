@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
+
+const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS] = ENG_TTFT_BOUNDS_US;
+
 struct eng_seq {
 	bool used;
 	struct sched_seq sch; /* the planner's view; sch.id is the request id */
@@ -16,6 +20,7 @@ struct eng_seq {
 	bool cap_cut; /* cap shortened to fit the context */
 	enum eng_finish finish;
 	uint64_t finished_at; /* finish order: the oldest is forgotten first */
+	uint64_t submit_us;   /* clk_mono_us at its submit, for the time to first token */
 };
 
 struct eng {
@@ -65,6 +70,7 @@ static void eng__finish(struct eng *e, struct eng_seq *s, enum eng_finish why)
 	s->finish = why;
 	s->finished_at = ++e->finishes;
 	e->st.finished++;
+	e->st.finished_by[why]++;
 	if (e->cfg.on_finish)
 		e->cfg.on_finish(e->cfg.ctx, s->sch.id, (int)why, s->sch.prompt, s->n_out);
 }
@@ -245,6 +251,9 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 	smp_init(&s->rng, &r->smp);
 	s->cap = (uint32_t)cap;
 	s->cap_cut = cut;
+	s->submit_us = clk_mono_us();
+	e->st.submitted++;
+	e->st.prompt_tokens += r->n_prompt;
 	*out = (struct eng_admission){s->sch.id, r->n_prompt, (uint32_t)cap, pages};
 	return IG_E_OK;
 }
@@ -281,6 +290,17 @@ static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
 	uint32_t tok = smp_pick(&s->smp, &s->rng, logits, e->d->m->vocab, e->smp_scratch);
 
 	s->out[s->n_out++] = tok;
+	e->st.generated_tokens++;
+	if (s->n_out == 1) {
+		/* one clock read per request: the first token's latency */
+		uint64_t us = clk_mono_us() - s->submit_us;
+		uint32_t b = 0;
+
+		while (b < ENG_TTFT_NBOUNDS && us > eng_ttft_bounds_us[b])
+			b++;
+		e->st.ttft[b]++;
+		e->st.ttft_sum_us += us;
+	}
 	if (tok == e->cfg.eos)
 		eng__finish(e, s, ENG_EOS);
 	else if (s->n_out >= s->cap)
@@ -400,7 +420,8 @@ int eng_cancel(struct eng *e, uint64_t id, struct ig_errbuf *eb)
 void eng_stats(const struct eng *e, struct eng_stats *st)
 {
 	*st = e->st;
-	st->live = st->waiting = st->lanes_used = 0;
+	st->live = st->waiting = st->lanes_used = st->prefill = st->ready = 0;
+	st->pending_pages = 0;
 	for (uint32_t i = 0; i < e->n_slots; i++) {
 		const struct eng_seq *s = &e->seqs[i];
 
@@ -408,7 +429,11 @@ void eng_stats(const struct eng *e, struct eng_stats *st)
 			continue;
 		st->live++;
 		st->waiting += s->sch.phase == SCHED_WAITING;
+		st->prefill += s->sch.phase == SCHED_PREFILL;
+		st->ready += s->sch.phase == SCHED_READY;
 		st->lanes_used += s->sch.phase == SCHED_DECODE;
+		if (s->sch.phase == SCHED_WAITING)
+			st->pending_pages += s->sch.pages;
 	}
 	st->free_pages = e->kv->n_free;
 }

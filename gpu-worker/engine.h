@@ -74,12 +74,36 @@ struct eng_status {
 	uint32_t generated;
 };
 
-/* Counters since eng_create. */
+/* Time to first token (submit to the first generated token), counted in
+ * buckets whose upper bounds are these microseconds, the last one +Inf:
+ * Prometheus's usual latency ladder, stretched to 2 minutes because a request
+ * may wait long for room. */
+#define ENG_TTFT_BOUNDS_US                                                                         \
+	{                                                                                          \
+		5000u, 10000u, 25000u, 50000u, 100000u, 250000u, 500000u, 1000000u, 2500000u,      \
+		    5000000u, 10000000u, 30000000u, 60000000u, 120000000u                          \
+	}
+#define ENG_TTFT_NBOUNDS  14
+#define ENG_TTFT_NBUCKETS (ENG_TTFT_NBOUNDS + 1)
+
+/* Counters since eng_create, and the state now (live .. pending_pages). */
 struct eng_stats {
 	uint64_t rounds, decode_tokens, prefill_tokens, admitted, finished;
+	uint64_t submitted;        /* requests accepted by eng_submit */
+	uint64_t prompt_tokens;    /* of the accepted requests */
+	uint64_t generated_tokens; /* every token emitted, cancelled requests' included */
+	uint64_t finished_by[ENG_CANCELLED + 1]; /* by enum eng_finish (ENG_RUNNING: 0) */
+	/* not cumulative: ttft[i] counts first tokens within (bound i-1, bound i] */
+	uint64_t ttft[ENG_TTFT_NBUCKETS];
+	uint64_t ttft_sum_us;
 	uint32_t live, waiting, lanes_used;
+	uint32_t prefill, ready; /* live requests in those phases (decode: lanes_used) */
 	uint64_t free_pages;
+	uint64_t pending_pages; /* what the waiting requests will reserve */
 };
+
+/* The bucket bounds above, for readers of eng_stats.ttft. */
+extern const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS];
 
 struct eng;
 

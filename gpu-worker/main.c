@@ -160,7 +160,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	    .context = pl->context_tokens,
 	    .default_max_tokens = (uint32_t)pl->default_max_tokens,
 	    .fmt = strcmp(fmt, "bf16") ? MDESC_KV_COMPACT : MDESC_KV_BF16,
-	    .max_requests = 256,
+	    .max_requests = MSG_WORKER_REQUESTS,
 	    .eos = w->f.desc.vocab == TOK_VOCAB ? TOK_EOS : UINT32_MAX,
 	    .on_finish = worker_on_finish,
 	    .ctx = w,
@@ -372,6 +372,78 @@ static int worker_poll(struct worker *w, const struct msg_poll *q, struct msg *r
 	return IG_E_OK;
 }
 
+/* The figures of the metrics page (docs/protocol.md, "Worker figures"):
+ * eng_stats, a walk of the live requests; all 0 with no model loaded. */
+static void worker_stats(const struct worker *w, struct msg_worker_stats_reply *r)
+{
+	struct eng_stats st;
+
+	_Static_assert(ENG_TTFT_NBUCKETS <= sizeof(r->ttft.v) / sizeof(r->ttft.v[0]),
+	               "worker_stats_reply.ttft holds every bucket");
+	memset(r, 0, sizeof(*r));
+	r->ttft.n = ENG_TTFT_NBUCKETS;
+	for (uint32_t i = 0; i < ENG_TTFT_NBUCKETS; i++)
+		r->ttft.v[i].le_us = i < ENG_TTFT_NBOUNDS ? eng_ttft_bounds_us[i] : UINT64_MAX;
+	if (!w->eng)
+		return;
+	eng_stats(w->eng, &st);
+	r->loaded = true;
+	r->pool_pages = w->kv.n_pages;
+	r->used_pages = w->kv.n_pages - st.free_pages;
+	r->pending_pages = st.pending_pages;
+	r->waiting = st.waiting;
+	r->prefill = st.prefill;
+	r->ready = st.ready;
+	r->decode = st.lanes_used;
+	r->accepted = st.submitted;
+	r->finished_length = st.finished_by[ENG_LENGTH];
+	r->finished_eos = st.finished_by[ENG_EOS];
+	r->finished_context = st.finished_by[ENG_CONTEXT];
+	r->cancelled = st.finished_by[ENG_CANCELLED];
+	r->prompt_tokens = st.prompt_tokens;
+	r->generated_tokens = st.generated_tokens;
+	r->prefill_tokens = st.prefill_tokens;
+	r->rounds = st.rounds;
+	for (uint32_t i = 0; i < ENG_TTFT_NBUCKETS; i++)
+		r->ttft.v[i].count = st.ttft[i];
+	r->ttft_sum_us = st.ttft_sum_us;
+}
+
+/* Up to MSG_POLL_MANY_MAX requests' tokens in one answer (the front door's
+ * pump: one message a loop turn, whatever the number of requests). Each
+ * entry is what a poll of it would answer, or its error code. */
+static void worker_poll_many(struct worker *w, const struct msg_poll_many *q,
+                             struct msg_tokens_many *r)
+{
+	r->pid = (uint64_t)getpid();
+	r->reqs.n = q->reqs.n;
+	for (uint32_t i = 0; i < q->reqs.n; i++) {
+		const struct msg_poll_ent *in = &q->reqs.v[i];
+		struct msg_tokens_ent *t = &r->reqs.v[i];
+		struct eng_status st;
+		struct ig_errbuf eb;
+		int rc = IG_E_NOTFOUND;
+
+		memset(t, 0, sizeof(*t));
+		t->id = in->id;
+		t->from = in->from;
+		if (w->eng)
+			rc = eng_tokens(w->eng, in->id, (uint32_t)in->from, MSG_POLL_MANY_IDS,
+			                t->tokens.v, &t->tokens.n, &st, &eb);
+		if (rc) {
+			t->tokens.n = 0;
+			t->state = msg_str_of("");
+			t->finish = msg_str_of("");
+			t->code = (uint64_t)rc;
+			continue;
+		}
+		t->state = msg_str_of(sched_phase_name(st.phase));
+		t->done = st.phase == SCHED_DONE;
+		t->finish = msg_str_of(eng_finish_name(st.finish));
+		t->generated = st.generated;
+	}
+}
+
 static int worker_handle(void *ctx, const struct msg *req, struct msg *reply, struct ig_errbuf *eb)
 {
 	struct worker *w = ctx;
@@ -397,6 +469,14 @@ static int worker_handle(void *ctx, const struct msg *req, struct msg *reply, st
 			return rc;
 		reply->type = MSG_ACK;
 		reply->u.ack.of = MSG_CANCEL;
+		return IG_E_OK;
+	case MSG_WORKER_STATS:
+		worker_stats(w, &reply->u.worker_stats_reply);
+		reply->type = MSG_WORKER_STATS_REPLY;
+		return IG_E_OK;
+	case MSG_POLL_MANY:
+		worker_poll_many(w, &req->u.poll_many, &reply->u.tokens_many);
+		reply->type = MSG_TOKENS_MANY;
 		return IG_E_OK;
 	default:
 		return ig_errf(eb, IG_E_PROTO_UNEXPECTED,

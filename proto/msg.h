@@ -77,7 +77,12 @@ struct msg_str {
 	X(proc, "one supervised process in a status reply")                                        \
 	X(plan_line, "one line of the VRAM plan: its name and bytes")                              \
 	X(kv_entry, "one sequence held by the kvstore daemon")                                     \
-	X(kv_slot_entry, "one retained host slot in a kv_slot_list_reply")
+	X(kv_slot_entry, "one retained host slot in a kv_slot_list_reply")                         \
+	X(ttft_bucket, "one bucket of the time-to-first-token histogram")                          \
+	X(fd_stop, "one stop string of a front-door submit")                                       \
+	X(poll_ent, "one request of a poll_many: its id and the first token index wanted")         \
+	X(tokens_ent, "one request's tokens in a tokens_many reply")                               \
+	X(fd_req, "one request in the front door's stats reply")
 
 #define MSG_FIELDS_proc(F, R)                                                                      \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -149,7 +154,29 @@ struct msg_str {
 	X(KV_SLOT_CLAIM, 32, kv_slot_claim, "find the held slot of a key; kv_slot")                \
 	X(KV_SLOT_DROP, 33, kv_slot_drop, "free a slot still under a generation; ack")             \
 	X(KV_SLOT_LIST, 34, kv_slot_list, "list the retained host slots; kv_slot_list_reply")      \
-	X(KV_SLOT_LIST_REPLY, 37, kv_slot_list_reply, "retained host slots from `first`")
+	X(KV_SLOT_LIST_REPLY, 37, kv_slot_list_reply, "retained host slots from `first`")          \
+	X(WORKER_STATS, 35, worker_stats,                                                          \
+	  "ask the gpu-worker for its figures; answered by worker_stats_reply")                    \
+	X(WORKER_STATS_REPLY, 36, worker_stats_reply,                                              \
+	  "the gpu-worker's pool, request, token and time-to-first-token figures")                 \
+	X(FD_SUBMIT, 40, fd_submit,                                                                \
+	  "front door: a generation request; answered by fd_submitted once admitted, or error")    \
+	X(FD_SUBMITTED, 41, fd_submitted, "front door: an admitted request's id and figures")      \
+	X(FD_POLL, 42, fd_poll,                                                                    \
+	  "front door: tokens from `from`, waiting up to wait_ms for new ones; answered by "       \
+	  "fd_tokens")                                                                             \
+	X(FD_TOKENS, 43, fd_tokens,                                                                \
+	  "front door: a request's tokens from `from`, its state, and how it ended")               \
+	X(FD_CANCEL, 44, fd_cancel, "front door: stop a request, or forget a finished one; ack")   \
+	X(FD_STATUS, 45, fd_status, "front door: ask one request's state; answered by fd_request") \
+	X(FD_REQUEST, 46, fd_request, "front door: one request's state")                           \
+	X(FD_MODEL, 47, fd_model, "front door: ask the model's description; fd_model_reply")       \
+	X(FD_MODEL_REPLY, 48, fd_model_reply, "front door: the model served and its figures")      \
+	X(FD_STATS, 49, fd_stats, "front door: ask its figures and requests; fd_stats_reply")      \
+	X(FD_STATS_REPLY, 50, fd_stats_reply, "front door: its counters and live requests")        \
+	X(POLL_MANY, 51, poll_many,                                                                \
+	  "the front door asks the gpu-worker for up to 64 requests' tokens; tokens_many")         \
+	X(TOKENS_MANY, 52, tokens_many, "the gpu-worker's answer to poll_many, with its pid")
 
 #define MSG_FIELDS_hello(F, R)                                                                     \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -313,6 +340,39 @@ struct msg_str {
 
 #define MSG_FIELDS_restart(F, R) F(R, STR, role, 1, MSG_ROLE_MAX, _)
 
+/* The gpu-worker's figures for the metrics page (docs/protocol.md, "Worker
+ * figures"). Counters count since the worker's start (a restarted worker
+ * starts again from 0); gauges are the state at the reply. The histogram's
+ * buckets are not cumulative: `count` requests had their first token within
+ * (previous le_us, le_us] microseconds of their submit; the last bucket's
+ * le_us is 2^64-1 (+Inf). */
+#define MSG_FIELDS_ttft_bucket(F, R)                                                               \
+	F(R, U64, le_us, 1, UINT64_MAX, _)                                                         \
+	F(R, U64, count, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_worker_stats(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_worker_stats_reply(F, R)                                                        \
+	F(R, BOOL, loaded, 0, 1, _) /* a model is loaded (else every figure is 0) */               \
+	F(R, U64, pool_pages, 0, UINT32_MAX, _)                                                    \
+	F(R, U64, used_pages, 0, UINT32_MAX, _)    /* reserved by admitted requests */             \
+	F(R, U64, pending_pages, 0, UINT64_MAX, _) /* waiting requests will reserve */             \
+	F(R, U64, waiting, 0, UINT32_MAX, _)                                                       \
+	F(R, U64, prefill, 0, UINT32_MAX, _)                                                       \
+	F(R, U64, ready, 0, UINT32_MAX, _)                                                         \
+	F(R, U64, decode, 0, UINT32_MAX, _)                                                        \
+	F(R, U64, accepted, 0, UINT64_MAX, _)                                                      \
+	F(R, U64, finished_length, 0, UINT64_MAX, _)                                               \
+	F(R, U64, finished_eos, 0, UINT64_MAX, _)                                                  \
+	F(R, U64, finished_context, 0, UINT64_MAX, _)                                              \
+	F(R, U64, cancelled, 0, UINT64_MAX, _)                                                     \
+	F(R, U64, prompt_tokens, 0, UINT64_MAX, _)                                                 \
+	F(R, U64, generated_tokens, 0, UINT64_MAX, _)                                              \
+	F(R, U64, prefill_tokens, 0, UINT64_MAX, _)                                                \
+	F(R, U64, rounds, 0, UINT64_MAX, _)                                                        \
+	F(R, ARR, ttft, 0, 32, ttft_bucket)                                                        \
+	F(R, U64, ttft_sum_us, 0, UINT64_MAX, _)
+
 #define MSG_FIELDS_kv_stats_reply(F, R)                                                            \
 	F(R, STR, arena_name, 0, 96, _) /* "" until configured */                                  \
 	F(R, U64, ram_bytes, 0, UINT64_MAX, _)                                                     \
@@ -407,6 +467,162 @@ struct msg_str {
 #define MSG_FIELDS_kv_slot_list_reply(F, R)                                                        \
 	F(R, ARR, slots, 0, 128, kv_slot_entry)                                                    \
 	F(R, BOOL, more, 0, 1, _)
+
+/* The front door (supervisor/frontdoor.h; docs/protocol.md, "The front
+ * door"): what clients send to the supervisor's client socket. fd_submit is
+ * submit plus stop strings: generation ends before the first stop string
+ * the generated text contains (byte-level tokenizer only), which is left
+ * out of the tokens. */
+#define MSG_STOP_MAX   8u  /* stop strings in one fd_submit */
+#define MSG_STOP_BYTES 64u /* bytes of one stop string */
+/* poll_many: the most requests asked at once, and tokens returned per
+ * request. 64 x 64 ids keep tokens_many within ~27 KB on the wire. */
+#define MSG_POLL_MANY_MAX 64u
+#define MSG_POLL_MANY_IDS 64u
+/* fd_poll: the longest a poll waits for new tokens. */
+#define MSG_WAIT_MAX_MS 60000u
+/* Requests the gpu-worker keeps, running or finished and not yet forgotten
+ * (a submit beyond them forgets the oldest finished one). The front door
+ * never has more there, so none it has not read is ever forgotten. */
+#define MSG_WORKER_REQUESTS 256u
+
+#define MSG_FIELDS_fd_stop(F, R) F(R, STR, text, 1, MSG_STOP_BYTES, _)
+
+#define MSG_FIELDS_fd_submit(F, R)                                                                 \
+	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
+	F(R, IDS, prompt, 0, MSG_IDS_MAX, _)                                                       \
+	F(R, U64, max_tokens, 0, UINT32_MAX, _) /* 0: the model's default */                       \
+	F(R, STR, class, 1, 16, _)              /* "interactive" or "agent" */                     \
+	F(R, F64, temperature, 0.0, 100.0, _)   /* 0: greedy */                                    \
+	F(R, F64, top_p, 0.0, 1.0, _)           /* 1: off */                                       \
+	F(R, U64, top_k, 0, UINT32_MAX, _)      /* 0: off */                                       \
+	F(R, U64, seed, 0, UINT64_MAX, _)                                                          \
+	F(R, ARR, stop, 0, MSG_STOP_MAX, fd_stop)
+
+/* queued_ms: how long the submit waited for a worker slot. */
+#define MSG_FIELDS_fd_submitted(F, R)                                                              \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, U64, prompt_tokens, 0, UINT32_MAX, _)                                                 \
+	F(R, U64, max_tokens, 0, UINT32_MAX, _)                                                    \
+	F(R, U64, reserved_pages, 0, UINT32_MAX, _)                                                \
+	F(R, U64, queued_ms, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_fd_poll(F, R)                                                                   \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, U64, from, 0, UINT32_MAX, _)                                                          \
+	F(R, U64, max, 1, MSG_IDS_MAX, _)                                                          \
+	F(R, U64, wait_ms, 0, MSG_WAIT_MAX_MS, _)
+
+/* As tokens, plus finish "stop", and for finish "error" the IG_E_* code
+ * and message (0 and "" otherwise). */
+#define MSG_FIELDS_fd_tokens(F, R)                                                                 \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, U64, from, 0, UINT32_MAX, _)                                                          \
+	F(R, IDS, tokens, 0, MSG_IDS_MAX, _)                                                       \
+	F(R, STR, state, 1, 16, _)                                                                 \
+	F(R, BOOL, done, 0, 1, _)                                                                  \
+	F(R, STR, finish, 0, 16, _)                                                                \
+	F(R, U64, generated, 0, UINT32_MAX, _)                                                     \
+	F(R, U64, code, 0, UINT32_MAX, _)                                                          \
+	F(R, STR, message, 0, 1024, _)
+
+#define MSG_FIELDS_fd_cancel(F, R) F(R, U64, id, 1, UINT64_MAX, _)
+
+#define MSG_FIELDS_fd_status(F, R) F(R, U64, id, 1, UINT64_MAX, _)
+
+#define MSG_FIELDS_fd_request(F, R)                                                                \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, STR, state, 1, 16, _)                                                                 \
+	F(R, STR, class, 1, 16, _)                                                                 \
+	F(R, U64, prompt_tokens, 0, UINT32_MAX, _)                                                 \
+	F(R, U64, max_tokens, 0, UINT32_MAX, _)                                                    \
+	F(R, U64, generated, 0, UINT32_MAX, _)                                                     \
+	F(R, BOOL, done, 0, 1, _)                                                                  \
+	F(R, STR, finish, 0, 16, _)                                                                \
+	F(R, U64, code, 0, UINT32_MAX, _)                                                          \
+	F(R, STR, message, 0, 1024, _)                                                             \
+	F(R, U64, age_ms, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_fd_model(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
+
+/* tokenizer: "byte" (ids 0..255 are bytes, 256.. specials) or "" (ids
+ * only); eos 2^32-1 when the model has none; serving: a model file is
+ * loaded (false for a built-in description: requests are refused); worker:
+ * the gpu-worker's state (running, starting, restarting, ...). */
+#define MSG_FIELDS_fd_model_reply(F, R)                                                            \
+	F(R, STR, model, 1, 64, _)                                                                 \
+	F(R, STR, backend, 1, 16, _)                                                               \
+	F(R, STR, kv_format, 1, 16, _)                                                             \
+	F(R, U64, vocab, 1, UINT32_MAX, _)                                                         \
+	F(R, U64, context_tokens, 1, UINT32_MAX, _)                                                \
+	F(R, U64, page_tokens, 1, UINT32_MAX, _)                                                   \
+	F(R, U64, pool_pages, 1, UINT32_MAX, _)                                                    \
+	F(R, U64, lanes, 1, 64, _)                                                                 \
+	F(R, U64, chunk_tokens, 1, UINT32_MAX, _)                                                  \
+	F(R, U64, default_max_tokens, 1, UINT32_MAX, _)                                            \
+	F(R, STR, tokenizer, 0, 16, _)                                                             \
+	F(R, U64, eos, 0, UINT32_MAX, _)                                                           \
+	F(R, BOOL, serving, 0, 1, _)                                                               \
+	F(R, STR, worker, 1, 16, _)
+
+#define MSG_FIELDS_fd_stats(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
+
+#define MSG_FIELDS_fd_req(F, R)                                                                    \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, STR, state, 1, 16, _)                                                                 \
+	F(R, STR, class, 1, 16, _)                                                                 \
+	F(R, U64, prompt_tokens, 0, UINT32_MAX, _)                                                 \
+	F(R, U64, max_tokens, 0, UINT32_MAX, _)                                                    \
+	F(R, U64, generated, 0, UINT32_MAX, _)                                                     \
+	F(R, STR, finish, 0, 16, _)                                                                \
+	F(R, U64, age_ms, 0, UINT64_MAX, _)
+
+/* Counters since the supervisor started; live: at the worker, queued:
+ * waiting for a worker slot, kept: finished and still readable, waiting:
+ * polls and submits held open; slot_waits: submits that found every worker
+ * slot taken and waited; requests: the first 64 requests by id. */
+#define MSG_FIELDS_fd_stats_reply(F, R)                                                            \
+	F(R, U64, uptime_ms, 0, UINT64_MAX, _)                                                     \
+	F(R, STR, worker, 1, 16, _)                                                                \
+	F(R, U64, worker_pid, 0, INT32_MAX, _)                                                     \
+	F(R, U64, worker_restarts, 0, UINT64_MAX, _)                                               \
+	F(R, U64, live, 0, UINT32_MAX, _)                                                          \
+	F(R, U64, queued, 0, UINT32_MAX, _)                                                        \
+	F(R, U64, kept, 0, UINT32_MAX, _)                                                          \
+	F(R, U64, waiting, 0, UINT32_MAX, _)                                                       \
+	F(R, U64, submitted, 0, UINT64_MAX, _)                                                     \
+	F(R, U64, finished, 0, UINT64_MAX, _)                                                      \
+	F(R, U64, failed, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, refused, 0, UINT64_MAX, _)                                                       \
+	F(R, U64, rejected, 0, UINT64_MAX, _)                                                      \
+	F(R, U64, tokens, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, slot_waits, 0, UINT64_MAX, _)                                                    \
+	F(R, ARR, requests, 0, 64, fd_req)
+
+#define MSG_FIELDS_poll_ent(F, R)                                                                  \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, U64, from, 0, UINT32_MAX, _)
+
+#define MSG_FIELDS_poll_many(F, R) F(R, ARR, reqs, 1, MSG_POLL_MANY_MAX, poll_ent)
+
+/* code: 0 when the request was found (then as a tokens reply, at most
+ * MSG_POLL_MANY_IDS tokens), else the IG_E_* code a poll would get (7 not
+ * found, 2 `from` past the tokens generated) with the other fields empty. */
+#define MSG_FIELDS_tokens_ent(F, R)                                                                \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, U64, from, 0, UINT32_MAX, _)                                                          \
+	F(R, IDS, tokens, 0, MSG_POLL_MANY_IDS, _)                                                 \
+	F(R, STR, state, 0, 16, _)                                                                 \
+	F(R, BOOL, done, 0, 1, _)                                                                  \
+	F(R, STR, finish, 0, 16, _)                                                                \
+	F(R, U64, generated, 0, UINT32_MAX, _)                                                     \
+	F(R, U64, code, 0, UINT32_MAX, _)
+
+/* pid: the worker's, so that an answer from a restarted worker (whose ids
+ * start again) is never taken for the old one's. */
+#define MSG_FIELDS_tokens_many(F, R)                                                               \
+	F(R, U64, pid, 1, INT32_MAX, _)                                                            \
+	F(R, ARR, reqs, 0, MSG_POLL_MANY_MAX, tokens_ent)
 
 /* ---- generated: C types ------------------------------------------------- */
 

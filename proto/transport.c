@@ -111,6 +111,11 @@ static int tp__lock(const char *path, int *fdout, struct ig_errbuf *eb)
 	return ig_errf(eb, IG_E_BUSY, "lock '%s' keeps changing under us", path);
 }
 
+int tp_lock_take(const char *lockpath, int *fd, struct ig_errbuf *eb)
+{
+	return tp__lock(lockpath, fd, eb);
+}
+
 bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder)
 {
 	char path[TP_PATH_MAX];

@@ -44,6 +44,13 @@ int tp_relisten(struct tp_listener *t, struct ig_errbuf *eb);
  * Idempotent. */
 void tp_listener_close(struct tp_listener *t);
 
+/* Take the flock() on `lockpath` (created with mode 0600; our pid written
+ * in it) the way tp_listen takes its own: for a listener opened elsewhere
+ * (the supervisor's front door). IG_E_BUSY naming the holder's pid. On
+ * success *fd holds the lock until the caller unlinks the file and closes
+ * it. */
+int tp_lock_take(const char *lockpath, int *fd, struct ig_errbuf *eb);
+
 /* Remove the socket and lock files `<rtdir>/<name>.{sock,lock}` left by a dead
  * owner. Only when the lock can be taken: a live owner's files are left alone
  * and false is returned (its pid in *holder). True when nothing is left. */

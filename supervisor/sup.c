@@ -24,6 +24,8 @@
 #include "config.h"
 #include "plan.h"
 #include "event.h"
+#include "frontdoor.h"
+#include "metsrv.h"
 #include "proc.h"
 #include "rtdir.h"
 #include "service.h"
@@ -55,6 +57,8 @@ struct sup {
 	struct msg kv_msg;         /* the kvstore daemon's greeting */
 	char arena_name[96], disk_path[PATH_MAX];
 	bool stopping;
+	struct metsrv *met; /* the metrics page */
+	struct door *door;  /* the client front door */
 };
 
 /* True when no child is left running (a child that would not stop keeps
@@ -352,11 +356,34 @@ int sup_start(const struct sup_opts *o)
 		fprintf(stderr, "ignis-supervisor: cannot start: %s\n", eb.msg);
 		return 1;
 	}
+	/* before any child: an address in use refuses the start */
+	rc = metsrv_open(&s.met, &o->cfg->k.v[KNOB_SERVER_METRICS_BIND], s.env.rtdir, &s.plan, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: cannot start: %s\n", eb.msg);
+		svc_close(&s.svc);
+		rmdir(s.env.rtdir);
+		return 1;
+	}
+	{
+		struct door_opts dopt = {.bind = o->cfg->k.v[KNOB_SERVER_BIND].s,
+		                         .rtdir = s.env.rtdir};
+
+		door_model_of(&s.plan_msg.u.plan, s.plan.model->vocab, &dopt.model);
+		rc = door_open(&s.door, &dopt, &eb);
+	}
+	if (rc) {
+		fprintf(stderr, "ignis-supervisor: cannot start the front door: %s\n", eb.msg);
+		metsrv_close(s.met);
+		svc_close(&s.svc);
+		rmdir(s.env.rtdir);
+		return 1;
+	}
 	ev_begin(&e, EV_INFO, "ignis.supervisor.starting");
 	ev_str(&e, "runtime_dir", s.env.rtdir);
 	ev_str(&e, "config", o->cfg->path ? o->cfg->path : "(embedded default)");
 	ev_str(&e, "build", IGNIS_VERSION);
 	ev_u64(&e, "protocol", MSG_PROTO_VERSION);
+	ev_str(&e, "metrics", metsrv_addr(s.met));
 	ev_end(&e);
 
 	rc = proc_spawn(&s.procs[0], &s.env, &eb);
@@ -391,6 +418,9 @@ int sup_start(const struct sup_opts *o)
 				ev_end(&e);
 			}
 		}
+		metsrv_note_procs(s.met, s.procs, SUP_NPROC);
+		door_set_worker(s.door, s.procs[1].state == PROC_RUNNING ? s.procs[1].pid : 0,
+		                proc_state_name(s.procs[1].state));
 	}
 	if (rc) {
 		exit_code = 1;
@@ -406,6 +436,7 @@ int sup_start(const struct sup_opts *o)
 		why = "stop request";
 	}
 	s.stopping = true;
+	door_set_worker(s.door, 0, "stopping"); /* running requests end, clients told */
 	ev_begin(&e, EV_INFO, "ignis.supervisor.stopping");
 	ev_str(&e, "reason", why);
 	ev_end(&e);
@@ -419,6 +450,8 @@ int sup_start(const struct sup_opts *o)
 		if (shm_unlink(shm) == 0)
 			ev_msg(EV_INFO, "ignis.supervisor.kv_ram_removed", "%s", s.arena_name);
 	}
+	door_close(s.door);
+	metsrv_close(s.met);
 	svc_close(&s.svc);
 	rmdir(s.env.rtdir); /* only succeeds when nothing else is left in it */
 	ev_begin(&e, EV_INFO, "ignis.supervisor.stopped");

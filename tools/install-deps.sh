@@ -3,11 +3,19 @@
 # is not installed yet. Quiet and quick when everything is there.
 #   tools/install-deps.sh          build + tests
 #   tools/install-deps.sh --fuzz   also clang and its sanitizer runtimes
+#
+# `prometheus` brings promtool and the server the metrics tests run on
+# loopback (tests/integration/metrics.sh). Its Debian package would start and
+# enable a system-wide Prometheus on port 9090: it is installed with a
+# policy-rc.d that forbids starting services (unless the machine has one of
+# its own already) and its unit is disabled after; nothing here depends on
+# that service. `systemd` brings systemd-analyze, which checks our units
+# (tests/integration/units.sh); nothing here starts or needs it as init.
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make pkg-config meson ninja-build cmake
       libnng-dev libmsgpack-dev liblmdb-dev libcyaml-dev libxxhash-dev libcmocka-dev
-      jq procps)
+      jq procps curl prometheus systemd)
 if [[ "${1:-}" == "--fuzz" ]]; then
 	pkgs+=(clang libclang-rt-dev)
 fi
@@ -31,6 +39,25 @@ if [[ $(id -u) -ne 0 ]]; then
 	fi
 fi
 echo "install-deps: installing ${missing[*]}" >&2
+policy=/usr/sbin/policy-rc.d
+our_policy=false
+if [[ " ${missing[*]} " == *" prometheus "* || " ${missing[*]} " == *" systemd "* ]] &&
+	[[ ! -e $policy ]]; then
+	# exit 101: "action forbidden" to invoke-rc.d and deb-systemd-invoke
+	printf '#!/bin/sh\n# tools/install-deps.sh: start no service while installing\nexit 101\n' |
+		"${sudo[@]}" tee "$policy" >/dev/null
+	"${sudo[@]}" chmod 755 "$policy"
+	our_policy=true
+fi
+remove_policy() { if $our_policy; then "${sudo[@]}" rm -f "$policy"; fi; }
+trap remove_policy EXIT
 "${sudo[@]}" apt-get update -qq
 DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
 	"${missing[@]}" >/dev/null
+if [[ " ${missing[*]} " == *" prometheus "* ]]; then
+	if command -v deb-systemd-helper >/dev/null; then
+		"${sudo[@]}" deb-systemd-helper disable prometheus.service >/dev/null 2>&1 || true
+	elif command -v systemctl >/dev/null; then
+		"${sudo[@]}" systemctl disable prometheus.service >/dev/null 2>&1 || true
+	fi
+fi

@@ -5,6 +5,21 @@
 # when set, names a KV-RAM arena under /dev/shm to remove at the end.
 sup_pid=
 
+# A TCP port nobody listens on (IPv4 or IPv6).
+free_port() {
+	local p hex
+	for _ in $(seq 200); do
+		p=$((20000 + RANDOM % 40000))
+		hex=$(printf ':%04X ' "$p")
+		grep -q "$hex" /proc/net/tcp /proc/net/tcp6 2>/dev/null || { echo "$p"; return; }
+	done
+	return 1
+}
+# Every supervisor a script starts serves its metrics page on a port of its
+# own, never the default 9464 (a developer's `make run`, another test): a
+# script that means another address says so with the flag.
+[[ -n ${IGNIS_SERVER_METRICS_BIND:-} ]] || export IGNIS_SERVER_METRICS_BIND="127.0.0.1:$(free_port)"
+
 it_cleanup() {
 	[[ -n $sup_pid ]] && kill -9 "$sup_pid" 2>/dev/null
 	pkill -9 -f -- "--runtime-dir $rt" 2>/dev/null

@@ -151,6 +151,23 @@ static void run(struct rig *r, const struct req *q, const uint32_t *which, uint3
 		assert_int_equal(n_out[which[i]], q[which[i]].max_tokens);
 	}
 	eng_stats(e, stats);
+	/* the metrics page's counters (worker_stats_reply) */
+	{
+		uint64_t gen = 0, prompt = 0, ttft = 0;
+
+		for (uint32_t i = 0; i < n_which; i++) {
+			gen += n_out[which[i]];
+			prompt += q[which[i]].n_prompt;
+		}
+		for (uint32_t b = 0; b < ENG_TTFT_NBUCKETS; b++)
+			ttft += stats->ttft[b];
+		assert_int_equal(stats->submitted, n_which);
+		assert_int_equal(stats->finished_by[ENG_LENGTH], n_which);
+		assert_int_equal(stats->generated_tokens, gen);
+		assert_int_equal(stats->prompt_tokens, prompt);
+		assert_int_equal(ttft, n_which); /* one first token each */
+		assert_int_equal(stats->pending_pages, 0);
+	}
 	/* every page back in the pool */
 	assert_int_equal(r->kv.n_free, r->kv.n_pages);
 	eng_destroy(e);
@@ -329,6 +346,13 @@ static void test_cancel(void **state)
 	assert_int_equal(n_full, 40);
 
 	assert_int_equal(eng_submit(e, &rq, &adm, &eb), IG_E_OK);
+	{
+		struct eng_stats s;
+
+		eng_stats(e, &s); /* waiting: its whole reservation is pending */
+		assert_int_equal(s.waiting, 1);
+		assert_int_equal(s.pending_pages, adm.pages);
+	}
 	for (int k = 0; k < 10; k++)
 		assert_int_equal(eng_round(e, &ran, &eb), IG_E_OK);
 	assert_true(r.kv.n_free < r.kv.n_pages);
@@ -340,6 +364,21 @@ static void test_cancel(void **state)
 	assert_int_equal(st.finish, ENG_CANCELLED);
 	assert_true(n_part > 0 && n_part < 40);
 	assert_memory_equal(part, full, n_part * sizeof(uint32_t));
+	{
+		struct eng_stats s;
+		uint64_t ttft = 0;
+
+		eng_stats(e, &s);
+		for (uint32_t b = 0; b < ENG_TTFT_NBUCKETS; b++)
+			ttft += s.ttft[b];
+		assert_int_equal(s.submitted, 2);
+		assert_int_equal(s.finished_by[ENG_LENGTH], 1);
+		assert_int_equal(s.finished_by[ENG_CANCELLED], 1);
+		assert_int_equal(s.generated_tokens, n_full + n_part);
+		assert_int_equal(s.prompt_tokens, 40);
+		assert_int_equal(ttft, 2);
+		assert_int_equal(s.live + s.pending_pages, 0);
+	}
 	assert_int_equal(eng_cancel(e, adm.id, &eb), IG_E_OK);
 	assert_int_equal(eng_tokens(e, adm.id, 0, 40, part, &n_part, &st, &eb), IG_E_NOTFOUND);
 	assert_int_equal(eng_cancel(e, adm.id, &eb), IG_E_NOTFOUND);

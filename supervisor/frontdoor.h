@@ -1,0 +1,85 @@
+/*
+ * frontdoor.h - the supervisor's front door: the client socket
+ * (--server-bind; by default ipc://<runtime-dir>/client.sock) where programs
+ * submit generation requests, stream their tokens, cancel them, and read the
+ * model's description and the door's figures (docs/protocol.md, "The front
+ * door"; the design is docs/adr/0013-front-door.md).
+ *
+ * Threads, none of them the supervisor's loop:
+ *   - nng's: a REP socket with contexts. DOOR_RECEIVERS contexts always wait
+ *     for a request; a poll that waits for tokens, or a submit that waits
+ *     for a worker slot, parks its context and another takes its place, so
+ *     a waiting or slow client never holds up another.
+ *   - the pump: the only thread that talks to the gpu-worker (submit,
+ *     poll_many for up to 64 requests at once, cancel), one round trip at a
+ *     time, never holding the lock across one.
+ *   - the clock: answers parked polls whose wait ran out; forgets finished
+ *     requests nobody reads and cancels running ones nobody polls.
+ *   - the watchdog: pings the door through nng and re-creates a wedged
+ *     listener (nng 1.5.2, upstream issue 1518; docs/adr/0003).
+ * One mutex guards all the door's state and is held for bookkeeping only.
+ *
+ * The door gives requests its own ids (1, 2, ... for the supervisor's life):
+ * they outlive a worker restart, after which a request that was running
+ * ends with finish "error" (code 40) and its message, never with a hang.
+ */
+#ifndef IGNIS_SUPERVISOR_FRONTDOOR_H
+#define IGNIS_SUPERVISOR_FRONTDOOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+#define DOOR_RECEIVERS   48    /* contexts always waiting for a request */
+#define DOOR_SLOTS_MAX   4096  /* contexts in all: receiving, answering, parked */
+#define DOOR_QUEUE_MAX   1024  /* submits waiting for a worker slot */
+#define DOOR_KEEP_MAX    1024  /* finished requests kept readable */
+#define DOOR_KEEP_MS     60000 /* ... for this long after their last poll */
+#define DOOR_ABANDON_MS  60000 /* a running request nobody polls this long is cancelled */
+#define DOOR_CALL_MS     10000 /* one round trip with the worker */
+#define DOOR_WATCHDOG_MS 5000
+
+/* What the door tells clients about the model (from the supervisor's plan;
+ * docs/protocol.md, fd_model_reply). */
+struct door_model {
+	char name[65], backend[17], kv_format[17];
+	uint64_t vocab, context_tokens, page_tokens, pool_pages;
+	uint64_t lanes, chunk_tokens, default_max_tokens;
+	bool byte_tokenizer; /* ids 0..255 are bytes (our synthetic models) */
+	uint32_t eos;        /* UINT32_MAX: none */
+	bool serving;        /* a model file is loaded, not a built-in description */
+};
+
+struct door_opts {
+	const char *bind;  /* --server-bind; NULL or "": ipc://<rtdir>/client.sock */
+	const char *rtdir; /* the runtime directory (the worker's socket, locks) */
+	struct door_model model;
+	int watchdog_ms; /* 0: DOOR_WATCHDOG_MS */
+};
+
+struct door;
+struct msg_plan;
+
+/* The model's description from the worker's plan and the model's vocabulary
+ * (a byte-level tokenizer is TOK_VOCAB ids, as the worker decides). */
+void door_model_of(const struct msg_plan *pl, uint64_t vocab, struct door_model *m);
+
+/* Take the lock beside the socket (ipc: <path without .sock>.lock; tcp:
+ * <rtdir>/client.lock), listen, and start the threads. IG_E_BUSY when
+ * another process holds the lock or the address is in use. */
+int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb);
+/* The address the door listens on ("ipc:///..." or "tcp://..."); valid
+ * until door_close. */
+const char *door_url(const struct door *d);
+/* The supervisor's view of the gpu-worker, told every loop turn: its pid
+ * when running (0 otherwise) and its state's name (a static string). A
+ * change of pid ends the requests the old worker was running. Quick: takes
+ * the lock, never waits on I/O. */
+void door_set_worker(struct door *d, pid_t pid, const char *state);
+/* Stop the threads, close the socket, remove its files, free `d`. NULL is
+ * accepted. */
+void door_close(struct door *d);
+
+#endif

@@ -1,0 +1,164 @@
+/*
+ * metrics.h - the metrics page's families, declared once, and the renderer of
+ * the Prometheus text format (version 0.0.4) over a snapshot of the figures.
+ *
+ * Names follow reference-facts section 4; families the reference does not
+ * name (prompt tokens, process up and restarts, the freshness of the
+ * daemons' figures) are ours, in its style. No per-request labels.
+ *
+ * Sources: `plan` figures come from the plan the supervisor computed (always
+ * there); `sup` from the supervisor's process table (always there);
+ * `worker` from the gpu-worker's worker_stats_reply and `kvstore` from the
+ * kvstore daemon's kv_stats_reply (proto/kvmetrics.h renders those, under
+ * its own table). A daemon whose last answer failed has its families left out
+ * of the page (Prometheus then marks its series stale) and shows as
+ * ignis_stats_up{source} 0.
+ *
+ * The renderer is a pure function of the snapshot: the server (metsrv.h)
+ * copies a snapshot under its lock and renders outside it.
+ */
+#ifndef IGNIS_SUPERVISOR_METRICS_H
+#define IGNIS_SUPERVISOR_METRICS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "msg.h"
+#include "vplan.h"
+
+enum met_type { MET_COUNTER, MET_GAUGE, MET_HISTOGRAM };
+enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
+
+/*
+ * X(ID, name, type, labels, source, help): one row per family, in the order
+ * of the page. `labels`: the label names, comma-separated ("" none).
+ */
+#define MET_FAMILIES(X)                                                                            \
+	X(VRAM_RESERVED, ignis_vram_reserved_bytes, GAUGE, "line", PLAN,                           \
+	  "Device memory reserved at load, by plan line (the fixed lines, Flash-Next's residency " \
+	  "and expert cache, and the KV pool), in bytes.")                                         \
+	X(VRAM_BUDGET, ignis_vram_budget_bytes, GAUGE, "", PLAN,                                   \
+	  "The device memory budget of the plan, in bytes.")                                       \
+	X(KV_POOL_PAGES, ignis_kv_pool_pages, GAUGE, "", PLAN,                                     \
+	  "Pages of the KV pool (64 tokens each).")                                                \
+	X(KV_PAGE_BYTES, ignis_kv_page_bytes, GAUGE, "", PLAN, "Bytes of one KV pool page.")       \
+	X(KV_POOL_USED, ignis_kv_pool_used_pages, GAUGE, "", WORKER,                               \
+	  "KV pool pages reserved by admitted requests (a request reserves its whole bound at "    \
+	  "admission).")                                                                           \
+	X(KV_POOL_FREE, ignis_kv_pool_free_pages, GAUGE, "", WORKER, "KV pool pages free.")        \
+	X(KV_POOL_PENDING, ignis_kv_pool_pending_pages, GAUGE, "", WORKER,                         \
+	  "KV pool pages the waiting requests will reserve at their admission.")                   \
+	X(SCHED_REQUESTS, ignis_scheduler_requests, GAUGE, "state", WORKER,                        \
+	  "Live requests by state: waiting (no pages yet), prefill, ready (prompt done, no "       \
+	  "lane), decode (on a lane).")                                                            \
+	X(REQ_ACCEPTED, ignis_requests_accepted_total, COUNTER, "", WORKER,                        \
+	  "Requests accepted by the gpu-worker.")                                                  \
+	X(REQ_COMPLETED, ignis_requests_completed_total, COUNTER, "reason", WORKER,                \
+	  "Requests finished, by reason: length (max_tokens), eos, context.")                      \
+	X(REQ_CANCELLED, ignis_requests_cancelled_total, COUNTER, "", WORKER,                      \
+	  "Requests cancelled before they finished.")                                              \
+	X(PROMPT_TOKENS, ignis_prompt_tokens_total, COUNTER, "", WORKER,                           \
+	  "Prompt tokens of the accepted requests.")                                               \
+	X(GENERATED_TOKENS, ignis_generated_tokens_total, COUNTER, "", WORKER,                     \
+	  "Tokens generated (those of cancelled requests included).")                              \
+	X(PREFILL_TOKENS, ignis_prefill_tokens_total, COUNTER, "", WORKER,                         \
+	  "Prompt tokens run through the model (prefill chunks).")                                 \
+	X(ROUNDS, ignis_scheduler_rounds_total, COUNTER, "", WORKER,                               \
+	  "Rounds run by the gpu-worker (one batch of decode tokens and prefill chunks each).")    \
+	X(TTFT, ignis_request_ttft_seconds, HISTOGRAM, "le", WORKER,                               \
+	  "Time from a request's submit to its first generated token, in seconds.")                \
+	X(PROCESS_UP, ignis_process_up, GAUGE, "role", SUP,                                        \
+	  "1 when the process is running and answered its handshake, else 0.")                     \
+	X(PROCESS_RESTARTS, ignis_process_restarts_total, COUNTER, "role", SUP,                    \
+	  "Restarts of the process by the supervisor (after a crash, a hang or an operator's "     \
+	  "restart).")                                                                             \
+	X(STATS_UP, ignis_stats_up, GAUGE, "source", SUP,                                          \
+	  "1 when the daemon answered the supervisor's last request for its figures (gathered "    \
+	  "every second); 0 leaves its families off the page.")                                    \
+	X(STATS_AGE, ignis_stats_age_seconds, GAUGE, "source", SUP,                                \
+	  "Seconds since the daemon's figures were last gathered (absent until the first "         \
+	  "answer).")
+
+enum met_id {
+#define MET__ENUM(ID, name, type, labels, source, help) MET_##ID,
+	MET_FAMILIES(MET__ENUM)
+#undef MET__ENUM
+	    MET__COUNT
+};
+
+struct met_family {
+	const char *name;
+	enum met_type type;
+	const char *labels; /* comma-separated label names; "" none */
+	enum met_source source;
+	const char *help;
+};
+
+/* Every family, in the order of the page (indexed by enum met_id). */
+extern const struct met_family met_families[MET__COUNT];
+
+/* "counter", "gauge", "histogram" */
+const char *met_type_name(enum met_type t);
+
+/* The extra lines of the plan, after the fixed ones (VPLAN_LINES), in the
+ * `line` label of ignis_vram_reserved_bytes: their sum with the fixed lines
+ * is the plan's total. */
+#define MET_PLAN_EXTRA_LINES(X)                                                                    \
+	X(PREFILL_STAGING, "prefill_staging")                                                      \
+	X(EXPERT_TABLES, "expert_tables")                                                          \
+	X(EXPERT_CACHE, "expert_cache")                                                            \
+	X(KV_POOL, "kv_pool")
+
+enum met_plan_extra {
+#define MET__EXTRA_ENUM(ID, name) MET_LINE_##ID,
+	MET_PLAN_EXTRA_LINES(MET__EXTRA_ENUM)
+#undef MET__EXTRA_ENUM
+	    MET_NEXTRA
+};
+
+/* One supervised process (the roles of status_reply, the supervisor too). */
+#define MET_NPROC 3
+struct met_proc {
+	char role[MSG_ROLE_MAX + 1];
+	bool up;
+	uint64_t restarts;
+};
+
+/* One daemon's figures: `up` when its last answer came; `have` once it ever
+ * answered (then `at_ms` is when, monotonic). */
+struct met_src {
+	bool up, have;
+	uint64_t at_ms;
+};
+
+/* Everything the page shows. Plain data, copied whole: no pointers (the
+ * kvstore reply's arena_name view is cleared when it is stored). */
+struct met_snap {
+	/* the plan */
+	uint64_t line[VPLAN_NLINES];
+	uint64_t extra[MET_NEXTRA];
+	uint64_t budget_bytes, pool_pages, page_bytes;
+	/* the processes */
+	struct met_proc procs[MET_NPROC];
+	uint32_t nprocs;
+	/* the daemons */
+	struct met_src worker, kvstore;
+	struct msg_worker_stats_reply w;
+	struct msg_kv_stats_reply kv;
+};
+
+/* The plan's figures into `s` (the rest is left as it is). */
+void met_snap_plan(struct met_snap *s, const struct vplan *p);
+
+/* Check a worker's reply before it is shown: buckets ascending, the last
+ * +Inf (le_us 2^64-1), pages within the pool. IG_E_PROTO_FIELD_RANGE naming
+ * the field otherwise. */
+int met_check_worker(const struct msg_worker_stats_reply *r, struct ig_errbuf *eb);
+
+/* Render the page for `s` at monotonic time `now_ms` (for the ages). HELP and
+ * TYPE once per family, families of a daemon that is not up left out. Returns
+ * 0, or -1 when writing to `f` failed. */
+int met_render(FILE *f, const struct met_snap *s, uint64_t now_ms);
+
+#endif

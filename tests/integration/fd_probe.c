@@ -1,0 +1,144 @@
+/*
+ * fd-probe - a test client that speaks to the front door (ipc:// or tcp://)
+ * the way a broken or hostile peer would.
+ *
+ *   fd-probe URL hex HEXBYTES   send raw bytes over nng; print the reply
+ *   fd-probe URL size N         send N zero bytes (oversize tests)
+ *   fd-probe URL vanish COUNT   connect at the socket level and close at once,
+ *                               before nng's 8-byte header, COUNT times
+ *   fd-probe URL half COUNT     connect, send 4 of the header's 8 bytes, close
+ *   fd-probe version            print the protocol version (to build hex)
+ *
+ * The reply is printed as "type=<name> code=<IG_E_*> message=..." (code and
+ * message for errors only) or "no-reply"; exit 0 when a reply arrived, 3
+ * when none did.
+ */
+#define _GNU_SOURCE
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "transport.h"
+
+/* A stream socket connected to the address under `url`, or -1. */
+static int raw_connect(const char *url)
+{
+	if (!strncmp(url, "ipc://", 6)) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", url + 6);
+		if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (!strncmp(url, "tcp://", 6)) {
+		char host[256];
+		const char *colon = strrchr(url + 6, ':');
+		struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
+		int fd = -1;
+
+		if (!colon || (size_t)(colon - (url + 6)) >= sizeof(host))
+			return -1;
+		snprintf(host, sizeof(host), "%.*s", (int)(colon - (url + 6)), url + 6);
+		if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
+			return -1;
+		fd = socket(ai->ai_family, SOCK_STREAM, 0);
+		if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+			close(fd);
+			fd = -1;
+		}
+		freeaddrinfo(ai);
+		return fd;
+	}
+	return -1;
+}
+
+static int vanish(const char *url, int count, bool half)
+{
+	/* nng's SP header for REQ: 0x00 'S' 'P' 0x00, protocol, reserved */
+	static const unsigned char header[4] = {0x00, 'S', 'P', 0x00};
+
+	for (int i = 0; i < count; i++) {
+		int fd = raw_connect(url);
+
+		if (fd < 0) {
+			perror(url);
+			return 1;
+		}
+		if (half && write(fd, header, sizeof(header)) != (ssize_t)sizeof(header)) {
+			perror("write");
+			close(fd);
+			return 1;
+		}
+		close(fd);
+	}
+	printf("vanished %d times%s\n", count, half ? " mid-header" : "");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct ig_errbuf eb;
+	unsigned char *buf;
+	struct tp_rx rx;
+	size_t n = 0;
+	nng_socket s;
+	int rc;
+
+	if (argc == 2 && !strcmp(argv[1], "version")) {
+		printf("%u\n", MSG_PROTO_VERSION);
+		return 0;
+	}
+	if (argc != 4) {
+		fprintf(stderr,
+		        "usage: fd-probe URL hex HEX | size N | vanish COUNT | half COUNT\n");
+		return 2;
+	}
+	if (!strcmp(argv[2], "vanish") || !strcmp(argv[2], "half"))
+		return vanish(argv[1], atoi(argv[3]), !strcmp(argv[2], "half"));
+	if (!strcmp(argv[2], "hex")) {
+		const char *h = argv[3];
+
+		buf = calloc(1, strlen(h) / 2 + 1);
+		for (; h[0] && h[1]; h += 2) {
+			unsigned v;
+
+			sscanf(h, "%2x", &v);
+			buf[n++] = (unsigned char)v;
+		}
+	} else {
+		n = strtoul(argv[3], NULL, 10);
+		buf = calloc(1, n ? n : 1);
+	}
+	if (tp_dial_url(&s, argv[1], 3000, &eb) != IG_E_OK) {
+		fprintf(stderr, "fd-probe: %s\n", eb.msg);
+		return 1;
+	}
+	if (nng_send(s, buf, n, 0) != 0) {
+		printf("no-reply\n");
+		return 3;
+	}
+	rc = tp_recv(s, &rx, &eb);
+	if (rc != IG_E_OK) {
+		printf("no-reply\n");
+		/* No nng_close: nng 1.5.2 can hang closing a pipe its peer dropped
+		 * mid-message; exiting is the clean way out for a probe. */
+		fflush(stdout);
+		_exit(3);
+	}
+	if (rx.m.type == MSG_ERROR)
+		printf("type=error code=%s message=%.*s\n", ig_err_name((int)rx.m.u.error.code),
+		       (int)rx.m.u.error.message.n, rx.m.u.error.message.p);
+	else
+		printf("type=%s\n", msg_type_name(rx.m.type));
+	tp_rx_release(&rx);
+	fflush(stdout);
+	_exit(0);
+}

@@ -1,0 +1,315 @@
+#!/usr/bin/env bash
+# Integration: the supervisor's front door and ignis-client, on the tiny
+# dense model, over ipc (the default socket) and tcp.
+#   - ignis-client generate streams the same text as the request run in this
+#     process (greedy and sampled); --ids equals the same prompt as text;
+#     --json is one JSON object per event; stop strings cut the stream
+#   - refusals are typed and name the field; hostile messages (malformed,
+#     oversize, unknown or wrong types, a shutdown) get errors or are
+#     dropped, and the door keeps serving; clients that vanish mid-connect
+#     or mid-header do not take it down
+#   - clients killed -9 mid-stream leave the others' streams intact
+#   - 64 ignis-client processes and 200 client threads at once: every stream
+#     complete and equal to the same request run alone; 300 threads fill the
+#     worker's 256 slots: the rest wait (none refused) and get their streams
+#   - a worker killed -9 ends the streams it ran with a clear error, no hang
+#   - the lock beside the socket refuses a second door on the same path
+#   frontdoor.sh BUILD_DIR
+set -uo pipefail
+build=${1:?usage: frontdoor.sh BUILD_DIR}
+sup=$build/supervisor/ignis-supervisor
+gen=$build/tools/ignis-generate
+cli=$build/client/ignis-client
+probe=$build/tests/integration/fd-probe
+load=$build/tests/integration/fd-load
+work=$(mktemp -d /tmp/ignis-frontdoor-XXXXXX)
+rt=$work/rt
+events=$work/events.jsonl
+. "$(dirname "$0")/lib.sh"
+
+model=$work/tiny.gguf
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+start_sup() {
+	rm -rf "$rt"
+	: >"$events"
+	"$sup" start --runtime-dir "$rt" --model "$model" --model-kv-format bf16 --model-max-context 512 \
+		--server-metrics-bind "127.0.0.1:$(free_port)" "$@" >"$events" 2>&1 &
+	sup_pid=$!
+	wait_for 30 grep -q '"ignis.supervisor.started"' "$events" || fail "no start: $(tail -3 "$events")"
+}
+stop_sup() {
+	kill -TERM "$sup_pid"
+	wait "$sup_pid"
+	local rc=$?
+	sup_pid=
+	[[ $rc == 0 ]] || fail "supervisor exited $rc"
+}
+serving() { "$cli" --server "$url" status >/dev/null 2>&1; }
+# probe_is HEX WANT: the door answers HEX with a reply matching WANT
+probe_is() {
+	local out
+	out=$("$probe" "$url" hex "$1")
+	grep -q -- "$2" <<<"$out" || fail "$1: expected $2, got: $out"
+}
+
+"$build/tools/ignis-mkmodel" --preset tiny-dense -o "$model" --seed 7 2>/dev/null || fail "mkmodel"
+prompts=("Exactly the same, please." "a" "The quick brown fox jumps over the lazy dog."
+	"0123456789 0123456789 0123456789" "hello" "zz top" "ignis front door" "x y z")
+# spec I: the arguments of request I (half greedy, half sampled)
+spec() {
+	local i=$1
+	args=(--prompt "${prompts[$i]}" --max-tokens $((16 + 3 * i)) --seed $((i + 1)))
+	((i % 2)) && args+=(--temperature 0.8 --top-p 0.9 --top-k 50)
+	return 0
+}
+for i in "${!prompts[@]}"; do
+	spec "$i"
+	"$gen" --model "$model" "${args[@]}" >"$work/want.$i" || fail "in-process generate $i"
+done
+"$gen" --model "$model" --prompt "a long one" --max-tokens 300 --seed 9 >"$work/want.long" ||
+	fail "in-process long generate"
+
+step "ipc: the default socket and its lock, private to us"
+start_sup
+url="ipc://$rt/client.sock"
+[[ -S $rt/client.sock ]] || fail "no $rt/client.sock"
+[[ $(stat -c %a "$rt/client.sock") == 600 ]] || fail "socket mode $(stat -c %a "$rt/client.sock")"
+[[ $(cat "$rt/client.lock") == "$sup_pid" ]] || fail "lock does not hold the supervisor's pid"
+grep -q "\"ignis.frontdoor.listening\".*\"url\":\"$url\"" "$events" || fail "no listening event"
+
+step "ipc: generate equals the request run alone in this process, greedy and sampled"
+for i in 0 1 2 3; do
+	spec "$i"
+	"$cli" --runtime-dir "$rt" generate "${args[@]}" >"$work/got.$i" || fail "generate $i"
+	cmp -s "$work/want.$i" "$work/got.$i" ||
+		fail "request $i differs: $(od -c "$work/got.$i" | head -2) vs $(od -c "$work/want.$i" | head -2)"
+done
+[[ -s $work/got.0 ]] || fail "empty output"
+
+step "--ids gives the same tokens as the text; --json is one object per event"
+"$cli" --runtime-dir "$rt" generate --prompt "abc" --max-tokens 24 --json >"$work/text.json" || fail "json"
+"$cli" --runtime-dir "$rt" generate --ids 97,98,99 --max-tokens 24 --json >"$work/ids.json" || fail "ids"
+jq -e . "$work/text.json" >/dev/null || fail "--json is not JSON lines: $(head -3 "$work/text.json")"
+[[ $(head -1 "$work/text.json" | jq -r .event) == submitted ]] || fail "first event not submitted"
+[[ $(tail -1 "$work/text.json" | jq -r .event) == done ]] || fail "last event not done"
+[[ $(tail -1 "$work/text.json" | jq -r .finish) == length ]] || fail "finish not length"
+want_ids=$(jq -c 'select(.event=="tokens") | .ids[]' "$work/text.json" | tr '\n' ,)
+got_ids=$(jq -c 'select(.event=="tokens") | .ids[]' "$work/ids.json" | tr '\n' ,)
+[[ $(tr -cd , <<<"$want_ids" | wc -c) == 24 ]] || fail "24 tokens expected: $want_ids"
+[[ $want_ids == "$got_ids" ]] || fail "--ids differs from the text: $got_ids vs $want_ids"
+froms=$(jq -r 'select(.event=="tokens") | "\(.from) \(.ids|length)"' "$work/text.json" |
+	awk 'BEGIN{n=0} {if ($1 != n) bad=1; n += $2} END{print bad ? "gap" : n}')
+[[ $froms == 24 ]] || fail "token events overlap or leave gaps: $froms"
+
+step "a stop string ends the stream before it, and is left out"
+mapfile -t ids < <(jq -c 'select(.event=="tokens") | .ids[]' "$work/text.json")
+k=-1
+for ((j = 3; j + 1 < ${#ids[@]}; j++)); do
+	a=${ids[$j]} b=${ids[$((j + 1))]}
+	if ((a >= 33 && a < 127 && b >= 33 && b < 127)); then
+		stop=$(printf "\\x$(printf %02x "$a")\\x$(printf %02x "$b")")
+		prefix=$(printf '%s,' "${ids[@]:0:$j}")
+		# the first occurrence of the pair must be at j
+		[[ ",$prefix" != *",$a,$b,"* ]] && { k=$j; break; }
+	fi
+done
+if ((k >= 0)); then
+	"$cli" --runtime-dir "$rt" generate --prompt "abc" --max-tokens 24 --stop "$stop" --json \
+		>"$work/stop.json" || fail "stop generate"
+	got=$(jq -c 'select(.event=="tokens") | .ids[]' "$work/stop.json" | tr '\n' ,)
+	[[ $got == "$(printf '%s,' "${ids[@]:0:$k}")" ]] ||
+		fail "stop '$stop' at $k: got $got from $want_ids"
+	[[ $(tail -1 "$work/stop.json" | jq -r .finish) == stop ]] || fail "finish not stop"
+else
+	echo "   (no printable pair in this model's output: stop strings not checked)"
+fi
+
+step "refusals are typed and name the field; the door keeps serving"
+out=$("$cli" --runtime-dir "$rt" generate --ids 1,2,999 --max-tokens 3 2>&1) && fail "token 999 accepted"
+grep -q "prompt\[2\]: token 999 is outside the vocabulary" <<<"$out" || fail "unclear: $out"
+long=$(head -c 600 /dev/zero | tr '\0' 'x')
+out=$("$cli" --runtime-dir "$rt" generate --prompt "$long" 2>&1) && fail "600 tokens accepted in 512"
+grep -q "context is 512" <<<"$out" || fail "unclear context refusal: $out"
+out=$("$cli" --runtime-dir "$rt" generate --prompt hi --top-p 0 --json 2>/dev/null) && fail "top_p 0 accepted"
+[[ $(jq -r .name <<<"$out") == IG_E_INVAL && $(jq -r .message <<<"$out") == *top_p* ]] ||
+	fail "top_p refusal: $out"
+"$cli" --runtime-dir "$rt" generate --prompt hi --class batch 2>/dev/null
+[[ $? == 2 ]] || fail "--class batch: not a usage error"
+out=$("$cli" --runtime-dir "$rt" cancel 424242 2>&1) && fail "cancel of an unknown id succeeded"
+grep -q "no request 424242" <<<"$out" || fail "unclear cancel refusal: $out"
+"$cli" --runtime-dir "$rt" generate --prompt "${prompts[0]}" --max-tokens 16 --seed 1 >"$work/again" ||
+	fail "no generate after refusals"
+cmp -s "$work/again" "$work/want.0" || fail "different tokens after refusals"
+
+step "hostile messages: errors or dropped, never a crash"
+vh=$(printf '%02x' "$("$probe" version)")
+probe_is c1 "code=IG_E_PROTO_MALFORMED"
+probe_is "83a17463a176${vh}a373657100" "code=IG_E_PROTO_UNKNOWN_TYPE"
+probe_is "83a17402a17609a373657100" "code=IG_E_PROTO_VERSION"
+probe_is "83a17407a176${vh}a373657100" "code=IG_E_PROTO_UNEXPECTED"
+probe_is "83a17404a176${vh}a6726561736f6ea0" "code=IG_E_PROTO_UNEXPECTED" # shutdown: not here
+probe_is "83a1742aa176${vh}a2696401" "code=IG_E_PROTO_MISSING_FIELD"     # fd_poll, id only
+probe_is "83a1742ca176${vh}a26964a178" "code=IG_E_PROTO_FIELD_TYPE"       # fd_cancel id "x"
+probe_is "83a17402a176${vh}a373657101" "type=pong"
+out=$("$probe" "$url" size 70000)
+grep -q "no-reply" <<<"$out" || fail "a 70000-byte message got a reply: $out"
+wait_for 15 serving || fail "the door stopped serving after hostile messages"
+grep -q '"ignis.proto.rejected".*client.sock' "$events" || fail "no rejected event"
+kill -0 "$sup_pid" || fail "the supervisor died"
+
+step "clients that vanish mid-connect or mid-header cannot take the door down"
+"$probe" "$url" vanish 5 >/dev/null || fail "could not connect"
+"$probe" "$url" half 5 >/dev/null || fail "could not connect"
+wait_for 20 serving || fail "the door stopped serving after vanished clients"
+"$cli" --runtime-dir "$rt" generate --prompt "${prompts[1]}" --max-tokens 19 --seed 2 \
+	--temperature 0.8 --top-p 0.9 --top-k 50 >"$work/after-vanish" || fail "generate after vanish"
+cmp -s "$work/after-vanish" "$work/want.1" || fail "different tokens after vanished clients"
+
+step "clients killed -9 mid-stream: the others' streams are whole"
+pids=()
+for i in 0 1 2 3; do
+	"$cli" --runtime-dir "$rt" generate --prompt "a long one" --max-tokens 300 --seed 9 \
+		>"$work/steady.$i" &
+	pids+=($!)
+done
+victims=()
+for i in 0 1 2 3; do
+	"$cli" --runtime-dir "$rt" generate --prompt "victim $i" --max-tokens 300 >"$work/victim.$i" &
+	victims+=($!)
+done
+for i in 0 1 2 3; do
+	wait_for 20 test -s "$work/victim.$i" || fail "victim $i streamed nothing"
+done
+kill -9 "${victims[@]}"
+for i in 0 1 2 3; do
+	wait "${pids[$i]}" || fail "steady client $i failed"
+	cmp -s "$work/steady.$i" "$work/want.long" || fail "steady client $i differs after the kills"
+done
+serving || fail "the door stopped serving after clients were killed"
+
+step "64 ignis-client processes at once: each equals its request run alone"
+pids=()
+for n in $(seq 0 63); do
+	i=$((n % 8))
+	spec "$i"
+	cls=interactive; ((n % 3 == 0)) && cls=agent
+	"$cli" --runtime-dir "$rt" generate --class "$cls" "${args[@]}" >"$work/many.$n" 2>"$work/many.$n.err" &
+	pids+=($!)
+done
+for n in $(seq 0 63); do
+	wait "${pids[$n]}" || fail "client $n failed: $(cat "$work/many.$n.err")"
+	cmp -s "$work/many.$n" "$work/want.$((n % 8))" || fail "client $n differs from request $((n % 8)) alone"
+done
+
+step "200 client threads at once, then 300 over the worker's 256 slots (the rest wait)"
+refused0=$("$cli" --runtime-dir "$rt" status --json | jq .frontdoor.refused)
+"$load" "$url" 200 16 || fail "200 concurrent clients"
+"$load" "$url" 300 64 fill || fail "300 clients over 256 slots"
+st=$("$cli" --runtime-dir "$rt" status --json) || fail "status --json"
+(($(jq .frontdoor.slot_waits <<<"$st") > 0)) || fail "no submit waited for a slot: $st"
+(($(jq .frontdoor.refused <<<"$st") == refused0)) || fail "requests were refused: $st"
+[[ $(jq -r .model.name <<<"$st") == tiny-dense && $(jq -r .model.tokenizer <<<"$st") == byte ]] ||
+	fail "model description: $st"
+
+step "a worker killed -9 mid-stream: the stream ends with a clear error, no hang"
+"$cli" --runtime-dir "$rt" generate --prompt "a long one" --max-tokens 480 --seed 9 \
+	>"$work/cut" 2>"$work/cut.err" &
+cut_pid=$!
+wait_for 20 test -s "$work/cut" || fail "nothing streamed before the kill"
+wpid=$(grep '"ignis.gpu_worker.model_loaded"' "$events" | tail -1 | jq -r .pid)
+kill -9 "$wpid"
+start=$SECONDS
+wait "$cut_pid"
+rc=$?
+((rc == 1)) || fail "the client exited $rc after its worker died"
+((SECONDS - start < 15)) || fail "the client took $((SECONDS - start)) s to learn its worker died"
+grep -q "gpu-worker (pid $wpid).*lost after" "$work/cut.err" || fail "unclear: $(cat "$work/cut.err")"
+loaded_twice() { [[ $(count ignis.gpu_worker.model_loaded) -ge 2 ]]; }
+wait_for 30 loaded_twice || fail "the worker did not come back"
+"$cli" --runtime-dir "$rt" generate --prompt "${prompts[0]}" --max-tokens 16 --seed 1 >"$work/after-kill" ||
+	fail "generate after the worker restart"
+cmp -s "$work/after-kill" "$work/want.0" || fail "different tokens after the worker restart"
+st=$("$cli" --runtime-dir "$rt" status --json)
+(($(jq .frontdoor.worker_restarts <<<"$st") >= 1 && $(jq .frontdoor.failed <<<"$st") >= 1)) ||
+	fail "restart not counted: $st"
+
+step "meson install: header, library and pkg-config file; a program built on them alone streams"
+meson install -C "$build" --no-rebuild --destdir "$work/inst" >"$work/install.log" 2>&1 ||
+	fail "meson install: $(tail -3 "$work/install.log")"
+pc=$(find "$work/inst" -name ignis-client.pc | head -1)
+[[ -n $pc ]] || fail "no ignis-client.pc installed"
+cat >"$work/example.c" <<'C'
+#include <stdio.h>
+#include <ignis_client.h>
+int main(int argc, char **argv)
+{
+	struct igc_client *c;
+	struct igc_error err;
+	struct igc_params p;
+	struct igc_submitted sub;
+	struct igc_stream *s;
+	struct igc_chunk ch;
+
+	if (argc != 2 || igc_connect(&c, argv[1], NULL, &err))
+		return 1;
+	igc_params_init(&p);
+	p.text = "Exactly the same, please.";
+	p.max_tokens = 16;
+	p.seed = 1;
+	if (igc_submit(c, &p, &sub, &err) || igc_stream_open(c, sub.id, &s, &err))
+		return fprintf(stderr, "%s\n", err.message), 1;
+	do {
+		if (igc_stream_next(s, 1000, &ch, &err))
+			return fprintf(stderr, "%s\n", err.message), 1;
+		fwrite(ch.text, 1, ch.text_len, stdout);
+	} while (!ch.done);
+	putchar('\n');
+	igc_stream_close(s);
+	igc_close(c);
+	return 0;
+}
+C
+export PKG_CONFIG_SYSROOT_DIR=$work/inst PKG_CONFIG_PATH=$(dirname "$pc")
+libdir=$(dirname "$(dirname "$pc")")
+# a sanitized build's library needs the same runtime in the program
+san=$(meson introspect "$build" --buildoptions | jq -r '.[] | select(.name == "b_sanitize") | .value')
+[[ $san == none || -z $san ]] && san= || san=-fsanitize=$san
+cc $san -o "$work/example" "$work/example.c" $(pkg-config --cflags --libs ignis-client) ||
+	fail "cannot build a program with pkg-config ignis-client"
+unset PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_PATH
+LD_LIBRARY_PATH=$libdir "$work/example" "$url" >"$work/example.out" 2>&1 ||
+	fail "the installed example failed: $(cat "$work/example.out")"
+LD_LIBRARY_PATH=$libdir ldd "$work/example" | grep -q "=> $libdir/libignis-client.so.0" ||
+	fail "not linked to the installed library: $(LD_LIBRARY_PATH=$libdir ldd "$work/example")"
+cmp -s "$work/example.out" "$work/want.0" || fail "the installed example streamed other tokens"
+
+step "the lock beside the socket refuses a second door on the same path"
+out=$("$sup" start --runtime-dir "$work/rt2" --model "$model" --server-bind "$url" \
+	--server-metrics-bind "127.0.0.1:$(free_port)" 2>&1) && fail "a second door started on $url"
+grep -q "held by a running process (pid $sup_pid)" <<<"$out" || fail "unclear refusal: $out"
+serving || fail "the first door stopped serving"
+
+step "SIGTERM: the socket and its lock are gone"
+stop_sup
+[[ ! -e $rt/client.sock && ! -e $rt/client.lock ]] || fail "left: $(ls "$rt")"
+
+step "tcp: the same over tcp://127.0.0.1"
+port=$(free_port)
+url="tcp://127.0.0.1:$port"
+start_sup --server-bind "$url"
+[[ ! -e $rt/client.sock ]] || fail "an ipc socket beside a tcp door"
+for i in 0 1; do
+	spec "$i"
+	"$cli" --server "$url" generate "${args[@]}" >"$work/tcp.$i" || fail "tcp generate $i"
+	cmp -s "$work/tcp.$i" "$work/want.$i" || fail "tcp request $i differs"
+done
+IGNIS_SERVER_BIND=$url "$cli" generate --prompt "${prompts[0]}" --max-tokens 16 --seed 1 >"$work/tcp.env" ||
+	fail "IGNIS_SERVER_BIND"
+cmp -s "$work/tcp.env" "$work/want.0" || fail "IGNIS_SERVER_BIND: different tokens"
+probe_is c1 "code=IG_E_PROTO_MALFORMED"
+"$probe" "$url" vanish 5 >/dev/null || fail "could not connect over tcp"
+"$probe" "$url" half 5 >/dev/null || fail "could not connect over tcp"
+wait_for 20 serving || fail "the tcp door stopped serving after vanished clients"
+"$load" "$url" 64 16 || fail "64 concurrent tcp clients"
+stop_sup
+echo "frontdoor integration: all steps passed"
