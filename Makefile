@@ -2,6 +2,8 @@
 #   make          build (installs missing Debian packages first)
 #   make test     what CI runs: three builds (cuda auto, no cuda, ASan+UBSan) and their tests
 #   make run      start the system on the embedded default configuration
+#   make demo     a short scenario against it (or a system of its own): agents, then an
+#                 interactive request streaming, then the metrics page
 #   make fuzz     run the protocol decoder under libFuzzer for FUZZ_SECONDS (clang)
 #   make config   print the VRAM plan for a card (MODEL=, LANES=, CONTEXT=,
 #                 DEVICE_FREE_BYTES=, PINNED_EXPERT_BYTES=, ALLOW_EXPERT_CACHE_BELOW_FLOOR=1,
@@ -12,7 +14,7 @@ FUZZ_SECONDS ?= 60
 # nvcc lives in /usr/local/cuda on our machines; meson finds it on PATH.
 export PATH := $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda/bin:)$(PATH)
 
-.PHONY: all build deps test run fuzz config format clean
+.PHONY: all build deps test run demo fuzz config format clean
 
 all: build
 
@@ -28,6 +30,9 @@ test:
 
 run: build
 	@tools/run.sh $(BUILD)
+
+demo: build
+	@tools/demo.sh $(BUILD)
 
 # The plan for a card that may not be here: built-in defaults, cuda backend.
 PROFILE ?= none

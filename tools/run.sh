@@ -19,7 +19,9 @@ fi
 cat >&2 <<TXT
 Starting Ignis (events as JSON lines below; Ctrl-C stops everything).
 In another terminal:
-  $build/tools/ignis-generate --worker --prompt hello --max-tokens 32
+  $build/client/ignis-client generate --prompt hello          # tokens stream back
+  make demo                                                 # agents, then an interactive request
+  curl -s 127.0.0.1:9464/metrics | promtool check metrics   # the metrics page
   $sup status
   $sup stop
 TXT
