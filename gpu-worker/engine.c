@@ -1,10 +1,15 @@
 /* engine.c - requests, rounds and outputs (see engine.h). */
 #include "engine.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "clock.h"
+#include "kvclient.h"
+#include "kvcopy.h"
+#include "seqimg.h"
 
 const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS] = ENG_TTFT_BOUNDS_US;
 
@@ -21,6 +26,41 @@ struct eng_seq {
 	enum eng_finish finish;
 	uint64_t finished_at; /* finish order: the oldest is forgotten first */
 	uint64_t submit_us;   /* clk_mono_us at its submit, for the time to first token */
+	/* moves */
+	uint32_t n_prompt;       /* the request's prompt (sch.prompt counts a replay) */
+	uint32_t *feed;          /* what prefill feeds: the prompt, or a replay */
+	bool replay_skip;        /* the replay ends on a token already generated */
+	enum sched_phase resume; /* where a moved sequence goes on */
+	bool in_tier;            /* the kvstore may hold a record of it */
+	uint64_t for_id;         /* the need it was moved for */
+};
+
+/* One direction of moves: one sequence at a time, one window in flight. */
+enum eng_xstep {
+	XS_IDLE = 0,
+	XS_RESERVE, /* out: kv_reserve sent */
+	XS_COMMIT,  /* out: window k written, its kv_commit sent */
+	XS_FETCH,   /* in: kv_fetch sent */
+	XS_READ,    /* in: reading window k, one a round */
+	XS_DROP,    /* a kv_drop sent (after a restore, or for a cancelled one) */
+};
+
+struct eng_xfer {
+	struct kvc *c;
+	uint64_t window;
+	enum eng_xstep step;
+	bool waiting; /* a request is in flight on c */
+	uint32_t slot;
+	uint64_t id, key;
+	uint64_t offset, image_bytes, t0_us;
+	uint32_t k, windows;
+	const char *tier;
+	struct seqimg_writer w;
+	struct seqimg_reader r;
+	void **pages; /* the pool's page count */
+	uint8_t sampler[SMP_STATE_BYTES];
+	uint64_t *sums;   /* ARENA_MAX_WINDOWS */
+	uint32_t backoff; /* rounds to wait before asking again (tier full) */
 };
 
 struct eng {
@@ -45,6 +85,14 @@ struct eng {
 	uint32_t max_steps;
 
 	struct eng_stats st;
+
+	/* moves */
+	bool moves;
+	struct eng_xfer xo, xi;
+	uint32_t *vq, n_vq; /* victims to move out, in order (slots) */
+	uint32_t *iq, n_iq; /* restores to move in, in rank order (slots) */
+	uint64_t drops[64];
+	uint32_t n_drops; /* tier keys to drop when the out client is free */
 };
 
 static void eng__release_state(struct eng *e, struct eng_seq *s)
@@ -58,13 +106,30 @@ static void eng__release_state(struct eng *e, struct eng_seq *s)
 static void eng__forget(struct eng *e, struct eng_seq *s)
 {
 	eng__release_state(e, s);
+	if (s->feed != s->prompt)
+		free(s->feed);
 	free(s->prompt);
 	free(s->out);
 	memset(s, 0, sizeof(*s));
 }
 
+static uint64_t eng__key(const struct eng *e, uint64_t id)
+{
+	return ((uint64_t)e->cfg.tier_nonce << 32) | (id & 0xffffffffu);
+}
+
+static void eng__queue_drop(struct eng *e, uint64_t key)
+{
+	if (e->n_drops < sizeof(e->drops) / sizeof(e->drops[0]))
+		e->drops[e->n_drops++] = key;
+}
+
 static void eng__finish(struct eng *e, struct eng_seq *s, enum eng_finish why)
 {
+	if (s->in_tier) {
+		eng__queue_drop(e, eng__key(e, s->sch.id));
+		s->in_tier = false;
+	}
 	eng__release_state(e, s);
 	s->sch.phase = SCHED_DONE;
 	s->finish = why;
@@ -72,7 +137,7 @@ static void eng__finish(struct eng *e, struct eng_seq *s, enum eng_finish why)
 	e->st.finished++;
 	e->st.finished_by[why]++;
 	if (e->cfg.on_finish)
-		e->cfg.on_finish(e->cfg.ctx, s->sch.id, (int)why, s->sch.prompt, s->n_out);
+		e->cfg.on_finish(e->cfg.ctx, s->sch.id, (int)why, s->n_prompt, s->n_out);
 }
 
 int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpool *kv,
@@ -115,6 +180,10 @@ int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpo
 	e->r.grant = calloc(n, sizeof(uint32_t));
 	e->r.decode = calloc(n, sizeof(uint32_t));
 	e->r.prefill = calloc(n, sizeof(*e->r.prefill));
+	e->r.restore = calloc(n, sizeof(uint32_t));
+	e->r.victims = calloc(n, sizeof(uint32_t));
+	e->vq = calloc(n, sizeof(uint32_t));
+	e->iq = calloc(n, sizeof(uint32_t));
 	e->steps = calloc(e->max_steps, sizeof(*e->steps));
 	e->step_slot = calloc(e->max_steps, sizeof(*e->step_slot));
 	e->logits = calloc((size_t)e->max_steps * d->m->vocab, sizeof(float));
@@ -122,13 +191,34 @@ int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpo
 	e->smp_scratch = malloc(smp_scratch_bytes(d->m->vocab));
 	if (!e->seqs || !e->snap || !e->snap_slot || !e->order || !e->r.admit || !e->r.grant ||
 	    !e->r.decode || !e->r.prefill || !e->steps || !e->step_slot || !e->logits ||
-	    !e->scratch || !e->smp_scratch) {
+	    !e->scratch || !e->smp_scratch || !e->r.restore || !e->r.victims || !e->vq || !e->iq) {
 		eng_destroy(e);
 		return ig_errf(eb, IG_E_NOMEM,
 		               "no memory for an engine of %u requests (%zu bytes of scratch)", n,
 		               scratch);
 	}
 	e->next_id = 1;
+	if ((cfg->kv_out != NULL) != (cfg->kv_in != NULL) ||
+	    (cfg->kv_out && (!cfg->window_out || !cfg->window_in))) {
+		eng_destroy(e);
+		return ig_errf(eb, IG_E_INVAL,
+		               "engine: moves need both kvstore clients and both window sizes "
+		               "(out %llu, in %llu bytes)",
+		               (unsigned long long)cfg->window_out,
+		               (unsigned long long)cfg->window_in);
+	}
+	if (cfg->kv_out) {
+		e->moves = true;
+		e->xo = (struct eng_xfer){.c = cfg->kv_out, .window = cfg->window_out};
+		e->xi = (struct eng_xfer){.c = cfg->kv_in, .window = cfg->window_in};
+		e->xo.pages = calloc(kv->n_pages ? kv->n_pages : 1, sizeof(void *));
+		e->xi.pages = calloc(kv->n_pages ? kv->n_pages : 1, sizeof(void *));
+		e->xi.sums = calloc(ARENA_MAX_WINDOWS, sizeof(uint64_t));
+		if (!e->xo.pages || !e->xi.pages || !e->xi.sums) {
+			eng_destroy(e);
+			return ig_errf(eb, IG_E_NOMEM, "no memory for the engine's moves");
+		}
+	}
 	*out = e;
 	return IG_E_OK;
 }
@@ -148,6 +238,13 @@ void eng_destroy(struct eng *e)
 	free(e->r.grant);
 	free(e->r.decode);
 	free(e->r.prefill);
+	free(e->r.restore);
+	free(e->r.victims);
+	free(e->vq);
+	free(e->iq);
+	free(e->xo.pages);
+	free(e->xi.pages);
+	free(e->xi.sums);
 	free(e->steps);
 	free(e->step_slot);
 	free(e->logits);
@@ -239,6 +336,8 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 		               r->n_prompt, (unsigned long long)cap);
 	}
 	memcpy(s->prompt, r->prompt, (size_t)r->n_prompt * sizeof(uint32_t));
+	s->feed = s->prompt;
+	s->n_prompt = r->n_prompt;
 	s->used = true;
 	s->sch = (struct sched_seq){.id = e->next_id++,
 	                            .cls = r->cls,
@@ -274,14 +373,18 @@ static uint32_t eng__snapshot(struct eng *e)
 
 static uint32_t eng__plan(struct eng *e, uint32_t n)
 {
-	const struct sched_cfg cfg = {e->cfg.lanes, e->cfg.chunk};
+	const struct sched_cfg cfg = {e->cfg.lanes, e->cfg.chunk, e->moves};
 
 	return sched_plan(&cfg, e->snap, n, e->kv->n_free, e->order, &e->r);
 }
 
 bool eng_busy(struct eng *e)
 {
-	return eng__plan(e, eng__snapshot(e)) > 0;
+	if (e->moves &&
+	    (e->xo.step != XS_IDLE || e->xi.step != XS_IDLE || e->n_vq || e->n_iq || e->n_drops))
+		return true;
+	e->r.n_restore = e->r.n_victims = 0;
+	return eng__plan(e, eng__snapshot(e)) > 0 || e->r.n_restore > 0 || e->r.n_victims > 0;
 }
 
 /* Take the sampled token of a step that produced logits. */
@@ -307,14 +410,458 @@ static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
 		eng__finish(e, s, s->cap_cut ? ENG_CONTEXT : ENG_LENGTH);
 }
 
+/* ---- moves (engine.h; ADR 0017) ---------------------------------------------- */
+
+static void eng__event(struct eng *e, const struct eng_event *ev)
+{
+	if (e->cfg.on_event)
+		e->cfg.on_event(e->cfg.ctx, ev);
+}
+
+static void eng__seq_event(struct eng *e, enum eng_event_kind kind, const struct eng_seq *s)
+{
+	eng__event(e, &(struct eng_event){.kind = kind,
+	                                  .id = s->sch.id,
+	                                  .for_id = s->for_id,
+	                                  .cls = (int)s->sch.cls,
+	                                  .pages = s->sch.pages});
+}
+
+/* Is the sequence a transfer is working on still the one, in that phase? */
+static struct eng_seq *eng__xfer_seq(struct eng *e, const struct eng_xfer *x, enum sched_phase ph)
+{
+	struct eng_seq *s = &e->seqs[x->slot];
+
+	return s->used && s->sch.id == x->id && s->sch.phase == ph ? s : NULL;
+}
+
+/* Its tier record is gone (given up, lost, or the move in failed): prefill
+ * it again from the start in the pages it holds, the tokens it generated
+ * replayed (the last one is fed by the next decode, as before the move). */
+static int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_errbuf *eb)
+{
+	uint32_t n = s->n_prompt + (s->n_out ? s->n_out - 1 : 0);
+	uint32_t *feed = s->feed;
+	int rc;
+
+	if (s->have_state)
+		mdl_seq_release(&s->ms);
+	s->have_state = false;
+	rc = mdl_seq_init(e->d, &s->ms, eb);
+	if (rc)
+		return rc;
+	s->have_state = true;
+	if (n > s->n_prompt) {
+		feed = malloc((size_t)n * sizeof(uint32_t));
+		if (!feed)
+			return ig_errf(eb, IG_E_NOMEM, "no memory to replay request %llu",
+			               (unsigned long long)s->sch.id);
+		memcpy(feed, s->prompt, (size_t)s->n_prompt * sizeof(uint32_t));
+		memcpy(feed + s->n_prompt, s->out, (size_t)(n - s->n_prompt) * sizeof(uint32_t));
+		if (s->feed != s->prompt)
+			free(s->feed);
+	} else {
+		feed = s->prompt;
+	}
+	s->feed = feed;
+	s->sch.prompt = n;
+	s->sch.prefilled = 0;
+	s->replay_skip = s->n_out > 0;
+	s->sch.phase = SCHED_PREFILL;
+	s->in_tier = false;
+	e->st.lost++;
+	eng__event(e, &(struct eng_event){.kind = ENG_EV_LOST,
+	                                  .id = s->sch.id,
+	                                  .cls = (int)s->sch.cls,
+	                                  .pages = s->sch.pages,
+	                                  .why = why});
+	return IG_E_OK;
+}
+
+/* Start moving victim `s` out: its image header and parts, then kv_reserve. */
+static int eng__out_start(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb)
+{
+	struct eng_xfer *x = &e->xo;
+	struct seqimg_header h;
+	struct msg q;
+
+	smp_state_save(&s->rng, x->sampler);
+	mdl_seq_image(e->d, &s->ms, e->kv, e->cfg.fmt, s->n_out ? s->out[s->n_out - 1] : 0,
+	              sizeof(x->sampler), &h, x->pages);
+	seqimg_writer_init(&x->w, &h,
+	                   &(struct seqimg_parts){x->pages, s->ms.lin_state, x->sampler});
+	x->image_bytes = x->w.h.image_bytes;
+	x->windows = (uint32_t)((x->image_bytes + x->window - 1) / x->window);
+	x->k = 0;
+	x->slot = (uint32_t)(s - e->seqs);
+	x->id = s->sch.id;
+	x->key = eng__key(e, s->sch.id);
+	kvc_req_reserve(&q, x->key, h.model_id, e->cfg.fmt,
+	                s->sch.cls == SCHED_AGENT ? "agent" : "interactive", x->image_bytes,
+	                x->window);
+	x->step = XS_RESERVE;
+	x->t0_us = clk_mono_us();
+	x->waiting = true;
+	s->in_tier = true;
+	return kvc_start(x->c, &q, eb);
+}
+
+/* Write window k of the image into the arena and send its commit. */
+static int eng__out_window(struct eng *e, struct ig_errbuf *eb)
+{
+	struct eng_xfer *x = &e->xo;
+	struct kvc_arena a = kvc_arena(x->c);
+	uint64_t at = (uint64_t)x->k * x->window, n = 0;
+	struct msg q;
+	int rc;
+
+	if (!a.base || x->offset + x->image_bytes > a.bytes)
+		return ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped (or too small)");
+	seqimg_write_window(&x->w, (unsigned char *)a.base + x->offset + at, x->window, &n);
+	rc =
+	    kvc_req_commit_window(x->c, &q, x->key, x->offset, x->image_bytes, x->window, x->k, eb);
+	if (rc)
+		return rc;
+	x->step = XS_COMMIT;
+	x->waiting = true;
+	return kvc_start(x->c, &q, eb);
+}
+
+/* The out direction: at most one new window a round. */
+static void eng__out_turn(struct eng *e)
+{
+	struct eng_xfer *x = &e->xo;
+	struct ig_errbuf eb = {0};
+	struct eng_seq *s;
+	struct msg rep;
+	bool done = false;
+	int rc = IG_E_OK;
+
+	if (x->waiting) {
+		rc = kvc_poll(x->c, &rep, &done, &eb);
+		if (!done)
+			return;
+		x->waiting = false;
+		if (x->step == XS_DROP) {
+			x->step = XS_IDLE;
+		} else if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_OUT))) {
+			/* cancelled meanwhile: forget what the tier got */
+			eng__queue_drop(e, x->key);
+			x->step = XS_IDLE;
+		} else if (rc) {
+			/* refused (tier full), timed out, or the daemon lost the
+			 * reservation in a restart: the victim keeps its pages; ask
+			 * again a few rounds later, from the start */
+			e->st.move_retries++;
+			x->backoff = rc == IG_E_NOSPACE ? 8 : 2;
+			x->step = XS_IDLE;
+			e->vq[e->n_vq++] = x->slot; /* first again: it is still the victim */
+			for (uint32_t i = e->n_vq - 1; i > 0; i--) {
+				uint32_t t = e->vq[i];
+
+				e->vq[i] = e->vq[i - 1];
+				e->vq[i - 1] = t;
+			}
+		} else if (x->step == XS_RESERVE) {
+			x->offset = rep.u.kv_reserved.offset;
+			x->step = XS_COMMIT;
+			x->k = 0;
+			x->waiting = false;
+			goto window; /* the first window this round */
+		} else if (++x->k < x->windows) {
+			return; /* the next window goes next round */
+		} else {
+			/* landed: the pages go back, the requester can be admitted */
+			uint64_t dt = clk_mono_us() - x->t0_us;
+
+			eng__release_state(e, s);
+			s->sch.phase = SCHED_MOVED;
+			e->st.moves_out++;
+			e->st.move_out_bytes += x->image_bytes;
+			e->st.move_out_windows += x->windows;
+			eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVED,
+			                                  .id = s->sch.id,
+			                                  .for_id = s->for_id,
+			                                  .cls = (int)s->sch.cls,
+			                                  .pages = s->sch.pages,
+			                                  .dir_out = true,
+			                                  .tier = "ram",
+			                                  .bytes = x->image_bytes,
+			                                  .windows = x->windows,
+			                                  .duration_us = dt});
+			x->step = XS_IDLE;
+		}
+		return; /* one exchange a round */
+	}
+	if (x->step != XS_IDLE)
+		return;
+	if (x->backoff) {
+		x->backoff--;
+		return;
+	}
+	if (e->n_drops) {
+		struct msg q;
+
+		kvc_req_drop(&q, e->drops[--e->n_drops]);
+		x->step = XS_DROP;
+		x->waiting = true;
+		if (kvc_start(x->c, &q, &eb) != IG_E_OK)
+			x->step = XS_IDLE, x->waiting = false;
+		return;
+	}
+	while (e->n_vq) {
+		uint32_t slot = e->vq[0];
+
+		memmove(e->vq, e->vq + 1, (size_t)--e->n_vq * sizeof(*e->vq));
+		s = &e->seqs[slot];
+		if (!s->used || s->sch.phase != SCHED_MOVING_OUT)
+			continue;
+		if (eng__out_start(e, s, &eb) != IG_E_OK) {
+			x->step = XS_IDLE;
+			x->waiting = false;
+			e->vq[e->n_vq++] = slot;
+			x->backoff = 8;
+		}
+		return;
+	}
+	return;
+window:
+	if (eng__out_window(e, &eb) != IG_E_OK) {
+		e->st.move_retries++;
+		x->step = XS_IDLE;
+		x->waiting = false;
+		x->backoff = 2;
+		e->vq[e->n_vq++] = x->slot;
+	}
+}
+
+/* Window k in, checked against its recorded checksum. False: lost. */
+static bool eng__in_window(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb)
+{
+	struct eng_xfer *x = &e->xi;
+	struct kvc_arena a = kvc_arena(x->c);
+	uint64_t at = (uint64_t)x->k * x->window;
+	uint64_t len = x->image_bytes - at < x->window ? x->image_bytes - at : x->window;
+	const unsigned char *p;
+
+	if (!a.base || x->offset + x->image_bytes > a.bytes) {
+		ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped");
+		return false;
+	}
+	p = (const unsigned char *)a.base + x->offset + at;
+	if (kvcopy_sum(p, len) != x->sums[x->k]) {
+		ig_errf(eb, IG_E_KV_LOST, "window %u does not match its checksum", x->k);
+		return false;
+	}
+	(void)s;
+	return seqimg_read_window(&x->r, p, len, eb) == IG_E_OK;
+}
+
+/* The in direction: fetch, then one window a round, then drop the record. */
+static void eng__in_turn(struct eng *e)
+{
+	struct eng_xfer *x = &e->xi;
+	struct ig_errbuf eb = {0};
+	struct eng_seq *s;
+	struct msg rep, q;
+	bool done = false;
+	int rc;
+
+	if (x->waiting) {
+		rc = kvc_poll(x->c, &rep, &done, &eb);
+		if (!done)
+			return;
+		x->waiting = false;
+		if (x->step == XS_DROP) {
+			x->step = XS_IDLE;
+			return;
+		}
+		if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) {
+			eng__queue_drop(e, x->key);
+			x->step = XS_IDLE;
+			return;
+		}
+		if (rc == IG_E_NOTFOUND || rc == IG_E_KV_LOST || (!rc && !rep.u.kv_seq.complete)) {
+			if (eng__replay(e, s, rc ? eb.msg : "incomplete in the tier", &eb) !=
+			    IG_E_OK)
+				e->st.move_retries++;
+			x->step = XS_IDLE;
+			return;
+		}
+		if (rc) { /* the daemon is away: ask again shortly */
+			e->st.move_retries++;
+			x->backoff = 2;
+			x->step = XS_IDLE;
+			memmove(e->iq + 1, e->iq, (size_t)e->n_iq * sizeof(*e->iq));
+			e->iq[0] = x->slot;
+			e->n_iq++;
+			return;
+		}
+		x->offset = rep.u.kv_seq.offset;
+		x->image_bytes = rep.u.kv_seq.image_bytes;
+		x->tier = msg_str_eq(rep.u.kv_seq.tier, "disk") ? "disk" : "ram";
+		if (rep.u.kv_seq.window_bytes != x->window ||
+		    kvc_sums(x->c, x->key, x->sums, ARENA_MAX_WINDOWS, &x->windows, &eb) ||
+		    x->windows != rep.u.kv_seq.windows) {
+			/* moved out in other windows than we read in: take its own */
+			x->window = rep.u.kv_seq.window_bytes;
+			if (kvc_sums(x->c, x->key, x->sums, ARENA_MAX_WINDOWS, &x->windows, &eb)) {
+				(void)eng__replay(e, s, eb.msg, &eb);
+				x->step = XS_IDLE;
+				x->window = e->cfg.window_in;
+				return;
+			}
+		}
+		for (uint32_t i = 0; i < s->ms.kv.n_pages; i++)
+			x->pages[i] = kvpool_page(e->kv, s->ms.kv.table[i]);
+		seqimg_reader_init(&x->r, e->d->m, e->cfg.fmt,
+		                   &(struct seqimg_parts){x->pages, s->ms.lin_state, x->sampler},
+		                   s->ms.kv.n_pages, mdl_seq_state_floats(e->d) * sizeof(float),
+		                   sizeof(x->sampler));
+		x->k = 0;
+		x->step = XS_READ;
+		return; /* the first window next round */
+	}
+	if (x->backoff) {
+		x->backoff--;
+		return;
+	}
+	if (x->step == XS_READ) {
+		if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) {
+			eng__queue_drop(e, x->key);
+			x->step = XS_IDLE;
+			x->window = e->cfg.window_in;
+			return;
+		}
+		if (!eng__in_window(e, s, &eb)) {
+			(void)eng__replay(e, s, eb.msg, &eb);
+			x->step = XS_IDLE;
+			x->window = e->cfg.window_in;
+			return;
+		}
+		if (++x->k < x->windows)
+			return;
+		if (!seqimg_reader_done(&x->r) ||
+		    smp_state_load(&s->rng, x->sampler, &eb) != IG_E_OK) {
+			(void)eng__replay(e, s, "the image did not read whole", &eb);
+			x->step = XS_IDLE;
+			x->window = e->cfg.window_in;
+			return;
+		}
+		s->ms.pos = x->r.h.tokens;
+		s->sch.phase = s->resume;
+		s->in_tier = false;
+		e->st.moves_in++;
+		e->st.move_in_bytes += x->image_bytes;
+		e->st.move_in_windows += x->windows;
+		eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVED,
+		                                  .id = s->sch.id,
+		                                  .cls = (int)s->sch.cls,
+		                                  .pages = s->sch.pages,
+		                                  .dir_out = false,
+		                                  .tier = x->tier,
+		                                  .bytes = x->image_bytes,
+		                                  .windows = x->windows,
+		                                  .duration_us = clk_mono_us() - x->t0_us});
+		eng__seq_event(e, ENG_EV_RESTORED, s);
+		x->window = e->cfg.window_in;
+		/* the record is spent: drop it (the reply is not waited for) */
+		kvc_req_drop(&q, x->key);
+		x->step = XS_DROP;
+		x->waiting = true;
+		if (kvc_start(x->c, &q, &eb) != IG_E_OK)
+			x->step = XS_IDLE, x->waiting = false;
+		return;
+	}
+	if (x->step != XS_IDLE)
+		return;
+	while (e->n_iq) {
+		uint32_t slot = e->iq[0];
+
+		memmove(e->iq, e->iq + 1, (size_t)--e->n_iq * sizeof(*e->iq));
+		s = &e->seqs[slot];
+		if (!s->used || s->sch.phase != SCHED_MOVING_IN)
+			continue;
+		x->slot = slot;
+		x->id = s->sch.id;
+		x->key = eng__key(e, s->sch.id);
+		x->t0_us = clk_mono_us();
+		kvc_req_fetch(&q, x->key);
+		x->step = XS_FETCH;
+		x->waiting = true;
+		if (kvc_start(x->c, &q, &eb) != IG_E_OK) {
+			x->step = XS_IDLE;
+			x->waiting = false;
+			e->iq[e->n_iq++] = slot;
+			x->backoff = 2;
+		}
+		return;
+	}
+}
+
+/* Apply the plan's restores (pages reserved now, windows later) and its
+ * victims (after the round's compute: they ran this round still). */
+static int eng__restores(struct eng *e, struct ig_errbuf *eb)
+{
+	for (uint32_t k = 0; k < e->r.n_restore; k++) {
+		uint32_t slot = e->snap_slot[e->r.restore[k]];
+		struct eng_seq *s = &e->seqs[slot];
+		int err = 0, rc;
+
+		if (!kvpool_try_reserve(e->kv, &s->ms.kv, (uint32_t)s->sch.id, s->sch.pages, &err))
+			return ig_errf(
+			    eb, err ? err : IG_E_INVAL,
+			    "request %llu: %u pages did not fit where the plan saw %u free",
+			    (unsigned long long)s->sch.id, s->sch.pages, e->kv->n_free);
+		rc = mdl_seq_init(e->d, &s->ms, eb);
+		if (rc) {
+			kvpool_free(e->kv, &s->ms.kv);
+			return rc;
+		}
+		s->have_state = true;
+		s->sch.phase = SCHED_MOVING_IN;
+		e->iq[e->n_iq++] = slot;
+	}
+	return IG_E_OK;
+}
+
+static void eng__victims(struct eng *e)
+{
+	uint64_t for_id;
+
+	if (!e->r.n_victims || e->r.need < 0)
+		return;
+	for_id = e->snap[e->r.need].id;
+	for (uint32_t k = 0; k < e->r.n_victims; k++) {
+		uint32_t slot = e->snap_slot[e->r.victims[k]];
+		struct eng_seq *s = &e->seqs[slot];
+
+		if (!s->used || (s->sch.phase != SCHED_PREFILL && s->sch.phase != SCHED_READY &&
+		                 s->sch.phase != SCHED_DECODE))
+			continue; /* finished this round */
+		s->resume = s->sch.phase == SCHED_PREFILL ? SCHED_PREFILL : SCHED_READY;
+		s->sch.phase = SCHED_MOVING_OUT;
+		s->for_id = for_id;
+		e->vq[e->n_vq++] = slot;
+		eng__seq_event(e, ENG_EV_EVICTED, s);
+	}
+}
+
 int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 {
 	uint32_t n = 0, n_steps = 0, n_logits = 0, tokens;
 	int rc;
 
 	*ran = 0;
+	if (e->moves) {
+		eng__out_turn(e);
+		eng__in_turn(e);
+	}
 	n = eng__snapshot(e);
 	tokens = eng__plan(e, n);
+	rc = eng__restores(e, eb);
+	if (rc)
+		return rc;
 	/* admissions: the plan counted the free pages, so each fits */
 	for (uint32_t k = 0; k < e->r.n_admit; k++) {
 		struct eng_seq *s = &e->seqs[e->snap_slot[e->r.admit[k]]];
@@ -333,11 +880,14 @@ int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		s->have_state = true;
 		s->sch.phase = SCHED_PREFILL;
 		e->st.admitted++;
+		eng__seq_event(e, ENG_EV_ADMITTED, s);
 	}
 	for (uint32_t k = 0; k < e->r.n_grant; k++)
 		e->seqs[e->snap_slot[e->r.grant[k]]].sch.phase = SCHED_DECODE;
-	if (tokens == 0)
+	if (tokens == 0) {
+		eng__victims(e);
 		return IG_E_OK;
+	}
 	/* the batch: decode tokens first, then the prefill chunks */
 	for (uint32_t k = 0; k < e->r.n_decode; k++) {
 		uint32_t slot = e->snap_slot[e->r.decode[k]];
@@ -351,10 +901,11 @@ int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		const struct sched_chunk *c = &e->r.prefill[k];
 		uint32_t slot = e->snap_slot[c->seq];
 		struct eng_seq *s = &e->seqs[slot];
-		bool last = c->from + c->n == s->sch.prompt;
+		/* the end of a replay takes no logits: its token was generated */
+		bool last = c->from + c->n == s->sch.prompt && !s->replay_skip;
 
 		e->step_slot[n_steps] = slot;
-		e->steps[n_steps++] = (struct mdl_step){&s->ms, s->prompt + c->from, c->n, last};
+		e->steps[n_steps++] = (struct mdl_step){&s->ms, s->feed + c->from, c->n, last};
 		n_logits += last;
 	}
 	rc = e->be->ops->round(e->be, e->d, e->steps, n_steps, e->cfg.fmt, e->kv, e->cfg.context,
@@ -370,9 +921,14 @@ int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 			if (s->sch.prefilled < s->sch.prompt)
 				continue;
 			s->sch.phase = SCHED_READY;
+			if (s->replay_skip) {
+				s->replay_skip = false;
+				continue;
+			}
 		}
 		eng__emit(e, s, e->logits + (size_t)n_logits++ * e->d->m->vocab);
 	}
+	eng__victims(e);
 	e->st.rounds++;
 	e->st.decode_tokens += e->r.n_decode;
 	e->st.prefill_tokens += e->r.prefill_tokens;
@@ -421,6 +977,7 @@ void eng_stats(const struct eng *e, struct eng_stats *st)
 {
 	*st = e->st;
 	st->live = st->waiting = st->lanes_used = st->prefill = st->ready = 0;
+	st->moving_out = st->moved = st->moving_in = 0;
 	st->pending_pages = 0;
 	for (uint32_t i = 0; i < e->n_slots; i++) {
 		const struct eng_seq *s = &e->seqs[i];
@@ -432,6 +989,9 @@ void eng_stats(const struct eng *e, struct eng_stats *st)
 		st->prefill += s->sch.phase == SCHED_PREFILL;
 		st->ready += s->sch.phase == SCHED_READY;
 		st->lanes_used += s->sch.phase == SCHED_DECODE;
+		st->moving_out += s->sch.phase == SCHED_MOVING_OUT;
+		st->moved += s->sch.phase == SCHED_MOVED;
+		st->moving_in += s->sch.phase == SCHED_MOVING_IN;
 		if (s->sch.phase == SCHED_WAITING)
 			st->pending_pages += s->sch.pages;
 	}

@@ -17,6 +17,22 @@
  * sampling (seed included), never on the lanes, the chunk width or the other
  * requests in flight (tests/unit/test_engine.c).
  *
+ * Moves (issue 7; reference-facts 3; ADR 0017). With the kvstore daemon's
+ * clients in the configuration, a waiting request that does not fit makes
+ * room: the planner picks victims (roundplan.h), each sits out of rounds and
+ * goes to KV-RAM as a sequence image (seqimg.h) a window at a time, one
+ * window per round per direction, between rounds; its pages are given back
+ * once its last window is committed, and the requester is admitted then. A
+ * moved sequence comes back in rank order into free room for its whole
+ * reservation, a window a round, and resumes where it stopped (a lane
+ * holder takes a lane again, a half-prefilled one goes on prefilling): the
+ * same tokens as if it had never moved. A sequence whose record the tier
+ * lost (given up with KV-disk off, or found torn or corrupt) is prefilled
+ * again from the start, its generated tokens replayed: still the same
+ * tokens. The kvstore daemon dying mid-move loses nothing: a move out that
+ * did not land leaves the victim its pages; the clients resend to the
+ * restarted daemon and a move in starts again.
+ *
  * Not thread-safe: one thread submits, runs rounds and reads.
  */
 #ifndef IGNIS_GPU_WORKER_ENGINE_H
@@ -32,6 +48,29 @@
 #include "sampler.h"
 #include "roundplan.h"
 
+struct kvc;
+
+/* What the engine tells its owner (the worker's events; may be ignored). */
+enum eng_event_kind {
+	ENG_EV_ADMITTED = 1, /* pages reserved, prefill starts */
+	ENG_EV_EVICTED,      /* chosen as a victim for `for_id`: its move out starts */
+	ENG_EV_MOVED,        /* a move ended: out (dir_out) or in, `bytes` in `windows` */
+	ENG_EV_RESTORED,     /* back on the device, resuming */
+	ENG_EV_LOST,         /* its tier record is gone: prefilled again from the start */
+};
+
+struct eng_event {
+	enum eng_event_kind kind;
+	uint64_t id, for_id;
+	int cls; /* enum sched_class */
+	uint32_t pages;
+	bool dir_out;     /* ENG_EV_MOVED */
+	const char *tier; /* "ram" or "disk" (where a move in found it) */
+	uint64_t bytes, duration_us;
+	uint32_t windows;
+	const char *why; /* ENG_EV_LOST */
+};
+
 struct eng_cfg {
 	uint32_t lanes;              /* decode lanes, 1..64 */
 	uint32_t chunk;              /* prefill tokens per round, >= 1 */
@@ -44,6 +83,15 @@ struct eng_cfg {
 	void (*on_finish)(void *ctx, uint64_t id, int finish, uint32_t prompt_tokens,
 	                  uint32_t generated);
 	void *ctx;
+	/* Moves: two clients of the kvstore daemon, one per direction (both
+	 * NULL: no moves, a request that does not fit waits), and the window
+	 * sizes (--reuse-move-out-window-bytes, --reuse-move-in-window-bytes). */
+	struct kvc *kv_out, *kv_in;
+	uint64_t window_out, window_in;
+	/* A nonce that keeps this engine's keys in the tiers apart from an
+	 * earlier worker's (a restarted worker's ids start again at 1). */
+	uint32_t tier_nonce;
+	void (*on_event)(void *ctx, const struct eng_event *ev);
 };
 
 struct eng_req {
@@ -100,6 +148,12 @@ struct eng_stats {
 	uint32_t prefill, ready; /* live requests in those phases (decode: lanes_used) */
 	uint64_t free_pages;
 	uint64_t pending_pages; /* what the waiting requests will reserve */
+	/* moves */
+	uint64_t moves_out, moves_in, move_out_bytes, move_in_bytes;
+	uint64_t move_out_windows, move_in_windows;
+	uint64_t lost;                         /* records the tier lost: prefilled again */
+	uint64_t move_retries;                 /* reserves refused (tier full) or moves restarted */
+	uint32_t moving_out, moved, moving_in; /* live requests in those phases */
 };
 
 /* The bucket bounds above, for readers of eng_stats.ttft. */
@@ -128,7 +182,7 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
  * or a cancel). An error is the model's or host memory's, named in eb. */
 int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb);
 
-/* True when a round would run something. */
+/* True when a round would run something (a move in progress included). */
 bool eng_busy(struct eng *e);
 
 /* Up to `max` output tokens of request `id` from index `from` (0 is its

@@ -29,29 +29,91 @@ static uint32_t sched__rank(const struct sched_seq *seqs, uint32_t n, uint32_t *
 	return k;
 }
 
+static bool sched__holds_pages(const struct sched_seq *s)
+{
+	return s->phase == SCHED_PREFILL || s->phase == SCHED_READY || s->phase == SCHED_DECODE;
+}
+
+/* True when victim a goes before victim b. */
+static bool sched__victim_before(const struct sched_seq *a, const struct sched_seq *b)
+{
+	bool a_lane = a->phase == SCHED_DECODE, b_lane = b->phase == SCHED_DECODE;
+
+	if (a->cls != b->cls)
+		return a->cls == SCHED_AGENT;
+	if (a_lane != b_lane)
+		return !a_lane;
+	return a->arrival > b->arrival;
+}
+
+uint32_t sched_victims(const struct sched_seq *seqs, uint32_t n, uint32_t req, uint64_t need_pages,
+                       uint32_t *out)
+{
+	uint32_t k = 0, taken = 0;
+	uint64_t covered = 0;
+
+	/* the eligible ones, in victim order (insertion sort: n is small) */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct sched_seq *s = &seqs[i];
+		uint32_t j = k;
+
+		if (i == req || !sched__holds_pages(s) || s->pages == 0 ||
+		    !sched_outranks(&seqs[req], s))
+			continue;
+		while (j > 0 && sched__victim_before(s, &seqs[out[j - 1]])) {
+			out[j] = out[j - 1];
+			j--;
+		}
+		out[j] = i;
+		k++;
+	}
+	while (taken < k && covered < need_pages)
+		covered += seqs[out[taken++]].pages;
+	return covered >= need_pages ? taken : 0;
+}
+
 uint32_t sched_plan(const struct sched_cfg *cfg, const struct sched_seq *seqs, uint32_t n,
                     uint64_t free_pages, uint32_t *order, struct sched_round *out)
 {
 	uint32_t live = sched__rank(seqs, n, order), lanes_used = 0, budget = cfg->chunk;
 	bool blocked = false;
 
+	bool moving_out = false;
+
 	out->n_admit = out->n_grant = out->n_decode = out->n_prefill = 0;
+	out->n_restore = out->n_victims = 0;
+	out->need = -1;
+	out->need_pages = 0;
 	out->prefill_tokens = 0;
-	for (uint32_t k = 0; k < live; k++)
+	for (uint32_t k = 0; k < live; k++) {
 		lanes_used += seqs[order[k]].phase == SCHED_DECODE;
+		moving_out |= seqs[order[k]].phase == SCHED_MOVING_OUT;
+	}
 
 	for (uint32_t k = 0; k < live; k++) {
 		uint32_t i = order[k];
 		const struct sched_seq *s = &seqs[i];
 		enum sched_phase ph = s->phase;
 
-		/* 1. admission, strictly in rank order */
-		if (ph == SCHED_WAITING) {
+		/* 1. admission and restores, strictly in rank order */
+		if (ph == SCHED_WAITING || ph == SCHED_MOVED) {
 			if (blocked || s->pages > free_pages) {
+				if (!blocked && ph == SCHED_WAITING && cfg->moves && !moving_out) {
+					out->n_victims = sched_victims(
+					    seqs, n, i, s->pages - free_pages, out->victims);
+					if (out->n_victims) {
+						out->need = (int64_t)i;
+						out->need_pages = s->pages - free_pages;
+					}
+				}
 				blocked = true;
 				continue;
 			}
 			free_pages -= s->pages;
+			if (ph == SCHED_MOVED) {
+				out->restore[out->n_restore++] = i;
+				continue; /* out of rounds until its windows are back */
+			}
 			out->admit[out->n_admit++] = i;
 			ph = s->prompt > s->prefilled ? SCHED_PREFILL : SCHED_READY;
 		}
@@ -92,6 +154,12 @@ const char *sched_phase_name(enum sched_phase p)
 		return "decode";
 	case SCHED_DONE:
 		return "done";
+	case SCHED_MOVING_OUT:
+		return "moving_out";
+	case SCHED_MOVED:
+		return "moved";
+	case SCHED_MOVING_IN:
+		return "moving_in";
 	}
 	return "unknown";
 }

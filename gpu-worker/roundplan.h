@@ -10,12 +10,24 @@
  * RANK: class (interactive above agent), then arrival (earlier above later).
  *
  * A ROUND, in this order:
- *  1. Admission. Waiting sequences in rank order each reserve their whole
- *     reservation (`pages`) from the free pages, all or nothing. The first
- *     one that does not fit stops admission: nobody ranked below a waiting
- *     sequence is admitted before it (no starvation by smaller requests).
+ *  1. Admission. Waiting sequences and moved ones (in a tier) in rank order
+ *     each reserve their whole reservation (`pages`) from the free pages,
+ *     all or nothing: a waiting one is admitted, a moved one restored (its
+ *     windows come back; it sits out of rounds until the last lands). The
+ *     first one that does not fit stops admission: nobody ranked below it is
+ *     admitted or restored before it (no starvation by smaller requests, and
+ *     a moved sequence comes back before any newcomer ranked below it).
  *     Nobody is refused for room here; a sequence that can never fit was
  *     refused at submit (larger than the pool).
+ *     The need. When the first that does not fit is a waiting sequence (a
+ *     restore never moves anything), moves are on, and no victim is moving
+ *     out already, the planner picks victims for the pages it lacks
+ *     (reference-facts 3): live sequences that hold pages, are not mid-move
+ *     and rank below it; agent before interactive, then those off the decode
+ *     round before lane holders, then the latest arrived first; taken in that
+ *     order until their pages cover the need. A need they cannot cover moves
+ *     nothing. The victims move out (the engine's windows); their pages are
+ *     free once the last window lands, and the requester is admitted then.
  *  2. Lanes. Sequences whose prompt is done and that hold no lane ("ready")
  *     take the free lanes in rank order. A lane holder keeps its lane until
  *     it finishes (issue 7's moves are the only other way off a lane).
@@ -44,6 +56,9 @@ enum sched_phase {
 	SCHED_READY,       /* prompt done, first token out, no lane */
 	SCHED_DECODE,      /* holds a lane, one token a round */
 	SCHED_DONE,        /* finished: pages given back, output kept */
+	SCHED_MOVING_OUT,  /* a victim: its windows go to a tier; pages held, out of rounds */
+	SCHED_MOVED,       /* in a tier: no pages; restored like an admission, in rank order */
+	SCHED_MOVING_IN,   /* restored: pages reserved, its windows coming back; out of rounds */
 };
 
 /* What the planner needs of one sequence. */
@@ -60,6 +75,7 @@ struct sched_seq {
 struct sched_cfg {
 	uint32_t lanes; /* decode lanes (1..64) */
 	uint32_t chunk; /* prefill tokens per round (>= 1) */
+	bool moves;     /* a tier takes victims: a need picks them */
 };
 
 /* One prefill chunk of a round: prompt tokens [from, from + n) of seq. */
@@ -73,16 +89,29 @@ struct sched_chunk {
  * are the caller's, each with room for the snapshot's count.
  */
 struct sched_round {
-	uint32_t *admit, n_admit;    /* reserve their pages, then prefill */
-	uint32_t *grant, n_grant;    /* ready sequences that take a lane */
-	uint32_t *decode, n_decode;  /* lane holders (granted ones included) */
-	struct sched_chunk *prefill; /* in rank order */
+	uint32_t *admit, n_admit;     /* reserve their pages, then prefill */
+	uint32_t *restore, n_restore; /* moved ones: reserve their pages, then move in */
+	uint32_t *victims, n_victims; /* to move out, in this order, for the need */
+	int64_t need;                 /* the waiting sequence they make room for; -1 none */
+	uint64_t need_pages;          /* the pages it lacked */
+	uint32_t *grant, n_grant;     /* ready sequences that take a lane */
+	uint32_t *decode, n_decode;   /* lane holders (granted ones included) */
+	struct sched_chunk *prefill;  /* in rank order */
 	uint32_t n_prefill, prefill_tokens;
 	uint64_t pages_after; /* free pages once the admissions are made */
 };
 
 /* True when a ranks above b. */
 bool sched_outranks(const struct sched_seq *a, const struct sched_seq *b);
+
+/*
+ * The victims for a need of `need_pages` pages of sequence `req` (an index
+ * into seqs), in the order they go (reference-facts 3), into `out` (room for
+ * n); returns how many, 0 when the eligible ones cannot cover the need (then
+ * nothing moves).
+ */
+uint32_t sched_victims(const struct sched_seq *seqs, uint32_t n, uint32_t req, uint64_t need_pages,
+                       uint32_t *out);
 
 /*
  * Plan the next round for `n` sequences (any order; DONE ones are ignored)

@@ -221,8 +221,13 @@ static void bench_model_lanes(struct mdl *d, uint32_t lanes, int threads, double
 	uint32_t pages = lanes * (uint32_t)(ctx / 64), prompt[PROMPT];
 	struct be be = {.ops = backend_find("cpu", NULL)};
 	void *region = NULL;
-	struct eng_cfg cfg = {lanes, d->m->default_chunk, ctx,  GEN, MDESC_KV_BF16,
-	                      lanes, UINT32_MAX,          NULL, NULL};
+	struct eng_cfg cfg = {.lanes = lanes,
+	                      .chunk = d->m->default_chunk,
+	                      .context = ctx,
+	                      .default_max_tokens = GEN,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = lanes,
+	                      .eos = UINT32_MAX};
 	struct ig_errbuf eb;
 	struct cpool *pool;
 	struct kvpool kv;

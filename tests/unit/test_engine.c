@@ -237,7 +237,13 @@ static void test_moe_exact(void **state)
 /* Refusals at submit name the field; nothing is queued. */
 static void test_refusals(void **state)
 {
-	struct eng_cfg cfg = {2, 16, CONTEXT, 8, MDESC_KV_BF16, 2, TOK_EOS, NULL, NULL};
+	struct eng_cfg cfg = {.lanes = 2,
+	                      .chunk = 16,
+	                      .context = CONTEXT,
+	                      .default_max_tokens = 8,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = 2,
+	                      .eos = TOK_EOS};
 	uint32_t prompt[CONTEXT] = {0};
 	struct eng_admission adm;
 	struct ig_errbuf eb;
@@ -323,7 +329,13 @@ static void test_refusals(void **state)
  * prefix of the uninterrupted run; a second cancel forgets the request. */
 static void test_cancel(void **state)
 {
-	struct eng_cfg cfg = {2, 8, CONTEXT, 8, MDESC_KV_BF16, 4, UINT32_MAX, NULL, NULL};
+	struct eng_cfg cfg = {.lanes = 2,
+	                      .chunk = 8,
+	                      .context = CONTEXT,
+	                      .default_max_tokens = 8,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = 4,
+	                      .eos = UINT32_MAX};
 	uint32_t prompt[20], full[40], part[40], n_full, n_part;
 	struct eng_req rq = {prompt, 20, 40, SCHED_INTERACTIVE, {0.7f, 0, 1.0f, 3}};
 	struct eng_admission adm;

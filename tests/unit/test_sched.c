@@ -14,13 +14,16 @@
 
 #include "roundplan.h"
 
-#define I SCHED_INTERACTIVE
-#define A SCHED_AGENT
-#define W SCHED_WAITING
-#define P SCHED_PREFILL
-#define R SCHED_READY
-#define D SCHED_DECODE
-#define X SCHED_DONE
+#define I  SCHED_INTERACTIVE
+#define A  SCHED_AGENT
+#define W  SCHED_WAITING
+#define P  SCHED_PREFILL
+#define R  SCHED_READY
+#define D  SCHED_DECODE
+#define X  SCHED_DONE
+#define MO SCHED_MOVING_OUT
+#define MV SCHED_MOVED
+#define MI SCHED_MOVING_IN
 
 #define MAXN 8
 
@@ -216,10 +219,15 @@ static void test_rules(void **state)
 	for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
 		const struct row *rw = &rows[k];
 		uint32_t admit[MAXN], grant[MAXN], decode[MAXN], order[MAXN], n = 0;
+		uint32_t restore[MAXN], victims[MAXN];
 		struct sched_chunk chunks[MAXN];
-		struct sched_round r = {
-		    .admit = admit, .grant = grant, .decode = decode, .prefill = chunks};
-		struct sched_cfg cfg = {rw->lanes, rw->chunk};
+		struct sched_round r = {.admit = admit,
+		                        .grant = grant,
+		                        .decode = decode,
+		                        .prefill = chunks,
+		                        .restore = restore,
+		                        .victims = victims};
+		struct sched_cfg cfg = {rw->lanes, rw->chunk, false};
 		uint32_t tokens = sched_plan(&cfg, rw->seqs, rw->n, rw->free_pages, order, &r);
 
 		check_list(rw->what, "admit", rw->admit, r.admit, r.n_admit);
@@ -252,11 +260,15 @@ static void test_rank_is_a_total_order(void **state)
 	    S(I, 4, 1, 1, 0, W), S(I, 1, 1, 1, 0, X), S(A, 7, 1, 1, 0, W),
 	};
 	static const uint64_t want[5] = {4, 9, 2, 5, 7};
-	uint32_t admit[6], grant[6], decode[6], order[6];
+	uint32_t admit[6], grant[6], decode[6], order[6], restore[6], victims[6];
 	struct sched_chunk chunks[6];
-	struct sched_round r = {
-	    .admit = admit, .grant = grant, .decode = decode, .prefill = chunks};
-	struct sched_cfg cfg = {1, 64};
+	struct sched_round r = {.admit = admit,
+	                        .grant = grant,
+	                        .decode = decode,
+	                        .prefill = chunks,
+	                        .restore = restore,
+	                        .victims = victims};
+	struct sched_cfg cfg = {1, 64, false};
 
 	(void)state;
 	for (int rot = 0; rot < 6; rot++) {
@@ -273,11 +285,253 @@ static void test_rank_is_a_total_order(void **state)
 	assert_string_equal(sched_class_name(SCHED_AGENT), "agent");
 }
 
+/*
+ * Moves (reference-facts 3): one table of needs. Each row: the snapshot, the
+ * free pages, and what the round must say: who is admitted, who is restored,
+ * who is the need and its victims in order (empty: nothing moves), who
+ * decodes. Lanes 2, chunk 64, moves on.
+ */
+struct mrow {
+	const char *what;
+	uint32_t free_pages, n;
+	struct sched_seq seqs[MAXN];
+	int admit[MAXN], restore[MAXN], victims[MAXN], decode[MAXN];
+	int need;
+	uint64_t need_pages;
+};
+
+static const struct mrow mrows[] = {
+    {"an interactive admission moves a decoding agent; the agent decodes this round still",
+     0,
+     2,
+     {S(A, 1, 10, 4, 10, D), S(I, 2, 10, 3, 0, W)},
+     NONE,
+     NONE,
+     {0, -1},
+     {0, -1},
+     1,
+     3},
+    {"free pages first: a need they cover moves nothing",
+     3,
+     2,
+     {S(A, 1, 10, 4, 10, D), S(I, 2, 10, 3, 0, W)},
+     {1, -1},
+     NONE,
+     NONE,
+     {0, -1},
+     -1,
+     0},
+    {"an agent's need never moves an interactive sequence",
+     0,
+     2,
+     {S(I, 1, 10, 4, 10, D), S(A, 2, 10, 3, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     {0, -1},
+     -1,
+     0},
+    {"an agent's need never moves an older agent",
+     0,
+     2,
+     {S(A, 1, 10, 4, 10, D), S(A, 2, 10, 3, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     {0, -1},
+     -1,
+     0},
+    {"a newer interactive never moves an older one",
+     0,
+     2,
+     {S(I, 1, 10, 4, 10, D), S(I, 2, 10, 3, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     {0, -1},
+     -1,
+     0},
+    {"an older interactive moves a newer one",
+     0,
+     2,
+     {S(I, 2, 10, 4, 10, D), S(I, 1, 10, 3, 0, W)},
+     NONE,
+     NONE,
+     {0, -1},
+     {0, -1},
+     1,
+     3},
+    {"the youngest agent moves first",
+     0,
+     4,
+     {S(A, 1, 10, 2, 10, D), S(A, 2, 10, 2, 10, D), S(A, 3, 10, 2, 5, P), S(I, 4, 10, 2, 0, W)},
+     NONE,
+     NONE,
+     {2, -1},
+     {0, 1, -1},
+     3,
+     2},
+    {"off the decode round before lane holders, then the latest",
+     0,
+     4,
+     {S(A, 1, 10, 2, 10, R), S(A, 2, 10, 2, 10, D), S(A, 3, 10, 2, 10, D), S(I, 4, 10, 3, 0, W)},
+     NONE,
+     NONE,
+     {0, 2, -1},
+     {1, 2, -1},
+     3,
+     3},
+    {"agents before interactive, whatever their arrival",
+     0,
+     3,
+     {S(I, 2, 10, 2, 10, D), S(A, 3, 10, 2, 10, D), S(I, 1, 10, 2, 0, W)},
+     NONE,
+     NONE,
+     {1, -1},
+     {0, 1, -1},
+     2,
+     2},
+    {"victims taken in order until they cover the need",
+     1,
+     4,
+     {S(A, 1, 10, 2, 10, D), S(A, 2, 10, 2, 10, D), S(A, 3, 10, 2, 10, R), S(I, 4, 10, 5, 0, W)},
+     NONE,
+     NONE,
+     {2, 1, -1},
+     {0, 1, -1},
+     3,
+     4},
+    {"a need the eligible victims cannot cover moves nothing",
+     0,
+     3,
+     {S(I, 1, 10, 4, 10, D), S(A, 2, 10, 2, 10, D), S(I, 3, 10, 5, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     {0, 1, -1},
+     -1,
+     0},
+    {"never a sequence mid-move; while one moves out no new victims",
+     0,
+     3,
+     {S(A, 1, 10, 2, 10, MO), S(A, 2, 10, 2, 10, D), S(I, 3, 10, 4, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     {1, -1},
+     -1,
+     0},
+    {"a moved sequence comes back into free room for its whole reservation",
+     4,
+     2,
+     {S(A, 1, 10, 4, 10, MV), S(I, 2, 10, 2, 10, D)},
+     NONE,
+     {0, -1},
+     NONE,
+     {1, -1},
+     -1,
+     0},
+    {"a moved sequence does not come back into less than its reservation",
+     3,
+     2,
+     {S(A, 1, 10, 4, 10, MV), S(I, 2, 10, 2, 10, D)},
+     NONE,
+     NONE,
+     NONE,
+     {1, -1},
+     -1,
+     0},
+    {"a restore never moves anything",
+     0,
+     2,
+     {S(I, 1, 10, 4, 10, MV), S(A, 2, 10, 4, 10, D)},
+     NONE,
+     NONE,
+     NONE,
+     {1, -1},
+     -1,
+     0},
+    {"a moved agent comes back before a later agent newcomer that would fit sooner",
+     3,
+     2,
+     {S(A, 1, 10, 4, 10, MV), S(A, 2, 10, 1, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     NONE,
+     -1,
+     0},
+    {"restores go in rank order, a newcomer ranked above first",
+     6,
+     3,
+     {S(A, 2, 10, 3, 10, MV), S(A, 3, 10, 3, 10, MV), S(I, 4, 10, 3, 0, W)},
+     {2, -1},
+     {0, -1},
+     NONE,
+     NONE,
+     -1,
+     0},
+    {"no ping-pong: a moved victim waits while the need it left for waits",
+     2,
+     2,
+     {S(A, 1, 10, 2, 10, MV), S(I, 2, 10, 4, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     NONE,
+     -1,
+     0},
+    {"moving sequences sit out of rounds and hold no lane",
+     0,
+     3,
+     {S(A, 1, 10, 2, 10, MO), S(A, 2, 10, 2, 10, MI), S(A, 3, 10, 2, 10, R)},
+     NONE,
+     NONE,
+     NONE,
+     {2, -1},
+     -1,
+     0},
+};
+
+static void test_moves(void **state)
+{
+	(void)state;
+	for (size_t k = 0; k < sizeof(mrows) / sizeof(mrows[0]); k++) {
+		const struct mrow *rw = &mrows[k];
+		uint32_t admit[MAXN], grant[MAXN], decode[MAXN], order[MAXN];
+		uint32_t restore[MAXN], victims[MAXN];
+		struct sched_chunk chunks[MAXN];
+		struct sched_round r = {.admit = admit,
+		                        .grant = grant,
+		                        .decode = decode,
+		                        .prefill = chunks,
+		                        .restore = restore,
+		                        .victims = victims};
+		struct sched_cfg cfg = {2, 64, true};
+
+		sched_plan(&cfg, rw->seqs, rw->n, rw->free_pages, order, &r);
+		check_list(rw->what, "admit", rw->admit, r.admit, r.n_admit);
+		check_list(rw->what, "restore", rw->restore, r.restore, r.n_restore);
+		check_list(rw->what, "victims", rw->victims, r.victims, r.n_victims);
+		check_list(rw->what, "decode", rw->decode, r.decode, r.n_decode);
+		if (r.need != rw->need || r.need_pages != rw->need_pages)
+			fail_msg("%s: need %lld (%llu pages), expected %d (%llu)", rw->what,
+			         (long long)r.need, (unsigned long long)r.need_pages, rw->need,
+			         (unsigned long long)rw->need_pages);
+		/* with moves off the same snapshot never picks a victim */
+		cfg.moves = false;
+		sched_plan(&cfg, rw->seqs, rw->n, rw->free_pages, order, &r);
+		if (r.n_victims || r.need != -1)
+			fail_msg("%s: moves off, yet %u victims", rw->what, r.n_victims);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_rules),
 	    cmocka_unit_test(test_rank_is_a_total_order),
+	    cmocka_unit_test(test_moves),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
