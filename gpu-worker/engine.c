@@ -593,6 +593,8 @@ static void eng__out_turn(struct eng *e)
 		}
 		return; /* one exchange a round */
 	}
+	if (x->step == XS_COMMIT)
+		goto window; /* the next window, this round */
 	if (x->step != XS_IDLE)
 		return;
 	if (x->backoff) {

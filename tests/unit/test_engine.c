@@ -19,51 +19,13 @@
 
 #include "engine.h"
 #include "testutil.h"
+#include "engrig.h"
 #include "tokenizer.h"
 
 #define DEFAULT_SEED 29u
 #define CONTEXT      256u
 #define NREQ         7u
 #define MAXGEN       48u
-
-struct rig {
-	struct be be; /* the cpu backend: the pool lives in its memory */
-	struct mfile f;
-	struct mdl d;
-	struct kvpool kv;
-	void *region;
-	uint64_t region_bytes;
-};
-
-static void rig_open(struct rig *r, const char *preset, uint32_t pages)
-{
-	char path[128];
-	struct ig_errbuf eb;
-	uint64_t pb;
-
-	snprintf(path, sizeof(path), "/tmp/ignis-engine-%s-%d.gguf", preset, (int)getpid());
-	if (mfile_write_synthetic(mdesc_find(preset), 5, MFILE_BF16, path, &eb) ||
-	    mfile_open(&r->f, path, &eb) || mdl_bind(&r->d, &r->f, &eb))
-		fail_msg("%s: %s", preset, eb.msg);
-	unlink(path);
-	pb = mdesc_page_bytes(&r->f.desc, MDESC_KV_BF16);
-	memset(&r->be, 0, sizeof(r->be));
-	r->be.ops = backend_find("cpu", &eb);
-	assert_non_null(r->be.ops);
-	r->region_bytes = (uint64_t)pages * pb;
-	assert_int_equal(r->be.ops->open(&r->be, 1ull << 30, &eb), IG_E_OK);
-	assert_int_equal(r->be.ops->alloc(&r->be, r->region_bytes, &r->region, &eb), IG_E_OK);
-	assert_int_equal(kvpool_init(&r->kv, r->region, pb, pages, &eb), IG_E_OK);
-}
-
-static void rig_close(struct rig *r)
-{
-	kvpool_release(&r->kv);
-	r->be.ops->free(&r->be, r->region, r->region_bytes);
-	r->be.ops->close(&r->be);
-	mdl_release(&r->d);
-	mfile_close(&r->f);
-}
 
 /* The requests: prompts of several lengths (one past a page, one of a
  * single token), greedy and sampled, both classes. */

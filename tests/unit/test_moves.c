@@ -1,0 +1,492 @@
+/*
+ * test_moves.c - the engine's moves (engine.h; reference-facts 3) over the
+ * real model (tiny-dense, cpu backend) and a real kvstore daemon
+ * (ignis-kvstored, started here, configured as the supervisor would): a
+ * request that does not fit moves a lower-ranked sequence out a window at a
+ * time while the others keep decoding, and the moved one resumes where it
+ * stopped. Every request's tokens equal those of the same request run alone
+ * on a pool where nothing moves: greedy and seeded; a decoding victim, a
+ * half-prefilled one; with KV-disk off and a forced give-up (the given-up
+ * one is prefilled again); with the daemon killed (-9) in the middle of a
+ * move.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <nng/nng.h>
+
+#include "arena.h"
+#include "engine.h"
+#include "kvclient.h"
+#include "testutil.h"
+#include "engrig.h"
+#include "transport.h"
+
+#define DEFAULT_SEED 41u
+#define CONTEXT      256u
+#define MAXGEN       64u
+#define WINDOW       16384u /* small windows: a move takes many rounds */
+
+/* ---- the daemon, as the supervisor runs it ---------------------------------- */
+
+struct daemon {
+	char dir[64], arena[64];
+	const char *bin;
+	pid_t pid;
+	uint64_t arena_bytes;
+};
+
+static void daemon_start(struct daemon *k)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char log[96];
+		int fd;
+
+		snprintf(log, sizeof(log), "%s/kvstored.log", k->dir);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(k->bin, k->bin, "--runtime-dir", k->dir, (char *)NULL);
+		_exit(127);
+	}
+	k->pid = pid;
+}
+
+static void daemon_configure(struct daemon *k)
+{
+	struct msg q = {.type = MSG_KV_CONFIG};
+	struct ig_errbuf eb = {0};
+	struct tp_rx rx;
+	nng_socket s;
+
+	assert_int_equal(tp_dial(&s, k->dir, "kvstore", 10000, &eb), IG_E_OK);
+	q.u.kv_config = (struct msg_kv_config){.arena_name = msg_str_of(k->arena),
+	                                       .arena_bytes = k->arena_bytes,
+	                                       .disk_path = msg_str_of(""),
+	                                       .disk_bytes = 0,
+	                                       .interactive_ttl_s = 0};
+	if (tp_call(s, &q, &rx, &eb))
+		fail_msg("kv_config: %s", eb.msg);
+	tp_rx_release(&rx);
+	nng_close(s);
+}
+
+static void daemon_stop(struct daemon *k, int sig)
+{
+	int status;
+
+	if (!k->pid)
+		return;
+	kill(k->pid, sig);
+	waitpid(k->pid, &status, 0);
+	k->pid = 0;
+}
+
+static void daemon_open(struct daemon *k, uint64_t arena_bytes)
+{
+	static unsigned n;
+
+	memset(k, 0, sizeof(*k));
+	k->bin = getenv("IGNIS_KVSTORED");
+	if (!k->bin || access(k->bin, X_OK) != 0)
+		fail_msg("IGNIS_KVSTORED=%s: not an executable ignis-kvstored",
+		         k->bin ? k->bin : "(unset)");
+	snprintf(k->dir, sizeof(k->dir), "/tmp/ignis-moves-%d-%u", (int)getpid(), n);
+	snprintf(k->arena, sizeof(k->arena), "ignis-test-moves-%d-%u", (int)getpid(), n++);
+	mkdir(k->dir, 0700);
+	(void)arena_unlink(k->arena, NULL);
+	k->arena_bytes = arena_bytes;
+	daemon_start(k);
+	daemon_configure(k);
+}
+
+static void daemon_close(struct daemon *k)
+{
+	char cmd[160];
+
+	daemon_stop(k, SIGTERM);
+	(void)arena_unlink(k->arena, NULL);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", k->dir);
+	if (system(cmd) != 0)
+		print_message("# could not remove %s\n", k->dir);
+}
+
+/* ---- requests and runs -------------------------------------------------------- */
+
+struct req {
+	uint32_t prompt[160], n_prompt, max_tokens;
+	enum sched_class cls;
+	struct smp_params smp;
+	uint32_t at_round; /* submitted before this round */
+};
+
+struct events {
+	uint32_t evicted, moved_out, moved_in, restored, lost;
+	uint64_t evicted_id[8], for_id[8];
+};
+
+static void on_event(void *ctx, const struct eng_event *ev)
+{
+	struct events *t = ctx;
+
+	switch (ev->kind) {
+	case ENG_EV_EVICTED:
+		if (t->evicted < 8) {
+			t->evicted_id[t->evicted] = ev->id;
+			t->for_id[t->evicted] = ev->for_id;
+		}
+		t->evicted++;
+		break;
+	case ENG_EV_MOVED:
+		if (ev->dir_out)
+			t->moved_out++;
+		else
+			t->moved_in++;
+		break;
+	case ENG_EV_RESTORED:
+		t->restored++;
+		break;
+	case ENG_EV_LOST:
+		t->lost++;
+		break;
+	default:
+		break;
+	}
+}
+
+struct run_opts {
+	uint32_t pages, lanes, chunk;
+	struct daemon *k;        /* NULL: no moves */
+	long kill_after_windows; /* kill -9 the daemon after this many rounds of a move out (0:
+	                            never) */
+};
+
+/* Run the requests; out[i] their tokens. Counts, in *decoded_during_move,
+ * the decode tokens of others while a sequence was moving out. */
+static void run(struct rig *r, const struct req *q, uint32_t n, const struct run_opts *o,
+                uint32_t out[][MAXGEN], uint32_t *n_out, struct events *ev, struct eng_stats *st,
+                uint64_t *decoded_during_move)
+{
+	struct kvc *kout = NULL, *kin = NULL;
+	struct eng_cfg cfg = {.lanes = o->lanes,
+	                      .chunk = o->chunk,
+	                      .context = CONTEXT,
+	                      .default_max_tokens = 8,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = 16,
+	                      .eos = UINT32_MAX,
+	                      .ctx = ev,
+	                      .on_event = on_event};
+	uint64_t ids[8] = {0};
+	uint32_t next = 0, round = 0;
+	struct ig_errbuf eb = {0};
+	struct eng *e;
+	bool killed = false;
+	long moving_rounds = 0;
+
+	memset(ev, 0, sizeof(*ev));
+	*decoded_during_move = 0;
+	if (o->k) {
+		assert_int_equal(kvc_open(&kout, o->k->dir, &eb), IG_E_OK);
+		assert_int_equal(kvc_open(&kin, o->k->dir, &eb), IG_E_OK);
+		cfg.kv_out = kout;
+		cfg.kv_in = kin;
+		cfg.window_out = WINDOW;
+		cfg.window_in = WINDOW * 2; /* read back in other windows than written */
+		cfg.tier_nonce = 7;
+	}
+	if (eng_create(&e, &r->be, &r->d, &r->kv, NULL, &cfg, &eb))
+		fail_msg("eng_create: %s", eb.msg);
+	for (;;) {
+		struct eng_stats before, after;
+		uint32_t ran = 0;
+
+		while (next < n && q[next].at_round <= round) {
+			struct eng_req er = {q[next].prompt, q[next].n_prompt, q[next].max_tokens,
+			                     q[next].cls, q[next].smp};
+			struct eng_admission adm;
+
+			if (eng_submit(e, &er, &adm, &eb))
+				fail_msg("submit %u: %s", next, eb.msg);
+			ids[next++] = adm.id;
+		}
+		eng_stats(e, &before);
+		if (eng_round(e, &ran, &eb))
+			fail_msg("round %u: %s", round, eb.msg);
+		eng_stats(e, &after);
+		if (before.moving_out && after.moving_out)
+			*decoded_during_move += after.decode_tokens - before.decode_tokens;
+		moving_rounds += after.moving_out > 0;
+		if (o->kill_after_windows && !killed && after.moving_out &&
+		    moving_rounds > o->kill_after_windows) {
+			/* in the middle of a move out: the daemon dies, comes back */
+			daemon_stop(o->k, SIGKILL);
+			daemon_start(o->k);
+			daemon_configure(o->k);
+			killed = true;
+		}
+		round++;
+		if (next == n && !eng_busy(e))
+			break;
+		if (ran == 0)
+			usleep(200); /* a move waits for the daemon's reply */
+		if (round % 20000 == 0 || round >= 200000)
+			print_message(
+			    "# round %u: live %u waiting %u moving_out %u moved %u moving_in "
+			    "%u free %llu out_windows %llu retries %llu lost %llu\n",
+			    round, after.live, after.waiting, after.moving_out, after.moved,
+			    after.moving_in, (unsigned long long)after.free_pages,
+			    (unsigned long long)after.move_out_windows,
+			    (unsigned long long)after.move_retries, (unsigned long long)after.lost);
+		assert_true(round < 200000);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct eng_status es;
+
+		assert_int_equal(eng_tokens(e, ids[i], 0, MAXGEN, out[i], &n_out[i], &es, &eb),
+		                 IG_E_OK);
+		assert_int_equal(es.phase, SCHED_DONE);
+		assert_int_equal(n_out[i], q[i].max_tokens);
+	}
+	eng_stats(e, st);
+	assert_int_equal(r->kv.n_free, r->kv.n_pages); /* every page back */
+	eng_destroy(e);
+	kvc_close(kout);
+	kvc_close(kin);
+	if (o->kill_after_windows)
+		assert_true(killed);
+}
+
+/* Each request alone on a pool where nothing moves. */
+static void reference(struct rig *r, const struct req *q, uint32_t n, uint32_t ref[][MAXGEN],
+                      uint32_t *n_ref)
+{
+	struct run_opts alone = {.pages = 0, .lanes = 1, .chunk = 64};
+	struct events ev;
+	struct eng_stats st;
+	uint64_t dd;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct req one = q[i];
+
+		one.at_round = 0;
+		run(r, &one, 1, &alone, &ref[i], &n_ref[i], &ev, &st, &dd);
+		assert_int_equal(st.moves_out, 0);
+	}
+}
+
+static void fill(struct req *q, struct rng *g, uint32_t n_prompt, uint32_t max_tokens,
+                 enum sched_class cls, bool sampled, uint32_t at_round)
+{
+	q->n_prompt = n_prompt;
+	for (uint32_t t = 0; t < n_prompt; t++)
+		q->prompt[t] = (uint32_t)(rng_next(g) % 256u);
+	q->max_tokens = max_tokens;
+	q->cls = cls;
+	q->smp = sampled ? (struct smp_params){0.9f, 40, 0.95f, rng_next(g)}
+	                 : (struct smp_params){0.0f, 0, 1.0f, 0};
+	q->at_round = at_round;
+}
+
+static void same_tokens(const char *what, const struct req *q, uint32_t n, uint32_t got[][MAXGEN],
+                        const uint32_t *n_got, uint32_t ref[][MAXGEN], const uint32_t *n_ref)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		if (n_got[i] != n_ref[i])
+			fail_msg("%s: request %u: %u tokens, alone %u", what, i, n_got[i],
+			         n_ref[i]);
+		for (uint32_t t = 0; t < n_got[i]; t++)
+			if (got[i][t] != ref[i][t])
+				fail_msg("%s: request %u (%s): token %u is %u, alone %u", what, i,
+				         q[i].cls == SCHED_AGENT ? "agent" : "interactive", t,
+				         got[i][t], ref[i][t]);
+	}
+}
+
+/*
+ * Two agents fill a 4-page pool and decode; an interactive request arrives
+ * needing a page: the later agent (a lane holder) moves out a window a
+ * round while the other keeps decoding, the interactive one runs, and the
+ * agent comes back and finishes. Greedy and sampled.
+ */
+static void test_interactive_moves_decoding_agent(void **state)
+{
+	static uint32_t ref[3][MAXGEN], got[3][MAXGEN];
+	uint32_t n_ref[3], n_got[3];
+	struct rng g = {test_seed("moves")};
+	struct req q[3];
+	struct events ev;
+	struct eng_stats st;
+	struct daemon k;
+	struct rig r;
+	uint64_t during;
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .k = &k};
+
+	(void)state;
+	fill(&q[0], &g, 70, 50, SCHED_AGENT, false, 0); /* 2 pages */
+	fill(&q[1], &g, 40, 60, SCHED_AGENT, true, 0);  /* 2 pages */
+	fill(&q[2], &g, 9, 40, SCHED_INTERACTIVE, true, 6);
+	rig_open(&r, "tiny-dense", 12);
+	reference(&r, q, 3, ref, n_ref);
+	rig_close(&r);
+
+	daemon_open(&k, 32ull << 20);
+	rig_open(&r, "tiny-dense", o.pages);
+	run(&r, q, 3, &o, got, n_got, &ev, &st, &during);
+	rig_close(&r);
+	daemon_close(&k);
+	same_tokens("decoding agent moved", q, 3, got, n_got, ref, n_ref);
+	assert_int_equal(ev.evicted, 1);
+	assert_int_equal(ev.evicted_id[0], 2); /* the later agent */
+	assert_int_equal(ev.for_id[0], 3);     /* for the interactive request */
+	assert_int_equal(ev.moved_out, 1);
+	assert_int_equal(ev.moved_in, 1);
+	assert_int_equal(ev.restored, 1);
+	assert_int_equal(ev.lost, 0);
+	assert_true(st.move_out_windows > 2); /* a window at a time */
+	assert_true(during > 0);              /* the other agent kept decoding */
+	print_message("# moved %" PRIu64 " bytes out in %" PRIu64 " windows; %" PRIu64
+	              " tokens decoded meanwhile\n",
+	              st.move_out_bytes, st.move_out_windows, during);
+}
+
+/* A victim caught in the middle of its prefill goes on prefilling from where
+ * it stopped when it comes back. */
+static void test_half_prefilled_victim(void **state)
+{
+	static uint32_t ref[2][MAXGEN], got[2][MAXGEN];
+	uint32_t n_ref[2], n_got[2];
+	struct rng g = {test_seed("moves-prefill")};
+	struct req q[2];
+	struct events ev;
+	struct eng_stats st;
+	struct daemon k;
+	struct rig r;
+	uint64_t during;
+	struct run_opts o = {.pages = 3, .lanes = 2, .chunk = 8, .k = &k};
+
+	(void)state;
+	fill(&q[0], &g, 150, 20, SCHED_AGENT, true, 0);      /* 3 pages, 19 rounds of prefill */
+	fill(&q[1], &g, 5, 30, SCHED_INTERACTIVE, false, 6); /* arrives mid-prefill */
+	rig_open(&r, "tiny-dense", 12);
+	reference(&r, q, 2, ref, n_ref);
+	rig_close(&r);
+
+	daemon_open(&k, 32ull << 20);
+	rig_open(&r, "tiny-dense", o.pages);
+	run(&r, q, 2, &o, got, n_got, &ev, &st, &during);
+	rig_close(&r);
+	daemon_close(&k);
+	same_tokens("half-prefilled agent moved", q, 2, got, n_got, ref, n_ref);
+	assert_int_equal(ev.evicted, 1);
+	assert_int_equal(ev.evicted_id[0], 1);
+	assert_int_equal(ev.restored, 1);
+	assert_true(st.prefill_tokens < 150 + 5 + 20); /* no prompt token prefilled twice */
+}
+
+/*
+ * KV-disk off and a KV-RAM too small for two victims: the second move out
+ * gives the first up, which is prefilled again from the start when its turn
+ * comes, its generated tokens replayed: its output is still the same.
+ */
+static void test_give_up_prefills_again(void **state)
+{
+	static uint32_t ref[4][MAXGEN], got[4][MAXGEN];
+	uint32_t n_ref[4], n_got[4];
+	struct rng g = {test_seed("moves-give-up")};
+	struct req q[4];
+	struct events ev;
+	struct eng_stats st;
+	struct daemon k;
+	struct rig r;
+	uint64_t during, image;
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .k = &k};
+
+	(void)state;
+	fill(&q[0], &g, 60, 60, SCHED_AGENT, true, 0);        /* 2 pages */
+	fill(&q[1], &g, 60, 60, SCHED_AGENT, false, 0);       /* 2 pages */
+	fill(&q[2], &g, 60, 30, SCHED_INTERACTIVE, true, 5);  /* 2 pages: moves agent 2 */
+	fill(&q[3], &g, 60, 30, SCHED_INTERACTIVE, false, 6); /* 2 pages: moves agent 1 */
+	rig_open(&r, "tiny-dense", 12);
+	reference(&r, q, 4, ref, n_ref);
+	rig_close(&r);
+
+	/* room in KV-RAM for one image only (an image is about 242 KiB: 4 blocks) */
+	image = 5 * (uint64_t)ARENA_BLOCK;
+	daemon_open(&k, image);
+	rig_open(&r, "tiny-dense", o.pages);
+	run(&r, q, 4, &o, got, n_got, &ev, &st, &during);
+	rig_close(&r);
+	daemon_close(&k);
+	same_tokens("given up and prefilled again", q, 4, got, n_got, ref, n_ref);
+	assert_int_equal(ev.evicted, 2);
+	assert_true(ev.lost >= 1);
+	assert_true(st.lost >= 1);
+}
+
+/* The daemon killed (-9) in the middle of a move out: the victim keeps its
+ * pages until the tier confirms; the clients carry on with the restarted
+ * daemon and the move completes; nothing is lost. */
+static void test_daemon_killed_mid_move(void **state)
+{
+	static uint32_t ref[3][MAXGEN], got[3][MAXGEN];
+	uint32_t n_ref[3], n_got[3];
+	struct rng g = {test_seed("moves-kill")};
+	struct req q[3];
+	struct events ev;
+	struct eng_stats st;
+	struct daemon k;
+	struct rig r;
+	uint64_t during;
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .k = &k, .kill_after_windows = 3};
+
+	(void)state;
+	fill(&q[0], &g, 70, 50, SCHED_AGENT, true, 0);
+	fill(&q[1], &g, 40, 60, SCHED_AGENT, false, 0);
+	fill(&q[2], &g, 9, 40, SCHED_INTERACTIVE, true, 6);
+	rig_open(&r, "tiny-dense", 12);
+	reference(&r, q, 3, ref, n_ref);
+	rig_close(&r);
+
+	daemon_open(&k, 32ull << 20);
+	rig_open(&r, "tiny-dense", o.pages);
+	run(&r, q, 3, &o, got, n_got, &ev, &st, &during);
+	rig_close(&r);
+	daemon_close(&k);
+	same_tokens("daemon killed mid-move", q, 3, got, n_got, ref, n_ref);
+	assert_int_equal(ev.restored + ev.lost, 1);
+	print_message("# kill -9 mid-move: %" PRIu64 " retries, %u lost\n", st.move_retries,
+	              ev.lost);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_interactive_moves_decoding_agent),
+	    cmocka_unit_test(test_half_prefilled_victim),
+	    cmocka_unit_test(test_give_up_prefills_again),
+	    cmocka_unit_test(test_daemon_killed_mid_move),
+	};
+
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
