@@ -212,6 +212,8 @@ static int cli_generate(struct cli *c)
 		fflush(stdout);
 	}
 	rc = igc_stream_open(cl, sub.id, &s, &err);
+	char last_state[17] = "";
+
 	while (!rc) {
 		struct igc_chunk ch;
 
@@ -227,6 +229,13 @@ static int cli_generate(struct cli *c)
 			return 130;
 		}
 		rc = igc_stream_next(s, 250, &ch, &err);
+		/* a change of state (a move out and back shows here) */
+		if (c->json && !rc && ch.state && strcmp(ch.state, last_state) != 0) {
+			printf("{\"event\":\"state\",\"id\":%" PRIu64 ",\"state\":", sub.id);
+			cli__jstr(ch.state, strlen(ch.state));
+			printf("}\n");
+			snprintf(last_state, sizeof(last_state), "%s", ch.state);
+		}
 		if (ch.n || (ch.done && ch.text_len)) {
 			if (c->json) {
 				printf("{\"event\":\"tokens\",\"id\":%" PRIu64

@@ -426,6 +426,16 @@ int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf 
 			    hr->where, bu->where);
 		hr->set = false;
 	}
+	/* a move's window travels as an arena window: 4 KiB .. 4 GiB - 1 */
+	for (int id = KNOB_REUSE_MOVE_OUT_WINDOW_BYTES; id <= KNOB_REUSE_MOVE_IN_WINDOW_BYTES; id++)
+		if (k->v[id].u < 4096 || k->v[id].u > UINT32_MAX) {
+			char flag[96];
+
+			knob_flag((enum knob_id)id, flag, sizeof(flag));
+			return ig_errf(eb, IG_E_CONFIG,
+			               "%s: %llu bytes (from %s); accepted: 4K to 4294967295 bytes", flag,
+			               (unsigned long long)k->v[id].u, k->v[id].where);
+		}
 	if (k->v[KNOB_VRAM_ALLOW_OVERSUBSCRIPTION].u && !bu->set)
 		return ig_errf(eb, IG_E_CONFIG,
 		               "--vram-allow-oversubscription (from %s) needs an explicit "

@@ -104,6 +104,11 @@ enum knob_type {
 	  "0..31536000",                                                                           \
 	  "Idle seconds after which a main-conversation checkpoint in KV-RAM ranks as a "          \
 	  "subagent's. Needs --reuse-prompt on.")                                                  \
+	X(REUSE_MOVE_OUT_WINDOW_BYTES, "reuse-move-out-window-bytes", KT_BYTES, "12M", 0, NULL,    \
+	  "A move out's window: the bytes a victim sends to KV-RAM between two decode rounds "    \
+	  "(one window in flight, at most one new a round).")                                      \
+	X(REUSE_MOVE_IN_WINDOW_BYTES, "reuse-move-in-window-bytes", KT_BYTES, "16M", 0, NULL,      \
+	  "A move in's window: the bytes a restored sequence takes back between two rounds.")     \
 	X(REUSE_KV_RAM_BYTES, "reuse-kv-ram-bytes", KT_BYTES, "2G", 0, NULL,                       \
 	  "KV-RAM: the host arena moved sequences go to (the retained host slots come on top).")   \
 	X(REUSE_KV_DISK_BYTES, "reuse-kv-disk-bytes", KT_BYTES, "@model", 0, NULL,                 \

@@ -10,13 +10,16 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
 #include "daemon.h"
 #include "engine.h"
 #include "event.h"
+#include "kvclient.h"
 #include "layout.h"
+#include "rtdir.h"
 #include "tokenizer.h"
 #include "vplan.h"
 
@@ -37,6 +40,9 @@ struct worker {
 	struct cpool *pool;
 	struct eng *eng;
 	uint32_t ids[MSG_TEXT_MAX + 1]; /* a text prompt's tokens */
+	/* moves: two clients of the kvstore daemon, one per direction */
+	char rtdir[RTDIR_PATH_MAX + 1];
+	struct kvc *kv_out, *kv_in;
 };
 
 /* Everything the model holds, in reverse order of loading. */
@@ -44,6 +50,9 @@ static void worker_unload(struct worker *w)
 {
 	eng_destroy(w->eng);
 	w->eng = NULL;
+	kvc_close(w->kv_out);
+	kvc_close(w->kv_in);
+	w->kv_out = w->kv_in = NULL;
 	if (w->kv_ready)
 		kvpool_release(&w->kv);
 	w->kv_ready = false;
@@ -87,6 +96,43 @@ static void worker_on_finish(void *ctx, uint64_t id, int finish, uint32_t prompt
 	ev_str(&e, "finish", eng_finish_name((enum eng_finish)finish));
 	ev_u64(&e, "prompt_tokens", prompt_tokens);
 	ev_u64(&e, "generated_tokens", generated);
+	ev_end(&e);
+}
+
+/* The engine's admissions and moves as events (reference-facts 4). */
+static void worker_on_event(void *ctx, const struct eng_event *ev)
+{
+	static const char *const names[] = {[ENG_EV_ADMITTED] = "ignis.request.admitted",
+	                                    [ENG_EV_EVICTED] = "ignis.request.evicted",
+	                                    [ENG_EV_MOVED] = "ignis.kv.move",
+	                                    [ENG_EV_RESTORED] = "ignis.request.restored",
+	                                    [ENG_EV_LOST] = "ignis.request.lost"};
+	struct ev e;
+
+	(void)ctx;
+	ev_begin(&e, ev->kind == ENG_EV_LOST ? EV_WARN : EV_INFO, names[ev->kind]);
+	ev_u64(&e, "id", ev->id);
+	ev_str(&e, "class", sched_class_name((enum sched_class)ev->cls));
+	switch (ev->kind) {
+	case ENG_EV_EVICTED:
+		ev_u64(&e, "for", ev->for_id);
+		ev_u64(&e, "pages", ev->pages);
+		break;
+	case ENG_EV_MOVED:
+		ev_str(&e, "direction", ev->dir_out ? "out" : "in");
+		ev_str(&e, "tier", ev->tier ? ev->tier : "ram");
+		ev_u64(&e, "bytes", ev->bytes);
+		ev_u64(&e, "windows", ev->windows);
+		ev_u64(&e, "duration_us", ev->duration_us);
+		if (ev->dir_out)
+			ev_u64(&e, "for", ev->for_id);
+		break;
+	case ENG_EV_LOST:
+		ev_str(&e, "detail", ev->why ? ev->why : "");
+		break;
+	default:
+		ev_u64(&e, "pages", ev->pages);
+	}
 	ev_end(&e);
 }
 
@@ -164,7 +210,20 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	    .eos = w->f.desc.vocab == TOK_VOCAB ? TOK_EOS : UINT32_MAX,
 	    .on_finish = worker_on_finish,
 	    .ctx = w,
+	    .on_event = worker_on_event,
 	};
+	/* moves through the kvstore daemon: its clients dial in the background
+	 * and wait for it, so a worker starts whether or not it is up yet */
+	rc = kvc_open(&w->kv_out, w->rtdir, eb);
+	if (!rc)
+		rc = kvc_open(&w->kv_in, w->rtdir, eb);
+	if (rc)
+		goto fail;
+	cfg.kv_out = w->kv_out;
+	cfg.kv_in = w->kv_in;
+	cfg.window_out = pl->move_out_window;
+	cfg.window_in = pl->move_in_window;
+	cfg.tier_nonce = (uint32_t)getpid() ^ (uint32_t)time(NULL);
 	rc = eng_create(&w->eng, &w->be, &w->d, &w->kv, w->pool, &cfg, eb);
 	if (rc)
 		goto fail;
@@ -181,6 +240,8 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	ev_u64(&e, "round_scratch_bytes",
 	       mdl_scratch_bytes(&w->d, cfg.lanes + cfg.chunk, cfg.context));
 	ev_u64(&e, "workspace_line_bytes", w->layout.r[VPLAN_WORKSPACE].bytes);
+	ev_u64(&e, "move_out_window_bytes", cfg.window_out);
+	ev_u64(&e, "move_in_window_bytes", cfg.window_in);
 	ev_end(&e);
 	return IG_E_OK;
 fail:
@@ -520,6 +581,14 @@ int main(int argc, char **argv)
 
 	if (rc)
 		return rc > 0 ? 0 : 2;
+	{
+		struct ig_errbuf eb;
+
+		if (rtdir_resolve(args.runtime_dir, NULL, NULL, w.rtdir, sizeof(w.rtdir), &eb)) {
+			fprintf(stderr, "ignis-gpu-worker: %s\n", eb.msg);
+			return 2;
+		}
+	}
 	rc = dmn_run(&spec, &args);
 	worker_unload(&w);
 	layout_release(&w.layout);

@@ -222,7 +222,9 @@ struct msg_str {
 	F(R, U64, context_tokens, 1, UINT32_MAX, _)                                                \
 	F(R, STR, model_path, 0, 4096, _) /* the model file; "" for a built-in description */      \
 	F(R, U64, chunk_tokens, 1, UINT32_MAX, _)                                                  \
-	F(R, U64, default_max_tokens, 1, UINT32_MAX, _)
+	F(R, U64, default_max_tokens, 1, UINT32_MAX, _)                                            \
+	F(R, U64, move_out_window, 4096, UINT32_MAX, _) /* --reuse-move-out-window-bytes */        \
+	F(R, U64, move_in_window, 4096, UINT32_MAX, _)  /* --reuse-move-in-window-bytes */
 
 /* Generation requests, served by the gpu-worker. A submit's prompt is either
  * `text` or `prompt`, the other empty; both or neither, and top_p 0, are

@@ -3,7 +3,7 @@
  * measured in the same run against the machine's own memcpy, so the figures
  * travel between machines better than absolute times do.
  *
- *   ignis-bench [--quick] [seqimg|matmul|codec|model|kvstore ...]   (default: all)
+ *   ignis-bench [--quick] [seqimg|matmul|codec|model|kvstore|moves ...]   (default: all)
  *
  * 1. sequence images: a 64 MiB image written and read back through 12 MiB
  *    windows (the default move-out window), from and into scattered pages,
@@ -18,21 +18,33 @@
  *    decode), with the decode rate against one lane's;
  * 5. the kvstore tiers at 256 KiB, 12 MiB and 16 MiB windows: KV-RAM commit
  *    and read against memcpy of the same windows, KV-disk put and get
- *    against raw LMDB with the same flags and map size (bench_kvstore).
+ *    against raw LMDB with the same flags and map size (bench_kvstore);
+ * 6. moves (issue 7): the other lanes' decode-round latency (p50, p99) while
+ *    a whole-context sequence moves out to KV-RAM and back through a real
+ *    ignis-kvstored, against the same rounds of a run where nothing moves,
+ *    at several window sizes; the move's throughput against memcpy of the
+ *    image; the rounds it took and the tokens decoded meanwhile (mv_run).
+ *    The daemon is $IGNIS_KVSTORED, else ../kvstore-daemon/ignis-kvstored
+ *    from this program's directory (the build tree).
  * Best of several repetitions; results go to docs/benchmarks.md by hand with
  * the command that produced them.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <lmdb.h>
+#include <nng/nng.h>
 
 #include "arena.h"
 #include "kvcopy.h"
@@ -40,9 +52,11 @@
 #include "cpu_pool.h"
 #include "engine.h"
 #include "gguf.h"
+#include "kvclient.h"
 #include "kvdisk.h"
 #include "msg.h"
 #include "seqimg.h"
+#include "transport.h"
 
 static double now(void)
 {
@@ -772,6 +786,656 @@ static void bench_kvstore(int reps)
 		exit(1);
 }
 
+/* ---- moves: the other lanes' rounds while a long sequence moves ----------- */
+
+/*
+ * One run: three interactive requests (B, C, D: MV_OTHER_PROMPT prompt tokens,
+ * MV_OTHER_GEN generated, greedy) hold the MV_LANES lanes and decode; an
+ * agent request (A: MV_LONG_PROMPT tokens, capped at the context, so its
+ * reservation is the whole context: 32 pages) prefills and then waits for a
+ * lane, holding its pages. Once it has prefilled, an interactive request (I:
+ * MV_ASK_PROMPT tokens, one generated) arrives on a pool sized so that it
+ * lacks exactly one page: the planner moves A out (the only sequence ranked
+ * below I) a window a round, I runs (its prefill gives its one token), and A
+ * comes back in as soon as its 32 pages are free again; B, C and D decode
+ * all along. The run ends when A has landed back on the device.
+ *
+ * The same requests on a pool with room for all ("no move", the kvstore
+ * clients still configured) give the reference rounds. A round is compared
+ * when it ran exactly the three decode tokens of B, C and D and nothing else
+ * (so the round where I prefills is left out of both), and it is matched to
+ * the reference round where B decoded the same token: the same work but for
+ * the move's.
+ *
+ * The kvstore daemon is the real one (mvd_open), in a private runtime
+ * directory with a KV-RAM arena of MV_ARENA bytes in /dev/shm named after our
+ * pid and KV-disk off; both go at the end (mvd_close).
+ */
+#define MV_CONTEXT      2048u /* the tiny presets' default context */
+#define MV_LONG_PROMPT  1900u /* A's reservation: ceil(2048 / 64) = 32 pages */
+#define MV_OTHER_PROMPT 64u
+#define MV_OTHER_GEN    256u /* long enough to outlast A's prefill and both moves */
+#define MV_ASK_PROMPT   32u  /* I: one page */
+#define MV_LANES        3u   /* B, C and D hold them all: A waits off the lanes */
+#define MV_ARENA        (32ull << 20)
+#define MV_MAX_ROUNDS   2048u
+
+struct mvd {
+	char dir[256], arena[64], bin[4096];
+	pid_t pid;
+	bool made_dir;
+};
+
+/* The daemon binary: $IGNIS_KVSTORED, else the build tree's, next to ours. */
+static int mvd_find(struct mvd *k, struct ig_errbuf *eb)
+{
+	const char *env = getenv("IGNIS_KVSTORED");
+	char self[3800];
+	ssize_t n;
+	char *slash;
+
+	if (env && *env) {
+		snprintf(k->bin, sizeof(k->bin), "%s", env);
+		if (access(k->bin, X_OK) != 0)
+			return ig_errf(eb, IG_E_NOTFOUND,
+			               "IGNIS_KVSTORED='%s' is not an executable ignis-kvstored: "
+			               "%s",
+			               k->bin, strerror(errno));
+		return IG_E_OK;
+	}
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "no kvstore daemon: /proc/self/exe unreadable (%s); set "
+		               "IGNIS_KVSTORED to an ignis-kvstored binary",
+		               strerror(errno));
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(k->bin, sizeof(k->bin), "%s/../kvstore-daemon/ignis-kvstored", self);
+	if (access(k->bin, X_OK) != 0)
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "no kvstore daemon at '%s' (%s): build it (ninja -C <build> "
+		               "kvstore-daemon/ignis-kvstored) or set IGNIS_KVSTORED to an "
+		               "ignis-kvstored binary",
+		               k->bin, strerror(errno));
+	return IG_E_OK;
+}
+
+/* Stop the daemon, remove its arena and its directory; what was done. */
+static void mvd_close(struct mvd *k)
+{
+	if (k->pid > 0) {
+		int status;
+
+		kill(k->pid, SIGTERM);
+		waitpid(k->pid, &status, 0);
+		k->pid = 0;
+	}
+	if (k->arena[0]) {
+		(void)arena_unlink(k->arena, NULL);
+		k->arena[0] = '\0';
+	}
+	if (k->made_dir) {
+		DIR *d = opendir(k->dir);
+		struct dirent *de;
+
+		while (d && (de = readdir(d))) {
+			char p[520];
+
+			if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+				continue;
+			snprintf(p, sizeof(p), "%s/%s", k->dir, de->d_name);
+			if (unlink(p) != 0)
+				fprintf(stderr, "ignis-bench: moves: removing '%s': %s\n", p,
+				        strerror(errno));
+		}
+		if (d)
+			closedir(d);
+		if (rmdir(k->dir) != 0)
+			fprintf(stderr, "ignis-bench: moves: removing '%s': %s\n", k->dir,
+			        strerror(errno));
+		k->made_dir = false;
+	}
+}
+
+/* Copy the daemon's log to stderr (after a failure). */
+static void mvd_dump_log(const struct mvd *k)
+{
+	char p[300], line[512];
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/kvstored.log", k->dir);
+	f = fopen(p, "r");
+	if (!f)
+		return;
+	fprintf(stderr, "ignis-bench: moves: the kvstore daemon's log:\n");
+	while (fgets(line, sizeof(line), f))
+		fprintf(stderr, "  %s", line);
+	fclose(f);
+}
+
+/* Start ignis-kvstored in a private runtime directory (it exits with us:
+ * --supervisor-pid) and configure it as the supervisor would: KV-RAM of
+ * MV_ARENA bytes, KV-disk off. */
+static int mvd_open(struct mvd *k, struct ig_errbuf *eb)
+{
+	const char *tmp = getenv("TMPDIR");
+	struct msg q = {.type = MSG_KV_CONFIG};
+	char parent[16];
+	struct tp_rx rx;
+	nng_socket s;
+	pid_t pid;
+	int rc;
+
+	rc = mvd_find(k, eb);
+	if (rc)
+		return rc;
+	if (!tmp || !*tmp)
+		tmp = "/tmp";
+	snprintf(k->dir, sizeof(k->dir), "%s/ignis-bench-mv-XXXXXX", tmp);
+	if (!mkdtemp(k->dir))
+		return ig_errf(eb, IG_E_IO, "making a directory in '%s': %s; set TMPDIR", tmp,
+		               strerror(errno));
+	k->made_dir = true;
+	snprintf(k->arena, sizeof(k->arena), "ignis-bench-moves-%d", (int)getpid());
+	(void)arena_unlink(k->arena, NULL); /* a stale one of an earlier pid */
+	snprintf(parent, sizeof(parent), "%d", (int)getpid());
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		return ig_errf(eb, IG_E_IO, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		char log[300];
+		int fd;
+
+		snprintf(log, sizeof(log), "%s/kvstored.log", k->dir);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(k->bin, k->bin, "--runtime-dir", k->dir, "--supervisor-pid", parent,
+		      (char *)NULL);
+		_exit(127);
+	}
+	k->pid = pid;
+	rc = tp_dial(&s, k->dir, "kvstore", 10000, eb);
+	if (rc)
+		return rc;
+	q.u.kv_config = (struct msg_kv_config){.arena_name = msg_str_of(k->arena),
+	                                       .arena_bytes = MV_ARENA,
+	                                       .disk_path = msg_str_of(""),
+	                                       .disk_bytes = 0,
+	                                       .interactive_ttl_s = 0};
+	rc = tp_call(s, &q, &rx, eb);
+	if (!rc)
+		tp_rx_release(&rx);
+	nng_close(s);
+	return rc;
+}
+
+/* One round of a run, as measured. */
+struct mv_round {
+	double t;        /* eng_round's wall time, seconds */
+	uint32_t g;      /* tokens B had generated before it */
+	uint32_t decode; /* decode tokens it ran */
+	uint32_t prefill;
+	uint8_t moving; /* A was moving at its start: 1 out, 2 in; 0 not */
+};
+
+/* One run's figures. */
+struct mv_run {
+	struct mv_round r[MV_MAX_ROUNDS];
+	uint32_t n;
+	uint64_t image, out_us, in_us; /* from the ENG_EV_MOVED events */
+	uint32_t out_windows, in_windows, out_rounds, in_rounds;
+	uint64_t out_tokens, in_tokens; /* decode tokens of the others meanwhile */
+	uint32_t evicted, moved_out, moved_in;
+	uint64_t victim, long_id;
+};
+
+static void mv_on_event(void *ctx, const struct eng_event *ev)
+{
+	struct mv_run *m = ctx;
+
+	if (ev->kind == ENG_EV_EVICTED) {
+		m->evicted++;
+		m->victim = ev->id;
+	} else if (ev->kind == ENG_EV_MOVED && ev->dir_out) {
+		m->moved_out++;
+		m->image = ev->bytes;
+		m->out_us = ev->duration_us;
+		m->out_windows = ev->windows;
+	} else if (ev->kind == ENG_EV_MOVED) {
+		m->moved_in++;
+		m->in_us = ev->duration_us;
+		m->in_windows = ev->windows;
+	}
+}
+
+static void mv_prompt(uint32_t *p, uint32_t n, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u + 1;
+
+	for (uint32_t i = 0; i < n; i++) {
+		x = x * 1664525u + 1013904223u;
+		p[i] = (x >> 16) % 256u; /* byte tokens: in every preset's vocabulary */
+	}
+}
+
+/*
+ * One run on a fresh engine: `window` bytes out (and window_in in) with the
+ * pool that forces the move, or (window 0) on a pool with room for all.
+ * The engine's clients are opened per run, as a worker's are.
+ */
+static int mv_run(struct mdl *d, struct cpool *pool, const struct mvd *k, uint64_t window_out,
+                  uint64_t window_in, struct mv_run *m, struct ig_errbuf *eb)
+{
+	const uint32_t other_pages = (MV_OTHER_PROMPT + MV_OTHER_GEN + 63) / 64;
+	const uint32_t long_pages = MV_CONTEXT / 64;
+	/* moving: I lacks exactly its one page; not: room for all and some */
+	const uint32_t pages = 3 * other_pages + long_pages + (window_out ? 0 : 1 + 8);
+	uint64_t pb = mdesc_page_bytes(d->m, MDESC_KV_BF16);
+	struct be be = {.ops = backend_find("cpu", NULL)};
+	static uint32_t longp[MV_LONG_PROMPT], otherp[3][MV_OTHER_PROMPT], askp[MV_ASK_PROMPT];
+	uint64_t ids[5] = {0};
+	struct eng_cfg cfg = {.lanes = MV_LANES,
+	                      .chunk = d->m->default_chunk,
+	                      .context = MV_CONTEXT,
+	                      .default_max_tokens = 1,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = 8,
+	                      .eos = UINT32_MAX,
+	                      .ctx = m,
+	                      .on_event = mv_on_event,
+	                      .window_out = window_out ? window_out : 12ull << 20,
+	                      .window_in = window_in ? window_in : 16ull << 20,
+	                      .tier_nonce = 1};
+	struct kvc *kout = NULL, *kin = NULL;
+	struct kvpool kv;
+	struct eng *e = NULL;
+	void *region = NULL;
+	bool asked = false, have_region = false, have_pool = false;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	rc = be.ops ? be.ops->open(&be, 1ull << 30, eb)
+	            : ig_errf(eb, IG_E_NOTFOUND, "no cpu backend");
+	if (rc)
+		return rc;
+	rc = be.ops->alloc(&be, (uint64_t)pages * pb, &region, eb);
+	if (rc)
+		goto out_close_be;
+	have_region = true;
+	rc = kvpool_init(&kv, region, pb, pages, eb);
+	if (rc)
+		goto out_free_region;
+	have_pool = true;
+	rc = kvc_open(&kout, k->dir, eb);
+	if (!rc)
+		rc = kvc_open(&kin, k->dir, eb);
+	if (rc)
+		goto out_close_clients;
+	cfg.kv_out = kout;
+	cfg.kv_in = kin;
+	rc = eng_create(&e, &be, d, &kv, pool, &cfg, eb);
+	if (rc)
+		goto out_close_clients;
+
+	/* B, C, D, then A, all at once; I once A has prefilled */
+	mv_prompt(longp, MV_LONG_PROMPT, 1);
+	mv_prompt(askp, MV_ASK_PROMPT, 2);
+	for (uint32_t i = 0; i < 4 && !rc; i++) {
+		struct eng_req q = {i < 3 ? otherp[i] : longp,
+		                    i < 3 ? MV_OTHER_PROMPT : MV_LONG_PROMPT,
+		                    i < 3 ? MV_OTHER_GEN : MV_CONTEXT - MV_LONG_PROMPT,
+		                    i < 3 ? SCHED_INTERACTIVE : SCHED_AGENT,
+		                    {0.0f, 0, 1.0f, 0}};
+		struct eng_admission adm;
+
+		if (i < 3)
+			mv_prompt(otherp[i], MV_OTHER_PROMPT, 10 + i);
+		rc = eng_submit(e, &q, &adm, eb);
+		ids[i] = adm.id;
+	}
+	m->long_id = ids[3];
+	while (!rc) {
+		struct eng_stats before, after;
+		struct eng_status sa, sb;
+		uint32_t ran, tok, n;
+		struct mv_round *r;
+		double t;
+
+		rc = eng_tokens(e, ids[3], 0, 0, &tok, &n, &sa, eb);
+		if (!rc)
+			rc = eng_tokens(e, ids[0], 0, 0, &tok, &n, &sb, eb);
+		if (rc)
+			break;
+		if (!asked && sa.phase == SCHED_READY) {
+			struct eng_req q = {
+			    askp, MV_ASK_PROMPT, 1, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}};
+			struct eng_admission adm;
+
+			rc = eng_submit(e, &q, &adm, eb);
+			if (rc)
+				break;
+			ids[4] = adm.id;
+			asked = true;
+		}
+		/* the end: A back (a move), or B done (none) */
+		if ((window_out && m->moved_in) || sb.phase == SCHED_DONE)
+			break;
+		if (m->n == MV_MAX_ROUNDS) {
+			rc = ig_errf(eb, IG_E_INVAL, "no end after %u rounds", MV_MAX_ROUNDS);
+			break;
+		}
+		eng_stats(e, &before);
+		t = now();
+		rc = eng_round(e, &ran, eb);
+		t = now() - t;
+		if (rc)
+			break;
+		eng_stats(e, &after);
+		r = &m->r[m->n++];
+		r->t = t;
+		r->g = sb.generated;
+		r->decode = (uint32_t)(after.decode_tokens - before.decode_tokens);
+		r->prefill = (uint32_t)(after.prefill_tokens - before.prefill_tokens);
+		r->moving = before.moving_out ? 1 : before.moving_in ? 2 : 0;
+		if (r->moving == 1) {
+			m->out_rounds++;
+			m->out_tokens += r->decode;
+		} else if (r->moving == 2) {
+			m->in_rounds++;
+			m->in_tokens += r->decode;
+		}
+		if (!ran)
+			usleep(200); /* nothing to run: waiting for the daemon */
+	}
+	/* what is left is cancelled; a drop still in flight is let land */
+	for (uint32_t i = 0; i < 5 && e; i++)
+		if (ids[i])
+			(void)eng_cancel(e, ids[i], NULL);
+	for (int i = 0; !rc && i < 1000 && eng_busy(e); i++) {
+		uint32_t ran;
+
+		rc = eng_round(e, &ran, eb);
+		if (!ran)
+			usleep(200);
+	}
+	eng_destroy(e);
+out_close_clients:
+	kvc_close(kout);
+	kvc_close(kin);
+	if (have_pool)
+		kvpool_release(&kv);
+out_free_region:
+	if (have_region)
+		be.ops->free(&be, region, (uint64_t)pages * pb);
+out_close_be:
+	be.ops->close(&be);
+	return rc;
+}
+
+static int mv_cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The p-th quantile (0 < p <= 1) of v[0..n), nearest rank; sorts v. */
+static double mv_quantile(double *v, uint32_t n, double p)
+{
+	uint32_t k;
+
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), mv_cmp);
+	k = (uint32_t)(p * n + 0.999999);
+	return v[(k ? k : 1) - 1];
+}
+
+/* A round where B, C and D decoded and nothing else ran. */
+static bool mv_plain(const struct mv_round *r)
+{
+	return r->decode == MV_LANES && r->prefill == 0;
+}
+
+/* The rounds of the move runs `mv` (one per repetition) during the move,
+ * and the reference rounds of `base` where B decoded the same tokens. */
+static void mv_samples(struct mv_run *const *mv, struct mv_run *const *base, int reps, double *ms,
+                       uint32_t *n_ms, double *bs, uint32_t *n_bs)
+{
+	*n_ms = *n_bs = 0;
+	for (int rep = 0; rep < reps; rep++) {
+		bool at[MV_OTHER_GEN + 1] = {false};
+
+		for (uint32_t i = 0; i < mv[rep]->n; i++) {
+			const struct mv_round *r = &mv[rep]->r[i];
+
+			if (r->moving && mv_plain(r) && r->g <= MV_OTHER_GEN) {
+				ms[(*n_ms)++] = r->t;
+				at[r->g] = true;
+			}
+		}
+		for (uint32_t i = 0; i < base[rep]->n; i++) {
+			const struct mv_round *r = &base[rep]->r[i];
+
+			if (mv_plain(r) && r->g <= MV_OTHER_GEN && at[r->g])
+				bs[(*n_bs)++] = r->t;
+		}
+	}
+}
+
+/* "a" or "a-b": the range of a figure over the repetitions. */
+static void mv_range(char *buf, size_t n, const uint64_t *v, int reps)
+{
+	uint64_t lo = v[0], hi = v[0];
+
+	for (int i = 1; i < reps; i++) {
+		lo = v[i] < lo ? v[i] : lo;
+		hi = v[i] > hi ? v[i] : hi;
+	}
+	if (lo == hi)
+		snprintf(buf, n, "%" PRIu64, lo);
+	else
+		snprintf(buf, n, "%" PRIu64 "-%" PRIu64, lo, hi);
+}
+
+static int mv_check(const struct mv_run *m, bool moving, struct ig_errbuf *eb)
+{
+	if (!moving && m->evicted)
+		return ig_errf(eb, IG_E_INVAL, "the run with room for all moved something");
+	if (moving &&
+	    (m->evicted != 1 || m->victim != m->long_id || m->moved_out != 1 || m->moved_in != 1))
+		return ig_errf(eb, IG_E_INVAL,
+		               "the long sequence did not move out and back once (%u evicted, "
+		               "%u moved out, %u in)",
+		               m->evicted, m->moved_out, m->moved_in);
+	if (moving && m->r[m->n - 1].decode != MV_LANES)
+		return ig_errf(
+		    eb, IG_E_INVAL,
+		    "the other lanes stopped decoding before the long sequence was back");
+	return IG_E_OK;
+}
+
+/* The window sizes: the defaults (--reuse-move-out-window-bytes 12 MiB,
+ * -in 16 MiB) take a tiny image in one window; the smaller ones give the
+ * move several rounds, as the defaults do a real model's image (a 27B's
+ * whole context is gigabytes). A move in reads the record in the windows it
+ * was written in (engine.c), so the in size matters only with the defaults'
+ * pair as written. */
+static const struct {
+	uint64_t out, in;
+	const char *name;
+} mv_windows[] = {
+    {64u << 10, 64u << 10, "64 KiB"},
+    {256u << 10, 256u << 10, "256 KiB"},
+    {1u << 20, 1u << 20, "1 MiB"},
+    {12u << 20, 16u << 20, "12/16 MiB (defaults)"},
+};
+#define MV_NW (sizeof(mv_windows) / sizeof(mv_windows[0]))
+
+static int mv_preset(const char *preset, struct cpool *pool, const struct mvd *k, int reps,
+                     struct ig_errbuf *eb)
+{
+	struct mv_run **base = calloc((size_t)reps, sizeof(*base));
+	struct mv_run **mv = calloc((size_t)reps * MV_NW, sizeof(*mv));
+	double *ms = malloc((size_t)reps * MV_MAX_ROUNDS * sizeof(double));
+	double *bs = malloc((size_t)reps * MV_MAX_ROUNDS * sizeof(double));
+	unsigned char *a = NULL, *b = NULL;
+	struct mfile f;
+	struct mdl d;
+	char path[128];
+	int rc = IG_E_OK;
+
+	if (!base || !mv || !ms || !bs)
+		rc = ig_errf(eb, IG_E_NOMEM, "no memory for the runs' figures");
+	for (int i = 0; !rc && i < reps * (int)(MV_NW + 1); i++) {
+		struct mv_run **slot = i < reps ? &base[i] : &mv[i - reps];
+
+		*slot = malloc(sizeof(**slot));
+		if (!*slot)
+			rc = ig_errf(eb, IG_E_NOMEM, "no memory for the runs' figures");
+	}
+	if (rc)
+		goto out_free;
+	snprintf(path, sizeof(path), "/tmp/ignis-bench-%s-%d.gguf", preset, (int)getpid());
+	rc = mfile_write_synthetic(mdesc_find(preset), 1, MFILE_BF16, path, eb);
+	if (!rc)
+		rc = mfile_open(&f, path, eb);
+	unlink(path);
+	if (rc)
+		goto out_free;
+	rc = mdl_bind(&d, &f, eb);
+	if (rc)
+		goto out_close_file;
+
+	/* the reference first in even repetitions, last in odd ones */
+	for (int rep = 0; !rc && rep < reps; rep++) {
+		if (rep % 2 == 0)
+			rc = mv_run(&d, pool, k, 0, 0, base[rep], eb);
+		for (size_t w = 0; !rc && w < MV_NW; w++)
+			rc = mv_run(&d, pool, k, mv_windows[w].out, mv_windows[w].in,
+			            mv[rep * MV_NW + w], eb);
+		if (!rc && rep % 2 == 1)
+			rc = mv_run(&d, pool, k, 0, 0, base[rep], eb);
+		if (!rc)
+			rc = mv_check(base[rep], false, eb);
+		for (size_t w = 0; !rc && w < MV_NW; w++)
+			rc = mv_check(mv[rep * MV_NW + w], true, eb);
+	}
+	if (rc)
+		goto out_release;
+
+	{
+		const struct mdesc *m = d.m;
+		uint64_t image = mv[0]->image, pb = mdesc_page_bytes(m, MDESC_KV_BF16);
+		double mc;
+
+		a = aligned_alloc(ARENA_BLOCK,
+		                  (image + ARENA_BLOCK - 1) / ARENA_BLOCK * ARENA_BLOCK);
+		b = aligned_alloc(ARENA_BLOCK,
+		                  (image + ARENA_BLOCK - 1) / ARENA_BLOCK * ARENA_BLOCK);
+		if (!a || !b) {
+			rc = ig_errf(eb, IG_E_NOMEM, "no memory for memcpy's buffers");
+			goto out_release;
+		}
+		memset(a, 1, image);
+		memset(b, 2, image);
+		mc = bench_memcpy(b, a, image, 5 * reps);
+		printf("moves    %-10s image %.2f MiB (a %u-token prompt in a %u context: %u pages "
+		       "of %" PRIu64 " KiB and %" PRIu64 " KiB of state); %u lanes decoding; "
+		       "memcpy of the image %.2f GB/s\n",
+		       preset, (double)image / (1 << 20), MV_LONG_PROMPT, MV_CONTEXT,
+		       MV_CONTEXT / 64, pb >> 10, (uint64_t)m->state_image_bytes >> 10, MV_LANES,
+		       mc / 1e9);
+		for (size_t w = 0; w < MV_NW; w++) {
+			struct mv_run *runs[64];
+			uint64_t orounds[64], irounds[64], otok[64], itok[64];
+			char ro[32], ri[32], to[32], ti[32];
+			double bo = 0, bi = 0, p50, p99, b50, b99;
+			uint32_t n_ms, n_bs;
+
+			for (int rep = 0; rep < reps && rep < 64; rep++) {
+				struct mv_run *r = mv[rep * MV_NW + w];
+
+				runs[rep] = r;
+				orounds[rep] = r->out_rounds;
+				irounds[rep] = r->in_rounds;
+				otok[rep] = r->out_tokens;
+				itok[rep] = r->in_tokens;
+				kvb_keep(&bo, (double)r->image, (double)r->out_us * 1e-6);
+				kvb_keep(&bi, (double)r->image, (double)r->in_us * 1e-6);
+			}
+			mv_samples(runs, base, reps, ms, &n_ms, bs, &n_bs);
+			p50 = mv_quantile(ms, n_ms, 0.50);
+			p99 = mv_quantile(ms, n_ms, 0.99);
+			b50 = mv_quantile(bs, n_bs, 0.50);
+			b99 = mv_quantile(bs, n_bs, 0.99);
+			mv_range(ro, sizeof(ro), orounds, reps);
+			mv_range(ri, sizeof(ri), irounds, reps);
+			mv_range(to, sizeof(to), otok, reps);
+			mv_range(ti, sizeof(ti), itok, reps);
+			printf(
+			    "moves    %-10s window %s (%u): other lanes p50 %.2f ms (no move %.2f "
+			    "ms, %+.1f%%), p99 %.2f ms (no move %.2f ms, %+.1f%%), %u rounds; "
+			    "move out %.3f GB/s (ratio %.3f) in %s rounds, %s tokens meanwhile; "
+			    "in %.3f GB/s (ratio %.3f) in %s rounds, %s tokens\n",
+			    preset, mv_windows[w].name, runs[0]->out_windows, p50 * 1e3, b50 * 1e3,
+			    (p50 / b50 - 1) * 100, p99 * 1e3, b99 * 1e3, (p99 / b99 - 1) * 100,
+			    n_ms, bo / 1e9, bo / mc, ro, to, bi / 1e9, bi / mc, ri, ti);
+			fflush(stdout);
+		}
+	}
+out_release:
+	mdl_release(&d);
+out_close_file:
+	mfile_close(&f);
+out_free:
+	free(a);
+	free(b);
+	for (int i = 0; base && i < reps; i++)
+		free(base[i]);
+	for (int i = 0; mv && i < reps * (int)MV_NW; i++)
+		free(mv[i]);
+	free(base);
+	free(mv);
+	free(ms);
+	free(bs);
+	return rc;
+}
+
+static void bench_moves(int reps)
+{
+	static const char *const presets[] = {"tiny-dense", "tiny-moe"};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+	struct mvd k = {0};
+	struct cpool *pool = NULL;
+	struct ig_errbuf eb;
+	int rc;
+
+	if (reps > 64)
+		reps = 64;
+	rc = cpool_create(&pool, threads, &eb);
+	if (!rc)
+		rc = mvd_open(&k, &eb);
+	for (size_t p = 0; !rc && p < sizeof(presets) / sizeof(presets[0]); p++)
+		rc = mv_preset(presets[p], pool, &k, reps, &eb);
+	if (rc) {
+		fprintf(stderr, "ignis-bench: moves: %s\n", eb.msg);
+		mvd_dump_log(&k);
+	}
+	mvd_close(&k);
+	cpool_destroy(pool);
+	if (rc)
+		exit(1);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -784,6 +1448,8 @@ int main(int argc, char **argv)
 	    {"model", bench_model},
 	    /* needs room for 192 MiB in /dev/shm and about 0.8 GiB under $TMPDIR */
 	    {"kvstore", bench_kvstore},
+	    /* starts ignis-kvstored ($IGNIS_KVSTORED, else the build tree's) */
+	    {"moves", bench_moves},
 	};
 	int reps = 5, first = 1, any = 0;
 
@@ -799,7 +1465,7 @@ int main(int argc, char **argv)
 		if (k == sizeof(parts) / sizeof(parts[0])) {
 			fprintf(stderr,
 			        "ignis-bench: unknown part '%s'; accepted: --quick first, then any "
-			        "of seqimg, matmul, codec, model, kvstore\n",
+			        "of seqimg, matmul, codec, model, kvstore, moves\n",
 			        argv[i]);
 			return 2;
 		}

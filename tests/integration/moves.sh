@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Integration, issue 7: the three processes move a sequence when the pool is
+# full. Two agent requests fill a small KV pool and decode; an interactive
+# request arrives: the later agent moves to KV-RAM a window at a time while
+# the other keeps decoding (its client sees the state), the interactive one
+# runs, the agent comes back and finishes. Every request's tokens equal those
+# of the same scenario on a pool big enough that nothing moves; greedy and
+# seeded. Then the same with the kvstore daemon killed (-9) in the middle of
+# the move, and with KV-disk off and a KV-RAM too small for two victims (the
+# given-up one is prefilled again): still the same tokens.
+#   moves.sh BUILD_DIR
+set -uo pipefail
+build=${1:?usage: moves.sh BUILD_DIR}
+sup=$build/supervisor/ignis-supervisor
+cli=$build/client/ignis-client
+work=$(mktemp -d /tmp/ignis-moves-XXXXXX)
+rt=$work/rt
+events=$work/events.jsonl
+. "$(dirname "$0")/lib.sh"
+# A vocabulary of 300 (no byte tokenizer, so no end-of-sequence token): every
+# request runs to its max_tokens, and prompts go as token ids.
+model=$work/tiny-dense-300.gguf
+"$build/tools/ignis-mkmodel" --preset tiny-dense --set vocab=300 -o "$model" --seed 3 2>/dev/null ||
+	fail "mkmodel"
+ids() { seq -s, "$1" "$2"; } # ids FIRST LAST
+# 16 KiB windows out, 32 KiB in: a move takes many rounds
+base=(--model "$model" --model-max-context 1024 --model-kv-format bf16 --reuse-retained-host 0
+	--reuse-move-out-window-bytes 16K --reuse-move-in-window-bytes 32K)
+
+start() { # pool tokens, extra flags...
+	local pool=$1
+	shift
+	rm -rf "$rt"
+	: >"$events"
+	"$sup" start --runtime-dir "$rt" "${base[@]}" --vram-kv-pool-bytes "$pool" "$@" \
+		>"$events" 2>&1 &
+	sup_pid=$!
+	wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start"
+}
+stop() {
+	"$sup" stop --runtime-dir "$rt" >/dev/null 2>&1
+	wait "$sup_pid" 2>/dev/null
+	sup_pid=
+}
+gen() { # name, then ignis-client generate arguments
+	local name=$1
+	shift
+	"$cli" --runtime-dir "$rt" generate --json "$@" >"$work/$name.jsonl" 2>"$work/$name.err"
+}
+ids_of() { jq -c 'select(.event == "tokens") | .ids[]' "$work/$1.jsonl" | tr '\n' ' '; }
+tokens_seen() { [[ $(jq -s 'map(select(.event == "tokens") | .ids | length) | add // 0' "$work/$1.jsonl") -ge $2 ]]; }
+
+# Two agents of 15 pages each (39-token prompts + 900 tokens: the pool of
+# 30 pages is full), then, once both decode, an interactive request of 1
+# page (the `big` one: 15 pages, after a first one).
+scenario() { # tag [big]
+	local tag=$1 big=${2:-}
+	gen "$tag.a1" --class agent --ids "$(ids 1 39)" \
+		--max-tokens 900 --temperature 0.8 --seed 11 &
+	local p1=$!
+	gen "$tag.a2" --class agent --ids "$(ids 40 78)" \
+		--max-tokens 900 &
+	local p2=$!
+	wait_for 20 tokens_seen "$tag.a1" 4 || fail "$tag: agent 1 does not decode"
+	wait_for 20 tokens_seen "$tag.a2" 4 || fail "$tag: agent 2 does not decode"
+	if [[ -n $big ]]; then
+		gen "$tag.i" --ids "$(ids 100 107)" --max-tokens 40 --temperature 0.7 --seed 5 &
+		local p3=$!
+		sleep 0.2
+		gen "$tag.j" --ids "$(ids 120 144)" --max-tokens 900 ||
+			fail "$tag: the big interactive request failed: $(cat "$work/$tag.j.err")"
+		wait "$p3" || fail "$tag: the interactive request failed: $(cat "$work/$tag.i.err")"
+	else
+		gen "$tag.i" --ids "$(ids 100 107)" --max-tokens 40 --temperature 0.7 --seed 5 ||
+			fail "$tag: the interactive request failed: $(cat "$work/$tag.i.err")"
+	fi
+	wait "$p1" || fail "$tag: agent 1 failed: $(cat "$work/$tag.a1.err")"
+	wait "$p2" || fail "$tag: agent 2 failed: $(cat "$work/$tag.a2.err")"
+}
+same_as_ref() { # tag reference-tag requests...
+	local tag=$1 ref=$2
+	shift 2
+	for r in "$@"; do
+		[[ -n $(ids_of "$ref.$r") ]] || fail "$ref: request $r made no tokens"
+		[[ $(ids_of "$tag.$r") == $(ids_of "$ref.$r") ]] ||
+			fail "$tag: request $r's tokens differ from the run where nothing moves"
+	done
+}
+
+step "reference: a pool where nothing moves"
+start 8192tok
+scenario ref
+scenario refbig big
+[[ $(count ignis.request.evicted) == 0 ]] || fail "something moved on the big pool"
+stop
+
+step "a full pool: the later agent moves out a window at a time, comes back, the same tokens"
+start 1920tok # 30 pages
+scenario full
+same_as_ref full ref a1 a2 i
+ev=$(grep '"event":"ignis.request.evicted"' "$events" | head -1)
+[[ -n $ev ]] || fail "no eviction: $(grep -E 'submitted|admitted|done' "$events" | cut -c1-180)"
+[[ $(jq -r .class <<<"$ev") == agent ]] || fail "evicted: $ev"
+out=$(grep '"event":"ignis.kv.move"' "$events" | jq -c 'select(.direction == "out")' | head -1)
+in=$(grep '"event":"ignis.kv.move"' "$events" | jq -c 'select(.direction == "in")' | head -1)
+[[ -n $out && -n $in ]] || fail "no move out and back: $(grep ignis.kv.move "$events")"
+(($(jq -r .windows <<<"$out") > 2)) || fail "one window: $out"
+(($(jq -r .bytes <<<"$out") > 16384)) || fail "bytes: $out"
+[[ $(count ignis.request.restored) == 1 ]] || fail "not restored"
+victim=$(jq -r .id <<<"$ev")
+# the moved agent's client saw its request moved and resumed
+moved_states=$(cat "$work/full.a1.jsonl" "$work/full.a2.jsonl" | jq -r 'select(.event == "state") | .state' | tr '\n' ' ')
+grep -q "moving_out\|moved" <<<"$moved_states" || fail "no client saw the move: $moved_states"
+# the other agent kept decoding while the victim moved (the worker's rounds ran)
+grep -q '"ignis.request.lost"' "$events" && fail "a sequence was lost"
+stop
+
+step "kill -9 of the kvstore daemon in the middle of the move: nothing lost, the same tokens"
+start 1920tok
+( # kill it as soon as the eviction starts
+	for _ in $(seq 400); do
+		if grep -q '"event":"ignis.request.evicted"' "$events"; then
+			pkill -9 -f -- "ignis-kvstored --runtime-dir $rt" && exit 0
+		fi
+		sleep 0.01
+	done
+) &
+killer=$!
+scenario kill
+wait "$killer" || fail "the kvstore daemon was not killed mid-move"
+same_as_ref kill ref a1 a2 i
+[[ $(grep -c '"event":"ignis.supervisor.restarted"\|"event":"ignis.supervisor.child_restarted"\|"event":"ignis.kvstore.tiers"' "$events") -ge 2 ]] ||
+	fail "the kvstore daemon did not come back"
+stop
+
+step "KV-disk off, KV-RAM for one image: a victim given up is prefilled again, the same tokens"
+start 1920tok --reuse-kv-disk-bytes 0 --reuse-kv-ram-bytes 320K
+scenario giveup big
+same_as_ref giveup refbig a1 a2 i j
+[[ $(count ignis.request.evicted) -ge 2 ]] || fail "two victims expected: $(grep evicted "$events")"
+grep -q '"event":"ignis.request.lost"' "$events" || fail "nothing was given up"
+stop
+echo "moves: every request's tokens equal the run where nothing moves"
