@@ -13,6 +13,9 @@
 
 const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS] = ENG_TTFT_BOUNDS_US;
 
+/* Rounds a victim whose move the tier refused stays off the victim list. */
+#define ENG_STAY_ROUNDS 256u
+
 struct eng_seq {
 	bool used;
 	struct sched_seq sch; /* the planner's view; sch.id is the request id */
@@ -33,6 +36,7 @@ struct eng_seq {
 	enum sched_phase resume; /* where a moved sequence goes on */
 	bool in_tier;            /* the kvstore may hold a record of it */
 	uint64_t for_id;         /* the need it was moved for */
+	uint64_t stay_until;     /* not a victim before this round (a move refused) */
 };
 
 /* One direction of moves: one sequence at a time, one window in flight. */
@@ -366,6 +370,7 @@ static uint32_t eng__snapshot(struct eng *e)
 		if (!e->seqs[i].used || e->seqs[i].sch.phase == SCHED_DONE)
 			continue;
 		e->snap[n] = e->seqs[i].sch;
+		e->snap[n].stay = e->seqs[i].stay_until > e->st.rounds;
 		e->snap_slot[n++] = i;
 	}
 	return n;
@@ -548,10 +553,27 @@ static void eng__out_turn(struct eng *e)
 			/* cancelled meanwhile: forget what the tier got */
 			eng__queue_drop(e, x->key);
 			x->step = XS_IDLE;
+		} else if (rc == IG_E_NOSPACE) {
+			/* the tier has no room for it now (KV-RAM full and nothing it
+			 * may give up, or an image larger than KV-RAM): it stays and runs
+			 * on; not a victim again for a while, so the need looks
+			 * elsewhere or waits */
+			e->st.move_retries++;
+			s->sch.phase = s->resume;
+			s->in_tier = false;
+			s->stay_until = e->st.rounds + ENG_STAY_ROUNDS;
+			x->step = XS_IDLE;
+			eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVE_REFUSED,
+			                                  .id = s->sch.id,
+			                                  .for_id = s->for_id,
+			                                  .cls = (int)s->sch.cls,
+			                                  .pages = s->sch.pages,
+			                                  .bytes = x->image_bytes,
+			                                  .why = eb.msg});
 		} else if (rc) {
-			/* refused (tier full), timed out, or the daemon lost the
-			 * reservation in a restart: the victim keeps its pages; ask
-			 * again a few rounds later, from the start */
+			/* timed out, or the daemon lost the reservation in a restart:
+			 * the victim keeps its pages; ask again a few rounds later,
+			 * from the start */
 			e->st.move_retries++;
 			x->backoff = rc == IG_E_NOSPACE ? 8 : 2;
 			x->step = XS_IDLE;

@@ -57,6 +57,7 @@ enum eng_event_kind {
 	ENG_EV_MOVED,        /* a move ended: out (dir_out) or in, `bytes` in `windows` */
 	ENG_EV_RESTORED,     /* back on the device, resuming */
 	ENG_EV_LOST,         /* its tier record is gone: prefilled again from the start */
+	ENG_EV_MOVE_REFUSED, /* the tier had no room for it: it stays, and runs on */
 };
 
 struct eng_event {

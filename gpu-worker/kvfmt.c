@@ -43,11 +43,12 @@ static void kvfmt__encode_group(const float *x, unsigned char *out)
 	}
 	for (unsigned k = 0; k <= sizeof(mult) / sizeof(mult[0]); k++) {
 		float want = k < sizeof(mult) / sizeof(mult[0])
-				     ? mult[k] * (float)sqrt(ss / KVFMT_GROUP)
-				     : amax / 1.5f;
+		                 ? mult[k] * (float)sqrt(ss / KVFMT_GROUP)
+		                 : amax / 1.5f;
 		/* the stored (fp16) scale is the one decoding uses: code against it */
 		uint16_t h = gguf_f32_to_f16(want);
-		float scale = gguf_f16_to_f32(h), inv = scale > 0.0f ? 1.0f / scale : 0.0f, err = 0.0f;
+		float scale = gguf_f16_to_f32(h), inv = scale > 0.0f ? 1.0f / scale : 0.0f,
+		      err = 0.0f;
 
 		for (unsigned i = 0; i < KVFMT_GROUP; i++) {
 			float d = ((float)kvfmt__code(x[i], inv) - 1.5f) * scale - x[i];

@@ -106,11 +106,13 @@ static void worker_on_event(void *ctx, const struct eng_event *ev)
 	                                    [ENG_EV_EVICTED] = "ignis.request.evicted",
 	                                    [ENG_EV_MOVED] = "ignis.kv.move",
 	                                    [ENG_EV_RESTORED] = "ignis.request.restored",
-	                                    [ENG_EV_LOST] = "ignis.request.lost"};
+	                                    [ENG_EV_LOST] = "ignis.request.lost",
+	                                    [ENG_EV_MOVE_REFUSED] = "ignis.kv.move_refused"};
 	struct ev e;
 
 	(void)ctx;
-	ev_begin(&e, ev->kind == ENG_EV_LOST ? EV_WARN : EV_INFO, names[ev->kind]);
+	ev_begin(&e, ev->kind == ENG_EV_LOST || ev->kind == ENG_EV_MOVE_REFUSED ? EV_WARN : EV_INFO,
+	         names[ev->kind]);
 	ev_u64(&e, "id", ev->id);
 	ev_str(&e, "class", sched_class_name((enum sched_class)ev->cls));
 	switch (ev->kind) {
@@ -128,6 +130,11 @@ static void worker_on_event(void *ctx, const struct eng_event *ev)
 			ev_u64(&e, "for", ev->for_id);
 		break;
 	case ENG_EV_LOST:
+		ev_str(&e, "detail", ev->why ? ev->why : "");
+		break;
+	case ENG_EV_MOVE_REFUSED:
+		ev_u64(&e, "for", ev->for_id);
+		ev_u64(&e, "bytes", ev->bytes);
 		ev_str(&e, "detail", ev->why ? ev->why : "");
 		break;
 	default:

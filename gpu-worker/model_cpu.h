@@ -47,8 +47,8 @@ int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb);
  * *at (the worker takes it from the plan's weights line). The routed experts
  * are not placed: they stay in host memory, as the plan keeps them. */
 struct mdl_placer {
-	int (*place)(void *ctx, const char *name, const void *src, uint64_t bytes,
-	             const void **at, struct ig_errbuf *eb);
+	int (*place)(void *ctx, const char *name, const void *src, uint64_t bytes, const void **at,
+	             struct ig_errbuf *eb);
 	void *ctx;
 };
 

@@ -57,7 +57,7 @@ uint32_t sched_victims(const struct sched_seq *seqs, uint32_t n, uint32_t req, u
 		const struct sched_seq *s = &seqs[i];
 		uint32_t j = k;
 
-		if (i == req || !sched__holds_pages(s) || s->pages == 0 ||
+		if (i == req || !sched__holds_pages(s) || s->pages == 0 || s->stay ||
 		    !sched_outranks(&seqs[req], s))
 			continue;
 		while (j > 0 && sched__victim_before(s, &seqs[out[j - 1]])) {

@@ -70,6 +70,7 @@ struct sched_seq {
 	uint32_t pages;   /* its whole reservation */
 	uint32_t prefilled;
 	enum sched_phase phase;
+	bool stay; /* not to be moved now (its last move was refused: the tier is full) */
 };
 
 struct sched_cfg {

@@ -44,7 +44,7 @@ struct row {
 /* id, class, arrival, prompt, pages, prefilled, phase */
 #define S(cls, arr, prompt, pages, done, ph)                                                       \
 	{                                                                                          \
-		(arr), (cls), (arr), (prompt), (pages), (done), (ph)                               \
+		(arr), (cls), (arr), (prompt), (pages), (done), (ph), false                        \
 	}
 #define NONE                                                                                       \
 	{                                                                                          \
@@ -481,6 +481,16 @@ static const struct mrow mrows[] = {
      NONE,
      -1,
      0},
+    {"a victim whose move the tier refused stays: the next one is taken",
+     0,
+     3,
+     {S(A, 1, 10, 2, 10, D), {2, A, 2, 10, 2, 10, D, true}, S(I, 3, 10, 2, 0, W)},
+     NONE,
+     NONE,
+     {0, -1},
+     {0, 1, -1},
+     2,
+     2},
     {"moving sequences sit out of rounds and hold no lane",
      0,
      3,
