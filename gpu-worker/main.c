@@ -475,6 +475,15 @@ static void worker_stats(const struct worker *w, struct msg_worker_stats_reply *
 	for (uint32_t i = 0; i < ENG_TTFT_NBUCKETS; i++)
 		r->ttft.v[i].count = st.ttft[i];
 	r->ttft_sum_us = st.ttft_sum_us;
+	r->moving_out = st.moving_out;
+	r->moved = st.moved;
+	r->moving_in = st.moving_in;
+	r->moves_out = st.moves_out;
+	r->moves_in = st.moves_in;
+	r->move_out_bytes = st.move_out_bytes;
+	r->move_in_bytes = st.move_in_bytes;
+	r->reprefills = st.lost;
+	r->move_retries = st.move_retries;
 }
 
 /* Up to MSG_POLL_MANY_MAX requests' tokens in one answer (the front door's

@@ -373,7 +373,16 @@ struct msg_str {
 	F(R, U64, prefill_tokens, 0, UINT64_MAX, _)                                                \
 	F(R, U64, rounds, 0, UINT64_MAX, _)                                                        \
 	F(R, ARR, ttft, 0, 32, ttft_bucket)                                                        \
-	F(R, U64, ttft_sum_us, 0, UINT64_MAX, _)
+	F(R, U64, ttft_sum_us, 0, UINT64_MAX, _)                                                   \
+	F(R, U64, moving_out, 0, UINT32_MAX, _) /* live requests mid-move, in a tier */            \
+	F(R, U64, moved, 0, UINT32_MAX, _)                                                         \
+	F(R, U64, moving_in, 0, UINT32_MAX, _)                                                     \
+	F(R, U64, moves_out, 0, UINT64_MAX, _) /* moves landed, each way */                        \
+	F(R, U64, moves_in, 0, UINT64_MAX, _)                                                      \
+	F(R, U64, move_out_bytes, 0, UINT64_MAX, _)                                                \
+	F(R, U64, move_in_bytes, 0, UINT64_MAX, _)                                                 \
+	F(R, U64, reprefills, 0, UINT64_MAX, _) /* records a tier lost: prefilled again */         \
+	F(R, U64, move_retries, 0, UINT64_MAX, _)
 
 #define MSG_FIELDS_kv_stats_reply(F, R)                                                            \
 	F(R, STR, arena_name, 0, 96, _) /* "" until configured */                                  \

@@ -167,6 +167,26 @@ static void met__family(struct met__out *o, enum met_id id)
 		met__lab(o, id, "state", "prefill", w->prefill);
 		met__lab(o, id, "state", "ready", w->ready);
 		met__lab(o, id, "state", "decode", w->decode);
+		met__lab(o, id, "state", "moving_out", w->moving_out);
+		met__lab(o, id, "state", "moved", w->moved);
+		met__lab(o, id, "state", "moving_in", w->moving_in);
+		break;
+	case MET_KV_EVICTIONS:
+		met__u64(o, id, "", w->moves_out);
+		break;
+	case MET_KV_MOVES:
+		met__lab(o, id, "direction", "out", w->moves_out);
+		met__lab(o, id, "direction", "in", w->moves_in);
+		break;
+	case MET_KV_MOVE_BYTES:
+		met__lab(o, id, "direction", "out", w->move_out_bytes);
+		met__lab(o, id, "direction", "in", w->move_in_bytes);
+		break;
+	case MET_KV_REPREFILLS:
+		met__u64(o, id, "", w->reprefills);
+		break;
+	case MET_KV_MOVE_RETRIES:
+		met__u64(o, id, "", w->move_retries);
 		break;
 	case MET_REQ_ACCEPTED:
 		met__u64(o, id, "", w->accepted);

@@ -51,7 +51,17 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	  "KV pool pages the waiting requests will reserve at their admission.")                   \
 	X(SCHED_REQUESTS, ignis_scheduler_requests, GAUGE, "state", WORKER,                        \
 	  "Live requests by state: waiting (no pages yet), prefill, ready (prompt done, no "       \
-	  "lane), decode (on a lane).")                                                            \
+	  "lane), decode (on a lane), moving_out, moved (in a tier), moving_in.")                  \
+	X(KV_EVICTIONS, ignis_kv_cache_evictions_total, COUNTER, "", WORKER,                       \
+	  "Sequences moved off the device to make room (moves out that landed).")                  \
+	X(KV_MOVES, ignis_kv_moves_total, COUNTER, "direction", WORKER,                            \
+	  "Moves between the device and KV-RAM that landed, by direction (out, in).")              \
+	X(KV_MOVE_BYTES, ignis_kv_move_bytes_total, COUNTER, "direction", WORKER,                  \
+	  "Sequence-image bytes moved, by direction.")                                             \
+	X(KV_REPREFILLS, ignis_kv_reprefills_total, COUNTER, "", WORKER,                           \
+	  "Moved sequences whose record a tier gave up or lost: prefilled again from the start.")  \
+	X(KV_MOVE_RETRIES, ignis_kv_move_retries_total, COUNTER, "", WORKER,                       \
+	  "Moves the tier refused (no room) or that started again (the kvstore daemon away).")     \
 	X(REQ_ACCEPTED, ignis_requests_accepted_total, COUNTER, "", WORKER,                        \
 	  "Requests accepted by the gpu-worker.")                                                  \
 	X(REQ_COMPLETED, ignis_requests_completed_total, COUNTER, "reason", WORKER,                \

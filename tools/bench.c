@@ -1005,6 +1005,12 @@ struct mv_round {
 	uint8_t moving; /* A was moving at its start: 1 out, 2 in; 0 not */
 };
 
+/* A round where B, C and D decoded and nothing else ran. */
+static bool mv_plain(const struct mv_round *r)
+{
+	return r->decode == MV_LANES && r->prefill == 0;
+}
+
 /* One run's figures; per cycle c (one move out and back) where it moves. */
 struct mv_run {
 	struct mv_round r[MV_MAX_ROUNDS];
@@ -1014,6 +1020,10 @@ struct mv_run {
 	uint64_t out_us[MV_MAX_CYCLES], in_us[MV_MAX_CYCLES];
 	uint64_t out_rounds[MV_MAX_CYCLES], in_rounds[MV_MAX_CYCLES];
 	uint64_t out_tokens[MV_MAX_CYCLES], in_tokens[MV_MAX_CYCLES]; /* the others' decode */
+	/* the engine's own time over a move: its plain rounds' seconds, and how
+	 * many rounds ran something more (the landing round prefills I) */
+	double out_s[MV_MAX_CYCLES], in_s[MV_MAX_CYCLES];
+	uint32_t out_other[MV_MAX_CYCLES], in_other[MV_MAX_CYCLES];
 	uint32_t windows;
 	uint32_t evicted, moved_out, moved_in, lost;
 	uint64_t long_id;
@@ -1223,9 +1233,17 @@ static int mv_side_round(struct mv_side *s, bool ask, struct ig_errbuf *eb)
 	if (r->moving == 1 && c_out < MV_MAX_CYCLES) {
 		m->out_rounds[c_out]++;
 		m->out_tokens[c_out] += r->decode;
+		if (mv_plain(r))
+			m->out_s[c_out] += t;
+		else
+			m->out_other[c_out]++;
 	} else if (r->moving == 2 && c_in < MV_MAX_CYCLES) {
 		m->in_rounds[c_in]++;
 		m->in_tokens[c_in] += r->decode;
+		if (mv_plain(r))
+			m->in_s[c_in] += t;
+		else
+			m->in_other[c_in]++;
 	}
 	if (!ran)
 		usleep(200); /* nothing to run: waiting for the daemon */
@@ -1336,15 +1354,9 @@ static double mv_quantile(double *v, uint32_t n, double p)
 	return v[(k ? k : 1) - 1];
 }
 
-/* A round where B, C and D decoded and nothing else ran. */
-static bool mv_plain(const struct mv_round *r)
-{
-	return r->decode == MV_LANES && r->prefill == 0;
-}
-
 /* The plain rounds of move run `mv` during its moves (ms), and those of
  * `base` where B decoded the same tokens (bs). */
-static void mv_samples(const struct mv_run *mv, const struct mv_run *base, double *ms,
+static void mv_samples(const struct mv_run *mv, const struct mv_run *base, int dir, double *ms,
                        uint32_t *n_ms, double *bs, uint32_t *n_bs)
 {
 	static bool at[MV_OTHER_GEN + 1];
@@ -1354,7 +1366,7 @@ static void mv_samples(const struct mv_run *mv, const struct mv_run *base, doubl
 	for (uint32_t i = 0; i < mv->n; i++) {
 		const struct mv_round *r = &mv->r[i];
 
-		if (r->moving && mv_plain(r)) {
+		if (r->moving && (!dir || r->moving == dir) && mv_plain(r)) {
 			ms[(*n_ms)++] = r->t;
 			at[r->g] = true;
 		}
@@ -1406,15 +1418,42 @@ static void mv_report(const char *preset, size_t w, const struct mv_run *mv,
 	double bo = 0, bi = 0, p50, p99, b50, b99;
 	char ro[32], ri[32], to[32], ti[32];
 
-	for (uint32_t i = 0; i < c; i++) {
-		kvb_keep(&bo, (double)mv->image, (double)mv->out_us[i] * 1e-6);
-		kvb_keep(&bi, (double)mv->image, (double)mv->in_us[i] * 1e-6);
-	}
-	mv_samples(mv, base, ms, &n_ms, bs, &n_bs);
+	mv_samples(mv, base, 0, ms, &n_ms, bs, &n_bs);
 	p50 = mv_quantile(ms, n_ms, 0.50);
 	p99 = mv_quantile(ms, n_ms, 0.99);
 	b50 = mv_quantile(bs, n_bs, 0.50);
 	b99 = mv_quantile(bs, n_bs, 0.99);
+	/* a round that ran more than the move and the decode (the landing
+	 * round prefills I) counts as a median one */
+	for (uint32_t i = 0; i < c; i++) {
+		kvb_keep(&bo, (double)mv->image, mv->out_s[i] + mv->out_other[i] * p50);
+		kvb_keep(&bi, (double)mv->image, mv->in_s[i] + mv->in_other[i] * p50);
+	}
+	if (getenv("MVDBG")) {
+		for (int dir = 1; dir <= 2; dir++) {
+			uint32_t a1, b1;
+			mv_samples(mv, base, dir, ms, &a1, bs, &b1);
+			fprintf(stderr, "DBG %s dir %d: p50 %.2f / %.2f (%u/%u)\n",
+			        mv_windows[w].name, dir, mv_quantile(ms, a1, 0.5) * 1e3,
+			        mv_quantile(bs, b1, 0.5) * 1e3, a1, b1);
+		}
+		{
+			uint32_t nr = 0;
+			for (uint32_t i = 0; i < mv->n; i++) {
+				const struct mv_round *r = &mv->r[i];
+				if (!r->moving || !mv_plain(r))
+					continue;
+				for (uint32_t j = 0; j < base->n; j++)
+					if (base->r[j].g == r->g && mv_plain(&base->r[j])) {
+						ms[nr++] = r->t / base->r[j].t;
+						break;
+					}
+			}
+			fprintf(stderr, "DBG %s paired median ratio %.3f p90 %.3f (%u)\n",
+			        mv_windows[w].name, mv_quantile(ms, nr, 0.5),
+			        mv_quantile(ms, nr, 0.9), nr);
+		}
+	}
 	mv_range(ro, sizeof(ro), mv->out_rounds, c);
 	mv_range(ri, sizeof(ri), mv->in_rounds, c);
 	mv_range(to, sizeof(to), mv->out_tokens, c);

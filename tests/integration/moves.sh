@@ -114,6 +114,17 @@ moved_states=$(cat "$work/full.a1.jsonl" "$work/full.a2.jsonl" | jq -r 'select(.
 grep -q "moving_out\|moved" <<<"$moved_states" || fail "no client saw the move: $moved_states"
 # the other agent kept decoding while the victim moved (the worker's rounds ran)
 grep -q '"ignis.request.lost"' "$events" && fail "a sequence was lost"
+# the metrics page counts the moves (figures gathered once a second)
+metric() { curl -s --max-time 2 "http://$IGNIS_SERVER_METRICS_BIND/metrics" | awk -v k="$1" '$1 == k { print $2 }'; }
+wait_for 5 test "$(metric 'ignis_kv_moves_total{direction="in"}')" = 1 ||
+	fail "moves on the metrics page: $(curl -s "http://$IGNIS_SERVER_METRICS_BIND/metrics" | grep kv_mov)"
+[[ $(metric 'ignis_kv_moves_total{direction="out"}') == 1 && $(metric ignis_kv_cache_evictions_total) == 1 ]] ||
+	fail "evictions on the metrics page"
+(($(metric 'ignis_kv_move_bytes_total{direction="out"}') > 4096)) || fail "move bytes on the metrics page"
+if command -v promtool >/dev/null; then
+	curl -s "http://$IGNIS_SERVER_METRICS_BIND/metrics" | promtool check metrics ||
+		fail "promtool: the page with moves"
+fi
 stop
 
 step "kill -9 of the kvstore daemon in the middle of the move: nothing lost, the same tokens"
