@@ -789,24 +789,24 @@ static void bench_kvstore(int reps)
 /* ---- moves: the other lanes' rounds while a long sequence moves ----------- */
 
 /*
- * One run: three interactive requests (B, C, D: MV_OTHER_PROMPT prompt tokens,
- * up to MV_OTHER_GEN generated, greedy) hold the MV_LANES lanes and decode;
- * an agent request (A: MV_LONG_PROMPT tokens, capped at the context, so its
- * reservation is the whole context: 32 pages) prefills and then waits for a
- * lane, holding its pages. Once it has prefilled, an interactive request (I:
- * MV_ASK_PROMPT tokens, one generated) arrives on a pool sized so that it
- * lacks exactly one page: the planner moves A out (the only sequence ranked
- * below I) a window a round, I runs (its prefill gives its one token), and A
- * comes back in as soon as its 32 pages are free again; B, C and D decode
- * all along. When A is back the next I comes: `cycles` moves out and back
- * in one run, A prefilled once. The run ends when A is back from the last.
+ * An engine's run: three interactive requests (B, C, D: MV_OTHER_PROMPT
+ * prompt tokens, up to MV_OTHER_GEN generated, greedy) hold the MV_LANES
+ * lanes and decode; an agent request (A: MV_LONG_PROMPT tokens, capped at the
+ * context, so its reservation is the whole context: 32 pages) prefills and
+ * then waits for a lane, holding its pages. Once it has prefilled, an
+ * interactive request (I: MV_ASK_PROMPT tokens, one generated) arrives on a
+ * pool sized so that it lacks exactly one page: the planner moves A out (the
+ * only sequence ranked below I) a window a round, I runs (its prefill gives
+ * its one token) and is done, and A comes back in as soon as its 32 pages
+ * are free again; B, C and D decode all along. When A is back the next I
+ * comes: `cycles` moves out and back in one run, A prefilled once.
  *
- * The same requests on a pool with room for all ("no move", the kvstore
- * clients still configured), run after the moves, give the reference rounds.
- * A round is compared when it ran exactly the three decode tokens of B, C
- * and D and nothing else (so the rounds where an I prefills are left out of
- * both), and it is matched to the reference rounds where B decoded the same
- * token: the same work but for the move's.
+ * One such engine per window size, and a reference with the same requests
+ * on a pool with room for all (its kvstore clients configured all the same:
+ * nothing moves), run in lockstep (mv_group). A round is compared when it
+ * ran exactly the three decode tokens of B, C and D and nothing else (the
+ * rounds where an I prefills are left out), against the reference's round
+ * where B decoded the same token: the same work but for the move's.
  *
  * The kvstore daemon is the real one (mvd_open), in a private runtime
  * directory with a KV-RAM arena of MV_ARENA bytes in /dev/shm named after our
@@ -1354,28 +1354,33 @@ static double mv_quantile(double *v, uint32_t n, double p)
 	return v[(k ? k : 1) - 1];
 }
 
-/* The plain rounds of move run `mv` during its moves (ms), and those of
- * `base` where B decoded the same tokens (bs). */
-static void mv_samples(const struct mv_run *mv, const struct mv_run *base, int dir, double *ms,
-                       uint32_t *n_ms, double *bs, uint32_t *n_bs)
+/*
+ * The plain rounds of moving engine `mv` during its moves (ms), the
+ * reference's plain rounds where B decoded the same token (bs), and each
+ * pair's ratio (pr: moving over reference). B decodes one token a round, so
+ * a token names one round of each.
+ */
+static void mv_samples(const struct mv_run *mv, const struct mv_run *base, double *ms, double *bs,
+                       double *pr, uint32_t *n_ms, uint32_t *n_bs)
 {
-	static bool at[MV_OTHER_GEN + 1];
+	static double at[MV_OTHER_GEN + 1];
 
-	memset(at, 0, sizeof(at));
+	for (uint32_t g = 0; g <= MV_OTHER_GEN; g++)
+		at[g] = 0;
+	for (uint32_t i = 0; i < base->n; i++)
+		if (mv_plain(&base->r[i]))
+			at[base->r[i].g] = base->r[i].t;
 	*n_ms = *n_bs = 0;
 	for (uint32_t i = 0; i < mv->n; i++) {
 		const struct mv_round *r = &mv->r[i];
 
-		if (r->moving && (!dir || r->moving == dir) && mv_plain(r)) {
-			ms[(*n_ms)++] = r->t;
-			at[r->g] = true;
+		if (!r->moving || !mv_plain(r))
+			continue;
+		ms[(*n_ms)++] = r->t;
+		if (at[r->g] > 0) {
+			pr[*n_bs] = r->t / at[r->g];
+			bs[(*n_bs)++] = at[r->g];
 		}
-	}
-	for (uint32_t i = 0; i < base->n; i++) {
-		const struct mv_round *r = &base->r[i];
-
-		if (mv_plain(r) && at[r->g])
-			bs[(*n_bs)++] = r->t;
 	}
 }
 
@@ -1415,55 +1420,32 @@ static void mv_report(const char *preset, size_t w, const struct mv_run *mv,
                       const struct mv_run *base, double mc, double *ms, double *bs)
 {
 	uint32_t c = mv->moved_in < MV_MAX_CYCLES ? mv->moved_in : MV_MAX_CYCLES, n_ms, n_bs;
-	double bo = 0, bi = 0, p50, p99, b50, b99;
+	double bo = 0, bi = 0, p50, p99, b50, b99, r50;
+	double *pr = bs + MV_MAX_ROUNDS;
 	char ro[32], ri[32], to[32], ti[32];
 
-	mv_samples(mv, base, 0, ms, &n_ms, bs, &n_bs);
+	mv_samples(mv, base, ms, bs, pr, &n_ms, &n_bs);
 	p50 = mv_quantile(ms, n_ms, 0.50);
 	p99 = mv_quantile(ms, n_ms, 0.99);
 	b50 = mv_quantile(bs, n_bs, 0.50);
 	b99 = mv_quantile(bs, n_bs, 0.99);
+	r50 = n_bs ? mv_quantile(pr, n_bs, 0.50) : 1;
 	/* a round that ran more than the move and the decode (the landing
 	 * round prefills I) counts as a median one */
 	for (uint32_t i = 0; i < c; i++) {
 		kvb_keep(&bo, (double)mv->image, mv->out_s[i] + mv->out_other[i] * p50);
 		kvb_keep(&bi, (double)mv->image, mv->in_s[i] + mv->in_other[i] * p50);
 	}
-	if (getenv("MVDBG")) {
-		for (int dir = 1; dir <= 2; dir++) {
-			uint32_t a1, b1;
-			mv_samples(mv, base, dir, ms, &a1, bs, &b1);
-			fprintf(stderr, "DBG %s dir %d: p50 %.2f / %.2f (%u/%u)\n",
-			        mv_windows[w].name, dir, mv_quantile(ms, a1, 0.5) * 1e3,
-			        mv_quantile(bs, b1, 0.5) * 1e3, a1, b1);
-		}
-		{
-			uint32_t nr = 0;
-			for (uint32_t i = 0; i < mv->n; i++) {
-				const struct mv_round *r = &mv->r[i];
-				if (!r->moving || !mv_plain(r))
-					continue;
-				for (uint32_t j = 0; j < base->n; j++)
-					if (base->r[j].g == r->g && mv_plain(&base->r[j])) {
-						ms[nr++] = r->t / base->r[j].t;
-						break;
-					}
-			}
-			fprintf(stderr, "DBG %s paired median ratio %.3f p90 %.3f (%u)\n",
-			        mv_windows[w].name, mv_quantile(ms, nr, 0.5),
-			        mv_quantile(ms, nr, 0.9), nr);
-		}
-	}
 	mv_range(ro, sizeof(ro), mv->out_rounds, c);
 	mv_range(ri, sizeof(ri), mv->in_rounds, c);
 	mv_range(to, sizeof(to), mv->out_tokens, c);
 	mv_range(ti, sizeof(ti), mv->in_tokens, c);
 	printf("moves    %-10s window %-9s (%2u windows, %2u moves): other lanes p50 %.2f ms "
-	       "(no move %.2f ms, %+.1f%%), p99 %.2f ms (no move %.2f ms, %+.1f%%), %u rounds; "
-	       "move out %.3f GB/s (memcpy %.2f GB/s, ratio %.3f), %s rounds, %s tokens "
-	       "meanwhile; in %.3f GB/s (ratio %.3f), %s rounds, %s tokens\n",
+	       "(no move %.2f ms, %+.1f%%; round by round %+.1f%%), p99 %.2f ms (no move %.2f "
+	       "ms, %+.1f%%), %u rounds; move out %.3f GB/s (memcpy %.2f GB/s, ratio %.3f), %s "
+	       "rounds, %s tokens meanwhile; in %.3f GB/s (ratio %.3f), %s rounds, %s tokens\n",
 	       preset, mv_windows[w].name, mv->windows, c, p50 * 1e3, b50 * 1e3,
-	       b50 > 0 ? (p50 / b50 - 1) * 100 : 0, p99 * 1e3, b99 * 1e3,
+	       b50 > 0 ? (p50 / b50 - 1) * 100 : 0, (r50 - 1) * 100, p99 * 1e3, b99 * 1e3,
 	       b99 > 0 ? (p99 / b99 - 1) * 100 : 0, n_ms, bo / 1e9, mc / 1e9, bo / mc, ro, to,
 	       bi / 1e9, bi / mc, ri, ti);
 	fflush(stdout);
@@ -1474,7 +1456,8 @@ static int mv_preset(const char *preset, struct cpool *pool, const struct mvd *k
 {
 	/* a moving engine per window size, and the reference */
 	struct mv_run *runs = calloc(MV_NW + 1, sizeof(*runs)), *base = runs + MV_NW;
-	double *ms = malloc(2 * MV_MAX_ROUNDS * sizeof(double)), *bs = ms + MV_MAX_ROUNDS;
+	/* the samples: moving, reference, their ratios */
+	double *ms = malloc(3 * MV_MAX_ROUNDS * sizeof(double)), *bs = ms + MV_MAX_ROUNDS;
 	unsigned char *a = NULL, *b = NULL;
 	struct mfile f;
 	struct mdl d;
