@@ -883,14 +883,19 @@ static int mvd_find(struct mvd *k, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
-/* Stop the daemon, remove its arena and its directory; what was done. */
+/* Stop the daemon (SIGTERM, SIGKILL after 5 s), remove its arena and its
+ * directory; whatever part of mvd_open was done. */
 static void mvd_close(struct mvd *k)
 {
 	if (k->pid > 0) {
-		int status;
+		int status, i = 0;
 
 		kill(k->pid, SIGTERM);
-		waitpid(k->pid, &status, 0);
+		while (waitpid(k->pid, &status, WNOHANG) == 0) {
+			if (++i == 500)
+				kill(k->pid, SIGKILL);
+			usleep(10000);
+		}
 		k->pid = 0;
 	}
 	if (k->arena[0]) {
@@ -1502,10 +1507,13 @@ static int mv_preset(const char *preset, struct cpool *pool, const struct mvd *k
 		memset(a, 1, image);
 		memset(b, 2, image);
 		mc = bench_memcpy(b, a, image, 5 * reps);
-		printf("moves    %-10s image %.2f MiB (%u prompt tokens, context %u: %u pages of "
-		       "%" PRIu64 " KiB, %" PRIu64 " KiB of state); %u lanes decoding, 1 thread\n",
-		       preset, (double)image / (1 << 20), MV_LONG_PROMPT, MV_CONTEXT,
-		       MV_CONTEXT / 64, pb >> 10, (uint64_t)d.m->state_image_bytes >> 10, MV_LANES);
+		printf(
+		    "moves    %-10s image %.2f MiB (%u prompt tokens of a %u context in %u pages "
+		    "of %" PRIu64 " KiB, %" PRIu64 " KiB of state); %u lanes decoding, 1 "
+		    "thread, %u engines in lockstep\n",
+		    preset, (double)image / (1 << 20), MV_LONG_PROMPT, MV_CONTEXT,
+		    (MV_LONG_PROMPT + 63) / 64, pb >> 10, (uint64_t)d.m->state_image_bytes >> 10,
+		    MV_LANES, (unsigned)MV_NW + 1);
 		for (size_t w = 0; w < MV_NW; w++)
 			mv_report(preset, w, &runs[w], base, mc, ms, bs);
 	}

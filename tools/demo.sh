@@ -3,11 +3,15 @@
 # started (the default runtime directory) when one answers; otherwise starts
 # one of its own on the embedded default (cpu backend, the tiny dense model)
 # in a private runtime directory and stops it at the end.
-#   1. four agent requests, submitted together, run in the background;
+#   1. three agent requests, submitted together, run in the background;
 #   2. then an interactive one, whose tokens stream to the terminal as they
-#      come (the model has seeded random weights: expect noise);
-#   3. what each request got, the front door's status, and an excerpt of the
-#      metrics page (requests, tokens, time to first token, the KV pool).
+#      come (the model has seeded random weights: expect noise); on the
+#      demo's own system the KV pool is sized so that it does not fit: the
+#      later long agent moves to KV-RAM a window a round while the other
+#      keeps decoding, and comes back once there is room (its tokens are
+#      the same as if it had never moved);
+#   3. what each request got, the moves, the front door's status, and an
+#      excerpt of the metrics page (requests, tokens, the KV pool, moves).
 set -euo pipefail
 build=${1:-build}
 sup=$build/supervisor/ignis-supervisor
@@ -37,7 +41,11 @@ else
 	metrics=127.0.0.1:$port
 	rt=(--runtime-dir "$tmp/rt")
 	echo "== starting Ignis on the embedded default (events in $tmp/events.jsonl)"
+	# a pool of 16 pages (the agents take 7 + 7 + 2): the interactive
+	# request's 3 pages make room by moving an agent
 	"$sup" start "${rt[@]}" --model "$model" --server-metrics-bind "$metrics" \
+		--model-max-context 512 --vram-kv-pool-bytes 1024tok --reuse-retained-host 0 \
+		--reuse-move-out-window-bytes 64K --reuse-move-in-window-bytes 64K \
 		>"$tmp/events.jsonl" 2>&1 &
 	own_pid=$!
 	for _ in $(seq 200); do
@@ -47,28 +55,44 @@ else
 	done
 fi
 
-echo "== 1. four agent requests, together, in the background"
+echo "== 1. three agent requests, together, in the background"
 agents=()
-for i in 1 2 3 4; do
+for i in 3 8 1; do
+	max=400
+	[[ $i == 1 ]] && max=64
 	"$cli" "${rt[@]}" generate --class agent --prompt "agent task $i: summarise the log" \
-		--max-tokens 192 --temperature 0.8 --seed "$i" --json >"$tmp/agent.$i.jsonl" &
+		--max-tokens "$max" --json >"$tmp/agent.$i.jsonl" &
 	agents+=($!)
+	sleep 0.05
 done
 sleep 0.3
 echo "== 2. an interactive request, streamed as it comes"
-"$cli" "${rt[@]}" generate --prompt "hello, who are you?" --max-tokens 64
+"$cli" "${rt[@]}" generate --prompt "hello, who are you?" --max-tokens 150
 wait "${agents[@]}"
 echo "== 3. what each agent request got"
-for i in 1 2 3 4; do
+for i in 3 8 1; do
 	jq -r 'select(.event == "done") |
 		"   agent \(.id): \(.generated) tokens, finish \(.finish), \(.tokens_per_s) tokens/s"' \
 		"$tmp/agent.$i.jsonl"
 done
+if [[ -n $own_pid ]]; then
+	echo "== the moves (events)"
+	grep -E '"event":"ignis\.(request\.(evicted|restored)|kv\.move)"' "$tmp/events.jsonl" |
+		jq -r 'if .event == "ignis.kv.move" then
+			"   request \(.id) moved \(.direction): \(.bytes) bytes in \(.windows) windows, \(.duration_us / 1000 | floor) ms"
+		elif .event == "ignis.request.evicted" then
+			"   request \(.id) (\(.class)) makes room for request \(.for)"
+		else "   request \(.id) restored: it goes on where it stopped" end' || echo "   none this time"
+	for i in 3 8 1; do
+		jq -r 'select(.event == "state") | .state' "$tmp/agent.$i.jsonl" | tr '\n' ' ' |
+			grep -q moving_out && echo "   agent task $i's stream showed: $(jq -r 'select(.event == "state") | .state' "$tmp/agent.$i.jsonl" | tr '\n' ' ')"
+	done
+fi
 echo "== the front door's status"
 "$cli" "${rt[@]}" status
 sleep 1.2 # the metrics page gathers the daemons' figures once a second
 echo "== the metrics page, http://$metrics/metrics (excerpt)"
 curl -s "http://$metrics/metrics" |
-	grep -E '^ignis_(requests_accepted_total|requests_completed_total|generated_tokens_total|request_ttft_seconds_(count|sum)|kv_pool_(pages|used_pages)|scheduler_requests) ' || true
+	grep -E '^ignis_(requests_accepted_total|requests_completed_total|generated_tokens_total|request_ttft_seconds_(count|sum)|kv_pool_(pages|used_pages)|kv_cache_evictions_total|scheduler_requests) ' || true
 curl -s "http://$metrics/metrics" |
-	grep -E '^ignis_(requests_completed_total|scheduler_requests)\{' | head -8 || true
+	grep -E '^ignis_(requests_completed_total|kv_moves_total|kv_move_bytes_total)\{' | head -8 || true
