@@ -591,7 +591,7 @@ static void eng__out_turn(struct eng *e)
 			x->waiting = false;
 			goto window; /* the first window this round */
 		} else if (++x->k < x->windows) {
-			return; /* the next window goes next round */
+			goto window; /* the next window, this round: one in flight */
 		} else {
 			/* landed: the pages go back, the requester can be admitted */
 			uint64_t dt = clk_mono_us() - x->t0_us;
@@ -724,17 +724,14 @@ static void eng__in_turn(struct eng *e)
 		x->offset = rep.u.kv_seq.offset;
 		x->image_bytes = rep.u.kv_seq.image_bytes;
 		x->tier = msg_str_eq(rep.u.kv_seq.tier, "disk") ? "disk" : "ram";
-		if (rep.u.kv_seq.window_bytes != x->window ||
-		    kvc_sums(x->c, x->key, x->sums, ARENA_MAX_WINDOWS, &x->windows, &eb) ||
+		/* read in the record's own windows (a checksum each) */
+		x->window = rep.u.kv_seq.window_bytes;
+		if (kvc_sums(x->c, x->key, x->sums, ARENA_MAX_WINDOWS, &x->windows, &eb) ||
 		    x->windows != rep.u.kv_seq.windows) {
-			/* moved out in other windows than we read in: take its own */
-			x->window = rep.u.kv_seq.window_bytes;
-			if (kvc_sums(x->c, x->key, x->sums, ARENA_MAX_WINDOWS, &x->windows, &eb)) {
-				(void)eng__replay(e, s, eb.msg, &eb);
-				x->step = XS_IDLE;
-				x->window = e->cfg.window_in;
-				return;
-			}
+			(void)eng__replay(e, s, eb.msg[0] ? eb.msg : "its windows do not add up",
+			                  &eb);
+			x->step = XS_IDLE;
+			return;
 		}
 		for (uint32_t i = 0; i < s->ms.kv.n_pages; i++)
 			x->pages[i] = kvpool_page(e->kv, s->ms.kv.table[i]);
@@ -757,13 +754,19 @@ static void eng__in_turn(struct eng *e)
 			x->window = e->cfg.window_in;
 			return;
 		}
-		if (!eng__in_window(e, s, &eb)) {
-			(void)eng__replay(e, s, eb.msg, &eb);
-			x->step = XS_IDLE;
-			x->window = e->cfg.window_in;
-			return;
+		/* the record's own windows (its checksums are per window), as
+		 * many as --reuse-move-in-window-bytes takes this round */
+		for (uint64_t took = 0;
+		     x->k < x->windows && (took == 0 || took + x->window <= e->cfg.window_in);
+		     took += x->window) {
+			if (!eng__in_window(e, s, &eb)) {
+				(void)eng__replay(e, s, eb.msg, &eb);
+				x->step = XS_IDLE;
+				return;
+			}
+			x->k++;
 		}
-		if (++x->k < x->windows)
+		if (x->k < x->windows)
 			return;
 		if (!seqimg_reader_done(&x->r) ||
 		    smp_state_load(&s->rng, x->sampler, &eb) != IG_E_OK) {

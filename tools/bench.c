@@ -23,7 +23,7 @@
  *    a whole-context sequence moves out to KV-RAM and back through a real
  *    ignis-kvstored, against the same rounds of a run where nothing moves,
  *    at several window sizes; the move's throughput against memcpy of the
- *    image; the rounds it took and the tokens decoded meanwhile (mv_run).
+ *    image; the rounds it took and the tokens decoded meanwhile (mv_group).
  *    The daemon is $IGNIS_KVSTORED, else ../kvstore-daemon/ignis-kvstored
  *    from this program's directory (the build tree).
  * Best of several repetitions; results go to docs/benchmarks.md by hand with
@@ -815,13 +815,17 @@ static void bench_kvstore(int reps)
 #define MV_CONTEXT      2048u /* the tiny presets' default context */
 #define MV_LONG_PROMPT  1900u /* A's reservation: ceil(2048 / 64) = 32 pages */
 #define MV_OTHER_PROMPT 64u
-#define MV_OTHER_GEN    1920u /* the context's room after the prompt, near enough */
-#define MV_CYCLE_ROOM   400u  /* no new move once B has fewer tokens than this to go */
-#define MV_ASK_PROMPT   32u   /* I: one page */
-#define MV_LANES        3u    /* B, C and D hold them all: A waits off the lanes */
-#define MV_ARENA        (32ull << 20)
-#define MV_MAX_ROUNDS   4096u
-#define MV_MAX_CYCLES   32u
+/* B's cap, and no new move once B has fewer than MV_CYCLE_ROOM tokens to go:
+ * room for the longest cycle (tiny-moe, 64 KiB windows: about 115 rounds)
+ * after 768 tokens, which bounds the run to about two minutes on the 2-core
+ * development VM */
+#define MV_OTHER_GEN  1024u
+#define MV_CYCLE_ROOM 256u
+#define MV_ASK_PROMPT 32u /* I: one page */
+#define MV_LANES      3u  /* B, C and D hold them all: A waits off the lanes */
+#define MV_ARENA      (32ull << 20)
+#define MV_MAX_ROUNDS 4096u
+#define MV_MAX_CYCLES 32u
 
 /* The window sizes: the defaults (--reuse-move-out-window-bytes 12 MiB,
  * --reuse-move-in-window-bytes 16 MiB) take a tiny image in one window; the
@@ -1016,13 +1020,13 @@ static bool mv_plain(const struct mv_round *r)
 	return r->decode == MV_LANES && r->prefill == 0;
 }
 
-/* One run's figures; per cycle c (one move out and back) where it moves. */
+/* One engine's figures; per cycle c (one move out and back) where it moves. */
 struct mv_run {
 	struct mv_round r[MV_MAX_ROUNDS];
 	uint32_t n;
 	uint32_t asked; /* interactive requests submitted */
-	uint64_t image; /* from the ENG_EV_MOVED events */
-	uint64_t out_us[MV_MAX_CYCLES], in_us[MV_MAX_CYCLES];
+	uint64_t image; /* from the ENG_EV_MOVED events (their durations count the
+	                 * other engines' rounds too: not used) */
 	uint64_t out_rounds[MV_MAX_CYCLES], in_rounds[MV_MAX_CYCLES];
 	uint64_t out_tokens[MV_MAX_CYCLES], in_tokens[MV_MAX_CYCLES]; /* the others' decode */
 	/* the engine's own time over a move: its plain rounds' seconds, and how
@@ -1043,14 +1047,10 @@ static void mv_on_event(void *ctx, const struct eng_event *ev)
 		m->evicted++;
 		m->wrong_victim |= ev->id != m->long_id;
 	} else if (ev->kind == ENG_EV_MOVED && ev->dir_out) {
-		if (m->moved_out < MV_MAX_CYCLES)
-			m->out_us[m->moved_out] = ev->duration_us;
 		m->moved_out++;
 		m->image = ev->bytes;
 		m->windows = ev->windows;
 	} else if (ev->kind == ENG_EV_MOVED) {
-		if (m->moved_in < MV_MAX_CYCLES)
-			m->in_us[m->moved_in] = ev->duration_us;
 		m->moved_in++;
 	} else if (ev->kind == ENG_EV_LOST) {
 		m->lost++;
@@ -1075,7 +1075,7 @@ static int mv_phase(struct eng *e, uint64_t id, struct eng_status *st, struct ig
 	return eng_tokens(e, id, 0, 0, &tok, &n, st, eb);
 }
 
-/* One engine of a pair: its pool, its kvstore clients, its requests. */
+/* One engine of the group: its pool, its kvstore clients, its requests. */
 struct mv_side {
 	struct be be;
 	struct kvpool kv;

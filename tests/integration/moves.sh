@@ -151,8 +151,9 @@ landed=$(grep -n '"event":"ignis.kv.move"' "$events" | grep '"direction":"out"' 
 stop
 
 step "KV-disk off, KV-RAM for one image: a victim given up is prefilled again, the same tokens"
-# (an image is 280-480 KiB here: 640 KiB holds one, not two)
-start 1920tok --reuse-kv-disk-bytes 0 --reuse-kv-ram-bytes 640K
+# (an image is about 215 KiB of state and 32 KiB a page, 4-7 blocks of 64
+# KiB here: 8 blocks hold one, never two)
+start 1920tok --reuse-kv-disk-bytes 0 --reuse-kv-ram-bytes 512K
 scenario giveup big
 same_as_ref giveup refbig a1 a2 i j
 [[ $(count ignis.request.evicted) -ge 2 ]] || fail "two victims expected: $(grep evicted "$events")"
