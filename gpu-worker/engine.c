@@ -826,6 +826,25 @@ static void eng__in_turn(struct eng *e)
 	}
 }
 
+/* Reserve a sequence's whole reservation and a fresh state (an admission
+ * or a restore: the plan counted the free pages, so they fit). */
+static int eng__take_pages(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb)
+{
+	int err = 0, rc;
+
+	if (!kvpool_try_reserve(e->kv, &s->ms.kv, (uint32_t)s->sch.id, s->sch.pages, &err))
+		return ig_errf(eb, err ? err : IG_E_INVAL,
+		               "request %llu: %u pages did not fit where the plan saw %u free",
+		               (unsigned long long)s->sch.id, s->sch.pages, e->kv->n_free);
+	rc = mdl_seq_init(e->d, &s->ms, eb);
+	if (rc) {
+		kvpool_free(e->kv, &s->ms.kv);
+		return rc;
+	}
+	s->have_state = true;
+	return IG_E_OK;
+}
+
 /* Apply the plan's restores (pages reserved now, windows later) and its
  * victims (after the round's compute: they ran this round still). */
 static int eng__restores(struct eng *e, struct ig_errbuf *eb)
@@ -833,19 +852,10 @@ static int eng__restores(struct eng *e, struct ig_errbuf *eb)
 	for (uint32_t k = 0; k < e->r.n_restore; k++) {
 		uint32_t slot = e->snap_slot[e->r.restore[k]];
 		struct eng_seq *s = &e->seqs[slot];
-		int err = 0, rc;
+		int rc = eng__take_pages(e, s, eb);
 
-		if (!kvpool_try_reserve(e->kv, &s->ms.kv, (uint32_t)s->sch.id, s->sch.pages, &err))
-			return ig_errf(
-			    eb, err ? err : IG_E_INVAL,
-			    "request %llu: %u pages did not fit where the plan saw %u free",
-			    (unsigned long long)s->sch.id, s->sch.pages, e->kv->n_free);
-		rc = mdl_seq_init(e->d, &s->ms, eb);
-		if (rc) {
-			kvpool_free(e->kv, &s->ms.kv);
+		if (rc)
 			return rc;
-		}
-		s->have_state = true;
 		s->sch.phase = SCHED_MOVING_IN;
 		e->iq[e->n_iq++] = slot;
 	}
@@ -892,19 +902,10 @@ int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 	/* admissions: the plan counted the free pages, so each fits */
 	for (uint32_t k = 0; k < e->r.n_admit; k++) {
 		struct eng_seq *s = &e->seqs[e->snap_slot[e->r.admit[k]]];
-		int err = 0;
 
-		if (!kvpool_try_reserve(e->kv, &s->ms.kv, (uint32_t)s->sch.id, s->sch.pages, &err))
-			return ig_errf(
-			    eb, err ? err : IG_E_INVAL,
-			    "request %llu: %u pages did not fit where the plan saw %u free",
-			    (unsigned long long)s->sch.id, s->sch.pages, e->kv->n_free);
-		rc = mdl_seq_init(e->d, &s->ms, eb);
-		if (rc) {
-			kvpool_free(e->kv, &s->ms.kv);
+		rc = eng__take_pages(e, s, eb);
+		if (rc)
 			return rc;
-		}
-		s->have_state = true;
 		s->sch.phase = SCHED_PREFILL;
 		e->st.admitted++;
 		eng__seq_event(e, ENG_EV_ADMITTED, s);

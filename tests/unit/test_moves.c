@@ -322,6 +322,31 @@ static void same_tokens(const char *what, const struct req *q, uint32_t n, uint3
 	}
 }
 
+/* The requests alone on a pool where nothing moves, then together on `o`'s
+ * pool with a fresh daemon of `arena_bytes`; the tokens must be the same. */
+static void moved_as_alone(const char *what, const struct req *q, uint32_t n, struct run_opts *o,
+                           uint64_t arena_bytes, struct events *ev, struct eng_stats *st,
+                           uint64_t *during)
+{
+	static uint32_t ref[8][MAXGEN], got[8][MAXGEN];
+	uint32_t n_ref[8], n_got[8];
+	struct daemon k;
+	struct rig r;
+
+	assert_true(n <= 8);
+	rig_open(&r, "tiny-dense", 12);
+	reference(&r, q, n, ref, n_ref);
+	rig_close(&r);
+	daemon_open(&k, arena_bytes);
+	o->k = &k;
+	rig_open(&r, "tiny-dense", o->pages);
+	run(&r, q, n, o, got, n_got, ev, st, during);
+	rig_close(&r);
+	daemon_close(&k);
+	o->k = NULL;
+	same_tokens(what, q, n, got, n_got, ref, n_ref);
+}
+
 /*
  * Two agents fill a 4-page pool and decode; an interactive request arrives
  * needing a page: the later agent (a lane holder) moves out a window a
@@ -330,31 +355,18 @@ static void same_tokens(const char *what, const struct req *q, uint32_t n, uint3
  */
 static void test_interactive_moves_decoding_agent(void **state)
 {
-	static uint32_t ref[3][MAXGEN], got[3][MAXGEN];
-	uint32_t n_ref[3], n_got[3];
 	struct rng g = {test_seed("moves")};
 	struct req q[3];
 	struct events ev;
 	struct eng_stats st;
-	struct daemon k;
-	struct rig r;
 	uint64_t during;
-	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .k = &k};
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64};
 
 	(void)state;
 	fill(&q[0], &g, 70, 50, SCHED_AGENT, false, 0); /* 2 pages */
 	fill(&q[1], &g, 40, 60, SCHED_AGENT, true, 0);  /* 2 pages */
 	fill(&q[2], &g, 9, 40, SCHED_INTERACTIVE, true, 6);
-	rig_open(&r, "tiny-dense", 12);
-	reference(&r, q, 3, ref, n_ref);
-	rig_close(&r);
-
-	daemon_open(&k, 32ull << 20);
-	rig_open(&r, "tiny-dense", o.pages);
-	run(&r, q, 3, &o, got, n_got, &ev, &st, &during);
-	rig_close(&r);
-	daemon_close(&k);
-	same_tokens("decoding agent moved", q, 3, got, n_got, ref, n_ref);
+	moved_as_alone("decoding agent moved", q, 3, &o, 32ull << 20, &ev, &st, &during);
 	assert_int_equal(ev.evicted, 1);
 	assert_int_equal(ev.evicted_id[0], 2); /* the later agent */
 	assert_int_equal(ev.for_id[0], 3);     /* for the interactive request */
@@ -373,30 +385,17 @@ static void test_interactive_moves_decoding_agent(void **state)
  * it stopped when it comes back. */
 static void test_half_prefilled_victim(void **state)
 {
-	static uint32_t ref[2][MAXGEN], got[2][MAXGEN];
-	uint32_t n_ref[2], n_got[2];
 	struct rng g = {test_seed("moves-prefill")};
 	struct req q[2];
 	struct events ev;
 	struct eng_stats st;
-	struct daemon k;
-	struct rig r;
 	uint64_t during;
-	struct run_opts o = {.pages = 3, .lanes = 2, .chunk = 8, .k = &k};
+	struct run_opts o = {.pages = 3, .lanes = 2, .chunk = 8};
 
 	(void)state;
 	fill(&q[0], &g, 150, 20, SCHED_AGENT, true, 0);      /* 3 pages, 19 rounds of prefill */
 	fill(&q[1], &g, 5, 30, SCHED_INTERACTIVE, false, 6); /* arrives mid-prefill */
-	rig_open(&r, "tiny-dense", 12);
-	reference(&r, q, 2, ref, n_ref);
-	rig_close(&r);
-
-	daemon_open(&k, 32ull << 20);
-	rig_open(&r, "tiny-dense", o.pages);
-	run(&r, q, 2, &o, got, n_got, &ev, &st, &during);
-	rig_close(&r);
-	daemon_close(&k);
-	same_tokens("half-prefilled agent moved", q, 2, got, n_got, ref, n_ref);
+	moved_as_alone("half-prefilled agent moved", q, 2, &o, 32ull << 20, &ev, &st, &during);
 	assert_int_equal(ev.evicted, 1);
 	assert_int_equal(ev.evicted_id[0], 1);
 	assert_int_equal(ev.restored, 1);
@@ -410,34 +409,21 @@ static void test_half_prefilled_victim(void **state)
  */
 static void test_give_up_prefills_again(void **state)
 {
-	static uint32_t ref[4][MAXGEN], got[4][MAXGEN];
-	uint32_t n_ref[4], n_got[4];
 	struct rng g = {test_seed("moves-give-up")};
 	struct req q[4];
 	struct events ev;
 	struct eng_stats st;
-	struct daemon k;
-	struct rig r;
-	uint64_t during, image;
-	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .k = &k};
+	uint64_t during;
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64};
 
 	(void)state;
 	fill(&q[0], &g, 60, 60, SCHED_AGENT, true, 0);        /* 2 pages */
 	fill(&q[1], &g, 60, 60, SCHED_AGENT, false, 0);       /* 2 pages */
 	fill(&q[2], &g, 60, 30, SCHED_INTERACTIVE, true, 5);  /* 2 pages: moves agent 2 */
 	fill(&q[3], &g, 60, 30, SCHED_INTERACTIVE, false, 6); /* 2 pages: moves agent 1 */
-	rig_open(&r, "tiny-dense", 12);
-	reference(&r, q, 4, ref, n_ref);
-	rig_close(&r);
-
 	/* room in KV-RAM for one image only (an image is about 242 KiB: 4 blocks) */
-	image = 5 * (uint64_t)ARENA_BLOCK;
-	daemon_open(&k, image);
-	rig_open(&r, "tiny-dense", o.pages);
-	run(&r, q, 4, &o, got, n_got, &ev, &st, &during);
-	rig_close(&r);
-	daemon_close(&k);
-	same_tokens("given up and prefilled again", q, 4, got, n_got, ref, n_ref);
+	moved_as_alone("given up and prefilled again", q, 4, &o, 5 * (uint64_t)ARENA_BLOCK, &ev,
+	               &st, &during);
 	assert_int_equal(ev.evicted, 2);
 	assert_true(ev.lost >= 1);
 	assert_true(st.lost >= 1);
@@ -448,31 +434,18 @@ static void test_give_up_prefills_again(void **state)
  * daemon and the move completes; nothing is lost. */
 static void test_daemon_killed_mid_move(void **state)
 {
-	static uint32_t ref[3][MAXGEN], got[3][MAXGEN];
-	uint32_t n_ref[3], n_got[3];
 	struct rng g = {test_seed("moves-kill")};
 	struct req q[3];
 	struct events ev;
 	struct eng_stats st;
-	struct daemon k;
-	struct rig r;
 	uint64_t during;
-	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .k = &k, .kill_after_windows = 3};
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .kill_after_windows = 3};
 
 	(void)state;
 	fill(&q[0], &g, 70, 50, SCHED_AGENT, true, 0);
 	fill(&q[1], &g, 40, 60, SCHED_AGENT, false, 0);
 	fill(&q[2], &g, 9, 40, SCHED_INTERACTIVE, true, 6);
-	rig_open(&r, "tiny-dense", 12);
-	reference(&r, q, 3, ref, n_ref);
-	rig_close(&r);
-
-	daemon_open(&k, 32ull << 20);
-	rig_open(&r, "tiny-dense", o.pages);
-	run(&r, q, 3, &o, got, n_got, &ev, &st, &during);
-	rig_close(&r);
-	daemon_close(&k);
-	same_tokens("daemon killed mid-move", q, 3, got, n_got, ref, n_ref);
+	moved_as_alone("daemon killed mid-move", q, 3, &o, 32ull << 20, &ev, &st, &during);
 	assert_int_equal(ev.restored + ev.lost, 1);
 	print_message("# kill -9 mid-move: %" PRIu64 " retries, %u lost\n", st.move_retries,
 	              ev.lost);
