@@ -516,17 +516,15 @@ static int eng__out_window(struct eng *e, struct ig_errbuf *eb)
 {
 	struct eng_xfer *x = &e->xo;
 	struct kvc_arena a = kvc_arena(x->c);
-	uint64_t at = (uint64_t)x->k * x->window, n = 0;
+	uint64_t at = (uint64_t)x->k * x->window, n = 0, sum = 0;
 	struct msg q;
-	int rc;
 
 	if (!a.base || x->offset + x->image_bytes > a.bytes)
 		return ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped (or too small)");
-	seqimg_write_window(&x->w, (unsigned char *)a.base + x->offset + at, x->window, &n);
-	rc =
-	    kvc_req_commit_window(x->c, &q, x->key, x->offset, x->image_bytes, x->window, x->k, eb);
-	if (rc)
-		return rc;
+	/* gathered from the pages into the arena with its checksum, one pass */
+	seqimg_write_window_sum(&x->w, (unsigned char *)a.base + x->offset + at, x->window, &n,
+	                        &sum);
+	kvc_req_commit(&q, x->key, x->k, n, sum);
 	x->step = XS_COMMIT;
 	x->waiting = true;
 	return kvc_start(x->c, &q, eb);
@@ -665,7 +663,7 @@ static bool eng__in_window(struct eng *e, struct eng_seq *s, struct ig_errbuf *e
 	struct eng_xfer *x = &e->xi;
 	struct kvc_arena a = kvc_arena(x->c);
 	uint64_t at = (uint64_t)x->k * x->window;
-	uint64_t len = x->image_bytes - at < x->window ? x->image_bytes - at : x->window;
+	uint64_t len = x->image_bytes - at < x->window ? x->image_bytes - at : x->window, sum = 0;
 	const unsigned char *p;
 
 	if (!a.base || x->offset + x->image_bytes > a.bytes) {
@@ -673,12 +671,16 @@ static bool eng__in_window(struct eng *e, struct eng_seq *s, struct ig_errbuf *e
 		return false;
 	}
 	p = (const unsigned char *)a.base + x->offset + at;
-	if (kvcopy_sum(p, len) != x->sums[x->k]) {
+	/* scattered into the pages with its checksum, one pass; a mismatch
+	 * leaves bytes there that the replay then overwrites */
+	(void)s;
+	if (seqimg_read_window_sum(&x->r, p, len, &sum, eb) != IG_E_OK)
+		return false;
+	if (sum != x->sums[x->k]) {
 		ig_errf(eb, IG_E_KV_LOST, "window %u does not match its checksum", x->k);
 		return false;
 	}
-	(void)s;
-	return seqimg_read_window(&x->r, p, len, eb) == IG_E_OK;
+	return true;
 }
 
 /* The in direction: fetch, then one window a round, then drop the record. */

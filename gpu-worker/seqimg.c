@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "bytes.h"
+#include "kvcopy.h"
 
 uint64_t seqimg_model_id(const struct mdesc *m)
 {
@@ -77,7 +78,17 @@ void seqimg_writer_init(struct seqimg_writer *w, const struct seqimg_header *h,
 	seqimg__encode(w->header, &w->h);
 }
 
-void seqimg_write_window(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n)
+/* Copy a piece: memcpy, or hashed on the way through `st` (one pass). */
+static void seqimg__copy(struct kvcopy_stream *st, void *dst, const void *src, uint64_t n)
+{
+	if (st)
+		kvcopy_stream_copy(st, dst, src, n);
+	else
+		memcpy(dst, src, (size_t)n);
+}
+
+static void seqimg__write(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n,
+                          struct kvcopy_stream *st)
 {
 	unsigned char *out = dst;
 
@@ -93,10 +104,25 @@ void seqimg_write_window(struct seqimg_writer *w, void *dst, uint64_t cap, uint6
 			src = seqimg__at(&w->h, &w->parts, w->off, &left);
 		}
 		take = left < cap - *n ? left : cap - *n;
-		memcpy(out + *n, src, (size_t)take);
+		seqimg__copy(st, out + *n, src, take);
 		*n += take;
 		w->off += take;
 	}
+}
+
+void seqimg_write_window(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n)
+{
+	seqimg__write(w, dst, cap, n, NULL);
+}
+
+void seqimg_write_window_sum(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n,
+                             uint64_t *sum)
+{
+	struct kvcopy_stream st;
+
+	kvcopy_stream_reset(&st);
+	seqimg__write(w, dst, cap, n, &st);
+	*sum = kvcopy_stream_sum(&st);
 }
 
 void seqimg_reader_init(struct seqimg_reader *r, const struct mdesc *model,
@@ -165,7 +191,8 @@ static int seqimg__check(struct seqimg_reader *r, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
-int seqimg_read_window(struct seqimg_reader *r, const void *src, uint64_t n, struct ig_errbuf *eb)
+static int seqimg__read(struct seqimg_reader *r, const void *src, uint64_t n,
+                        struct kvcopy_stream *st, struct ig_errbuf *eb)
 {
 	const unsigned char *in = src;
 	uint64_t done = 0;
@@ -178,7 +205,7 @@ int seqimg_read_window(struct seqimg_reader *r, const void *src, uint64_t n, str
 		if (r->off < SEQIMG_HEADER_BYTES) {
 			take = SEQIMG_HEADER_BYTES - r->off;
 			take = take < n - done ? take : n - done;
-			memcpy(r->header + r->off, in + done, (size_t)take);
+			seqimg__copy(st, r->header + r->off, in + done, take);
 			r->off += take;
 			done += take;
 			if (r->off == SEQIMG_HEADER_BYTES && seqimg__check(r, eb)) {
@@ -197,10 +224,27 @@ int seqimg_read_window(struct seqimg_reader *r, const void *src, uint64_t n, str
 			unsigned char *dst = seqimg__at(&r->h, &r->parts, r->off, &left);
 
 			take = left < n - done ? left : n - done;
-			memcpy(dst, in + done, (size_t)take);
+			seqimg__copy(st, dst, in + done, take);
 		}
 		r->off += take;
 		done += take;
 	}
 	return IG_E_OK;
+}
+
+int seqimg_read_window(struct seqimg_reader *r, const void *src, uint64_t n, struct ig_errbuf *eb)
+{
+	return seqimg__read(r, src, n, NULL, eb);
+}
+
+int seqimg_read_window_sum(struct seqimg_reader *r, const void *src, uint64_t n, uint64_t *sum,
+                           struct ig_errbuf *eb)
+{
+	struct kvcopy_stream st;
+	int rc;
+
+	kvcopy_stream_reset(&st);
+	rc = seqimg__read(r, src, n, &st, eb);
+	*sum = kvcopy_stream_sum(&st);
+	return rc;
 }

@@ -76,6 +76,10 @@ void seqimg_writer_init(struct seqimg_writer *w, const struct seqimg_header *h,
 /* Copy the next up to `cap` bytes of the image into `dst`; *n says how many
  * (0 when the image is complete). */
 void seqimg_write_window(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n);
+/* The same, the window's checksum (kvcopy_sum of the bytes written) taken in
+ * the same pass: what a move out commits. */
+void seqimg_write_window_sum(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n,
+                             uint64_t *sum);
 static inline bool seqimg_writer_done(const struct seqimg_writer *w)
 {
 	return w->off == w->h.image_bytes;
@@ -102,6 +106,11 @@ void seqimg_reader_init(struct seqimg_reader *r, const struct mdesc *model,
  * is complete: a foreign, stale or corrupt image is refused by name, and a
  * refused reader takes nothing more. Bytes past the image's end are refused. */
 int seqimg_read_window(struct seqimg_reader *r, const void *src, uint64_t n, struct ig_errbuf *eb);
+/* The same, the checksum of the `n` bytes taken in the same pass (a move in
+ * compares it with the recorded one; on a mismatch the parts hold bytes that
+ * must not be used). */
+int seqimg_read_window_sum(struct seqimg_reader *r, const void *src, uint64_t n, uint64_t *sum,
+                           struct ig_errbuf *eb);
 static inline bool seqimg_reader_done(const struct seqimg_reader *r)
 {
 	return !r->failed && r->off >= SEQIMG_HEADER_BYTES && r->off == r->h.image_bytes;

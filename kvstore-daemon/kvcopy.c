@@ -71,6 +71,36 @@ bool kvcopy_check(void *dst, const void *src, uint64_t len, uint64_t want, uint6
 	return h == want;
 }
 
+_Static_assert(sizeof(XXH3_state_t) <= sizeof(((struct kvcopy_stream *)0)->opaque),
+               "the stream holds an XXH3 state");
+
+void kvcopy_stream_reset(struct kvcopy_stream *s)
+{
+	XXH3_64bits_reset((XXH3_state_t *)(void *)s->opaque);
+}
+
+void kvcopy_stream_copy(struct kvcopy_stream *s, void *dst, const void *src, uint64_t len)
+{
+	XXH3_state_t *st = (XXH3_state_t *)(void *)s->opaque;
+	const unsigned char *from = src;
+	unsigned char *to = dst;
+
+	for (uint64_t at = 0; at < len; at += KVCOPY_SLICE) {
+		size_t n = len - at < KVCOPY_SLICE ? (size_t)(len - at) : KVCOPY_SLICE;
+
+		XXH3_64bits_update(st, from + at, n);
+		kvcopy__stream(to + at, from + at, n);
+	}
+#if defined(__SSE2__)
+	_mm_sfence();
+#endif
+}
+
+uint64_t kvcopy_stream_sum(struct kvcopy_stream *s)
+{
+	return XXH3_64bits_digest((XXH3_state_t *)(void *)s->opaque);
+}
+
 uint64_t kvcopy_sum(const void *p, uint64_t len)
 {
 	return XXH3_64bits(p, (size_t)len);

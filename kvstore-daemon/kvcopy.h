@@ -38,6 +38,16 @@ uint64_t kvcopy_hash(void *dst, const void *src, uint64_t len);
  * returns for the same bytes. For bytes that arrived by DMA, and checks. */
 uint64_t kvcopy_sum(const void *p, uint64_t len);
 
+/* A window gathered from (or scattered to) several places in one pass: reset,
+ * copy each piece, then the sum, which is kvcopy_sum of the pieces end to
+ * end. Lives on the stack for one window (64-byte aligned). */
+struct kvcopy_stream {
+	_Alignas(64) unsigned char opaque[640];
+};
+void kvcopy_stream_reset(struct kvcopy_stream *s);
+void kvcopy_stream_copy(struct kvcopy_stream *s, void *dst, const void *src, uint64_t len);
+uint64_t kvcopy_stream_sum(struct kvcopy_stream *s);
+
 /* Copy `len` bytes and say whether they hash to `want`. On false, `dst`
  * holds bytes that must not be used (the copy is complete but unchecked
  * bytes are not served). `*got` (may be NULL) receives the hash. */
