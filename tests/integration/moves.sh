@@ -7,7 +7,9 @@
 # of the same scenario on a pool big enough that nothing moves; greedy and
 # seeded. Then the same with the kvstore daemon killed (-9) in the middle of
 # the move, and with KV-disk off and a KV-RAM too small for two victims (the
-# given-up one is prefilled again): still the same tokens.
+# given-up one is prefilled again), and with KV-disk on (the daemon demotes a
+# moved sequence to disk for the next; it comes back from there): still the
+# same tokens.
 #   moves.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: moves.sh BUILD_DIR}
@@ -158,5 +160,15 @@ scenario giveup big
 same_as_ref giveup refbig a1 a2 i j
 [[ $(count ignis.request.evicted) -ge 2 ]] || fail "two victims expected: $(grep evicted "$events")"
 grep -q '"event":"ignis.request.lost"' "$events" || fail "nothing was given up"
+stop
+step "KV-disk on, KV-RAM for one image: the daemon demotes a moved sequence to disk for the next, which comes back from disk; the same tokens"
+export IGNIS_TEST_KVDISK_IGNORE_VOLUME=1 # a small ceiling, whatever the CI disk's free space
+start 1920tok --reuse-kv-disk-bytes 64M --reuse-kv-disk-path "$work/disk" --reuse-kv-ram-bytes 512K
+scenario disk big
+same_as_ref disk refbig a1 a2 i j
+[[ $(count ignis.request.evicted) -ge 2 ]] || fail "two victims expected: $(grep evicted "$events")"
+grep -q '"event":"ignis.request.lost"' "$events" && fail "a sequence was lost with KV-disk on"
+grep '"event":"ignis.kv.move"' "$events" | jq -e 'select(.direction == "in" and .tier == "disk")' >/dev/null ||
+	fail "nothing came back from disk: $(grep -E 'kv.move|demot' "$events" | cut -c1-200)"
 stop
 echo "moves: every request's tokens equal the run where nothing moves"
