@@ -570,10 +570,11 @@ static void eng__out_turn(struct eng *e)
 			                                  .why = eb.msg});
 		} else if (rc) {
 			/* timed out, or the daemon lost the reservation in a restart:
-			 * the victim keeps its pages; ask again a few rounds later,
-			 * from the start */
+			 * the victim keeps its pages; what the tier holds of this try
+			 * is dropped, and the move starts again a few rounds later */
 			e->st.move_retries++;
-			x->backoff = rc == IG_E_NOSPACE ? 8 : 2;
+			eng__queue_drop(e, x->key);
+			x->backoff = 2;
 			x->step = XS_IDLE;
 			e->vq[e->n_vq++] = x->slot; /* first again: it is still the victim */
 			for (uint32_t i = e->n_vq - 1; i > 0; i--) {
@@ -648,8 +649,14 @@ static void eng__out_turn(struct eng *e)
 	}
 	return;
 window:
+	if (!eng__xfer_seq(e, x, SCHED_MOVING_OUT)) { /* cancelled meanwhile */
+		eng__queue_drop(e, x->key);
+		x->step = XS_IDLE;
+		return;
+	}
 	if (eng__out_window(e, &eb) != IG_E_OK) {
 		e->st.move_retries++;
+		eng__queue_drop(e, x->key);
 		x->step = XS_IDLE;
 		x->waiting = false;
 		x->backoff = 2;

@@ -24,7 +24,7 @@
  * window per round per direction, between rounds; its pages are given back
  * once its last window is committed, and the requester is admitted then. A
  * moved sequence comes back in rank order into free room for its whole
- * reservation, a window a round, and resumes where it stopped (a lane
+ * reservation, up to the in-window a round, and resumes where it stopped (a lane
  * holder takes a lane again, a half-prefilled one goes on prefilling): the
  * same tokens as if it had never moved. A sequence whose record the tier
  * lost (given up with KV-disk off, or found torn or corrupt) is prefilled

@@ -175,8 +175,8 @@ static void on_event(void *ctx, const struct eng_event *ev)
 
 struct run_opts {
 	uint32_t pages, lanes, chunk;
-	struct daemon *k;        /* NULL: no moves */
-	long kill_after_windows; /* kill -9 the daemon after this many rounds of a move out (0:
+	struct daemon *k;       /* NULL: no moves */
+	long kill_after_rounds; /* kill -9 the daemon after this many rounds of a move out (0:
 	                            never) */
 };
 
@@ -236,8 +236,8 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 		if (before.moving_out && after.moving_out)
 			*decoded_during_move += after.decode_tokens - before.decode_tokens;
 		moving_rounds += after.moving_out > 0;
-		if (o->kill_after_windows && !killed && after.moving_out &&
-		    moving_rounds > o->kill_after_windows) {
+		if (o->kill_after_rounds && !killed && after.moving_out &&
+		    moving_rounds > o->kill_after_rounds) {
 			/* in the middle of a move out: the daemon dies, comes back */
 			daemon_stop(o->k, SIGKILL);
 			daemon_start(o->k);
@@ -272,7 +272,7 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 	eng_destroy(e);
 	kvc_close(kout);
 	kvc_close(kin);
-	if (o->kill_after_windows)
+	if (o->kill_after_rounds)
 		assert_true(killed);
 }
 
@@ -439,7 +439,7 @@ static void test_daemon_killed_mid_move(void **state)
 	struct events ev;
 	struct eng_stats st;
 	uint64_t during;
-	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .kill_after_windows = 3};
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .kill_after_rounds = 3};
 
 	(void)state;
 	fill(&q[0], &g, 70, 50, SCHED_AGENT, true, 0);
