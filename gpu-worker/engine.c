@@ -46,6 +46,7 @@ enum eng_xstep {
 	XS_COMMIT,  /* out: window k written, its kv_commit sent */
 	XS_FETCH,   /* in: kv_fetch sent */
 	XS_READ,    /* in: reading window k, one a round */
+	XS_STAGE,   /* in, from KV-disk: kv_stage of window k sent */
 	XS_DROP,    /* a kv_drop sent (after a restore, or for a cancelled one) */
 };
 
@@ -59,6 +60,7 @@ struct eng_xfer {
 	uint64_t offset, image_bytes, t0_us;
 	uint32_t k, windows;
 	const char *tier;
+	bool staged; /* KV-disk straight: every window through one staging window */
 	struct seqimg_writer w;
 	struct seqimg_reader r;
 	void **pages; /* the pool's page count */
@@ -516,10 +518,12 @@ static int eng__out_window(struct eng *e, struct ig_errbuf *eb)
 {
 	struct eng_xfer *x = &e->xo;
 	struct kvc_arena a = kvc_arena(x->c);
-	uint64_t at = (uint64_t)x->k * x->window, n = 0, sum = 0;
+	/* straight to disk: every window at the staging window's offset */
+	uint64_t at = x->staged ? 0 : (uint64_t)x->k * x->window, n = 0, sum = 0;
+	uint64_t extent = x->staged && x->window < x->image_bytes ? x->window : x->image_bytes;
 	struct msg q;
 
-	if (!a.base || x->offset + x->image_bytes > a.bytes)
+	if (!a.base || x->offset + extent > a.bytes)
 		return ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped (or too small)");
 	/* gathered from the pages into the arena with its checksum, one pass */
 	seqimg_write_window_sum(&x->w, (unsigned char *)a.base + x->offset + at, x->window, &n,
@@ -585,6 +589,8 @@ static void eng__out_turn(struct eng *e)
 			}
 		} else if (x->step == XS_RESERVE) {
 			x->offset = rep.u.kv_reserved.offset;
+			x->staged = msg_str_eq(rep.u.kv_reserved.tier, "disk");
+			x->tier = x->staged ? "disk" : "ram";
 			x->step = XS_COMMIT;
 			x->k = 0;
 			x->waiting = false;
@@ -606,7 +612,7 @@ static void eng__out_turn(struct eng *e)
 			                                  .cls = (int)s->sch.cls,
 			                                  .pages = s->sch.pages,
 			                                  .dir_out = true,
-			                                  .tier = "ram",
+			                                  .tier = x->tier,
 			                                  .bytes = x->image_bytes,
 			                                  .windows = x->windows,
 			                                  .duration_us = dt});
@@ -664,33 +670,88 @@ window:
 	}
 }
 
-/* Window k in, checked against its recorded checksum. False: lost. */
-static bool eng__in_window(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb)
+/* `len` bytes of window k at `off` in the arena into the sequence, checked
+ * against `want` in the same pass. False: lost (eb says why). */
+static bool eng__in_window(struct eng *e, uint64_t off, uint64_t len, uint64_t want,
+                           struct ig_errbuf *eb)
 {
 	struct eng_xfer *x = &e->xi;
 	struct kvc_arena a = kvc_arena(x->c);
-	uint64_t at = (uint64_t)x->k * x->window;
-	uint64_t len = x->image_bytes - at < x->window ? x->image_bytes - at : x->window, sum = 0;
-	const unsigned char *p;
+	uint64_t sum = 0;
 
-	if (!a.base || x->offset + x->image_bytes > a.bytes) {
-		ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped");
+	if (!a.base || off + len > a.bytes) {
+		ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped (or too small)");
 		return false;
 	}
-	p = (const unsigned char *)a.base + x->offset + at;
 	/* scattered into the pages with its checksum, one pass; a mismatch
 	 * leaves bytes there that the replay then overwrites */
-	(void)s;
-	if (seqimg_read_window_sum(&x->r, p, len, &sum, eb) != IG_E_OK)
+	if (seqimg_read_window_sum(&x->r, (const unsigned char *)a.base + off, len, &sum, eb) !=
+	    IG_E_OK)
 		return false;
-	if (sum != x->sums[x->k]) {
+	if (sum != want) {
 		ig_errf(eb, IG_E_KV_LOST, "window %u does not match its checksum", x->k);
 		return false;
 	}
 	return true;
 }
 
-/* The in direction: fetch, then one window a round, then drop the record. */
+/* Ask for window k of a sequence coming straight from KV-disk. */
+static void eng__in_stage(struct eng *e)
+{
+	struct eng_xfer *x = &e->xi;
+	struct ig_errbuf eb = {0};
+	struct msg q;
+
+	kvc_req_stage(&q, x->key, x->k);
+	x->step = XS_STAGE;
+	x->waiting = true;
+	if (kvc_start(x->c, &q, &eb) != IG_E_OK) {
+		x->waiting = false;
+		x->backoff = 2; /* asked again after the backoff */
+	}
+}
+
+/* Every window is in: the sequence resumes where it stopped, and the spent
+ * record is dropped (the reply is not waited for). */
+static void eng__in_done(struct eng *e, struct eng_seq *s)
+{
+	struct eng_xfer *x = &e->xi;
+	struct ig_errbuf eb = {0};
+	struct msg q;
+
+	x->window = e->cfg.window_in;
+	if (!seqimg_reader_done(&x->r) || smp_state_load(&s->rng, x->sampler, &eb) != IG_E_OK) {
+		(void)eng__replay(e, s, "the image did not read whole", &eb);
+		eng__queue_drop(e, x->key);
+		x->step = XS_IDLE;
+		return;
+	}
+	s->ms.pos = x->r.h.tokens;
+	s->sch.phase = s->resume;
+	s->in_tier = false;
+	e->st.moves_in++;
+	e->st.move_in_bytes += x->image_bytes;
+	e->st.move_in_windows += x->windows;
+	eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVED,
+	                                  .id = s->sch.id,
+	                                  .cls = (int)s->sch.cls,
+	                                  .pages = s->sch.pages,
+	                                  .dir_out = false,
+	                                  .tier = x->tier,
+	                                  .bytes = x->image_bytes,
+	                                  .windows = x->windows,
+	                                  .duration_us = clk_mono_us() - x->t0_us});
+	eng__seq_event(e, ENG_EV_RESTORED, s);
+	kvc_req_drop(&q, x->key);
+	x->step = XS_DROP;
+	x->waiting = true;
+	if (kvc_start(x->c, &q, &eb) != IG_E_OK)
+		x->step = XS_IDLE, x->waiting = false;
+}
+
+/* The in direction: fetch, then the windows (from KV-RAM as many a round as
+ * the in-window takes; from KV-disk one a round, each staged by the daemon),
+ * then drop the record. */
 static void eng__in_turn(struct eng *e)
 {
 	struct eng_xfer *x = &e->xi;
@@ -712,6 +773,37 @@ static void eng__in_turn(struct eng *e)
 		if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) {
 			eng__queue_drop(e, x->key);
 			x->step = XS_IDLE;
+			x->window = e->cfg.window_in;
+			return;
+		}
+		if (x->step == XS_STAGE) {
+			if (rc == IG_E_NOTFOUND || rc == IG_E_KV_LOST) {
+				(void)eng__replay(e, s, eb.msg, &eb);
+				eng__queue_drop(e, x->key);
+				x->step = XS_IDLE;
+				x->window = e->cfg.window_in;
+				return;
+			}
+			if (rc) { /* the daemon is away: the same window, shortly */
+				e->st.move_retries++;
+				x->backoff = 2;
+				return;
+			}
+			if (rep.u.kv_staged.window != x->k ||
+			    !eng__in_window(e, rep.u.kv_staged.offset, rep.u.kv_staged.len,
+			                    rep.u.kv_staged.sum, &eb)) {
+				(void)eng__replay(
+				    e, s, eb.msg[0] ? eb.msg : "the daemon staged another window",
+				    &eb);
+				eng__queue_drop(e, x->key);
+				x->step = XS_IDLE;
+				x->window = e->cfg.window_in;
+				return;
+			}
+			if (++x->k < x->windows)
+				eng__in_stage(e); /* the next window, this round */
+			else
+				eng__in_done(e, s);
 			return;
 		}
 		if (rc == IG_E_NOTFOUND || rc == IG_E_KV_LOST || (!rc && !rep.u.kv_seq.complete)) {
@@ -732,14 +824,18 @@ static void eng__in_turn(struct eng *e)
 		}
 		x->offset = rep.u.kv_seq.offset;
 		x->image_bytes = rep.u.kv_seq.image_bytes;
-		x->tier = msg_str_eq(rep.u.kv_seq.tier, "disk") ? "disk" : "ram";
+		x->staged = msg_str_eq(rep.u.kv_seq.tier, "disk");
+		x->tier = x->staged ? "disk" : "ram";
 		/* read in the record's own windows (a checksum each) */
 		x->window = rep.u.kv_seq.window_bytes;
-		if (kvc_sums(x->c, x->key, x->sums, ARENA_MAX_WINDOWS, &x->windows, &eb) ||
-		    x->windows != rep.u.kv_seq.windows) {
+		x->windows = (uint32_t)rep.u.kv_seq.windows;
+		if (!x->staged &&
+		    (kvc_sums(x->c, x->key, x->sums, ARENA_MAX_WINDOWS, &x->windows, &eb) ||
+		     x->windows != rep.u.kv_seq.windows)) {
 			(void)eng__replay(e, s, eb.msg[0] ? eb.msg : "its windows do not add up",
 			                  &eb);
 			x->step = XS_IDLE;
+			x->window = e->cfg.window_in;
 			return;
 		}
 		for (uint32_t i = 0; i < s->ms.kv.n_pages; i++)
@@ -749,11 +845,24 @@ static void eng__in_turn(struct eng *e)
 		                   s->ms.kv.n_pages, mdl_seq_state_floats(e->d) * sizeof(float),
 		                   sizeof(x->sampler));
 		x->k = 0;
-		x->step = XS_READ;
-		return; /* the first window next round */
+		if (x->staged)
+			eng__in_stage(e); /* the first window, this round */
+		else
+			x->step = XS_READ; /* the first window next round */
+		return;
 	}
 	if (x->backoff) {
 		x->backoff--;
+		return;
+	}
+	if (x->step == XS_STAGE) { /* a kv_stage to ask (again) */
+		if (!eng__xfer_seq(e, x, SCHED_MOVING_IN)) {
+			eng__queue_drop(e, x->key);
+			x->step = XS_IDLE;
+			x->window = e->cfg.window_in;
+			return;
+		}
+		eng__in_stage(e);
 		return;
 	}
 	if (x->step == XS_READ) {
@@ -768,45 +877,21 @@ static void eng__in_turn(struct eng *e)
 		for (uint64_t took = 0;
 		     x->k < x->windows && (took == 0 || took + x->window <= e->cfg.window_in);
 		     took += x->window) {
-			if (!eng__in_window(e, s, &eb)) {
+			uint64_t at = (uint64_t)x->k * x->window;
+			uint64_t len =
+			    x->image_bytes - at < x->window ? x->image_bytes - at : x->window;
+
+			if (!eng__in_window(e, x->offset + at, len, x->sums[x->k], &eb)) {
 				(void)eng__replay(e, s, eb.msg, &eb);
 				x->step = XS_IDLE;
+				x->window = e->cfg.window_in;
 				return;
 			}
 			x->k++;
 		}
 		if (x->k < x->windows)
 			return;
-		if (!seqimg_reader_done(&x->r) ||
-		    smp_state_load(&s->rng, x->sampler, &eb) != IG_E_OK) {
-			(void)eng__replay(e, s, "the image did not read whole", &eb);
-			x->step = XS_IDLE;
-			x->window = e->cfg.window_in;
-			return;
-		}
-		s->ms.pos = x->r.h.tokens;
-		s->sch.phase = s->resume;
-		s->in_tier = false;
-		e->st.moves_in++;
-		e->st.move_in_bytes += x->image_bytes;
-		e->st.move_in_windows += x->windows;
-		eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVED,
-		                                  .id = s->sch.id,
-		                                  .cls = (int)s->sch.cls,
-		                                  .pages = s->sch.pages,
-		                                  .dir_out = false,
-		                                  .tier = x->tier,
-		                                  .bytes = x->image_bytes,
-		                                  .windows = x->windows,
-		                                  .duration_us = clk_mono_us() - x->t0_us});
-		eng__seq_event(e, ENG_EV_RESTORED, s);
-		x->window = e->cfg.window_in;
-		/* the record is spent: drop it (the reply is not waited for) */
-		kvc_req_drop(&q, x->key);
-		x->step = XS_DROP;
-		x->waiting = true;
-		if (kvc_start(x->c, &q, &eb) != IG_E_OK)
-			x->step = XS_IDLE, x->waiting = false;
+		eng__in_done(e, s);
 		return;
 	}
 	if (x->step != XS_IDLE)

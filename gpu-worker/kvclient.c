@@ -121,6 +121,8 @@ static uint32_t kvc__want(uint32_t req)
 		return MSG_KV_RESERVED;
 	case MSG_KV_FETCH:
 		return MSG_KV_SEQ;
+	case MSG_KV_STAGE:
+		return MSG_KV_STAGED;
 	case MSG_KV_LIST:
 		return MSG_KV_LIST_REPLY;
 	case MSG_KV_STATS:
@@ -142,7 +144,7 @@ static uint32_t kvc__want(uint32_t req)
 /* Replies that carry offsets into the arena. */
 static bool kvc__has_offsets(uint32_t type)
 {
-	return type == MSG_KV_RESERVED || type == MSG_KV_SEQ;
+	return type == MSG_KV_RESERVED || type == MSG_KV_SEQ || type == MSG_KV_STAGED;
 }
 
 static int kvc__append(void *ctx, const char *buf, size_t len)
@@ -385,7 +387,8 @@ static int kvc__serve(struct kvc *c, nng_msg *req, uint32_t type, uint64_t deadl
 	stats = kvc__encode(&q, eb, &rc);
 	if (!stats)
 		return rc;
-	if ((type == MSG_KV_RESERVE || type == MSG_KV_FETCH) && !c->t_mapped) {
+	if ((type == MSG_KV_RESERVE || type == MSG_KV_FETCH || type == MSG_KV_STAGE) &&
+	    !c->t_mapped) {
 		rc = kvc__await_config(c, stats, deadline, &waited, eb);
 		if (rc)
 			goto out;
@@ -830,6 +833,14 @@ static void kvc__req_seq(struct msg *q, uint32_t type, uint64_t seq)
 		q->u.kv_stats.seq = seq;
 		break;
 	}
+}
+
+void kvc_req_stage(struct msg *q, uint64_t seq, uint64_t window)
+{
+	memset(q, 0, sizeof(*q));
+	q->type = MSG_KV_STAGE;
+	q->u.kv_stage.seq = seq;
+	q->u.kv_stage.window = window;
 }
 
 void kvc_req_fetch(struct msg *q, uint64_t seq)

@@ -53,7 +53,7 @@
  * The arena. The client maps the KV-RAM arena (arena_map_open) once the
  * daemon answers kv_stats with a non-empty arena_name: in the background
  * from kvc_open on, and before a kv_reserve or kv_fetch is sent when not yet
- * mapped. A kv_reserved or kv_seq reply that came over another connection
+ * mapped. A kv_reserved, kv_seq or kv_staged reply that came over another connection
  * than the last kv_stats (the daemon restarted) is held back until a fresh
  * kv_stats: when the arena's name or the object under /dev/shm changed, the
  * new one is mapped before the reply is handed out, so that its offsets
@@ -129,7 +129,7 @@ int kvc_poll(struct kvc *c, struct msg *reply, bool *done, struct ig_errbuf *eb)
 bool kvc_pending(struct kvc *c);
 
 /* The KV-RAM arena as mapped here: base NULL (bytes 0) until the daemon
- * named one and it was mapped. Offsets in kv_reserved and kv_seq count from
+ * named one and it was mapped. Offsets in kv_reserved, kv_seq and kv_staged count from
  * `base`. `gen` grows by one each time another mapping takes over (the
  * daemon serves another arena object); a base from an earlier gen stays
  * mapped until the gen after the next one, or kvc_close. */
@@ -175,6 +175,10 @@ int kvc_read_window(struct kvc *c, uint64_t seq, uint64_t offset, uint64_t image
                     uint64_t window_bytes, uint64_t k, uint64_t sum, void *dst,
                     struct ig_errbuf *eb);
 void kvc_req_fetch(struct msg *q, uint64_t seq);
+/* kv_stage: window `window` of a sequence a kv_fetch found on disk ("disk"
+ * tier), into its staging window; the kv_staged reply says where (offset in
+ * the mapped arena), its length and checksum. */
+void kvc_req_stage(struct msg *q, uint64_t seq, uint64_t window);
 void kvc_req_demote(struct msg *q, uint64_t seq);
 void kvc_req_drop(struct msg *q, uint64_t seq);
 void kvc_req_verify(struct msg *q, uint64_t seq); /* 0: every sequence */

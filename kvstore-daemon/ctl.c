@@ -262,6 +262,7 @@ static int cmd_put(nng_socket s, uint64_t seq, const char *path, uint64_t window
 	struct tp_rx rx;
 	struct stat sb;
 	uint64_t offset, windows;
+	bool staged;
 	FILE *f;
 	int rc;
 
@@ -288,6 +289,8 @@ static int cmd_put(nng_socket s, uint64_t seq, const char *path, uint64_t window
 		goto out;
 	offset = rx.m.u.kv_reserved.offset;
 	windows = rx.m.u.kv_reserved.windows;
+	/* straight to KV-disk: every window through the staging window */
+	staged = msg_str_eq(rx.m.u.kv_reserved.tier, "disk");
 	if (rx.m.u.kv_reserved.given_up)
 		fprintf(stderr, "ignis-kvstore-ctl: KV-RAM gave up seq %" PRIu64 " for this one\n",
 		        rx.m.u.kv_reserved.given_up);
@@ -296,9 +299,9 @@ static int cmd_put(nng_socket s, uint64_t seq, const char *path, uint64_t window
 		uint64_t at = k * window, len = (uint64_t)sb.st_size - at < window
 		                                    ? (uint64_t)sb.st_size - at
 		                                    : window;
-		unsigned char *dst = (unsigned char *)m.base + offset + at;
+		unsigned char *dst = (unsigned char *)m.base + offset + (staged ? 0 : at);
 
-		if (offset + at + len > m.bytes || fread(dst, 1, len, f) != len) {
+		if (offset + (staged ? 0 : at) + len > m.bytes || fread(dst, 1, len, f) != len) {
 			rc = ig_errf(eb, IG_E_IO, "reading window %" PRIu64 " of %s", k, path);
 			goto out;
 		}
@@ -312,11 +315,57 @@ static int cmd_put(nng_socket s, uint64_t seq, const char *path, uint64_t window
 		if (pace_us)
 			usleep((useconds_t)pace_us);
 	}
-	printf("seq %" PRIu64 ": %lld bytes in %" PRIu64 " windows of %" PRIu64 ", committed\n",
-	       seq, (long long)sb.st_size, windows, window);
+	printf("seq %" PRIu64 ": %lld bytes in %" PRIu64 " windows of %" PRIu64
+	       ", committed to KV-%s\n",
+	       seq, (long long)sb.st_size, windows, window, staged ? "disk" : "RAM");
 out:
 	arena_map_close(&m);
 	fclose(f);
+	return rc;
+}
+
+/* A sequence on KV-disk, a window at a time through its staging window,
+ * each checked while copied out; written to `path` only whole (a temporary
+ * file renamed at the end). */
+static int get_staged(nng_socket s, const struct arena_map *m, uint64_t seq, uint64_t windows,
+                      const char *path, struct ig_errbuf *eb)
+{
+	char tmp[4200];
+	FILE *f;
+	int rc = IG_E_OK;
+
+	snprintf(tmp, sizeof(tmp), "%s.part", path);
+	f = fopen(tmp, "wb");
+	if (!f)
+		return ig_errf(eb, IG_E_IO, "%s: %s", tmp, strerror(errno));
+	for (uint64_t k = 0; k < windows && !rc; k++) {
+		struct msg q = {.type = MSG_KV_STAGE, .u.kv_stage = {seq, k}};
+		const struct msg_kv_staged *g;
+		struct tp_rx rx;
+		uint64_t got;
+
+		rc = call_patient(s, &q, MSG_KV_STAGED, &rx, false, eb);
+		if (rc)
+			break;
+		g = &rx.m.u.kv_staged;
+		if (g->offset + g->len > m->bytes)
+			rc = ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+			             "the daemon's staging window is outside the arena");
+		else if ((got = kvcopy_sum((const char *)m->base + g->offset, g->len)) != g->sum)
+			rc = ig_errf(eb, IG_E_KV_LOST,
+			             "seq %" PRIu64 " window %" PRIu64 ": the staged bytes hash to "
+			             "%016" PRIx64 ", not the %016" PRIx64 " read; nothing written",
+			             seq, k, got, g->sum);
+		else if (fwrite((const char *)m->base + g->offset, 1, g->len, f) != g->len)
+			rc = ig_errf(eb, IG_E_IO, "%s: %s", tmp, strerror(errno));
+		tp_rx_release(&rx);
+	}
+	if (fclose(f) && !rc)
+		rc = ig_errf(eb, IG_E_IO, "%s: %s", tmp, strerror(errno));
+	if (!rc && rename(tmp, path))
+		rc = ig_errf(eb, IG_E_IO, "%s: %s", path, strerror(errno));
+	if (rc)
+		unlink(tmp);
 	return rc;
 }
 
@@ -340,6 +389,16 @@ static int cmd_get(nng_socket s, uint64_t seq, const char *path, struct ig_errbu
 		             "seq %" PRIu64 " is incomplete: %" PRIu64 " of %" PRIu64
 		             " windows committed",
 		             seq, rx.m.u.kv_seq.committed, rx.m.u.kv_seq.windows);
+		goto out_rx;
+	}
+	if (msg_str_eq(rx.m.u.kv_seq.tier, "disk")) {
+		uint64_t bytes = rx.m.u.kv_seq.image_bytes;
+
+		rc = get_staged(s, &m, seq, rx.m.u.kv_seq.windows, path, eb);
+		if (!rc)
+			printf("seq %" PRIu64 ": %" PRIu64
+			       " bytes from KV-disk, every window checked\n",
+			       seq, bytes);
 		goto out_rx;
 	}
 	if (rx.m.u.kv_seq.offset + rx.m.u.kv_seq.image_bytes > m.bytes) {

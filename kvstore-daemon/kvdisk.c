@@ -18,6 +18,10 @@
  *   "tick" key "tick"                       ->  a counter (kvdisk__tick)
  * A put writes every window record, then the sequence record, in one write
  * transaction: what a reader or a restarted daemon sees is all of it or none.
+ * A stream (kvdisk_wbegin/kvdisk_wput: a move straight from the device)
+ * writes one window record per transaction and the sequence record with the
+ * last: until then the sequence is not held, and after a crash its window
+ * records, having no sequence record, are erased by open's scan.
  *
  * Record header, 88 B, little-endian. On disk: never renumber; a change bumps
  * KVDISK_LAYOUT and older records read as foreign (lost, never served).
@@ -123,6 +127,16 @@ struct kvdisk_note {
 	char why[200];
 };
 
+/* A write under way, a window at a time (kvdisk_wbegin). */
+struct kvdisk_stream {
+	bool open;
+	struct arena_meta meta;
+	uint64_t put_id; /* the first window's transaction id: every record's */
+	uint64_t stored, last_sum;
+	uint32_t next;     /* the window to write next */
+	XXH64_state_t *xd; /* digest of the written windows' checksums */
+};
+
 struct kvdisk {
 	MDB_env *env;
 	MDB_dbi dseq, dwin, dtick;
@@ -137,6 +151,8 @@ struct kvdisk {
 	XXH64_state_t *xd; /* digest of the windows' payload checksums */
 	struct kvdisk_note *notes;
 	uint32_t n_notes, cap_notes;
+	struct kvdisk_stream streams[KVDISK_STREAMS];
+	uint64_t pending; /* the bytes the writes under way will take */
 };
 
 /* ---- encoding ---------------------------------------------------------- */
@@ -986,6 +1002,8 @@ out_free:
 	if (d->state_fd >= 0)
 		close(d->state_fd);
 	XXH64_freeState(d->xd);
+	for (uint32_t i = 0; i < KVDISK_STREAMS; i++)
+		XXH64_freeState(d->streams[i].xd);
 	free(d->notes);
 	free(d);
 	return rc;
@@ -1087,8 +1105,12 @@ int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base
 			               "KV-disk: seq %" PRIu64 " window %u: %" PRIu64
 			               " bytes where the window holds %" PRIu64,
 			               meta->seq, i, w[i].len, kvdisk__win_len(meta, i));
+	if (kvdisk_writing(d, meta->seq))
+		return ig_errf(eb, IG_E_BUSY,
+		               "KV-disk: seq %" PRIu64 " is being written a window at a time",
+		               meta->seq);
 	stored = kvdisk__stored(meta);
-	if (d->used + stored > d->ceiling) {
+	if (d->used + d->pending + stored > d->ceiling) {
 		d->refusals_full++;
 		return ig_errf(eb, IG_E_NOSPACE,
 		               "KV-disk at '%s': tier full: seq %" PRIu64 " needs %" PRIu64
@@ -1169,6 +1191,236 @@ int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base
 	d->sequences++;
 	d->writes++;
 	return IG_E_OK;
+}
+
+/* ---- writes a window at a time ------------------------------------------- */
+
+static struct kvdisk_stream *kvdisk__stream(struct kvdisk *d, uint64_t seq)
+{
+	for (uint32_t i = 0; i < KVDISK_STREAMS; i++)
+		if (d->streams[i].open && d->streams[i].meta.seq == seq)
+			return &d->streams[i];
+	return NULL;
+}
+
+bool kvdisk_writing(const struct kvdisk *d, uint64_t seq)
+{
+	return kvdisk__stream((struct kvdisk *)d, seq) != NULL;
+}
+
+static bool kvdisk__same_shape(const struct arena_meta *a, const struct arena_meta *b)
+{
+	return a->seq == b->seq && a->model_id == b->model_id && a->kv_format == b->kv_format &&
+	       a->cls == b->cls && a->image_bytes == b->image_bytes &&
+	       a->window_bytes == b->window_bytes && a->windows == b->windows;
+}
+
+int kvdisk_wbegin(struct kvdisk *d, const struct arena_meta *meta, struct ig_errbuf *eb)
+{
+	struct kvdisk_stream *st = kvdisk__stream(d, meta->seq);
+	unsigned char kb[8];
+	MDB_txn *txn;
+	MDB_val k, v;
+	uint64_t stored;
+	int rc;
+
+	if (d->failed)
+		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB failed earlier; reopen it",
+		               d->path);
+	if (!kvdisk__meta_ok(meta))
+		return ig_errf(eb, IG_E_INVAL,
+		               "KV-disk: seq %" PRIu64 ": impossible shape (%" PRIu64
+		               " bytes in %u windows of %u)",
+		               meta->seq, meta->image_bytes, meta->windows, meta->window_bytes);
+	if (st) {
+		/* the same begin again (a request resent) before any window */
+		if (st->next == 0 && kvdisk__same_shape(&st->meta, meta))
+			return IG_E_OK;
+		return ig_errf(eb, IG_E_BUSY,
+		               "KV-disk: seq %" PRIu64 " is being written (%u of %u windows); "
+		               "drop it first",
+		               meta->seq, st->next, st->meta.windows);
+	}
+	rc = mdb_txn_begin(d->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB: %s", d->path, mdb_strerror(rc));
+	kvdisk__key_seq(kb, &k, meta->seq);
+	rc = mdb_get(txn, d->dseq, &k, &v);
+	mdb_txn_abort(txn);
+	if (rc != MDB_NOTFOUND)
+		return rc ? ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB: %s", d->path,
+		                    mdb_strerror(rc))
+		          : ig_errf(eb, IG_E_BUSY,
+		                    "KV-disk: seq %" PRIu64 " is already on disk; drop it first",
+		                    meta->seq);
+	for (uint32_t i = 0; i < KVDISK_STREAMS && !st; i++)
+		if (!d->streams[i].open)
+			st = &d->streams[i];
+	if (!st)
+		return ig_errf(eb, IG_E_BUSY,
+		               "KV-disk: %u sequences are being written already; try again when "
+		               "one is done",
+		               KVDISK_STREAMS);
+	stored = kvdisk__stored(meta);
+	if (d->used + d->pending + stored > d->ceiling) {
+		d->refusals_full++;
+		return ig_errf(eb, IG_E_NOSPACE,
+		               "KV-disk at '%s': tier full: seq %" PRIu64 " needs %" PRIu64
+		               " B, %" PRIu64 " of the %" PRIu64 " B ceiling are used or "
+		               "being written; nothing written",
+		               d->path, meta->seq, stored, d->used + d->pending, d->ceiling);
+	}
+	if (!st->xd && !(st->xd = XXH64_createState()))
+		return ig_errf(eb, IG_E_NOMEM, "KV-disk: no memory for a write");
+	XXH64_reset(st->xd, 0);
+	st->open = true;
+	st->meta = *meta;
+	st->put_id = 0;
+	st->stored = stored;
+	st->next = 0;
+	st->last_sum = 0;
+	d->pending += stored;
+	(void)kvdisk__note_take(d, meta->seq, NULL, 0);
+	return IG_E_OK;
+}
+
+static void kvdisk__stream_end(struct kvdisk *d, struct kvdisk_stream *st)
+{
+	d->pending -= st->stored < d->pending ? st->stored : d->pending;
+	st->open = false;
+}
+
+int kvdisk_wput(struct kvdisk *d, uint64_t seq, uint32_t k, const void *src, uint64_t len,
+                uint64_t sum, bool *whole, struct ig_errbuf *eb)
+{
+	struct kvdisk_stream *st = kvdisk__stream(d, seq);
+	unsigned char kb[16], *dst;
+	struct kvdisk_hdr h;
+	MDB_txn *txn = NULL;
+	MDB_val key, v;
+	bool last;
+	uint64_t got;
+	int rc;
+
+	*whole = false;
+	if (d->failed)
+		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB failed earlier; reopen it",
+		               d->path);
+	if (!st)
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "KV-disk: no write of seq %" PRIu64 " is under way (begin it first)",
+		               seq);
+	if (k + 1 == st->next && sum == st->last_sum)
+		return IG_E_OK; /* the same window again (a request resent) */
+	if (k != st->next)
+		return ig_errf(eb, IG_E_INVAL,
+		               "KV-disk: seq %" PRIu64 ": window %u where window %u comes next "
+		               "(windows go in order, once each)",
+		               seq, k, st->next);
+	if (len != kvdisk__win_len(&st->meta, k))
+		return ig_errf(eb, IG_E_INVAL,
+		               "KV-disk: seq %" PRIu64 " window %u: %" PRIu64
+		               " bytes where the window holds %" PRIu64,
+		               seq, k, len, kvdisk__win_len(&st->meta, k));
+	last = k + 1 == st->meta.windows;
+	rc = kvdisk__room(d, KVDISK_HDR * (last ? 2u : 1u) + len, 1, eb);
+	if (rc)
+		return rc;
+	rc = mdb_txn_begin(d->env, NULL, 0, &txn);
+	if (rc)
+		return kvdisk__put_fail(d, NULL, rc, seq, eb);
+	if (k == 0)
+		st->put_id = mdb_txn_id(txn);
+	h = (struct kvdisk_hdr){.version = KVDISK_LAYOUT,
+	                        .seq = seq,
+	                        .put_id = st->put_id,
+	                        .model_id = st->meta.model_id,
+	                        .image_bytes = st->meta.image_bytes,
+	                        .kv_format = st->meta.kv_format,
+	                        .cls = st->meta.cls,
+	                        .window_bytes = st->meta.window_bytes,
+	                        .windows = st->meta.windows};
+	kvdisk__key_win(kb, &key, seq, k);
+	v.mv_size = KVDISK_HDR + len;
+	v.mv_data = NULL;
+	rc = mdb_put(txn, d->dwin, &key, &v, MDB_RESERVE | MDB_NOOVERWRITE);
+	if (rc)
+		return kvdisk__put_fail(d, txn, rc, seq, eb);
+	dst = v.mv_data;
+	got = kvcopy_hash(dst + KVDISK_HDR, src, len);
+	if (got != sum) {
+		mdb_txn_abort(txn);
+		return ig_errf(eb, IG_E_INVAL,
+		               "KV-disk: seq %" PRIu64 " window %u: its bytes hash to %016" PRIx64
+		               ", not the %016" PRIx64 " given; nothing written",
+		               seq, k, got, sum);
+	}
+	h.kind = KVDISK_KIND_WIN;
+	h.window = k;
+	h.len = len;
+	h.xxh = got;
+	kvdisk__encode(dst, &h);
+	if (last) {
+		/* the digest with this window, in the scratch state: the
+		 * stream's own is touched only once the transaction holds */
+		XXH64_copyState(d->xd, st->xd);
+		kvdisk__digest_add(d->xd, got);
+		kvdisk__key_seq(kb, &key, seq);
+		v.mv_size = KVDISK_HDR;
+		v.mv_data = NULL;
+		rc = mdb_put(txn, d->dseq, &key, &v, MDB_RESERVE | MDB_NOOVERWRITE);
+		if (rc)
+			return kvdisk__put_fail(d, txn, rc, seq, eb);
+		h.kind = KVDISK_KIND_SEQ;
+		h.window = KVDISK_SEQ_WINDOW;
+		h.len = st->stored;
+		h.xxh = XXH64_digest(d->xd);
+		kvdisk__encode(v.mv_data, &h);
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc)
+		return kvdisk__put_fail(d, NULL, rc, seq, eb);
+	kvdisk__digest_add(st->xd, got);
+	st->next++;
+	st->last_sum = got;
+	if (last) {
+		kvdisk__stream_end(d, st);
+		d->used += st->stored;
+		d->sequences++;
+		d->writes++;
+		*whole = true;
+	}
+	return IG_E_OK;
+}
+
+bool kvdisk_wabort(struct kvdisk *d, uint64_t seq)
+{
+	struct kvdisk_stream *st = kvdisk__stream(d, seq);
+	MDB_txn *txn;
+	uint64_t bytes;
+	bool found;
+	int rc;
+
+	if (!st)
+		return false;
+	if (st->next) {
+		rc = mdb_txn_begin(d->env, NULL, 0, &txn);
+		if (!rc) {
+			rc = kvdisk__erase(d, txn, seq, &bytes, &found);
+			if (rc)
+				mdb_txn_abort(txn);
+			else
+				rc = mdb_txn_commit(txn);
+		}
+		if (rc && kvdisk__damage(rc))
+			d->failed = true;
+		else if (!rc)
+			kvdisk__tick(d);
+		/* an erase that failed leaves window records without a
+		 * sequence record: never served, erased by the next open */
+	}
+	kvdisk__stream_end(d, st);
+	return true;
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -1297,6 +1549,137 @@ int kvdisk_get(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out, void
 	return rc;
 }
 
+/* ---- reads a window at a time -------------------------------------------- */
+
+int kvdisk_rsums(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out, uint64_t *sums,
+                 struct ig_errbuf *eb)
+{
+	char why[200];
+	unsigned char kb[16];
+	struct kvdisk_hdr sh, wh;
+	MDB_txn *txn;
+	MDB_val k, v;
+	uint32_t at = KVDISK_SEQ_WINDOW;
+	int rc, mrc;
+
+	rc = kvdisk__read_begin(d, seq, &txn, &v, &mrc, eb);
+	if (rc)
+		return rc;
+	rc = mrc;
+	if (rc == MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		return ig_errf(eb, IG_E_NOTFOUND, "KV-disk: seq %" PRIu64 " is not on disk", seq);
+	}
+	if (rc) {
+		snprintf(why, sizeof(why), "LMDB: %s", mdb_strerror(rc));
+		goto out_lost;
+	}
+	if (!kvdisk__seq_ok(seq, &v, &sh, why, sizeof(why)))
+		goto out_lost;
+	/* every window's header, not its payload (the payload is checked
+	 * when kvdisk_rwindow copies it) */
+	XXH64_reset(d->xd, 0);
+	for (at = 0; at < sh.windows; at++) {
+		kvdisk__key_win(kb, &k, seq, at);
+		rc = mdb_get(txn, d->dwin, &k, &v);
+		if (rc) {
+			snprintf(why, sizeof(why), "torn: %s",
+			         rc == MDB_NOTFOUND ? "the record is missing" : mdb_strerror(rc));
+			goto out_lost;
+		}
+		if (!kvdisk__win_ok(&sh, at, &v, &wh, why, sizeof(why)))
+			goto out_lost;
+		kvdisk__digest_add(d->xd, wh.xxh);
+		sums[at] = wh.xxh;
+	}
+	if (XXH64_digest(d->xd) != sh.xxh) {
+		at = KVDISK_SEQ_WINDOW;
+		snprintf(why, sizeof(why),
+		         "corrupt: its windows' checksums do not match the sequence record's "
+		         "digest");
+		goto out_lost;
+	}
+	mdb_txn_abort(txn);
+	kvdisk__meta_of(&sh, meta_out);
+	return IG_E_OK;
+
+out_lost:
+	mdb_txn_abort(txn);
+	return kvdisk__lose(d, seq, at, why, eb);
+}
+
+int kvdisk_rwindow(struct kvdisk *d, uint64_t seq, uint32_t k, void *dst, uint64_t cap,
+                   uint64_t *len, uint64_t *sum, struct ig_errbuf *eb)
+{
+	char why[200];
+	unsigned char kb[16];
+	struct kvdisk_hdr sh, wh;
+	MDB_txn *txn;
+	MDB_val key, v;
+	const unsigned char *p;
+	uint32_t at = KVDISK_SEQ_WINDOW;
+	uint64_t got;
+	int rc, mrc;
+
+	rc = kvdisk__read_begin(d, seq, &txn, &v, &mrc, eb);
+	if (rc)
+		return rc;
+	rc = mrc;
+	if (rc == MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		return ig_errf(eb, IG_E_NOTFOUND, "KV-disk: seq %" PRIu64 " is not on disk", seq);
+	}
+	if (rc) {
+		snprintf(why, sizeof(why), "LMDB: %s", mdb_strerror(rc));
+		goto out_lost;
+	}
+	if (!kvdisk__seq_ok(seq, &v, &sh, why, sizeof(why)))
+		goto out_lost;
+	if (k >= sh.windows) {
+		mdb_txn_abort(txn);
+		return ig_errf(eb, IG_E_INVAL,
+		               "KV-disk: seq %" PRIu64 " has %u windows; window %u asked", seq,
+		               sh.windows, k);
+	}
+	at = k;
+	kvdisk__key_win(kb, &key, seq, k);
+	rc = mdb_get(txn, d->dwin, &key, &v);
+	if (rc) {
+		snprintf(why, sizeof(why), "torn: %s",
+		         rc == MDB_NOTFOUND ? "the record is missing" : mdb_strerror(rc));
+		goto out_lost;
+	}
+	if (!kvdisk__win_ok(&sh, k, &v, &wh, why, sizeof(why)))
+		goto out_lost;
+	if (wh.len > cap) {
+		mdb_txn_abort(txn);
+		return ig_errf(eb, IG_E_INVAL,
+		               "KV-disk: seq %" PRIu64 " window %u holds %" PRIu64
+		               " bytes, %" PRIu64 " given",
+		               seq, k, wh.len, cap);
+	}
+	p = (const unsigned char *)v.mv_data + KVDISK_HDR;
+	kvdisk__willneed(p, wh.len);
+	got = kvcopy_hash(dst, p, wh.len);
+	if (got != wh.xxh) {
+		snprintf(why, sizeof(why),
+		         "corrupt: the payload hashes to %016" PRIx64
+		         ", its header says %016" PRIx64,
+		         got, wh.xxh);
+		goto out_lost;
+	}
+	mdb_txn_abort(txn);
+	*len = wh.len;
+	*sum = got;
+	if (k + 1 == sh.windows)
+		d->reads++;
+	return IG_E_OK;
+
+out_lost:
+	mdb_txn_abort(txn);
+	return kvdisk__lose(d, seq, at, why, eb);
+}
+
 int kvdisk_stat(struct kvdisk *d, uint64_t seq, struct kvdisk_seq *out, struct ig_errbuf *eb)
 {
 	char why[200];
@@ -1331,6 +1714,8 @@ int kvdisk_drop(struct kvdisk *d, uint64_t seq, struct ig_errbuf *eb)
 	if (d->failed)
 		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': LMDB failed earlier; reopen it",
 		               d->path);
+	if (kvdisk_wabort(d, seq))
+		return IG_E_OK; /* a write under way: nothing of it is held */
 	noted = kvdisk__note_take(d, seq, NULL, 0);
 	rc = kvdisk__drop_seq(d, seq, &found);
 	if (rc) {

@@ -63,6 +63,44 @@ void kvdisk_close(struct kvdisk *d);
  * KV-RAM's (arena.h). */
 int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base,
                const struct arena_window *w, struct ig_errbuf *eb);
+/* Streams: a sequence written to disk a window at a time (a move straight
+ * from the device when KV-RAM cannot take it, through a staging window), or
+ * read back a window at a time (straight to the device).
+ *
+ * Writing: kvdisk_wbegin counts the whole sequence against the ceiling at
+ * once (IG_E_NOSPACE, nothing written, when it would cross it; IG_E_BUSY
+ * when the seq is on disk or another write of it is under way with windows
+ * written; a begin asked again before any window is the same begin). Then
+ * kvdisk_wput writes window k (k in order from 0; the same window again with
+ * the same checksum is a no-op), each in a transaction of its own, hashed
+ * while copied and refused (IG_E_INVAL, nothing written) when it does not
+ * hash to `sum`; the last window's transaction also writes the sequence
+ * record, and only then does the sequence count as held (*whole true). A
+ * write never finished is nothing: kvdisk_wabort (or kvdisk_drop) erases its
+ * windows; after a crash, open's scan finds window records without a
+ * sequence record and erases them (counted lost, as any torn record).
+ * At most KVDISK_STREAMS writes at once. */
+#define KVDISK_STREAMS 8u
+int kvdisk_wbegin(struct kvdisk *d, const struct arena_meta *meta, struct ig_errbuf *eb);
+int kvdisk_wput(struct kvdisk *d, uint64_t seq, uint32_t k, const void *src, uint64_t len,
+                uint64_t sum, bool *whole, struct ig_errbuf *eb);
+/* Erase what a write under way wrote and forget it; false when none was. */
+bool kvdisk_wabort(struct kvdisk *d, uint64_t seq);
+/* Is a write of `seq` under way? */
+bool kvdisk_writing(const struct kvdisk *d, uint64_t seq);
+
+/* Reading a window at a time: kvdisk_rsums checks the sequence record and
+ * every window's header against it (not the payloads) and the record's
+ * digest of their checksums, and returns the identity and sums[k] (ARENA_MAX_
+ * WINDOWS entries); kvdisk_rwindow copies window k into dst (cap bytes),
+ * hashing while it copies, *len its length, *sum its checksum. Either
+ * reports a torn, corrupt or foreign record IG_E_KV_LOST and drops the
+ * sequence; IG_E_NOTFOUND when it is not on disk. */
+int kvdisk_rsums(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out, uint64_t *sums,
+                 struct ig_errbuf *eb);
+int kvdisk_rwindow(struct kvdisk *d, uint64_t seq, uint32_t k, void *dst, uint64_t cap,
+                   uint64_t *len, uint64_t *sum, struct ig_errbuf *eb);
+
 /* Read a whole sequence back: window k into dst + k * meta.window_bytes
  * (dst holds meta.image_bytes), each checked while copied. *meta_out its
  * identity; sums[k] (may be NULL; meta.windows entries) each window's

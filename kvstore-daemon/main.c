@@ -19,8 +19,16 @@
  *     --reuse-retained-interactive-ttl counts as an agent) for the newer
  *     reservation at once, and says which in the reply (`given_up`): that
  *     request is prefilled again;
- *   - a fetch from disk brings the sequence into KV-RAM (checked window by
- *     window) and off the disk: a sequence lives in one tier.
+ *   - with KV-disk on, a reserve KV-RAM cannot take goes straight to disk:
+ *     the reply names tier "disk" and a staging window in the arena; each
+ *     window the writer commits there is copied into KV-disk (checked on
+ *     the way) before the commit is acknowledged, and the sequence counts as
+ *     held only once its last window is on disk. A fetch of a sequence on
+ *     disk leaves it there and serves it a window at a time through a
+ *     staging window (kv_stage), each checked while copied: disk to device,
+ *     never through KV-RAM. A sequence lives in one tier. Staging windows
+ *     are arena reservations keyed KVS_STAGE_BIT | seq that are never
+ *     committed, so a restarted daemon reclaims them.
  *
  * IGNIS_TEST_KVDISK_IGNORE_VOLUME (tests only): take --reuse-kv-disk-bytes as
  * the ceiling without the volume rule (free - 10 GiB), for small CI disks.
@@ -39,6 +47,17 @@
 #include "kvcopy.h"
 #include "kvdisk.h"
 
+/* Keys with this bit are the daemon's staging windows; a sequence's key is
+ * below it (a reserve above is refused). */
+#define KVS_STAGE_BIT (UINT64_C(1) << 63)
+#define KVS_STAGES    16u
+/* A staging window nobody used for this long is given back (and a write
+ * straight to disk it served abandoned): its owner died or gave up. Its
+ * owner coming back later opens another (a read) or starts again (a write:
+ * its commit is answered "not found"). Either way nothing is served that
+ * was not checked: a reader checks the staged bytes against their sum. */
+#define KVS_STAGE_IDLE_S 60u
+
 struct kvs {
 	struct arena *ram;
 	struct kvdisk *disk;
@@ -50,7 +69,16 @@ struct kvs {
 	uint64_t started_s; /* when the tiers opened: a recovered sequence's last use */
 	/* background demotions: room wanted in KV-RAM (0: none) */
 	uint64_t want_room;
-	uint64_t demotions, disk_reads, ram_evictions, lost;
+	uint64_t demotions, direct_writes, disk_reads, ram_evictions, lost;
+	/* staging windows: sequences going to or coming from KV-disk a window
+	 * at a time (one per sequence, either way) */
+	struct kvs_stage {
+		uint64_t seq, offset;
+		uint64_t window_bytes; /* the sequence's windows */
+		uint64_t bytes;        /* the staging window: its largest window */
+		uint64_t used_s;       /* last opened, staged into or committed from */
+		bool used;
+	} stages[KVS_STAGES];
 	/* the windows of one sequence, for get/put */
 	struct arena_window w[ARENA_MAX_WINDOWS];
 	uint64_t sums[ARENA_MAX_WINDOWS]; /* a disk record's window checksums */
@@ -253,9 +281,101 @@ static uint64_t kvs_victim(struct kvs *k, uint64_t except, const uint64_t *skip,
 	return arena_pick_victim_ex(k->ram, except, skip, n_skip, kvs_idle_interactive, k);
 }
 
+static struct kvs_stage *kvs_stage_find(struct kvs *k, uint64_t seq)
+{
+	for (uint32_t i = 0; i < KVS_STAGES; i++)
+		if (k->stages[i].used && k->stages[i].seq == seq)
+			return &k->stages[i];
+	return NULL;
+}
+
+/* The staging window of `seq` (its largest window's bytes of the arena),
+ * opened when it has none. IG_E_NOSPACE when KV-RAM has no room for one window now (with
+ * KV-disk on the loop then demotes to make it). */
+static int kvs_stage_open(struct kvs *k, const struct arena_meta *of, struct kvs_stage **out,
+                          struct ig_errbuf *eb)
+{
+	struct kvs_stage *g = kvs_stage_find(k, of->seq);
+	struct arena_meta m = *of;
+	uint64_t offset,
+	    bytes = of->window_bytes < of->image_bytes ? of->window_bytes : of->image_bytes;
+	int rc;
+
+	if (g && g->window_bytes == of->window_bytes && g->bytes == bytes) {
+		g->used_s = kvs_now_s();
+		*out = g;
+		return IG_E_OK;
+	}
+	if (g) { /* another shape (a new write of the seq): a new window */
+		struct ig_errbuf e2;
+
+		(void)arena_drop(k->ram, KVS_STAGE_BIT | g->seq, &e2);
+		g->used = false;
+	}
+	for (uint32_t i = 0; i < KVS_STAGES && !g; i++)
+		if (!k->stages[i].used)
+			g = &k->stages[i];
+	if (!g)
+		return ig_errf(eb, IG_E_BUSY,
+		               "seq %" PRIu64
+		               ": %u sequences are moving to or from KV-disk already; "
+		               "try again when one is done",
+		               of->seq, KVS_STAGES);
+	m.seq = KVS_STAGE_BIT | of->seq;
+	m.image_bytes = bytes;
+	m.window_bytes = (uint32_t)bytes;
+	m.windows = 1;
+	rc = arena_reserve(k->ram, &m, &offset, eb);
+	if (rc == IG_E_BUSY) { /* this daemon's own leftover: free it, again */
+		struct ig_errbuf e2;
+
+		(void)arena_drop(k->ram, m.seq, &e2);
+		rc = arena_reserve(k->ram, &m, &offset, eb);
+	}
+	if (rc == IG_E_NOSPACE && k->disk && m.image_bytes > k->want_room)
+		k->want_room = m.image_bytes;
+	if (rc)
+		return rc;
+	*g =
+	    (struct kvs_stage){of->seq, offset, of->window_bytes, m.image_bytes, kvs_now_s(), true};
+	*out = g;
+	return IG_E_OK;
+}
+
+static void kvs_stage_close(struct kvs *k, uint64_t seq)
+{
+	struct kvs_stage *g = kvs_stage_find(k, seq);
+	struct ig_errbuf e2;
+
+	if (!g)
+		return;
+	(void)arena_drop(k->ram, KVS_STAGE_BIT | seq, &e2);
+	g->used = false;
+}
+
+/* A reserve KV-RAM cannot take, straight to KV-disk: the whole image counted
+ * against the disk's ceiling now, its windows through a staging window. */
+static int kvs_reserve_disk(struct kvs *k, const struct arena_meta *m, uint64_t *offset,
+                            struct ig_errbuf *eb)
+{
+	struct kvs_stage *g;
+	int rc = kvdisk_wbegin(k->disk, m, eb);
+
+	if (rc)
+		return rc;
+	rc = kvs_stage_open(k, m, &g, eb);
+	if (rc) {
+		(void)kvdisk_wabort(k->disk, m->seq);
+		return rc;
+	}
+	*offset = g->offset;
+	return IG_E_OK;
+}
+
 static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg *reply,
                        struct ig_errbuf *eb)
 {
+	const char *tier = "ram";
 	struct arena_meta m = {0};
 	uint64_t offset = 0, given_up = 0;
 	int rc;
@@ -269,6 +389,21 @@ static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg
 	m.image_bytes = q->image_bytes;
 	m.window_bytes = (uint32_t)q->window_bytes;
 	m.windows = (uint32_t)((q->image_bytes + q->window_bytes - 1) / q->window_bytes);
+	if (m.seq & KVS_STAGE_BIT)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "kv_reserve: seq %016" PRIx64 " has the top bit set (the daemon's "
+		               "staging windows); accepted: 1 to 2^63-1",
+		               m.seq);
+	if (k->disk && kvdisk_writing(k->disk, m.seq)) {
+		/* a write straight to disk asked again (resent after a restart
+		 * of nothing but the connection): the same answer before any
+		 * window, "busy" after */
+		rc = kvs_reserve_disk(k, &m, &offset, eb);
+		if (rc)
+			return rc;
+		tier = "disk";
+		goto reply;
+	}
 	for (;;) {
 		struct arena_stats st;
 		uint64_t v;
@@ -277,14 +412,14 @@ static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg
 		if (rc != IG_E_NOSPACE)
 			break;
 		arena_stats(k->ram, &st);
-		if (m.image_bytes > st.bytes)
-			break; /* larger than the whole arena: no room to make */
 		if (k->disk) {
-			/* demote in the background; this request hears "full" now */
-			if (m.image_bytes > k->want_room)
-				k->want_room = m.image_bytes;
+			/* KV-RAM cannot take it: straight to disk */
+			rc = kvs_reserve_disk(k, &m, &offset, eb);
+			tier = "disk";
 			break;
 		}
+		if (m.image_bytes > st.bytes)
+			break; /* larger than the whole arena: no room to make */
 		v = kvs_victim(k, m.seq, NULL, 0);
 		if (!v)
 			break;
@@ -322,9 +457,98 @@ static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg
 	}
 	if (rc)
 		return rc;
+reply:
 	kvs_touch(m.seq);
 	reply->type = MSG_KV_RESERVED;
-	reply->u.kv_reserved = (struct msg_kv_reserved){m.seq, offset, m.windows, given_up};
+	reply->u.kv_reserved =
+	    (struct msg_kv_reserved){m.seq, offset, m.windows, given_up, msg_str_of(tier)};
+	return IG_E_OK;
+}
+
+/* A window is in place: in KV-RAM, recorded; going straight to disk,
+ * copied from the staging window into KV-disk (checked on the way) first. */
+static int kvs_commit(struct kvs *k, const struct msg_kv_commit *q, struct ig_errbuf *eb)
+{
+	struct kvs_stage *g = kvs_stage_find(k, q->seq);
+	struct ev e;
+	bool whole = false;
+	int rc;
+
+	if (!g || !k->disk || !kvdisk_writing(k->disk, q->seq)) {
+		rc = arena_commit(k->ram, q->seq, (uint32_t)q->window, q->len, q->sum, eb);
+		if (rc == IG_E_NOTFOUND && k->disk) {
+			/* the last window's commit again, after the sequence went
+			 * whole to disk: done already */
+			struct kvdisk_seq ds;
+			struct ig_errbuf e2;
+
+			if (!kvdisk_stat(k->disk, q->seq, &ds, &e2) &&
+			    q->window + 1 == ds.meta.windows)
+				rc = IG_E_OK;
+		}
+		return rc;
+	}
+	if (q->len > g->bytes)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "kv_commit: seq %" PRIu64 " window %" PRIu64 ": %" PRIu64
+		               " bytes; the staging window holds %" PRIu64,
+		               q->seq, q->window, q->len, g->bytes);
+	g->used_s = kvs_now_s();
+	rc = kvdisk_wput(k->disk, q->seq, (uint32_t)q->window,
+	                 (const unsigned char *)arena_base(k->ram) + g->offset, q->len, q->sum,
+	                 &whole, eb);
+	if (rc || !whole)
+		return rc;
+	kvs_stage_close(k, q->seq);
+	k->direct_writes++;
+	{
+		struct kvdisk_seq ds;
+		struct ig_errbuf e2;
+
+		ev_begin(&e, EV_INFO, "ignis.kvstore.spilled");
+		ev_u64(&e, "seq", q->seq);
+		ev_str(&e, "from", "device");
+		if (!kvdisk_stat(k->disk, q->seq, &ds, &e2)) {
+			ev_u64(&e, "bytes", ds.meta.image_bytes);
+			ev_u64(&e, "windows", ds.meta.windows);
+		}
+		ev_end(&e);
+	}
+	return IG_E_OK;
+}
+
+/* Window k of a KV-disk sequence into its staging window, checked. The
+ * staging window is opened if the daemon restarted since the fetch. */
+static int kvs_stage(struct kvs *k, const struct msg_kv_stage *q, struct msg *reply,
+                     struct ig_errbuf *eb)
+{
+	struct kvdisk_seq ds;
+	struct kvs_stage *g;
+	uint64_t len = 0, sum = 0;
+	int rc;
+
+	if (!k->disk)
+		return ig_errf(eb, IG_E_NOTFOUND, "kv_stage: seq %" PRIu64 ": KV-disk is off",
+		               q->seq);
+	rc = kvdisk_stat(k->disk, q->seq, &ds, eb);
+	if (rc)
+		return rc;
+	rc = kvs_stage_open(k, &ds.meta, &g, eb);
+	if (rc)
+		return rc;
+	rc = kvdisk_rwindow(k->disk, q->seq, (uint32_t)q->window,
+	                    (unsigned char *)arena_base(k->ram) + g->offset, g->bytes, &len, &sum,
+	                    eb);
+	if (rc) {
+		if (rc == IG_E_KV_LOST)
+			kvs_stage_close(k, q->seq);
+		return rc;
+	}
+	if (q->window + 1 == ds.meta.windows)
+		k->disk_reads++;
+	kvs_touch(q->seq);
+	reply->type = MSG_KV_STAGED;
+	reply->u.kv_staged = (struct msg_kv_staged){q->seq, q->window, g->offset, len, sum};
 	return IG_E_OK;
 }
 
@@ -350,69 +574,55 @@ static int kvs_check_ram(struct kvs *k, const struct arena_info *info, struct ig
 	return IG_E_OK;
 }
 
-/* Bring a sequence from KV-disk into KV-RAM. */
-static int kvs_load_from_disk(struct kvs *k, uint64_t seq, struct ig_errbuf *eb)
-{
-	struct kvdisk_seq ds;
-	uint64_t offset;
-	unsigned char *base;
-	int rc = kvdisk_stat(k->disk, seq, &ds, eb);
-
-	if (rc)
-		return rc;
-	rc = arena_reserve(k->ram, &ds.meta, &offset, eb);
-	if (rc == IG_E_NOSPACE && ds.meta.image_bytes > k->want_room)
-		k->want_room = ds.meta.image_bytes;
-	if (rc)
-		return rc;
-	base = arena_base(k->ram);
-	rc = kvdisk_get(k->disk, seq, &ds.meta, base + offset, ds.meta.image_bytes, k->sums, eb);
-	if (rc) {
-		struct ig_errbuf e2;
-
-		if (rc == IG_E_KV_LOST)
-			k->lost++;
-		(void)arena_drop(k->ram, seq, &e2);
-		return rc;
-	}
-	for (uint32_t i = 0; i < ds.meta.windows; i++) {
-		uint64_t at = (uint64_t)i * ds.meta.window_bytes;
-		uint64_t len = ds.meta.image_bytes - at < ds.meta.window_bytes
-		                   ? ds.meta.image_bytes - at
-		                   : ds.meta.window_bytes;
-
-		rc = arena_commit(k->ram, seq, i, len, k->sums[i], eb);
-		if (rc)
-			return rc;
-	}
-	k->disk_reads++;
-	return kvdisk_drop(k->disk, seq, eb);
-}
-
 static int kvs_fetch(struct kvs *k, uint64_t seq, struct msg *reply, struct ig_errbuf *eb)
 {
 	struct msg_kv_seq *r = &reply->u.kv_seq;
 	struct arena_info info;
-	const char *tier = "ram";
-	int rc = arena_get(k->ram, seq, &info, k->w, ARENA_MAX_WINDOWS, eb);
+	int rc = seq & KVS_STAGE_BIT ? IG_E_NOTFOUND
+	                             : arena_get(k->ram, seq, &info, k->w, ARENA_MAX_WINDOWS, eb);
 
-	if (rc == IG_E_NOTFOUND && k->disk) {
-		rc = kvs_load_from_disk(k, seq, eb);
-		if (!rc)
-			rc = arena_get(k->ram, seq, &info, k->w, ARENA_MAX_WINDOWS, eb);
-		tier = "disk";
+	if (rc == IG_E_NOTFOUND && k->disk && !kvdisk_writing(k->disk, seq)) {
+		/* it stays on disk and comes back a window at a time through a
+		 * staging window (kv_stage): every header checked now */
+		struct kvs_stage *g;
+		struct arena_meta m;
+
+		rc = kvdisk_rsums(k->disk, seq, &m, k->sums, eb);
+		if (rc == IG_E_KV_LOST)
+			k->lost++;
+		if (rc == IG_E_NOTFOUND)
+			goto not_found;
+		if (rc)
+			return rc;
+		rc = kvs_stage_open(k, &m, &g, eb);
+		if (rc)
+			return rc;
+		kvs_touch(seq);
+		reply->type = MSG_KV_SEQ;
+		*r = (struct msg_kv_seq){.seq = seq,
+		                         .tier = msg_str_of("disk"),
+		                         .model_id = m.model_id,
+		                         .kv_format = m.kv_format,
+		                         .class = msg_str_of(kvs_class_name(m.cls)),
+		                         .offset = g->offset,
+		                         .image_bytes = m.image_bytes,
+		                         .window_bytes = m.window_bytes,
+		                         .windows = m.windows,
+		                         .committed = m.windows,
+		                         .complete = true};
+		return IG_E_OK;
 	}
+not_found:
 	if (rc == IG_E_NOTFOUND)
 		return ig_errf(eb, IG_E_NOTFOUND, "seq %" PRIu64 ": held in no tier", seq);
 	if (rc)
 		return rc;
 	/* KV-RAM's bytes are not re-read here: the reader checks each window
-	 * against its recorded checksum while copying it out (ADR 0015); a
-	 * record just loaded from KV-disk was checked on the way in. */
+	 * against its recorded checksum while copying it out (ADR 0015). */
 	kvs_touch(seq);
 	reply->type = MSG_KV_SEQ;
 	*r = (struct msg_kv_seq){.seq = seq,
-	                         .tier = msg_str_of(tier),
+	                         .tier = msg_str_of("ram"),
 	                         .model_id = info.meta.model_id,
 	                         .kv_format = info.meta.kv_format,
 	                         .class = msg_str_of(kvs_class_name(info.meta.cls)),
@@ -445,7 +655,8 @@ static int kvs_list(struct kvs *k, uint64_t after, struct msg *reply)
 		const struct kvdisk_seq *bd = NULL;
 
 		for (uint32_t i = 0; i < nr; i++)
-			if (ram[i].meta.seq > last && (!best || ram[i].meta.seq < best)) {
+			if (!(ram[i].meta.seq & KVS_STAGE_BIT) && ram[i].meta.seq > last &&
+			    (!best || ram[i].meta.seq < best)) {
 				best = ram[i].meta.seq;
 				bi = &ram[i];
 				bd = NULL;
@@ -529,6 +740,7 @@ static void kvs_stats(struct kvs *k, struct msg *reply)
 		r->lost += ds.lost;
 	}
 	r->demotions = k->demotions;
+	r->direct_writes = k->direct_writes;
 	r->disk_reads = k->disk_reads;
 	r->ram_evictions = k->ram_evictions;
 	r->lost += k->lost;
@@ -721,9 +933,10 @@ static int kvs_handle(void *ctx, const struct msg *req, struct msg *reply, struc
 	case MSG_KV_RESERVE:
 		return kvs_reserve(k, &req->u.kv_reserve, reply, eb);
 	case MSG_KV_COMMIT:
-		rc = arena_commit(k->ram, req->u.kv_commit.seq, (uint32_t)req->u.kv_commit.window,
-		                  req->u.kv_commit.len, req->u.kv_commit.sum, eb);
+		rc = kvs_commit(k, &req->u.kv_commit, eb);
 		goto ack;
+	case MSG_KV_STAGE:
+		return kvs_stage(k, &req->u.kv_stage, reply, eb);
 	case MSG_KV_FETCH:
 		return kvs_fetch(k, req->u.kv_fetch.seq, reply, eb);
 	case MSG_KV_DEMOTE:
@@ -732,7 +945,11 @@ static int kvs_handle(void *ctx, const struct msg *req, struct msg *reply, struc
 	case MSG_KV_DROP: {
 		uint64_t seq = req->u.kv_drop.seq;
 		struct ig_errbuf e2;
-		bool ram = arena_drop(k->ram, seq, &e2) == IG_E_OK;
+		bool staged = kvs_stage_find(k, seq) != NULL;
+		bool ram;
+
+		kvs_stage_close(k, seq);
+		ram = arena_drop(k->ram, seq, &e2) == IG_E_OK || staged;
 		bool disk = k->disk && kvdisk_drop(k->disk, seq, &e2) == IG_E_OK;
 
 		rc = ram || disk
@@ -780,9 +997,27 @@ static bool kvs_work(void *ctx, int *fatal)
 	struct arena_stats st;
 	struct ig_errbuf eb;
 	uint64_t skip[32];
+	struct ev e;
 
 	(void)fatal;
-	if (!k->ram || !k->disk || !k->want_room)
+	if (!k->ram || !k->disk)
+		return false;
+	for (uint32_t i = 0; i < KVS_STAGES; i++) {
+		struct kvs_stage *g = &k->stages[i];
+
+		if (g->used && kvs_now_s() - g->used_s > KVS_STAGE_IDLE_S) {
+			bool wrote = kvdisk_wabort(k->disk, g->seq);
+
+			ev_begin(&e, EV_WARN, "ignis.kvstore.stage_abandoned");
+			ev_u64(&e, "seq", g->seq);
+			ev_str(&e, "detail",
+			       wrote ? "a write straight to disk stopped midway: erased"
+			             : "a read from disk not finished: its staging window freed");
+			ev_end(&e);
+			kvs_stage_close(k, g->seq);
+		}
+	}
+	if (!k->want_room)
 		return false;
 	arena_stats(k->ram, &st);
 	if (st.largest_free >= k->want_room) {

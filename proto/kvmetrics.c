@@ -11,6 +11,7 @@ void kvm_write_prom(FILE *f, const struct msg_kv_stats_reply *r)
 	uint64_t ram_used_bytes = r->ram_used_bytes;
 	uint64_t ram_evictions = r->ram_evictions, disk_used_bytes = r->disk_used_bytes;
 	uint64_t disk_ceiling_bytes = r->disk_ceiling_bytes, demotions = r->demotions;
+	uint64_t direct_writes = r->direct_writes;
 	uint64_t lost = r->lost, ram_sequences = r->ram_sequences;
 	uint64_t disk_sequences = r->disk_sequences, refusals_full = r->refusals_full;
 	uint64_t slots_held = r->slots_held, slots_writing = r->slots_writing;

@@ -26,6 +26,8 @@
 	  "KV-disk bytes: used, and the effective ceiling.")                                       \
 	X(ignis_kv_disk_spills_total, counter, "from=\"ram\"", demotions,                          \
 	  "Sequences written to KV-disk, by where they came from.")                                \
+	X(ignis_kv_disk_spills_total, counter, "from=\"device\"", direct_writes,                   \
+	  "Sequences written to KV-disk, by where they came from.")                                \
 	X(ignis_kv_disk_failures_total, counter, "op=\"read\"", lost,                              \
 	  "KV-disk and KV-RAM records found torn, corrupt or foreign (never served).")             \
 	X(ignis_kv_tier_sequences, gauge, "tier=\"ram\"", ram_sequences,                           \

@@ -30,7 +30,7 @@
 
 #include "err.h"
 
-#define MSG_PROTO_VERSION 3u
+#define MSG_PROTO_VERSION 4u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
 #define MSG_MAX_BYTES (64u * 1024u)
@@ -155,6 +155,9 @@ struct msg_str {
 	X(KV_SLOT_DROP, 33, kv_slot_drop, "free a slot still under a generation; ack")             \
 	X(KV_SLOT_LIST, 34, kv_slot_list, "list the retained host slots; kv_slot_list_reply")      \
 	X(KV_SLOT_LIST_REPLY, 37, kv_slot_list_reply, "retained host slots from `first`")          \
+	X(KV_STAGE, 38, kv_stage,                                                                  \
+	  "copy window `window` of a KV-disk sequence into its staging window; kv_staged")         \
+	X(KV_STAGED, 39, kv_staged, "a KV-disk window is in the staging window, checked")          \
 	X(WORKER_STATS, 35, worker_stats,                                                          \
 	  "ask the gpu-worker for its figures; answered by worker_stats_reply")                    \
 	X(WORKER_STATS_REPLY, 36, worker_stats_reply,                                              \
@@ -295,12 +298,17 @@ struct msg_str {
 	F(R, U64, window_bytes, 1, UINT32_MAX, _)
 
 /* given_up: a sequence KV-RAM gave up for this room with KV-disk off (its
- * request is prefilled again), 0 when none. */
+ * request is prefilled again), 0 when none. tier: "ram", the windows go
+ * consecutively from `offset`; "disk", KV-RAM cannot take the image and it
+ * goes straight to KV-disk: every window is written at `offset` (a staging
+ * window of window_bytes), the next only once the previous one's kv_commit
+ * is acknowledged (the daemon has copied it into KV-disk). */
 #define MSG_FIELDS_kv_reserved(F, R)                                                               \
 	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
 	F(R, U64, offset, 0, UINT64_MAX, _)                                                        \
 	F(R, U64, windows, 1, UINT32_MAX, _)                                                       \
-	F(R, U64, given_up, 0, UINT64_MAX, _)
+	F(R, U64, given_up, 0, UINT64_MAX, _)                                                      \
+	F(R, STR, tier, 1, 8, _)
 
 #define MSG_FIELDS_kv_commit(F, R)                                                                 \
 	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
@@ -310,9 +318,12 @@ struct msg_str {
 
 #define MSG_FIELDS_kv_fetch(F, R) F(R, U64, seq, 1, UINT64_MAX, _)
 
-/* tier: "ram" or "disk" (where it was found; a fetch from disk leaves it in
- * KV-RAM); the windows are consecutive from `offset`, each window_bytes but
- * the last, all checked against their checksums before this reply. */
+/* tier: where it was found. "ram": the windows are consecutive from
+ * `offset`, each window_bytes but the last, their checksums in the arena's
+ * index (the reader checks each while copying it out). "disk": it stays on
+ * disk and comes back a window at a time (kv_stage), each through the
+ * staging window at `offset`; every window's header was checked against the
+ * sequence record before this reply. */
 #define MSG_FIELDS_kv_seq(F, R)                                                                    \
 	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
 	F(R, STR, tier, 1, 8, _)                                                                   \
@@ -325,6 +336,21 @@ struct msg_str {
 	F(R, U64, windows, 0, UINT32_MAX, _)                                                       \
 	F(R, U64, committed, 0, UINT32_MAX, _)                                                     \
 	F(R, BOOL, complete, 0, 1, _)
+
+#define MSG_FIELDS_kv_stage(F, R)                                                                  \
+	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
+	F(R, U64, window, 0, UINT32_MAX, _)
+
+/* The window's bytes are at `offset` in the arena (the staging window; it
+ * may differ from the kv_seq reply's after a daemon restart), `len` of them
+ * hashing to `sum` (checked while the daemon copied them off the disk; the
+ * reader checks again while copying them out). */
+#define MSG_FIELDS_kv_staged(F, R)                                                                 \
+	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
+	F(R, U64, window, 0, UINT32_MAX, _)                                                        \
+	F(R, U64, offset, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, len, 1, UINT32_MAX, _)                                                           \
+	F(R, U64, sum, 0, UINT64_MAX, _)
 
 #define MSG_FIELDS_kv_demote(F, R) F(R, U64, seq, 1, UINT64_MAX, _)
 
@@ -398,6 +424,7 @@ struct msg_str {
 	F(R, U64, commits, 0, UINT64_MAX, _)                                                       \
 	F(R, U64, refusals_full, 0, UINT64_MAX, _)                                                 \
 	F(R, U64, demotions, 0, UINT64_MAX, _)                                                     \
+	F(R, U64, direct_writes, 0, UINT64_MAX, _) /* straight from the device to disk */          \
 	F(R, U64, disk_reads, 0, UINT64_MAX, _)                                                    \
 	F(R, U64, ram_evictions, 0, UINT64_MAX, _)                                                 \
 	F(R, U64, lost, 0, UINT64_MAX, _)                                                          \

@@ -161,14 +161,19 @@ same_as_ref giveup refbig a1 a2 i j
 [[ $(count ignis.request.evicted) -ge 2 ]] || fail "two victims expected: $(grep evicted "$events")"
 grep -q '"event":"ignis.request.lost"' "$events" || fail "nothing was given up"
 stop
-step "KV-disk on, KV-RAM for one image: the daemon demotes a moved sequence to disk for the next, which comes back from disk; the same tokens"
+step "KV-disk on, KV-RAM for one image: the next victim goes straight to disk and comes back from there to the device; the same tokens"
 export IGNIS_TEST_KVDISK_IGNORE_VOLUME=1 # a small ceiling, whatever the CI disk's free space
 start 1920tok --reuse-kv-disk-bytes 64M --reuse-kv-disk-path "$work/disk" --reuse-kv-ram-bytes 512K
 scenario disk big
 same_as_ref disk refbig a1 a2 i j
 [[ $(count ignis.request.evicted) -ge 2 ]] || fail "two victims expected: $(grep evicted "$events")"
 grep -q '"event":"ignis.request.lost"' "$events" && fail "a sequence was lost with KV-disk on"
-grep '"event":"ignis.kv.move"' "$events" | jq -e 'select(.direction == "in" and .tier == "disk")' >/dev/null ||
-	fail "nothing came back from disk: $(grep -E 'kv.move|demot' "$events" | cut -c1-200)"
+# (jq -s: jq 1.6's -e judges only the last input)
+moved() { grep '"event":"ignis.kv.move"' "$events" | jq -s -e "map(select($1)) | length > 0" >/dev/null; }
+moved '.direction == "out" and .tier == "disk"' ||
+	fail "nothing went straight to disk: $(grep -E 'kv.move|demot|spill' "$events" | cut -c1-200)"
+moved '.direction == "in" and .tier == "disk"' ||
+	fail "nothing came back from disk: $(grep -E 'kv.move|demot|spill' "$events" | cut -c1-200)"
+grep -q '"event":"ignis.kvstore.spilled".*"from":"device"' "$events" || fail "the daemon did not say it spilled from the device"
 stop
 echo "moves: every request's tokens equal the run where nothing moves"

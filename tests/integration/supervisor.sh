@@ -63,7 +63,7 @@ for role in kvstore gpu-worker; do
 	grep "\"event\":\"ignis.supervisor.child_restarting\"" "$events" | grep -q "\"role\":\"$role\"" ||
 		fail "no child_restarting event for $role"
 	# "answering": the new process answers a ping on its own socket.
-	"$probe" "$rt/$role.sock" hex 83a17402a17603a373657101 | grep -q "type=pong" ||
+	"$probe" "$rt/$role.sock" hex 83a17402a17604a373657101 | grep -q "type=pong" ||
 		fail "$role does not answer a ping after its restart"
 done
 
@@ -80,7 +80,7 @@ jq -e --argjson b "$budget" '.allocated_bytes > 0 and .allocated_bytes <= $b' <<
 step "malformed messages get typed error replies; everyone keeps serving"
 for s in supervisor kvstore gpu-worker; do
 	"$probe" "$rt/$s.sock" hex c1 | grep -q "code=IG_E_PROTO_MALFORMED" || fail "$s: no MALFORMED reply"
-	"$probe" "$rt/$s.sock" hex 83a17463a17603a373657100 | grep -q "code=IG_E_PROTO_UNKNOWN_TYPE" ||
+	"$probe" "$rt/$s.sock" hex 83a17463a17604a373657100 | grep -q "code=IG_E_PROTO_UNKNOWN_TYPE" ||
 		fail "$s: no UNKNOWN_TYPE reply"
 	"$probe" "$rt/$s.sock" hex 83a17402a17609a373657100 | grep -q "code=IG_E_PROTO_VERSION" ||
 		fail "$s: no VERSION reply"
@@ -163,7 +163,7 @@ wait_for 5 test -S "$rt/kvstore.sock" || fail "hand-started kvstore did not list
 out=$("$sup" start --runtime-dir "$rt" 2>&1 >/dev/null) && fail "start over a live kvstore succeeded"
 grep -q "held by a running process (pid $hand)" <<<"$out" || fail "unclear refusal: $out"
 [[ -S $rt/kvstore.sock && -f $rt/kvstore.lock ]] || fail "the live kvstore's files were removed"
-"$probe" "$rt/kvstore.sock" hex 83a17402a17603a373657101 | grep -q "type=pong" ||
+"$probe" "$rt/kvstore.sock" hex 83a17402a17604a373657101 | grep -q "type=pong" ||
 	fail "the hand-started kvstore stopped answering"
 kill -TERM "$hand"; wait "$hand"
 [[ ! -e $rt/kvstore.sock ]] || fail "the kvstore left its socket on SIGTERM"
@@ -175,7 +175,8 @@ fake_bin() { # program, socket name, role it claims, version it speaks
 		>"$work/bin/$1"
 	chmod +x "$work/bin/$1"
 }
-proto_v=3 # MSG_PROTO_VERSION (proto/msg.h)
+proto_v=$(sed -n 's/^#define MSG_PROTO_VERSION \([0-9]*\)u$/\1/p' "$(dirname "$0")/../../proto/msg.h")
+[[ -n $proto_v ]] || fail "no MSG_PROTO_VERSION in proto/msg.h"
 fake_bin ignis-kvstored kvstore kvstore 1
 cp "$build/gpu-worker/ignis-gpu-worker" "$work/bin/"
 out=$(timeout 20 "$sup" start --runtime-dir "$rt" --bin-dir "$work/bin" 2>&1 >/dev/null) &&

@@ -5,7 +5,8 @@
  * damaged on disk (bytes flipped in data.mdb, headers rewritten with a
  * consistent checksum, records removed) reported lost and never served;
  * processes killed with SIGKILL mid-put leave every acknowledged sequence
- * and nothing partial.
+ * and nothing partial; sequences written and read a window at a time
+ * (streams: a move straight from or to the device).
  *
  * The on-disk record layout is pinned here on purpose (HDR, the offsets
  * below): a change to kvdisk.c's layout must show up as a test change.
@@ -1215,6 +1216,227 @@ static void test_kill9_between_windows(void **state)
 	rmdir_all(dir);
 }
 
+/* ---- streams: a window at a time ------------------------------------------ */
+
+static void wput_ok(struct kvdisk *d, const struct img *g, uint32_t k, bool want_whole)
+{
+	struct ig_errbuf eb = {0};
+	bool whole = !want_whole;
+	int rc = kvdisk_wput(d, g->m.seq, k, g->buf + g->w[k].offset, g->w[k].len, g->w[k].sum,
+	                     &whole, &eb);
+
+	if (rc)
+		fail_msg("wput seq %" PRIu64 " window %u: %s: %s", g->m.seq, k, ig_err_name(rc),
+		         eb.msg);
+	assert_int_equal(whole, want_whole);
+}
+
+/* Window k read back alone: its bytes and checksum. */
+static void rwindow_same(struct kvdisk *d, const struct img *g, uint32_t k)
+{
+	struct ig_errbuf eb = {0};
+	unsigned char *dst = malloc(g->m.window_bytes + 16);
+	uint64_t len = 0, sum = 0;
+	int rc;
+
+	assert_non_null(dst);
+	memset(dst, 0x5a, g->m.window_bytes + 16);
+	rc = kvdisk_rwindow(d, g->m.seq, k, dst, g->m.window_bytes, &len, &sum, &eb);
+	if (rc)
+		fail_msg("rwindow seq %" PRIu64 " window %u: %s: %s", g->m.seq, k, ig_err_name(rc),
+		         eb.msg);
+	assert_int_equal(len, g->w[k].len);
+	assert_int_equal(sum, g->w[k].sum);
+	assert_memory_equal(dst, g->buf + g->w[k].offset, len);
+	assert_int_equal(dst[len], 0x5a); /* nothing past the window */
+	free(dst);
+}
+
+/* A sequence written a window at a time is not held until its last window;
+ * then it reads back whole (kvdisk_get) and a window at a time (rsums,
+ * rwindow). Out of order, a wrong checksum, a second begin after a window,
+ * a put or a fetch of it midway: refused, nothing of it served. */
+static void test_stream_write_read(void **state)
+{
+	struct ig_errbuf eb = {0};
+	struct kvdisk_stats st;
+	struct kvdisk_seq ds;
+	struct arena_meta m;
+	static uint64_t sums[ARENA_MAX_WINDOWS];
+	char *dir = tmpdir();
+	struct kvdisk *d = open_ok(dir, 8 * MiB);
+	struct img *a = img_make(3, 300 * KiB + 17, 64 * KiB, 0);
+	bool whole = false;
+	int rc;
+
+	(void)state;
+	assert_int_equal(a->m.windows, 5);
+	assert_int_equal(kvdisk_wbegin(d, &a->m, &eb), IG_E_OK);
+	assert_true(kvdisk_writing(d, 3));
+	assert_int_equal(kvdisk_wbegin(d, &a->m, &eb), IG_E_OK); /* resent: the same */
+	rc = kvdisk_wput(d, 3, 1, a->buf + a->w[1].offset, a->w[1].len, a->w[1].sum, &whole, &eb);
+	assert_int_equal(rc, IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "window 0 comes next"));
+	rc = kvdisk_wput(d, 3, 0, a->buf + a->w[0].offset, a->w[0].len, a->w[0].sum ^ 1, &whole,
+	                 &eb);
+	assert_int_equal(rc, IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "nothing written"));
+	wput_ok(d, a, 0, false);
+	wput_ok(d, a, 0, false); /* the same window again: a no-op */
+	assert_int_equal(kvdisk_wbegin(d, &a->m, &eb), IG_E_BUSY);
+	assert_int_equal(kvdisk_put(d, &a->m, a->buf, a->w, &eb), IG_E_BUSY);
+	wput_ok(d, a, 1, false);
+	/* not held midway: not listed, not served, not counted */
+	assert_int_equal(kvdisk_stat(d, 3, &ds, &eb), IG_E_NOTFOUND);
+	assert_int_equal(get_rc(d, 3, a->m.image_bytes, &eb), IG_E_NOTFOUND);
+	assert_int_equal(kvdisk_rsums(d, 3, &m, sums, &eb), IG_E_NOTFOUND);
+	kvdisk_stats(d, &st);
+	assert_int_equal(st.sequences, 0);
+	assert_int_equal(st.used_bytes, 0);
+	for (uint32_t k = 2; k < 5; k++)
+		wput_ok(d, a, k, k == 4);
+	assert_false(kvdisk_writing(d, 3));
+	kvdisk_stats(d, &st);
+	assert_int_equal(st.sequences, 1);
+	assert_int_equal(st.used_bytes, stored_of(&a->m));
+	get_same(d, a);
+	assert_int_equal(kvdisk_rsums(d, 3, &m, sums, &eb), IG_E_OK);
+	assert_memory_equal(&m, &a->m, sizeof(m));
+	for (uint32_t k = 0; k < 5; k++) {
+		assert_int_equal(sums[k], a->w[k].sum);
+		rwindow_same(d, a, 4 - k); /* any order */
+	}
+	assert_int_equal(
+	    kvdisk_rwindow(d, 3, 5, sums, sizeof(sums), &m.image_bytes, &m.model_id, &eb),
+	    IG_E_INVAL);
+	/* it survives a reopen like any put */
+	kvdisk_close(d);
+	d = open_ok(dir, 8 * MiB);
+	get_same(d, a);
+	kvdisk_stats(d, &st);
+	assert_int_equal(st.lost, 0);
+	kvdisk_close(d);
+	img_free(a);
+	rmdir_all(dir);
+}
+
+/* The ceiling counts a write under way as a whole at its begin; an abort
+ * (or a drop) erases what it wrote and gives its room back. */
+static void test_stream_ceiling_and_abort(void **state)
+{
+	struct ig_errbuf eb = {0};
+	struct kvdisk_stats st;
+	char *dir = tmpdir();
+	struct img *b = img_make(5, 200 * KiB, 64 * KiB, 1);
+	struct img *c = img_make(6, 200 * KiB, 64 * KiB, 2);
+	struct kvdisk *d = open_ok(dir, stored_of(&b->m) + stored_of(&c->m) - 1);
+
+	(void)state;
+	assert_int_equal(kvdisk_wbegin(d, &b->m, &eb), IG_E_OK);
+	wput_ok(d, b, 0, false);
+	wput_ok(d, b, 1, false);
+	assert_int_equal(kvdisk_wbegin(d, &c->m, &eb), IG_E_NOSPACE);
+	assert_non_null(strstr(eb.msg, "tier full"));
+	assert_int_equal(kvdisk_put(d, &c->m, c->buf, c->w, &eb), IG_E_NOSPACE);
+	assert_true(kvdisk_wabort(d, 5));
+	assert_false(kvdisk_wabort(d, 5));
+	assert_int_equal(kvdisk_wbegin(d, &c->m, &eb), IG_E_OK);
+	wput_ok(d, c, 0, false);
+	assert_int_equal(kvdisk_drop(d, 6, &eb), IG_E_OK); /* a drop aborts it too */
+	assert_false(kvdisk_writing(d, 6));
+	kvdisk_stats(d, &st);
+	assert_int_equal(st.sequences, 0);
+	assert_int_equal(st.used_bytes, 0);
+	put_ok(d, b); /* the room is back */
+	kvdisk_close(d);
+	assert_int_equal(raw_count(dir, 6), 0); /* nothing of the aborted one */
+	assert_int_equal(raw_count(dir, 5), b->m.windows + 1);
+	img_free(b);
+	img_free(c);
+	rmdir_all(dir);
+}
+
+/* A process killed between two windows of a write: the next open erases
+ * the windows it wrote (they have no sequence record), the same sequence
+ * can be written again, the others are untouched. */
+static void test_stream_killed_midway(void **state)
+{
+	struct ig_errbuf eb = {0};
+	struct kvdisk_stats st;
+	char *dir = tmpdir();
+	struct img *a = img_make(7, 100 * KiB, 64 * KiB, 0);
+	struct img *b = img_make(8, 300 * KiB, 64 * KiB, 1);
+	struct kvdisk *d;
+	int status;
+	pid_t pid;
+
+	(void)state;
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		bool whole;
+
+		d = NULL;
+		if (kvdisk_open(&d, dir, 8 * MiB, 4096, true, &eb) ||
+		    kvdisk_put(d, &a->m, a->buf, a->w, &eb) || kvdisk_wbegin(d, &b->m, &eb))
+			_exit(3);
+		for (uint32_t k = 0; k < 3; k++)
+			if (kvdisk_wput(d, 8, k, b->buf + b->w[k].offset, b->w[k].len, b->w[k].sum,
+			                &whole, &eb))
+				_exit(4);
+		kill(getpid(), SIGKILL);
+		_exit(5);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	assert_int_equal(raw_count(dir, 8), 3); /* three windows, no sequence record */
+	d = open_ok(dir, 8 * MiB);
+	get_same(d, a);
+	assert_int_equal(get_rc(d, 8, b->m.image_bytes, &eb), IG_E_KV_LOST);
+	kvdisk_stats(d, &st);
+	assert_int_equal(st.sequences, 1);
+	assert_int_equal(st.used_bytes, stored_of(&a->m));
+	/* written again from the start */
+	assert_int_equal(kvdisk_wbegin(d, &b->m, &eb), IG_E_OK);
+	for (uint32_t k = 0; k < b->m.windows; k++)
+		wput_ok(d, b, k, k + 1 == b->m.windows);
+	get_same(d, b);
+	kvdisk_close(d);
+	img_free(a);
+	img_free(b);
+	rmdir_all(dir);
+}
+
+/* A payload byte flipped on disk: rsums (headers only) still agrees, the
+ * window's own read finds it, reports it lost and drops the sequence. */
+static void test_stream_read_corrupt(void **state)
+{
+	struct ig_errbuf eb = {0};
+	struct arena_meta m;
+	static uint64_t sums[ARENA_MAX_WINDOWS];
+	unsigned char buf[80 * 1024];
+	char *dir = tmpdir();
+	struct kvdisk *d = open_ok(dir, 8 * MiB);
+	struct img *b = img_make(22, 200 * KiB, 80 * KiB, 2);
+	uint64_t len, sum;
+
+	(void)state;
+	put_ok(d, b);
+	kvdisk_close(d);
+	damage_flip_payload(dir, b, NULL); /* window 1 */
+	d = open_ok(dir, 8 * MiB);
+	assert_int_equal(kvdisk_rsums(d, 22, &m, sums, &eb), IG_E_OK);
+	rwindow_same(d, b, 0);
+	assert_int_equal(kvdisk_rwindow(d, 22, 1, buf, sizeof(buf), &len, &sum, &eb), IG_E_KV_LOST);
+	assert_non_null(strstr(eb.msg, "window 1"));
+	assert_non_null(strstr(eb.msg, "corrupt: the payload"));
+	assert_int_equal(kvdisk_rsums(d, 22, &m, sums, &eb), IG_E_NOTFOUND);
+	kvdisk_close(d);
+	img_free(b);
+	rmdir_all(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1232,6 +1454,10 @@ int main(void)
 	    cmocka_unit_test(test_verify),
 	    cmocka_unit_test(test_kill9_mid_put),
 	    cmocka_unit_test(test_kill9_between_windows),
+	    cmocka_unit_test(test_stream_write_read),
+	    cmocka_unit_test(test_stream_ceiling_and_abort),
+	    cmocka_unit_test(test_stream_killed_midway),
+	    cmocka_unit_test(test_stream_read_corrupt),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,7 +8,8 @@
  * on a pool where nothing moves: greedy and seeded; a decoding victim, a
  * half-prefilled one; with KV-disk off and a forced give-up (the given-up
  * one is prefilled again); with the daemon killed (-9) in the middle of a
- * move.
+ * move; with KV-disk on and a KV-RAM too small for an image: straight to
+ * disk and back from it, also with the daemon killed mid-move each way.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,6 +49,7 @@ struct daemon {
 	const char *bin;
 	pid_t pid;
 	uint64_t arena_bytes;
+	uint64_t disk_bytes; /* KV-disk's ceiling; 0: off */
 };
 
 static void daemon_start(struct daemon *k)
@@ -77,12 +79,15 @@ static void daemon_configure(struct daemon *k)
 	struct ig_errbuf eb = {0};
 	struct tp_rx rx;
 	nng_socket s;
+	char disk[96];
+
+	snprintf(disk, sizeof(disk), "%s/disk", k->dir);
 
 	assert_int_equal(tp_dial(&s, k->dir, "kvstore", 10000, &eb), IG_E_OK);
 	q.u.kv_config = (struct msg_kv_config){.arena_name = msg_str_of(k->arena),
 	                                       .arena_bytes = k->arena_bytes,
-	                                       .disk_path = msg_str_of(""),
-	                                       .disk_bytes = 0,
+	                                       .disk_path = msg_str_of(k->disk_bytes ? disk : ""),
+	                                       .disk_bytes = k->disk_bytes,
 	                                       .interactive_ttl_s = 0};
 	if (tp_call(s, &q, &rx, &eb))
 		fail_msg("kv_config: %s", eb.msg);
@@ -101,7 +106,7 @@ static void daemon_stop(struct daemon *k, int sig)
 	k->pid = 0;
 }
 
-static void daemon_open(struct daemon *k, uint64_t arena_bytes)
+static void daemon_open(struct daemon *k, uint64_t arena_bytes, uint64_t disk_bytes)
 {
 	static unsigned n;
 
@@ -115,6 +120,9 @@ static void daemon_open(struct daemon *k, uint64_t arena_bytes)
 	mkdir(k->dir, 0700);
 	(void)arena_unlink(k->arena, NULL);
 	k->arena_bytes = arena_bytes;
+	k->disk_bytes = disk_bytes;
+	/* a small ceiling, whatever the volume's free space */
+	setenv("IGNIS_TEST_KVDISK_IGNORE_VOLUME", "1", 1);
 	daemon_start(k);
 	daemon_configure(k);
 }
@@ -141,6 +149,7 @@ struct req {
 
 struct events {
 	uint32_t evicted, moved_out, moved_in, restored, lost;
+	uint32_t out_disk, in_disk; /* moves straight to or from KV-disk */
 	uint64_t evicted_id[8], for_id[8];
 };
 
@@ -161,6 +170,12 @@ static void on_event(void *ctx, const struct eng_event *ev)
 			t->moved_out++;
 		else
 			t->moved_in++;
+		if (ev->tier && !strcmp(ev->tier, "disk")) {
+			if (ev->dir_out)
+				t->out_disk++;
+			else
+				t->in_disk++;
+		}
 		break;
 	case ENG_EV_RESTORED:
 		t->restored++;
@@ -175,9 +190,10 @@ static void on_event(void *ctx, const struct eng_event *ev)
 
 struct run_opts {
 	uint32_t pages, lanes, chunk;
-	struct daemon *k;       /* NULL: no moves */
-	long kill_after_rounds; /* kill -9 the daemon after this many rounds of a move out (0:
-	                            never) */
+	struct daemon *k;          /* NULL: no moves */
+	long kill_after_rounds;    /* kill -9 the daemon after this many rounds of a move out (0:
+	                               never) */
+	long kill_in_after_rounds; /* the same, of a move in */
 };
 
 /* Run the requests; out[i] their tokens. Counts, in *decoded_during_move,
@@ -201,7 +217,7 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 	struct ig_errbuf eb = {0};
 	struct eng *e;
 	bool killed = false;
-	long moving_rounds = 0;
+	long moving_rounds = 0, in_rounds = 0;
 
 	memset(ev, 0, sizeof(*ev));
 	*decoded_during_move = 0;
@@ -236,8 +252,11 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 		if (before.moving_out && after.moving_out)
 			*decoded_during_move += after.decode_tokens - before.decode_tokens;
 		moving_rounds += after.moving_out > 0;
-		if (o->kill_after_rounds && !killed && after.moving_out &&
-		    moving_rounds > o->kill_after_rounds) {
+		in_rounds += after.moving_in > 0;
+		if (!killed && ((o->kill_after_rounds && after.moving_out &&
+		                 moving_rounds > o->kill_after_rounds) ||
+		                (o->kill_in_after_rounds && after.moving_in &&
+		                 in_rounds > o->kill_in_after_rounds))) {
 			/* in the middle of a move out: the daemon dies, comes back */
 			daemon_stop(o->k, SIGKILL);
 			daemon_start(o->k);
@@ -272,7 +291,7 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 	eng_destroy(e);
 	kvc_close(kout);
 	kvc_close(kin);
-	if (o->kill_after_rounds)
+	if (o->kill_after_rounds || o->kill_in_after_rounds)
 		assert_true(killed);
 }
 
@@ -324,9 +343,9 @@ static void same_tokens(const char *what, const struct req *q, uint32_t n, uint3
 
 /* The requests alone on a pool where nothing moves, then together on `o`'s
  * pool with a fresh daemon of `arena_bytes`; the tokens must be the same. */
-static void moved_as_alone(const char *what, const struct req *q, uint32_t n, struct run_opts *o,
-                           uint64_t arena_bytes, struct events *ev, struct eng_stats *st,
-                           uint64_t *during)
+static void moved_as_alone_disk(const char *what, const struct req *q, uint32_t n,
+                                struct run_opts *o, uint64_t arena_bytes, uint64_t disk_bytes,
+                                struct events *ev, struct eng_stats *st, uint64_t *during)
 {
 	static uint32_t ref[8][MAXGEN], got[8][MAXGEN];
 	uint32_t n_ref[8], n_got[8];
@@ -337,7 +356,7 @@ static void moved_as_alone(const char *what, const struct req *q, uint32_t n, st
 	rig_open(&r, "tiny-dense", 12);
 	reference(&r, q, n, ref, n_ref);
 	rig_close(&r);
-	daemon_open(&k, arena_bytes);
+	daemon_open(&k, arena_bytes, disk_bytes);
 	o->k = &k;
 	rig_open(&r, "tiny-dense", o->pages);
 	run(&r, q, n, o, got, n_got, ev, st, during);
@@ -345,6 +364,13 @@ static void moved_as_alone(const char *what, const struct req *q, uint32_t n, st
 	daemon_close(&k);
 	o->k = NULL;
 	same_tokens(what, q, n, got, n_got, ref, n_ref);
+}
+
+static void moved_as_alone(const char *what, const struct req *q, uint32_t n, struct run_opts *o,
+                           uint64_t arena_bytes, struct events *ev, struct eng_stats *st,
+                           uint64_t *during)
+{
+	moved_as_alone_disk(what, q, n, o, arena_bytes, 0, ev, st, during);
 }
 
 /*
@@ -451,6 +477,62 @@ static void test_daemon_killed_mid_move(void **state)
 	              ev.lost);
 }
 
+/*
+ * KV-disk on and a KV-RAM too small for any image (two blocks: a staging
+ * window fits, an image of about 242 KiB does not): the victim goes straight
+ * to disk a window at a time through the staging window and comes back from
+ * disk to the device the same way; the same tokens. With a kill -9 of the
+ * daemon in the middle of the move out (what it wrote of the image is erased
+ * at its restart and the move starts again) or of the move in (the read goes
+ * on with the restarted daemon): nothing lost, the same tokens.
+ */
+static void straight_to_disk(const char *what, long kill_out, long kill_in)
+{
+	struct rng g = {test_seed("moves-disk")};
+	struct req q[3];
+	struct events ev;
+	struct eng_stats st;
+	uint64_t during;
+	struct run_opts o = {.pages = 4,
+	                     .lanes = 2,
+	                     .chunk = 64,
+	                     .kill_after_rounds = kill_out,
+	                     .kill_in_after_rounds = kill_in};
+
+	fill(&q[0], &g, 70, 50, SCHED_AGENT, true, 0);
+	fill(&q[1], &g, 40, 60, SCHED_AGENT, false, 0);
+	fill(&q[2], &g, 9, 40, SCHED_INTERACTIVE, true, 6);
+	moved_as_alone_disk(what, q, 3, &o, 2 * (uint64_t)ARENA_BLOCK, 16ull << 20, &ev, &st,
+	                    &during);
+	assert_int_equal(ev.evicted, 1);
+	assert_int_equal(ev.out_disk, 1);
+	assert_int_equal(ev.moved_out, 1);
+	assert_int_equal(ev.lost, 0); /* with KV-disk on, nothing is given up */
+	assert_int_equal(ev.in_disk, 1);
+	assert_int_equal(ev.restored, 1);
+	assert_true(st.move_out_windows > 2);
+	print_message("# %s: %" PRIu64 " bytes out in %" PRIu64 " windows, %" PRIu64 " retries\n",
+	              what, st.move_out_bytes, st.move_out_windows, st.move_retries);
+}
+
+static void test_straight_to_disk(void **state)
+{
+	(void)state;
+	straight_to_disk("straight to disk and back", 0, 0);
+}
+
+static void test_straight_to_disk_killed_out(void **state)
+{
+	(void)state;
+	straight_to_disk("straight to disk, daemon killed mid-move out", 3, 0);
+}
+
+static void test_straight_to_disk_killed_in(void **state)
+{
+	(void)state;
+	straight_to_disk("back from disk, daemon killed mid-move in", 0, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -458,6 +540,9 @@ int main(void)
 	    cmocka_unit_test(test_half_prefilled_victim),
 	    cmocka_unit_test(test_give_up_prefills_again),
 	    cmocka_unit_test(test_daemon_killed_mid_move),
+	    cmocka_unit_test(test_straight_to_disk),
+	    cmocka_unit_test(test_straight_to_disk_killed_out),
+	    cmocka_unit_test(test_straight_to_disk_killed_in),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
