@@ -97,8 +97,11 @@ struct eng {
 	struct eng_xfer xo, xi;
 	uint32_t *vq, n_vq; /* victims to move out, in order (slots) */
 	uint32_t *iq, n_iq; /* restores to move in, in rank order (slots) */
-	uint64_t drops[64];
-	uint32_t n_drops; /* tier keys to drop when the out client is free */
+	/* tier keys to drop when the out client is free, each once; room for
+	 * one per request slot and as many more (a key past that stays in the
+	 * tier until the next worker's sweep) */
+	uint64_t *drops;
+	uint32_t n_drops, cap_drops;
 };
 
 static void eng__release_state(struct eng *e, struct eng_seq *s)
@@ -126,7 +129,10 @@ static uint64_t eng__key(const struct eng *e, uint64_t id)
 
 static void eng__queue_drop(struct eng *e, uint64_t key)
 {
-	if (e->n_drops < sizeof(e->drops) / sizeof(e->drops[0]))
+	for (uint32_t i = 0; i < e->n_drops; i++)
+		if (e->drops[i] == key)
+			return;
+	if (e->n_drops < e->cap_drops)
 		e->drops[e->n_drops++] = key;
 }
 
@@ -190,6 +196,8 @@ int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpo
 	e->r.victims = calloc(n, sizeof(uint32_t));
 	e->vq = calloc(n, sizeof(uint32_t));
 	e->iq = calloc(n, sizeof(uint32_t));
+	e->cap_drops = 2 * n;
+	e->drops = calloc(e->cap_drops, sizeof(uint64_t));
 	e->steps = calloc(e->max_steps, sizeof(*e->steps));
 	e->step_slot = calloc(e->max_steps, sizeof(*e->step_slot));
 	e->logits = calloc((size_t)e->max_steps * d->m->vocab, sizeof(float));
@@ -197,7 +205,8 @@ int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpo
 	e->smp_scratch = malloc(smp_scratch_bytes(d->m->vocab));
 	if (!e->seqs || !e->snap || !e->snap_slot || !e->order || !e->r.admit || !e->r.grant ||
 	    !e->r.decode || !e->r.prefill || !e->steps || !e->step_slot || !e->logits ||
-	    !e->scratch || !e->smp_scratch || !e->r.restore || !e->r.victims || !e->vq || !e->iq) {
+	    !e->scratch || !e->smp_scratch || !e->r.restore || !e->r.victims || !e->vq || !e->iq ||
+	    !e->drops) {
 		eng_destroy(e);
 		return ig_errf(eb, IG_E_NOMEM,
 		               "no memory for an engine of %u requests (%zu bytes of scratch)", n,
@@ -213,7 +222,17 @@ int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpo
 		               (unsigned long long)cfg->window_out,
 		               (unsigned long long)cfg->window_in);
 	}
+	if (cfg->kv_out && (cfg->tier_nonce == 0 || cfg->tier_nonce > INT32_MAX)) {
+		eng_destroy(e);
+		return ig_errf(
+		    eb, IG_E_INVAL,
+		    "engine: tier nonce %u; accepted: 1 to 2^31-1 (a key's owner, msg.h)",
+		    cfg->tier_nonce);
+	}
 	if (cfg->kv_out) {
+		struct ig_errbuf e2 = {0};
+		struct msg q;
+
 		e->moves = true;
 		e->xo = (struct eng_xfer){.c = cfg->kv_out, .window = cfg->window_out};
 		e->xi = (struct eng_xfer){.c = cfg->kv_in, .window = cfg->window_in};
@@ -224,6 +243,14 @@ int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpo
 			eng_destroy(e);
 			return ig_errf(eb, IG_E_NOMEM, "no memory for the engine's moves");
 		}
+		/* first on the out client: what an earlier worker left in the
+		 * tiers goes (its requests ended with it); the reply is only
+		 * collected, the moves do not wait for it */
+		kvc_req_sweep(&q, cfg->tier_nonce);
+		e->xo.step = XS_DROP;
+		e->xo.waiting = kvc_start(e->xo.c, &q, &e2) == IG_E_OK;
+		if (!e->xo.waiting)
+			e->xo.step = XS_IDLE;
 	}
 	*out = e;
 	return IG_E_OK;
@@ -248,6 +275,7 @@ void eng_destroy(struct eng *e)
 	free(e->r.victims);
 	free(e->vq);
 	free(e->iq);
+	free(e->drops);
 	free(e->xo.pages);
 	free(e->xi.pages);
 	free(e->xi.sums);

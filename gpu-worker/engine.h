@@ -91,7 +91,7 @@ struct eng_cfg {
 	uint64_t window_out, window_in;
 	/* A nonce that keeps this engine's keys in the tiers apart from an
 	 * earlier worker's (a restarted worker's ids start again at 1). */
-	uint32_t tier_nonce;
+	uint32_t tier_nonce; /* the owner in every key (1..2^31-1, msg.h kv_sweep) */
 	void (*on_event)(void *ctx, const struct eng_event *ev);
 };
 

@@ -130,6 +130,7 @@ static uint32_t kvc__want(uint32_t req)
 	case MSG_PING:
 		return MSG_PONG;
 	case MSG_KV_CONFIG:
+	case MSG_KV_SWEEP:
 	case MSG_KV_COMMIT:
 	case MSG_KV_DEMOTE:
 	case MSG_KV_DROP:
@@ -841,6 +842,13 @@ void kvc_req_stage(struct msg *q, uint64_t seq, uint64_t window)
 	q->type = MSG_KV_STAGE;
 	q->u.kv_stage.seq = seq;
 	q->u.kv_stage.window = window;
+}
+
+void kvc_req_sweep(struct msg *q, uint32_t keep_owner)
+{
+	memset(q, 0, sizeof(*q));
+	q->type = MSG_KV_SWEEP;
+	q->u.kv_sweep.keep_owner = keep_owner;
 }
 
 void kvc_req_fetch(struct msg *q, uint64_t seq)

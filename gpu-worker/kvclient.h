@@ -175,6 +175,8 @@ int kvc_read_window(struct kvc *c, uint64_t seq, uint64_t offset, uint64_t image
                     uint64_t window_bytes, uint64_t k, uint64_t sum, void *dst,
                     struct ig_errbuf *eb);
 void kvc_req_fetch(struct msg *q, uint64_t seq);
+/* kv_sweep: drop every sequence of another owner than `keep_owner` (msg.h). */
+void kvc_req_sweep(struct msg *q, uint32_t keep_owner);
 /* kv_stage: window `window` of a sequence a kv_fetch found on disk ("disk"
  * tier), into its staging window; the kv_staged reply says where (offset in
  * the mapped arena), its length and checksum. */

@@ -230,7 +230,10 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	cfg.kv_in = w->kv_in;
 	cfg.window_out = pl->move_out_window;
 	cfg.window_in = pl->move_in_window;
-	cfg.tier_nonce = (uint32_t)getpid() ^ (uint32_t)time(NULL);
+	/* the owner in this worker's keys: 1..2^31-1 (msg.h, kv_sweep) */
+	cfg.tier_nonce = ((uint32_t)getpid() ^ (uint32_t)time(NULL)) & 0x7fffffffu;
+	if (!cfg.tier_nonce)
+		cfg.tier_nonce = 1;
 	rc = eng_create(&w->eng, &w->be, &w->d, &w->kv, w->pool, &cfg, eb);
 	if (rc)
 		goto fail;

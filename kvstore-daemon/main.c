@@ -552,6 +552,58 @@ static int kvs_stage(struct kvs *k, const struct msg_kv_stage *q, struct msg *re
 	return IG_E_OK;
 }
 
+/* The owner of a sequence's key (msg.h, kv_sweep): bits 62..32. */
+static uint64_t kvs_owner(uint64_t seq)
+{
+	return (seq >> 32) & 0x7fffffffu;
+}
+
+/* Drop every sequence of another worker than `keep` in both tiers (and its
+ * writes and reads under way): a worker's start clears what an earlier one
+ * left behind. Keys without an owner are left alone. */
+static void kvs_sweep(struct kvs *k, uint64_t keep)
+{
+	static struct arena_info ram[65536];
+	static struct kvdisk_seq disk[65536];
+	uint32_t nr = arena_list(k->ram, ram, 65536), nd = 0;
+	uint64_t n_ram = 0, n_disk = 0;
+	struct ig_errbuf e2;
+	struct ev e;
+
+	for (uint32_t i = 0; i < KVS_STAGES; i++) {
+		struct kvs_stage *g = &k->stages[i];
+		uint64_t o = kvs_owner(g->seq);
+
+		if (g->used && o && o != keep) {
+			if (k->disk)
+				(void)kvdisk_wabort(k->disk, g->seq);
+			kvs_stage_close(k, g->seq);
+		}
+	}
+	for (uint32_t i = 0; i < nr; i++) {
+		uint64_t seq = ram[i].meta.seq, o = kvs_owner(seq);
+
+		if (!(seq & KVS_STAGE_BIT) && o && o != keep && !arena_drop(k->ram, seq, &e2))
+			n_ram++;
+	}
+	if (k->disk)
+		nd = kvdisk_list(k->disk, disk, 65536);
+	for (uint32_t i = 0; i < nd; i++) {
+		uint64_t seq = disk[i].meta.seq, o = kvs_owner(seq);
+
+		if (o && o != keep && !kvdisk_drop(k->disk, seq, &e2))
+			n_disk++;
+	}
+	ev_begin(&e, n_ram + n_disk ? EV_WARN : EV_INFO, "ignis.kvstore.swept");
+	ev_u64(&e, "keep_owner", keep);
+	ev_u64(&e, "ram_sequences", n_ram);
+	ev_u64(&e, "disk_sequences", n_disk);
+	if (n_ram + n_disk)
+		ev_str(&e, "detail",
+		       "an earlier worker's moved sequences: its requests ended with it");
+	ev_end(&e);
+}
+
 /* Check every committed window of a KV-RAM sequence in place. */
 static int kvs_check_ram(struct kvs *k, const struct arena_info *info, struct ig_errbuf *eb)
 {
@@ -937,6 +989,10 @@ static int kvs_handle(void *ctx, const struct msg *req, struct msg *reply, struc
 		goto ack;
 	case MSG_KV_STAGE:
 		return kvs_stage(k, &req->u.kv_stage, reply, eb);
+	case MSG_KV_SWEEP:
+		kvs_sweep(k, req->u.kv_sweep.keep_owner);
+		rc = IG_E_OK;
+		goto ack;
 	case MSG_KV_FETCH:
 		return kvs_fetch(k, req->u.kv_fetch.seq, reply, eb);
 	case MSG_KV_DEMOTE:

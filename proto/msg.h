@@ -158,6 +158,8 @@ struct msg_str {
 	X(KV_STAGE, 38, kv_stage,                                                                  \
 	  "copy window `window` of a KV-disk sequence into its staging window; kv_staged")         \
 	X(KV_STAGED, 39, kv_staged, "a KV-disk window is in the staging window, checked")          \
+	X(KV_SWEEP, 53, kv_sweep,                                                                  \
+	  "drop every sequence of another owner than `keep_owner` (a restarted worker's); ack")    \
 	X(WORKER_STATS, 35, worker_stats,                                                          \
 	  "ask the gpu-worker for its figures; answered by worker_stats_reply")                    \
 	X(WORKER_STATS_REPLY, 36, worker_stats_reply,                                              \
@@ -351,6 +353,13 @@ struct msg_str {
 	F(R, U64, offset, 0, UINT64_MAX, _)                                                        \
 	F(R, U64, len, 1, UINT32_MAX, _)                                                           \
 	F(R, U64, sum, 0, UINT64_MAX, _)
+
+/* A sequence's key (seq) names its owner in bits 62..32: a gpu-worker's
+ * nonce, 1..2^31-1, chosen at its start; 0 for keys of other writers
+ * (ignis-kvstore-ctl). kv_sweep drops, in both tiers, every sequence whose
+ * owner is not 0 and not keep_owner: the records of an earlier worker,
+ * whose requests ended with it. */
+#define MSG_FIELDS_kv_sweep(F, R) F(R, U64, keep_owner, 1, INT32_MAX, _)
 
 #define MSG_FIELDS_kv_demote(F, R) F(R, U64, seq, 1, UINT64_MAX, _)
 

@@ -191,6 +191,20 @@ grep -qi "full" <<<"$out" || fail "unclear refusal: $out"
 k list | grep -q "^14 " && fail "a refused write left seq 14 behind: $(k list)"
 for s in 10 11 12 13; do k drop $s >/dev/null || fail "drop $s"; done
 
+step "kv_sweep drops the sequences of other workers (the key's owner bits), in both tiers, and nothing else"
+own5=$(((5 << 32) | 1)) own6=$(((6 << 32) | 1)) own6b=$(((6 << 32) | 2))
+k put $own5 "$work/b" >/dev/null && k put $own6 "$work/b" >/dev/null && k put $own6b "$work/b" >/dev/null ||
+	fail "puts with owners"
+k demote $own6b >/dev/null || fail "demote $own6b"
+# {"t": 53, "v": 4, "keep_owner": 5}
+"$probe" "$rt/kvstore.sock" hex 83a17435a17604aa6b6565705f6f776e657205 | grep -q "type=ack" || fail "kv_sweep not acknowledged"
+list=$(k list)
+grep -q "^$own5 " <<<"$list" && grep -q "^2 " <<<"$list" || fail "the sweep took too much: $list"
+grep -q "^$own6 \|^$own6b " <<<"$list" && fail "owner 6's sequences survived the sweep: $list"
+grep '"event":"ignis.kvstore.swept"' "$events" | tail -1 | jq -e '.ram_sequences == 1 and .disk_sequences == 1' >/dev/null ||
+	fail "swept event: $(grep swept "$events")"
+k drop $own5 >/dev/null || fail "drop $own5"
+
 step "retained host slots: publish, claim, the give-up order, a changed byte refused"
 [[ $(stat_of slots) == 3 ]] || fail "slots: $(stat_of slots)"
 sb=$(stat_of slot_bytes)

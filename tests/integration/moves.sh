@@ -7,9 +7,10 @@
 # of the same scenario on a pool big enough that nothing moves; greedy and
 # seeded. Then the same with the kvstore daemon killed (-9) in the middle of
 # the move, and with KV-disk off and a KV-RAM too small for two victims (the
-# given-up one is prefilled again), and with KV-disk on (the daemon demotes a
-# moved sequence to disk for the next; it comes back from there): still the
-# same tokens.
+# given-up one is prefilled again), and with KV-disk on (the next victim
+# goes straight to disk and comes back from there): still the same tokens.
+# Last, a worker restarted while a sequence sits moved: the next one sweeps
+# the record it left.
 #   moves.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: moves.sh BUILD_DIR}
@@ -175,5 +176,27 @@ moved '.direction == "out" and .tier == "disk"' ||
 moved '.direction == "in" and .tier == "disk"' ||
 	fail "nothing came back from disk: $(grep -E 'kv.move|demot|spill' "$events" | cut -c1-200)"
 grep -q '"event":"ignis.kvstore.spilled".*"from":"device"' "$events" || fail "the daemon did not say it spilled from the device"
+stop
+
+step "a worker restarted while a sequence sits moved in KV-RAM: the next worker sweeps what it left"
+start 1920tok
+gen sw.a1 --class agent --ids "$(ids 1 39)" --max-tokens 900 &
+c1=$!
+gen sw.a2 --class agent --ids "$(ids 40 78)" --max-tokens 900 &
+c2=$!
+wait_for 20 tokens_seen sw.a1 4 && wait_for 20 tokens_seen sw.a2 4 || fail "sweep: the agents do not decode"
+gen sw.i --ids "$(ids 100 107)" --max-tokens 900 &
+c3=$!
+wait_for 30 grep -q '"event":"ignis.kv.move".*"direction":"out"' "$events" || fail "sweep: nothing moved out"
+ctl=$build/kvstore-daemon/ignis-kvstore-ctl
+[[ $("$ctl" --runtime-dir "$rt" list | awk 'NR > 1' | wc -l) == 1 ]] ||
+	fail "sweep: one moved sequence expected in the tiers: $("$ctl" --runtime-dir "$rt" list)"
+"$sup" restart gpu-worker --runtime-dir "$rt" >/dev/null || fail "restart gpu-worker"
+wait_for 30 grep -q '"event":"ignis.kvstore.swept".*"ram_sequences":1' "$events" ||
+	fail "sweep: the next worker did not sweep the record: $(grep -E 'swept|restart' "$events" | cut -c1-200)"
+[[ $("$ctl" --runtime-dir "$rt" list | awk 'NR > 1' | wc -l) == 0 ]] ||
+	fail "sweep: records left behind: $("$ctl" --runtime-dir "$rt" list)"
+wait "$c1" "$c2" "$c3" # their streams ended with the worker (code 40)
+grep -q '"code":40' "$work/sw.i.jsonl" "$work/sw.i.err" || fail "sweep: the interactive stream did not end with the worker: $(cat "$work/sw.i.err")"
 stop
 echo "moves: every request's tokens equal the run where nothing moves"
