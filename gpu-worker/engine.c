@@ -58,6 +58,7 @@ struct eng_xfer {
 	uint32_t slot;
 	uint64_t id, key;
 	uint64_t offset, image_bytes, t0_us;
+	uint64_t r0, d0; /* the engine's rounds and decode tokens at the start */
 	uint32_t k, windows;
 	const char *tier;
 	bool staged; /* KV-disk straight: every window through one staging window */
@@ -536,6 +537,8 @@ static int eng__out_start(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb
 	                x->window);
 	x->step = XS_RESERVE;
 	x->t0_us = clk_mono_us();
+	x->r0 = e->st.rounds;
+	x->d0 = e->st.decode_tokens;
 	x->waiting = true;
 	s->in_tier = true;
 	return kvc_start(x->c, &q, eb);
@@ -634,16 +637,19 @@ static void eng__out_turn(struct eng *e)
 			e->st.moves_out++;
 			e->st.move_out_bytes += x->image_bytes;
 			e->st.move_out_windows += x->windows;
-			eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVED,
-			                                  .id = s->sch.id,
-			                                  .for_id = s->for_id,
-			                                  .cls = (int)s->sch.cls,
-			                                  .pages = s->sch.pages,
-			                                  .dir_out = true,
-			                                  .tier = x->tier,
-			                                  .bytes = x->image_bytes,
-			                                  .windows = x->windows,
-			                                  .duration_us = dt});
+			eng__event(
+			    e, &(struct eng_event){.kind = ENG_EV_MOVED,
+			                           .id = s->sch.id,
+			                           .for_id = s->for_id,
+			                           .cls = (int)s->sch.cls,
+			                           .pages = s->sch.pages,
+			                           .dir_out = true,
+			                           .tier = x->tier,
+			                           .bytes = x->image_bytes,
+			                           .windows = x->windows,
+			                           .duration_us = dt,
+			                           .rounds = e->st.rounds - x->r0,
+			                           .others_tokens = e->st.decode_tokens - x->d0});
 			x->step = XS_IDLE;
 		}
 		return; /* one exchange a round */
@@ -768,7 +774,9 @@ static void eng__in_done(struct eng *e, struct eng_seq *s)
 	                                  .tier = x->tier,
 	                                  .bytes = x->image_bytes,
 	                                  .windows = x->windows,
-	                                  .duration_us = clk_mono_us() - x->t0_us});
+	                                  .duration_us = clk_mono_us() - x->t0_us,
+	                                  .rounds = e->st.rounds - x->r0,
+	                                  .others_tokens = e->st.decode_tokens - x->d0});
 	eng__seq_event(e, ENG_EV_RESTORED, s);
 	kvc_req_drop(&q, x->key);
 	x->step = XS_DROP;
@@ -935,6 +943,8 @@ static void eng__in_turn(struct eng *e)
 		x->id = s->sch.id;
 		x->key = eng__key(e, s->sch.id);
 		x->t0_us = clk_mono_us();
+		x->r0 = e->st.rounds;
+		x->d0 = e->st.decode_tokens;
 		kvc_req_fetch(&q, x->key);
 		x->step = XS_FETCH;
 		x->waiting = true;

@@ -68,6 +68,10 @@ struct eng_event {
 	bool dir_out;     /* ENG_EV_MOVED */
 	const char *tier; /* "ram" or "disk" (where a move in found it) */
 	uint64_t bytes, duration_us;
+	/* ENG_EV_MOVED: the rounds the move spanned, from its first request to
+	 * the round that saw it land, and the decode tokens the other
+	 * sequences made in them (a move never stops the others) */
+	uint64_t rounds, others_tokens;
 	uint32_t windows;
 	const char *why; /* ENG_EV_LOST */
 };

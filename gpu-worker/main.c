@@ -126,6 +126,8 @@ static void worker_on_event(void *ctx, const struct eng_event *ev)
 		ev_u64(&e, "bytes", ev->bytes);
 		ev_u64(&e, "windows", ev->windows);
 		ev_u64(&e, "duration_us", ev->duration_us);
+		ev_u64(&e, "rounds", ev->rounds);
+		ev_u64(&e, "others_tokens", ev->others_tokens);
 		if (ev->dir_out)
 			ev_u64(&e, "for", ev->for_id);
 		break;

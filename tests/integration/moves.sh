@@ -109,6 +109,11 @@ out=$(grep '"event":"ignis.kv.move"' "$events" | jq -c 'select(.direction == "ou
 in=$(grep '"event":"ignis.kv.move"' "$events" | jq -c 'select(.direction == "in")' | head -1)
 [[ -n $out && -n $in ]] || fail "no move out and back: $(grep ignis.kv.move "$events")"
 (($(jq -r .windows <<<"$out") > 2)) || fail "one window: $out"
+# a window a round at most, and the other agent decoding in the rounds of the
+# move (counted by the worker: the rounds from the reserve to the landing)
+(($(jq -r .rounds <<<"$out") >= $(jq -r .windows <<<"$out"))) || fail "more than a window a round: $out"
+(($(jq -r .others_tokens <<<"$out") >= $(jq -r .windows <<<"$out"))) || fail "the other lanes stalled during the move: $out"
+echo "   (moved out in $(jq -r .windows <<<"$out") windows over $(jq -r .rounds <<<"$out") rounds; $(jq -r .others_tokens <<<"$out") tokens decoded by the others meanwhile)"
 (($(jq -r .bytes <<<"$out") > 4096)) || fail "bytes: $out"
 [[ $(count ignis.request.restored) == 1 ]] || fail "not restored"
 victim=$(jq -r .id <<<"$ev")
