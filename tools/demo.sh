@@ -65,7 +65,15 @@ for i in 3 8 1; do
 	agents+=($!)
 	sleep 0.05
 done
-sleep 0.3
+# the interactive request comes once every agent decodes (holds its pages)
+for _ in $(seq 200); do
+	n=0
+	for i in 3 8 1; do
+		jq -s -e 'any(.[]; .event == "tokens")' "$tmp/agent.$i.jsonl" >/dev/null 2>&1 && n=$((n + 1))
+	done
+	((n == 3)) && break
+	sleep 0.05
+done
 echo "== 2. an interactive request, streamed as it comes"
 "$cli" "${rt[@]}" generate --prompt "hello, who are you?" --max-tokens 150
 wait "${agents[@]}"

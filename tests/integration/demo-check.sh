@@ -19,5 +19,10 @@ grep -q 'totals    4 admitted, 4 finished, 0 failed' "$out" || fail "status"
 grep -q '^ignis_requests_accepted_total 4$' "$out" || fail "metrics: accepted"
 grep -q '^ignis_request_ttft_seconds_count 4$' "$out" || fail "metrics: ttft"
 grep -q '^== the moves (events)' "$out" || fail "no moves section"
+# the demo's own system is sized so that the interactive request moves an
+# agent out and back
+grep -q '^   request [0-9]* moved out: ' "$out" || fail "the demo showed no move out"
+grep -q '^   request [0-9]* moved in: ' "$out" || fail "the demo showed no move back in"
+grep -q '^   request [0-9]* restored: it goes on where it stopped' "$out" || fail "the demo showed no resume"
 pgrep -f -- "--runtime-dir /tmp/ignis-demo-" >/dev/null && fail "the demo left its system running"
 echo "demo: ran through"
