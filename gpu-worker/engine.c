@@ -865,9 +865,9 @@ static void eng__in_turn(struct eng *e)
 		/* read in the record's own windows (a checksum each) */
 		x->window = rep.u.kv_seq.window_bytes;
 		x->windows = (uint32_t)rep.u.kv_seq.windows;
-		if (!x->staged &&
-		    (kvc_sums(x->c, x->key, x->sums, ARENA_MAX_WINDOWS, &x->windows, &eb) ||
-		     x->windows != rep.u.kv_seq.windows)) {
+		if (!x->staged && (kvc_sums(x->c, x->key, (uint32_t)rep.u.kv_seq.record, x->sums,
+		                            ARENA_MAX_WINDOWS, &x->windows, &eb) ||
+		                   x->windows != rep.u.kv_seq.windows)) {
 			(void)eng__replay(e, s, eb.msg[0] ? eb.msg : "its windows do not add up",
 			                  &eb);
 			x->step = XS_IDLE;

@@ -165,8 +165,8 @@ int kvc_write_window(struct kvc *c, struct msg *q, uint64_t seq, uint64_t offset
  * the mapping (after a kv_fetch answered complete): sums[k] for k <
  * *windows, 0 for one not committed. IG_E_NOTFOUND when the arena does not
  * hold it (given up meanwhile) or none is mapped. */
-int kvc_sums(struct kvc *c, uint64_t seq, uint64_t *sums, uint32_t cap, uint32_t *windows,
-             struct ig_errbuf *eb);
+int kvc_sums(struct kvc *c, uint64_t seq, uint32_t hint, uint64_t *sums, uint32_t cap,
+             uint32_t *windows, struct ig_errbuf *eb);
 /* Copy window k of an image at `offset` out of the arena into `dst`,
  * checking its bytes against `sum` (from kvc_sums) in the same pass.
  * IG_E_KV_LOST when they differ: `dst` must not be used (the daemon never

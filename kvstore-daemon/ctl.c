@@ -408,7 +408,8 @@ static int cmd_get(nng_socket s, uint64_t seq, const char *path, struct ig_errbu
 	}
 	/* every window checked against its recorded checksum before a byte of
 	 * it is written out (the daemon does not re-read committed bytes) */
-	rc = arena_map_sums(&m, seq, sums, ARENA_MAX_WINDOWS, &n, eb);
+	rc = arena_map_sums(&m, seq, (uint32_t)rx.m.u.kv_seq.record, sums, ARENA_MAX_WINDOWS, &n,
+	                    eb);
 	if (rc)
 		goto out_rx;
 	for (uint32_t k = 0; k < n; k++) {

@@ -661,7 +661,8 @@ static int kvs_fetch(struct kvs *k, uint64_t seq, struct msg *reply, struct ig_e
 		                         .window_bytes = m.window_bytes,
 		                         .windows = m.windows,
 		                         .committed = m.windows,
-		                         .complete = true};
+		                         .complete = true,
+		                         .record = UINT32_MAX};
 		return IG_E_OK;
 	}
 not_found:
@@ -683,7 +684,8 @@ not_found:
 	                         .window_bytes = info.meta.window_bytes,
 	                         .windows = info.meta.windows,
 	                         .committed = info.committed,
-	                         .complete = info.complete};
+	                         .complete = info.complete,
+	                         .record = info.record};
 	return IG_E_OK;
 }
 

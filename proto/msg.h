@@ -337,7 +337,8 @@ struct msg_str {
 	F(R, U64, window_bytes, 1, UINT32_MAX, _)                                                  \
 	F(R, U64, windows, 0, UINT32_MAX, _)                                                       \
 	F(R, U64, committed, 0, UINT32_MAX, _)                                                     \
-	F(R, BOOL, complete, 0, 1, _)
+	F(R, BOOL, complete, 0, 1, _)                                                              \
+	F(R, U64, record, 0, UINT32_MAX, _) /* "ram": its index record (arena_map_sums's hint) */
 
 #define MSG_FIELDS_kv_stage(F, R)                                                                  \
 	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \

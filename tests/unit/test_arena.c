@@ -592,7 +592,7 @@ static void test_commit_checksum(void **state)
 	 * copying out is what refuses the bytes. */
 	assert_int_equal(arena_commit(a, 5, 0, BLK, bad, &eb), IG_E_OK);
 	assert_int_equal(arena_map_open(&cm, t->name, &eb), IG_E_OK);
-	assert_int_equal(arena_map_sums(&cm, 5, sums, 8, &n, &eb), IG_E_OK);
+	assert_int_equal(arena_map_sums(&cm, 5, UINT32_MAX, sums, 8, &n, &eb), IG_E_OK);
 	assert_int_equal(n, 3);
 	assert_int_equal(sums[0], bad);
 	assert_int_equal(sums[1], 0); /* not committed */
@@ -600,10 +600,10 @@ static void test_commit_checksum(void **state)
 	assert_false(kvcopy_check(out, (uint8_t *)cm.base + off, BLK, sums[0], &got));
 	assert_int_equal(got, good);
 	assert_true(memcmp(out, (uint8_t *)cm.base + off, BLK) == 0); /* copied all the same */
-	assert_int_equal(arena_map_sums(&cm, 5, sums, 2, &n, &eb), IG_E_INVAL);
-	assert_int_equal(arena_map_sums(&cm, 6, sums, 8, &n, &eb), IG_E_NOTFOUND);
+	assert_int_equal(arena_map_sums(&cm, 5, UINT32_MAX, sums, 2, &n, &eb), IG_E_INVAL);
+	assert_int_equal(arena_map_sums(&cm, 6, UINT32_MAX, sums, 8, &n, &eb), IG_E_NOTFOUND);
 	assert_int_equal(arena_drop(a, 5, &eb), IG_E_OK);
-	assert_int_equal(arena_map_sums(&cm, 5, sums, 8, &n, &eb), IG_E_NOTFOUND);
+	assert_int_equal(arena_map_sums(&cm, 5, UINT32_MAX, sums, 8, &n, &eb), IG_E_NOTFOUND);
 	off = put(a, &m, 0);
 	assert_int_equal(arena_get(a, 5, &info, w, 8, &eb), IG_E_OK);
 	assert_int_equal(info.committed, 0);
@@ -629,8 +629,15 @@ static void test_commit_checksum(void **state)
 	assert_int_equal(commit_k(a, off, &m, 1, &eb), IG_E_OK);
 	assert_int_equal(verify(a, 5), 3);
 	assert_int_equal(arena_pick_victim(a, 0), 5);
-	/* the reader sees every recorded checksum, and each window passes */
-	assert_int_equal(arena_map_sums(&cm, 5, sums, 8, &n, &eb), IG_E_OK);
+	/* the reader sees every recorded checksum, and each window passes;
+	 * the daemon's record hint finds the same, a wrong hint falls back to
+	 * the whole index */
+	assert_int_equal(arena_map_sums(&cm, 5, info.record, sums, 8, &n, &eb), IG_E_OK);
+	assert_int_equal(n, 3);
+	assert_int_equal(arena_map_sums(&cm, 5, info.record + 1, sums, 8, &n, &eb), IG_E_OK);
+	assert_int_equal(n, 3);
+	assert_int_equal(arena_map_sums(&cm, 6, info.record, sums, 8, &n, &eb), IG_E_NOTFOUND);
+	assert_int_equal(arena_map_sums(&cm, 5, UINT32_MAX, sums, 8, &n, &eb), IG_E_OK);
 	for (uint32_t k = 0; k < 3; k++)
 		assert_true(kvcopy_check(out, (uint8_t *)cm.base + off + (uint64_t)k * BLK,
 		                         wlen(&m, k), sums[k], NULL));

@@ -349,7 +349,7 @@ static void check_back(struct fx *f, uint64_t seq, const unsigned char *img)
 		uint64_t sums[8], at, len;
 		uint32_t n = 0;
 
-		assert_int_equal(kvc_sums(f->c, seq, sums, 8, &n, &eb), IG_E_OK);
+		assert_int_equal(kvc_sums(f->c, seq, UINT32_MAX, sums, 8, &n, &eb), IG_E_OK);
 		assert_int_equal(n, 4);
 		memset(out, 0, sizeof(out));
 		for (uint64_t k = 0; k < n; k++) {
@@ -563,7 +563,7 @@ static void test_refusals(void **state)
 
 		kvc_req_commit(&q, 5, 0, KVC_TEST_WINDOW_BYTES, 12345);
 		call_ok(f, &q, MSG_ACK, &rep);
-		assert_int_equal(kvc_sums(f->c, 5, sums, 8, &n, &eb), IG_E_OK);
+		assert_int_equal(kvc_sums(f->c, 5, UINT32_MAX, sums, 8, &n, &eb), IG_E_OK);
 		assert_int_equal(sums[0], 12345);
 		assert_int_equal(kvc_read_window(f->c, 5, off, KVC_TEST_IMAGE_BYTES,
 		                                 KVC_TEST_WINDOW_BYTES, 0, sums[0], out, &eb),
@@ -572,7 +572,7 @@ static void test_refusals(void **state)
 		assert_int_equal(kvc_read_window(f->c, 5, off, KVC_TEST_IMAGE_BYTES,
 		                                 KVC_TEST_WINDOW_BYTES, 4, 0, out, &eb),
 		                 IG_E_INVAL);
-		assert_int_equal(kvc_sums(f->c, 6, sums, 8, &n, &eb), IG_E_NOTFOUND);
+		assert_int_equal(kvc_sums(f->c, 6, UINT32_MAX, sums, 8, &n, &eb), IG_E_NOTFOUND);
 	}
 
 	/* the client's own: a window past the last, a request out of its limits */
