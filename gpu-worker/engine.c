@@ -2,11 +2,13 @@
 #include "engine.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "arena.h"
 #include "clock.h"
+#include "copier.h"
 #include "kvclient.h"
 #include "kvcopy.h"
 #include "seqimg.h"
@@ -47,6 +49,8 @@ enum eng_xstep {
 	XS_FETCH,   /* in: kv_fetch sent */
 	XS_READ,    /* in: reading window k, one a round */
 	XS_STAGE,   /* in, from KV-disk: kv_stage of window k sent */
+	XS_COPY,    /* out: window k being gathered into the arena (copy engine) */
+	XS_SCATTER, /* in: windows k.. being scattered into the pages (copy engine) */
 	XS_DROP,    /* a kv_drop sent (after a restore, or for a cancelled one) */
 };
 
@@ -68,6 +72,14 @@ struct eng_xfer {
 	uint8_t sampler[SMP_STATE_BYTES];
 	uint64_t *sums;   /* ARENA_MAX_WINDOWS */
 	uint32_t backoff; /* rounds to wait before asking again (tier full) */
+	/* the copy in flight (XS_COPY, XS_SCATTER): set before it is posted,
+	 * its results read once the copy engine says it is done */
+	unsigned char *cdst;       /* out: where window k goes */
+	const unsigned char *csrc; /* in: window k's bytes */
+	uint32_t ccount;           /* in: windows k..k+ccount-1, consecutive */
+	uint64_t cn, csum;         /* out: the window's length and checksum */
+	int crc;                   /* in: IG_E_OK, or IG_E_KV_LOST (cwhy) */
+	char cwhy[200];
 };
 
 struct eng {
@@ -95,6 +107,7 @@ struct eng {
 
 	/* moves */
 	bool moves;
+	struct copier *cp; /* the window copies, beside the rounds (copier.h) */
 	struct eng_xfer xo, xi;
 	uint32_t *vq, n_vq; /* victims to move out, in order (slots) */
 	uint32_t *iq, n_iq; /* restores to move in, in rank order (slots) */
@@ -107,6 +120,14 @@ struct eng {
 
 static void eng__release_state(struct eng *e, struct eng_seq *s)
 {
+	uint32_t slot = (uint32_t)(s - e->seqs);
+
+	/* a window copy of this sequence still running reads or writes its
+	 * pages and state: it ends before they are given back */
+	if (e->cp && e->xo.step == XS_COPY && e->xo.slot == slot)
+		copier_wait(e->cp, 0);
+	if (e->cp && e->xi.step == XS_SCATTER && e->xi.slot == slot)
+		copier_wait(e->cp, 1);
 	kvpool_free(e->kv, &s->ms.kv);
 	if (s->have_state)
 		mdl_seq_release(&s->ms);
@@ -244,6 +265,10 @@ int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpo
 			eng_destroy(e);
 			return ig_errf(eb, IG_E_NOMEM, "no memory for the engine's moves");
 		}
+		if (copier_open(&e->cp, eb) != IG_E_OK) {
+			eng_destroy(e);
+			return IG_E_NOMEM;
+		}
 		/* first on the out client: what an earlier worker left in the
 		 * tiers goes (its requests ended with it); the reply is only
 		 * collected, the moves do not wait for it */
@@ -261,6 +286,8 @@ void eng_destroy(struct eng *e)
 {
 	if (!e)
 		return;
+	copier_close(e->cp); /* a copy in flight ends first */
+	e->cp = NULL;
 	for (uint32_t i = 0; e->seqs && i < e->n_slots; i++)
 		if (e->seqs[i].used)
 			eng__forget(e, &e->seqs[i]);
@@ -544,25 +571,69 @@ static int eng__out_start(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb
 	return kvc_start(x->c, &q, eb);
 }
 
-/* Write window k of the image into the arena and send its commit. */
+/* Gather window k from the pages into the arena with its checksum, one
+ * pass (on the copy engine). */
+static void eng__gather(void *ctx)
+{
+	struct eng_xfer *x = ctx;
+
+	x->cn = 0;
+	x->csum = 0;
+	seqimg_write_window_sum(&x->w, x->cdst, x->window, &x->cn, &x->csum);
+}
+
+/* Start window k's copy into the arena; its commit goes once it is done
+ * (eng__out_copied). */
 static int eng__out_window(struct eng *e, struct ig_errbuf *eb)
 {
 	struct eng_xfer *x = &e->xo;
 	struct kvc_arena a = kvc_arena(x->c);
 	/* straight to disk: every window at the staging window's offset */
-	uint64_t at = x->staged ? 0 : (uint64_t)x->k * x->window, n = 0, sum = 0;
+	uint64_t at = x->staged ? 0 : (uint64_t)x->k * x->window;
 	uint64_t extent = x->staged && x->window < x->image_bytes ? x->window : x->image_bytes;
-	struct msg q;
 
 	if (!a.base || x->offset + extent > a.bytes)
 		return ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped (or too small)");
-	/* gathered from the pages into the arena with its checksum, one pass */
-	seqimg_write_window_sum(&x->w, (unsigned char *)a.base + x->offset + at, x->window, &n,
-	                        &sum);
-	kvc_req_commit(&q, x->key, x->k, n, sum);
+	x->cdst = (unsigned char *)a.base + x->offset + at;
+	x->step = XS_COPY;
+	x->waiting = false;
+	copier_post(e->cp, 0, eng__gather, x);
+	return IG_E_OK;
+}
+
+/* A move out gives up this try: what the tier got of it is dropped, and the
+ * victim (which kept its pages) starts again a few rounds later. */
+static void eng__out_retry(struct eng *e)
+{
+	struct eng_xfer *x = &e->xo;
+
+	e->st.move_retries++;
+	eng__queue_drop(e, x->key);
+	x->step = XS_IDLE;
+	x->waiting = false;
+	x->backoff = 2;
+	e->vq[e->n_vq++] = x->slot;
+}
+
+/* Window k is in the arena: send its commit. Nothing while the copy runs. */
+static void eng__out_copied(struct eng *e)
+{
+	struct eng_xfer *x = &e->xo;
+	struct ig_errbuf eb = {0};
+	struct msg q;
+
+	if (x->step != XS_COPY || copier_busy(e->cp, 0))
+		return;
+	if (!eng__xfer_seq(e, x, SCHED_MOVING_OUT)) { /* cancelled meanwhile */
+		eng__queue_drop(e, x->key);
+		x->step = XS_IDLE;
+		return;
+	}
+	kvc_req_commit(&q, x->key, x->k, x->cn, x->csum);
 	x->step = XS_COMMIT;
 	x->waiting = true;
-	return kvc_start(x->c, &q, eb);
+	if (kvc_start(x->c, &q, &eb) != IG_E_OK)
+		eng__out_retry(e);
 }
 
 /* The out direction: at most one new window a round. */
@@ -575,6 +646,10 @@ static void eng__out_turn(struct eng *e)
 	bool done = false;
 	int rc = IG_E_OK;
 
+	if (x->step == XS_COPY) { /* its commit goes once the copy is done */
+		eng__out_copied(e);
+		return;
+	}
 	if (x->waiting) {
 		rc = kvc_poll(x->c, &rep, &done, &eb);
 		if (!done)
@@ -694,38 +769,59 @@ window:
 		x->step = XS_IDLE;
 		return;
 	}
-	if (eng__out_window(e, &eb) != IG_E_OK) {
-		e->st.move_retries++;
-		eng__queue_drop(e, x->key);
-		x->step = XS_IDLE;
-		x->waiting = false;
-		x->backoff = 2;
-		e->vq[e->n_vq++] = x->slot;
+	if (eng__out_window(e, &eb) != IG_E_OK)
+		eng__out_retry(e);
+}
+
+/* Scatter windows k..k+ccount-1 (consecutive at csrc) into the sequence,
+ * each checked against its recorded checksum in the same pass (on the copy
+ * engine). A mismatch leaves bytes in the pages that the replay then
+ * overwrites. */
+static void eng__scatter(void *ctx)
+{
+	struct eng_xfer *x = ctx;
+	struct ig_errbuf eb = {0};
+
+	x->crc = IG_E_OK;
+	for (uint32_t i = 0; i < x->ccount; i++) {
+		uint32_t k = x->k + i;
+		uint64_t at = (uint64_t)k * x->window, sum = 0;
+		uint64_t len = x->image_bytes - at < x->window ? x->image_bytes - at : x->window;
+
+		if (seqimg_read_window_sum(&x->r, x->csrc + (uint64_t)i * x->window, len, &sum,
+		                           &eb) != IG_E_OK) {
+			x->crc = IG_E_KV_LOST;
+			snprintf(x->cwhy, sizeof(x->cwhy), "%s", eb.msg);
+			return;
+		}
+		if (sum != x->sums[k]) {
+			x->crc = IG_E_KV_LOST;
+			snprintf(x->cwhy, sizeof(x->cwhy), "window %u does not match its checksum",
+			         k);
+			return;
+		}
 	}
 }
 
-/* `len` bytes of window k at `off` in the arena into the sequence, checked
- * against `want` in the same pass. False: lost (eb says why). */
-static bool eng__in_window(struct eng *e, uint64_t off, uint64_t len, uint64_t want,
-                           struct ig_errbuf *eb)
+/* Start the copy of `count` windows from k on, found consecutive at `off`
+ * in the arena, into the sequence. False (eb) when they are not inside the
+ * mapped arena. */
+static bool eng__in_post(struct eng *e, uint64_t off, uint32_t count, struct ig_errbuf *eb)
 {
 	struct eng_xfer *x = &e->xi;
 	struct kvc_arena a = kvc_arena(x->c);
-	uint64_t sum = 0;
+	uint64_t at = (uint64_t)x->k * x->window;
+	uint64_t end = at + (uint64_t)count * x->window;
+	uint64_t bytes = (end < x->image_bytes ? end : x->image_bytes) - at;
 
-	if (!a.base || off + len > a.bytes) {
+	if (!a.base || off + bytes > a.bytes) {
 		ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped (or too small)");
 		return false;
 	}
-	/* scattered into the pages with its checksum, one pass; a mismatch
-	 * leaves bytes there that the replay then overwrites */
-	if (seqimg_read_window_sum(&x->r, (const unsigned char *)a.base + off, len, &sum, eb) !=
-	    IG_E_OK)
-		return false;
-	if (sum != want) {
-		ig_errf(eb, IG_E_KV_LOST, "window %u does not match its checksum", x->k);
-		return false;
-	}
+	x->csrc = (const unsigned char *)a.base + off;
+	x->ccount = count;
+	x->step = XS_SCATTER;
+	copier_post(e->cp, 1, eng__scatter, x);
 	return true;
 }
 
@@ -785,6 +881,38 @@ static void eng__in_done(struct eng *e, struct eng_seq *s)
 		x->step = XS_IDLE, x->waiting = false;
 }
 
+/* The windows in flight are in: the next ones, or the sequence resumes;
+ * nothing while the copy runs. */
+static void eng__in_copied(struct eng *e)
+{
+	struct eng_xfer *x = &e->xi;
+	struct ig_errbuf eb = {0};
+	struct eng_seq *s;
+
+	if (x->step != XS_SCATTER || copier_busy(e->cp, 1))
+		return;
+	if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) { /* cancelled meanwhile */
+		eng__queue_drop(e, x->key);
+		x->step = XS_IDLE;
+		x->window = e->cfg.window_in;
+		return;
+	}
+	if (x->crc != IG_E_OK) {
+		(void)eng__replay(e, s, x->cwhy, &eb);
+		eng__queue_drop(e, x->key);
+		x->step = XS_IDLE;
+		x->window = e->cfg.window_in;
+		return;
+	}
+	x->k += x->ccount;
+	if (x->k >= x->windows)
+		eng__in_done(e, s);
+	else if (x->staged)
+		eng__in_stage(e); /* the next window's kv_stage, this round */
+	else
+		x->step = XS_READ; /* the next windows next round */
+}
+
 /* The in direction: fetch, then the windows (from KV-RAM as many a round as
  * the in-window takes; from KV-disk one a round, each staged by the daemon),
  * then drop the record. */
@@ -797,6 +925,10 @@ static void eng__in_turn(struct eng *e)
 	bool done = false;
 	int rc;
 
+	if (x->step == XS_SCATTER) { /* the windows in flight first */
+		eng__in_copied(e);
+		return;
+	}
 	if (x->waiting) {
 		rc = kvc_poll(x->c, &rep, &done, &eb);
 		if (!done)
@@ -825,22 +957,24 @@ static void eng__in_turn(struct eng *e)
 				x->backoff = 2;
 				return;
 			}
-			if (rep.u.kv_staged.window != x->k ||
-			    !eng__in_window(e, rep.u.kv_staged.offset, rep.u.kv_staged.len,
-			                    rep.u.kv_staged.sum, &eb)) {
-				(void)eng__replay(
-				    e, s, eb.msg[0] ? eb.msg : "the daemon staged another window",
-				    &eb);
-				eng__queue_drop(e, x->key);
-				x->step = XS_IDLE;
-				x->window = e->cfg.window_in;
-				return;
+			{
+				uint64_t at = (uint64_t)x->k * x->window;
+				uint64_t len = x->image_bytes - at < x->window ? x->image_bytes - at
+				                                               : x->window;
+
+				x->sums[x->k] = rep.u.kv_staged.sum;
+				if (rep.u.kv_staged.window != x->k || rep.u.kv_staged.len != len ||
+				    !eng__in_post(e, rep.u.kv_staged.offset, 1, &eb)) {
+					(void)eng__replay(
+					    e, s,
+					    eb.msg[0] ? eb.msg : "the daemon staged another window",
+					    &eb);
+					eng__queue_drop(e, x->key);
+					x->step = XS_IDLE;
+					x->window = e->cfg.window_in;
+				}
 			}
-			if (++x->k < x->windows)
-				eng__in_stage(e); /* the next window, this round */
-			else
-				eng__in_done(e, s);
-			return;
+			return; /* its copy runs beside the round (eng__in_copied) */
 		}
 		if (rc == IG_E_NOTFOUND || rc == IG_E_KV_LOST || (!rc && !rep.u.kv_seq.complete)) {
 			if (eng__replay(e, s, rc ? eb.msg : "incomplete in the tier", &eb) !=
@@ -909,25 +1043,21 @@ static void eng__in_turn(struct eng *e)
 			return;
 		}
 		/* the record's own windows (its checksums are per window), as
-		 * many as --reuse-move-in-window-bytes takes this round */
-		for (uint64_t took = 0;
-		     x->k < x->windows && (took == 0 || took + x->window <= e->cfg.window_in);
-		     took += x->window) {
-			uint64_t at = (uint64_t)x->k * x->window;
-			uint64_t len =
-			    x->image_bytes - at < x->window ? x->image_bytes - at : x->window;
+		 * many as --reuse-move-in-window-bytes takes this round, copied
+		 * beside the round (eng__in_copied) */
+		{
+			uint32_t count = 1;
 
-			if (!eng__in_window(e, x->offset + at, len, x->sums[x->k], &eb)) {
+			while (x->k + count < x->windows &&
+			       (uint64_t)(count + 1) * x->window <= e->cfg.window_in)
+				count++;
+			if (!eng__in_post(e, x->offset + (uint64_t)x->k * x->window, count, &eb)) {
 				(void)eng__replay(e, s, eb.msg, &eb);
+				eng__queue_drop(e, x->key);
 				x->step = XS_IDLE;
 				x->window = e->cfg.window_in;
-				return;
 			}
-			x->k++;
 		}
-		if (x->k < x->windows)
-			return;
-		eng__in_done(e, s);
 		return;
 	}
 	if (x->step != XS_IDLE)
@@ -1016,7 +1146,22 @@ static void eng__victims(struct eng *e)
 	}
 }
 
+static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb);
+
 int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
+{
+	int rc = eng__round(e, ran, eb);
+
+	/* the window copies posted at the start of the round ran beside its
+	 * compute: their commits go, or the moved sequence resumes, now */
+	if (e->moves) {
+		eng__out_copied(e);
+		eng__in_copied(e);
+	}
+	return rc;
+}
+
+static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 {
 	uint32_t n = 0, n_steps = 0, n_logits = 0, tokens;
 	int rc;

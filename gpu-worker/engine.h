@@ -21,7 +21,8 @@
  * clients in the configuration, a waiting request that does not fit makes
  * room: the planner picks victims (roundplan.h), each sits out of rounds and
  * goes to KV-RAM as a sequence image (seqimg.h) a window at a time, one
- * window per round per direction, between rounds; its pages are given back
+ * window per round per direction, each copied beside the round's compute
+ * (copier.h); its pages are given back
  * once its last window is committed, and the requester is admitted then. A
  * moved sequence comes back in rank order into free room for its whole
  * reservation, up to the in-window a round, and resumes where it stopped (a lane
