@@ -1022,6 +1022,8 @@ void kvdisk_close(struct kvdisk *d)
 	if (d->state_fd >= 0)
 		close(d->state_fd);
 	XXH64_freeState(d->xd);
+	for (uint32_t i = 0; i < KVDISK_STREAMS; i++)
+		XXH64_freeState(d->streams[i].xd);
 	free(d->notes);
 	free(d);
 }
@@ -1451,6 +1453,53 @@ static int kvdisk__read_begin(struct kvdisk *d, uint64_t seq, MDB_txn **txn, MDB
 	return IG_E_OK;
 }
 
+/* Begin reading `seq`: a read transaction (*txn, the caller aborts it)
+ * and its sequence record judged (*sh). IG_E_NOTFOUND when it is not on
+ * disk; IG_E_KV_LOST (the sequence dropped) when its record does not hold;
+ * on any error *txn is closed already. */
+static int kvdisk__seq_begin(struct kvdisk *d, uint64_t seq, MDB_txn **txn, struct kvdisk_hdr *sh,
+                             struct ig_errbuf *eb)
+{
+	char why[200];
+	MDB_val v;
+	int rc, mrc;
+
+	rc = kvdisk__read_begin(d, seq, txn, &v, &mrc, eb);
+	if (rc)
+		return rc;
+	if (mrc == MDB_NOTFOUND) {
+		mdb_txn_abort(*txn);
+		return ig_errf(eb, IG_E_NOTFOUND, "KV-disk: seq %" PRIu64 " is not on disk", seq);
+	}
+	if (mrc)
+		snprintf(why, sizeof(why), "LMDB: %s", mdb_strerror(mrc));
+	if (mrc || !kvdisk__seq_ok(seq, &v, sh, why, sizeof(why))) {
+		mdb_txn_abort(*txn);
+		return kvdisk__lose(d, seq, KVDISK_SEQ_WINDOW, why, eb);
+	}
+	return IG_E_OK;
+}
+
+/* Window record k of the sequence whose record is `sh`, looked up and
+ * judged (*v the record, *wh its header); false with `why` when it is
+ * missing or does not hold. */
+static bool kvdisk__win_get(struct kvdisk *d, MDB_txn *txn, const struct kvdisk_hdr *sh, uint32_t k,
+                            MDB_val *v, struct kvdisk_hdr *wh, char *why, size_t n)
+{
+	unsigned char kb[16];
+	MDB_val key;
+	int rc;
+
+	kvdisk__key_win(kb, &key, sh->seq, k);
+	rc = mdb_get(txn, d->dwin, &key, v);
+	if (rc) {
+		snprintf(why, n, "torn: %s",
+		         rc == MDB_NOTFOUND ? "the record is missing" : mdb_strerror(rc));
+		return false;
+	}
+	return kvdisk__win_ok(sh, k, v, wh, why, n);
+}
+
 /* Read (dst != NULL: copy out) or check (dst NULL: hash in place) every
  * record of `seq`. A failed check drops the sequence: IG_E_KV_LOST. */
 static int kvdisk__read(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out,
@@ -1458,27 +1507,14 @@ static int kvdisk__read(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_
                         struct ig_errbuf *eb)
 {
 	char why[200];
-	unsigned char kb[16];
 	struct kvdisk_hdr sh, wh;
 	MDB_txn *txn;
-	MDB_val k, v;
+	MDB_val v;
 	uint32_t at = KVDISK_SEQ_WINDOW;
-	int rc, mrc;
+	int rc = kvdisk__seq_begin(d, seq, &txn, &sh, eb);
 
-	rc = kvdisk__read_begin(d, seq, &txn, &v, &mrc, eb);
 	if (rc)
 		return rc;
-	rc = mrc;
-	if (rc == MDB_NOTFOUND) {
-		mdb_txn_abort(txn);
-		return ig_errf(eb, IG_E_NOTFOUND, "KV-disk: seq %" PRIu64 " is not on disk", seq);
-	}
-	if (rc) {
-		snprintf(why, sizeof(why), "LMDB: %s", mdb_strerror(rc));
-		goto out_lost;
-	}
-	if (!kvdisk__seq_ok(seq, &v, &sh, why, sizeof(why)))
-		goto out_lost;
 	if (dst && dst_bytes < sh.image_bytes) {
 		mdb_txn_abort(txn);
 		return ig_errf(eb, IG_E_INVAL,
@@ -1491,14 +1527,7 @@ static int kvdisk__read(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_
 		const unsigned char *p;
 		uint64_t got;
 
-		kvdisk__key_win(kb, &k, seq, at);
-		rc = mdb_get(txn, d->dwin, &k, &v);
-		if (rc) {
-			snprintf(why, sizeof(why), "torn: %s",
-			         rc == MDB_NOTFOUND ? "the record is missing" : mdb_strerror(rc));
-			goto out_lost;
-		}
-		if (!kvdisk__win_ok(&sh, at, &v, &wh, why, sizeof(why)))
+		if (!kvdisk__win_get(d, txn, &sh, at, &v, &wh, why, sizeof(why)))
 			goto out_lost;
 		p = (const unsigned char *)v.mv_data + KVDISK_HDR;
 		kvdisk__willneed(p, wh.len);
@@ -1555,39 +1584,19 @@ int kvdisk_rsums(struct kvdisk *d, uint64_t seq, struct arena_meta *meta_out, ui
                  struct ig_errbuf *eb)
 {
 	char why[200];
-	unsigned char kb[16];
 	struct kvdisk_hdr sh, wh;
 	MDB_txn *txn;
-	MDB_val k, v;
+	MDB_val v;
 	uint32_t at = KVDISK_SEQ_WINDOW;
-	int rc, mrc;
+	int rc = kvdisk__seq_begin(d, seq, &txn, &sh, eb);
 
-	rc = kvdisk__read_begin(d, seq, &txn, &v, &mrc, eb);
 	if (rc)
 		return rc;
-	rc = mrc;
-	if (rc == MDB_NOTFOUND) {
-		mdb_txn_abort(txn);
-		return ig_errf(eb, IG_E_NOTFOUND, "KV-disk: seq %" PRIu64 " is not on disk", seq);
-	}
-	if (rc) {
-		snprintf(why, sizeof(why), "LMDB: %s", mdb_strerror(rc));
-		goto out_lost;
-	}
-	if (!kvdisk__seq_ok(seq, &v, &sh, why, sizeof(why)))
-		goto out_lost;
 	/* every window's header, not its payload (the payload is checked
 	 * when kvdisk_rwindow copies it) */
 	XXH64_reset(d->xd, 0);
 	for (at = 0; at < sh.windows; at++) {
-		kvdisk__key_win(kb, &k, seq, at);
-		rc = mdb_get(txn, d->dwin, &k, &v);
-		if (rc) {
-			snprintf(why, sizeof(why), "torn: %s",
-			         rc == MDB_NOTFOUND ? "the record is missing" : mdb_strerror(rc));
-			goto out_lost;
-		}
-		if (!kvdisk__win_ok(&sh, at, &v, &wh, why, sizeof(why)))
+		if (!kvdisk__win_get(d, txn, &sh, at, &v, &wh, why, sizeof(why)))
 			goto out_lost;
 		kvdisk__digest_add(d->xd, wh.xxh);
 		sums[at] = wh.xxh;
@@ -1612,29 +1621,16 @@ int kvdisk_rwindow(struct kvdisk *d, uint64_t seq, uint32_t k, void *dst, uint64
                    uint64_t *len, uint64_t *sum, struct ig_errbuf *eb)
 {
 	char why[200];
-	unsigned char kb[16];
 	struct kvdisk_hdr sh, wh;
 	MDB_txn *txn;
-	MDB_val key, v;
+	MDB_val v;
 	const unsigned char *p;
-	uint32_t at = KVDISK_SEQ_WINDOW;
+	uint32_t at;
 	uint64_t got;
-	int rc, mrc;
+	int rc = kvdisk__seq_begin(d, seq, &txn, &sh, eb);
 
-	rc = kvdisk__read_begin(d, seq, &txn, &v, &mrc, eb);
 	if (rc)
 		return rc;
-	rc = mrc;
-	if (rc == MDB_NOTFOUND) {
-		mdb_txn_abort(txn);
-		return ig_errf(eb, IG_E_NOTFOUND, "KV-disk: seq %" PRIu64 " is not on disk", seq);
-	}
-	if (rc) {
-		snprintf(why, sizeof(why), "LMDB: %s", mdb_strerror(rc));
-		goto out_lost;
-	}
-	if (!kvdisk__seq_ok(seq, &v, &sh, why, sizeof(why)))
-		goto out_lost;
 	if (k >= sh.windows) {
 		mdb_txn_abort(txn);
 		return ig_errf(eb, IG_E_INVAL,
@@ -1642,14 +1638,7 @@ int kvdisk_rwindow(struct kvdisk *d, uint64_t seq, uint32_t k, void *dst, uint64
 		               sh.windows, k);
 	}
 	at = k;
-	kvdisk__key_win(kb, &key, seq, k);
-	rc = mdb_get(txn, d->dwin, &key, &v);
-	if (rc) {
-		snprintf(why, sizeof(why), "torn: %s",
-		         rc == MDB_NOTFOUND ? "the record is missing" : mdb_strerror(rc));
-		goto out_lost;
-	}
-	if (!kvdisk__win_ok(&sh, k, &v, &wh, why, sizeof(why)))
+	if (!kvdisk__win_get(d, txn, &sh, k, &v, &wh, why, sizeof(why)))
 		goto out_lost;
 	if (wh.len > cap) {
 		mdb_txn_abort(txn);

@@ -35,108 +35,13 @@
 #include "kvclient.h"
 #include "testutil.h"
 #include "engrig.h"
+#include "kvdrig.h"
 #include "transport.h"
 
 #define DEFAULT_SEED 41u
 #define CONTEXT      256u
 #define MAXGEN       64u
 #define WINDOW       16384u /* small windows: a move takes many rounds */
-
-/* ---- the daemon, as the supervisor runs it ---------------------------------- */
-
-struct daemon {
-	char dir[64], arena[64];
-	const char *bin;
-	pid_t pid;
-	uint64_t arena_bytes;
-	uint64_t disk_bytes; /* KV-disk's ceiling; 0: off */
-};
-
-static void daemon_start(struct daemon *k)
-{
-	pid_t pid = fork();
-
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		char log[96];
-		int fd;
-
-		snprintf(log, sizeof(log), "%s/kvstored.log", k->dir);
-		fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execl(k->bin, k->bin, "--runtime-dir", k->dir, (char *)NULL);
-		_exit(127);
-	}
-	k->pid = pid;
-}
-
-static void daemon_configure(struct daemon *k)
-{
-	struct msg q = {.type = MSG_KV_CONFIG};
-	struct ig_errbuf eb = {0};
-	struct tp_rx rx;
-	nng_socket s;
-	char disk[96];
-
-	snprintf(disk, sizeof(disk), "%s/disk", k->dir);
-
-	assert_int_equal(tp_dial(&s, k->dir, "kvstore", 10000, &eb), IG_E_OK);
-	q.u.kv_config = (struct msg_kv_config){.arena_name = msg_str_of(k->arena),
-	                                       .arena_bytes = k->arena_bytes,
-	                                       .disk_path = msg_str_of(k->disk_bytes ? disk : ""),
-	                                       .disk_bytes = k->disk_bytes,
-	                                       .interactive_ttl_s = 0};
-	if (tp_call(s, &q, &rx, &eb))
-		fail_msg("kv_config: %s", eb.msg);
-	tp_rx_release(&rx);
-	nng_close(s);
-}
-
-static void daemon_stop(struct daemon *k, int sig)
-{
-	int status;
-
-	if (!k->pid)
-		return;
-	kill(k->pid, sig);
-	waitpid(k->pid, &status, 0);
-	k->pid = 0;
-}
-
-static void daemon_open(struct daemon *k, uint64_t arena_bytes, uint64_t disk_bytes)
-{
-	static unsigned n;
-
-	memset(k, 0, sizeof(*k));
-	k->bin = getenv("IGNIS_KVSTORED");
-	if (!k->bin || access(k->bin, X_OK) != 0)
-		fail_msg("IGNIS_KVSTORED=%s: not an executable ignis-kvstored",
-		         k->bin ? k->bin : "(unset)");
-	snprintf(k->dir, sizeof(k->dir), "/tmp/ignis-moves-%d-%u", (int)getpid(), n);
-	snprintf(k->arena, sizeof(k->arena), "ignis-test-moves-%d-%u", (int)getpid(), n++);
-	mkdir(k->dir, 0700);
-	(void)arena_unlink(k->arena, NULL);
-	k->arena_bytes = arena_bytes;
-	k->disk_bytes = disk_bytes;
-	/* a small ceiling, whatever the volume's free space */
-	setenv("IGNIS_TEST_KVDISK_IGNORE_VOLUME", "1", 1);
-	daemon_start(k);
-	daemon_configure(k);
-}
-
-static void daemon_close(struct daemon *k)
-{
-	char cmd[160];
-
-	daemon_stop(k, SIGTERM);
-	(void)arena_unlink(k->arena, NULL);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", k->dir);
-	if (system(cmd) != 0)
-		print_message("# could not remove %s\n", k->dir);
-}
 
 /* ---- requests and runs -------------------------------------------------------- */
 
@@ -356,7 +261,7 @@ static void moved_as_alone_disk(const char *what, const struct req *q, uint32_t 
 	rig_open(&r, "tiny-dense", 12);
 	reference(&r, q, n, ref, n_ref);
 	rig_close(&r);
-	daemon_open(&k, arena_bytes, disk_bytes);
+	daemon_open(&k, "moves", arena_bytes, disk_bytes);
 	o->k = &k;
 	rig_open(&r, "tiny-dense", o->pages);
 	run(&r, q, n, o, got, n_got, ev, st, during);

@@ -102,6 +102,7 @@
 #include "kvclient.h"
 #include "testutil.h"
 #include "engrig.h"
+#include "kvdrig.h"
 #include "transport.h"
 
 #define DEFAULT_SEED 41u
@@ -112,98 +113,6 @@
 #define SS_BOUND     2000 /* rounds an `until` or `finish` may take unless told */
 #define SS_LOG       400u /* events kept for the report of a failure */
 #define SS_DISK      (64ull << 20)
-
-/* ---- the daemon, as the supervisor runs it (as test_moves.c) ------------------ */
-
-struct daemon {
-	char dir[64], arena[64], disk[96];
-	const char *bin;
-	pid_t pid;
-	uint64_t arena_bytes, disk_bytes;
-};
-
-static void daemon_start(struct daemon *k)
-{
-	pid_t pid = fork();
-
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		char log[96];
-		int fd;
-
-		snprintf(log, sizeof(log), "%s/kvstored.log", k->dir);
-		fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		/* a small KV-disk ceiling, whatever the free space of the CI
-		 * volume (the daemon's test-only switch) */
-		if (k->disk_bytes)
-			setenv("IGNIS_TEST_KVDISK_IGNORE_VOLUME", "1", 1);
-		execl(k->bin, k->bin, "--runtime-dir", k->dir, (char *)NULL);
-		_exit(127);
-	}
-	k->pid = pid;
-}
-
-static void daemon_configure(struct daemon *k)
-{
-	struct msg q = {.type = MSG_KV_CONFIG};
-	struct ig_errbuf eb = {0};
-	struct tp_rx rx;
-	nng_socket s;
-
-	assert_int_equal(tp_dial(&s, k->dir, "kvstore", 10000, &eb), IG_E_OK);
-	q.u.kv_config = (struct msg_kv_config){.arena_name = msg_str_of(k->arena),
-	                                       .arena_bytes = k->arena_bytes,
-	                                       .disk_path = msg_str_of(k->disk),
-	                                       .disk_bytes = k->disk_bytes,
-	                                       .interactive_ttl_s = 0};
-	if (tp_call(s, &q, &rx, &eb))
-		fail_msg("kv_config: %s", eb.msg);
-	tp_rx_release(&rx);
-	nng_close(s);
-}
-
-static void daemon_open(struct daemon *k, uint64_t arena_bytes, bool disk)
-{
-	static unsigned n;
-
-	memset(k, 0, sizeof(*k));
-	k->bin = getenv("IGNIS_KVSTORED");
-	if (!k->bin || access(k->bin, X_OK) != 0)
-		fail_msg("IGNIS_KVSTORED=%s: not an executable ignis-kvstored",
-		         k->bin ? k->bin : "(unset)");
-	snprintf(k->dir, sizeof(k->dir), "/tmp/ignis-sched-%d-%u", (int)getpid(), n);
-	snprintf(k->arena, sizeof(k->arena), "ignis-test-sched-%d-%u", (int)getpid(), n++);
-	mkdir(k->dir, 0700);
-	(void)arena_unlink(k->arena, NULL);
-	k->arena_bytes = arena_bytes;
-	if (disk) {
-		snprintf(k->disk, sizeof(k->disk), "%s/disk", k->dir);
-		k->disk_bytes = SS_DISK;
-	}
-	daemon_start(k);
-	daemon_configure(k);
-}
-
-static void daemon_close(struct daemon *k)
-{
-	char cmd[160];
-	int status;
-
-	if (k->pid) {
-		kill(k->pid, SIGTERM);
-		waitpid(k->pid, &status, 0);
-		k->pid = 0;
-	}
-	(void)arena_unlink(k->arena, NULL);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", k->dir);
-	if (k->dir[0] && system(cmd) != 0)
-		print_message("# could not remove %s\n", k->dir);
-	k->dir[0] = '\0';
-}
 
 /* ---- scripts -------------------------------------------------------------------- */
 
@@ -1163,7 +1072,7 @@ static void ss_open(struct ss *s)
 	                      .ctx = s,
 	                      .on_event = ss_on_event};
 
-	daemon_open(&s->k, p->ram, p->disk);
+	daemon_open(&s->k, "sched", p->ram, p->disk ? SS_DISK : 0);
 	if (kvc_open(&s->kout, s->k.dir, &eb) || kvc_open(&s->kin, s->k.dir, &eb))
 		ss_fail(s, 0, "kvc_open: %s", eb.msg);
 	cfg.kv_out = s->kout;
