@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,13 @@ struct kvc {
 	char path[TP_PATH_MAX];    /* <rtdir>/kvstore.sock, for messages */
 	char url[TP_PATH_MAX + 8]; /* ipc://... */
 	nng_socket sock;
+	/* the dialer's watchdog (kvc__watch): connections up now, counted by
+	 * nng's pipe events, and since when none is (clk_mono_ms) */
+	nng_dialer dialer;
+	pthread_mutex_t dial_mtx; /* replacing the dialer */
+	_Atomic int pipes;
+	_Atomic uint64_t pipes_zero_since;
+	_Atomic uint64_t redials;
 	pthread_t thread;
 	bool thread_started;
 	int timeout_ms; /* the caller's; read under mtx by kvc_start */
@@ -91,6 +99,48 @@ struct kvc {
 };
 
 /* ---- small helpers --------------------------------------------------------- */
+
+static void kvc__pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	struct kvc *c = arg;
+
+	(void)p;
+	if (ev == NNG_PIPE_EV_ADD_POST)
+		atomic_fetch_add(&c->pipes, 1);
+	else if (ev == NNG_PIPE_EV_REM_POST && atomic_fetch_sub(&c->pipes, 1) == 1)
+		atomic_store(&c->pipes_zero_since, clk_mono_ms());
+}
+
+/*
+ * The dialer's watchdog. nng's dialer redials by itself when a connection
+ * drops; seen here (nng 1.5.2, the daemon killed -9 and restarted at once
+ * under load) it sometimes stops redialing for good: no connect() any more,
+ * a request waiting in nng_sendmsg until its deadline. So when no
+ * connection has been up for KVC_REDIAL_MS the dialer is replaced by a new
+ * one. Cheap (two atomic loads) and called from both threads: kvc_poll and
+ * kvc_pending (the caller polls every round while it waits) and the client
+ * thread's waits.
+ */
+static void kvc__watch(struct kvc *c)
+{
+	uint64_t now = clk_mono_ms();
+	nng_dialer d;
+
+	if (atomic_load(&c->pipes) > 0 ||
+	    now - atomic_load(&c->pipes_zero_since) < (uint64_t)KVC_REDIAL_MS)
+		return;
+	if (pthread_mutex_trylock(&c->dial_mtx) != 0)
+		return; /* the other thread is at it */
+	if (atomic_load(&c->pipes) == 0 &&
+	    now - atomic_load(&c->pipes_zero_since) >= (uint64_t)KVC_REDIAL_MS) {
+		atomic_store(&c->pipes_zero_since, now);
+		(void)nng_dialer_close(c->dialer);
+		if (nng_dial(c->sock, c->url, &d, NNG_FLAG_NONBLOCK) == 0)
+			c->dialer = d;
+		atomic_fetch_add(&c->redials, 1);
+	}
+	pthread_mutex_unlock(&c->dial_mtx);
+}
 
 static uint64_t kvc__remaining(uint64_t deadline)
 {
@@ -536,6 +586,8 @@ int kvc_open(struct kvc **out, const char *rtdir, struct ig_errbuf *eb)
 	pthread_cond_init(&c->cv, &ca);
 	pthread_condattr_destroy(&ca);
 
+	pthread_mutex_init(&c->dial_mtx, NULL);
+	atomic_store(&c->pipes_zero_since, clk_mono_ms());
 	rv = nng_req0_open(&c->sock);
 	if (rv) {
 		rc = tp_nng_err(eb, rv, "kvstore client: cannot open a request socket");
@@ -549,7 +601,11 @@ int kvc_open(struct kvc **out, const char *rtdir, struct ig_errbuf *eb)
 	if (!rv)
 		rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, KVC_RECONN_MAX_MS);
 	if (!rv)
-		rv = nng_dial(c->sock, c->url, NULL, NNG_FLAG_NONBLOCK);
+		rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, kvc__pipe_cb, c);
+	if (!rv)
+		rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, kvc__pipe_cb, c);
+	if (!rv)
+		rv = nng_dial(c->sock, c->url, &c->dialer, NNG_FLAG_NONBLOCK);
 	if (rv) {
 		char what[TP_PATH_MAX + 64];
 
@@ -572,6 +628,7 @@ out_close:
 out_free:
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mtx);
+	pthread_mutex_destroy(&c->dial_mtx);
 	free(c);
 	return rc;
 }
@@ -597,6 +654,7 @@ void kvc_close(struct kvc *c)
 	kvc__map_release(&c->map_old);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mtx);
+	pthread_mutex_destroy(&c->dial_mtx);
 	free(c);
 }
 
@@ -649,6 +707,7 @@ int kvc_poll(struct kvc *c, struct msg *reply, bool *done, struct ig_errbuf *eb)
 	int rc = IG_E_OK;
 
 	*done = false;
+	kvc__watch(c);
 	pthread_mutex_lock(&c->mtx);
 	kvc__adopt_map_locked(c);
 	switch (c->state) {
@@ -679,6 +738,7 @@ bool kvc_pending(struct kvc *c)
 {
 	bool pending;
 
+	kvc__watch(c);
 	pthread_mutex_lock(&c->mtx);
 	pending = c->state != KVC_IDLE;
 	pthread_mutex_unlock(&c->mtx);

@@ -91,6 +91,11 @@
  * not there (as tp_dial). */
 #define KVC_RECONN_MIN_MS 20
 #define KVC_RECONN_MAX_MS 500
+/* No connection for this long: the dialer is replaced by a new one (nng
+ * 1.5.2's dialer was seen to stop redialing after the daemon was killed and
+ * restarted at once; kvclient.c, kvc__watch). Checked by kvc_poll and
+ * kvc_pending, which a waiting caller calls every round. */
+#define KVC_REDIAL_MS 2000
 
 struct kvc;
 

@@ -173,6 +173,13 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 			break;
 		if (ran == 0)
 			usleep(200); /* a move waits for the daemon's reply */
+		else if (after.moving_out || after.moving_in)
+			/* this model's round takes a fraction of a real one: give the
+			 * daemon a real round's time, so that a move takes about as
+			 * many rounds on a loaded machine as on an idle one (the
+			 * scenarios need the other sequences still running when it
+			 * lands) */
+			usleep(2000);
 		if (round % 20000 == 0 || round >= 200000)
 			print_message(
 			    "# round %u: live %u waiting %u moving_out %u moved %u moving_in "
