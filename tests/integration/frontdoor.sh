@@ -279,8 +279,11 @@ cc $san -o "$work/example" "$work/example.c" $(pkg-config --cflags --libs ignis-
 unset PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_PATH
 LD_LIBRARY_PATH=$libdir "$work/example" "$url" >"$work/example.out" 2>&1 ||
 	fail "the installed example failed: $(cat "$work/example.out")"
-LD_LIBRARY_PATH=$libdir ldd "$work/example" | grep -q "=> $libdir/libignis-client.so.0" ||
-	fail "not linked to the installed library: $(LD_LIBRARY_PATH=$libdir ldd "$work/example")"
+# (captured first: with pipefail, `ldd | grep -q` fails when grep's early
+# exit makes ldd die of SIGPIPE)
+linked=$(LD_LIBRARY_PATH=$libdir ldd "$work/example")
+grep -q "=> $libdir/libignis-client.so.0" <<<"$linked" ||
+	fail "not linked to the installed library: $linked"
 cmp -s "$work/example.out" "$work/want.0" || fail "the installed example streamed other tokens"
 
 step "the lock beside the socket refuses a second door on the same path"
