@@ -601,8 +601,10 @@ static int eng__out_window(struct eng *e, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
-/* A move out gives up this try: what the tier got of it is dropped, and the
- * victim (which kept its pages) starts again a few rounds later. */
+/* A move out gives up this try (timed out, the daemon lost the reservation
+ * in a restart, a window could not be placed): what the tier got of it is
+ * dropped, and the victim, which kept its pages, starts again a few rounds
+ * later, first in line (it is still the victim). */
 static void eng__out_retry(struct eng *e)
 {
 	struct eng_xfer *x = &e->xo;
@@ -612,7 +614,9 @@ static void eng__out_retry(struct eng *e)
 	x->step = XS_IDLE;
 	x->waiting = false;
 	x->backoff = 2;
-	e->vq[e->n_vq++] = x->slot;
+	memmove(e->vq + 1, e->vq, (size_t)e->n_vq * sizeof(*e->vq));
+	e->vq[0] = x->slot;
+	e->n_vq++;
 }
 
 /* Window k is in the arena: send its commit. Nothing while the copy runs. */
@@ -663,10 +667,13 @@ static void eng__out_turn(struct eng *e)
 			x->step = XS_IDLE;
 		} else if (rc == IG_E_NOSPACE) {
 			/* the tier has no room for it now (KV-RAM full and nothing it
-			 * may give up, or an image larger than KV-RAM): it stays and runs
-			 * on; not a victim again for a while, so the need looks
+			 * may give up with KV-disk off; KV-disk's ceiling, or its volume
+			 * full midway through a write straight to disk): it stays and
+			 * runs on; not a victim again for a while, so the need looks
 			 * elsewhere or waits */
 			e->st.move_retries++;
+			if (x->step == XS_COMMIT) /* windows already on their way to disk */
+				eng__queue_drop(e, x->key);
 			s->sch.phase = s->resume;
 			s->in_tier = false;
 			s->stay_until = e->st.rounds + ENG_STAY_ROUNDS;
@@ -679,20 +686,7 @@ static void eng__out_turn(struct eng *e)
 			                                  .bytes = x->image_bytes,
 			                                  .why = eb.msg});
 		} else if (rc) {
-			/* timed out, or the daemon lost the reservation in a restart:
-			 * the victim keeps its pages; what the tier holds of this try
-			 * is dropped, and the move starts again a few rounds later */
-			e->st.move_retries++;
-			eng__queue_drop(e, x->key);
-			x->backoff = 2;
-			x->step = XS_IDLE;
-			e->vq[e->n_vq++] = x->slot; /* first again: it is still the victim */
-			for (uint32_t i = e->n_vq - 1; i > 0; i--) {
-				uint32_t t = e->vq[i];
-
-				e->vq[i] = e->vq[i - 1];
-				e->vq[i - 1] = t;
-			}
+			eng__out_retry(e);
 		} else if (x->step == XS_RESERVE) {
 			x->offset = rep.u.kv_reserved.offset;
 			x->staged = msg_str_eq(rep.u.kv_reserved.tier, "disk");
@@ -841,6 +835,20 @@ static void eng__in_stage(struct eng *e)
 	}
 }
 
+/* The move in ends without the sequence restored: when `s` is given, it is
+ * prefilled again (`why`: its record was lost, or did not read back);
+ * either way what the tier holds under its key is dropped. */
+static void eng__in_end(struct eng *e, struct eng_seq *s, const char *why)
+{
+	struct eng_xfer *x = &e->xi;
+	struct ig_errbuf eb = {0};
+
+	if (s && eng__replay(e, s, why, &eb) != IG_E_OK)
+		e->st.move_retries++;
+	eng__queue_drop(e, x->key);
+	x->step = XS_IDLE;
+}
+
 /* Every window is in: the sequence resumes where it stopped, and the spent
  * record is dropped (the reply is not waited for). */
 static void eng__in_done(struct eng *e, struct eng_seq *s)
@@ -849,11 +857,8 @@ static void eng__in_done(struct eng *e, struct eng_seq *s)
 	struct ig_errbuf eb = {0};
 	struct msg q;
 
-	x->window = e->cfg.window_in;
 	if (!seqimg_reader_done(&x->r) || smp_state_load(&s->rng, x->sampler, &eb) != IG_E_OK) {
-		(void)eng__replay(e, s, "the image did not read whole", &eb);
-		eng__queue_drop(e, x->key);
-		x->step = XS_IDLE;
+		eng__in_end(e, s, "the image did not read whole");
 		return;
 	}
 	s->ms.pos = x->r.h.tokens;
@@ -886,22 +891,16 @@ static void eng__in_done(struct eng *e, struct eng_seq *s)
 static void eng__in_copied(struct eng *e)
 {
 	struct eng_xfer *x = &e->xi;
-	struct ig_errbuf eb = {0};
 	struct eng_seq *s;
 
 	if (x->step != XS_SCATTER || copier_busy(e->cp, 1))
 		return;
 	if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) { /* cancelled meanwhile */
-		eng__queue_drop(e, x->key);
-		x->step = XS_IDLE;
-		x->window = e->cfg.window_in;
+		eng__in_end(e, NULL, NULL);
 		return;
 	}
 	if (x->crc != IG_E_OK) {
-		(void)eng__replay(e, s, x->cwhy, &eb);
-		eng__queue_drop(e, x->key);
-		x->step = XS_IDLE;
-		x->window = e->cfg.window_in;
+		eng__in_end(e, s, x->cwhy);
 		return;
 	}
 	x->k += x->ccount;
@@ -939,17 +938,12 @@ static void eng__in_turn(struct eng *e)
 			return;
 		}
 		if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) {
-			eng__queue_drop(e, x->key);
-			x->step = XS_IDLE;
-			x->window = e->cfg.window_in;
+			eng__in_end(e, NULL, NULL);
 			return;
 		}
 		if (x->step == XS_STAGE) {
 			if (rc == IG_E_NOTFOUND || rc == IG_E_KV_LOST) {
-				(void)eng__replay(e, s, eb.msg, &eb);
-				eng__queue_drop(e, x->key);
-				x->step = XS_IDLE;
-				x->window = e->cfg.window_in;
+				eng__in_end(e, s, eb.msg);
 				return;
 			}
 			if (rc) { /* the daemon is away: the same window, shortly */
@@ -964,23 +958,15 @@ static void eng__in_turn(struct eng *e)
 
 				x->sums[x->k] = rep.u.kv_staged.sum;
 				if (rep.u.kv_staged.window != x->k || rep.u.kv_staged.len != len ||
-				    !eng__in_post(e, rep.u.kv_staged.offset, 1, &eb)) {
-					(void)eng__replay(
-					    e, s,
-					    eb.msg[0] ? eb.msg : "the daemon staged another window",
-					    &eb);
-					eng__queue_drop(e, x->key);
-					x->step = XS_IDLE;
-					x->window = e->cfg.window_in;
-				}
+				    !eng__in_post(e, rep.u.kv_staged.offset, 1, &eb))
+					eng__in_end(e, s,
+					            eb.msg[0] ? eb.msg
+					                      : "the daemon staged another window");
 			}
 			return; /* its copy runs beside the round (eng__in_copied) */
 		}
 		if (rc == IG_E_NOTFOUND || rc == IG_E_KV_LOST || (!rc && !rep.u.kv_seq.complete)) {
-			if (eng__replay(e, s, rc ? eb.msg : "incomplete in the tier", &eb) !=
-			    IG_E_OK)
-				e->st.move_retries++;
-			x->step = XS_IDLE;
+			eng__in_end(e, s, rc ? eb.msg : "incomplete in the tier");
 			return;
 		}
 		if (rc) { /* the daemon is away: ask again shortly */
@@ -1002,10 +988,7 @@ static void eng__in_turn(struct eng *e)
 		if (!x->staged && (kvc_sums(x->c, x->key, (uint32_t)rep.u.kv_seq.record, x->sums,
 		                            ARENA_MAX_WINDOWS, &x->windows, &eb) ||
 		                   x->windows != rep.u.kv_seq.windows)) {
-			(void)eng__replay(e, s, eb.msg[0] ? eb.msg : "its windows do not add up",
-			                  &eb);
-			x->step = XS_IDLE;
-			x->window = e->cfg.window_in;
+			eng__in_end(e, s, eb.msg[0] ? eb.msg : "its windows do not add up");
 			return;
 		}
 		for (uint32_t i = 0; i < s->ms.kv.n_pages; i++)
@@ -1027,9 +1010,7 @@ static void eng__in_turn(struct eng *e)
 	}
 	if (x->step == XS_STAGE) { /* a kv_stage to ask (again) */
 		if (!eng__xfer_seq(e, x, SCHED_MOVING_IN)) {
-			eng__queue_drop(e, x->key);
-			x->step = XS_IDLE;
-			x->window = e->cfg.window_in;
+			eng__in_end(e, NULL, NULL);
 			return;
 		}
 		eng__in_stage(e);
@@ -1037,9 +1018,7 @@ static void eng__in_turn(struct eng *e)
 	}
 	if (x->step == XS_READ) {
 		if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) {
-			eng__queue_drop(e, x->key);
-			x->step = XS_IDLE;
-			x->window = e->cfg.window_in;
+			eng__in_end(e, NULL, NULL);
 			return;
 		}
 		/* the record's own windows (its checksums are per window), as
@@ -1051,12 +1030,8 @@ static void eng__in_turn(struct eng *e)
 			while (x->k + count < x->windows &&
 			       (uint64_t)(count + 1) * x->window <= e->cfg.window_in)
 				count++;
-			if (!eng__in_post(e, x->offset + (uint64_t)x->k * x->window, count, &eb)) {
-				(void)eng__replay(e, s, eb.msg, &eb);
-				eng__queue_drop(e, x->key);
-				x->step = XS_IDLE;
-				x->window = e->cfg.window_in;
-			}
+			if (!eng__in_post(e, x->offset + (uint64_t)x->k * x->window, count, &eb))
+				eng__in_end(e, s, eb.msg);
 		}
 		return;
 	}

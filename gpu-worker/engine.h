@@ -20,13 +20,14 @@
  * Moves (issue 7; reference-facts 3; ADR 0017). With the kvstore daemon's
  * clients in the configuration, a waiting request that does not fit makes
  * room: the planner picks victims (roundplan.h), each sits out of rounds and
- * goes to KV-RAM as a sequence image (seqimg.h) a window at a time, one
- * window per round per direction, each copied beside the round's compute
- * (copier.h); its pages are given back
- * once its last window is committed, and the requester is admitted then. A
- * moved sequence comes back in rank order into free room for its whole
- * reservation, up to the in-window a round, and resumes where it stopped (a lane
- * holder takes a lane again, a half-prefilled one goes on prefilling): the
+ * goes to KV-RAM (straight to KV-disk when KV-RAM cannot take it) as a
+ * sequence image (seqimg.h) a window at a time, one window per round per
+ * direction, each copied beside the round's compute (copier.h); its pages
+ * are given back once its last window is committed, and the requester is
+ * admitted then. A moved sequence comes back in rank order into free room
+ * for its whole reservation, up to the in-window a round from KV-RAM or a
+ * window a round from KV-disk, and resumes where it stopped (a lane holder
+ * takes a lane again, a half-prefilled one goes on prefilling): the
  * same tokens as if it had never moved. A sequence whose record the tier
  * lost (given up with KV-disk off, or found torn or corrupt) is prefilled
  * again from the start, its generated tokens replayed: still the same
