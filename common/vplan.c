@@ -141,11 +141,19 @@ static bool vplan__adapt(struct vplan *p, uint64_t spare_tokens, uint64_t min_to
 	return true;
 }
 
+/* What a refusal says was short, and the knobs it names: the longest "what"
+ * (Flash-Next's minimum, every region named) is about 330 bytes; with the
+ * figures (about 100 bytes) and the knobs it stays inside vplan.refusal. */
+#define VPLAN__WHAT  512
+#define VPLAN__KNOBS 256
+_Static_assert(VPLAN__WHAT + VPLAN__KNOBS + 160 <= sizeof(((struct vplan *)0)->refusal),
+               "a refusal holds its what, its figures and its knobs whole");
+
 /* Below the minimum: a refusal, or with an explicit budget and
  * --vram-allow-oversubscription, a warning. */
 static int vplan__short(struct vplan *p, uint64_t need, const char *what)
 {
-	char knobs[256];
+	char knobs[VPLAN__KNOBS];
 
 	if (!p->derived && p->allow_oversubscription) {
 		p->warnings |= VPLAN_WARN_BELOW_MINIMUM;
@@ -162,7 +170,7 @@ static int vplan__dense(struct vplan *p, const struct knobs *k, uint64_t named_p
 {
 	const struct knob_value *ctx = &k->v[KNOB_MODEL_MAX_CONTEXT];
 	uint64_t avail = p->budget_bytes > p->lines_total ? p->budget_bytes - p->lines_total : 0;
-	char what[256];
+	char what[VPLAN__WHAT];
 
 	p->policy = VPLAN_RESIDENT;
 	p->pool_pages = p->pool_named ? named_pages : avail / p->page_bytes;
@@ -171,7 +179,7 @@ static int vplan__dense(struct vplan *p, const struct knobs *k, uint64_t named_p
 
 		if (!vplan__adapt(p, k->v[KNOB_VRAM_ADAPT_SPARE_TOKENS].u,
 		                  k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u, &need_pages)) {
-			char knobs[256];
+			char knobs[VPLAN__KNOBS];
 
 			if (!p->derived && p->allow_oversubscription) {
 				p->pool_pages = p->floor_pages;
@@ -224,7 +232,7 @@ static int vplan__moe(struct vplan *p, const struct knobs *k, uint64_t named_pag
 	const struct mdesc *m = p->model;
 	uint64_t min_pool = (p->pool_named ? named_pages : p->floor_pages) * p->page_bytes;
 	uint64_t set_bytes = mdesc_class_set_bytes(m), used;
-	char what[256], knobs[256], a[32], b[32];
+	char what[VPLAN__WHAT], knobs[VPLAN__KNOBS], a[32], b[32];
 
 	p->expert_table_bytes = m->expert_table_bytes;
 	p->cache_floor_bytes = m->cache_floor_bytes;
@@ -299,7 +307,7 @@ static int vplan__moe(struct vplan *p, const struct knobs *k, uint64_t named_pag
 		    "step's experts in every class (%" PRIu64 " slots per class, %" PRIu64
 		    " bytes = %s), whatever --vram-allow-expert-cache-below-floor says: short by "
 		    "%" PRIu64 " bytes. Turn: a smaller --vram-kv-pool-bytes, fewer "
-		               "--spec-decode-lanes, or %s",
+		    "--spec-decode-lanes, or %s",
 		    p->pool_pages, p->class_min_slots, p->class_min_bytes, a,
 		    need - p->budget_bytes, vplan__budget_knob(p));
 	}

@@ -77,6 +77,12 @@ run 3 plan --model 27b --profile none --backend cuda --device-free-bytes 20G
 has "$err" "short by"; has "$err" "--model-max-context"
 [[ -z $out ]] || fail "a refusal printed a plan: $out"
 
+step "Flash-Next's minimum refusal is whole (issue 13, item 10)"
+run 3 plan --model flash-next --profile none --backend cuda --device-free-bytes 10G
+has "$err" "whatever --vram-allow-expert-cache-below-floor says: 556228608 bytes) needs at least 9367224320 bytes"
+has "$err" "short by 240418816 bytes"
+[[ $err == *"--model-kv-format" ]] || fail "the refusal does not end with its last knob: $err"
+
 step "configuration errors: exit 2, naming the key, its source and what is accepted"
 run 2 plan --vram-headroom-bytes 12X
 has "$err" "--vram-headroom-bytes: '12X' (from --vram-headroom-bytes)"; has "$err" "accepted"
