@@ -122,16 +122,18 @@ static uint64_t vplan__named_pages(const struct knob_value *v, uint64_t page_byt
 }
 
 /* The 27B's family: adapt a context that came from a default or a profile
- * (ADR 0005). False when not even one request at the default output cap,
- * with the spare and the retained pages, fits: *need_pages says what would. */
+ * (ADR 0005). False when the pool holds neither the context nor one request
+ * at the default output cap and a page, each with the spare and the retained
+ * pages: *need_pages is the least pool that starts, the smaller of the two. */
 static bool vplan__adapt(struct vplan *p, uint64_t spare_tokens, uint64_t min_tokens,
                          uint64_t *need_pages)
 {
 	uint64_t retained = (uint64_t)p->retained_device + p->retained_host;
 	uint64_t room = p->lanes > 1 ? mdesc_pages_for(spare_tokens) + retained : retained;
+	uint64_t ctx_pages = mdesc_pages_for(p->context), least = mdesc_pages_for(min_tokens) + 1;
 
-	*need_pages = room + mdesc_pages_for(min_tokens) + 1;
-	if (p->pool_pages >= mdesc_pages_for(p->context) + room)
+	*need_pages = room + (ctx_pages < least ? ctx_pages : least);
+	if (p->pool_pages >= ctx_pages + room)
 		return true; /* kept as it is */
 	if (p->pool_pages < *need_pages)
 		return false;
@@ -179,10 +181,16 @@ static int vplan__dense(struct vplan *p, const struct knobs *k, uint64_t named_p
 
 		if (!vplan__adapt(p, k->v[KNOB_VRAM_ADAPT_SPARE_TOKENS].u,
 		                  k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u, &need_pages)) {
+			uint64_t need = p->lines_total + need_pages * p->page_bytes;
 			char knobs[VPLAN__KNOBS];
 
+			p->minimum_bytes = need;
 			if (!p->derived && p->allow_oversubscription) {
-				p->pool_pages = p->floor_pages;
+				/* The plan of the least budget that starts (ADR 0022):
+				 * that pool, the context adapted to it. */
+				p->pool_pages = need_pages;
+				vplan__adapt(p, k->v[KNOB_VRAM_ADAPT_SPARE_TOKENS].u,
+				             k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u, &need_pages);
 				p->warnings |= VPLAN_WARN_BELOW_MINIMUM;
 				return IG_E_OK;
 			}
@@ -194,17 +202,21 @@ static int vplan__dense(struct vplan *p, const struct knobs *k, uint64_t named_p
 			    "--reuse-retained-device, --reuse-retained-host, --model-kv-format",
 			    vplan__budget_knob(p));
 			return vplan__refuse(
-			    p, (need_pages - p->pool_pages) * p->page_bytes, knobs,
+			    p, need - p->budget_bytes, knobs,
 			    "the load adapts its %" PRIu64 "-token context to the pool, but the "
 			    "pool's %" PRIu64 " pages cannot hold even one request at the default "
 			    "cap of %" PRIu64 " tokens with the spare reservation of %" PRIu64
-			    " tokens and %u retained pages (%" PRIu64 " pages): short by %" PRIu64
-			    " bytes. Turn: %s",
+			    " tokens and %u retained pages (%" PRIu64
+			    " pages): that needs at least "
+			    "%" PRIu64 " bytes (fixed lines %" PRIu64 " + %" PRIu64
+			    " pages of %" PRIu64 " bytes) but the budget is %" PRIu64
+			    " bytes: short by %" PRIu64 " bytes. Turn: %s",
 			    p->requested_context, p->pool_pages,
 			    k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u,
 			    p->lanes > 1 ? k->v[KNOB_VRAM_ADAPT_SPARE_TOKENS].u : 0,
-			    p->retained_device + p->retained_host, need_pages,
-			    (need_pages - p->pool_pages) * p->page_bytes, knobs);
+			    p->retained_device + p->retained_host, need_pages, need, p->lines_total,
+			    need_pages, p->page_bytes, p->budget_bytes, need - p->budget_bytes,
+			    knobs);
 		}
 	}
 	p->minimum_bytes = p->lines_total + p->floor_pages * p->page_bytes;
@@ -219,6 +231,8 @@ static int vplan__dense(struct vplan *p, const struct knobs *k, uint64_t named_p
 		p->pool_pages = p->floor_pages;
 	}
 	if (p->pool_named && p->lines_total + p->pool_pages * p->page_bytes > p->budget_bytes) {
+		/* a named pool replaces the floor pool in the minimum */
+		p->minimum_bytes = p->lines_total + p->pool_pages * p->page_bytes;
 		snprintf(what, sizeof(what),
 		         "--vram-kv-pool-bytes (from %s) with the fixed lines (%" PRIu64 " bytes)",
 		         k->v[KNOB_VRAM_KV_POOL_BYTES].where, p->lines_total);

@@ -77,6 +77,15 @@ run 3 plan --model 27b --profile none --backend cuda --device-free-bytes 20G
 has "$err" "short by"; has "$err" "--model-max-context"
 [[ -z $out ]] || fail "a refusal printed a plan: $out"
 
+step "the 27B below its fixed lines: the bytes really short; oversubscribed, that minimum (issue 13, item 8)"
+run 3 plan --model 27b $card32 --vram-budget-bytes 18G
+has "$err" "needs at least 20805386240 bytes"; has "$err" "short by 1478033408 bytes"
+run 0 plan --json --model 27b $card32 --vram-budget-bytes 18G --vram-allow-oversubscription
+jq -e -s '.[0].total_bytes == 20805386240 and .[0].max_context_tokens == 38976 and
+	([.[] | select(.event == "ignis.runtime.vram_oversubscribed")] | length == 1 and
+	.[0].reason == "budget below the plan'"'"'s minimum" and .[0].minimum_bytes == 20805386240)' \
+	<<<"$out" >/dev/null || fail "the oversubscribed minimum is not the refusal's: $out"
+
 step "Flash-Next's minimum refusal is whole (issue 13, item 10)"
 run 3 plan --model flash-next --profile none --backend cuda --device-free-bytes 10G
 has "$err" "whatever --vram-allow-expert-cache-below-floor says: 556228608 bytes) needs at least 9367224320 bytes"

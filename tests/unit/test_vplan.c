@@ -439,10 +439,14 @@ static void test_rows(void **state)
 			         (unsigned long long)p.budget_bytes, (unsigned long long)r->budget);
 		else if (rc == IG_E_OK && p.warnings != r->warnings)
 			snprintf(why, sizeof(why), "warnings %u, want %u", p.warnings, r->warnings);
+		/* a refusal is read whole from the plan (it may be longer than
+		 * an ig_errbuf), as the supervisor prints it */
+		const char *msg = rc == IG_E_PLAN_REFUSED ? p.refusal : eb.msg;
+
 		for (int w = 0; !why[0] && w < 4 && r->say[w]; w++)
-			if (!strstr(eb.msg, r->say[w]))
+			if (!strstr(msg, r->say[w]))
 				snprintf(why, sizeof(why), "message lacks '%s': %s", r->say[w],
-				         eb.msg);
+				         msg);
 		if (why[0]) {
 			printf("FAIL %s: %s\n", r->name, why);
 			failures++;
@@ -623,6 +627,73 @@ static void test_pinned_most_is_exact(void **state)
 	assert_int_equal(p.shortfall_bytes, 1);
 }
 
+/* Issue 13, item 8: the 27B's adaptation refusal with a budget below its
+ * fixed lines states the bytes really missing (it said 972,619,776, the
+ * pages alone, when 1,478,033,408 are), and oversubscription there starts
+ * the plan of that minimum budget, whose bytes its warning carries. */
+static void test_adaptation_below_the_lines(void **state)
+{
+	struct ig_errbuf eb = {0};
+	struct vplan p, at, over;
+	char words[256];
+
+	(void)state;
+	assert_int_equal(plan_of(B27_32 " vram-budget-bytes=18G", &p, &eb), IG_E_PLAN_REFUSED);
+	assert_true(p.lines_total > 18ull << 30);
+	assert_int_equal(p.shortfall_bytes, 1478033408ull);
+	assert_non_null(strstr(p.refusal, "short by 1478033408 bytes"));
+	assert_non_null(strstr(p.refusal, "at least 20805386240 bytes"));
+	/* exactly that much more starts, adapted; one byte less is short by one */
+	snprintf(words, sizeof(words), B27_32 " vram-budget-bytes=%llu",
+	         (18ull << 30) + 1478033408ull);
+	at = ok_plan(words);
+	assert_true(at.context_adapted);
+	assert_int_equal(at.warnings, 0);
+	assert_int_equal(at.pool_pages, 1024 + 16 + 38912 / 64 + 1);
+	assert_int_equal(at.context, (38912 / 64 + 1) * 64);
+	snprintf(words, sizeof(words), B27_32 " vram-budget-bytes=%llu",
+	         (18ull << 30) + 1478033408ull - 1);
+	assert_int_equal(plan_of(words, &p, &eb), IG_E_PLAN_REFUSED);
+	assert_int_equal(p.shortfall_bytes, 1);
+	/* oversubscribed: that plan, and its bytes as the minimum */
+	over = ok_plan(B27_32 " vram-budget-bytes=18G vram-allow-oversubscription=on");
+	assert_int_equal(over.warnings, VPLAN_WARN_BELOW_MINIMUM);
+	assert_int_equal(over.minimum_bytes, (18ull << 30) + 1478033408ull);
+	assert_int_equal(over.total_bytes, over.minimum_bytes);
+	assert_int_equal(over.pool_pages, at.pool_pages);
+	assert_int_equal(over.context, at.context);
+	/* tiny-dense, the same rule at its own scale (the embedded default's
+	 * 4 lanes and 64K-token spare) */
+	assert_int_equal(plan_of("profile=cpu backend=cpu vram-budget-bytes=7M", &p, &eb),
+	                 IG_E_PLAN_REFUSED);
+	over = ok_plan("profile=cpu backend=cpu vram-budget-bytes=7M "
+	               "vram-allow-oversubscription=on");
+	assert_int_equal(over.minimum_bytes, (7ull << 20) + p.shortfall_bytes);
+	assert_int_equal(over.total_bytes, over.minimum_bytes);
+}
+
+/* A context smaller than one request at the default cap is kept whole, and
+ * the refusal asks for that much, not for the cap. */
+static void test_adaptation_need_is_the_smaller(void **state)
+{
+	struct ig_errbuf eb = {0};
+	struct vplan p, ok;
+	char words[256];
+
+	(void)state;
+	/* 131,072-token default context, a default cap of 1M tokens */
+	assert_int_equal(
+	    plan_of(B27_32 " model-default-max-tokens=1048576 vram-budget-bytes=20G", &p, &eb),
+	    IG_E_PLAN_REFUSED);
+	snprintf(words, sizeof(words),
+	         B27_32 " model-default-max-tokens=1048576 vram-budget-bytes=%llu",
+	         (20ull << 30) + (unsigned long long)p.shortfall_bytes);
+	ok = ok_plan(words);
+	assert_false(ok.context_adapted);
+	assert_int_equal(ok.context, 131072);
+	assert_int_equal(ok.pool_pages, 2048 + 1024 + 16);
+}
+
 /* Issue 13, item 10: Flash-Next's minimum refusal is whole (its text was cut
  * at 256 bytes, "...below-fl needs at least"). */
 static void test_moe_minimum_refusal_is_whole(void **state)
@@ -708,6 +779,8 @@ int main(void)
 	    cmocka_unit_test(test_pinned_most_is_exact),
 	    cmocka_unit_test(test_adaptation),
 	    cmocka_unit_test(test_moe_minimum_refusal_is_whole),
+	    cmocka_unit_test(test_adaptation_below_the_lines),
+	    cmocka_unit_test(test_adaptation_need_is_the_smaller),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
