@@ -67,6 +67,13 @@ static const char *vplan__budget_knob(const struct vplan *p)
 	return p->derived ? "--vram-headroom-bytes" : "--vram-budget-bytes";
 }
 
+/* The way the budget knob lifts a shortfall: a smaller headroom, or a larger
+ * explicit budget. */
+static const char *vplan__budget_lift(const struct vplan *p)
+{
+	return p->derived ? "a smaller --vram-headroom-bytes" : "a larger --vram-budget-bytes";
+}
+
 /* The knobs that lift a minimum for this model (only those it takes). */
 static const char *vplan__minimum_knobs(const struct vplan *p, char *buf, size_t cap)
 {
@@ -241,12 +248,60 @@ static int vplan__dense(struct vplan *p, const struct knobs *k, uint64_t named_p
 	return IG_E_OK;
 }
 
+/*
+ * The expert cache below its floor (`used`: everything reserved before it).
+ * A refusal, or with --vram-allow-expert-cache-below-floor a warning; both
+ * name only the knobs that lift it (ADR 0022): a smaller named pool when
+ * the pool is above its floor, else a shorter context; a smaller chunk; the
+ * budget (smaller headroom, larger explicit budget); fewer device slots when
+ * there are any. The shortfall is exact: the floor in whole slot sets.
+ */
+static int vplan__below_floor(struct vplan *p, const struct knobs *k, uint64_t used,
+                              uint64_t set_bytes)
+{
+	uint64_t floor_cache = (p->cache_floor_bytes + set_bytes - 1) / set_bytes * set_bytes;
+	uint64_t need = used + floor_cache;
+	const char *pool_knob =
+	    p->pool_pages > p->floor_pages ? "--vram-kv-pool-bytes" : "--model-max-context";
+	bool slots = p->retained_device > 0;
+	char lift[256], a[32], b[32];
+
+	snprintf(p->knobs, sizeof(p->knobs), "%s, --model-prefill-chunk, %s%s", pool_knob,
+	         vplan__budget_knob(p), slots ? ", --reuse-retained-device" : "");
+	if (k->v[KNOB_VRAM_ALLOW_EXPERT_CACHE_BELOW_FLOOR].u) {
+		p->warnings |= VPLAN_WARN_CACHE_BELOW_FLOOR;
+		return IG_E_OK;
+	}
+	if (p->derived)
+		snprintf(lift, sizeof(lift),
+		         "a smaller %s, --model-prefill-chunk or "
+		         "--vram-headroom-bytes%s",
+		         pool_knob, slots ? ", or fewer --reuse-retained-device" : "");
+	else
+		snprintf(lift, sizeof(lift),
+		         "a smaller %s or --model-prefill-chunk, %sa larger "
+		         "--vram-budget-bytes%s",
+		         pool_knob, slots ? "" : "or ",
+		         slots ? ", or fewer --reuse-retained-device" : "");
+	bsize_format(a, sizeof(a), p->expert_cache_bytes);
+	bsize_format(b, sizeof(b), p->cache_floor_bytes);
+	return vplan__refuse(
+	    p, need - p->budget_bytes, p->knobs,
+	    "the expert cache would get %" PRIu64 " bytes (%s), below its floor of %" PRIu64
+	    " bytes (%s); decode slows sharply there. The floor in whole slot sets (%" PRIu64
+	    " of %" PRIu64 " bytes) needs a budget of %" PRIu64 " bytes: short by %" PRIu64
+	    " bytes. Lift it with %s; --vram-allow-expert-cache-below-floor starts anyway "
+	    "with a warning",
+	    p->expert_cache_bytes, a, p->cache_floor_bytes, b, floor_cache / set_bytes, set_bytes,
+	    need, need - p->budget_bytes, lift);
+}
+
 static int vplan__moe(struct vplan *p, const struct knobs *k, uint64_t named_pages)
 {
 	const struct mdesc *m = p->model;
 	uint64_t min_pool = (p->pool_named ? named_pages : p->floor_pages) * p->page_bytes;
 	uint64_t set_bytes = mdesc_class_set_bytes(m), used;
-	char what[VPLAN__WHAT], knobs[VPLAN__KNOBS], a[32], b[32];
+	char what[VPLAN__WHAT], knobs[VPLAN__KNOBS], a[32];
 
 	p->expert_table_bytes = m->expert_table_bytes;
 	p->cache_floor_bytes = m->cache_floor_bytes;
@@ -280,72 +335,72 @@ static int vplan__moe(struct vplan *p, const struct knobs *k, uint64_t named_pag
 	p->policy = VPLAN_OFFLOADED;
 	p->prefill_staging_bytes = 2 * m->heaviest_layer_expert_bytes;
 	p->residency_fixed_bytes = p->prefill_staging_bytes + p->expert_table_bytes;
-	p->minimum_bytes = p->lines_total + p->residency_fixed_bytes +
-	                   p->floor_pages * p->page_bytes + p->class_min_bytes;
+	p->minimum_bytes =
+	    p->lines_total + p->residency_fixed_bytes + min_pool + p->class_min_bytes;
 	if (p->minimum_bytes > p->budget_bytes) {
-		snprintf(
-		    what, sizeof(what),
-		    "the plan (fixed lines %" PRIu64 ", staging ring and tables %" PRIu64
-		    ", one %" PRIu64 "-token context and %u retained slots: %" PRIu64
-		    " pages of %" PRIu64 " bytes, and one decode step's experts in every "
-		    "class, which no flag lifts, whatever --vram-allow-expert-cache-below-floor "
-		    "says: %" PRIu64 " bytes)",
-		    p->lines_total, p->residency_fixed_bytes, p->context,
-		    p->retained_device + p->retained_host, p->floor_pages, p->page_bytes,
-		    p->class_min_bytes);
+		char pool_what[160];
+
+		if (p->pool_named)
+			snprintf(pool_what, sizeof(pool_what),
+			         "the %" PRIu64 "-page pool --vram-kv-pool-bytes names (%" PRIu64
+			         " bytes a page)",
+			         named_pages, p->page_bytes);
+		else
+			snprintf(pool_what, sizeof(pool_what),
+			         "one %" PRIu64 "-token context and %u retained slots: %" PRIu64
+			         " pages of %" PRIu64 " bytes",
+			         p->context, p->retained_device + p->retained_host, p->floor_pages,
+			         p->page_bytes);
+		snprintf(what, sizeof(what),
+		         "the plan (fixed lines %" PRIu64 ", staging ring and tables %" PRIu64
+		         ", %s, and one decode step's experts in every class, which no flag "
+		         "lifts, whatever --vram-allow-expert-cache-below-floor says: %" PRIu64
+		         " bytes)",
+		         p->lines_total, p->residency_fixed_bytes, pool_what, p->class_min_bytes);
 		if (vplan__short(p, p->minimum_bytes, what))
 			return IG_E_PLAN_REFUSED;
-		p->pool_pages = p->floor_pages;
+		/* Oversubscribed: the plan of the minimum budget (ADR 0022), whose
+		 * class-minimum cache still answers to the floor below. */
+		p->pool_pages = min_pool / p->page_bytes;
+		used = p->lines_total + p->residency_fixed_bytes + min_pool;
 		p->expert_cache_bytes = p->class_min_bytes;
-		return IG_E_OK;
-	}
-	if (p->pool_named) {
-		p->pool_pages = named_pages;
 	} else {
-		uint64_t want = (uint64_t)p->lanes * mdesc_pages_for(p->context);
+		if (p->pool_named) {
+			p->pool_pages = named_pages;
+		} else {
+			uint64_t want = (uint64_t)p->lanes * mdesc_pages_for(p->context);
 
-		if (want > m->offload_pool_pages)
-			want = m->offload_pool_pages;
-		p->pool_pages = want > p->floor_pages ? want : p->floor_pages;
-	}
-	used = p->lines_total + p->residency_fixed_bytes + p->pool_pages * p->page_bytes;
-	if (used + p->class_min_bytes > p->budget_bytes) {
-		uint64_t need = used + p->class_min_bytes;
-
-		bsize_format(a, sizeof(a), p->class_min_bytes);
-		snprintf(knobs, sizeof(knobs), "--vram-kv-pool-bytes, --spec-decode-lanes, %s",
-		         vplan__budget_knob(p));
-		return vplan__refuse(
-		    p, need - p->budget_bytes, knobs,
-		    "the %" PRIu64 "-page pool leaves the expert cache less than one decode "
-		    "step's experts in every class (%" PRIu64 " slots per class, %" PRIu64
-		    " bytes = %s), whatever --vram-allow-expert-cache-below-floor says: short by "
-		    "%" PRIu64 " bytes. Turn: a smaller --vram-kv-pool-bytes, fewer "
-		    "--spec-decode-lanes, or %s",
-		    p->pool_pages, p->class_min_slots, p->class_min_bytes, a,
-		    need - p->budget_bytes, vplan__budget_knob(p));
-	}
-	/* The cache in whole slot sets (one slot of every class). */
-	p->expert_cache_bytes = (p->budget_bytes - used) / set_bytes * set_bytes;
-	if (p->expert_cache_bytes < p->cache_floor_bytes) {
-		snprintf(p->knobs, sizeof(p->knobs),
-		         "--vram-kv-pool-bytes, --model-prefill-chunk, %s, --reuse-retained-device",
-		         vplan__budget_knob(p));
-		if (!k->v[KNOB_VRAM_ALLOW_EXPERT_CACHE_BELOW_FLOOR].u) {
-			bsize_format(a, sizeof(a), p->expert_cache_bytes);
-			bsize_format(b, sizeof(b), p->cache_floor_bytes);
-			snprintf(knobs, sizeof(knobs), "%s", p->knobs);
-			return vplan__refuse(
-			    p, p->cache_floor_bytes - p->expert_cache_bytes, knobs,
-			    "the expert cache would get %" PRIu64 " bytes (%s), below its floor "
-			    "of %" PRIu64 " bytes (%s) by %" PRIu64 " bytes; decode slows "
-			    "sharply there. Lift it with a smaller --vram-kv-pool-bytes, "
-			    "--model-prefill-chunk or %s, or fewer --reuse-retained-device; "
-			    "--vram-allow-expert-cache-below-floor starts anyway with a warning",
-			    p->expert_cache_bytes, a, p->cache_floor_bytes, b,
-			    p->cache_floor_bytes - p->expert_cache_bytes, vplan__budget_knob(p));
+			if (want > m->offload_pool_pages)
+				want = m->offload_pool_pages;
+			p->pool_pages = want > p->floor_pages ? want : p->floor_pages;
 		}
-		p->warnings |= VPLAN_WARN_CACHE_BELOW_FLOOR;
+		used = p->lines_total + p->residency_fixed_bytes + p->pool_pages * p->page_bytes;
+		if (used + p->class_min_bytes > p->budget_bytes) {
+			uint64_t need = used + p->class_min_bytes;
+
+			bsize_format(a, sizeof(a), p->class_min_bytes);
+			snprintf(knobs, sizeof(knobs),
+			         "--vram-kv-pool-bytes, --spec-decode-lanes, %s",
+			         vplan__budget_knob(p));
+			return vplan__refuse(
+			    p, need - p->budget_bytes, knobs,
+			    "the %" PRIu64 "-page pool leaves the expert cache less than one "
+			    "decode step's experts in every class (%" PRIu64 " slots per class, "
+			    "%" PRIu64 " bytes = %s), whatever "
+			    "--vram-allow-expert-cache-below-floor says: short by %" PRIu64
+			    " bytes. Turn: a smaller --vram-kv-pool-bytes, fewer "
+			    "--spec-decode-lanes, or %s",
+			    p->pool_pages, p->class_min_slots, p->class_min_bytes, a,
+			    need - p->budget_bytes, vplan__budget_lift(p));
+		}
+		/* The cache in whole slot sets (one slot of every class). */
+		p->expert_cache_bytes = (p->budget_bytes - used) / set_bytes * set_bytes;
+	}
+	if (p->expert_cache_bytes < p->cache_floor_bytes) {
+		int rc = vplan__below_floor(p, k, used, set_bytes);
+
+		if (rc)
+			return rc;
 	}
 	/* Pinned experts: never into the slots of the widest decode step. */
 	if (p->pinned_expert_bytes > p->expert_cache_bytes - p->class_min_bytes) {

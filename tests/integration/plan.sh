@@ -77,6 +77,22 @@ run 3 plan --model 27b --profile none --backend cuda --device-free-bytes 20G
 has "$err" "short by"; has "$err" "--model-max-context"
 [[ -z $out ]] || fail "a refusal printed a plan: $out"
 
+step "oversubscription does not waive the expert cache's floor (issue 13, item 7)"
+run 3 plan --model flash-next $card32 --vram-budget-bytes 8G --vram-allow-oversubscription
+has "$err" "would get 556228608 bytes"; has "$err" "below its floor"
+has "$err" "--vram-allow-expert-cache-below-floor starts anyway"
+run 0 plan --json --model flash-next $card32 --vram-budget-bytes 8G --vram-allow-oversubscription \
+	--vram-allow-expert-cache-below-floor
+jq -e -s 'length == 3 and .[0].expert_cache_bytes == 556228608 and .[0].total_bytes == 9367224320 and
+	.[1].event == "ignis.runtime.vram_oversubscribed" and .[1].minimum_bytes == 9367224320 and
+	.[2].event == "ignis.runtime.expert_cache_below_floor" and .[2].expert_cache_bytes == 556228608 and
+	.[2].floor_bytes == 12884901888' <<<"$out" >/dev/null || fail "not both warnings: $out"
+
+step "the floor refusal with an explicit budget asks for a larger one (issue 13, item 9)"
+run 3 plan --model flash-next --profile none --backend cuda --device-free-bytes 64G --vram-budget-bytes 20G
+has "$err" "a larger --vram-budget-bytes"
+grep -qF -- "smaller --vram-budget-bytes" <<<"$err" && fail "asks for a smaller budget: $err"
+
 step "the 27B below its fixed lines: the bytes really short; oversubscribed, that minimum (issue 13, item 8)"
 run 3 plan --model 27b $card32 --vram-budget-bytes 18G
 has "$err" "needs at least 20805386240 bytes"; has "$err" "short by 1478033408 bytes"

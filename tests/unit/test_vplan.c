@@ -120,13 +120,22 @@ static const struct row rows[] = {
      0,
      0,
      {"the most it can pin is 37795446784"}},
-    {"Flash-Next below its minimum with an explicit budget and oversubscription: a warning",
+    {"Flash-Next below its minimum, oversubscribed: the floor still refuses",
      "model=flash-next device-free-bytes=16G vram-budget-bytes=6G vram-allow-oversubscription=on",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"below its floor", "--vram-allow-expert-cache-below-floor"}},
+    {"Flash-Next below its minimum, oversubscribed and allowed below the floor: two warnings",
+     "model=flash-next device-free-bytes=16G vram-budget-bytes=6G vram-allow-oversubscription=on "
+     "vram-allow-expert-cache-below-floor=on",
      IG_E_OK,
      VPLAN_OFFLOADED,
      2056,
      0,
-     VPLAN_WARN_BELOW_MINIMUM,
+     VPLAN_WARN_BELOW_MINIMUM | VPLAN_WARN_CACHE_BELOW_FLOOR,
      {0}},
     {"above free and below the minimum: two warnings",
      "model=27b device-free-bytes=8G vram-budget-bytes=10G vram-allow-oversubscription=on",
@@ -144,6 +153,15 @@ static const struct row rows[] = {
      0,
      0,
      {"--vram-budget-bytes"}},
+    {"the policy's pool over the class minimum, explicit budget: a larger one lifts it",
+     "model=flash-next device-free-bytes=64G vram-budget-bytes=10000000000",
+     IG_E_PLAN_REFUSED,
+     0,
+     0,
+     0,
+     0,
+     {"the 6144-page pool leaves", "a smaller --vram-kv-pool-bytes",
+      "or a larger --vram-budget-bytes", "short by 472357888 bytes"}},
     {"the 27B's adaptation refusal names the spare",
      "profile=rtx5090 model=27b device-free-bytes=20G",
      IG_E_PLAN_REFUSED,
@@ -627,6 +645,83 @@ static void test_pinned_most_is_exact(void **state)
 	assert_int_equal(p.shortfall_bytes, 1);
 }
 
+/* Issue 13, item 7: oversubscription does not waive the expert cache's
+ * floor; only --vram-allow-expert-cache-below-floor does. An 8G budget is
+ * below Flash-Next's minimum: oversubscribed, the plan of its minimum holds
+ * a class-minimum cache (556,228,608 B), which is below the 12 GiB floor. */
+static void test_oversubscription_keeps_the_floor(void **state)
+{
+	struct ig_errbuf eb = {0};
+	struct vplan p, both;
+
+	(void)state;
+	assert_int_equal(
+	    plan_of(FN32 " vram-budget-bytes=8G vram-allow-oversubscription=on", &p, &eb),
+	    IG_E_PLAN_REFUSED);
+	assert_non_null(strstr(p.refusal, "below its floor"));
+	assert_non_null(strstr(p.refusal, "--vram-allow-expert-cache-below-floor"));
+	assert_non_null(strstr(p.refusal, "a larger --vram-budget-bytes"));
+	/* the budget the floor needs: lines + ring and tables + the floor pool +
+	 * the floor in whole slot sets (1,807 of 7,131,136 B) */
+	assert_int_equal(p.shortfall_bytes, 6677331968ull + 1577852928ull + 2056ull * 270336 +
+	                                        1807ull * 7131136 - (8ull << 30));
+	both = ok_plan(FN32 " vram-budget-bytes=8G vram-allow-oversubscription=on "
+	                    "vram-allow-expert-cache-below-floor=on");
+	assert_int_equal(both.warnings, VPLAN_WARN_BELOW_MINIMUM | VPLAN_WARN_CACHE_BELOW_FLOOR);
+	assert_int_equal(both.expert_cache_bytes, 556228608);
+	assert_int_equal(both.pool_pages, 2056);
+	assert_int_equal(both.minimum_bytes, both.total_bytes);
+	assert_int_equal(both.total_bytes, 9367224320ull);
+	/* the pool is at its floor: a smaller named pool cannot lift the cache */
+	assert_null(strstr(both.knobs, "--vram-kv-pool-bytes"));
+	assert_non_null(strstr(both.knobs, "--model-max-context"));
+}
+
+/* Issue 13, item 9: the floor refusal names the direction that lifts the
+ * cache: a smaller headroom, or a larger explicit budget; its shortfall is
+ * exact (the cache is whole slot sets, so the floor is 1,807 of them). */
+static void test_floor_refusal_lifts(void **state)
+{
+	struct ig_errbuf eb = {0};
+	struct vplan d, e, p;
+	char words[256];
+
+	(void)state;
+	assert_int_equal(plan_of("model=flash-next device-free-bytes=20G", &d, &eb),
+	                 IG_E_PLAN_REFUSED);
+	assert_non_null(strstr(d.refusal, "a smaller --vram-kv-pool-bytes, --model-prefill-chunk "
+	                                  "or --vram-headroom-bytes"));
+	assert_int_equal(d.shortfall_bytes, 2937868288ull);
+	assert_int_equal(
+	    plan_of("model=flash-next device-free-bytes=64G vram-budget-bytes=20G", &e, &eb),
+	    IG_E_PLAN_REFUSED);
+	assert_non_null(strstr(e.refusal, "a larger --vram-budget-bytes"));
+	assert_null(strstr(e.refusal, "smaller --vram-budget-bytes"));
+	assert_null(strstr(e.refusal, "--vram-headroom-bytes"));
+	/* the derived refusal's bytes more, as an explicit budget, start with
+	 * the cache at its floor; one byte less is short by one */
+	snprintf(words, sizeof(words),
+	         "model=flash-next device-free-bytes=64G vram-budget-bytes=%llu",
+	         (unsigned long long)(d.budget_bytes + d.shortfall_bytes));
+	p = ok_plan(words);
+	assert_int_equal(p.warnings, 0);
+	assert_int_equal(p.expert_cache_bytes, 1807ull * 7131136);
+	snprintf(words, sizeof(words),
+	         "model=flash-next device-free-bytes=64G vram-budget-bytes=%llu",
+	         (unsigned long long)(d.budget_bytes + d.shortfall_bytes - 1));
+	assert_int_equal(plan_of(words, &p, &eb), IG_E_PLAN_REFUSED);
+	assert_int_equal(p.shortfall_bytes, 1);
+	assert_non_null(strstr(p.refusal, "a larger --vram-budget-bytes"));
+	/* one lane: the pool is its floor, so a smaller pool cannot lift it; a
+	 * shorter context can; no device slots, so "fewer" of them is no knob */
+	assert_int_equal(
+	    plan_of("model=flash-next device-free-bytes=19G spec-decode-lanes=1", &p, &eb),
+	    IG_E_PLAN_REFUSED);
+	assert_null(strstr(p.refusal, "--vram-kv-pool-bytes"));
+	assert_null(strstr(p.refusal, "--reuse-retained-device"));
+	assert_non_null(strstr(p.refusal, "a smaller --model-max-context, --model-prefill-chunk"));
+}
+
 /* Issue 13, item 8: the 27B's adaptation refusal with a budget below its
  * fixed lines states the bytes really missing (it said 972,619,776, the
  * pages alone, when 1,478,033,408 are), and oversubscription there starts
@@ -692,6 +787,20 @@ static void test_adaptation_need_is_the_smaller(void **state)
 	assert_false(ok.context_adapted);
 	assert_int_equal(ok.context, 131072);
 	assert_int_equal(ok.pool_pages, 2048 + 1024 + 16);
+}
+
+/* A named pool the budget cannot hold, oversubscribed: the warning's
+ * minimum is that pool with the lines, what the plan reserves. */
+static void test_named_pool_oversubscribed_minimum(void **state)
+{
+	struct vplan p = ok_plan(B27_32 " vram-budget-bytes=25G vram-kv-pool-bytes=1Mtok "
+	                                "vram-allow-oversubscription=on");
+
+	(void)state;
+	assert_int_equal(p.warnings, VPLAN_WARN_BELOW_MINIMUM);
+	assert_int_equal(p.pool_pages, 16384);
+	assert_int_equal(p.minimum_bytes, p.lines_total + 16384ull * 589824);
+	assert_int_equal(p.total_bytes, p.minimum_bytes);
 }
 
 /* Issue 13, item 10: Flash-Next's minimum refusal is whole (its text was cut
@@ -779,6 +888,9 @@ int main(void)
 	    cmocka_unit_test(test_pinned_most_is_exact),
 	    cmocka_unit_test(test_adaptation),
 	    cmocka_unit_test(test_moe_minimum_refusal_is_whole),
+	    cmocka_unit_test(test_named_pool_oversubscribed_minimum),
+	    cmocka_unit_test(test_oversubscription_keeps_the_floor),
+	    cmocka_unit_test(test_floor_refusal_lifts),
 	    cmocka_unit_test(test_adaptation_below_the_lines),
 	    cmocka_unit_test(test_adaptation_need_is_the_smaller),
 	};
