@@ -266,6 +266,19 @@ uint64_t mdesc_class_set_bytes(const struct mdesc *m)
 	return b;
 }
 
+uint64_t mdesc_min_expert_bytes(const struct mdesc *m)
+{
+	uint64_t gu = m->class_record_bytes[0], dn = m->class_record_bytes[MDESC_EXPERT_WIDTHS];
+
+	for (int i = 1; i < MDESC_EXPERT_WIDTHS; i++) {
+		if (m->class_record_bytes[i] < gu)
+			gu = m->class_record_bytes[i];
+		if (m->class_record_bytes[MDESC_EXPERT_WIDTHS + i] < dn)
+			dn = m->class_record_bytes[MDESC_EXPERT_WIDTHS + i];
+	}
+	return gu + dn;
+}
+
 bool mdesc_is_full_layer(const struct mdesc *m, uint32_t i)
 {
 	return (i + 1) % m->full_interval == 0;

@@ -22,8 +22,11 @@ enum mdesc_family { MDESC_DENSE = 1, MDESC_MOE = 2 };
 
 enum mdesc_kv_format { MDESC_KV_BF16 = 1, MDESC_KV_COMPACT = 2 };
 
-/* Expert classes: 2 projection shapes x 4 bit widths (reference-facts 1). */
+/* Expert classes: 2 projection shapes x 4 bit widths (reference-facts 1):
+ * 0..3 gate_up at 2, 2.5, 3 and 4 bits, 4..7 down at the same widths. One
+ * expert is one gate_up record and one down record. */
 #define MDESC_EXPERT_CLASSES 8
+#define MDESC_EXPERT_WIDTHS  4
 
 /* Tokens per KV page on every model. */
 #define MDESC_PAGE_TOKENS 64u
@@ -101,6 +104,9 @@ uint64_t mdesc_pages_for(uint64_t tokens);
 uint64_t mdesc_token_activation_bytes(const struct mdesc *m);
 /* MOE: bytes of one slot in every class (sum of the class records). */
 uint64_t mdesc_class_set_bytes(const struct mdesc *m);
+/* MOE: the fewest bytes one expert can take in the cache: its smallest
+ * gate_up record and its smallest down record. */
+uint64_t mdesc_min_expert_bytes(const struct mdesc *m);
 
 /* True when layer `i` is a full-attention layer. */
 bool mdesc_is_full_layer(const struct mdesc *m, uint32_t i);

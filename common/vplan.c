@@ -402,17 +402,25 @@ static int vplan__moe(struct vplan *p, const struct knobs *k, uint64_t named_pag
 		if (rc)
 			return rc;
 	}
-	/* Pinned experts: never into the slots of the widest decode step. */
-	if (p->pinned_expert_bytes > p->expert_cache_bytes - p->class_min_bytes) {
-		uint64_t most = p->expert_cache_bytes - p->class_min_bytes;
+	/* Pinned experts: never into the slots of the widest decode step, in any
+	 * class (ADR 0022). The cache holds `sets` slots of every class; which
+	 * experts calibration pins is not known here, so the pin is counted in
+	 * the class it fills fastest: as experts of the smallest records, each
+	 * a slot of one gate_up class and one of one down class. */
+	{
+		uint64_t sets = p->expert_cache_bytes / set_bytes, e = mdesc_min_expert_bytes(m);
+		uint64_t most = (sets - p->class_min_slots) * e;
 
-		return vplan__refuse(
-		    p, p->pinned_expert_bytes - most, "--vram-pinned-expert-bytes",
-		    "--vram-pinned-expert-bytes %" PRIu64 " (from %s) would leave "
-		    "some class fewer than the %" PRIu64 " slots of the widest decode "
-		    "step: the most it can pin is %" PRIu64 " bytes",
-		    p->pinned_expert_bytes, k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].where,
-		    p->class_min_slots, most);
+		if (p->pinned_expert_bytes > most)
+			return vplan__refuse(
+			    p, p->pinned_expert_bytes - most, "--vram-pinned-expert-bytes",
+			    "--vram-pinned-expert-bytes %" PRIu64 " (from %s) could leave a class "
+			    "fewer than the %" PRIu64 " slots of the widest decode step: the cache "
+			    "holds %" PRIu64 " slots of every class, and the pin may fall in one "
+			    "class as experts of %" PRIu64 " bytes (the smallest gate_up and down "
+			    "records): the most it can pin is %" PRIu64 " bytes",
+			    p->pinned_expert_bytes, k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].where,
+			    p->class_min_slots, sets, e, most);
 	}
 	return IG_E_OK;
 }

@@ -93,6 +93,12 @@ run 3 plan --model flash-next --profile none --backend cuda --device-free-bytes 
 has "$err" "a larger --vram-budget-bytes"
 grep -qF -- "smaller --vram-budget-bytes" <<<"$err" && fail "asks for a smaller budget: $err"
 
+step "the pin holds per class (issue 13, item 11)"
+run 3 plan --model flash-next $card32 --vram-pinned-expert-bytes 5G
+has "$err" "3030 slots of every class"; has "$err" "the most it can pin is 3675783168 bytes"
+run 0 plan --json --model flash-next $card32 --vram-pinned-expert-bytes 3675783168
+jq -e '.pinned_expert_bytes == 3675783168' <<<"$out" >/dev/null || fail "the most did not pin: $out"
+
 step "the 27B below its fixed lines: the bytes really short; oversubscribed, that minimum (issue 13, item 8)"
 run 3 plan --model 27b $card32 --vram-budget-bytes 18G
 has "$err" "needs at least 20805386240 bytes"; has "$err" "short by 1478033408 bytes"

@@ -503,6 +503,9 @@ static void test_model_figures(void **state)
 	/* the staging ring and its pages (reference-facts 1) */
 	assert_int_equal(2 * fn->heaviest_layer_expert_bytes, 1574895616ull);
 	assert_int_equal(2 * fn->heaviest_layer_expert_bytes / 270336, 5825);
+	/* the smallest expert: gate_up and down at 2 bits */
+	assert_int_equal(mdesc_min_expert_bytes(fn), 827392 + 417792);
+	assert_int_equal(mdesc_min_expert_bytes(mdesc_find("tiny-moe")), 8192 + 4096);
 	/* the class minimum at 3 lanes: 3 x (10 + 16) = 78 slots */
 	assert_int_equal(3 * (fn->top_k + fn->prefetch_width), 78);
 }
@@ -627,14 +630,21 @@ static void test_named_pool_on_resident_leaves_the_rest(void **state)
 	assert_int_equal(p.unused_bytes, p.budget_bytes - p.lines_total - 16384ull * 589824);
 }
 
+/* Issue 13, item 11: the pin holds per class. The plan cannot know which
+ * experts calibration makes hottest, so it counts the pin in the class it
+ * could fill fastest: experts of the smallest records (gate_up 827,392 B +
+ * down 417,792 B = 1,245,184 B), each taking a slot of one gate_up class and
+ * one of one down class. Every class keeps the widest step's slots. */
 static void test_pinned_most_is_exact(void **state)
 {
 	struct vplan ok = ok_plan(FN32), p;
-	uint64_t most = ok.expert_cache_bytes - ok.class_min_bytes;
+	uint64_t sets = ok.expert_cache_bytes / mdesc_class_set_bytes(ok.model);
+	uint64_t most = (sets - ok.class_min_slots) * (827392 + 417792);
 	struct ig_errbuf eb = {0};
-	char words[256];
+	char words[256], want[64];
 
 	(void)state;
+	assert_int_equal(ok.class_min_slots, 78);
 	snprintf(words, sizeof(words), "%s vram-pinned-expert-bytes=%llu", FN32,
 	         (unsigned long long)most);
 	p = ok_plan(words);
@@ -643,6 +653,23 @@ static void test_pinned_most_is_exact(void **state)
 	         (unsigned long long)most + 1);
 	assert_int_equal(plan_of(words, &p, &eb), IG_E_PLAN_REFUSED);
 	assert_int_equal(p.shortfall_bytes, 1);
+	snprintf(want, sizeof(want), "the most it can pin is %llu bytes", (unsigned long long)most);
+	assert_non_null(strstr(p.refusal, want));
+	/* what a count of total bytes allowed would starve a class: refused */
+	snprintf(words, sizeof(words), "%s vram-pinned-expert-bytes=%llu", FN32,
+	         (unsigned long long)(ok.expert_cache_bytes - ok.class_min_bytes));
+	assert_int_equal(plan_of(words, &p, &eb), IG_E_PLAN_REFUSED);
+	/* the reference's own default, 2G pinned under rtx5090 on its card, starts */
+	p = ok_plan("profile=rtx5090 model=flash-next device-free-bytes=" CARD32);
+	assert_int_equal(p.pinned_expert_bytes, 2ull << 30);
+	/* oversubscribed below the minimum the cache is the class minimum: no pin */
+	assert_int_equal(plan_of("model=flash-next device-free-bytes=16G vram-budget-bytes=6G "
+	                         "vram-allow-oversubscription=on "
+	                         "vram-allow-expert-cache-below-floor=on "
+	                         "vram-pinned-expert-bytes=4K",
+	                         &p, &eb),
+	                 IG_E_PLAN_REFUSED);
+	assert_non_null(strstr(p.refusal, "the most it can pin is 0 bytes"));
 }
 
 /* Issue 13, item 7: oversubscription does not waive the expert cache's
