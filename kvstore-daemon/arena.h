@@ -86,6 +86,7 @@ struct arena_stats {
 	uint32_t sequences, complete;
 	uint64_t reserves, commits, refusals_full, drops;
 	uint64_t recovered_sequences, reclaimed_sequences; /* at the last open */
+	uint64_t damaged_sequences; /* records found damaged and dropped at the last open */
 	/* retained host slots (below) */
 	uint32_t slots, slots_free, slots_writing, slots_held;
 	uint64_t slot_bytes;
@@ -147,8 +148,12 @@ struct arena_slot_info {
  * header (every committed window kept; reservations with none reclaimed);
  * refused naming what differs when present with another size or layout
  * version (the operator removes it or changes the flag), never silently
- * recreated. The whole object is touched at open so that its memory is
- * really there (a later page fault must not find /dev/shm full).
+ * recreated. A damaged sequence record is dropped and noted
+ * (arena_damaged), the rest served; a damaged header or slots descriptor is
+ * rebuilt from `bytes`, `slots` and `slot_bytes` when the object is the
+ * size they make (arena_repaired), else refused (IG_E_KV_LOST). The whole
+ * object is touched at open so that its memory is really there (a later
+ * page fault must not find /dev/shm full).
  */
 int arena_open(struct arena **out, const char *name, uint64_t bytes, struct ig_errbuf *eb);
 /* The same with `slots` retained host slots of `slot_bytes` each (0, 0: none),
@@ -157,6 +162,23 @@ int arena_open(struct arena **out, const char *name, uint64_t bytes, struct ig_e
 int arena_open_slots(struct arena **out, const char *name, uint64_t bytes, uint32_t slots,
                      uint64_t slot_bytes, struct ig_errbuf *eb);
 void arena_close(struct arena *a);
+/* A sequence record the last open found damaged and dropped: its sequence
+ * is lost (its owner finds it held nowhere and prefills it again). */
+struct arena_damage {
+	uint32_t record; /* its index record */
+	uint64_t seq;    /* as the record says: not to be trusted when the record is torn */
+	char why[160];
+};
+/* The most records whose details an open keeps (all are counted). */
+#define ARENA_DAMAGE_DETAILS 16u
+/* How many records the last open dropped as damaged (stats'
+ * damaged_sequences); the first of them, up to `cap` and
+ * ARENA_DAMAGE_DETAILS, in `out`, in index order. */
+uint32_t arena_damaged(const struct arena *a, struct arena_damage *out, uint32_t cap);
+/* What the last open rewrote of the header page (a damaged header or
+ * retained slots' descriptor, rebuilt from the configuration), or NULL when
+ * it was sound. Valid until arena_close. */
+const char *arena_repaired(const struct arena *a);
 /* Remove the shared-memory object `name` (operator's reset; tests). */
 int arena_unlink(const char *name, struct ig_errbuf *eb);
 
