@@ -1205,6 +1205,12 @@ static struct kvdisk_stream *kvdisk__stream(struct kvdisk *d, uint64_t seq)
 	return NULL;
 }
 
+bool kvdisk_fits(const struct kvdisk *d, const struct arena_meta *meta)
+{
+	return !d->failed && kvdisk__meta_ok(meta) && !kvdisk_writing(d, meta->seq) &&
+	       d->used + d->pending + kvdisk__stored(meta) <= d->ceiling;
+}
+
 bool kvdisk_writing(const struct kvdisk *d, uint64_t seq)
 {
 	return kvdisk__stream((struct kvdisk *)d, seq) != NULL;

@@ -63,6 +63,12 @@ void kvdisk_close(struct kvdisk *d);
  * KV-RAM's (arena.h). */
 int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base,
                const struct arena_window *w, struct ig_errbuf *eb);
+/* Would a put of `meta` be taken now: under the ceiling with the writes
+ * under way counted, no write of it under way, LMDB sound? Arithmetic, no
+ * I/O (the volume or LMDB's map may still refuse the put). The daemon asks
+ * before demoting for room, so a demotion bound to be refused is not
+ * tried. */
+bool kvdisk_fits(const struct kvdisk *d, const struct arena_meta *meta);
 /* Streams: a sequence written to disk a window at a time (a move straight
  * from the device when KV-RAM cannot take it, through a staging window), or
  * read back a window at a time (straight to the device).

@@ -483,7 +483,9 @@ static void test_tier_full_at_once(void **state)
 	int rc;
 
 	(void)state;
+	assert_true(kvdisk_fits(d, &a->m));
 	put_ok(d, a);
+	assert_false(kvdisk_fits(d, &b->m)); /* the question a put would answer */
 	t = now_s();
 	rc = kvdisk_put(d, &b->m, b->buf, b->w, &eb);
 	t = now_s() - t;
@@ -500,10 +502,13 @@ static void test_tier_full_at_once(void **state)
 	/* exactly up to the ceiling fits; one byte more does not */
 	left = 1 * MiB - stored_of(&a->m);
 	c = img_make(3, left - 2 * HDR + 1, 512 * KiB, 0);
+	assert_false(kvdisk_fits(d, &c->m));
 	assert_int_equal(kvdisk_put(d, &c->m, c->buf, c->w, &eb), IG_E_NOSPACE);
 	img_free(c);
 	c = img_make(3, left - 2 * HDR, 512 * KiB, 0);
+	assert_true(kvdisk_fits(d, &c->m));
 	put_ok(d, c);
+	assert_false(kvdisk_fits(d, &c->m)); /* the ceiling is reached */
 	kvdisk_stats(d, &st);
 	assert_int_equal(st.used_bytes, 1 * MiB);
 	assert_int_equal(st.refusals_full, 2);
@@ -1332,13 +1337,16 @@ static void test_stream_ceiling_and_abort(void **state)
 	struct kvdisk *d = open_ok(dir, stored_of(&b->m) + stored_of(&c->m) - 1);
 
 	(void)state;
+	assert_true(kvdisk_fits(d, &c->m));
 	assert_int_equal(kvdisk_wbegin(d, &b->m, &eb), IG_E_OK);
 	wput_ok(d, b, 0, false);
 	wput_ok(d, b, 1, false);
+	assert_false(kvdisk_fits(d, &c->m)); /* the write under way counts whole */
 	assert_int_equal(kvdisk_wbegin(d, &c->m, &eb), IG_E_NOSPACE);
 	assert_non_null(strstr(eb.msg, "tier full"));
 	assert_int_equal(kvdisk_put(d, &c->m, c->buf, c->w, &eb), IG_E_NOSPACE);
 	assert_true(kvdisk_wabort(d, 5));
+	assert_true(kvdisk_fits(d, &c->m));
 	assert_false(kvdisk_wabort(d, 5));
 	assert_int_equal(kvdisk_wbegin(d, &c->m, &eb), IG_E_OK);
 	wput_ok(d, c, 0, false);
