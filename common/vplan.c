@@ -425,6 +425,46 @@ static int vplan__moe(struct vplan *p, const struct knobs *k, uint64_t named_pag
 	return IG_E_OK;
 }
 
+/* More pages than a pool counts (VPLAN_MAX_POOL_PAGES): refused, naming the
+ * knob the size came from: a named pool, else the budget, else the device
+ * figure when the operator gave it (ADR 0022). `pages` fit the budget, so
+ * the excess in bytes cannot wrap. */
+static int vplan__too_many_pages(struct vplan *p, const struct knobs *k, uint64_t pages)
+{
+	uint64_t over = (pages - VPLAN_MAX_POOL_PAGES) * p->page_bytes;
+	const char *knobs, *lift;
+	char from[192];
+
+	if (p->pool_named) {
+		knobs = "--vram-kv-pool-bytes";
+		lift = "a smaller --vram-kv-pool-bytes";
+		snprintf(from, sizeof(from), "--vram-kv-pool-bytes (from %s) names",
+		         k->v[KNOB_VRAM_KV_POOL_BYTES].where);
+	} else if (!p->derived) {
+		knobs = "--vram-budget-bytes, --vram-kv-pool-bytes";
+		lift = "a smaller --vram-budget-bytes, or name --vram-kv-pool-bytes";
+		snprintf(from, sizeof(from),
+		         "the rest of --vram-budget-bytes %" PRIu64 " (from %s) would be",
+		         p->budget_bytes, k->v[KNOB_VRAM_BUDGET_BYTES].where);
+	} else {
+		knobs = p->free_named
+		            ? "--device-free-bytes, --vram-budget-bytes, --vram-kv-pool-bytes"
+		            : "--vram-budget-bytes, --vram-kv-pool-bytes";
+		lift = p->free_named ? "a smaller --device-free-bytes, or name --vram-budget-bytes "
+		                       "or --vram-kv-pool-bytes"
+		                     : "name --vram-budget-bytes or --vram-kv-pool-bytes";
+		snprintf(from, sizeof(from),
+		         "the rest of the budget derived from %" PRIu64 " bytes free at start "
+		         "(from %s) would be",
+		         p->free_bytes, p->device_source);
+	}
+	return vplan__refuse(p, over, knobs,
+	                     "a KV pool of %" PRIu64 " pages of %" PRIu64 " bytes, which %s, is "
+	                     "more than the %" PRIu64 " pages a pool counts (the worker's page "
+	                     "tables count in 32 bits), by %" PRIu64 " bytes. Turn: %s",
+	                     pages, p->page_bytes, from, VPLAN_MAX_POOL_PAGES, over, lift);
+}
+
 int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct vplan *p)
 {
 	const struct mdesc *m = k->model;
@@ -446,6 +486,7 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 	p->retained_host_bytes = (uint64_t)p->retained_host * m->state_image_bytes;
 	p->floor_pages = mdesc_pages_for(p->context) + p->retained_device + p->retained_host;
 	p->free_bytes = dev->free_bytes;
+	p->free_named = dev->free_named;
 	snprintf(p->device_source, sizeof(p->device_source), "%s", dev->source);
 	p->allow_oversubscription = k->v[KNOB_VRAM_ALLOW_OVERSUBSCRIPTION].u != 0;
 
@@ -510,12 +551,17 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 			                     " pages of %" PRIu64 " bytes)",
 			                     pool->where, named_pages, p->budget_bytes,
 			                     p->budget_bytes / p->page_bytes, p->page_bytes);
+		/* within the budget, so the excess below cannot wrap */
+		if (named_pages > VPLAN_MAX_POOL_PAGES)
+			return vplan__too_many_pages(p, k, named_pages);
 	}
 
 	rc = m->family == MDESC_MOE ? vplan__moe(p, k, named_pages)
 	                            : vplan__dense(p, k, named_pages);
 	if (rc)
 		return rc;
+	if (p->pool_pages > VPLAN_MAX_POOL_PAGES)
+		return vplan__too_many_pages(p, k, p->pool_pages);
 	p->pool_bytes = p->pool_pages * p->page_bytes;
 	p->total_bytes =
 	    p->lines_total + p->residency_fixed_bytes + p->expert_cache_bytes + p->pool_bytes;

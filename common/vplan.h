@@ -55,8 +55,14 @@ enum vplan_policy { VPLAN_RESIDENT = 1, VPLAN_OFFLOADED = 2 };
 struct vplan_device {
 	uint64_t free_bytes; /* free at start, read once before our context */
 	bool cuda;           /* the backend the plan is for */
+	bool free_named;     /* free_bytes is --device-free-bytes (a simulated device,
+	                        or a card that is not here), not the card's figure */
 	char source[96];     /* where free_bytes came from, for people */
 };
+
+/* The most pages a pool holds: the worker's page tables count pages in 32
+ * bits, and so does the plan message's pool_pages (docs/protocol.md). */
+#define VPLAN_MAX_POOL_PAGES ((uint64_t)UINT32_MAX)
 
 /* Warnings a plan that starts may carry. */
 #define VPLAN_WARN_OVERSUBSCRIBED    1u /* an explicit budget above free memory */
@@ -72,6 +78,7 @@ struct vplan {
 	/* Budget. */
 	bool derived; /* mode: derived (free - headroom) or explicit */
 	uint64_t free_bytes, headroom_bytes, budget_bytes;
+	bool free_named; /* free_bytes is --device-free-bytes (vplan_device) */
 	bool allow_oversubscription;
 
 	/* Shape of the load. */

@@ -48,6 +48,7 @@ int plan_make(const struct knobs *k, bool for_start, struct vplan *p, struct ig_
 		               probe.msg);
 	} else if (knob->set) {
 		dev.free_bytes = knob->u;
+		dev.free_named = true;
 		snprintf(dev.source, sizeof(dev.source), "%s", knob->where);
 	} else {
 		return ig_errf(eb, IG_E_CONFIG,

@@ -114,6 +114,17 @@ has "$err" "whatever --vram-allow-expert-cache-below-floor says: 556228608 bytes
 has "$err" "short by 240418816 bytes"
 [[ $err == *"--model-kv-format" ]] || fail "the refusal does not end with its last knob: $err"
 
+step "a device figure beyond what a pool counts: plan and start refuse the same way (issue 13, item 12)"
+IGNIS_DEVICE_FREE_BYTES=18446744073709551615 "$sup" plan >"$work/out" 2>"$work/err"
+[[ $? == 3 ]] || fail "plan with 2^64-1 bytes free did not refuse: $(cat "$work/out" "$work/err")"
+plan_err=$(cat "$work/err")
+has "$plan_err" "a KV pool of 4003199668770351 pages"; has "$plan_err" "(from IGNIS_DEVICE_FREE_BYTES)"
+has "$plan_err" "more than the 4294967295 pages a pool counts"; has "$plan_err" "Turn: a smaller --device-free-bytes"
+IGNIS_DEVICE_FREE_BYTES=18446744073709551615 "$sup" start --runtime-dir "$work/rt12" >/dev/null 2>"$work/err"
+[[ $? == 3 ]] || fail "start with 2^64-1 bytes free did not refuse: $(cat "$work/err")"
+[[ $(cat "$work/err") == "$plan_err" ]] || fail "start refused otherwise than plan: $(cat "$work/err")"
+[[ ! -e $work/rt12 ]] || fail "a refused start created its runtime directory"
+
 step "configuration errors: exit 2, naming the key, its source and what is accepted"
 run 2 plan --vram-headroom-bytes 12X
 has "$err" "--vram-headroom-bytes: '12X' (from --vram-headroom-bytes)"; has "$err" "accepted"

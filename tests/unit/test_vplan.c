@@ -57,6 +57,8 @@ static int plan_of(const char *words, struct vplan *p, struct ig_errbuf *eb)
 		return rc;
 	dev.cuda = k.v[KNOB_BACKEND].u == 2;
 	dev.free_bytes = k.v[KNOB_DEVICE_FREE_BYTES].u;
+	dev.free_named = true;
+	snprintf(dev.source, sizeof(dev.source), "%s", k.v[KNOB_DEVICE_FREE_BYTES].where);
 	rc = vplan_compute(&k, &dev, p);
 	if (rc)
 		snprintf(eb->msg, sizeof(eb->msg), "%s", p->refusal);
@@ -830,6 +832,49 @@ static void test_named_pool_oversubscribed_minimum(void **state)
 	assert_int_equal(p.total_bytes, p.minimum_bytes);
 }
 
+/* Issue 13, item 12: a pool counts at most VPLAN_MAX_POOL_PAGES pages (the
+ * worker's page tables and the plan message count in 32 bits). A device
+ * figure that would give more is refused by the plan, naming the knob the
+ * figure came from, instead of failing the start on a wire field. */
+static void test_pool_pages_fit_the_worker(void **state)
+{
+	struct ig_errbuf eb = {0};
+	struct vplan p;
+
+	(void)state;
+	assert_int_equal(VPLAN_MAX_POOL_PAGES, 4294967295ull);
+	assert_int_equal(
+	    plan_of("profile=cpu backend=cpu device-free-bytes=18446744073709551615", &p, &eb),
+	    IG_E_PLAN_REFUSED);
+	assert_non_null(strstr(p.refusal, "4003199668770351 pages"));
+	assert_non_null(strstr(p.refusal, "more than the 4294967295 pages"));
+	assert_non_null(strstr(p.refusal, "(from --device-free-bytes)"));
+	assert_string_equal(p.knobs,
+	                    "--device-free-bytes, --vram-budget-bytes, --vram-kv-pool-bytes");
+	assert_int_equal(p.shortfall_bytes, (4003199668770351ull - 4294967295ull) * 4608);
+	/* an explicit budget as large, oversubscribed: the budget is the knob */
+	assert_int_equal(plan_of("profile=cpu backend=cpu vram-budget-bytes=16384T "
+	                         "vram-allow-oversubscription=on",
+	                         &p, &eb),
+	                 IG_E_PLAN_REFUSED);
+	assert_string_equal(p.knobs, "--vram-budget-bytes, --vram-kv-pool-bytes");
+	/* Flash-Next resident on such a device: the same */
+	assert_int_equal(
+	    plan_of("model=flash-next device-free-bytes=18446744073709551615", &p, &eb),
+	    IG_E_PLAN_REFUSED);
+	assert_non_null(strstr(p.refusal, "more than the 4294967295 pages"));
+	/* a named pool: exactly the limit starts, one page more is refused */
+	p = ok_plan("profile=cpu backend=cpu device-free-bytes=18446744073709551615 "
+	            "vram-kv-pool-bytes=274877906880tok");
+	assert_int_equal(p.pool_pages, 4294967295ull);
+	assert_int_equal(plan_of("profile=cpu backend=cpu device-free-bytes=18446744073709551615 "
+	                         "vram-kv-pool-bytes=274877906944tok",
+	                         &p, &eb),
+	                 IG_E_PLAN_REFUSED);
+	assert_string_equal(p.knobs, "--vram-kv-pool-bytes");
+	assert_int_equal(p.shortfall_bytes, 4608);
+}
+
 /* Issue 13, item 10: Flash-Next's minimum refusal is whole (its text was cut
  * at 256 bytes, "...below-fl needs at least"). */
 static void test_moe_minimum_refusal_is_whole(void **state)
@@ -915,6 +960,7 @@ int main(void)
 	    cmocka_unit_test(test_pinned_most_is_exact),
 	    cmocka_unit_test(test_adaptation),
 	    cmocka_unit_test(test_moe_minimum_refusal_is_whole),
+	    cmocka_unit_test(test_pool_pages_fit_the_worker),
 	    cmocka_unit_test(test_named_pool_oversubscribed_minimum),
 	    cmocka_unit_test(test_oversubscription_keeps_the_floor),
 	    cmocka_unit_test(test_floor_refusal_lifts),
