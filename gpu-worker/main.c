@@ -283,7 +283,14 @@ static int worker_lay_out(struct worker *w, const struct msg_plan *pl, struct ig
 		return IG_E_NOTFOUND;
 	memset(&w->be, 0, sizeof(w->be));
 	w->be.ops = ops;
-	rc = ops->open(&w->be, pl->free_bytes, eb);
+	/* The cpu backend's simulated device has the plan's free memory, or all
+	 * the plan holds when that is more: such a plan comes only with
+	 * --vram-allow-oversubscription (the supervisor refuses it otherwise),
+	 * and a device that pages, as the spec's Windows one, takes it; the
+	 * simulated device's bytes are host memory anyway (ADR 0022). A real
+	 * device ignores the figure. */
+	rc = ops->open(&w->be, pl->total_bytes > pl->free_bytes ? pl->total_bytes : pl->free_bytes,
+	               eb);
 	if (rc)
 		return rc;
 	w->be_open = true;
@@ -305,7 +312,9 @@ static int worker_lay_out(struct worker *w, const struct msg_plan *pl, struct ig
 }
 
 /* Check a plan message: the lines of common/vplan.h in their order, and a
- * total that is the sum of its parts. */
+ * total that is the sum of its parts. The total may pass the budget: an
+ * explicit budget below the plan's minimum that the operator oversubscribed
+ * (the supervisor refuses one otherwise) gets the plan of that minimum. */
 static int worker_take_plan(struct worker *w, const struct msg_plan *pl, struct ig_errbuf *eb)
 {
 	uint64_t lines = 0, pool, sum;
@@ -327,11 +336,10 @@ static int worker_take_plan(struct worker *w, const struct msg_plan *pl, struct 
 	}
 	pool = pl->pool_pages * pl->page_bytes;
 	sum = lines + pool + pl->residency_fixed_bytes + pl->expert_cache_bytes;
-	if (sum != pl->total_bytes || pl->total_bytes > pl->budget_bytes)
+	if (sum != pl->total_bytes)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-		               "plan.total_bytes %" PRIu64 " is not the sum of its parts %" PRIu64
-		               " within the budget %" PRIu64,
-		               pl->total_bytes, sum, pl->budget_bytes);
+		               "plan.total_bytes %" PRIu64 " is not the sum of its parts %" PRIu64,
+		               pl->total_bytes, sum);
 	{
 		int rc = worker_lay_out(w, pl, eb);
 
@@ -403,8 +411,10 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 		r.n_prompt = q->prompt.n;
 	}
 	r.max_tokens = (uint32_t)q->max_tokens;
-	r.smp = (struct smp_params){(float)q->temperature, (uint32_t)q->top_k, (float)q->top_p,
-	                            q->seed};
+	/* Checked as sent: a refusal names the double on the wire, not its float. */
+	rc = smp_params_set(&r.smp, q->temperature, (uint32_t)q->top_k, q->top_p, q->seed, eb);
+	if (rc)
+		return rc;
 	rc = eng_submit(w->eng, &r, &adm, eb);
 	if (rc)
 		return rc;

@@ -8,7 +8,10 @@ set -uo pipefail
 build=${1:?usage: plan.sh BUILD_DIR}
 sup=$build/supervisor/ignis-supervisor
 work=$(mktemp -d /tmp/ignis-plan-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# the starts below (item 13) use lib.sh's cleanup, metrics port and wait_for
+rt=$work/rt-start
+events=$work/events.jsonl
+. "$(dirname "$0")/lib.sh"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 step() { echo "-- $*"; }
 card32="--profile none --backend cuda --device-free-bytes 33140203520"
@@ -180,6 +183,27 @@ run 0 plan --json --model tiny-moe
 echo "not a model" >"$work/bad.gguf"
 run 2 plan --model "$work/bad.gguf"
 has "$err" "bad.gguf"; has "$err" "not a GGUF file"
+
+step "the cpu backend's simulated device takes an oversubscribed plan, as the plan said (issue 13, item 13)"
+# Above free memory (100M on the cpu profile's 64M device), and below the
+# plan's minimum (7M, under tiny-dense's fixed lines): the plan warns, and the
+# worker lays out all it planned on a device that pages, as the spec's Windows.
+for budget in 100M 7M; do
+	: >"$events"
+	"$sup" start --runtime-dir "$rt" --vram-budget-bytes $budget --vram-allow-oversubscription \
+		>>"$events" 2>"$work/start-err" &
+	sup_pid=$!
+	wait_for 30 grep -qE '"event":"ignis.supervisor.(started|failed)"' "$events" ||
+		fail "$budget: neither started nor failed within 30 s: $(cat "$events" "$work/start-err")"
+	grep -q '"event":"ignis.supervisor.started"' "$events" ||
+		fail "$budget: the oversubscribed start failed: $(cat "$work/start-err")"
+	jq -e -s '([.[] | select(.event == "ignis.runtime.vram_oversubscribed")] | length == 1) and
+		([.[] | select(.event == "ignis.runtime.vram_plan")][0].total_bytes as $t |
+		[.[] | select(.event == "ignis.runtime.vram_loaded")][0] |
+		.allocated_bytes > 0 and .allocated_bytes <= $t)' "$events" >/dev/null ||
+		fail "$budget: not one warning and a layout within the plan: $(cat "$events")"
+	kill -TERM "$sup_pid"; wait "$sup_pid"; sup_pid=
+done
 
 step "--help lists the knobs with their variables"
 run 0 --help
