@@ -411,10 +411,8 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 		r.n_prompt = q->prompt.n;
 	}
 	r.max_tokens = (uint32_t)q->max_tokens;
-	/* Checked as sent: a refusal names the double on the wire, not its float. */
-	rc = smp_params_set(&r.smp, q->temperature, (uint32_t)q->top_k, q->top_p, q->seed, eb);
-	if (rc)
-		return rc;
+	r.smp = (struct smp_params){(float)q->temperature, (uint32_t)q->top_k, (float)q->top_p,
+	                            q->seed};
 	rc = eng_submit(w->eng, &r, &adm, eb);
 	if (rc)
 		return rc;
