@@ -411,8 +411,10 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 		r.n_prompt = q->prompt.n;
 	}
 	r.max_tokens = (uint32_t)q->max_tokens;
-	r.smp = (struct smp_params){(float)q->temperature, (uint32_t)q->top_k, (float)q->top_p,
-	                            q->seed};
+	/* Checked as sent: a refusal names the double on the wire, not its float. */
+	rc = smp_params_set(&r.smp, q->temperature, (uint32_t)q->top_k, q->top_p, q->seed, eb);
+	if (rc)
+		return rc;
 	rc = eng_submit(w->eng, &r, &adm, eb);
 	if (rc)
 		return rc;

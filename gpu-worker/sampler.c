@@ -11,8 +11,11 @@
  */
 #include "sampler.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* splitmix64's increment, 2^64 / golden ratio, odd. */
@@ -93,6 +96,51 @@ static double weight(float x, float max, double temperature)
 	if (x == max)
 		return 1.0;
 	return exp(((double)x - (double)max) / temperature);
+}
+
+/* `v` in its shortest form that reads back exactly ("1e-300", "0.9",
+ * "1.0000000000000002"): what a refusal says was sent. */
+static const char *smp__num(double v, char *buf, size_t cap)
+{
+	for (int digits = 1; digits <= 17; digits++) {
+		snprintf(buf, cap, "%.*g", digits, v);
+		if (!isfinite(v) || strtod(buf, NULL) == v)
+			break;
+	}
+	return buf;
+}
+
+static int smp__range(const char *what, double v, const char *accepted, struct ig_errbuf *eb)
+{
+	char num[32];
+
+	return ig_errf(eb, IG_E_INVAL, "sampler %s %s is out of range: accepted %s", what,
+	               smp__num(v, num, sizeof(num)), accepted);
+}
+
+/* A double known to be in a float's range as a float, never 0 for a
+ * positive value (see smp_params_set). */
+static float smp__float(double v)
+{
+	float f = (float)v;
+
+	return f == 0.0f && v > 0.0 ? FLT_TRUE_MIN : f;
+}
+
+int smp_params_set(struct smp_params *p, double temperature, uint32_t top_k, double top_p,
+                   uint64_t seed, struct ig_errbuf *eb)
+{
+	/* Negated comparisons: NaN fails them all. A -0.0 temperature is 0, a
+	 * -0.0 top_p is not above 0. */
+	if (!(temperature >= 0.0 && temperature <= (double)SMP_TEMPERATURE_MAX))
+		return smp__range("temperature", temperature, "0 (greedy) to 100", eb);
+	if (!(top_p > 0.0 && top_p <= 1.0))
+		return smp__range("top_p", top_p, "above 0 up to 1 (1 keeps all)", eb);
+	p->temperature = smp__float(temperature);
+	p->top_k = top_k;
+	p->top_p = smp__float(top_p);
+	p->seed = seed;
+	return IG_E_OK;
 }
 
 int smp_params_check(const struct smp_params *p, uint32_t vocab, struct ig_errbuf *eb)

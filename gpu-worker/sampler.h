@@ -78,6 +78,20 @@ struct smp_state {
  * field and the accepted range. smp_pick assumes checked params. */
 int smp_params_check(const struct smp_params *p, uint32_t vocab, struct ig_errbuf *eb);
 
+/*
+ * Set `p` from params as sent (the wire's f64 fields, a command line's
+ * numbers): temperature 0..100 and top_p above 0 up to 1, checked on the
+ * doubles, so that a refusal names the value sent (in its shortest exact
+ * form: "top_p 1.0000001", "temperature 1e+40"), not its float. A positive
+ * value below the smallest float (1e-300) becomes the smallest float,
+ * 2^-149, which picks as the value sent does: such a top_p keeps the first
+ * candidate (rule 5's slack is 1e-6), such a temperature weighs every
+ * candidate below the largest logit at 0. IG_E_INVAL leaves `p` untouched.
+ * top_k is checked against the vocabulary later, by smp_params_check.
+ */
+int smp_params_set(struct smp_params *p, double temperature, uint32_t top_k, double top_p,
+                   uint64_t seed, struct ig_errbuf *eb);
+
 /* Start a sequence's state from p->seed. */
 void smp_init(struct smp_state *st, const struct smp_params *p);
 

@@ -1,7 +1,10 @@
 /*
  * test_sampler.c - the per-sequence sampler.
  *
- *   - params checks as rows (field named, range given);
+ *   - params checks as rows (field named, range given); params as sent
+ *     (doubles, from the wire or a command line) as rows: refusals name
+ *     the value sent, and a positive value a float cannot hold picks as
+ *     that value does;
  *   - greedy rows (ties, NaN, infinities); top_k 1 is greedy;
  *   - the RNG: a golden first 8 tokens, 1000 picks the same for the same
  *     seed, different for another, exactly one draw per pick;
@@ -95,6 +98,76 @@ static void test_params_check(void **state)
 		if (row->say && !strstr(eb.msg, row->say))
 			fail_msg("%s: message '%s' lacks '%s'", row->name, eb.msg, row->say);
 	}
+}
+
+/* Params as sent: doubles, as the wire's f64 fields and the command lines
+ * carry them. */
+struct set_row {
+	const char *name;
+	double temperature, top_p;
+	int rc;
+	const char *say;      /* in the message */
+	float want_t, want_p; /* the params set, when accepted */
+};
+
+static const struct set_row set_rows[] = {
+    {"greedy", 0.0, 1.0, IG_E_OK, NULL, 0.0f, 1.0f},
+    {"0.9 as a float", 0.7, 0.9, IG_E_OK, NULL, 0.7f, 0.9f},
+    /* 1e-300 is above 0, but no float is: the smallest float keeps the
+     * first candidate, as 1e-300 does (rule 5). */
+    {"top_p 1e-300", 1.0, 1e-300, IG_E_OK, NULL, 1.0f, 0x1p-149f},
+    {"temperature 1e-300", 1e-300, 1.0, IG_E_OK, NULL, 0x1p-149f, 1.0f},
+    {"top_p 0", 1.0, 0.0, IG_E_INVAL,
+     "sampler top_p 0 is out of range: accepted above 0 up to 1 (1 keeps all)", 0, 0},
+    {"top_p -0", 1.0, -0.0, IG_E_INVAL, "sampler top_p -0 is out of range", 0, 0},
+    {"top_p just above 1", 1.0, 1.0000001, IG_E_INVAL, "sampler top_p 1.0000001 is out of range", 0,
+     0},
+    {"top_p the double after 1", 1.0, 0x1.0000000000001p0, IG_E_INVAL,
+     "sampler top_p 1.0000000000000002 is out of range", 0, 0},
+    {"top_p NaN", 1.0, NAN, IG_E_INVAL, "sampler top_p nan is out of range", 0, 0},
+    {"temperature 1e40", 1e40, 1.0, IG_E_INVAL,
+     "sampler temperature 1e+40 is out of range: accepted 0 (greedy) to 100", 0, 0},
+    {"temperature just above 100", 100.000001, 1.0, IG_E_INVAL,
+     "sampler temperature 100.000001 is out of range", 0, 0},
+    {"temperature -1e-300", -1e-300, 1.0, IG_E_INVAL, "sampler temperature -1e-300", 0, 0},
+    {"temperature infinity", INFINITY, 1.0, IG_E_INVAL, "sampler temperature inf", 0, 0},
+};
+
+static void test_params_set(void **state)
+{
+	struct smp_scratch *scr = scratch_for(8);
+	/* Two ids tie at the top: a tiny top_p keeps the first (id 1), as
+	 * greedy picks it. */
+	static const float logits[4] = {0.5f, 2.0f, 2.0f, -1.0f};
+
+	(void)state;
+	for (size_t r = 0; r < sizeof(set_rows) / sizeof(set_rows[0]); r++) {
+		const struct set_row *row = &set_rows[r];
+		struct ig_errbuf eb = {0};
+		struct smp_params p = {0};
+		int rc = smp_params_set(&p, row->temperature, 3, row->top_p, 77, &eb);
+
+		print_message("row: %s\n", row->name);
+		if (rc != row->rc)
+			fail_msg("%s: rc %d, want %d (%s)", row->name, rc, row->rc, eb.msg);
+		if (rc) {
+			if (!strstr(eb.msg, row->say))
+				fail_msg("%s: message '%s' lacks '%s'", row->name, eb.msg,
+				         row->say);
+			continue;
+		}
+		if (p.temperature != row->want_t || p.top_p != row->want_p || p.top_k != 3 ||
+		    p.seed != 77)
+			fail_msg("%s: set T %a top_p %a top_k %u seed %llu", row->name,
+			         (double)p.temperature, (double)p.top_p, p.top_k,
+			         (unsigned long long)p.seed);
+		if (smp_params_check(&p, 4, &eb))
+			fail_msg("%s: set params do not check: %s", row->name, eb.msg);
+		if (row->top_p < 1e-6)
+			for (double u = 0.0; u < 1.0; u += 0.125)
+				assert_int_equal(smp_pick_at(&p, u, logits, 4, scr), 1);
+	}
+	free(scr);
 }
 
 /* ---- greedy -------------------------------------------------------------------- */
@@ -637,6 +710,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_params_check),
+	    cmocka_unit_test(test_params_set),
 	    cmocka_unit_test(test_greedy_rows),
 	    cmocka_unit_test(test_golden_first_tokens),
 	    cmocka_unit_test(test_same_seed_same_sequence),
