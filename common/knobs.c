@@ -30,6 +30,13 @@ const struct knob_profile_row knob_profile_rows[] = {
 };
 const size_t knob_nprofile_rows = sizeof(knob_profile_rows) / sizeof(knob_profile_rows[0]);
 
+const struct knob_other_var knob_other_vars[] = {
+#define KNOB__OTHER(vname, vwho) {vname, vwho},
+    KNOB_OTHER_VARS(KNOB__OTHER)
+#undef KNOB__OTHER
+};
+const size_t knob_nother_vars = sizeof(knob_other_vars) / sizeof(knob_other_vars[0]);
+
 /* ---- spellings ----------------------------------------------------------- */
 
 void knob_flag(enum knob_id id, char *out, size_t cap)
@@ -114,6 +121,127 @@ void knob_read_env(struct knob_input *in)
 		if (v)
 			snprintf(in->env[i].where, sizeof(in->env[i].where), "%s", name);
 	}
+}
+
+/* ---- names no knob has ---------------------------------------------------- */
+
+/* Optimal string alignment distance between a[0..n) and b[0..m): the edits
+ * of Levenshtein plus the swap of two neighbours ("MODLE" is 1 from
+ * "MODEL"). Names are short: past KNOB__NAME_MAX bytes the rest is not
+ * compared (and counts as that many edits). */
+#define KNOB__NAME_MAX 63
+
+static size_t knob__distance(const char *a, size_t n, const char *b, size_t m)
+{
+	size_t d[KNOB__NAME_MAX + 1][KNOB__NAME_MAX + 1], extra = 0;
+
+	if (n > KNOB__NAME_MAX) {
+		extra += n - KNOB__NAME_MAX;
+		n = KNOB__NAME_MAX;
+	}
+	if (m > KNOB__NAME_MAX) {
+		extra += m - KNOB__NAME_MAX;
+		m = KNOB__NAME_MAX;
+	}
+	for (size_t i = 0; i <= n; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= m; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= n; i++)
+		for (size_t j = 1; j <= m; j++) {
+			size_t sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+			size_t v = sub < del ? sub : del;
+
+			v = v < ins ? v : ins;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    d[i - 2][j - 2] + 1 < v)
+				v = d[i - 2][j - 2] + 1;
+			d[i][j] = v;
+		}
+	return d[n][m] + extra;
+}
+
+enum knob_id knob_nearest(const char *name, size_t n, enum knob_spelling as)
+{
+	enum knob_id best = KNOB_MODEL;
+	size_t best_d = (size_t)-1, best_pre = 0;
+
+	for (int i = 0; i < KNOB__COUNT; i++) {
+		char spelled[96];
+		size_t dist, len, pre;
+
+		if (knob_defs[i].type == KT_REMOVED)
+			continue;
+		if (as == KNOB_AS_FLAG)
+			knob_flag((enum knob_id)i, spelled, sizeof(spelled));
+		else if (as == KNOB_AS_ENV)
+			knob_env((enum knob_id)i, spelled, sizeof(spelled));
+		else
+			knob_yaml_key((enum knob_id)i, spelled, sizeof(spelled));
+		len = strlen(spelled);
+		dist = knob__distance(name, n, spelled, len);
+		for (pre = 0; pre < n && pre < len && name[pre] == spelled[pre]; pre++)
+			;
+		/* A name cut short ("IGNIS_REUSE_MOVE_OUT") is one edit from the
+		 * knob it begins: what operators leave out is the tail. */
+		if (pre == n && n < len && dist > 1)
+			dist = 1;
+		/* Ties go to the longer common beginning, then the earlier row. */
+		if (dist < best_d || (dist == best_d && pre > best_pre)) {
+			best_d = dist;
+			best_pre = pre;
+			best = (enum knob_id)i;
+		}
+	}
+	return best;
+}
+
+/* Whether the n-byte variable name is a knob's or one KNOB_OTHER_VARS names. */
+static bool knob__env_known(const char *name, size_t n)
+{
+	for (int i = 0; i < KNOB__COUNT; i++) {
+		char env[96];
+
+		knob_env((enum knob_id)i, env, sizeof(env));
+		if (strlen(env) == n && !memcmp(env, name, n))
+			return true;
+	}
+	for (size_t i = 0; i < knob_nother_vars; i++) {
+		const char *o = knob_other_vars[i].name;
+		size_t len = strlen(o);
+
+		if (len && o[len - 1] == '*') {
+			if (n >= len - 1 && !memcmp(o, name, len - 1))
+				return true;
+		} else if (len == n && !memcmp(o, name, n)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+size_t knob_env_unknown(char *const *envp, struct knob_env_unknown *out, size_t cap)
+{
+	size_t count = 0;
+
+	for (size_t i = 0; envp && envp[i]; i++) {
+		const char *e = envp[i], *eq = strchr(e, '=');
+		size_t n;
+
+		if (!eq || !eq[1] || strncmp(e, "IGNIS_", 6) != 0)
+			continue;
+		n = (size_t)(eq - e);
+		if (knob__env_known(e, n))
+			continue;
+		if (count < cap) {
+			out[count].name = e;
+			out[count].len = n;
+			out[count].nearest = knob_nearest(e, n, KNOB_AS_ENV);
+		}
+		count++;
+	}
+	return count;
 }
 
 /* ---- parsing ------------------------------------------------------------- */

@@ -220,6 +220,30 @@ struct knobs {
 	uint32_t lanes; /* the model's fixed lanes or --spec-decode-lanes */
 };
 
+/*
+ * IGNIS_* variables that are not knobs but that a program, a script or a test
+ * reads: never warned about (knob_env_unknown). A name ending in '*' is a
+ * prefix. X("NAME", "who reads it, for what")
+ */
+#define KNOB_OTHER_VARS(X)                                                                         \
+	X("IGNIS_CONFIG", "tools/run.sh (make run): the configuration file to start with")         \
+	X("IGNIS_KVSTORED", "tests and ignis-bench: the ignis-kvstored to start")                  \
+	X("IGNIS_SUPERVISOR", "tests: the ignis-supervisor to run")                                \
+	X("IGNIS_GOLDEN_DIR", "test_msg: the golden bytes (tests/golden)")                         \
+	X("IGNIS_UPDATE_GOLDEN", "test_msg: rewrite the golden bytes and the protocol examples")   \
+	X("IGNIS_SEED", "test_gguf: the seed of the random corruptions")                           \
+	X("IGNIS_SCHED_*", "test_schedscript: the scripts, a filter, a trace")                     \
+	X("IGNIS_TEST_*", "tests and the daemons' test hooks (IGNIS_TEST_SEED, "                   \
+	                  "IGNIS_TEST_KVDISK_IGNORE_VOLUME)")
+
+struct knob_other_var {
+	const char *name; /* "IGNIS_X", or a prefix "IGNIS_X_*" */
+	const char *who;
+};
+
+extern const struct knob_other_var knob_other_vars[];
+extern const size_t knob_nother_vars;
+
 /* Spellings. */
 void knob_flag(enum knob_id id, char *out, size_t cap);     /* "--vram-budget-bytes" */
 void knob_env(enum knob_id id, char *out, size_t cap);      /* "IGNIS_VRAM_BUDGET_BYTES" */
@@ -229,6 +253,33 @@ const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap);
 
 /* Fill `in->env` from the process environment. */
 void knob_read_env(struct knob_input *in);
+
+/* How a knob is spelled in a source, for knob_nearest. */
+enum knob_spelling { KNOB_AS_FLAG, KNOB_AS_ENV, KNOB_AS_YAML };
+
+/* The knob whose spelling is nearest to the `n` bytes at `name`: the fewest
+ * edits (insertions, deletions, substitutions, swaps of two neighbours), a
+ * name that a spelling begins with counting as one ("IGNIS_REUSE_KV_RAM"
+ * gives IGNIS_REUSE_KV_RAM_BYTES); ties to the longer common beginning, then
+ * the earlier row. Removed knobs are never proposed. */
+enum knob_id knob_nearest(const char *name, size_t n, enum knob_spelling as);
+
+/* An IGNIS_* variable that no knob reads. */
+struct knob_env_unknown {
+	const char *name; /* into the environment string: "IGNIS_X=..." */
+	size_t len;       /* of the name, up to the '=' */
+	enum knob_id nearest;
+};
+
+/*
+ * The variables of `envp` ("NAME=value" strings, NULL-terminated, as
+ * `environ`) whose name begins "IGNIS_", whose value is not empty (an empty
+ * variable counts as unset, as for the knobs), and that are neither a
+ * knob's variable nor in KNOB_OTHER_VARS, each with the nearest knob. Fills
+ * up to `cap` of them in `out` (valid while `envp` is) and returns how many
+ * there are.
+ */
+size_t knob_env_unknown(char *const *envp, struct knob_env_unknown *out, size_t cap);
 
 /* Resolve every knob (precedence above) and apply the cross-knob rules.
  * IG_E_CONFIG with the key, its source and what is accepted in `eb`. */

@@ -7,7 +7,10 @@
  * The directory is created with mode 0700 and must belong to the caller and
  * be reachable by nobody else: a directory that exists with wider permissions
  * or another owner is refused (the sockets inside are the system's control
- * plane).
+ * plane). So is a symbolic link, even to a good directory (a link can be
+ * pointed elsewhere), and a directory under a parent that another user could
+ * replace it in: every directory above it must belong to root or to us, and
+ * be writable by its group or others only when sticky (as /tmp).
  */
 #ifndef IGNIS_COMMON_RTDIR_H
 #define IGNIS_COMMON_RTDIR_H
@@ -27,8 +30,11 @@
 int rtdir_resolve(const char *flag, const char *file, const char *file_src, char *out, size_t cap,
                   struct ig_errbuf *eb);
 
-/* Create `dir` (and missing parents' last component only) with mode 0700, or
- * check an existing one: owned by us, not group/other accessible. */
+/* Create `dir` (its last component only) with mode 0700, or check an
+ * existing one: a directory, not a link, owned by us, not group/other
+ * accessible, under parents only root or we can write (or sticky ones).
+ * Refusals are IG_E_PERM (IG_E_IO when it cannot be created or inspected),
+ * each naming the directory and what is accepted. */
 int rtdir_prepare(const char *dir, struct ig_errbuf *eb);
 
 /* Join `dir` and `name` into `out`; errors when it does not fit. */

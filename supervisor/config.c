@@ -9,6 +9,9 @@
 #include <sys/stat.h>
 
 #include <cyaml/cyaml.h>
+#include <yaml.h> /* libyaml, under libcyaml (its pkg-config links it): key positions */
+
+extern char **environ;
 
 /* One string per knob: the schema is generated from the knob table. */
 struct cfg_file {
@@ -73,39 +76,99 @@ static void cfg__log_fn(cyaml_log_t level, void *ctx, const char *fmt, va_list a
 	snprintf(log->text + used, sizeof(log->text) - used, "%s%s", used ? "; " : "", line);
 }
 
-/* The line of `key:` in the file, for messages (libcyaml gives no positions
- * for values it accepted): a line that starts with the key, bare or quoted,
- * followed by ':'. 0 when not found (a flow mapping, say). */
-static int cfg__line_of(const char *path, const char *key)
+/*
+ * The line of each top-level key of the file, read with libyaml's events:
+ * libcyaml names no line for a key it accepted, and for a duplicate or an
+ * unknown key it names the position of the event it had read before (the
+ * previous value), not the key's. A duplicate is refused at its second line,
+ * naming the first; an unknown key at its line, naming the nearest knob key.
+ * What libyaml cannot parse, or a document that is not one mapping, is left
+ * to libcyaml's account (a value's error, which it places right).
+ */
+static int cfg__scan(const char *path, int line[KNOB__COUNT], struct ig_errbuf *eb)
 {
-	FILE *f = fopen(path, "r");
-	size_t n = strlen(key), cap = 0;
-	char *buf = NULL;
-	int line = 0, found = 0;
+	FILE *f = fopen(path, "rb");
+	yaml_parser_t p;
+	yaml_event_t ev;
+	int depth = 0, rc = IG_E_OK;
+	bool key_next = false, done = false;
 
 	if (!f)
-		return 0;
-	while (!found && getline(&buf, &cap, f) >= 0) {
-		const char *p = buf;
-		char quote = 0;
-
-		line++;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p == '"' || *p == '\'')
-			quote = *p++;
-		if (strncmp(p, key, n))
-			continue;
-		p += n;
-		if (quote && *p++ != quote)
-			continue;
-		while (*p == ' ' || *p == '\t')
-			p++;
-		found = *p == ':';
+		return ig_errf(eb, IG_E_CONFIG, "cannot read config file '%s': %s", path,
+		               strerror(errno));
+	if (!yaml_parser_initialize(&p)) {
+		fclose(f);
+		return ig_errf(eb, IG_E_NOMEM, "config file '%s': no memory for the parser", path);
 	}
-	free(buf);
+	yaml_parser_set_input_file(&p, f);
+	while (!done && rc == IG_E_OK && yaml_parser_parse(&p, &ev)) {
+		switch (ev.type) {
+		case YAML_MAPPING_START_EVENT:
+		case YAML_SEQUENCE_START_EVENT:
+			if (depth == 0 && ev.type == YAML_SEQUENCE_START_EVENT)
+				done = true; /* not a mapping: libcyaml says so */
+			else if (depth == 1 && key_next)
+				done = true; /* a complex key: libcyaml refuses it */
+			depth++;
+			key_next = depth == 1;
+			break;
+		case YAML_MAPPING_END_EVENT:
+		case YAML_SEQUENCE_END_EVENT:
+			depth--;
+			key_next = depth == 1; /* a value ended: a key comes next */
+			done = depth == 0;
+			break;
+		case YAML_SCALAR_EVENT:
+		case YAML_ALIAS_EVENT:
+			if (depth == 0) {
+				done = true; /* a bare scalar document */
+			} else if (depth == 1 && key_next) {
+				const char *key = (const char *)ev.data.scalar.value;
+				int at = (int)ev.start_mark.line + 1, id = -1;
+
+				if (ev.type == YAML_ALIAS_EVENT) {
+					done = true;
+					break;
+				}
+				for (int i = 0; i < KNOB__COUNT && id < 0; i++)
+					if (!strcmp(key, cfg__keys[i]))
+						id = i;
+				if (id < 0) {
+					char near[64];
+
+					knob_yaml_key(knob_nearest(key, strlen(key), KNOB_AS_YAML),
+					              near, sizeof(near));
+					rc = ig_errf(
+					    eb, IG_E_CONFIG,
+					    "config file '%s': unknown key '%s' (at %s:%d); the "
+					    "nearest knob key is '%s'; accepted: a YAML mapping "
+					    "of knob keys (see docs/reference/knobs.md) to values",
+					    path, key, path, at, near);
+				} else if (line[id]) {
+					rc = ig_errf(
+					    eb, IG_E_CONFIG,
+					    "config file '%s': key '%s' (at %s:%d) was first "
+					    "given at line %d; keep one of them",
+					    path, key, path, at, line[id]);
+				} else {
+					line[id] = at;
+				}
+				key_next = false;
+			} else if (depth == 1) {
+				key_next = true; /* a scalar value */
+			}
+			break;
+		case YAML_STREAM_END_EVENT:
+			done = true;
+			break;
+		default:
+			break;
+		}
+		yaml_event_delete(&ev);
+	}
+	yaml_parser_delete(&p);
 	fclose(f);
-	return found ? line : 0;
+	return rc;
 }
 
 int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
@@ -119,6 +182,7 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 	    .flags = CYAML_CFG_DEFAULT,
 	};
 	struct cfg_file *f = NULL;
+	int line[KNOB__COUNT] = {0};
 	struct stat st;
 	cyaml_err_t err;
 
@@ -132,6 +196,8 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 		return ig_errf(eb, IG_E_CONFIG, "config file '%s' is not a regular file", path);
 	if (st.st_size == 0)
 		return IG_E_OK; /* an empty file sets nothing */
+	if (cfg__scan(path, line, eb))
+		return IG_E_CONFIG;
 	err = cyaml_load_file(path, &cy, &cfg__schema, (cyaml_data_t **)&f, NULL);
 	if (err != CYAML_OK)
 		return ig_errf(eb, IG_E_CONFIG,
@@ -141,14 +207,12 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 	c->file = f;
 	for (int i = 0; f && i < KNOB__COUNT; i++) {
 		struct knob_raw *r = &c->in.yaml[i];
-		int line;
 
 		if (!f->v[i])
 			continue;
 		r->text = f->v[i];
-		line = cfg__line_of(path, cfg__keys[i]);
-		if (line)
-			snprintf(r->where, sizeof(r->where), "%s:%d", path, line);
+		if (line[i])
+			snprintf(r->where, sizeof(r->where), "%s:%d", path, line[i]);
 		else
 			snprintf(r->where, sizeof(r->where), "%s", path);
 	}
@@ -173,11 +237,35 @@ static const struct mdesc *cfg__load_model(void *ctx, const char *path, const ch
 	return &c->model.desc;
 }
 
+/* A variable no knob reads is a typo more often than not: warn, on stderr
+ * like the configuration's errors, naming the knob meant. */
+static void cfg__warn_env(void)
+{
+	struct knob_env_unknown u[16];
+	size_t n = knob_env_unknown(environ, u, 16);
+
+	for (size_t i = 0; i < n && i < 16; i++) {
+		char env[96], flag[96];
+
+		knob_env(u[i].nearest, env, sizeof(env));
+		knob_flag(u[i].nearest, flag, sizeof(flag));
+		fprintf(stderr,
+		        "ignis-supervisor: warning: %.*s is set, but no knob reads it (ignored); "
+		        "the nearest knob's variable is %s (%s)\n",
+		        (int)u[i].len, u[i].name, env, flag);
+	}
+	if (n > 16)
+		fprintf(stderr,
+		        "ignis-supervisor: warning: %zu more IGNIS_* variables no knob reads\n",
+		        n - 16);
+}
+
 int cfg_resolve(struct cfg *c, struct ig_errbuf *eb)
 {
 	c->in.load_model = cfg__load_model;
 	c->in.load_ctx = c;
 	knob_read_env(&c->in);
+	cfg__warn_env();
 	return knob_resolve(&c->in, &c->k, eb);
 }
 

@@ -3,9 +3,12 @@
  * fed from flags, IGNIS_* variables and a YAML file (`-c FILE`, libcyaml).
  *
  * The YAML file is one mapping of knob keys (the flag's name with '_' for
- * '-') to scalars: `vram_headroom_bytes: 1200M`. An unknown key, a non-scalar
- * value or malformed YAML refuses with libcyaml's account and its line; a bad
- * value names the key, the file and line, and what is accepted.
+ * '-') to scalars: `vram_headroom_bytes: 1200M`. An unknown key is refused at
+ * its line, naming the nearest knob key; a key given twice at its second
+ * line, naming the first; a non-scalar value or malformed YAML with
+ * libcyaml's account and its line; a bad value names the key, the file and
+ * line, and what is accepted. cfg_resolve warns on stderr about each IGNIS_*
+ * variable no knob reads (knob_env_unknown), naming the nearest knob.
  */
 #ifndef IGNIS_SUPERVISOR_CONFIG_H
 #define IGNIS_SUPERVISOR_CONFIG_H

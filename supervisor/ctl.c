@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "event.h"
+#include "plan.h" /* PLAN_EXIT_CONFIG */
 #include "rtdir.h"
 #include "transport.h"
 
@@ -24,8 +25,9 @@ static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s, pi
 
 	rc = sup_rtdir(o, rtdir, RTDIR_PATH_MAX + 1, &eb);
 	if (rc) {
+		/* a configuration error, as in start and plan */
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
-		return 1;
+		return PLAN_EXIT_CONFIG;
 	}
 	if (!tp_lock_held(rtdir, "supervisor", &holder)) {
 		fprintf(stderr,
@@ -63,8 +65,9 @@ int sup_status(const struct sup_opts *o)
 	nng_socket s;
 	int rc;
 
-	if (ctl__connect(o, rtdir, &s, NULL))
-		return 1;
+	rc = ctl__connect(o, rtdir, &s, NULL);
+	if (rc)
+		return rc;
 	req.u.status.seq = clk_mono_ms();
 	rc = tp_call(s, &req, &rx, &eb);
 	if (rc == IG_E_OK && rx.m.type != MSG_STATUS_REPLY)
@@ -121,8 +124,9 @@ int sup_stop(const struct sup_opts *o)
 	nng_socket s;
 	int rc;
 
-	if (ctl__connect(o, rtdir, &s, &asked))
-		return 1;
+	rc = ctl__connect(o, rtdir, &s, &asked);
+	if (rc)
+		return rc;
 	req.u.shutdown.reason = msg_str_of("ignis-supervisor stop");
 	rc = tp_call(s, &req, &rx, &eb);
 	if (rc == IG_E_OK && (rx.m.type != MSG_ACK || rx.m.u.ack.of != MSG_SHUTDOWN))
@@ -162,8 +166,9 @@ int sup_restart(const struct sup_opts *o, const char *role)
 	nng_socket s;
 	int rc;
 
-	if (ctl__connect(o, rtdir, &s, &asked))
-		return 1;
+	rc = ctl__connect(o, rtdir, &s, &asked);
+	if (rc)
+		return rc;
 	/* an orderly stop may take the child's whole grace */
 	nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 30000);
 	req.u.restart.role = msg_str_of(role);

@@ -317,8 +317,9 @@ int sup_start(const struct sup_opts *o)
 	if (!rc)
 		rc = rtdir_prepare(s.env.rtdir, &eb);
 	if (rc) {
+		/* The runtime directory is configuration: refused as such. */
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
-		return 1;
+		return PLAN_EXIT_CONFIG;
 	}
 	n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
 	if (n <= 0)

@@ -939,7 +939,10 @@ struct tmp_fixture {
 };
 
 /* Every name the prepare rows create under the temporary base. */
-static const char *const tmp_names[] = {"rt", "wide", "group", "file", "link", "other"};
+static const char *const tmp_names[] = {
+    "rt",     "wide",       "group",   "file",      "link",   "dangling",
+    "other",  "open/rt",    "open",    "sticky/rt", "sticky", "gwrite/rt",
+    "gwrite", "foreign/rt", "foreign", "sub/in/rt", "sub/in", "sub"};
 
 static int tmp_setup(void **state)
 {
@@ -971,7 +974,20 @@ static int tmp_teardown(void **state)
 	return 0;
 }
 
-enum prep_setup { PREP_NONE, PREP_DIR_0755, PREP_DIR_0710, PREP_FILE, PREP_LINK_RT, PREP_CHOWN };
+enum prep_setup {
+	PREP_NONE,
+	PREP_DIR_0755,
+	PREP_DIR_0710,
+	PREP_FILE,
+	PREP_LINK_RT,
+	PREP_LINK_DANGLING,
+	PREP_CHOWN,
+	PREP_PARENT_0777,      /* the parent: writable by all, not sticky */
+	PREP_PARENT_1777,      /* the parent: writable by all, sticky (as /tmp) */
+	PREP_PARENT_0775,      /* the parent: writable by its group */
+	PREP_PARENT_CHOWN,     /* the parent: another user's, mode 0755 */
+	PREP_GRANDPARENT_0777, /* sub/in/rt: sub writable by all */
+};
 
 struct prepare_row {
 	const char *name;
@@ -992,7 +1008,33 @@ static const struct prepare_row prepare_rows[] = {
      "link",
      PREP_LINK_RT,
      IG_E_PERM,
-     {"is not a directory", NULL}},
+     {"is a symbolic link (to 'rt')", "accepted: a directory itself"}},
+    {"refuses a dangling symlink",
+     "dangling",
+     PREP_LINK_DANGLING,
+     IG_E_PERM,
+     {"is a symbolic link (to 'nowhere')", "not a link"}},
+    {"refuses a parent others can write",
+     "open/rt",
+     PREP_PARENT_0777,
+     IG_E_PERM,
+     {"open' (mode 777) can be written by others", "sticky"}},
+    {"accepts a sticky parent, as /tmp", "sticky/rt", PREP_PARENT_1777, IG_E_OK, {NULL, NULL}},
+    {"refuses a parent its group can write",
+     "gwrite/rt",
+     PREP_PARENT_0775,
+     IG_E_PERM,
+     {"gwrite' (mode 775) can be written by others", NULL}},
+    {"refuses a grandparent others can write",
+     "sub/in/rt",
+     PREP_GRANDPARENT_0777,
+     IG_E_PERM,
+     {"sub' (mode 777) can be written by others", NULL}},
+    {"refuses a parent of another user",
+     "foreign/rt",
+     PREP_PARENT_CHOWN,
+     IG_E_PERM,
+     {"foreign' belongs to uid 1", "neither root nor"}},
     {"missing parent", "no/such/rt", PREP_NONE, IG_E_IO, {"cannot create runtime directory", NULL}},
     {"refuses another owner", "other", PREP_CHOWN, IG_E_PERM, {"belongs to uid 1", "not to us"}},
 };
@@ -1004,7 +1046,7 @@ static void test_rtdir_prepare(void **state)
 	for (size_t i = 0; i < sizeof(prepare_rows) / sizeof(prepare_rows[0]); i++) {
 		const struct prepare_row *r = &prepare_rows[i];
 		struct ig_errbuf eb = {0};
-		char dir[128], quoted[160];
+		char dir[128], quoted[160], parent[128];
 		struct stat st;
 		int rc, fd;
 
@@ -1027,6 +1069,43 @@ static void test_rtdir_prepare(void **state)
 			break;
 		case PREP_LINK_RT:
 			assert_int_equal(symlink("rt", dir), 0);
+			break;
+		case PREP_LINK_DANGLING:
+			assert_int_equal(symlink("nowhere", dir), 0);
+			break;
+		case PREP_PARENT_0777:
+		case PREP_PARENT_1777:
+		case PREP_PARENT_0775:
+		case PREP_GRANDPARENT_0777:
+			snprintf(parent, sizeof(parent), "%s", dir);
+			*strrchr(parent, '/') = '\0';
+			if (r->setup == PREP_GRANDPARENT_0777) {
+				char top[128];
+
+				snprintf(top, sizeof(top), "%s/sub", f->base);
+				assert_int_equal(mkdir(top, 0700), 0);
+				assert_int_equal(chmod(top, 0777), 0);
+			}
+			assert_int_equal(mkdir(parent, 0700), 0);
+			assert_int_equal(chmod(parent, r->setup == PREP_PARENT_0777   ? 0777
+			                               : r->setup == PREP_PARENT_1777 ? 01777
+			                               : r->setup == PREP_PARENT_0775 ? 0775
+			                                                              : 0700),
+			                 0);
+			break;
+		case PREP_PARENT_CHOWN:
+			if (geteuid() != 0) {
+				print_message("%s: not root, cannot chown: row skipped\n", r->name);
+				continue;
+			}
+			snprintf(parent, sizeof(parent), "%s", dir);
+			*strrchr(parent, '/') = '\0';
+			assert_int_equal(mkdir(parent, 0755), 0);
+			if (chown(parent, 1, (gid_t)-1) != 0) {
+				print_message("%s: chown: %s: row skipped\n", r->name,
+				              strerror(errno));
+				continue;
+			}
 			break;
 		case PREP_CHOWN:
 			if (geteuid() != 0) {

@@ -1039,7 +1039,24 @@ static const struct rule rules[] = {
     {.name = "an unknown YAML key",
      .yaml = "model: 27b\nno_such_knob: 1\n",
      .rc = IG_E_CONFIG,
-     .words = {"@file", "no_such_knob", "accepted"}},
+     .words = {"@file:2", "no_such_knob", "accepted"}},
+    {.name = "an unknown YAML key names its line and the nearest key",
+     .yaml = "model: 27b\n# the headroom\nvram_headroom: 1G\n",
+     .rc = IG_E_CONFIG,
+     .words = {"@file:3", "'vram_headroom'", "nearest knob key is 'vram_headroom_bytes'",
+               "accepted"}},
+    {.name = "a YAML key given twice: at the second, naming the first",
+     .yaml = "model: tiny-dense\nvram_headroom_bytes: 8M\nbackend: cpu\n"
+             "vram_headroom_bytes: 16M\n",
+     .rc = IG_E_CONFIG,
+     .words = {"'vram_headroom_bytes'", "@file:4", "first given at line 2", "keep one"}},
+    {.name = "a YAML key given twice, once quoted",
+     .yaml = "backend: cpu\n\n\"backend\": cuda\n",
+     .rc = IG_E_CONFIG,
+     .words = {"'backend'", "@file:3", "first given at line 1"}},
+    {.name = "a key's line is the key's, not a block scalar's text that looks like it",
+     .yaml = "reuse_kv_disk_path: |\n  /tmp/a\n  model: 27b\nmodel: tiny-moe\n",
+     .ex = {VAL(MODEL, 0, KS_YAML, "@file:4"), VAL(REUSE_KV_DISK_PATH, 0, KS_YAML, "@file:1")}},
     {.name = "a YAML list for a scalar",
      .yaml = "model: [27b, tiny-moe]\n",
      .rc = IG_E_CONFIG,
@@ -1220,6 +1237,166 @@ static void test_headroom_and_budget(void **state)
 	}
 }
 
+/* ---- 9. IGNIS_* variables no knob reads: a warning naming the nearest ------- */
+
+struct env_row {
+	const char *env;     /* "NAME=value" */
+	const char *nearest; /* the nearest knob's variable; NULL: not warned; "*": any */
+};
+
+static const struct env_row env_rows[] = {
+    /* typos: warned, with the knob meant */
+    {"IGNIS_VRAM_BUDGET=1G", "IGNIS_VRAM_BUDGET_BYTES"},
+    {"IGNIS_MODLE=27b", "IGNIS_MODEL"},
+    {"IGNIS_RUNTIMEDIR=/x", "IGNIS_RUNTIME_DIR"},
+    {"IGNIS_SERVER_METRIC_BIND=127.0.0.1:9", "IGNIS_SERVER_METRICS_BIND"},
+    {"IGNIS_REUSE_KV_RAM=1G", "IGNIS_REUSE_KV_RAM_BYTES"},
+    {"IGNIS_VRAM_BUDGET_BYTES_=1G", "IGNIS_VRAM_BUDGET_BYTES"},
+    {"IGNIS_SERVER=tcp://127.0.0.1:5555", "IGNIS_SERVER_BIND"},
+    {"IGNIS_KVSTORE=/x", "*"},
+    {"IGNIS_SCHED=1", "*"}, /* the prefix is IGNIS_SCHED_ */
+    {"IGNIS_=1", "*"},
+    /* knobs' variables, the removed one included (it refuses the start) */
+    {"IGNIS_MODEL=27b", NULL},
+    {"IGNIS_RETAINED_SLOTS=4", NULL},
+    {"IGNIS_SERVER_BIND=tcp://127.0.0.1:5555", NULL},
+    /* read by a program, a script or a test */
+    {"IGNIS_KVSTORED=/x", NULL},
+    {"IGNIS_SUPERVISOR=/x", NULL},
+    {"IGNIS_CONFIG=/etc/ignis.yaml", NULL},
+    {"IGNIS_TEST_SEED=1", NULL},
+    {"IGNIS_TEST_KVDISK_IGNORE_VOLUME=1", NULL},
+    {"IGNIS_SCHED_ONLY=x", NULL},
+    {"IGNIS_GOLDEN_DIR=x", NULL},
+    {"IGNIS_UPDATE_GOLDEN=1", NULL},
+    {"IGNIS_SEED=1", NULL},
+    /* not ours, or empty (unset) */
+    {"IGNIS_VRAM_BUDGET=", NULL},
+    {"XIGNIS_MODEL=27b", NULL},
+    {"ignis_model=27b", NULL},
+    {"PATH=/bin", NULL},
+};
+
+static void test_env_unknown(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(env_rows) / sizeof(env_rows[0]); i++) {
+		const struct env_row *r = &env_rows[i];
+		char *envp[3] = {"HOME=/root", (char *)r->env, NULL};
+		struct knob_env_unknown u[2];
+		size_t n = knob_env_unknown(envp, u, 2);
+		char want[96];
+
+		if (!r->nearest) {
+			if (n)
+				fail_msg("%s: warned (nearest %s), want no warning", r->env,
+				         knob_defs[u[0].nearest].name);
+			continue;
+		}
+		if (n != 1)
+			fail_msg("%s: %zu warnings, want 1", r->env, n);
+		if (u[0].name != r->env || u[0].len != (size_t)(strchr(r->env, '=') - r->env))
+			fail_msg("%s: names '%.*s'", r->env, (int)u[0].len, u[0].name);
+		if (knob_defs[u[0].nearest].type == KT_REMOVED)
+			fail_msg("%s: proposes the removed %s", r->env,
+			         knob_defs[u[0].nearest].name);
+		if (strcmp(r->nearest, "*") == 0)
+			continue;
+		knob_env(u[0].nearest, want, sizeof(want));
+		if (strcmp(want, r->nearest) != 0)
+			fail_msg("%s: nearest %s, want %s", r->env, want, r->nearest);
+	}
+	/* Several at once: counted past the room given, filled up to it. */
+	{
+		char *envp[] = {"IGNIS_MODLE=1", "IGNIS_MODEL=27b", "IGNIS_BAKEND=cpu",
+		                "IGNIS_PROFIL=cpu", NULL};
+		struct knob_env_unknown u[2];
+
+		assert_int_equal(knob_env_unknown(envp, u, 2), 3);
+		assert_int_equal(u[0].nearest, KNOB_MODEL);
+		assert_int_equal(u[1].nearest, KNOB_BACKEND);
+		assert_int_equal(knob_env_unknown(envp, NULL, 0), 3);
+	}
+	/* Every spelling finds its own knob at distance 0. */
+	for (int i = 0; i < KNOB__COUNT; i++) {
+		char flag[96], env[96], key[96];
+
+		if (knob_defs[i].type == KT_REMOVED)
+			continue;
+		knob_flag((enum knob_id)i, flag, sizeof(flag));
+		knob_env((enum knob_id)i, env, sizeof(env));
+		knob_yaml_key((enum knob_id)i, key, sizeof(key));
+		assert_int_equal(knob_nearest(flag, strlen(flag), KNOB_AS_FLAG), i);
+		assert_int_equal(knob_nearest(env, strlen(env), KNOB_AS_ENV), i);
+		assert_int_equal(knob_nearest(key, strlen(key), KNOB_AS_YAML), i);
+	}
+}
+
+/* `supervisor args` with the environment as it is: its exit status and its
+ * standard error (free() it). */
+static char *supervisor_stderr(const char *row, const char *args, int *status)
+{
+	char path[PATH_MAX], cmd[PATH_MAX + 96];
+	size_t len = 0, cap = 8192;
+	char *buf;
+	FILE *p;
+	int st;
+
+	if (!supervisor_path(path, sizeof(path))) {
+		print_message("%s: no ignis-supervisor (set IGNIS_SUPERVISOR); skipped\n", row);
+		skip();
+	}
+	snprintf(cmd, sizeof(cmd), "'%s' %s 2>&1 >/dev/null", path, args);
+	p = popen(cmd, "r");
+	if (!p)
+		fail_msg("%s: popen %s: %s", row, cmd, strerror(errno));
+	buf = malloc(cap);
+	assert_non_null(buf);
+	len = fread(buf, 1, cap - 1, p);
+	buf[len] = '\0';
+	st = pclose(p);
+	*status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return buf;
+}
+
+static void test_env_warning(void **state)
+{
+	static const char *const vars[] = {"IGNIS_VRAM_BUDGET", "IGNIS_KVSTORED", "IGNIS_TEST_SEED",
+	                                   "IGNIS_SCHED_ONLY"};
+	const char *row = "plan with IGNIS_VRAM_BUDGET, IGNIS_KVSTORED, IGNIS_TEST_SEED";
+	char *err;
+	int st, lines = 0;
+
+	(void)state;
+	setenv("IGNIS_VRAM_BUDGET", "1G", 1);
+	setenv("IGNIS_KVSTORED", "/nonexistent/ignis-kvstored", 1);
+	setenv("IGNIS_TEST_SEED", "3", 1);
+	setenv("IGNIS_SCHED_ONLY", "x", 1);
+	err = supervisor_stderr(row, "plan --json", &st);
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	for (const char *p = err; *p; p++)
+		lines += *p == '\n';
+	if (st != 0 || lines != 1 ||
+	    !strstr(err, "ignis-supervisor: warning: IGNIS_VRAM_BUDGET is set, but no knob reads "
+	                 "it (ignored); the nearest knob's variable is IGNIS_VRAM_BUDGET_BYTES "
+	                 "(--vram-budget-bytes)\n")) {
+		print_message("%s: exit %d, stderr:\n%s", row, st, err);
+		free(err);
+		fail_msg("%s: want exit 0 and one warning naming IGNIS_VRAM_BUDGET_BYTES", row);
+	}
+	free(err);
+	/* Nothing to warn about: nothing on stderr (meson's IGNIS_SUPERVISOR
+	 * included). */
+	err = supervisor_stderr("plan, no stray variable", "plan --json", &st);
+	if (st != 0 || err[0]) {
+		print_message("exit %d, stderr:\n%s", st, err);
+		free(err);
+		fail_msg("plan with no stray variable: want exit 0 and an empty stderr");
+	}
+	free(err);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1234,6 +1411,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_reference, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rules, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_headroom_and_budget, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_env_unknown, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_env_warning, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
