@@ -105,7 +105,11 @@ struct vplan {
 	uint64_t class_min_slots, class_min_bytes;
 	uint64_t pinned_expert_bytes;
 
-	uint64_t minimum_bytes; /* fixed lines + the floor pool */
+	uint64_t minimum_bytes; /* the least budget that starts: fixed lines + the
+	                           floor (or named) pool (+ Flash-Next's residency
+	                           lines and class-minimum cache); what a refusal
+	                           asks for, and what an oversubscribed plan below
+	                           it holds (ADR 0022) */
 	uint64_t total_bytes;   /* everything reserved */
 	uint64_t unused_bytes;  /* budget left unused (a named resident pool) */
 	unsigned warnings;      /* VPLAN_WARN_* */
