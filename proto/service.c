@@ -9,68 +9,17 @@
 #include "event.h"
 #include "version.h"
 
-static void *svc__watchdog(void *arg)
-{
-	struct svc *s = arg;
-	int failures = 0;
-	uint64_t seq = 0;
-
-	while (!atomic_load(&s->wd_quit)) {
-		int wait_ms = failures ? 1000 : s->wd_interval_ms;
-		struct ig_errbuf eb;
-		struct msg ping = {.type = MSG_PING};
-		struct tp_rx rx;
-		uint64_t polls;
-		nng_socket sock;
-		int rc;
-
-		for (int waited = 0; waited < wait_ms && !atomic_load(&s->wd_quit); waited += 50)
-			clk_sleep_ms(50);
-		if (atomic_load(&s->wd_quit))
-			break;
-		ping.u.ping.seq = ++seq;
-		polls = atomic_load(&s->polls);
-		rc = tp_dial_url(&sock, s->lis.url, 1000, &eb);
-		if (rc == IG_E_OK) {
-			rc = tp_call(sock, &ping, &rx, &eb);
-			if (rc == IG_E_OK && (rx.m.type != MSG_PONG || rx.m.u.pong.seq != seq))
-				rc = IG_E_PROTO_UNEXPECTED;
-			tp_rx_release(&rx);
-			nng_close(sock);
-		}
-		if (rc == IG_E_OK)
-			failures = 0;
-		else if (atomic_load(&s->polls) - polls >= 2)
-			failures++; /* the loop was listening and our ping never came */
-		if (failures >= 2) {
-			atomic_store(&s->wd_wedged, true);
-			failures = 0;
-		}
-	}
-	return NULL;
-}
-
 int svc_open(struct svc *s, const char *role, const char *rtdir, const char *name, int watchdog_ms,
              struct ig_errbuf *eb)
 {
-	int rc;
+	struct lg_opts o = {.ping_ms = watchdog_ms};
 
 	memset(s, 0, sizeof(*s));
 	s->role = role;
 	s->started_ms = clk_mono_ms();
-	s->wd_interval_ms = watchdog_ms > 0 ? watchdog_ms : SVC_WATCHDOG_MS;
-	atomic_init(&s->wd_quit, false);
-	atomic_init(&s->wd_wedged, false);
 	atomic_init(&s->polls, 0);
-	rc = tp_listen(&s->lis, rtdir, name, eb);
-	if (rc)
-		return rc;
-	if (pthread_create(&s->wd, NULL, svc__watchdog, s) != 0) {
-		tp_listener_close(&s->lis);
-		return ig_errf(eb, IG_E_NOMEM, "cannot start the listener watchdog thread");
-	}
-	s->wd_running = true;
-	return IG_E_OK;
+	o.progress = &s->polls;
+	return tp_listen_guarded(&s->lis, rtdir, name, &o, eb);
 }
 
 uint64_t svc_uptime_ms(const struct svc *s)
@@ -128,20 +77,6 @@ int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
 	int rc;
 
 	atomic_fetch_add(&s->polls, 1);
-	if (atomic_exchange(&s->wd_wedged, false)) {
-		struct ev e;
-
-		rc = tp_relisten(&s->lis, &eb);
-		s->relistens++;
-		ev_begin(&e, rc ? EV_ERROR : EV_WARN, "ignis.proto.listener_recreated");
-		ev_str(&e, "socket", s->lis.path);
-		ev_str(&e, "reason", "the listener did not answer its own pings");
-		if (rc)
-			ev_str(&e, "error", eb.msg);
-		ev_end(&e);
-		if (rc)
-			return rc;
-	}
 	nng_socket_set_ms(s->lis.sock, NNG_OPT_RECVTIMEO, timeout_ms);
 	rc = tp_recv(s->lis.sock, &rx, &eb);
 	if (rc == IG_E_TIMEOUT)
@@ -180,10 +115,10 @@ int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
 
 void svc_close(struct svc *s)
 {
-	if (s->wd_running) {
-		atomic_store(&s->wd_quit, true);
-		pthread_join(s->wd, NULL);
-		s->wd_running = false;
-	}
 	tp_listener_close(&s->lis);
+}
+
+uint64_t svc_relistens(struct svc *s)
+{
+	return s->lis.sock_open ? lg_recreated(&s->lis.guard) : 0;
 }

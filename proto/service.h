@@ -13,11 +13,11 @@
  * is answered with an `error` reply carrying its IG_E_PROTO_* code and logged
  * as an ignis.proto.rejected event; the service keeps serving.
  *
- * A watchdog thread dials the socket with nng every SVC_WATCHDOG_MS and pings
- * it (1 s timeout). A failed ping counts only when the loop entered svc_poll
- * meanwhile (a busy loop is not a wedged listener); after a failure the next
- * ping comes 1 s later; two failures in a row and the next svc_poll re-creates
- * the listener (nng 1.5.2 can wedge a listener for good, upstream issue 1518).
+ * The listener is guarded (lisguard.h): nng 1.5.2's wedge is found from the
+ * listener's counters within LG_CHECK_MS and cured with a new listener while
+ * connected clients keep theirs; a ping every `watchdog_ms` (default
+ * LG_PING_MS) is the safety net, a failed ping counting only when the loop
+ * entered svc_poll meanwhile (a busy loop is not a wedged listener).
  */
 #ifndef IGNIS_PROTO_SERVICE_H
 #define IGNIS_PROTO_SERVICE_H
@@ -28,8 +28,6 @@
 #include <stdint.h>
 
 #include "transport.h"
-
-#define SVC_WATCHDOG_MS 5000
 
 /* Fill `reply` for `req` and return IG_E_OK, or return an error code with the
  * detail in `eb` (sent back as an `error` reply). String views put in `reply`
@@ -43,18 +41,12 @@ struct svc {
 	uint64_t started_ms;
 	bool stop_requested;
 	char stop_reason[128];
-	uint64_t rejected; /* messages that did not decode */
-	uint64_t relistens;
-	pthread_t wd;
-	bool wd_running;
-	atomic_bool wd_quit;
-	atomic_bool wd_wedged;
+	uint64_t rejected;          /* messages that did not decode */
 	atomic_uint_fast64_t polls; /* svc_poll entries: proof the loop is serving */
-	int wd_interval_ms;
 };
 
-/* Lock and listen at `<rtdir>/<name>.sock` and start the watchdog.
- * `watchdog_ms` 0 means SVC_WATCHDOG_MS. */
+/* Lock and listen at `<rtdir>/<name>.sock` and start its guard.
+ * `watchdog_ms` is the safety-net ping's period; 0 means LG_PING_MS. */
 int svc_open(struct svc *s, const char *role, const char *rtdir, const char *name, int watchdog_ms,
              struct ig_errbuf *eb);
 /* Wait up to `timeout_ms` for one request and answer it. Returns IG_E_OK
@@ -66,7 +58,9 @@ static inline bool svc_stop_requested(const struct svc *s)
 	return s->stop_requested;
 }
 uint64_t svc_uptime_ms(const struct svc *s);
-/* Stop the watchdog, close the socket, remove its files. Idempotent. */
+/* Stop the guard, close the socket, remove its files. Idempotent. */
 void svc_close(struct svc *s);
+/* Listeners re-created so far. */
+uint64_t svc_relistens(struct svc *s);
 
 #endif

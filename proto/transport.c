@@ -162,37 +162,10 @@ bool tp_remove_stale(const char *rtdir, const char *name, pid_t *holder)
 
 /* ---- listener ------------------------------------------------------------ */
 
-static int tp__open_rep(struct tp_listener *t, struct ig_errbuf *eb)
+int tp_listen_guarded(struct tp_listener *t, const char *rtdir, const char *name,
+                      const struct lg_opts *o, struct ig_errbuf *eb)
 {
-	nng_listener l;
-	int rv;
-
-	/* Safe: we hold the lock, so whatever is at the path is a dead owner's. */
-	if (unlink(t->path) != 0 && errno != ENOENT)
-		return ig_errf(eb, IG_E_IO, "cannot remove stale socket '%s': %s", t->path,
-		               strerror(errno));
-	rv = nng_rep0_open(&t->sock);
-	if (rv)
-		return tp_nng_err(eb, rv, "cannot open a reply socket");
-	t->sock_open = true;
-	rv = nng_socket_set_size(t->sock, NNG_OPT_RECVMAXSZ, MSG_MAX_BYTES);
-	if (!rv)
-		rv = nng_listener_create(&l, t->sock, t->url);
-	if (!rv)
-		rv = nng_listener_set_int(l, NNG_OPT_IPC_PERMISSIONS, 0600);
-	if (!rv)
-		rv = nng_listener_start(l, 0);
-	if (rv) {
-		nng_close(t->sock);
-		t->sock_open = false;
-		return tp_nng_err(eb, rv, t->url);
-	}
-	return IG_E_OK;
-}
-
-int tp_listen(struct tp_listener *t, const char *rtdir, const char *name, struct ig_errbuf *eb)
-{
-	int rc;
+	int rc, rv;
 
 	memset(t, 0, sizeof(*t));
 	t->lockfd = -1;
@@ -204,27 +177,43 @@ int tp_listen(struct tp_listener *t, const char *rtdir, const char *name, struct
 	rc = tp__lock(t->lockpath, &t->lockfd, eb);
 	if (rc)
 		return rc;
-	rc = tp__open_rep(t, eb);
-	if (rc) {
-		unlink(t->lockpath);
-		close(t->lockfd);
-		t->lockfd = -1;
+	rv = nng_rep0_open(&t->sock);
+	if (rv) {
+		rc = tp_nng_err(eb, rv, "cannot open a reply socket");
+		goto out_unlock;
 	}
+	rv = nng_socket_set_size(t->sock, NNG_OPT_RECVMAXSZ, MSG_MAX_BYTES);
+	if (rv) {
+		rc = tp_nng_err(eb, rv, "cannot size the reply socket");
+		nng_close(t->sock);
+		goto out_unlock;
+	}
+	t->sock_open = true;
+	/* lg_open removes what a dead owner left at the path: we hold the lock */
+	rc = lg_open(&t->guard, t->sock, t->url, o, eb);
+	if (rc) {
+		nng_close(t->sock);
+		t->sock_open = false;
+		goto out_unlock;
+	}
+	return IG_E_OK;
+
+out_unlock:
+	unlink(t->lockpath);
+	close(t->lockfd);
+	t->lockfd = -1;
 	return rc;
 }
 
-int tp_relisten(struct tp_listener *t, struct ig_errbuf *eb)
+int tp_listen(struct tp_listener *t, const char *rtdir, const char *name, struct ig_errbuf *eb)
 {
-	if (t->sock_open) {
-		nng_close(t->sock);
-		t->sock_open = false;
-	}
-	return tp__open_rep(t, eb);
+	return tp_listen_guarded(t, rtdir, name, NULL, eb);
 }
 
 void tp_listener_close(struct tp_listener *t)
 {
 	if (t->sock_open) {
+		lg_close(&t->guard);
 		nng_close(t->sock);
 		t->sock_open = false;
 		unlink(t->path);

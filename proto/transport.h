@@ -19,15 +19,18 @@
 #include <nng/nng.h>
 
 #include "err.h"
+#include "lisguard.h"
 #include "msg.h"
 #include "rtdir.h"
 
 #define TP_PATH_MAX 128
 
-/* A REP socket listening on `<rtdir>/<name>.sock`, holding `<name>.lock`. */
+/* A REP socket listening on `<rtdir>/<name>.sock`, holding `<name>.lock`,
+ * its listener guarded against nng's wedge (lisguard.h). */
 struct tp_listener {
 	nng_socket sock;
 	bool sock_open;
+	struct lisguard guard;
 	int lockfd; /* -1 when not held */
 	char path[TP_PATH_MAX];
 	char lockpath[TP_PATH_MAX];
@@ -35,11 +38,12 @@ struct tp_listener {
 };
 
 /* Take the lock and listen. IG_E_BUSY when another live process holds the
- * lock (the message names its pid). On failure nothing is left behind. */
+ * lock (the message names its pid). On failure nothing is left behind.
+ * tp_listen_guarded gives the guard its options (lisguard.h; NULL: the
+ * defaults, as tp_listen). */
 int tp_listen(struct tp_listener *t, const char *rtdir, const char *name, struct ig_errbuf *eb);
-/* Close the socket and listen again at the same path, keeping the lock: the
- * cure for a wedged listener. */
-int tp_relisten(struct tp_listener *t, struct ig_errbuf *eb);
+int tp_listen_guarded(struct tp_listener *t, const char *rtdir, const char *name,
+                      const struct lg_opts *o, struct ig_errbuf *eb);
 /* Close the socket, remove the socket and lock files, drop the lock.
  * Idempotent. */
 void tp_listener_close(struct tp_listener *t);

@@ -96,7 +96,8 @@ struct door {
 	bool closing;
 
 	nng_socket sock;
-	nng_listener lis;
+	struct lisguard guard;
+	bool guard_on;
 	char url[TP_PATH_MAX + 16];
 	char ipc_path[TP_PATH_MAX];
 	char lockpath[TP_PATH_MAX + 8];
@@ -125,8 +126,8 @@ struct door {
 	uint64_t n_slot_waits;
 	struct msg *out; /* replies are built here, under mu */
 
-	pthread_t pump, clock, wd;
-	bool pump_on, clock_on, wd_on;
+	pthread_t pump, clock;
+	bool pump_on, clock_on;
 };
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -1317,82 +1318,6 @@ static void *door__clock(void *arg)
 	return NULL;
 }
 
-/* ---- the listener and its watchdog ------------------------------------------------ */
-
-static int door__listen(struct door *d, struct ig_errbuf *eb)
-{
-	int rv;
-
-	/* Safe: we hold the lock, so whatever is at the path is a dead owner's. */
-	if (d->ipc_path[0] && unlink(d->ipc_path) != 0 && errno != ENOENT)
-		return ig_errf(eb, IG_E_IO, "cannot remove stale socket '%s': %s", d->ipc_path,
-		               strerror(errno));
-	rv = nng_listener_create(&d->lis, d->sock, d->url);
-	if (rv)
-		return tp_nng_err(eb, rv, d->url);
-	if (d->ipc_path[0])
-		rv = nng_listener_set_int(d->lis, NNG_OPT_IPC_PERMISSIONS, 0600);
-	if (!rv)
-		rv = nng_listener_start(d->lis, 0);
-	if (rv) {
-		nng_listener_close(d->lis);
-		return tp_nng_err(eb, rv, d->url);
-	}
-	return IG_E_OK;
-}
-
-/* Dial our own address and ping, as a client would: two failures in a row
- * and the listener is re-created (the contexts and their clients' requests
- * stay; clients reconnect by themselves). */
-static void *door__watchdog(void *arg)
-{
-	struct door *d = arg;
-	int failures = 0;
-	uint64_t seq = 0;
-
-	for (;;) {
-		int wait_ms = failures ? 1000 : d->watchdog_ms;
-		struct msg ping = {.type = MSG_PING};
-		struct ig_errbuf eb;
-		struct tp_rx rx;
-		nng_socket sock;
-		bool quit;
-		int rc;
-
-		for (int waited = 0; waited < wait_ms; waited += 50) {
-			pthread_mutex_lock(&d->mu);
-			quit = d->closing;
-			pthread_mutex_unlock(&d->mu);
-			if (quit)
-				return NULL;
-			clk_sleep_ms(50);
-		}
-		ping.u.ping.seq = ++seq;
-		rc = tp_dial_url(&sock, d->url, 1000, &eb);
-		if (rc == IG_E_OK) {
-			rc = tp_call(sock, &ping, &rx, &eb);
-			if (rc == IG_E_OK && (rx.m.type != MSG_PONG || rx.m.u.pong.seq != seq))
-				rc = IG_E_PROTO_UNEXPECTED;
-			tp_rx_release(&rx);
-			nng_close(sock);
-		}
-		failures = rc == IG_E_OK ? 0 : failures + 1;
-		if (failures >= 2) {
-			struct ev e;
-
-			failures = 0;
-			nng_listener_close(d->lis);
-			rc = door__listen(d, &eb);
-			ev_begin(&e, rc ? EV_ERROR : EV_WARN, "ignis.proto.listener_recreated");
-			ev_str(&e, "socket", d->url);
-			ev_str(&e, "reason", "the front door did not answer its own pings");
-			if (rc)
-				ev_str(&e, "error", eb.msg);
-			ev_end(&e);
-		}
-	}
-}
-
 /* ---- open, close, the supervisor's hook -------------------------------------------- */
 
 void door_model_of(const struct msg_plan *pl, uint64_t vocab, struct door_model *m)
@@ -1517,9 +1442,10 @@ int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb
 		rc = tp_nng_err(eb, rv, "cannot open the front door's reply socket");
 		goto out_unlock;
 	}
-	rc = door__listen(d, eb);
+	rc = lg_open(&d->guard, d->sock, d->url, &(struct lg_opts){.ping_ms = d->watchdog_ms}, eb);
 	if (rc)
 		goto out_close_sock;
+	d->guard_on = true;
 	pthread_mutex_lock(&d->mu);
 	door__arm(d);
 	pthread_mutex_unlock(&d->mu);
@@ -1527,9 +1453,7 @@ int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb
 		d->pump_on = true;
 	if (pthread_create(&d->clock, NULL, door__clock, d) == 0)
 		d->clock_on = true;
-	if (pthread_create(&d->wd, NULL, door__watchdog, d) == 0)
-		d->wd_on = true;
-	if (!d->pump_on || !d->clock_on || !d->wd_on) {
+	if (!d->pump_on || !d->clock_on) {
 		door_close(d);
 		return ig_errf(eb, IG_E_NOMEM, "cannot start the front door's threads");
 	}
@@ -1565,8 +1489,9 @@ void door_close(struct door *d)
 		nng_close(d->ws); /* a call in flight returns at once */
 	d->ws_open = false;
 	pthread_mutex_unlock(&d->mu);
-	if (d->wd_on)
-		pthread_join(d->wd, NULL);
+	if (d->guard_on)
+		lg_close(&d->guard);
+	d->guard_on = false;
 	if (d->clock_on)
 		pthread_join(d->clock, NULL);
 	if (d->pump_on)

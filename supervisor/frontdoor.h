@@ -15,8 +15,10 @@
  *     time, never holding the lock across one.
  *   - the clock: answers parked polls whose wait ran out; forgets finished
  *     requests nobody reads and cancels running ones nobody polls.
- *   - the watchdog: pings the door through nng and re-creates a wedged
- *     listener (nng 1.5.2, upstream issue 1518; docs/adr/0003).
+ *   - the listener's guard (proto/lisguard.h): finds nng 1.5.2's wedged
+ *     listener within 20 ms and re-creates it, connected clients keeping
+ *     their pipes on ipc; a ping every watchdog_ms is its safety net
+ *     (docs/adr/0018).
  * One mutex guards all the door's state and is held for bookkeeping only.
  *
  * The door gives requests its own ids (1, 2, ... for the supervisor's life):

@@ -1,0 +1,102 @@
+/*
+ * lisguard.h - a listener that heals itself: nng 1.5.2's wedge (upstream
+ * issue 1518, fixed in 1.6) found within LG_CHECK_MS, and the listener
+ * re-created without disturbing any client already connected.
+ *
+ * The wedge: a connection that closes before nng's 8-byte header makes the
+ * transport hand NNG_ECLOSED to the socket's accept loop, which takes it for
+ * its own close and stops asking for connections. The transport goes on
+ * accepting and negotiating, so a client connecting later believes it is
+ * connected and waits for an answer that never comes. nng counts that error
+ * in the listener's statistics, where no closed pipe explains it, which is
+ * how the guard sees it: it reads the current listener's counters every
+ * LG_CHECK_MS and re-creates the listener when two checks in a row see such
+ * an error. A ping
+ * through nng every `ping_ms` stays as a safety net for anything else that
+ * stops the listener answering.
+ *
+ * Re-creating: on ipc the socket file is unlinked and a new listener binds
+ * the same path on the same nng socket, while the old listener is kept
+ * (retired): the clients it connected keep their pipes and their streams.
+ * A retired listener is closed once it has no pipe left, or LG_RETIRE_MS
+ * after it was retired (connections that arrived while it was wedged are
+ * stuck there, and only closing it frees them: their clients redial the new
+ * one and nng's REQ resends their request). On tcp the port cannot be bound
+ * twice, so the old listener is closed first and its clients redial.
+ *
+ * Events: ignis.proto.listener_recreated (socket, reason, retired_pipes,
+ * error when the new listen failed).
+ */
+#ifndef IGNIS_PROTO_LISGUARD_H
+#define IGNIS_PROTO_LISGUARD_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nng/nng.h>
+
+#include "err.h"
+
+/* How often the listener's counters are read: a wedge is cured this long
+ * after it happened, at most, plus one bind. */
+#define LG_CHECK_MS 20
+/* The safety-net ping's default period. */
+#define LG_PING_MS 5000
+/* A retired listener's pipes are closed this long after it was retired. */
+#define LG_RETIRE_MS 1000
+/* Retired listeners kept at once; past it the oldest is closed. */
+#define LG_RETIRED_MAX 64
+
+struct lg_retired {
+	nng_listener l;
+	uint64_t since_ms;
+};
+
+/* What a guard may be told; zeroes mean the defaults. */
+struct lg_opts {
+	int ping_ms;   /* the safety-net ping's period (LG_PING_MS) */
+	int retire_ms; /* a retired listener's grace (LG_RETIRE_MS) */
+	/* optional: a counter the serving loop bumps each time it waits for a
+	 * request; a failed ping counts only if it moved meanwhile (a loop busy
+	 * elsewhere is not a wedged listener). NULL: every failure counts. */
+	atomic_uint_fast64_t *progress;
+};
+
+struct lisguard {
+	nng_socket sock; /* not owned */
+	char url[160];
+	char ipc_path[128]; /* empty for tcp */
+	int ping_ms, retire_ms;
+	atomic_uint_fast64_t *progress;
+
+	pthread_mutex_t mu; /* cur, retired */
+	nng_listener cur;
+	bool cur_open;
+	int64_t cur_excess; /* its excess when it was created (lisguard.c) */
+	int strikes;        /* checks in a row that saw more */
+	struct lg_retired retired[LG_RETIRED_MAX];
+	unsigned nretired;
+
+	atomic_uint_fast64_t recreated;
+	atomic_bool quit;
+	pthread_t thr, pinger;
+	bool thr_on, pinger_on;
+	bool stats; /* nng keeps listener statistics */
+};
+
+/* Listen on `url` (ipc:// or tcp://) with socket `s` (the caller owns it and
+ * holds the lock beside an ipc path) and start the guard's threads. An ipc
+ * socket file is created with mode 0600 after removing whatever a dead owner
+ * left at the path. `o` may be NULL (the defaults). On failure nothing is
+ * left listening. */
+int lg_open(struct lisguard *g, nng_socket s, const char *url, const struct lg_opts *o,
+            struct ig_errbuf *eb);
+/* Stop the thread and close every listener (the socket stays open and the
+ * caller closes it). Idempotent on a zeroed or closed guard. */
+void lg_close(struct lisguard *g);
+/* Listeners re-created so far. */
+uint64_t lg_recreated(struct lisguard *g);
+
+#endif
