@@ -59,7 +59,7 @@ static void usage(FILE *f)
 	           "       ignis-client cancel ID\n"
 	           "common options: --server URL (ipc:///path or tcp://HOST:PORT; default\n"
 	           "  $IGNIS_SERVER_BIND, else ipc://<runtime dir>/client.sock), --runtime-dir "
-	           "DIR\n");
+	           "DIR; -h, --help\n");
 }
 
 /* A bad option value: exit code 2, naming it and what is accepted. */
@@ -440,7 +440,7 @@ int main(int argc, char **argv)
 	igc_params_init(&c.p);
 	c.p.stop = c.stops;
 	opterr = 0;
-	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		if (o >= O_PROMPT)
 			gen_opts = true;
 		switch (o) {

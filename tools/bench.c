@@ -4,6 +4,7 @@
  * travel between machines better than absolute times do.
  *
  *   ignis-bench [--quick] [seqimg|matmul|codec|model|kvstore|moves ...]   (default: all)
+ *   ignis-bench --help
  *
  * 1. sequence images: a 64 MiB image written and read back through 12 MiB
  *    windows (the default move-out window), from and into scattered pages,
@@ -1561,6 +1562,28 @@ static void bench_moves(int reps)
 		exit(1);
 }
 
+static void usage(FILE *f)
+{
+	fputs("usage: ignis-bench [--quick] [seqimg|matmul|codec|model|kvstore|moves ...]\n", f);
+	if (f != stdout)
+		return;
+	fputs("\n"
+	      "Measurements, not tests: each part reports ratios against this machine's own\n"
+	      "memcpy, best of several repetitions (docs/benchmarks.md records them). With no\n"
+	      "part named, every part runs, in this order:\n"
+	      "  seqimg   a 64 MiB sequence image through 12 MiB windows\n"
+	      "  matmul   the cpu bf16 matrix product 4096 x 4096, 1 and 16 tokens\n"
+	      "  codec    control messages encoded and decoded per second\n"
+	      "  model    prefill and decode tokens per second of the tiny presets\n"
+	      "  kvstore  KV-RAM and KV-disk windows (192 MiB in /dev/shm, 0.8 GiB in $TMPDIR)\n"
+	      "  moves    other lanes' round latency while a sequence moves (ignis-kvstored:\n"
+	      "           $IGNIS_KVSTORED, else the build tree's)\n"
+	      "  --quick  two repetitions instead of five\n"
+	      "  -h, --help  this text\n"
+	      "Exit status: 0 measured, 1 a part failed, 2 bad usage.\n",
+	      f);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -1576,29 +1599,47 @@ int main(int argc, char **argv)
 	    /* starts ignis-kvstored ($IGNIS_KVSTORED, else the build tree's) */
 	    {"moves", bench_moves},
 	};
-	int reps = 5, first = 1, any = 0;
+	enum { NPARTS = sizeof(parts) / sizeof(parts[0]) };
+	size_t run[64], nrun = 0;
+	int reps = 5;
 
-	if (argc > 1 && !strcmp(argv[1], "--quick")) {
-		reps = 2;
-		first = 2;
-	}
-	for (int i = first; i < argc; i++) {
+	/* Every argument is read before any part runs: a bad one runs nothing. */
+	for (int i = 1; i < argc; i++) {
 		size_t k = 0;
 
-		while (k < sizeof(parts) / sizeof(parts[0]) && strcmp(argv[i], parts[k].name))
-			k++;
-		if (k == sizeof(parts) / sizeof(parts[0])) {
-			fprintf(stderr,
-			        "ignis-bench: unknown part '%s'; accepted: --quick first, then any "
-			        "of seqimg, matmul, codec, model, kvstore, moves\n",
-			        argv[i]);
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		}
+		if (!strcmp(argv[i], "--quick")) {
+			reps = 2;
+			continue;
+		}
+		if (argv[i][0] == '-') {
+			fprintf(stderr, "ignis-bench: unknown option '%s'\n", argv[i]);
+			usage(stderr);
 			return 2;
 		}
-		parts[k].fn(reps);
-		any = 1;
+		while (k < NPARTS && strcmp(argv[i], parts[k].name))
+			k++;
+		if (k == NPARTS) {
+			fprintf(stderr,
+			        "ignis-bench: unknown part '%s'; accepted: seqimg, matmul, codec, "
+			        "model, kvstore, moves\n",
+			        argv[i]);
+			usage(stderr);
+			return 2;
+		}
+		if (nrun == sizeof(run) / sizeof(run[0])) {
+			fprintf(stderr, "ignis-bench: at most %zu parts a run\n", nrun);
+			return 2;
+		}
+		run[nrun++] = k;
 	}
-	if (!any)
-		for (size_t k = 0; k < sizeof(parts) / sizeof(parts[0]); k++)
-			parts[k].fn(reps);
+	if (!nrun)
+		for (size_t k = 0; k < NPARTS; k++)
+			run[nrun++] = k;
+	for (size_t i = 0; i < nrun; i++)
+		parts[run[i]].fn(reps);
 	return 0;
 }

@@ -17,7 +17,13 @@
  *
  * The same arguments give the same text, whatever --threads and --chunk say,
  * and the worker gives the same text as this process.
+ *
+ * Counts (--max-tokens, --top-k, --threads, --chunk) take K, M, G and T
+ * suffixes as the knobs' counts do (common/bytesize.h: 1K = 1024).
+ * --temperature and --top-p are read as doubles and checked as sent
+ * (smp_params_set). Exit codes: 0 done, 1 failed, 2 bad usage.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -25,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bytesize.h"
 #include "model_cpu.h"
 #include "rtdir.h"
 #include "sampler.h"
@@ -37,30 +44,84 @@ static int die(const char *msg)
 	return 1;
 }
 
-/* A whole number in lo..hi, or exit 2 naming the option and what is accepted. */
+#define USAGE                                                                                      \
+	"usage: ignis-generate --model FILE --prompt TEXT [--max-tokens N] [--seed S]\n"           \
+	"                      [--temperature T] [--top-k K] [--top-p P] [--threads N]\n"          \
+	"                      [--chunk N] [--kv-format bf16|compact]\n"                           \
+	"   or: ignis-generate --worker [--runtime-dir DIR] --prompt TEXT\n"                       \
+	"                      [--class interactive|agent] [--max-tokens N] [--seed S]\n"          \
+	"                      [--temperature T] [--top-k K] [--top-p P] [--ids]\n"
+
+static void usage(FILE *f)
+{
+	fputs(USAGE, f);
+	if (f != stdout)
+		return;
+	fputs("\n"
+	      "The first runs the model file in this process on the cpu runtime; the second\n"
+	      "sends the prompt to the running gpu-worker (its runtime directory: --runtime-dir,\n"
+	      "else $IGNIS_RUNTIME_DIR, else the default) and prints its tokens as they come.\n"
+	      "\n"
+	      "  --max-tokens N   tokens to generate (default 64)\n"
+	      "  --seed S         the sampler's seed (default 1)\n"
+	      "  --temperature T  0 (greedy, the default) to 100\n"
+	      "  --top-k K        keep the K largest logits; 0 (the default) keeps all\n"
+	      "  --top-p P        above 0 up to 1 (the default: keeps all)\n"
+	      "  --threads N      1 to 256 (default 1)\n"
+	      "  --chunk N        prompt tokens a forward pass (default 64)\n"
+	      "  --kv-format F    bf16 (the default) or compact\n"
+	      "  --class C        interactive (the default) or agent (--worker)\n"
+	      "  --ids            print token ids, one a line (--worker)\n"
+	      "  -h, --help       this text\n"
+	      "Counts take K, M, G or T (binary: 1K = 1024), as the knobs do.\n"
+	      "Exit status: 0 done, 1 failed, 2 bad usage.\n",
+	      f);
+}
+
+/* A count in lo..hi (a whole number, K/M/G/T suffixes as the knobs' counts
+ * take), or exit 2 naming the option and what is accepted. */
 static unsigned long long num(const char *opt, const char *arg, unsigned long long lo,
                               unsigned long long hi)
 {
-	char *end;
+	struct ig_errbuf eb;
+	struct bsize b;
+
+	if (bsize_parse(arg, false, &b, &eb) || b.n < lo || b.n > hi) {
+		fprintf(stderr,
+		        "ignis-generate: %s '%s'; accepted: a whole number in %llu..%llu (K, M, "
+		        "G, T suffixes: 1K = 1024)\n",
+		        opt, arg, lo, hi);
+		exit(2);
+	}
+	return b.n;
+}
+
+/* The seed: any 64-bit value, in decimal or 0x hex (no suffixes: a seed is
+ * not a count), or exit 2. */
+static uint64_t seed_of(const char *arg)
+{
 	unsigned long long v;
+	char *end;
 
 	errno = 0;
 	v = strtoull(arg, &end, 0);
-	if (errno || end == arg || *end || arg[0] == '-' || v < lo || v > hi) {
-		fprintf(stderr, "ignis-generate: %s '%s'; accepted: a whole number in %llu..%llu\n",
-		        opt, arg, lo, hi);
+	if (errno || end == arg || *end || arg[0] == '-') {
+		fprintf(stderr,
+		        "ignis-generate: --seed '%s'; accepted: a whole number in "
+		        "0..18446744073709551615\n",
+		        arg);
 		exit(2);
 	}
 	return v;
 }
 
-/* A finite number, or exit 2 (the sampler checks its range). */
-static float real(const char *opt, const char *arg)
+/* A number as sent (smp_params_set checks its range), or exit 2. */
+static double real(const char *opt, const char *arg)
 {
 	char *end;
-	float v = strtof(arg, &end);
+	double v = strtod(arg, &end);
 
-	if (end == arg || *end || v != v) {
+	if (end == arg || *end || isspace((unsigned char)arg[0])) {
 		fprintf(stderr, "ignis-generate: %s '%s' is not a number\n", opt, arg);
 		exit(2);
 	}
@@ -71,6 +132,7 @@ struct remote {
 	const char *rtdir; /* NULL: the default runtime directory */
 	const char *cls;
 	bool ids;
+	double temperature, top_p; /* as given: the worker checks what was sent */
 };
 
 /* Submit to the running worker and print what comes back. */
@@ -94,8 +156,8 @@ static int generate_remote(const struct remote *r, const char *prompt, unsigned 
 	q.u.submit.text = msg_str_of(prompt);
 	q.u.submit.max_tokens = max_tokens;
 	q.u.submit.class = msg_str_of(r->cls);
-	q.u.submit.temperature = sp->temperature;
-	q.u.submit.top_p = sp->top_p;
+	q.u.submit.temperature = r->temperature;
+	q.u.submit.top_p = r->top_p;
 	q.u.submit.top_k = sp->top_k;
 	q.u.submit.seed = sp->seed;
 	rc = tp_call(s, &q, &rx, &eb);
@@ -182,11 +244,15 @@ int main(int argc, char **argv)
 	    {"runtime-dir", required_argument, NULL, 'r'},
 	    {"class", required_argument, NULL, 'C'},
 	    {"ids", no_argument, NULL, 'i'},
+	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
-	struct remote remote = {NULL, "interactive", false};
+	struct remote remote = {NULL, "interactive", false, 0.0, 1.0};
 	bool worker = false;
-	struct smp_params sp = {.temperature = 0.0f, .top_k = 0, .top_p = 1.0f, .seed = 1};
+	struct smp_params sp;
+	double temperature = 0.0, top_p = 1.0;
+	uint32_t top_k = 0;
+	uint64_t seed = 1;
 	enum mdesc_kv_format fmt = MDESC_KV_BF16;
 	const char *model = NULL, *prompt = NULL;
 	unsigned max_tokens = 64, chunk = 64;
@@ -204,7 +270,8 @@ int main(int argc, char **argv)
 	float *logits;
 	void *scratch, *region, *sscratch;
 
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			model = optarg;
@@ -216,16 +283,16 @@ int main(int argc, char **argv)
 			max_tokens = (unsigned)num("--max-tokens", optarg, 1, 1u << 24);
 			break;
 		case 's':
-			sp.seed = num("--seed", optarg, 0, UINT64_MAX);
+			seed = seed_of(optarg);
 			break;
 		case 't':
-			sp.temperature = real("--temperature", optarg);
+			temperature = real("--temperature", optarg);
 			break;
 		case 'k':
-			sp.top_k = (uint32_t)num("--top-k", optarg, 0, UINT32_MAX);
+			top_k = (uint32_t)num("--top-k", optarg, 0, UINT32_MAX);
 			break;
 		case 'P':
-			sp.top_p = real("--top-p", optarg);
+			top_p = real("--top-p", optarg);
 			break;
 		case 'j':
 			threads = (int)num("--threads", optarg, 1, 256);
@@ -257,27 +324,50 @@ int main(int argc, char **argv)
 				fmt = MDESC_KV_BF16;
 			else if (!strcmp(optarg, "compact"))
 				fmt = MDESC_KV_COMPACT;
-			else
-				return die("--kv-format: accepted bf16 or compact");
+			else {
+				fprintf(
+				    stderr,
+				    "ignis-generate: --kv-format '%s'; accepted: bf16, compact\n",
+				    optarg);
+				return 2;
+			}
 			break;
+		case 'h':
+			usage(stdout);
+			return 0;
 		default:
-			return die(
-			    "usage: ignis-generate --model FILE --prompt TEXT [--max-tokens N] "
-			    "[--seed S] [--temperature T] [--top-k K] [--top-p P] [--threads N] "
-			    "[--chunk N] [--kv-format bf16|compact]\n"
-			    "   or: ignis-generate --worker [--runtime-dir DIR] --prompt TEXT "
-			    "[--class interactive|agent] [--max-tokens N] [--seed S] "
-			    "[--temperature T] [--top-k K] [--top-p P] [--ids]");
+			fprintf(stderr, "ignis-generate: unknown or incomplete option '%s'\n",
+			        argv[optind - 1]);
+			usage(stderr);
+			return 2;
 		}
 	}
+	if (optind < argc) {
+		fprintf(stderr, "ignis-generate: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	if (smp_params_set(&sp, temperature, top_k, top_p, seed, &eb)) {
+		fprintf(stderr, "ignis-generate: %s\n", eb.msg);
+		return 2;
+	}
 	if (worker) {
-		if (!prompt || !prompt[0] || model)
-			return die("--worker takes a non-empty --prompt and no --model (the worker "
-			           "has its own)");
+		if (!prompt || !prompt[0] || model) {
+			fprintf(stderr,
+			        "ignis-generate: --worker takes a non-empty --prompt and no "
+			        "--model (the worker has its own)\n");
+			return 2;
+		}
+		remote.temperature = temperature;
+		remote.top_p = top_p;
 		return generate_remote(&remote, prompt, max_tokens, &sp);
 	}
-	if (!model || !prompt || !chunk || !max_tokens)
-		return die("--model, --prompt, a --chunk and --max-tokens above 0 are needed");
+	if (!model || !prompt) {
+		fprintf(stderr, "ignis-generate: --model and --prompt are needed (or --worker and "
+		                "--prompt)\n");
+		usage(stderr);
+		return 2;
+	}
 	if (mfile_open(&f, model, &eb) || mdl_bind(&d, &f, &eb))
 		return die(eb.msg);
 	if (smp_params_check(&sp, f.desc.vocab, &eb))
