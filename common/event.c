@@ -201,3 +201,34 @@ void ev_msg(enum ev_level level, const char *name, const char *fmt, ...)
 	ev_str(&e, "message", msg);
 	ev_end(&e);
 }
+
+bool ev_limit_take(struct ev_limit *l, uint64_t now_ms)
+{
+	l->total++;
+	if (l->held) {
+		l->held++; /* a summary is due: count until it is written */
+		return false;
+	}
+	if (!l->since_ms || now_ms - l->since_ms >= EV_LIMIT_PERIOD_MS) {
+		l->since_ms = now_ms ? now_ms : 1;
+		l->passed = 0;
+	}
+	if (l->passed < EV_LIMIT_BURST) {
+		l->passed++;
+		return true;
+	}
+	l->held++;
+	return false;
+}
+
+uint64_t ev_limit_due(struct ev_limit *l, uint64_t now_ms)
+{
+	uint64_t held = l->held;
+
+	if (!held || now_ms - l->since_ms < EV_LIMIT_PERIOD_MS)
+		return 0;
+	l->held = 0;
+	l->since_ms = 0;
+	l->passed = 0;
+	return held;
+}

@@ -50,6 +50,30 @@ void ev_end(struct ev *e);
 void ev_msg(enum ev_level level, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * A rate limit for one kind of event that outsiders can cause (a malformed
+ * message, a vanished client): the first EV_LIMIT_BURST of a period are
+ * written in full, the rest only counted, and once the period is over the
+ * count left out is due for one summary event. The caller owns it, zeroed,
+ * and serialises its use.
+ */
+#define EV_LIMIT_BURST     5
+#define EV_LIMIT_PERIOD_MS 10000
+
+struct ev_limit {
+	uint64_t since_ms; /* the period's start; 0: none running */
+	uint32_t passed;   /* written in full this period */
+	uint64_t held;     /* counted and not written since the last summary */
+	uint64_t total;    /* every occurrence */
+};
+
+/* Count one occurrence at `now_ms`: true when it is to be written in full. */
+bool ev_limit_take(struct ev_limit *l, uint64_t now_ms);
+/* When the period is over: the occurrences left out (then cleared, and the
+ * next occurrence starts a new period), for the caller's summary event;
+ * else 0. */
+uint64_t ev_limit_due(struct ev_limit *l, uint64_t now_ms);
+
 /* Append `s` (n bytes) to `out` as the body of a JSON string (no quotes).
  * Returns the bytes written, or (size_t)-1 when `cap` is too small. */
 size_t ev_json_escape(char *out, size_t cap, const char *s, size_t n);

@@ -121,6 +121,9 @@ enum knob_type {
 	X(SERVER_BIND, "server-bind", KT_ADDR, "", 0, NULL,                                        \
 	  "The front door for clients (nng): ipc:///abs/path or tcp://HOST:PORT (default "         \
 	  "ipc://<runtime-dir>/client.sock).")                                                     \
+	X(SERVER_ALLOW_REMOTE, "server-allow-remote", KT_SWITCH, "off", 0, NULL,                   \
+	  "Serve the nng front door on a tcp address other than loopback. It has no access "       \
+	  "control: whoever reaches the address can submit and cancel requests.")                  \
 	X(SERVER_METRICS_BIND, "server-metrics-bind", KT_HOSTPORT, "127.0.0.1:9464", 0, NULL,      \
 	  "Where the Prometheus metrics page (/metrics, HTTP) listens: HOST:PORT.")                \
 	X(RUNTIME_DIR, "runtime-dir", KT_PATH, "", 0, NULL,                                        \

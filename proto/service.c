@@ -13,13 +13,60 @@ int svc_open(struct svc *s, const char *role, const char *rtdir, const char *nam
              struct ig_errbuf *eb)
 {
 	struct lg_opts o = {.ping_ms = watchdog_ms};
+	int rc;
 
 	memset(s, 0, sizeof(*s));
 	s->role = role;
 	s->started_ms = clk_mono_ms();
 	atomic_init(&s->polls, 0);
 	o.progress = &s->polls;
-	return tp_listen_guarded(&s->lis, rtdir, name, &o, eb);
+	rc = tp_listen_guarded(&s->lis, rtdir, name, &o, eb);
+	s->rejects.socket = s->lis.path;
+	return rc;
+}
+
+void svc_reject(struct svc_rejects *r, int code, const char *message)
+{
+	unsigned k = code > 0 && code < SVC_REJECT_KINDS ? (unsigned)code : 0;
+	uint64_t now = clk_mono_ms();
+	struct ev e;
+
+	r->total++;
+	if (!ev_limit_take(&r->kind[k], now)) {
+		r->held = true;
+		return;
+	}
+	ev_begin(&e, EV_WARN, "ignis.proto.rejected");
+	ev_str(&e, "socket", r->socket ? r->socket : "");
+	ev_str(&e, "code", ig_err_name(code));
+	ev_str(&e, "message", message);
+	ev_end(&e);
+}
+
+void svc_reject_flush(struct svc_rejects *r)
+{
+	uint64_t now;
+	bool held = false;
+
+	if (!r->held)
+		return;
+	now = clk_mono_ms();
+	for (unsigned k = 0; k < SVC_REJECT_KINDS; k++) {
+		uint64_t n = ev_limit_due(&r->kind[k], now);
+		struct ev e;
+
+		if (n) {
+			ev_begin(&e, EV_WARN, "ignis.proto.rejected_summary");
+			ev_str(&e, "socket", r->socket ? r->socket : "");
+			ev_str(&e, "code", k ? ig_err_name((int)k) : "other");
+			ev_u64(&e, "count", n);
+			ev_u64(&e, "period_ms", EV_LIMIT_PERIOD_MS);
+			ev_u64(&e, "total", r->total);
+			ev_end(&e);
+		}
+		held |= r->kind[k].held > 0;
+	}
+	r->held = held;
 }
 
 uint64_t svc_uptime_ms(const struct svc *s)
@@ -77,6 +124,7 @@ int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
 	int rc;
 
 	atomic_fetch_add(&s->polls, 1);
+	svc_reject_flush(&s->rejects);
 	nng_socket_set_ms(s->lis.sock, NNG_OPT_RECVTIMEO, timeout_ms);
 	rc = tp_recv(s->lis.sock, &rx, &eb);
 	if (rc == IG_E_TIMEOUT)
@@ -84,14 +132,7 @@ int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
 	if (rc == IG_E_CLOSED || rc == IG_E_TRANSPORT || rc == IG_E_NOMEM)
 		return rc;
 	if (rc) {
-		struct ev e;
-
-		s->rejected++;
-		ev_begin(&e, EV_WARN, "ignis.proto.rejected");
-		ev_str(&e, "socket", s->lis.path);
-		ev_str(&e, "code", ig_err_name(rc));
-		ev_str(&e, "message", eb.msg);
-		ev_end(&e);
+		svc_reject(&s->rejects, rc, eb.msg);
 		svc__reply_error(s, &eb);
 		return IG_E_OK;
 	}

@@ -10,8 +10,9 @@
  *   shutdown  -> ack; svc_stop_requested() turns true
  *
  * Any other type goes to the caller's handler. A message that does not decode
- * is answered with an `error` reply carrying its IG_E_PROTO_* code and logged
- * as an ignis.proto.rejected event; the service keeps serving.
+ * is answered with an `error` reply carrying its IG_E_PROTO_* code and
+ * counted (svc_rejects: ignis.proto.rejected events under a rate limit); the
+ * service keeps serving.
  *
  * The listener is guarded (lisguard.h): nng 1.5.2's wedge is found from the
  * listener's counters within LG_CHECK_MS and cured with a new listener while
@@ -27,11 +28,34 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "event.h"
 #include "transport.h"
 
 /* Fill `reply` for `req` and return IG_E_OK, or return an error code with the
  * detail in `eb` (sent back as an `error` reply). String views put in `reply`
  * must stay valid until the handler is called again. */
+/*
+ * Rejected messages, counted per kind (the error code) and written as
+ * ignis.proto.rejected events under a rate limit (event.h: the first few of
+ * a period in full, then one ignis.proto.rejected_summary with the count
+ * left out): anything that can connect can send garbage, and must not fill
+ * the log. `total` is every rejection, for the metrics page.
+ */
+#define SVC_REJECT_KINDS 32
+
+struct svc_rejects {
+	const char *socket; /* the path or url named in the events; not owned */
+	struct ev_limit kind[SVC_REJECT_KINDS];
+	uint64_t total;
+	bool held; /* some kind owes a summary */
+};
+
+/* Count one rejection of kind `code` (the message names what was wrong). */
+void svc_reject(struct svc_rejects *r, int code, const char *message);
+/* Write the summaries that are due. Call now and then (the service does it
+ * in every svc_poll). */
+void svc_reject_flush(struct svc_rejects *r);
+
 typedef int (*svc_handler_fn)(void *ctx, const struct msg *req, struct msg *reply,
                               struct ig_errbuf *eb);
 
@@ -41,7 +65,7 @@ struct svc {
 	uint64_t started_ms;
 	bool stop_requested;
 	char stop_reason[128];
-	uint64_t rejected;          /* messages that did not decode */
+	struct svc_rejects rejects; /* messages that did not decode */
 	atomic_uint_fast64_t polls; /* svc_poll entries: proof the loop is serving */
 };
 

@@ -21,12 +21,16 @@
 #define _GNU_SOURCE
 #include "frontdoor.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +42,7 @@
 #include "model.h"
 #include "msg.h"
 #include "tokenizer.h"
+#include "service.h"
 #include "transport.h"
 #include "version.h"
 
@@ -53,6 +58,7 @@ struct door_slot {
 	uint64_t req;          /* PARKED: the request's door id */
 	uint32_t from, max;    /* PARKED poll */
 	uint64_t deadline_ms;  /* PARKED poll */
+	uint32_t pipe;         /* the connection its request came on */
 	struct door_slot *nxt; /* spare list, or the request's waiters */
 };
 
@@ -70,6 +76,7 @@ struct door_req {
 	struct door_slot *submitter;
 	char cls[17];
 	bool slot_waited; /* counted in n_slot_waits */
+	bool withdrawn;   /* its client left while the worker admitted it */
 	/* at the worker */
 	uint64_t wid;
 	pid_t wpid;
@@ -124,6 +131,9 @@ struct door {
 
 	uint64_t n_submitted, n_finished, n_failed, n_refused, n_rejected, n_tokens;
 	uint64_t n_slot_waits;
+	struct svc_rejects rejects; /* messages that did not decode */
+	uint64_t n_withdrawn;       /* submits whose client left before an answer */
+	struct ev_limit withdrawn_limit;
 	struct msg *out; /* replies are built here, under mu */
 
 	pthread_t pump, clock;
@@ -830,18 +840,10 @@ static void door__cb(void *arg)
 	}
 	if (rv == 0) {
 		nm = nng_aio_get_msg(s->aio);
+		s->pipe = nng_pipe_id(nng_msg_get_pipe(nm));
 		q = malloc(sizeof(*q));
 		rc = q ? msg_decode(nng_msg_body(nm), nng_msg_len(nm), q, &eb)
 		       : ig_errf(&eb, IG_E_NOMEM, "no memory to decode a request");
-		if (rc) {
-			struct ev e;
-
-			ev_begin(&e, EV_WARN, "ignis.proto.rejected");
-			ev_str(&e, "socket", d->url);
-			ev_str(&e, "code", ig_err_name(rc));
-			ev_str(&e, "message", eb.msg);
-			ev_end(&e);
-		}
 	}
 	pthread_mutex_lock(&d->mu);
 	d->receiving--;
@@ -853,6 +855,7 @@ static void door__cb(void *arg)
 		s->st = SLOT_SPARE;
 	} else if (rc) {
 		d->n_rejected++;
+		svc_reject(&d->rejects, rc, eb.msg);
 		door__send_error(d, s, rc, eb.msg);
 	} else {
 		door__dispatch(d, s, q);
@@ -1176,6 +1179,12 @@ static bool door__pump_submits(struct door *d, pid_t pid, struct msg *q, int *wf
 			r->prompt = NULL;
 			d->n_submitted++;
 			door__reply_submitted(d, r);
+			if (r->withdrawn) {
+				/* nobody will read it: it goes at once */
+				r->wcancels = 2;
+				door__finish(d, r, "cancelled", 0, NULL);
+				door__forget(d, r);
+			}
 			moved = true;
 		} else if (rc == IG_E_BUSY && d->running > 0) {
 			/* every worker slot is taken: it waits, first in line */
@@ -1312,10 +1321,74 @@ static void *door__clock(void *arg)
 			}
 			r = nx;
 		}
+		svc_reject_flush(&d->rejects);
 		door__wait(&d->clock_cv, &d->mu, next - now);
 	}
 	pthread_mutex_unlock(&d->mu);
 	return NULL;
+}
+
+/* ---- clients that leave ----------------------------------------------------------- */
+
+static void door__slot_back(struct door *d, struct door_slot *s)
+{
+	s->st = SLOT_SPARE;
+	s->nxt = d->spare;
+	d->spare = s;
+	d->parked--;
+}
+
+/* A client's connection closed (it exited, was killed, or its pipe went
+ * with a retired listener): what it waits for goes. A submit still queued
+ * is dropped, one being admitted is cancelled once admitted, parked polls
+ * free their contexts. A client that is still there sends its request
+ * again on its new connection (nng's REQ does), so nothing runs twice. */
+static void door__pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	struct door *d = arg;
+	uint32_t id = nng_pipe_id(p);
+	uint64_t dropped = 0;
+
+	(void)ev;
+	pthread_mutex_lock(&d->mu);
+	for (struct door_req *r = d->head, *nx; r; r = nx) {
+		struct door_slot **pp = &r->waiters;
+
+		nx = r->next;
+		while (*pp) {
+			struct door_slot *s = *pp;
+
+			if (s->pipe == id) {
+				*pp = s->nxt;
+				door__slot_back(d, s);
+			} else {
+				pp = &s->nxt;
+			}
+		}
+		if (!r->submitter || r->submitter->pipe != id)
+			continue;
+		if (r->st == RQ_QUEUED) {
+			door__slot_back(d, r->submitter);
+			r->submitter = NULL;
+			door__free_req(d, r);
+			dropped++;
+		} else if (r->st == RQ_SUBMITTING) {
+			r->withdrawn = true;
+			dropped++;
+		}
+	}
+	d->n_withdrawn += dropped;
+	if (dropped && ev_limit_take(&d->withdrawn_limit, clk_mono_ms())) {
+		struct ev e;
+
+		ev_begin(&e, EV_INFO, "ignis.frontdoor.withdrawn");
+		ev_u64(&e, "requests", dropped);
+		ev_u64(&e, "total", d->n_withdrawn);
+		ev_str(&e, "reason",
+		       "the client's connection closed before its submit was answered");
+		ev_end(&e);
+	}
+	pthread_mutex_unlock(&d->mu);
 }
 
 /* ---- open, close, the supervisor's hook -------------------------------------------- */
@@ -1336,6 +1409,16 @@ void door_model_of(const struct msg_plan *pl, uint64_t vocab, struct door_model 
 	m->byte_tokenizer = vocab == TOK_VOCAB;
 	m->eos = vocab == TOK_VOCAB ? TOK_EOS : UINT32_MAX;
 	m->serving = pl->model_path.n > 0;
+}
+
+uint64_t door_rejected(struct door *d)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&d->mu);
+	n = d->n_rejected;
+	pthread_mutex_unlock(&d->mu);
+	return n;
 }
 
 const char *door_url(const struct door *d)
@@ -1400,6 +1483,67 @@ static int door__paths(struct door *d, const struct door_opts *o, struct ig_errb
 	return IG_E_OK;
 }
 
+static bool door__loopback(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)(const void *)sa)->sin_addr.s_addr) >>
+		        24) == 127;
+	if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a =
+		    &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_LOOPBACK(a))
+			return true;
+		if (IN6_IS_ADDR_V4MAPPED(a))
+			return a->s6_addr[12] == 127;
+	}
+	return false;
+}
+
+int door_check_bind(const char *bind, bool allow_remote, struct ig_errbuf *eb)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+	const char *rest, *colon;
+	char host[256];
+	bool loopback = true;
+	size_t len;
+
+	if (!bind || !*bind || allow_remote || strncmp(bind, "tcp", 3))
+		return IG_E_OK;
+	rest = strstr(bind, "://");
+	if (!rest)
+		return IG_E_OK; /* the address's own check refuses it */
+	rest += 3;
+	colon = strrchr(rest, ':');
+	len = colon ? (size_t)(colon - rest) : strlen(rest);
+	if (len >= 2 && rest[0] == '[' && rest[len - 1] == ']') {
+		rest++;
+		len -= 2;
+	}
+	if (len >= sizeof(host))
+		len = sizeof(host) - 1;
+	memcpy(host, rest, len);
+	host[len] = '\0';
+	if (!host[0] || !strcmp(host, "*")) {
+		loopback = false;
+	} else if (getaddrinfo(host, NULL, &hints, &ai) == 0) {
+		for (struct addrinfo *p = ai; p && loopback; p = p->ai_next)
+			loopback = door__loopback(p->ai_addr);
+		freeaddrinfo(ai);
+	} else {
+		loopback = false; /* unknown: not known to be loopback */
+	}
+	if (loopback)
+		return IG_E_OK;
+	return ig_errf(eb, IG_E_CONFIG,
+	               "--server-bind '%s' is not a loopback address, and the front door has "
+	               "no access control (anyone who reaches it can submit and cancel "
+	               "requests): bind tcp://127.0.0.1:PORT or an ipc:// path, or give "
+	               "--server-allow-remote (IGNIS_SERVER_ALLOW_REMOTE, server_allow_remote) "
+	               "to serve it there anyway",
+	               bind);
+}
+
 int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb)
 {
 	pthread_condattr_t ca;
@@ -1432,6 +1576,7 @@ int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb
 	rc = door__paths(d, o, eb);
 	if (rc)
 		goto out_free;
+	d->rejects.socket = d->url;
 	rc = tp_lock_take(d->lockpath, &d->lockfd, eb);
 	if (rc)
 		goto out_free;
@@ -1442,6 +1587,7 @@ int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb
 		rc = tp_nng_err(eb, rv, "cannot open the front door's reply socket");
 		goto out_unlock;
 	}
+	nng_pipe_notify(d->sock, NNG_PIPE_EV_REM_POST, door__pipe_gone, d);
 	rc = lg_open(&d->guard, d->sock, d->url, &(struct lg_opts){.ping_ms = d->watchdog_ms}, eb);
 	if (rc)
 		goto out_close_sock;

@@ -72,6 +72,14 @@ void door_model_of(const struct msg_plan *pl, uint64_t vocab, struct door_model 
  * <rtdir>/client.lock), listen, and start the threads. IG_E_BUSY when
  * another process holds the lock or the address is in use. */
 int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb);
+/* Messages the door refused because they did not decode, or were of a type
+ * it does not take. */
+uint64_t door_rejected(struct door *d);
+/* The front door has no access control: a tcp `bind` must be loopback
+ * (127.0.0.0/8, ::1, or a name that resolves only to those) unless
+ * `allow_remote` (--server-allow-remote). IG_E_CONFIG naming the knob. An
+ * ipc or empty `bind` passes. */
+int door_check_bind(const char *bind, bool allow_remote, struct ig_errbuf *eb);
 /* The address the door listens on ("ipc:///..." or "tcp://..."); valid
  * until door_close. */
 const char *door_url(const struct door *d);

@@ -225,6 +225,10 @@ static void met__family(struct met__out *o, enum met_id id)
 		met__src(o, id, "gpu-worker", &s->worker);
 		met__src(o, id, "kvstore", &s->kvstore);
 		break;
+	case MET_PROTO_REJECTED:
+		met__lab(o, id, "socket", "client", s->rejected_client);
+		met__lab(o, id, "socket", "supervisor", s->rejected_supervisor);
+		break;
 	case MET__COUNT:
 		break;
 	}

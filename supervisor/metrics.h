@@ -88,7 +88,12 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	  "every second); 0 leaves its families off the page.")                                    \
 	X(STATS_AGE, ignis_stats_age_seconds, GAUGE, "source", SUP,                                \
 	  "Seconds since the daemon's figures were last gathered (absent until the first "         \
-	  "answer).")
+	  "answer).")                                                                              \
+	X(PROTO_REJECTED, ignis_proto_rejected_total, COUNTER, "socket", SUP,                      \
+	  "Messages refused because they did not decode (malformed, oversize, another protocol "   \
+	  "version, an unknown type or field), by the socket that got them: client (the front "    \
+	  "door), supervisor; gpu-worker and kvstore while they are up. Only the first few of a "  \
+	  "kind each period are logged (ignis.proto.rejected).")
 
 enum met_id {
 #define MET__ENUM(ID, name, type, labels, source, help) MET_##ID,
@@ -154,6 +159,7 @@ struct met_snap {
 	uint32_t nprocs;
 	/* the daemons */
 	struct met_src worker, kvstore;
+	uint64_t rejected_client, rejected_supervisor; /* the supervisor's own sockets */
 	struct msg_worker_stats_reply w;
 	struct msg_kv_stats_reply kv;
 };

@@ -232,6 +232,14 @@ void metsrv_note_procs(struct metsrv *m, const struct proc *procs, int n)
 	pthread_mutex_unlock(&m->mu);
 }
 
+void metsrv_note_rejects(struct metsrv *m, uint64_t client, uint64_t supervisor)
+{
+	pthread_mutex_lock(&m->mu);
+	m->snap.rejected_client = client;
+	m->snap.rejected_supervisor = supervisor;
+	pthread_mutex_unlock(&m->mu);
+}
+
 /* Why the listener failed, naming the knob, its value and where it came from. */
 static int metsrv__refuse(const struct knob_value *knob, int rv, struct ig_errbuf *eb)
 {

@@ -52,6 +52,8 @@ int metsrv_open(struct metsrv **out, const struct knob_value *knob, const char *
 
 /* The supervisor's process table: itself (up), then `procs[0..n)` by role. */
 void metsrv_note_procs(struct metsrv *m, const struct proc *procs, int n);
+/* The rejections counted on the supervisor's own sockets (same thread). */
+void metsrv_note_rejects(struct metsrv *m, uint64_t client, uint64_t supervisor);
 
 /* Stop serving and gathering; frees `m`. NULL is accepted. */
 void metsrv_close(struct metsrv *m);

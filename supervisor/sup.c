@@ -291,6 +291,9 @@ int sup_start(const struct sup_opts *o)
 	ev_setup("supervisor", STDOUT_FILENO);
 	memset(&s, 0, sizeof(s));
 	rc = cfg_resolve(o->cfg, &eb);
+	if (!rc)
+		rc = door_check_bind(o->cfg->k.v[KNOB_SERVER_BIND].s,
+		                     o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE].u != 0, &eb);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
 		return PLAN_EXIT_CONFIG;
@@ -420,6 +423,7 @@ int sup_start(const struct sup_opts *o)
 			}
 		}
 		metsrv_note_procs(s.met, s.procs, SUP_NPROC);
+		metsrv_note_rejects(s.met, door_rejected(s.door), s.svc.rejects.total);
 		door_set_worker(s.door, s.procs[1].state == PROC_RUNNING ? s.procs[1].pid : 0,
 		                proc_state_name(s.procs[1].state));
 	}

@@ -7,6 +7,13 @@
  *   fd-probe URL vanish COUNT   connect at the socket level and close at once,
  *                               before nng's 8-byte header, COUNT times
  *   fd-probe URL half COUNT     connect, send 4 of the header's 8 bytes, close
+ *   fd-probe URL flood COUNT HEX  send the bytes COUNT times on one
+ *                               connection, each answered; print how many
+ *                               answers were errors
+ *   fd-probe URL wedge COUNT    COUNT times: vanish once, then time how long
+ *                               until a new client's ping is answered; print
+ *                               the mean and the worst (exit 1 if one took
+ *                               over 2 s: the guard cures one within tens of ms)
  *   fd-probe version            print the protocol version (to build hex)
  *
  * The reply is printed as "type=<name> code=<IG_E_*> message=..." (code and
@@ -22,6 +29,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "transport.h"
 
 /* A stream socket connected to the address under `url`, or -1. */
@@ -83,6 +91,93 @@ static int vanish(const char *url, int count, bool half)
 	return 0;
 }
 
+/* A new client's ping, answered within `ms`? */
+static bool pinged(const char *url, int ms)
+{
+	struct msg ping = {.type = MSG_PING};
+	struct ig_errbuf eb;
+	struct tp_rx rx;
+	nng_socket s;
+	bool ok;
+
+	if (tp_dial_url(&s, url, ms, &eb) != IG_E_OK)
+		return false;
+	ping.u.ping.seq = 5;
+	ok = tp_call(s, &ping, &rx, &eb) == IG_E_OK && rx.m.type == MSG_PONG;
+	tp_rx_release(&rx);
+	nng_close(s);
+	return ok;
+}
+
+static int wedge(const char *url, int count)
+{
+	uint64_t total = 0, worst = 0;
+
+	for (int i = 0; i < count; i++) {
+		uint64_t t0, dt;
+		int fd = raw_connect(url);
+
+		if (fd < 0) {
+			perror(url);
+			return 1;
+		}
+		close(fd);
+		t0 = clk_mono_ms();
+		while (!pinged(url, 250))
+			if (clk_mono_ms() - t0 > 2000) {
+				printf("wedge %d: not answering 2 s later\n", i);
+				return 1;
+			}
+		dt = clk_mono_ms() - t0;
+		total += dt;
+		worst = dt > worst ? dt : worst;
+	}
+	printf("%d wedges: answering again %.1f ms after each on average, %llu ms at worst\n",
+	       count, count ? (double)total / count : 0.0, (unsigned long long)worst);
+	return 0;
+}
+
+static unsigned char *unhex(const char *h, size_t *n)
+{
+	unsigned char *buf = calloc(1, strlen(h) / 2 + 1);
+
+	*n = 0;
+	for (; buf && h[0] && h[1]; h += 2) {
+		unsigned v;
+
+		sscanf(h, "%2x", &v);
+		buf[(*n)++] = (unsigned char)v;
+	}
+	return buf;
+}
+
+static int flood(const char *url, int count, const char *hex)
+{
+	struct ig_errbuf eb;
+	size_t n;
+	unsigned char *buf = unhex(hex, &n);
+	int errors = 0;
+	nng_socket s;
+
+	if (!buf || tp_dial_url(&s, url, 5000, &eb) != IG_E_OK) {
+		fprintf(stderr, "fd-probe: %s\n", buf ? eb.msg : "no memory");
+		return 1;
+	}
+	for (int i = 0; i < count; i++) {
+		struct tp_rx rx;
+
+		if (nng_send(s, buf, n, 0) != 0 || tp_recv(s, &rx, &eb) != IG_E_OK) {
+			printf("message %d: no answer\n", i);
+			return 1;
+		}
+		errors += rx.m.type == MSG_ERROR;
+		tp_rx_release(&rx);
+	}
+	printf("%d sent, %d answered with an error\n", count, errors);
+	fflush(stdout);
+	_exit(0);
+}
+
 int main(int argc, char **argv)
 {
 	struct ig_errbuf eb;
@@ -96,23 +191,20 @@ int main(int argc, char **argv)
 		printf("%u\n", MSG_PROTO_VERSION);
 		return 0;
 	}
+	if (argc == 5 && !strcmp(argv[2], "flood"))
+		return flood(argv[1], atoi(argv[3]), argv[4]);
 	if (argc != 4) {
 		fprintf(stderr,
-		        "usage: fd-probe URL hex HEX | size N | vanish COUNT | half COUNT\n");
+		        "usage: fd-probe URL hex HEX | size N | vanish COUNT | half COUNT | wedge "
+		        "COUNT | flood COUNT HEX\n");
 		return 2;
 	}
+	if (!strcmp(argv[2], "wedge"))
+		return wedge(argv[1], atoi(argv[3]));
 	if (!strcmp(argv[2], "vanish") || !strcmp(argv[2], "half"))
 		return vanish(argv[1], atoi(argv[3]), !strcmp(argv[2], "half"));
 	if (!strcmp(argv[2], "hex")) {
-		const char *h = argv[3];
-
-		buf = calloc(1, strlen(h) / 2 + 1);
-		for (; h[0] && h[1]; h += 2) {
-			unsigned v;
-
-			sscanf(h, "%2x", &v);
-			buf[n++] = (unsigned char)v;
-		}
+		buf = unhex(argv[3], &n);
 	} else {
 		n = strtoul(argv[3], NULL, 10);
 		buf = calloc(1, n ? n : 1);

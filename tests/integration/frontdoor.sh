@@ -157,6 +157,25 @@ wait_for 15 serving || fail "the door stopped serving after hostile messages"
 grep -q '"ignis.proto.rejected".*client.sock' "$events" || fail "no rejected event"
 kill -0 "$sup_pid" || fail "the supervisor died"
 
+step "a flood of malformed messages: each answered and counted, a few logged"
+before=$(grep -c '"ignis.proto.rejected".*client.sock' "$events")
+out=$("$probe" "$url" flood 2000 c1) || fail "flood: $out"
+[[ $out == "2000 sent, 2000 answered with an error" ]] || fail "flood: $out"
+after=$(grep -c '"ignis.proto.rejected".*client.sock' "$events")
+(( after - before <= 5 )) || fail "the flood wrote $((after - before)) rejected events (5 a period at most)"
+mport=$(grep -o '"ignis.supervisor.starting".*' "$events" | grep -o '"metrics":"[^"]*"' | cut -d'"' -f4)
+flood_counted() {
+	curl -s "http://$mport/metrics" |
+		awk '/^ignis_proto_rejected_total\{socket="client"\}/ { found = 1; ok = $2 >= 2000 }
+		     END { exit !(found && ok) }'
+}
+wait_for 5 flood_counted ||
+	fail "ignis_proto_rejected_total{socket=client} does not count the flood: $(curl -s "http://$mport/metrics" | grep proto_rejected)"
+wait_for 15 grep -q '"ignis.proto.rejected_summary".*client.sock.*"code":"IG_E_PROTO_MALFORMED"' "$events" ||
+	fail "no summary of the rejections left out"
+grep '"ignis.proto.rejected_summary".*client.sock' "$events" | tail -1 | jq -e '.count >= 1995' >/dev/null ||
+	fail "the summary does not count what was left out: $(grep rejected_summary "$events" | tail -1)"
+
 step "clients that vanish mid-connect or mid-header cannot take the door down"
 "$probe" "$url" vanish 5 >/dev/null || fail "could not connect"
 "$probe" "$url" half 5 >/dev/null || fail "could not connect"
@@ -164,6 +183,26 @@ wait_for 20 serving || fail "the door stopped serving after vanished clients"
 "$cli" --runtime-dir "$rt" generate --prompt "${prompts[1]}" --max-tokens 19 --seed 2 \
 	--temperature 0.8 --top-p 0.9 --top-k 50 >"$work/after-vanish" || fail "generate after vanish"
 cmp -s "$work/after-vanish" "$work/want.1" || fail "different tokens after vanished clients"
+
+step "a wedge again and again: each cured in a fraction of a second, other streams whole"
+pids=()
+for i in 0 1 2 3; do
+	"$cli" --runtime-dir "$rt" generate --prompt "a long one" --max-tokens 300 --seed 9 \
+		>"$work/under-wedge.$i" &
+	pids+=($!)
+done
+wait_for 20 test -s "$work/under-wedge.0" || fail "no stream began"
+out=$("$probe" "$url" wedge 30) || fail "client.sock: $out"
+echo "   client.sock: $out"
+out=$("$probe" "ipc://$rt/supervisor.sock" wedge 10) || fail "supervisor.sock: $out"
+echo "   supervisor.sock: $out"
+for i in 0 1 2 3; do
+	wait "${pids[$i]}" || fail "stream $i failed under the wedges"
+	cmp -s "$work/under-wedge.$i" "$work/want.long" || fail "stream $i differs under the wedges"
+done
+n=$(grep -c '"ignis.proto.listener_recreated"' "$events")
+((n >= 20)) || fail "only $n listeners re-created for 40 wedges"
+"$sup" status --runtime-dir "$rt" >/dev/null || fail "ignis-supervisor status after the wedges"
 
 step "clients killed -9 mid-stream: the others' streams are whole"
 pids=()
@@ -313,6 +352,26 @@ probe_is c1 "code=IG_E_PROTO_MALFORMED"
 "$probe" "$url" vanish 5 >/dev/null || fail "could not connect over tcp"
 "$probe" "$url" half 5 >/dev/null || fail "could not connect over tcp"
 wait_for 20 serving || fail "the tcp door stopped serving after vanished clients"
+out=$("$probe" "$url" wedge 10) || fail "tcp: $out"
+echo "   tcp: $out"
 "$load" "$url" 64 16 || fail "64 concurrent tcp clients"
+stop_sup
+
+step "tcp: a non-loopback address is refused unless --server-allow-remote says so"
+for bind in "tcp://0.0.0.0:$port" "tcp://*:$port" "tcp://[::]:$port"; do
+	out=$("$sup" start --runtime-dir "$work/rt3" --model "$model" --server-bind "$bind" \
+		--server-metrics-bind "127.0.0.1:$(free_port)" 2>&1)
+	rc=$?
+	[[ $rc == 2 ]] || fail "$bind: exit $rc, expected 2 (a configuration error): $out"
+	grep -qF -- "--server-bind '$bind' is not a loopback address" <<<"$out" &&
+		grep -qF -- "or give --server-allow-remote" <<<"$out" || fail "$bind: unclear refusal: $out"
+	[[ ! -e $work/rt3 ]] || fail "$bind: the refused start created its runtime directory"
+done
+start_sup --server-bind "tcp://localhost:$port"
+serving() { "$cli" --server "tcp://127.0.0.1:$port" status >/dev/null 2>&1; }
+wait_for 20 serving || fail "tcp://localhost: not serving"
+stop_sup
+start_sup --server-bind "tcp://0.0.0.0:$port" --server-allow-remote
+wait_for 20 serving || fail "--server-allow-remote: not serving on 0.0.0.0"
 stop_sup
 echo "frontdoor integration: all steps passed"

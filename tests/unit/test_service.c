@@ -432,6 +432,32 @@ static void test_guard_frees_stuck_clients(void **state)
 	echo_close(&e);
 }
 
+/* The rate limit of rejection events: the first EV_LIMIT_BURST of a period
+ * in full, the rest counted, their count due once the period is over, and a
+ * new period after it. */
+static void test_reject_limit(void **state)
+{
+	struct ev_limit l = {0};
+	uint64_t t0 = 1000000;
+	int full = 0;
+
+	(void)state;
+	for (int i = 0; i < 100; i++)
+		full += ev_limit_take(&l, t0 + (uint64_t)i);
+	assert_int_equal(full, EV_LIMIT_BURST);
+	assert_int_equal(l.total, 100);
+	assert_int_equal(ev_limit_due(&l, t0 + EV_LIMIT_PERIOD_MS / 2), 0); /* not yet */
+	/* still in the flood: counted towards the same summary */
+	assert_false(ev_limit_take(&l, t0 + EV_LIMIT_PERIOD_MS + 1));
+	assert_int_equal(ev_limit_due(&l, t0 + EV_LIMIT_PERIOD_MS + 2), 100 - EV_LIMIT_BURST + 1);
+	assert_int_equal(ev_limit_due(&l, t0 + EV_LIMIT_PERIOD_MS + 3), 0); /* said once */
+	/* a new period: in full again */
+	assert_true(ev_limit_take(&l, t0 + EV_LIMIT_PERIOD_MS + 4));
+	assert_int_equal(l.total, 102);
+	/* a quiet period: nothing held, nothing due */
+	assert_int_equal(ev_limit_due(&l, t0 + 5 * EV_LIMIT_PERIOD_MS), 0);
+}
+
 static void test_shutdown_request(void **state)
 {
 	struct fixture *f = *state;
@@ -463,6 +489,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_client_dies_mid_connect, setup_noping, teardown),
 	    cmocka_unit_test(test_guard_cures_and_keeps_clients),
 	    cmocka_unit_test(test_guard_frees_stuck_clients),
+	    cmocka_unit_test(test_reject_limit),
 	    cmocka_unit_test_setup_teardown(test_shutdown_request, setup, teardown),
 	};
 
