@@ -28,7 +28,18 @@
  *     staging window (kv_stage), each checked while copied: disk to device,
  *     never through KV-RAM. A sequence lives in one tier. Staging windows
  *     are arena reservations keyed KVS_STAGE_BIT | seq that are never
- *     committed, so a restarted daemon reclaims them.
+ *     committed, so a restarted daemon reclaims them;
+ *   - a read from KV-disk always gets its staging window (ADR 0020): from
+ *     free room; else from the staging windows of reads that ended; else
+ *     KV-RAM demotes a complete sequence KV-disk can take (one per loop
+ *     turn: ask again); else, both tiers full, KV-RAM gives a complete
+ *     sequence up for it (named in ignis.kvstore.given_up: that request is
+ *     prefilled again). A write straight to disk takes the same steps but
+ *     the last: it is refused instead (the victim stays on the device);
+ *   - at configuration, a damaged KV-RAM index record costs its sequence
+ *     alone (ignis.kvstore.ram_record_dropped, counted as lost); the rest
+ *     is served;
+ *   - warnings a retry loop can repeat are rate-limited (kvs_warn).
  *
  * IGNIS_TEST_KVDISK_IGNORE_VOLUME (tests only): take --reuse-kv-disk-bytes as
  * the ceiling without the volume rule (free - 10 GiB), for small CI disks.
@@ -57,6 +68,24 @@
  * its commit is answered "not found"). Either way nothing is served that
  * was not checked: a reader checks the staged bytes against their sum. */
 #define KVS_STAGE_IDLE_S 60u
+/* A read whose last window was staged this long ago has its bytes: its
+ * staging window goes to another reader or writer that needs the room
+ * (the worker drops it within a round; ignis-kvstore-ctl never does). */
+#define KVS_STAGE_DONE_S 5u
+/* Repeated warnings: the first KVS_WARN_BURST of a kind in each
+ * KVS_WARN_WINDOW_S are logged, the rest counted into one summary. */
+#define KVS_WARN_BURST    3u
+#define KVS_WARN_WINDOW_S 60u
+
+/* A warning a retry loop can repeat (a demotion KV-disk refuses, a read or
+ * write with no staging room): rate-limited, so a client asking again every
+ * 50 ms for 10 s writes a few lines and a summary, not hundreds. */
+struct kvs_warn {
+	const char *event;
+	uint64_t since_s;    /* the window's start */
+	uint32_t n;          /* logged in it */
+	uint64_t suppressed; /* counted, not logged */
+};
 
 struct kvs {
 	struct arena *ram;
@@ -78,7 +107,10 @@ struct kvs {
 		uint64_t bytes;        /* the staging window: its largest window */
 		uint64_t used_s;       /* last opened, staged into or committed from */
 		bool used;
+		bool done; /* a read whose last window was staged */
 	} stages[KVS_STAGES];
+	struct kvs_warn warn_demote, warn_stage;
+	struct arena_info list[65536]; /* KV-RAM's sequences, for kvs_demotable */
 	/* the windows of one sequence, for get/put */
 	struct arena_window w[ARENA_MAX_WINDOWS];
 	uint64_t sums[ARENA_MAX_WINDOWS]; /* a disk record's window checksums */
@@ -125,6 +157,43 @@ static int kvs_mkdirs(const char *path, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
+/* What the arena's recovery found damaged: each record dropped costs its
+ * own sequence (its owner finds it held nowhere and prefills it again); a
+ * header rebuilt from the configuration costs nothing. */
+static void kvs_report_recovery(const struct kvs *k)
+{
+	struct arena_damage d[ARENA_DAMAGE_DETAILS];
+	uint32_t n = arena_damaged(k->ram, d, ARENA_DAMAGE_DETAILS);
+	const char *rebuilt = arena_repaired(k->ram);
+	struct ev e;
+
+	if (rebuilt) {
+		ev_begin(&e, EV_WARN, "ignis.kvstore.ram_header_repaired");
+		ev_str(&e, "arena", k->arena_name);
+		ev_str(&e, "detail", rebuilt);
+		ev_end(&e);
+	}
+	for (uint32_t i = 0; i < n && i < ARENA_DAMAGE_DETAILS; i++) {
+		ev_begin(&e, EV_WARN, "ignis.kvstore.ram_record_dropped");
+		ev_str(&e, "arena", k->arena_name);
+		ev_u64(&e, "record", d[i].record);
+		ev_u64(&e, "seq", d[i].seq);
+		ev_str(&e, "why", d[i].why);
+		ev_str(&e, "detail",
+		       "a damaged KV-RAM index record: its sequence is lost (its request is "
+		       "prefilled again); the rest of KV-RAM is served");
+		ev_end(&e);
+	}
+	if (n > ARENA_DAMAGE_DETAILS) {
+		ev_begin(&e, EV_WARN, "ignis.kvstore.ram_record_dropped");
+		ev_str(&e, "arena", k->arena_name);
+		ev_u64(&e, "more", n - ARENA_DAMAGE_DETAILS);
+		ev_str(&e, "detail",
+		       "more damaged KV-RAM index records dropped, each its sequence");
+		ev_end(&e);
+	}
+}
+
 static int kvs_configure(struct kvs *k, const struct msg_kv_config *c, struct ig_errbuf *eb)
 {
 	char name[97], path[4097];
@@ -161,6 +230,7 @@ static int kvs_configure(struct kvs *k, const struct msg_kv_config *c, struct ig
 	k->disk_flag = c->disk_bytes;
 	k->ttl_s = c->interactive_ttl_s;
 	k->started_s = kvs_now_s();
+	kvs_report_recovery(k);
 	snprintf(k->disk_path, sizeof(k->disk_path), "%s", path);
 	if (c->disk_bytes && path[0]) {
 		rc = kvs_mkdirs(path, eb);
@@ -182,6 +252,7 @@ static int kvs_configure(struct kvs *k, const struct msg_kv_config *c, struct ig
 	ev_u64(&e, "kv_ram_bytes", as.bytes);
 	ev_u64(&e, "recovered_sequences", as.recovered_sequences);
 	ev_u64(&e, "reclaimed_sequences", as.reclaimed_sequences);
+	ev_u64(&e, "damaged_sequences", as.damaged_sequences);
 	ev_u64(&e, "retained_host_slots", as.slots);
 	ev_u64(&e, "retained_slot_bytes", as.slot_bytes);
 	ev_u64(&e, "recovered_slots", as.slots_recovered);
@@ -289,11 +360,162 @@ static struct kvs_stage *kvs_stage_find(struct kvs *k, uint64_t seq)
 	return NULL;
 }
 
+/* May a warning of `w`'s kind be logged now? A summary of the ones held
+ * back goes out first once their window has passed. */
+static void kvs_warn_flush(struct kvs_warn *w, uint64_t now)
+{
+	struct ev e;
+
+	if (!w->n || now - w->since_s < KVS_WARN_WINDOW_S)
+		return;
+	if (w->suppressed) {
+		ev_begin(&e, EV_WARN, w->event);
+		ev_u64(&e, "suppressed", w->suppressed);
+		ev_u64(&e, "window_s", KVS_WARN_WINDOW_S);
+		ev_str(&e, "detail", "more warnings like the ones before, not logged one by one");
+		ev_end(&e);
+	}
+	w->n = 0;
+	w->suppressed = 0;
+}
+
+static bool kvs_warn_take(struct kvs_warn *w)
+{
+	uint64_t now = kvs_now_s();
+
+	kvs_warn_flush(w, now);
+	if (!w->n)
+		w->since_s = now;
+	if (w->n < KVS_WARN_BURST) {
+		w->n++;
+		return true;
+	}
+	w->suppressed++;
+	return false;
+}
+
+/* Is there a complete KV-RAM sequence KV-disk can take now, so that a
+ * demotion would make room? */
+static bool kvs_demotable(struct kvs *k)
+{
+	uint32_t n;
+
+	if (!k->disk)
+		return false;
+	n = arena_list(k->ram, k->list, sizeof(k->list) / sizeof(k->list[0]));
+	for (uint32_t i = 0; i < n; i++)
+		if (k->list[i].complete && !(k->list[i].meta.seq & KVS_STAGE_BIT) &&
+		    kvdisk_fits(k->disk, &k->list[i].meta))
+			return true;
+	return false;
+}
+
+static void kvs_stage_close(struct kvs *k, uint64_t seq);
+
+/* A staging window refused: the sequence asked for (not the staging key),
+ * what each tier holds and what happens next. Unless KV-RAM is `demoting`
+ * to make the room (then asking again will do), nothing changes by itself:
+ * the refusal is also a (rate-limited) warning. */
+static int kvs_stage_refused(struct kvs *k, const struct arena_meta *of, uint64_t bytes, bool read,
+                             bool demoting, struct ig_errbuf *eb)
+{
+	struct arena_stats st;
+	const char *then;
+	char disk[160];
+	struct ev e;
+
+	arena_stats(k->ram, &st);
+	if (k->disk) {
+		struct kvdisk_stats ds;
+
+		kvdisk_stats(k->disk, &ds);
+		snprintf(disk, sizeof(disk),
+		         "KV-disk holds %" PRIu64 " of its %" PRIu64 "-byte ceiling", ds.used_bytes,
+		         ds.ceiling_bytes);
+	} else {
+		snprintf(disk, sizeof(disk), "KV-disk is off");
+	}
+	then = demoting           ? "KV-RAM is giving a complete sequence to KV-disk to make the "
+	                            "room: ask again"
+	       : bytes > st.bytes ? "the window is larger than all of KV-RAM: raise "
+	                            "--reuse-kv-ram-bytes to read it"
+	       : read             ? "what KV-RAM holds is being written or read, none of it can be "
+	                            "given up now: ask again"
+	                          : "the write is refused, the sequence stays where it is";
+	ig_errf(eb, IG_E_NOSPACE,
+	        "seq %" PRIu64 ": its %s KV-disk needs a staging window of %" PRIu64
+	        " bytes in KV-RAM, which has none (the largest free extent is %" PRIu64
+	        " bytes, %" PRIu64 " free of %" PRIu64 "); %s; %s",
+	        of->seq, read ? "read back from" : "write straight to", bytes, st.largest_free,
+	        st.free_bytes, st.bytes, disk, then);
+	if (!demoting && kvs_warn_take(&k->warn_stage)) {
+		ev_begin(&e, EV_WARN, k->warn_stage.event);
+		ev_u64(&e, "seq", of->seq);
+		ev_str(&e, "detail", eb->msg);
+		ev_end(&e);
+	}
+	return IG_E_NOSPACE;
+}
+
+/*
+ * Room for the staging window `m` of `of` when KV-RAM has none free
+ * (ADR 0020): the staging windows of reads that ended; else a demotion of
+ * a complete sequence KV-disk can take (kvs_work, one a loop turn: ask
+ * again); else, for a read, KV-RAM gives up complete sequences (kvs_victim's
+ * order) until it fits: a sequence on disk must always be able to come back,
+ * and with both tiers full nothing else can make the room. IG_E_OK with
+ * *offset, or IG_E_NOSPACE naming `of` and both tiers.
+ */
+static int kvs_stage_room(struct kvs *k, const struct arena_meta *of, const struct arena_meta *m,
+                          bool read, uint64_t *offset, struct ig_errbuf *eb)
+{
+	uint64_t now = kvs_now_s();
+	struct arena_stats st;
+	struct ig_errbuf e2;
+	bool freed = false;
+
+	for (uint32_t i = 0; i < KVS_STAGES; i++) {
+		struct kvs_stage *g = &k->stages[i];
+
+		if (g->used && g->done && g->seq != of->seq &&
+		    now - g->used_s >= KVS_STAGE_DONE_S) {
+			kvs_stage_close(k, g->seq);
+			freed = true;
+		}
+	}
+	if (freed && arena_reserve(k->ram, m, offset, &e2) == IG_E_OK)
+		return IG_E_OK;
+	if (kvs_demotable(k)) {
+		if (m->image_bytes > k->want_room)
+			k->want_room = m->image_bytes;
+		return kvs_stage_refused(k, of, m->image_bytes, read, true, eb);
+	}
+	arena_stats(k->ram, &st);
+	while (read && m->image_bytes <= st.bytes) {
+		uint64_t v = kvs_victim(k, 0, NULL, 0);
+		struct ev e;
+
+		if (!v || arena_drop(k->ram, v, &e2) != IG_E_OK)
+			break;
+		k->ram_evictions++;
+		ev_begin(&e, EV_WARN, "ignis.kvstore.given_up");
+		ev_u64(&e, "seq", v);
+		ev_u64(&e, "for_seq", of->seq);
+		ev_str(&e, "detail",
+		       "KV-RAM and KV-disk are full: given up so that a sequence on KV-disk can "
+		       "be read back; that request will be prefilled again");
+		ev_end(&e);
+		if (arena_reserve(k->ram, m, offset, &e2) == IG_E_OK)
+			return IG_E_OK;
+	}
+	return kvs_stage_refused(k, of, m->image_bytes, read, false, eb);
+}
+
 /* The staging window of `seq` (its largest window's bytes of the arena),
- * opened when it has none. IG_E_NOSPACE when KV-RAM has no room for one window now (with
- * KV-disk on the loop then demotes to make it). */
-static int kvs_stage_open(struct kvs *k, const struct arena_meta *of, struct kvs_stage **out,
-                          struct ig_errbuf *eb)
+ * opened when it has none, for a read from KV-disk or a write straight to
+ * it. IG_E_NOSPACE when no room can be had for it now (kvs_stage_room). */
+static int kvs_stage_open(struct kvs *k, const struct arena_meta *of, bool read,
+                          struct kvs_stage **out, struct ig_errbuf *eb)
 {
 	struct kvs_stage *g = kvs_stage_find(k, of->seq);
 	struct arena_meta m = *of;
@@ -303,6 +525,7 @@ static int kvs_stage_open(struct kvs *k, const struct arena_meta *of, struct kvs
 
 	if (g && g->window_bytes == of->window_bytes && g->bytes == bytes) {
 		g->used_s = kvs_now_s();
+		g->done = false;
 		*out = g;
 		return IG_E_OK;
 	}
@@ -332,12 +555,12 @@ static int kvs_stage_open(struct kvs *k, const struct arena_meta *of, struct kvs
 		(void)arena_drop(k->ram, m.seq, &e2);
 		rc = arena_reserve(k->ram, &m, &offset, eb);
 	}
-	if (rc == IG_E_NOSPACE && k->disk && m.image_bytes > k->want_room)
-		k->want_room = m.image_bytes;
+	if (rc == IG_E_NOSPACE)
+		rc = kvs_stage_room(k, of, &m, read, &offset, eb);
 	if (rc)
 		return rc;
-	*g =
-	    (struct kvs_stage){of->seq, offset, of->window_bytes, m.image_bytes, kvs_now_s(), true};
+	*g = (struct kvs_stage){of->seq, offset, of->window_bytes, m.image_bytes, kvs_now_s(),
+	                        true,    false};
 	*out = g;
 	return IG_E_OK;
 }
@@ -363,7 +586,7 @@ static int kvs_reserve_disk(struct kvs *k, const struct arena_meta *m, uint64_t 
 
 	if (rc)
 		return rc;
-	rc = kvs_stage_open(k, m, &g, eb);
+	rc = kvs_stage_open(k, m, false, &g, eb);
 	if (rc) {
 		(void)kvdisk_wabort(k->disk, m->seq);
 		return rc;
@@ -533,7 +756,7 @@ static int kvs_stage(struct kvs *k, const struct msg_kv_stage *q, struct msg *re
 	rc = kvdisk_stat(k->disk, q->seq, &ds, eb);
 	if (rc)
 		return rc;
-	rc = kvs_stage_open(k, &ds.meta, &g, eb);
+	rc = kvs_stage_open(k, &ds.meta, true, &g, eb);
 	if (rc)
 		return rc;
 	rc = kvdisk_rwindow(k->disk, q->seq, (uint32_t)q->window,
@@ -544,8 +767,10 @@ static int kvs_stage(struct kvs *k, const struct msg_kv_stage *q, struct msg *re
 			kvs_stage_close(k, q->seq);
 		return rc;
 	}
-	if (q->window + 1 == ds.meta.windows)
+	if (q->window + 1 == ds.meta.windows) {
 		k->disk_reads++;
+		g->done = true; /* its reader has every window now */
+	}
 	kvs_touch(q->seq);
 	reply->type = MSG_KV_STAGED;
 	reply->u.kv_staged = (struct msg_kv_staged){q->seq, q->window, g->offset, len, sum};
@@ -646,7 +871,7 @@ static int kvs_fetch(struct kvs *k, uint64_t seq, struct msg *reply, struct ig_e
 			goto not_found;
 		if (rc)
 			return rc;
-		rc = kvs_stage_open(k, &m, &g, eb);
+		rc = kvs_stage_open(k, &m, true, &g, eb);
 		if (rc)
 			return rc;
 		kvs_touch(seq);
@@ -768,6 +993,9 @@ static void kvs_stats(struct kvs *k, struct msg *reply)
 		r->commits = as.commits;
 		r->refusals_full = as.refusals_full;
 		r->recovered_sequences = as.recovered_sequences;
+		/* index records found damaged at the start: lost like a torn
+		 * KV-disk record (ignis_kv_disk_failures_total) */
+		r->lost += as.damaged_sequences;
 		r->slots = as.slots;
 		r->slot_bytes = as.slot_bytes;
 		r->slots_held = as.slots_held;
@@ -1048,16 +1276,20 @@ ack:
 }
 
 /* Background demotions, one sequence per loop turn, until the room a
- * refused reserve wanted is free (or nothing more can go). */
+ * refused reserve wanted is free (or nothing more can go); staging windows
+ * left idle given back; the rate-limited warnings' summaries. */
 static bool kvs_work(void *ctx, int *fatal)
 {
 	struct kvs *k = ctx;
 	struct arena_stats st;
 	struct ig_errbuf eb;
 	uint64_t skip[32];
+	uint32_t n_list;
 	struct ev e;
 
 	(void)fatal;
+	kvs_warn_flush(&k->warn_demote, kvs_now_s());
+	kvs_warn_flush(&k->warn_stage, kvs_now_s());
 	if (!k->ram || !k->disk)
 		return false;
 	for (uint32_t i = 0; i < KVS_STAGES; i++) {
@@ -1066,12 +1298,15 @@ static bool kvs_work(void *ctx, int *fatal)
 		if (g->used && kvs_now_s() - g->used_s > KVS_STAGE_IDLE_S) {
 			bool wrote = kvdisk_wabort(k->disk, g->seq);
 
-			ev_begin(&e, EV_WARN, "ignis.kvstore.stage_abandoned");
-			ev_u64(&e, "seq", g->seq);
-			ev_str(&e, "detail",
-			       wrote ? "a write straight to disk stopped midway: erased"
-			             : "a read from disk not finished: its staging window freed");
-			ev_end(&e);
+			if (wrote || !g->done) { /* an ended read's reader had its bytes */
+				ev_begin(&e, EV_WARN, "ignis.kvstore.stage_abandoned");
+				ev_u64(&e, "seq", g->seq);
+				ev_str(&e, "detail",
+				       wrote ? "a write straight to disk stopped midway: erased"
+				             : "a read from disk not finished: its staging window "
+				               "freed");
+				ev_end(&e);
+			}
 			kvs_stage_close(k, g->seq);
 		}
 	}
@@ -1082,17 +1317,29 @@ static bool kvs_work(void *ctx, int *fatal)
 		k->want_room = 0;
 		return false;
 	}
-	/* the victims in kvs_victim's order; one that KV-disk refuses (its
-	 * ceiling) is passed over for the next */
+	/* the victims in kvs_victim's order; one that KV-disk cannot take (its
+	 * ceiling) is passed over for the next without trying it */
+	n_list = arena_list(k->ram, k->list, sizeof(k->list) / sizeof(k->list[0]));
 	for (uint32_t n_skip = 0; n_skip < sizeof(skip) / sizeof(skip[0]); n_skip++) {
 		uint64_t v = kvs_victim(k, 0, skip, n_skip);
+		bool fits = false;
 
 		if (!v)
 			break;
+		skip[n_skip] = v;
+		for (uint32_t i = 0; i < n_list; i++)
+			if (k->list[i].meta.seq == v)
+				fits = kvdisk_fits(k->disk, &k->list[i].meta);
+		if (!fits)
+			continue;
 		if (!kvs_demote(k, v, &eb))
 			return true;
-		ev_msg(EV_WARN, "ignis.kvstore.demote_failed", "seq %" PRIu64 ": %s", v, eb.msg);
-		skip[n_skip] = v;
+		if (kvs_warn_take(&k->warn_demote)) {
+			ev_begin(&e, EV_WARN, k->warn_demote.event);
+			ev_u64(&e, "seq", v);
+			ev_str(&e, "detail", eb.msg);
+			ev_end(&e);
+		}
 	}
 	k->want_room = 0;
 	return false;
@@ -1113,6 +1360,9 @@ int main(int argc, char **argv)
 	};
 	struct dmn_args args;
 	int rc = dmn_parse_args(&spec, argc, argv, &args);
+
+	k.warn_demote.event = "ignis.kvstore.demote_failed";
+	k.warn_stage.event = "ignis.kvstore.stage_refused";
 
 	if (rc)
 		return rc > 0 ? 0 : 2;
