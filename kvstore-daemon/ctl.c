@@ -3,7 +3,7 @@
  *
  *   ignis-kvstore-ctl [--runtime-dir DIR] [--json | --prom] stats
  *   ignis-kvstore-ctl [--runtime-dir DIR] list
- *   ignis-kvstore-ctl [--runtime-dir DIR] put SEQ FILE [--window BYTES] [--class agent]
+ *   ignis-kvstore-ctl [--runtime-dir DIR] put SEQ FILE [--window SIZE] [--class agent]
  *                     [--pace-us N]
  *   ignis-kvstore-ctl [--runtime-dir DIR] get SEQ FILE
  *   ignis-kvstore-ctl [--runtime-dir DIR] drop SEQ
@@ -13,7 +13,15 @@
  *   ignis-kvstore-ctl [--runtime-dir DIR] slot-put KEY FILE [--kind checkpoint|prefix]
  *                     [--class agent] [--tokens N] [--model-id ID]
  *   ignis-kvstore-ctl [--runtime-dir DIR] slot-get KEY FILE [--model-id ID]
+ *   ignis-kvstore-ctl --help | VERB --help | --version
  *
+ * Sizes take the suffixes every knob takes (common/bytesize.h: 256K, 12M).
+ * Before it dials, the ctl checks that something can answer: the runtime
+ * directory exists and is ours to enter, and a process holds kvstore.lock
+ * (a supervisor restarting its daemon is waited for, up to 20 s); else it
+ * says why at once. A daemon not configured yet (restarted: the supervisor
+ * configures it after its hello) is waited for, up to 10 s, as the worker's
+ * client does.
  * put stores FILE as sequence SEQ the way the worker moves a sequence out:
  * reserve, then window by window into the shared arena, each committed with
  * its sum (acknowledged on return); get fetches it back (from KV-disk into
@@ -39,20 +47,58 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "arena.h"
+#include "bytesize.h"
 #include "kvcopy.h"
 #include "kvmetrics.h"
 #include "rtdir.h"
 #include "transport.h"
 #include "version.h"
 
-static int usage(FILE *f, int rc)
+/* Each verb: its name, its arguments, what it does. */
+static const struct ctl_verb {
+	const char *name, *args, *doc;
+} ctl_verbs[] = {
+    {"stats", "[--json | --prom]", "the tiers' figures (--prom: the metrics page's names)"},
+    {"list", "[--json]", "every sequence held, in either tier"},
+    {"put", "SEQ FILE [--window SIZE] [--class agent|interactive] [--pace-us N]",
+     "store FILE as sequence SEQ, window by window (SIZE 12M by default; K, M, G suffixes)"},
+    {"get", "SEQ FILE", "write sequence SEQ to FILE, every window checked"},
+    {"drop", "SEQ", "drop sequence SEQ from both tiers"},
+    {"verify", "[SEQ]", "check every window (of SEQ, or of every sequence) against its checksum"},
+    {"demote", "SEQ", "move sequence SEQ from KV-RAM to KV-disk"},
+    {"slots", "[--json]", "the retained host slots"},
+    {"slot-put",
+     "KEY FILE [--kind checkpoint|prefix] [--class agent|interactive] [--tokens N] "
+     "[--model-id ID]",
+     "capture a retained host slot for FILE under KEY and publish it"},
+    {"slot-get", "KEY FILE [--model-id ID]", "write KEY's retained slot to FILE, checked"},
+};
+
+static const struct ctl_verb *ctl_verb(const char *name)
 {
-	fprintf(f,
-	        "usage: ignis-kvstore-ctl [--runtime-dir DIR] [--json | --prom] COMMAND\n"
-	        "commands: stats | list | put SEQ FILE [--window BYTES] [--class agent]\n"
-	        "          | get SEQ FILE | drop SEQ | verify [SEQ] | demote SEQ\n"
-	        "          | slots | slot-put KEY FILE [--kind checkpoint|prefix] [--class agent]\n"
-	        "            [--tokens N] [--model-id ID] | slot-get KEY FILE [--model-id ID]\n");
+	for (size_t i = 0; i < sizeof(ctl_verbs) / sizeof(ctl_verbs[0]); i++)
+		if (!strcmp(name, ctl_verbs[i].name))
+			return &ctl_verbs[i];
+	return NULL;
+}
+
+/* The usage of one verb, or of all (v NULL). */
+static int usage(FILE *f, const struct ctl_verb *v, int rc)
+{
+	if (v) {
+		fprintf(f, "usage: ignis-kvstore-ctl [--runtime-dir DIR] %s %s\n  %s\n", v->name,
+		        v->args, v->doc);
+		return rc;
+	}
+	fprintf(f, "usage: ignis-kvstore-ctl [--runtime-dir DIR] VERB [ARGS]\n"
+	           "       ignis-kvstore-ctl --help | VERB --help | --version\n"
+	           "The operator's view of the kvstore daemon's tiers (KV-RAM and KV-disk) at\n"
+	           "DIR (else $IGNIS_RUNTIME_DIR, $XDG_RUNTIME_DIR/ignis, /tmp/ignis-$UID).\n"
+	           "verbs:\n");
+	for (size_t i = 0; i < sizeof(ctl_verbs) / sizeof(ctl_verbs[0]); i++)
+		fprintf(f, "  %s %s\n      %s\n", ctl_verbs[i].name, ctl_verbs[i].args,
+		        ctl_verbs[i].doc);
+	fprintf(f, "Exit 0 done, 1 refused or failed (the reason on stderr), 2 bad arguments.\n");
 	return rc;
 }
 
@@ -60,6 +106,88 @@ static int die(const char *what, const char *msg)
 {
 	fprintf(stderr, "ignis-kvstore-ctl: %s: %s\n", what, msg);
 	return 1;
+}
+
+/* --window: a size as every knob takes it (common/bytesize.h), 1 B to
+ * 4 GiB - 1. */
+static bool parse_window(const char *s, uint64_t *out)
+{
+	struct ig_errbuf eb;
+	struct bsize b;
+
+	if (!s || bsize_parse(s, false, &b, &eb) || b.n == 0 || b.n > UINT32_MAX) {
+		fprintf(stderr,
+		        "ignis-kvstore-ctl: --window '%s'; accepted: a size of 1 byte to "
+		        "4294967295, in bytes or with K, M, G (binary: 256K = 262144)\n",
+		        s ? s : "");
+		return false;
+	}
+	*out = b.n;
+	return true;
+}
+
+/* How long a supervisor restarting its kvstore daemon is waited for: its
+ * backoff (10 s at most, proc.h) and the new daemon's hello. */
+#define CTL_RESTART_WAIT_MS 20000
+/* How long a daemon not configured yet is waited for (the supervisor
+ * configures it right after its hello). */
+#define CTL_CONFIG_WAIT_MS 10000
+
+/*
+ * Can anything at `rtdir` answer? Said at once when not: no directory, one
+ * we may not enter (another user's 0700 runtime directory), nobody holding
+ * kvstore.lock and no supervisor that would start a daemon, a socket we may
+ * not open. A supervisor whose daemon is being restarted is waited for.
+ * Only locks and file modes are looked at: the socket is never probed (nng
+ * 1.5.2, docs/protocol.md "Transport").
+ */
+static int ctl_reach(const char *rtdir, struct ig_errbuf *eb)
+{
+	char sock[RTDIR_PATH_MAX + 32];
+	struct stat st;
+	pid_t holder;
+
+	if (stat(rtdir, &st) != 0) {
+		if (errno == ENOENT)
+			return ig_errf(
+			    eb, IG_E_NOTFOUND,
+			    "%s does not exist: no Ignis runs there (start ignis-supervisor, "
+			    "or name its runtime directory with --runtime-dir)",
+			    rtdir);
+		return ig_errf(eb, errno == EACCES ? IG_E_PERM : IG_E_IO, "%s: %s", rtdir,
+		               strerror(errno));
+	}
+	if (!S_ISDIR(st.st_mode))
+		return ig_errf(eb, IG_E_CONFIG, "%s is not a directory", rtdir);
+	if (access(rtdir, R_OK | W_OK | X_OK) != 0)
+		return ig_errf(eb, errno == EACCES ? IG_E_PERM : IG_E_IO,
+		               "runtime directory %s: %s (it belongs to uid %u, mode %04o): run as "
+		               "its owner",
+		               rtdir, strerror(errno), (unsigned)st.st_uid,
+		               (unsigned)(st.st_mode & 07777));
+	snprintf(sock, sizeof(sock), "%s/kvstore.sock", rtdir);
+	for (int waited = 0;; waited += 50) {
+		bool daemon = tp_lock_held(rtdir, "kvstore", &holder);
+
+		if (daemon && access(sock, W_OK) == 0)
+			return IG_E_OK;
+		if (daemon && errno != ENOENT)
+			return ig_errf(eb, errno == EACCES ? IG_E_PERM : IG_E_IO, "%s: %s", sock,
+			               strerror(errno));
+		if (!daemon && !tp_lock_held(rtdir, "supervisor", &holder))
+			return ig_errf(
+			    eb, IG_E_NOTFOUND,
+			    "no kvstore daemon runs at %s (nothing holds kvstore.lock) and "
+			    "no supervisor would start one: start ignis-supervisor, or name "
+			    "its runtime directory with --runtime-dir",
+			    rtdir);
+		if (waited >= CTL_RESTART_WAIT_MS)
+			return ig_errf(eb, IG_E_TIMEOUT,
+			               "the supervisor at %s (pid %ld) has had no kvstore daemon "
+			               "serving for %d s: see ignis-supervisor status",
+			               rtdir, (long)holder, CTL_RESTART_WAIT_MS / 1000);
+		usleep(50000);
+	}
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -218,7 +346,6 @@ static int cmd_list(nng_socket s, bool json, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
-/* The arena the daemon serves, mapped. */
 /* A call answered "tier full" is tried again while the daemon makes room
  * (it gives sequences to KV-disk one per loop turn), for up to 10 s; a
  * request larger than the whole arena is refused by the daemon at once with
@@ -238,19 +365,31 @@ static int call_patient(nng_socket s, const struct msg *q, uint32_t want, struct
 	return rc;
 }
 
+/* The arena the daemon serves, mapped. A daemon that answers but names no
+ * arena is not configured yet (just restarted): asked again, as the
+ * worker's client does, for up to CTL_CONFIG_WAIT_MS. */
 static int map_arena(nng_socket s, struct arena_map *m, struct ig_errbuf *eb)
 {
 	struct msg q = {.type = MSG_KV_STATS};
-	char name[97];
-	struct tp_rx rx;
-	int rc = call(s, &q, MSG_KV_STATS_REPLY, &rx, eb);
+	char name[97] = "";
 
-	if (rc)
-		return rc;
-	msg_str_copy(name, sizeof(name), rx.m.u.kv_stats_reply.arena_name);
-	tp_rx_release(&rx);
-	if (!name[0])
-		return ig_errf(eb, IG_E_BUSY, "the daemon is not configured yet");
+	for (int waited = 0; !name[0]; waited += 50) {
+		struct tp_rx rx;
+		int rc = call(s, &q, MSG_KV_STATS_REPLY, &rx, eb);
+
+		if (rc)
+			return rc;
+		msg_str_copy(name, sizeof(name), rx.m.u.kv_stats_reply.arena_name);
+		tp_rx_release(&rx);
+		if (name[0])
+			break;
+		if (waited >= CTL_CONFIG_WAIT_MS)
+			return ig_errf(eb, IG_E_NOT_READY,
+			               "the kvstore daemon is still not configured after %d s (the "
+			               "supervisor sends kv_config after its hello)",
+			               CTL_CONFIG_WAIT_MS / 1000);
+		usleep(50000);
+	}
 	return arena_map_open(m, name, eb);
 }
 
@@ -632,6 +771,7 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	const char *rtflag = NULL, *cls = "agent", *cmd, *kind = "checkpoint";
+	const struct ctl_verb *verb;
 	uint64_t tokens = 0, model_id = 0;
 	char rtdir[RTDIR_PATH_MAX + 1];
 	uint64_t window = 12ull << 20, seq = 0, pace_us = 0;
@@ -652,13 +792,8 @@ int main(int argc, char **argv)
 			prom = true;
 			break;
 		case 'w':
-			if (!parse_u64(optarg, &window) || window == 0 || window > UINT32_MAX) {
-				fprintf(stderr,
-				        "ignis-kvstore-ctl: --window '%s'; accepted: bytes in "
-				        "1..4294967295\n",
-				        optarg);
+			if (!parse_window(optarg, &window))
 				return 2;
-			}
 			break;
 		case 'c':
 			if (strcmp(optarg, "agent") && strcmp(optarg, "interactive")) {
@@ -671,17 +806,22 @@ int main(int argc, char **argv)
 			cls = optarg;
 			break;
 		case 'h':
-			return usage(stdout, 0);
+			return usage(stdout, NULL, 0);
 		case 'V':
 			printf("ignis-kvstore-ctl %s\n", IGNIS_VERSION);
 			return 0;
 		default:
-			return usage(stderr, 2);
+			return usage(stderr, NULL, 2);
 		}
 	}
 	if (optind >= argc)
-		return usage(stderr, 2);
+		return usage(stderr, NULL, 2);
 	cmd = argv[optind++];
+	verb = ctl_verb(cmd);
+	if (!verb) {
+		fprintf(stderr, "ignis-kvstore-ctl: unknown command '%s'\n", cmd);
+		return usage(stderr, NULL, 2);
+	}
 	/* options may follow the command too: take them out, keep the rest */
 	{
 		int n = 0;
@@ -689,19 +829,15 @@ int main(int argc, char **argv)
 		for (int i = optind; i < argc; i++) {
 			const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
-			if (!strcmp(a, "--json")) {
+			if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+				return usage(stdout, verb, 0);
+			} else if (!strcmp(a, "--json")) {
 				json = true;
 			} else if (!strcmp(a, "--prom")) {
 				prom = true;
 			} else if (!strcmp(a, "--window")) {
-				if (!v || !parse_u64(v, &window) || !window ||
-				    window > UINT32_MAX) {
-					fprintf(stderr,
-					        "ignis-kvstore-ctl: --window '%s'; accepted: "
-					        "bytes in 1..4294967295\n",
-					        v ? v : "");
+				if (!parse_window(v, &window))
 					return 2;
-				}
 				i++;
 			} else if (!strcmp(a, "--pace-us")) {
 				if (!v || !parse_u64(v, &pace_us) || pace_us > 10000000) {
@@ -748,7 +884,7 @@ int main(int argc, char **argv)
 				i++;
 			} else if (a[0] == '-' && a[1] == '-') {
 				fprintf(stderr, "ignis-kvstore-ctl: unknown option '%s'\n", a);
-				return usage(stderr, 2);
+				return usage(stderr, verb, 2);
 			} else {
 				argv[optind + n++] = argv[i];
 			}
@@ -758,9 +894,9 @@ int main(int argc, char **argv)
 	if ((!strcmp(cmd, "put") || !strcmp(cmd, "get") || !strcmp(cmd, "slot-put") ||
 	     !strcmp(cmd, "slot-get")) &&
 	    argc - optind != 2)
-		return usage(stderr, 2);
+		return usage(stderr, verb, 2);
 	if ((!strcmp(cmd, "drop") || !strcmp(cmd, "demote")) && argc - optind != 1)
-		return usage(stderr, 2);
+		return usage(stderr, verb, 2);
 	if (strcmp(cmd, "stats") && strcmp(cmd, "list") && strcmp(cmd, "verify") &&
 	    strcmp(cmd, "slots") && (optind >= argc || !parse_u64(argv[optind], &seq))) {
 		fprintf(stderr, "ignis-kvstore-ctl: %s: SEQ '%s'; accepted: a whole number >= 1\n",
@@ -779,9 +915,9 @@ int main(int argc, char **argv)
 		        cmd);
 		return 2;
 	}
-	if (rtdir_resolve(rtflag, NULL, NULL, rtdir, sizeof(rtdir), &eb) ||
+	if (rtdir_resolve(rtflag, NULL, NULL, rtdir, sizeof(rtdir), &eb) || ctl_reach(rtdir, &eb) ||
 	    tp_dial(&s, rtdir, "kvstore", 10000, &eb))
-		return die("connect", eb.msg);
+		return die(cmd, eb.msg);
 	/* nng's REQ sends a request again on the new connection when its daemon
 	 * died before answering; on a live connection that stays silent, after
 	 * this long (every request here may be repeated: a commit of a
@@ -806,15 +942,11 @@ int main(int argc, char **argv)
 		rc = cmd_slot_put(s, seq, argv[optind + 1], kind, cls, tokens, model_id, &eb);
 	else if (!strcmp(cmd, "slot-get"))
 		rc = cmd_slot_get(s, seq, argv[optind + 1], model_id, &eb);
-	else if (!strcmp(cmd, "verify")) {
+	else { /* verify: every other verb was matched above */
 		rc = simple(s, MSG_KV_VERIFY, seq, &eb);
 		if (!rc)
 			printf("%s: every window matches its checksum\n",
 			       seq ? argv[optind] : "every sequence");
-	} else {
-		nng_close(s);
-		fprintf(stderr, "ignis-kvstore-ctl: unknown command '%s'\n", cmd);
-		return usage(stderr, 2);
 	}
 	nng_close(s);
 	if (rc)
