@@ -71,6 +71,14 @@ static bool sup__children_gone(const struct sup *s)
 	return true;
 }
 
+static bool sup__shm_exists(const char *name)
+{
+	char path[160];
+
+	snprintf(path, sizeof(path), "/dev/shm/%s", name);
+	return access(path, F_OK) == 0;
+}
+
 /* The kvstore daemon's tiers: the KV-RAM arena's shared-memory name (one per
  * user and runtime directory, so two systems on one host never share it),
  * its size, and KV-disk's directory and ceiling (0: off). */
@@ -115,10 +123,51 @@ static int sup__kv_config(struct sup *s, const struct knobs *k, struct ig_errbuf
 	return IG_E_OK;
 }
 
+/* How long an operator's restart waits for the daemon spawned again to
+ * serve: its hello (PROC_HELLO_TIMEOUT_MS at most) and its greeting's
+ * answer (5 s at most). With the orderly stop before it, under the 30 s
+ * `ignis-supervisor restart` waits for the answer. */
+#define SUP_RESTART_WAIT_MS (PROC_HELLO_TIMEOUT_MS + 5000u)
+
+/* Wait until `p`, just spawned, serves: hello answered and greeting
+ * acknowledged (RUNNING). The loop's turns are the caller's meanwhile:
+ * children are reaped here, the other daemon's pings wait. A daemon that
+ * dies on the way is spawned again after its backoff, as by the loop; one
+ * that refuses its greeting fails (the loop then stops the system, as
+ * after any refused handshake). */
+static void sup__reap(struct sup *s);
+
+static int sup__await_serving(struct sup *s, struct proc *p, struct ig_errbuf *eb)
+{
+	uint64_t deadline = clk_mono_ms() + SUP_RESTART_WAIT_MS;
+
+	while (p->state != PROC_RUNNING) {
+		int rc;
+
+		if (sup__signal)
+			return ig_errf(eb, IG_E_BUSY, "the supervisor is stopping");
+		if (clk_mono_ms() >= deadline)
+			return ig_errf(eb, IG_E_TIMEOUT,
+			               "%s was spawned again but does not serve after %u ms (state "
+			               "%s): the supervisor keeps watching it",
+			               p->program, SUP_RESTART_WAIT_MS, proc_state_name(p->state));
+		sup__reap(s);
+		rc = proc_tick(p, &s->env, clk_mono_ms(), eb);
+		if (rc) {
+			snprintf(p->why_failed, sizeof(p->why_failed), "refused its greeting: %s",
+			         eb->msg);
+			return rc;
+		}
+		if (p->state != PROC_RUNNING)
+			clk_sleep_ms(20);
+	}
+	return IG_E_OK;
+}
+
 /* An operator's restart of one daemon: an orderly stop (shutdown, then
- * SIGTERM, then SIGKILL), then a spawn at once; the handshake and the
- * greeting follow in the loop as after any spawn. The other daemon keeps
- * running. */
+ * SIGTERM, then SIGKILL), a spawn at once, and the answer once the new
+ * daemon serves (its hello and greeting done), so that what the operator
+ * does next finds it configured. The other daemon keeps running. */
 static int sup__restart(struct sup *s, struct msg_str role, struct msg *reply, struct ig_errbuf *eb)
 {
 	struct proc *p = NULL;
@@ -145,6 +194,9 @@ static int sup__restart(struct sup *s, struct msg_str role, struct msg *reply, s
 	if (rc)
 		return rc;
 	p->restarts++;
+	rc = sup__await_serving(s, p, eb);
+	if (rc)
+		return rc;
 	reply->type = MSG_ACK;
 	reply->u.ack.of = MSG_RESTART;
 	return IG_E_OK;
@@ -447,13 +499,23 @@ int sup_start(const struct sup_opts *o)
 	ev_end(&e);
 	sup__stop_children(&s);
 	/* KV-RAM outlives a kvstore restart, not the system: the worker that
-	 * knew its sequences is gone (docs/adr/0012) */
-	if (s.arena_name[0] && sup__children_gone(&s)) {
+	 * knew its sequences is gone (docs/adr/0012). Only an object a daemon
+	 * of ours served: one it refused at the start (another size, another
+	 * layout, not an arena at all) is left as found, for the remedy its
+	 * refusal named (docs/adr/0020). */
+	if (s.arena_name[0] && sup__children_gone(&s) && s.procs[0].ever_ready) {
 		char shm[128];
 
 		snprintf(shm, sizeof(shm), "/%s", s.arena_name);
 		if (shm_unlink(shm) == 0)
 			ev_msg(EV_INFO, "ignis.supervisor.kv_ram_removed", "%s", s.arena_name);
+	} else if (s.arena_name[0] && !s.procs[0].ever_ready && sup__shm_exists(s.arena_name)) {
+		ev_begin(&e, EV_WARN, "ignis.supervisor.kv_ram_kept");
+		ev_str(&e, "arena", s.arena_name);
+		ev_str(&e, "detail",
+		       "the kvstore daemon never served this KV-RAM object (it refused it or did "
+		       "not start): left as found, see the refusal above");
+		ev_end(&e);
 	}
 	door_close(s.door);
 	metsrv_close(s.met);
