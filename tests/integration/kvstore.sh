@@ -6,7 +6,10 @@
 # put and during a demotion (every acknowledged window served again byte for
 # byte), a KV-RAM byte changed after its commit and a corrupted LMDB record
 # reported lost and never served, malformed and oversize messages refused
-# while the daemon keeps serving.
+# while the daemon keeps serving; a damaged KV-RAM index record costing its
+# own sequence alone (the system stays up), a sequence on KV-disk read back
+# with both tiers full, an operator's restart answered once the daemon
+# serves, and the ctl's usage, sizes and refusals without a daemon.
 #   kvstore.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: kvstore.sh BUILD_DIR}
@@ -21,6 +24,26 @@ k() { "$ctl" --runtime-dir "$rt" "$@"; }
 kv_pid() { grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1 | jq -r .pid; }
 tiers_seen() { [[ $(count ignis.kvstore.tiers) -ge $1 ]]; }
 stat_of() { k stats --json | jq -r ".$1"; }
+# where sequence SEQ's index record sits in the arena file ARENA (-1: none)
+srec_at() {
+	python3 - "$1" "$2" <<'PY'
+import struct, sys
+path, seq = sys.argv[1], int(sys.argv[2])
+with open(path, "rb") as f:
+    h = f.read(4096)
+    seq_cap, = struct.unpack_from("<I", h, 32)
+    seq_off, = struct.unpack_from("<Q", h, 40)
+    f.seek(seq_off)
+    recs = f.read(seq_cap * 96)
+for i in range(seq_cap):
+    state, = struct.unpack_from("<I", recs, i * 96)
+    s, = struct.unpack_from("<Q", recs, i * 96 + 8)
+    if state == 1 and s == seq:
+        print(seq_off + i * 96)
+        sys.exit(0)
+print(-1)
+PY
+}
 
 # The volume rule (free - 10 GiB) would turn KV-disk off on a small CI disk:
 # this test sets its own small ceiling and asks the daemon to take it as is.
@@ -29,6 +52,54 @@ head -c $((3 * 1024 * 1024 + 12345)) /dev/urandom >"$work/a"
 head -c $((1024 * 1024)) /dev/urandom >"$work/b"
 head -c $((6 * 1024 * 1024)) /dev/urandom >"$work/big"
 head -c $((30 * 1024 * 1024)) /dev/urandom >"$work/huge"
+
+step "ignis-kvstore-ctl: --help and VERB --help print the usage and exit 0"
+out=$("$ctl" --help) || fail "--help exit $?"
+grep -q "^usage: ignis-kvstore-ctl" <<<"$out" && grep -q "put SEQ FILE" <<<"$out" || fail "--help: $out"
+out=$("$ctl" put --help) || fail "put --help exit $?"
+grep -q "put SEQ FILE" <<<"$out" && grep -q -- "--window SIZE" <<<"$out" || fail "put --help: $out"
+grep -q "slot-put" <<<"$out" && fail "put --help printed every verb: $out"
+out=$("$ctl" --runtime-dir "$rt" get --help) || fail "get --help exit $?"
+grep -q "get SEQ FILE" <<<"$out" || fail "get --help: $out"
+"$ctl" frobnicate --help >/dev/null 2>&1
+[[ $? == 2 ]] || fail "an unknown verb with --help is not a usage error"
+
+step "ignis-kvstore-ctl with no daemon: refused at once, saying why"
+out=$(timeout 60 "$ctl" --runtime-dir "$rt" stats 2>&1)
+rc=$?
+[[ $rc == 1 ]] || fail "no runtime dir: exit $rc: $out"
+grep -q "$rt does not exist" <<<"$out" || fail "no runtime dir: unclear: $out"
+mkdir -p "$work/empty" && chmod 700 "$work/empty"
+out=$(timeout 60 "$ctl" --runtime-dir "$work/empty" list 2>&1)
+rc=$?
+[[ $rc == 1 ]] || fail "empty runtime dir: exit $rc: $out"
+grep -q "no kvstore daemon runs at $work/empty" <<<"$out" || fail "empty runtime dir: unclear: $out"
+if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
+	# root's 0700 directory, seen by another user
+	chmod 755 "$work"
+	out=$(timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups "$ctl" --runtime-dir "$work/empty" stats 2>&1)
+	rc=$?
+	chmod 700 "$work"
+	[[ $rc == 1 ]] || fail "another user's runtime dir: exit $rc: $out"
+	grep -qi "permission denied" <<<"$out" || fail "another user's runtime dir: no 'permission denied': $out"
+else
+	echo "   (not root: the other user's directory is not tried)"
+fi
+# a supervisor's lock held, its kvstore daemon not up (being restarted): the
+# ctl waits for it, and a signal ends the wait
+flock -o "$work/empty/supervisor.lock" sleep 60 &
+lockpid=$!
+wait_for 5 test -e "$work/empty/supervisor.lock" || fail "no lock"
+"$ctl" --runtime-dir "$work/empty" stats >"$work/wait.out" 2>&1 &
+waitpid=$!
+sleep 0.5
+kill -0 "$waitpid" 2>/dev/null || fail "the ctl did not wait for a restarting daemon: $(cat "$work/wait.out")"
+kill -TERM "$waitpid"
+wait "$waitpid"
+rc=$?
+[[ $rc == 143 ]] || fail "SIGTERM while waiting: exit $rc: $(cat "$work/wait.out")"
+pkill -P "$lockpid" sleep 2>/dev/null
+wait "$lockpid" 2>/dev/null
 
 step "the supervisor configures the daemon's tiers"
 "$sup" start --runtime-dir "$rt" --model tiny-moe --reuse-kv-ram-bytes 24M \
@@ -40,7 +111,10 @@ arena=$(stat_of arena)
 [[ $(stat_of disk_on) == true ]] || fail "KV-disk is off"
 
 step "a put is acknowledged window by window and comes back byte for byte"
-k put 1 "$work/a" --window 262144 >/dev/null || fail "put 1"
+out=$(k put 1 "$work/a" --window 256K) || fail "put 1: $out"
+grep -q "in 13 windows of 262144" <<<"$out" || fail "--window 256K: $out"
+out=$(k put 99 "$work/a" --window 256X 2>&1)
+[[ $? == 2 ]] && grep -q "256X" <<<"$out" && grep -q "K, M, G" <<<"$out" || fail "--window 256X: $out"
 k get 1 "$work/a.back" >/dev/null || fail "get 1"
 cmp -s "$work/a" "$work/a.back" || fail "seq 1 differs"
 k put 2 "$work/b" --class interactive >/dev/null || fail "put 2"
@@ -255,14 +329,58 @@ k slot-get 2 "$work/slot.2.back2" >/dev/null && cmp -s "$work/slot.2" "$work/slo
 grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1 | jq -e '.recovered_slots == 3' >/dev/null ||
 	fail "recovered slots: $(grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1)"
 
-step "an operator's restart of the kvstore keeps KV-RAM; the worker keeps running"
+step "an operator's restart of the kvstore returns once the daemon serves; KV-RAM kept, the worker keeps running"
 wpid=$(grep '"event":"ignis.daemon.ready"' "$events" | grep gpu-worker | tail -1 | jq -r .pid)
-"$sup" restart kvstore --runtime-dir "$rt" >/dev/null || fail "restart kvstore"
-wait_for 20 tiers_seen 6 || fail "the restarted daemon is not configured"
-k get 2 "$work/r.2c" >/dev/null && cmp -s "$work/b" "$work/r.2c" || fail "seq 2 lost by a restart"
+for i in 1 2 3 4; do
+	n=$(count ignis.kvstore.tiers)
+	"$sup" restart kvstore --runtime-dir "$rt" >/dev/null || fail "restart kvstore ($i)"
+	# no wait here: the restart answered once the daemon was configured again
+	[[ $(count ignis.kvstore.tiers) -gt $n ]] || fail "restart $i returned before the daemon was configured"
+	out=$(k get 2 "$work/r.2c" 2>&1) && cmp -s "$work/b" "$work/r.2c" || fail "get after restart $i: $out"
+done
 kill -0 "$wpid" || fail "the worker did not survive the kvstore's restart"
+
+step "a get right after a kill -9 of the daemon waits out its restart"
+for i in 1 2 3; do
+	n=$(count ignis.kvstore.tiers)
+	kill -9 "$(kv_pid)"
+	out=$(k get 2 "$work/r.2d" 2>&1) && cmp -s "$work/b" "$work/r.2d" || fail "get after kill $i: $out"
+	wait_for 20 tiers_seen $((n + 1)) || fail "the daemon did not come back ($i)"
+done
 out=$("$sup" restart nobody --runtime-dir "$rt" 2>&1) && fail "restart of an unknown role"
 grep -q "accepted: kvstore, gpu-worker" <<<"$out" || fail "unclear refusal: $out"
+
+step "one damaged KV-RAM index record costs its sequence alone: the restarted daemon drops it, reports it, serves the rest; the system stays up"
+k put 21 "$work/a" >/dev/null && k put 22 "$work/b" >/dev/null || fail "puts 21, 22"
+at=$(srec_at "/dev/shm/$arena" 21)
+[[ $at -gt 0 ]] || fail "no index record of seq 21"
+wpid=$(grep '"event":"ignis.daemon.ready"' "$events" | grep gpu-worker | tail -1 | jq -r .pid)
+lost0=$(stat_of lost)
+n=$(count ignis.kvstore.tiers)
+# one bit of its image_bytes (32 bytes into the record)
+python3 - "/dev/shm/$arena" "$((at + 32))" <<'PY' || fail "could not damage the record"
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(int(sys.argv[2]))
+    b = f.read(1)
+    f.seek(int(sys.argv[2]))
+    f.write(bytes([b[0] ^ 1]))
+PY
+kill -9 "$(kv_pid)"
+wait_for 20 tiers_seen $((n + 1)) || fail "the restarted daemon is not configured"
+kill -0 "$sup_pid" 2>/dev/null || fail "the supervisor stopped over one damaged record"
+"$sup" status --runtime-dir "$rt" | grep -qE '^kvstore +[0-9]+ +running' || fail "kvstore not running: $("$sup" status --runtime-dir "$rt")"
+kill -0 "$wpid" || fail "the worker was stopped over one damaged record"
+k get 22 "$work/r.22" >/dev/null && cmp -s "$work/b" "$work/r.22" || fail "seq 22 not served after seq 21's record was damaged"
+k get 2 "$work/r.2e" >/dev/null && cmp -s "$work/b" "$work/r.2e" || fail "seq 2 not served"
+out=$(k get 21 "$work/r.21" 2>&1) && fail "the damaged sequence was served"
+grep -q "seq 21: held in no tier" <<<"$out" || fail "unclear: $out"
+grep '"event":"ignis.kvstore.ram_record_dropped"' "$events" | jq -e -s 'length == 1 and .[0].seq == 21 and (.[0].why | test("checksum")) and (.[0].record | type == "number")' >/dev/null ||
+	fail "no drop event naming seq 21: $(grep ram_record_dropped "$events")"
+grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1 | jq -e '.damaged_sequences == 1' >/dev/null || fail "tiers event: $(grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1)"
+[[ $(stat_of lost) -gt $lost0 ]] || fail "the loss is not counted: lost $(stat_of lost), was $lost0"
+k stats --prom | grep -q '^ignis_kv_disk_failures_total{op="read"} [1-9]' || fail "not on the metrics: $(k stats --prom | grep failures)"
+k drop 22 >/dev/null || fail "drop 22"
 
 step "an orderly stop removes KV-RAM's shared memory"
 "$sup" stop --runtime-dir "$rt" >/dev/null 2>&1 || fail "stop"
@@ -285,6 +403,80 @@ grep -q "gave up seq 1" <<<"$out" || fail "the agent was not given up: $out"
 k list | grep -q "^2 " && k list | grep -q "^3 " && ! k list | grep -q "^1 " || fail "list: $(k list)"
 [[ $(stat_of ram_evictions) == 1 ]] || fail "evictions $(stat_of ram_evictions)"
 grep -q '"event":"ignis.kvstore.given_up"' "$events" || fail "no given_up event"
+"$sup" stop --runtime-dir "$rt" >/dev/null 2>&1 || fail "stop"
+wait "$sup_pid"
+sup_pid=
+
+step "an arena the kvstore daemon refuses is left as found, for the operator's remedy"
+rm -rf "$rt"
+"$sup" start --runtime-dir "$rt" --model tiny-dense --reuse-kv-ram-bytes 8M \
+	--reuse-kv-disk-bytes 0 >"$events" 2>&1 &
+sup_pid=$!
+wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start (8M)"
+k put 1 "$work/three" >/dev/null || fail "put 1 (8M)"
+kill -9 "$sup_pid"   # a crash: the daemons follow it, the arena stays
+wait "$sup_pid" 2>/dev/null
+sup_pid=
+daemons_gone() { ! pgrep -f -- "--runtime-dir $rt" >/dev/null; }
+wait_for 20 daemons_gone || fail "the daemons outlived their supervisor"
+[[ -e /dev/shm/$arena ]] || fail "the arena did not outlive a crash"
+out=$(timeout 60 "$sup" start --runtime-dir "$rt" --model tiny-dense --reuse-kv-ram-bytes 4M \
+	--reuse-kv-disk-bytes 0 2>&1 >"$events")
+rc=$?
+[[ $rc == 1 ]] || fail "a start on an arena of another size: exit $rc"
+grep -q "set --reuse-kv-ram-bytes back to 8388608" <<<"$out" || fail "unclear refusal: $out"
+[[ -e /dev/shm/$arena ]] || fail "the supervisor removed the arena its daemon refused to touch"
+grep -q '"event":"ignis.supervisor.kv_ram_kept"' "$events" || fail "no kv_ram_kept event"
+"$sup" start --runtime-dir "$rt" --model tiny-dense --reuse-kv-ram-bytes 8M \
+	--reuse-kv-disk-bytes 0 >"$events" 2>&1 &
+sup_pid=$!
+wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start (8M again)"
+k get 1 "$work/r.1k" >/dev/null && cmp -s "$work/three" "$work/r.1k" || fail "seq 1 lost with the arena"
+"$sup" stop --runtime-dir "$rt" >/dev/null 2>&1 || fail "stop"
+wait "$sup_pid"
+sup_pid=
+
+step "both tiers full: a sequence on KV-disk still comes back, the error names the tiers and the seq, the log is not flooded"
+rm -rf "$rt"
+"$sup" start --runtime-dir "$rt" --model tiny-dense --reuse-kv-ram-bytes 16M \
+	--reuse-kv-disk-bytes 64M --reuse-kv-disk-path "$work/disk2" >"$events" 2>&1 &
+sup_pid=$!
+wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start (16M + 64M)"
+arena=$(stat_of arena)
+head -c $((4 * 1024 * 1024)) /dev/urandom >"$work/four"
+for s in $(seq 1 15); do
+	k put "$s" "$work/four" --window 262144 >/dev/null && k demote "$s" >/dev/null || fail "put/demote $s"
+done
+# KV-RAM full of sequences being written (their writers died midway): nothing
+# it may give up, nothing KV-disk can take
+for s in 16 17 18 19; do
+	k put "$s" "$work/four" --window 262144 --pace-us 2000000 >/dev/null 2>&1 &
+	putpid=$!
+	wait_for 10 bash -c "\"$ctl\" --runtime-dir \"$rt\" list | grep -q '^$s .*ram .* no$'" || fail "put $s never started"
+	kill -9 "$putpid"
+	wait "$putpid" 2>/dev/null
+done
+[[ $(k list | grep -c ' disk ') == 15 && $(k list | grep -c ' ram ') == 4 ]] || fail "tiers: $(k list)"
+out=$(k get 5 "$work/r.5" 2>&1) && fail "a read with no staging room anywhere succeeded"
+grep -q "seq 5" <<<"$out" && grep -q "KV-RAM" <<<"$out" && grep -q "KV-disk" <<<"$out" || fail "the refusal does not name the seq and the tiers: $out"
+grep -q "922337" <<<"$out" && fail "the refusal names the staging key: $out"
+# complete sequences in KV-RAM, and KV-disk at its ceiling
+for s in 16 17 18 19; do k drop "$s" >/dev/null || fail "drop $s"; done
+for s in 16 17 18 19; do k put "$s" "$work/four" --window 262144 >/dev/null || fail "put $s"; done
+out=$(k demote 19 2>&1) && fail "KV-disk is not at its ceiling: $(k stats --json)"
+out=$(k get 5 "$work/r.5" 2>&1) || fail "a sequence on KV-disk could not come back: $out"
+cmp -s "$work/four" "$work/r.5" || fail "seq 5 differs"
+# the room came from the least recently used complete sequence, named
+grep '"event":"ignis.kvstore.given_up"' "$events" | jq -e -s 'length == 1 and .[0].seq == 16 and .[0].for_seq == 5' >/dev/null ||
+	fail "given_up: $(grep given_up "$events")"
+out=$(k get 16 "$work/r.16" 2>&1) && fail "a given-up sequence was served"
+grep -q "seq 16: held in no tier" <<<"$out" || fail "unclear: $out"
+[[ $(stat_of ram_evictions) == 1 ]] || fail "evictions $(stat_of ram_evictions)"
+# the next read finds room without giving anything up
+k get 6 "$work/r.6b" >/dev/null && cmp -s "$work/four" "$work/r.6b" || fail "seq 6"
+[[ $(stat_of ram_evictions) == 1 ]] || fail "a second give-up: $(stat_of ram_evictions)"
+n_warn=$(grep -c '"event":"ignis.kvstore.demote_failed"\|"event":"ignis.kvstore.stage_refused"' "$events")
+((n_warn <= 8)) || fail "$n_warn warnings for two reads: $(grep -c demote_failed "$events") demote_failed"
 "$sup" stop --runtime-dir "$rt" >/dev/null 2>&1 || fail "stop"
 wait "$sup_pid"
 sup_pid=
