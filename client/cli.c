@@ -190,11 +190,9 @@ static int cli_generate(struct cli *c)
 		fprintf(stderr, "ignis-client: generate needs --prompt TEXT or --ids 1,2,3\n");
 		return 2;
 	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = cli__on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
+	/* Until the request has an id, a signal ends the program as signals do
+	 * (the front door drops a submit whose client left); from then on it
+	 * cancels the request first. */
 	if (igc_connect(&cl, c->server, c->rtdir, &err))
 		return cli__fail(c, 0, &err);
 	t0 = cli__now();
@@ -203,6 +201,11 @@ static int cli_generate(struct cli *c)
 		igc_close(cl);
 		return cli__fail(c, 0, &err);
 	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = cli__on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	if (c->json) {
 		printf("{\"event\":\"submitted\",\"id\":%" PRIu64
 		       ",\"prompt_tokens\":%u,\"max_tokens\":%u,\"reserved_pages\":%u,"

@@ -154,7 +154,24 @@ int igc_connect(struct igc_client **out, const char *server, const char *runtime
 		}
 		snprintf(c->url, sizeof(c->url), "ipc://%s/client.sock", dir);
 	}
-	rc = tp_dial_url(&c->s, c->url, c->timeout_ms, &eb);
+	if (!strncmp(c->url, "ipc://", 6)) {
+		char lock[sizeof(c->url)];
+
+		/* said now, and why, rather than as a timeout at the first call */
+		if (!tp_lock_path_of(c->url + 6, lock, sizeof(lock)))
+			rc = ig_errf(&eb, IG_E_INVAL, "server '%s' is too long", c->url);
+		else
+			rc = tp_reach(c->url + 6, lock, "ignis-supervisor", &eb);
+		if (!rc)
+			rc = tp_dial_url(&c->s, c->url, c->timeout_ms, &eb);
+	} else {
+		rc = tp_dial_url_now(&c->s, c->url, c->timeout_ms, &eb);
+		if (rc)
+			ig_errprefix(&eb,
+			             "cannot connect (is ignis-supervisor serving there, with "
+			             "--server-bind %s?)",
+			             c->url);
+	}
 	if (rc) {
 		igc__err(err, rc, "%s", eb.msg);
 		goto fail;

@@ -57,7 +57,8 @@ enum igc_code {
 	IGC_E_TIMEOUT = 4,      /* no answer in time: is the server running? */
 	IGC_E_CLOSED = 5,       /* the connection closed */
 	IGC_E_BUSY = 6,         /* no room now (queue full, no model served) */
-	IGC_E_NOTFOUND = 7,     /* unknown or forgotten request id */
+	IGC_E_NOTFOUND = 7,     /* unknown or forgotten request id; no server at the address */
+	IGC_E_PERM = 9,         /* another user's runtime directory or socket */
 	IGC_E_TRANSPORT = 10,   /* a transport failure (bad address...) */
 	IGC_E_FIELD_RANGE = 27, /* a field outside what is accepted */
 	IGC_E_WORKER = 40,      /* the gpu-worker restarted under the request */
@@ -81,9 +82,12 @@ struct igc_client;
  * $IGNIS_SERVER_BIND, else ipc://<runtime dir>/client.sock with the runtime
  * directory `runtime_dir`, else $IGNIS_RUNTIME_DIR, else
  * $XDG_RUNTIME_DIR/ignis, else /tmp/ignis-$UID (the supervisor's own
- * defaults). The connection is made in the background: a server that is
- * not there yet shows as IGC_E_TIMEOUT at the first call. On success the
- * caller owns *out and frees it with igc_close. */
+ * defaults). Fails at once, saying why, when no supervisor serves there:
+ * IGC_E_NOTFOUND (no such runtime directory, or nothing holds the lock
+ * beside the socket), IGC_E_PERM (another user's directory or socket),
+ * IGC_E_CLOSED or IGC_E_TRANSPORT (a tcp address that refuses the
+ * connection). A connection lost later is made again in the background.
+ * On success the caller owns *out and frees it with igc_close. */
 int igc_connect(struct igc_client **out, const char *server, const char *runtime_dir,
                 struct igc_error *err);
 /* Close the connection and free `c` (NULL accepted). */

@@ -116,15 +116,12 @@ int tp_lock_take(const char *lockpath, int *fd, struct ig_errbuf *eb)
 	return tp__lock(lockpath, fd, eb);
 }
 
-bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder)
+static bool tp__lock_held_at(const char *path, pid_t *holder)
 {
-	char path[TP_PATH_MAX];
 	bool held = false;
 	int fd;
 
 	*holder = 0;
-	if (snprintf(path, sizeof(path), "%s/%s.lock", rtdir, name) >= (int)sizeof(path))
-		return false;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
@@ -134,6 +131,72 @@ bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder)
 	}
 	close(fd);
 	return held;
+}
+
+bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder)
+{
+	char path[TP_PATH_MAX];
+
+	*holder = 0;
+	if (snprintf(path, sizeof(path), "%s/%s.lock", rtdir, name) >= (int)sizeof(path))
+		return false;
+	return tp__lock_held_at(path, holder);
+}
+
+bool tp_lock_path_of(const char *sock, char *lock, size_t cap)
+{
+	size_t len = strlen(sock);
+
+	if (len > 5 && !strcmp(sock + len - 5, ".sock"))
+		return snprintf(lock, cap, "%.*s.lock", (int)(len - 5), sock) < (int)cap;
+	return snprintf(lock, cap, "%s.lock", sock) < (int)cap;
+}
+
+int tp_reach(const char *sock, const char *lock, const char *what, struct ig_errbuf *eb)
+{
+	char dir[TP_PATH_MAX + 8];
+	const char *slash = strrchr(sock, '/');
+	struct stat st;
+	pid_t holder;
+
+	if (!slash || (size_t)(slash - sock) >= sizeof(dir))
+		return ig_errf(eb, IG_E_CONFIG, "socket path '%s': accepted: an absolute path",
+		               sock);
+	snprintf(dir, sizeof(dir), "%.*s", slash == sock ? 1 : (int)(slash - sock), sock);
+	if (stat(dir, &st) != 0) {
+		if (errno == ENOENT)
+			return ig_errf(
+			    eb, IG_E_NOTFOUND,
+			    "%s does not exist: no %s runs there (start ignis-supervisor, "
+			    "or name its runtime directory with --runtime-dir)",
+			    dir, what);
+		return ig_errf(eb, errno == EACCES ? IG_E_PERM : IG_E_IO, "%s: %s", dir,
+		               strerror(errno));
+	}
+	if (!S_ISDIR(st.st_mode))
+		return ig_errf(eb, IG_E_CONFIG, "%s is not a directory", dir);
+	if (access(dir, X_OK) != 0)
+		return ig_errf(eb, errno == EACCES ? IG_E_PERM : IG_E_IO,
+		               "%s: %s (it belongs to uid %u, mode %04o): run as its owner, or "
+		               "name a runtime directory of yours",
+		               dir, strerror(errno), (unsigned)st.st_uid,
+		               (unsigned)(st.st_mode & 07777));
+	if (!tp__lock_held_at(lock, &holder))
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "no %s runs at %s (nothing holds %s): start ignis-supervisor, or "
+		               "name the runtime directory or address of one that runs",
+		               what, sock, lock);
+	if (access(sock, R_OK | W_OK) != 0) {
+		if (errno == ENOENT)
+			return ig_errf(eb, IG_E_NOTFOUND,
+			               "%s (pid %ld holds %s) has no socket at %s: is it still "
+			               "starting?",
+			               what, (long)holder, lock, sock);
+		return ig_errf(eb, errno == EACCES ? IG_E_PERM : IG_E_IO,
+		               "%s: %s: it belongs to another user; run as them", sock,
+		               strerror(errno));
+	}
+	return IG_E_OK;
 }
 
 bool tp_remove_stale(const char *rtdir, const char *name, pid_t *holder)
@@ -227,7 +290,7 @@ void tp_listener_close(struct tp_listener *t)
 
 /* ---- dialer -------------------------------------------------------------- */
 
-int tp_dial_url(nng_socket *s, const char *url, int timeout_ms, struct ig_errbuf *eb)
+static int tp__dial(nng_socket *s, const char *url, int timeout_ms, int flags, struct ig_errbuf *eb)
 {
 	int rv = nng_req0_open(s);
 
@@ -244,12 +307,22 @@ int tp_dial_url(nng_socket *s, const char *url, int timeout_ms, struct ig_errbuf
 	if (!rv)
 		rv = nng_socket_set_ms(*s, NNG_OPT_RECONNMAXT, 500);
 	if (!rv)
-		rv = nng_dial(*s, url, NULL, NNG_FLAG_NONBLOCK);
+		rv = nng_dial(*s, url, NULL, flags);
 	if (rv) {
 		nng_close(*s);
 		return tp_nng_err(eb, rv, url);
 	}
 	return IG_E_OK;
+}
+
+int tp_dial_url(nng_socket *s, const char *url, int timeout_ms, struct ig_errbuf *eb)
+{
+	return tp__dial(s, url, timeout_ms, NNG_FLAG_NONBLOCK, eb);
+}
+
+int tp_dial_url_now(nng_socket *s, const char *url, int timeout_ms, struct ig_errbuf *eb)
+{
+	return tp__dial(s, url, timeout_ms, 0, eb);
 }
 
 int tp_dial(nng_socket *s, const char *rtdir, const char *name, int timeout_ms,

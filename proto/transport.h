@@ -64,12 +64,29 @@ bool tp_remove_stale(const char *rtdir, const char *name, pid_t *holder);
  * (0 when unreadable). Touches no socket. */
 bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder);
 
+/* Can a client reach the ipc socket at `sock`, whose owner holds the lock
+ * file `lock`? Said at once when not, and why: the directory is missing or
+ * may not be entered (another user's 0700 runtime directory), nothing holds
+ * the lock (no process serves there), or the socket may not be opened.
+ * Only locks and file modes are looked at; the socket is never probed (a
+ * raw connect would wedge nng 1.5.2's listener). IG_E_NOTFOUND, IG_E_PERM
+ * or IG_E_IO with the remedy in the message. `what` names the server in
+ * it ("ignis-supervisor's front door"). */
+int tp_reach(const char *sock, const char *lock, const char *what, struct ig_errbuf *eb);
+/* The lock beside an ipc socket path: "<path less .sock>.lock" (what the
+ * supervisor takes for a --server-bind ipc path). False when too long. */
+bool tp_lock_path_of(const char *sock, char *lock, size_t cap);
+
 /* Open a REQ socket dialing `<rtdir>/<name>.sock` in the background (the dial
  * retries until the listener appears). `timeout_ms` bounds each send and
  * receive. */
 int tp_dial(nng_socket *s, const char *rtdir, const char *name, int timeout_ms,
             struct ig_errbuf *eb);
 int tp_dial_url(nng_socket *s, const char *url, int timeout_ms, struct ig_errbuf *eb);
+/* The same, but the first connection is made now: a peer that refuses it
+ * (nothing listening at a tcp address) is an error at once. Later losses
+ * are redialled in the background as with tp_dial_url. */
+int tp_dial_url_now(nng_socket *s, const char *url, int timeout_ms, struct ig_errbuf *eb);
 
 /* A received message. `m`'s string views point into `nm`; release with
  * tp_rx_release (idempotent). */

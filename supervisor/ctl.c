@@ -29,13 +29,17 @@ static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s, pi
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
 		return PLAN_EXIT_CONFIG;
 	}
-	if (!tp_lock_held(rtdir, "supervisor", &holder)) {
-		fprintf(stderr,
-		        "ignis-supervisor: no supervisor runs at %s (its lock %s/supervisor.lock "
-		        "is not held); start one with 'ignis-supervisor start' or name another "
-		        "--runtime-dir\n",
-		        rtdir, rtdir);
-		return 1;
+	{
+		char sock[RTDIR_PATH_MAX + 32], lock[RTDIR_PATH_MAX + 32];
+
+		snprintf(sock, sizeof(sock), "%s/supervisor.sock", rtdir);
+		snprintf(lock, sizeof(lock), "%s/supervisor.lock", rtdir);
+		/* no supervisor there, or not ours to talk to: said now, and why */
+		if (tp_reach(sock, lock, "ignis-supervisor", &eb)) {
+			fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
+			return 1;
+		}
+		tp_lock_held(rtdir, "supervisor", &holder);
 	}
 	rc = tp_dial(s, rtdir, "supervisor", 3000, &eb);
 	if (rc) {

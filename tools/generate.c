@@ -149,9 +149,17 @@ static int generate_remote(const struct remote *r, const char *prompt, unsigned 
 	uint32_t from = 0;
 	int rc;
 
-	if (rtdir_resolve(r->rtdir, NULL, NULL, dir, sizeof(dir), &eb) ||
-	    tp_dial(&s, dir, "gpu-worker", 5000, &eb))
+	if (rtdir_resolve(r->rtdir, NULL, NULL, dir, sizeof(dir), &eb))
 		return die(eb.msg);
+	{
+		char sock[RTDIR_PATH_MAX + 32], lock[RTDIR_PATH_MAX + 32];
+
+		snprintf(sock, sizeof(sock), "%s/gpu-worker.sock", dir);
+		snprintf(lock, sizeof(lock), "%s/gpu-worker.lock", dir);
+		if (tp_reach(sock, lock, "gpu-worker", &eb) ||
+		    tp_dial(&s, dir, "gpu-worker", 5000, &eb))
+			return die(eb.msg);
+	}
 	q.type = MSG_SUBMIT;
 	q.u.submit.text = msg_str_of(prompt);
 	q.u.submit.max_tokens = max_tokens;

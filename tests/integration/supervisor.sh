@@ -27,7 +27,7 @@ start_sup() {
 
 step "status with no supervisor: exit 1 and a clear message"
 out=$("$sup" status --runtime-dir "$rt" 2>&1) && fail "status succeeded with nothing running"
-grep -q "no supervisor runs at $rt" <<<"$out" || fail "unclear message: $out"
+grep -qF "$rt does not exist: no ignis-supervisor runs there" <<<"$out" || fail "unclear message: $out"
 
 step "start: three processes running, sockets 0600 in a 0700 directory"
 start_sup
@@ -119,7 +119,7 @@ start_sup
 kill -9 "$sup_pid"; wait "$sup_pid" 2>/dev/null; sup_pid=
 wait_for 5 no_children || fail "daemons outlived the supervisor: $(children)"
 out=$("$sup" status --runtime-dir "$rt" 2>&1) && fail "status succeeded after kill -9"
-grep -q "no supervisor runs" <<<"$out" || fail "unclear status after kill -9: $out"
+grep -q "no ignis-supervisor runs at $rt/supervisor.sock" <<<"$out" || fail "unclear status after kill -9: $out"
 
 step "a fresh start over the leftovers of kill -9 works"
 start_sup

@@ -29,12 +29,27 @@ static void test_refusals_without_server(void **state)
 	struct igc_params p;
 	struct igc_submitted sub;
 	uint32_t ids[4097] = {0};
+	char dir[] = "/tmp/ignis-test-client-XXXXXX", url[128];
+	struct tp_listener lis;
+	struct ig_errbuf eb;
 
 	(void)state;
 	assert_int_equal(igc_connect(&c, "http://x", NULL, &err), IGC_E_INVAL);
 	assert_non_null(strstr(err.message, "accepted ipc:///absolute/path or tcp://HOST:PORT"));
 	assert_null(c);
-	assert_int_equal(igc_connect(&c, "ipc:///nonexistent/ignis/client.sock", NULL, &err), 0);
+	/* nothing there: said at once, and why (issue 13, item 4) */
+	assert_int_equal(igc_connect(&c, "ipc:///nonexistent/ignis/client.sock", NULL, &err),
+	                 IGC_E_NOTFOUND);
+	assert_non_null(strstr(err.message, "/nonexistent/ignis does not exist"));
+	assert_null(c);
+	assert_non_null(mkdtemp(dir));
+	snprintf(url, sizeof(url), "ipc://%s/client.sock", dir);
+	assert_int_equal(igc_connect(&c, url, NULL, &err), IGC_E_NOTFOUND);
+	assert_non_null(strstr(err.message, "nothing holds"));
+	assert_null(c);
+	/* a listener that never answers */
+	assert_int_equal(tp_listen(&lis, dir, "client", &eb), IG_E_OK);
+	assert_int_equal(igc_connect(&c, url, NULL, &err), 0);
 	igc_set_timeout(c, 300);
 	igc_set_submit_timeout(c, 300);
 	igc_params_init(&p);
@@ -47,6 +62,8 @@ static void test_refusals_without_server(void **state)
 	assert_non_null(strstr(err.message, "is ignis-supervisor running"));
 	assert_string_equal(igc_code_name(IGC_E_BUSY), "IG_E_BUSY");
 	igc_close(c);
+	tp_listener_close(&lis);
+	rmdir(dir);
 }
 
 /* A fake front door: answers fd_model, then fd_tokens in three chunks for
