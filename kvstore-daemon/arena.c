@@ -1503,6 +1503,29 @@ uint64_t arena_pick_victim_ex(struct arena *a, uint64_t except, const uint64_t *
 	return best ? best->seq : 0;
 }
 
+bool arena_fits_if_given_up(struct arena *a, uint64_t bytes)
+{
+	uint64_t words = (a->blocks.n + 63) / 64, at;
+	struct bmap b = {.n = a->blocks.n};
+	bool fits;
+
+	if (bytes == 0 || blocks_of(bytes) > a->n_blocks)
+		return false;
+	b.w = malloc((words ? words : 1) * sizeof(uint64_t));
+	if (!b.w)
+		return false;
+	memcpy(b.w, a->blocks.w, words * sizeof(uint64_t));
+	for (uint32_t i = 0; i < a->n_live; i++) {
+		const struct arena_srec *r = &a->srec[a->live[i]];
+
+		if (a->committed[a->live[i]] == r->windows)
+			bm_put(&b, r->first_block, blocks_of(r->image_bytes), false);
+	}
+	fits = bm_first_fit(&b, blocks_of(bytes), &at);
+	bm_release(&b);
+	return fits;
+}
+
 void arena_stats(struct arena *a, struct arena_stats *st)
 {
 	*st = a->st;

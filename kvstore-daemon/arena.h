@@ -218,6 +218,11 @@ uint64_t arena_pick_victim(struct arena *a, uint64_t except);
 uint64_t arena_pick_victim_ex(struct arena *a, uint64_t except, const uint64_t *skip,
                               uint32_t n_skip, bool (*as_agent)(void *ctx, uint64_t seq),
                               void *ctx);
+/* Would an extent of `bytes` fit if every complete sequence were given up
+ * (those being written, and the daemon's staging windows, staying where
+ * they are)? Asked before giving any up for room, so that none is given up
+ * for room it cannot make. Changes nothing. */
+bool arena_fits_if_given_up(struct arena *a, uint64_t bytes);
 void arena_stats(struct arena *a, struct arena_stats *st);
 
 /* Capture: a slot for `m`'s image, state writing, its place in *out. The

@@ -462,15 +462,15 @@ static int kvs_stage_refused(struct kvs *k, const struct arena_meta *of, uint64_
  * (ADR 0020): the staging windows of reads that ended; else a demotion of
  * a complete sequence KV-disk can take (kvs_work, one a loop turn: ask
  * again); else, for a read, KV-RAM gives up complete sequences (kvs_victim's
- * order) until it fits: a sequence on disk must always be able to come back,
- * and with both tiers full nothing else can make the room. IG_E_OK with
+ * order) until it fits, when giving them up can make it fit at all: a
+ * sequence on disk must always be able to come back, and with both tiers
+ * full nothing else can make the room. IG_E_OK with
  * *offset, or IG_E_NOSPACE naming `of` and both tiers.
  */
 static int kvs_stage_room(struct kvs *k, const struct arena_meta *of, const struct arena_meta *m,
                           bool read, uint64_t *offset, struct ig_errbuf *eb)
 {
 	uint64_t now = kvs_now_s();
-	struct arena_stats st;
 	struct ig_errbuf e2;
 	bool freed = false;
 
@@ -490,8 +490,7 @@ static int kvs_stage_room(struct kvs *k, const struct arena_meta *of, const stru
 			k->want_room = m->image_bytes;
 		return kvs_stage_refused(k, of, m->image_bytes, read, true, eb);
 	}
-	arena_stats(k->ram, &st);
-	while (read && m->image_bytes <= st.bytes) {
+	while (read && arena_fits_if_given_up(k->ram, m->image_bytes)) {
 		uint64_t v = kvs_victim(k, 0, NULL, 0);
 		struct ev e;
 

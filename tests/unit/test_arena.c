@@ -447,6 +447,38 @@ static void test_victims(void **state)
 	arena_close(a);
 }
 
+/* Would an extent fit once every complete sequence were given up? What a
+ * give-up for room asks first, so that nothing is given up for room it
+ * cannot make: sequences being written stay, and so does their place. */
+static void test_fits_if_given_up(void **state)
+{
+	struct tctx *t = *state;
+	static const struct step s[] = {
+	    {RES, 1, 2 * BLK, 65536, A, IG_E_OK, 0}, {COMMIT_ALL, 1, 0, 0, 0, IG_E_OK, 0},
+	    {RES, 2, BLK, 65536, A, IG_E_OK, 2}, /* stays incomplete */
+	    {RES, 3, 2 * BLK, 65536, I, IG_E_OK, 3}, {COMMIT_ALL, 3, 0, 0, 0, IG_E_OK, 0},
+	    {RES, 4, 3 * BLK, 65536, A, IG_E_OK, 5}, /* stays incomplete */
+	};
+	struct arena *a = open_ok(t->name, 8 * BLK);
+	struct ig_errbuf eb = {0};
+
+	run_script(a, s, sizeof(s) / sizeof(s[0]), "fits");
+	assert_true(arena_fits_if_given_up(a, 1));
+	assert_true(arena_fits_if_given_up(a, 2 * BLK));
+	assert_false(arena_fits_if_given_up(a, 2 * BLK + 1)); /* 0-1 and 3-4, 2 between */
+	assert_false(arena_fits_if_given_up(a, 9 * BLK));
+	check(a); /* a question: nothing given up */
+	assert_int_equal(arena_get(a, 1, NULL, NULL, 0, &eb), IG_E_OK);
+	assert_int_equal(arena_get(a, 3, NULL, NULL, 0, &eb), IG_E_OK);
+	assert_int_equal(arena_drop(a, 2, &eb), IG_E_OK);
+	assert_true(arena_fits_if_given_up(a, 5 * BLK));
+	assert_false(arena_fits_if_given_up(a, 6 * BLK));
+	assert_int_equal(arena_drop(a, 4, &eb), IG_E_OK);
+	assert_true(arena_fits_if_given_up(a, 8 * BLK));
+	check(a);
+	arena_close(a);
+}
+
 /* The daemon's order: an interactive sequence the caller ranks as an agent
  * (its TTL ran out) goes before a newer agent; skipped ones are passed over. */
 static bool rank_seq1_as_agent(void *ctx, uint64_t seq)
@@ -2348,6 +2380,7 @@ int main(int argc, char **argv)
 	    T(test_placement, "placement"),
 	    T(test_victims, "victims"),
 	    T(test_victims_ex, "victims-ex"),
+	    T(test_fits_if_given_up, "fits"),
 	    T(test_full_figures, "full"),
 	    T(test_index_full, "index"),
 	    T(test_refusals, "refusals"),
