@@ -1099,6 +1099,43 @@ static int eng__restores(struct eng *e, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
+/* A victim moves out for one waiting request. When that request no longer
+ * waits before the move lands (admitted from room freed elsewhere, say
+ * another request ended, or cancelled), the move has no reason left: the
+ * victim, which still holds its pages, runs on where it stopped, and what
+ * the tier got of it is dropped (the transfer sees the phase change at its
+ * next step: eng__xfer_seq). A window being gathered reads the pages on the
+ * copy engine: it ends first. */
+static void eng__stop_needless_moves(struct eng *e)
+{
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		struct eng_seq *s = &e->seqs[i];
+		const struct eng_seq *r;
+
+		if (!s->used || s->sch.phase != SCHED_MOVING_OUT)
+			continue;
+		r = eng__find(e, s->for_id);
+		if (r && r->sch.phase == SCHED_WAITING)
+			continue;
+		if (e->cp && e->xo.step == XS_COPY && e->xo.slot == i)
+			copier_wait(e->cp, 0);
+		if (e->xo.step != XS_IDLE && e->xo.step != XS_DROP && e->xo.slot == i &&
+		    e->xo.id == s->sch.id)
+			s->in_tier = false; /* the transfer drops its key */
+		s->sch.phase = s->resume;
+		e->st.moves_stopped++;
+		eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVE_STOPPED,
+		                                  .id = s->sch.id,
+		                                  .for_id = s->for_id,
+		                                  .cls = (int)s->sch.cls,
+		                                  .pages = s->sch.pages,
+		                                  .why = r && r->sch.phase != SCHED_DONE
+		                                             ? "it was admitted from room freed "
+		                                               "elsewhere"
+		                                             : "it ended"});
+	}
+}
+
 static void eng__victims(struct eng *e)
 {
 	uint64_t for_id;
@@ -1143,6 +1180,7 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 
 	*ran = 0;
 	if (e->moves) {
+		eng__stop_needless_moves(e);
 		eng__out_turn(e);
 		eng__in_turn(e);
 	}

@@ -60,6 +60,9 @@ enum eng_event_kind {
 	ENG_EV_RESTORED,     /* back on the device, resuming */
 	ENG_EV_LOST,         /* its tier record is gone: prefilled again from the start */
 	ENG_EV_MOVE_REFUSED, /* the tier had no room for it: it stays, and runs on */
+	ENG_EV_MOVE_STOPPED, /* its need went (admitted from room freed elsewhere, or
+	                        gone) before the move landed: it keeps its pages and
+	                        runs on, the tier drops what it got */
 };
 
 struct eng_event {
@@ -160,6 +163,7 @@ struct eng_stats {
 	uint64_t move_out_windows, move_in_windows;
 	uint64_t lost;                         /* records the tier lost: prefilled again */
 	uint64_t move_retries;                 /* reserves refused (tier full) or moves restarted */
+	uint64_t moves_stopped;                /* moves out whose need went before they landed */
 	uint32_t moving_out, moved, moving_in; /* live requests in those phases */
 };
 

@@ -107,7 +107,8 @@ static void worker_on_event(void *ctx, const struct eng_event *ev)
 	                                    [ENG_EV_MOVED] = "ignis.kv.move",
 	                                    [ENG_EV_RESTORED] = "ignis.request.restored",
 	                                    [ENG_EV_LOST] = "ignis.request.lost",
-	                                    [ENG_EV_MOVE_REFUSED] = "ignis.kv.move_refused"};
+	                                    [ENG_EV_MOVE_REFUSED] = "ignis.kv.move_refused",
+	                                    [ENG_EV_MOVE_STOPPED] = "ignis.kv.move_stopped"};
 	struct ev e;
 
 	(void)ctx;
@@ -138,6 +139,11 @@ static void worker_on_event(void *ctx, const struct eng_event *ev)
 		ev_u64(&e, "for", ev->for_id);
 		ev_u64(&e, "bytes", ev->bytes);
 		ev_str(&e, "detail", ev->why ? ev->why : "");
+		break;
+	case ENG_EV_MOVE_STOPPED:
+		ev_u64(&e, "for", ev->for_id);
+		ev_u64(&e, "pages", ev->pages);
+		ev_str(&e, "reason", ev->why ? ev->why : "");
 		break;
 	default:
 		ev_u64(&e, "pages", ev->pages);

@@ -48,6 +48,10 @@
  *       anything).
  *   expect not-moved NAME
  *   expect lost NAME             its tier record was lost: prefilled again
+ *   expect stopped NAME          a move of it was stopped before it landed:
+ *                                its need went (admitted from room freed
+ *                                elsewhere, or ended); it ran on (chosen,
+ *                                not moved)
  *   expect refused NAME          a move of it was refused by the tier (it
  *                                stays and runs on: chosen, not moved)
  *   expect victims R A B ... | none   the victims chosen for R, in order
@@ -57,7 +61,7 @@
  *
  * States: waiting prefill ready decode moving_out moved moving_in done.
  * Events: admitted evicted out (its move out landed) restore (pages
- * reserved for its move in) in (its move in landed) restored lost refused
+ * reserved for its move in) in (its move in landed) restored lost refused stopped
  * first (its first token) decode (it held a lane) done.
  *
  * Checked in every script, after every round: the free pages are the pool
@@ -65,8 +69,9 @@
  * reservation is taken whole at admission or restore and never grows);
  * every victim is chosen for a request that was waiting (only an admission
  * moves anything; a restore never does), ranks below it and held pages
- * outside any transfer. At the end: every request is done; a move, a loss
- * or a refusal that the script did not expect fails it; every page is back;
+ * outside any transfer. At the end: every request is done; a move, a loss,
+ * a refusal or a stop that the script did not expect fails it; every page
+ * is back; the tiers hold nothing (what a move left there is dropped);
  * and every request's tokens equal the same request's run alone on a pool
  * where nothing moves (a cancelled one: a prefix of them).
  *
@@ -125,6 +130,7 @@ enum ss_ev {
 	SE_RESTORED,
 	SE_LOST,
 	SE_REFUSED,
+	SE_STOPPED,
 	SE_FIRST,
 	SE_DECODE,
 	SE_DONE,
@@ -132,8 +138,8 @@ enum ss_ev {
 };
 
 static const char *const ss_ev_names[SE_N] = {
-    "admitted", "evicted", "out",   "restore", "in",   "restored",
-    "lost",     "refused", "first", "decode",  "done",
+    "admitted", "evicted", "out",     "restore", "in",     "restored",
+    "lost",     "refused", "stopped", "first",   "decode", "done",
 };
 
 enum ss_opk { OK_POOL, OK_SUBMIT, OK_ROUNDS, OK_UNTIL, OK_CANCEL, OK_FINISH, OK_EXPECT };
@@ -150,6 +156,7 @@ enum ss_expk {
 	EX_NOT_MOVED,
 	EX_LOST,
 	EX_REFUSED,
+	EX_STOPPED,
 	EX_VICTIMS,
 	EX_ORDER,
 };
@@ -178,7 +185,7 @@ struct ss_req {
 	uint32_t prompt[SS_CONTEXT], n_prompt, max;
 	bool seeded;
 	struct smp_params smp;
-	bool named_moved, named_lost, named_refused; /* a script line expects it */
+	bool named_moved, named_lost, named_refused, named_stopped; /* a script line expects it */
 	/* the run */
 	bool submitted;
 	uint64_t id, arrival;
@@ -350,8 +357,9 @@ static const char *ss_kv(const char *w, const char *key)
 	return strncmp(w, key, n) == 0 && w[n] == '=' ? w + n + 1 : NULL;
 }
 
-static const char *const ss_reserved[] = {"free", "moves",   "prefilled", "moved", "not-moved",
-                                          "lost", "refused", "victims",   "order", "none"};
+static const char *const ss_reserved[] = {"free",      "moves", "prefilled", "moved",
+                                          "not-moved", "lost",  "refused",   "stopped",
+                                          "victims",   "order", "none"};
 
 static void ss_parse_pool(struct ss *s, int line, char **w, int n)
 {
@@ -487,13 +495,17 @@ static void ss_parse_expect(struct ss *s, int line, struct ss_op *o, char **w, i
 	} else if (!strcmp(a, "not-moved")) {
 		o->x = EX_NOT_MOVED;
 		o->req = ss_req_of(s, line, w[2]);
-	} else if (!strcmp(a, "lost") || !strcmp(a, "refused")) {
-		o->x = !strcmp(a, "lost") ? EX_LOST : EX_REFUSED;
+	} else if (!strcmp(a, "lost") || !strcmp(a, "refused") || !strcmp(a, "stopped")) {
+		o->x = !strcmp(a, "lost")      ? EX_LOST
+		       : !strcmp(a, "refused") ? EX_REFUSED
+		                               : EX_STOPPED;
 		o->req = ss_req_of(s, line, w[2]);
 		if (o->x == EX_LOST)
 			s->req[o->req].named_lost = true;
-		else
+		else if (o->x == EX_REFUSED)
 			s->req[o->req].named_refused = true;
+		else
+			s->req[o->req].named_stopped = true;
 	} else if (!strcmp(a, "victims")) {
 		o->x = EX_VICTIMS;
 		o->req = ss_req_of(s, line, w[2]);
@@ -758,6 +770,10 @@ static void ss_on_event(void *ctx, const struct eng_event *ev)
 		ss_mark(s, r, SE_REFUSED);
 		ss_log(s, "%ld: %s's move refused by the tier", s->round, r->name);
 		break;
+	case ENG_EV_MOVE_STOPPED:
+		ss_mark(s, r, SE_STOPPED);
+		ss_log(s, "%ld: %s's move stopped: %s", s->round, r->name, ev->why ? ev->why : "");
+		break;
 	}
 }
 
@@ -993,6 +1009,11 @@ static void ss_expect(struct ss *s, const struct ss_op *o)
 			ss_fail(s, line, "expected a move of %s refused by the tier; none was",
 			        r->name);
 		break;
+	case EX_STOPPED:
+		if (!r->count[SE_STOPPED])
+			ss_fail(s, line, "expected a move of %s stopped before it landed; none was",
+			        r->name);
+		break;
 	case EX_VICTIMS: {
 		char got[256] = "", want[256] = "";
 		bool same = r->n_victims == (uint32_t)o->n_list;
@@ -1050,6 +1071,39 @@ static void ss_finish(struct ss *s, long bound)
 			        "finish: not everything done after %ld rounds (round %ld)", bound,
 			        s->round);
 		ss_round(s);
+	}
+}
+
+/* The sequences both tiers hold now (the daemon's own figures). */
+static uint64_t ss_tier_sequences(struct ss *s)
+{
+	struct msg q = {.type = MSG_KV_STATS};
+	struct ig_errbuf eb = {0};
+	struct tp_rx rx;
+	nng_socket c;
+	uint64_t n;
+
+	if (tp_dial(&c, s->k.dir, "kvstore", 5000, &eb) || tp_call(c, &q, &rx, &eb))
+		ss_fail(s, 0, "kv_stats: %s", eb.msg);
+	n = rx.m.u.kv_stats_reply.ram_sequences + rx.m.u.kv_stats_reply.disk_sequences;
+	tp_rx_release(&rx);
+	nng_close(c);
+	return n;
+}
+
+/* Everything done: what the tiers got of a sequence is dropped once it is
+ * back, ended, or its move stopped (the engine drops keys between rounds). */
+static void ss_tiers_emptied(struct ss *s)
+{
+	uint64_t n = 0;
+
+	for (long i = 0; (n = ss_tier_sequences(s)) != 0; i++) {
+		if (i == 200)
+			ss_fail(s, 0,
+			        "the tiers still hold %llu sequences after every request ended",
+			        (unsigned long long)n);
+		ss_round(s);
+		usleep(1000);
 	}
 }
 
@@ -1258,14 +1312,17 @@ static void test_script(void **state)
 		if (!s->req[i].submitted)
 			ss_fail(s, 0, "%s is never submitted", s->req[i].name);
 	ss_finish(s, SS_BOUND);
+	ss_tiers_emptied(s);
 	if (s->kv.n_free != s->kv.n_pages)
 		ss_fail(s, 0, "%u of %u pages free at the end", s->kv.n_free, s->kv.n_pages);
 	/* what the script did not expect fails it: a move, a loss, a refusal */
 	for (uint32_t i = 0; i < s->n_req; i++) {
 		const struct ss_req *r = &s->req[i];
 
-		/* a victim whose move the tier refused is named by `expect refused` */
-		if (r->count[SE_EVICTED] > (r->named_refused ? r->count[SE_REFUSED] : 0) &&
+		/* a victim whose move the tier refused, or that was stopped, is
+		 * named by `expect refused` or `expect stopped` */
+		if (r->count[SE_EVICTED] > (r->named_refused ? r->count[SE_REFUSED] : 0) +
+		                               (r->named_stopped ? r->count[SE_STOPPED] : 0) &&
 		    !r->named_moved)
 			ss_fail(s, 0,
 			        "%s was moved (for %s, round %ld), which the script does not "
@@ -1280,6 +1337,11 @@ static void test_script(void **state)
 			        "a move of %s was refused (round %ld), which the script does not "
 			        "expect",
 			        r->name, r->first[SE_REFUSED]);
+		if (r->count[SE_STOPPED] && !r->named_stopped)
+			ss_fail(s, 0,
+			        "a move of %s was stopped (round %ld), which the script does not "
+			        "expect",
+			        r->name, r->first[SE_STOPPED]);
 		moves += r->count[SE_EVICTED];
 		lost += r->count[SE_LOST];
 	}
