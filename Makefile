@@ -2,6 +2,7 @@
 #   make          build (installs missing Debian packages first)
 #   make test     what CI runs: three builds (cuda auto, no cuda, ASan+UBSan) and their tests
 #   make run      start the system on the embedded default configuration
+#                 (MODEL=file.gguf: on that model file)
 #   make demo     a short scenario against it (or a system of its own): agents, then an
 #                 interactive request streaming, then the metrics page
 #   make fuzz     run the protocol decoder under libFuzzer for FUZZ_SECONDS (clang)
@@ -29,7 +30,7 @@ test:
 	@tools/test.sh
 
 run: build
-	@tools/run.sh $(BUILD)
+	@$(if $(MODEL),MODEL=$(MODEL)) tools/run.sh $(BUILD)
 
 demo: build
 	@tools/demo.sh $(BUILD)

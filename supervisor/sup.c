@@ -26,6 +26,7 @@
 #include "event.h"
 #include "frontdoor.h"
 #include "metsrv.h"
+#include "mfile.h"
 #include "proc.h"
 #include "rtdir.h"
 #include "service.h"
@@ -53,7 +54,10 @@ struct sup {
 	struct proc procs[SUP_NPROC]; /* start order */
 	struct vplan plan;
 	struct msg plan_msg;       /* the worker's greeting */
-	char model_path[PATH_MAX]; /* --model FILE, absolute; "" for a built-in */
+	char model_path[PATH_MAX]; /* --model FILE, absolute; a built-in's synthetic
+	                              weights in the runtime directory; "" for a
+	                              built-in that is only planned for */
+	bool builtin_weights;      /* model_path is ours: removed at the end */
 	struct msg kv_msg;         /* the kvstore daemon's greeting */
 	char arena_name[96], disk_path[PATH_MAX];
 	bool stopping;
@@ -120,6 +124,48 @@ static int sup__kv_config(struct sup *s, const struct knobs *k, struct ig_errbuf
 	 * beside --reuse-kv-ram-bytes (ADR 0016) */
 	c->retained_slots = s->plan.retained_host;
 	c->slot_bytes = s->plan.retained_host ? s->plan.model->state_image_bytes : 0;
+	return IG_E_OK;
+}
+
+/* A built-in description whose synthetic weights are at most this large is
+ * served: the supervisor writes them (seed SUP_BUILTIN_SEED, bf16: what
+ * `make run` and `ignis-mkmodel --preset NAME --seed 1` write) into the
+ * runtime directory and hands the worker that file, so that a start on the
+ * embedded default, or on etc/ignis.yaml, serves a model. The reference
+ * models (tens of GB) stay descriptions to plan for (docs/adr/0019). */
+#define SUP_BUILTIN_MAX_BYTES (256ull << 20)
+#define SUP_BUILTIN_SEED      1
+
+/* The synthetic file of built-in `m` in the runtime directory, into `path`;
+ * "" when `m` is too large to serve that way. */
+static int sup__builtin_weights(struct sup *s, const struct mdesc *m, struct ig_errbuf *eb)
+{
+	struct mfile_synthetic syn;
+	int rc;
+
+	s->model_path[0] = '\0';
+	rc = mfile_synthetic_describe(m, MFILE_BF16, &syn, eb);
+	if (rc || syn.file_bytes > SUP_BUILTIN_MAX_BYTES)
+		return IG_E_OK; /* a description to plan for: no weights to serve */
+	if (snprintf(s->model_path, sizeof(s->model_path), "%s/model-%s-seed%d.gguf", s->env.rtdir,
+	             m->name, SUP_BUILTIN_SEED) >= (int)sizeof(s->model_path))
+		return ig_errf(eb, IG_E_CONFIG, "runtime directory '%s' is too long", s->env.rtdir);
+	rc = mfile_write_synthetic(m, SUP_BUILTIN_SEED, MFILE_BF16, s->model_path, eb);
+	if (rc) {
+		s->model_path[0] = '\0';
+		return ig_errprefix(eb, "cannot write the weights of built-in model '%s'", m->name);
+	}
+	s->builtin_weights = true;
+	{
+		struct ev e;
+
+		ev_begin(&e, EV_INFO, "ignis.supervisor.builtin_weights");
+		ev_str(&e, "model", m->name);
+		ev_str(&e, "path", s->model_path);
+		ev_u64(&e, "bytes", syn.file_bytes);
+		ev_u64(&e, "seed", SUP_BUILTIN_SEED);
+		ev_end(&e);
+	}
 	return IG_E_OK;
 }
 
@@ -391,8 +437,6 @@ int sup_start(const struct sup_opts *o)
 		        strerror(errno));
 		return PLAN_EXIT_CONFIG;
 	}
-	plan_to_msg(&s.plan, &o->cfg->k, s.model_path, &s.plan_msg);
-	s.procs[1].greeting = &s.plan_msg;
 	rc = sup__kv_config(&s, &o->cfg->k, &eb);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
@@ -412,14 +456,24 @@ int sup_start(const struct sup_opts *o)
 		fprintf(stderr, "ignis-supervisor: cannot start: %s\n", eb.msg);
 		return 1;
 	}
+	/* the runtime directory is ours now (we hold its supervisor.lock): a
+	 * built-in's weights can go there */
+	if (mdesc_find(o->cfg->k.v[KNOB_MODEL].s))
+		rc = sup__builtin_weights(&s, mdesc_find(o->cfg->k.v[KNOB_MODEL].s), &eb);
 	/* before any child: an address in use refuses the start */
-	rc = metsrv_open(&s.met, &o->cfg->k.v[KNOB_SERVER_METRICS_BIND], s.env.rtdir, &s.plan, &eb);
+	if (!rc)
+		rc = metsrv_open(&s.met, &o->cfg->k.v[KNOB_SERVER_METRICS_BIND], s.env.rtdir,
+		                 &s.plan, &eb);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: cannot start: %s\n", eb.msg);
+		if (s.builtin_weights)
+			unlink(s.model_path);
 		svc_close(&s.svc);
 		rmdir(s.env.rtdir);
 		return 1;
 	}
+	plan_to_msg(&s.plan, &o->cfg->k, s.model_path, &s.plan_msg);
+	s.procs[1].greeting = &s.plan_msg;
 	{
 		struct door_opts dopt = {.bind = o->cfg->k.v[KNOB_SERVER_BIND].s,
 		                         .rtdir = s.env.rtdir};
@@ -430,6 +484,8 @@ int sup_start(const struct sup_opts *o)
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: cannot start the front door: %s\n", eb.msg);
 		metsrv_close(s.met);
+		if (s.builtin_weights)
+			unlink(s.model_path);
 		svc_close(&s.svc);
 		rmdir(s.env.rtdir);
 		return 1;
@@ -520,6 +576,8 @@ int sup_start(const struct sup_opts *o)
 	door_close(s.door);
 	metsrv_close(s.met);
 	svc_close(&s.svc);
+	if (s.builtin_weights)
+		unlink(s.model_path);
 	rmdir(s.env.rtdir); /* only succeeds when nothing else is left in it */
 	ev_begin(&e, EV_INFO, "ignis.supervisor.stopped");
 	ev_str(&e, "reason", why);

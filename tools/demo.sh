@@ -16,7 +16,6 @@ set -euo pipefail
 build=${1:-build}
 sup=$build/supervisor/ignis-supervisor
 cli=$build/client/ignis-client
-model=$build/models/tiny-dense.gguf
 tmp=$(mktemp -d /tmp/ignis-demo-XXXXXX)
 rt=() own_pid=
 metrics=${IGNIS_SERVER_METRICS_BIND:-127.0.0.1:9464}
@@ -33,17 +32,13 @@ trap finish EXIT
 if "$sup" status >/dev/null 2>&1; then
 	echo "== using the running system ($("$sup" status | head -1 | tr -s ' '))"
 else
-	if [[ ! -f $model ]]; then
-		mkdir -p "$(dirname "$model")"
-		"$build/tools/ignis-mkmodel" --preset tiny-dense -o "$model" --seed 1 >/dev/null
-	fi
 	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 	metrics=127.0.0.1:$port
 	rt=(--runtime-dir "$tmp/rt")
 	echo "== starting Ignis on the embedded default (events in $tmp/events.jsonl)"
 	# a pool of 16 pages (the agents take 7 + 7 + 2): the interactive
 	# request's 3 pages make room by moving an agent
-	"$sup" start "${rt[@]}" --model "$model" --server-metrics-bind "$metrics" \
+	"$sup" start "${rt[@]}" --server-metrics-bind "$metrics" \
 		--model-max-context 512 --vram-kv-pool-bytes 1024tok --reuse-retained-host 0 \
 		--reuse-move-out-window-bytes 64K --reuse-move-in-window-bytes 64K \
 		>"$tmp/events.jsonl" 2>&1 &

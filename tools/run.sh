@@ -1,21 +1,14 @@
 #!/usr/bin/env bash
 # `make run`: start Ignis in the foreground on the embedded default
-# configuration (cpu backend, simulated device, the tiny dense model). The
-# model file is written on the first run (build/models/tiny-dense.gguf,
-# seeded random weights) unless IGNIS_CONFIG names a configuration of its
-# own. Ctrl-C stops everything in order.
+# configuration (cpu backend, simulated device, the tiny dense model, whose
+# seeded weights the supervisor writes into its runtime directory at each
+# start), or on IGNIS_CONFIG's configuration, or on MODEL=file.gguf (`make
+# run MODEL=...`). Ctrl-C stops everything in order.
 set -euo pipefail
 build=${1:-build}
 sup=$build/supervisor/ignis-supervisor
-model=$build/models/tiny-dense.gguf
 args=()
-if [[ -z ${IGNIS_CONFIG:-} && -z ${IGNIS_MODEL:-} ]]; then
-	if [[ ! -f $model ]]; then
-		mkdir -p "$(dirname "$model")"
-		"$build/tools/ignis-mkmodel" --preset tiny-dense -o "$model" --seed 1
-	fi
-	args=(--model "$model")
-fi
+[[ -n ${MODEL:-} ]] && args=(--model "$MODEL")
 cat >&2 <<TXT
 Starting Ignis (events as JSON lines below; Ctrl-C stops everything).
 In another terminal:
