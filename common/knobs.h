@@ -233,7 +233,8 @@ struct knobs {
 	X("IGNIS_KVSTORED", "tests and ignis-bench: the ignis-kvstored to start")                  \
 	X("IGNIS_SUPERVISOR", "tests: the ignis-supervisor to run")                                \
 	X("IGNIS_GOLDEN_DIR", "test_msg: the golden bytes (tests/golden)")                         \
-	X("IGNIS_UPDATE_GOLDEN", "test_msg: rewrite the golden bytes and the protocol examples")   \
+	X("IGNIS_UPDATE_GOLDEN",                                                                   \
+	  "test_msg, test_protodoc: rewrite the golden bytes, the examples")                       \
 	X("IGNIS_SEED", "test_gguf: the seed of the random corruptions")                           \
 	X("IGNIS_SCHED_*", "test_schedscript: the scripts, a filter, a trace")                     \
 	X("IGNIS_TEST_*", "tests and the daemons' test hooks (IGNIS_TEST_SEED, "                   \
