@@ -36,6 +36,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,17 +202,108 @@ static bool parse_u64(const char *s, uint64_t *out)
 	return !errno && !*end;
 }
 
+/*
+ * The connection to the daemon: a REQ socket and its dialer, watched. nng
+ * 1.5.2's dialer sometimes stops redialing for good after its daemon was
+ * killed -9 and restarted at once (the worker's client has the same guard:
+ * gpu-worker/kvclient.c); so before each request the ctl waits for a
+ * connection and replaces a dialer that brought none for CTL_REDIAL_MS.
+ */
+#define CTL_REDIAL_MS 2000
+
+struct ctl {
+	nng_socket sock;
+	nng_dialer dialer;
+	char url[TP_PATH_MAX + 8];
+	atomic_int pipes; /* connections up now, from nng's pipe events */
+};
+
+static void ctl_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+	struct ctl *c = arg;
+
+	(void)p;
+	atomic_fetch_add(&c->pipes, ev == NNG_PIPE_EV_ADD_POST ? 1 : -1);
+}
+
+static int ctl_open(struct ctl *c, const char *rtdir, struct ig_errbuf *eb)
+{
+	int rv;
+
+	atomic_init(&c->pipes, 0);
+	if (snprintf(c->url, sizeof(c->url), "ipc://%s/kvstore.sock", rtdir) >= (int)sizeof(c->url))
+		return ig_errf(eb, IG_E_CONFIG, "socket path under '%s' is too long", rtdir);
+	rv = nng_req0_open(&c->sock);
+	if (rv)
+		return tp_nng_err(eb, rv, "cannot open a request socket");
+	rv = nng_socket_set_size(c->sock, NNG_OPT_RECVMAXSZ, MSG_MAX_BYTES);
+	if (!rv)
+		rv = nng_socket_set_ms(c->sock, NNG_OPT_RECVTIMEO, 10000);
+	if (!rv)
+		rv = nng_socket_set_ms(c->sock, NNG_OPT_SENDTIMEO, 10000);
+	if (!rv)
+		rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMINT, 20);
+	if (!rv)
+		rv = nng_socket_set_ms(c->sock, NNG_OPT_RECONNMAXT, 500);
+	/* nng's REQ sends a request again on the new connection when its
+	 * daemon died before answering; on a live connection that stays
+	 * silent, after this long (every request here may be repeated: a
+	 * commit of a committed window and a reserve of a fresh reservation
+	 * are answered as the first time). */
+	if (!rv)
+		rv = nng_socket_set_ms(c->sock, NNG_OPT_REQ_RESENDTIME, 5000);
+	if (!rv)
+		rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_ADD_POST, ctl_pipe_cb, c);
+	if (!rv)
+		rv = nng_pipe_notify(c->sock, NNG_PIPE_EV_REM_POST, ctl_pipe_cb, c);
+	if (!rv)
+		rv = nng_dial(c->sock, c->url, &c->dialer, NNG_FLAG_NONBLOCK);
+	if (rv) {
+		nng_close(c->sock);
+		return tp_nng_err(eb, rv, c->url);
+	}
+	return IG_E_OK;
+}
+
+/* Wait for a connection (up to CTL_RESTART_WAIT_MS), replacing a dialer
+ * that brought none for CTL_REDIAL_MS. */
+static int ctl_connected(struct ctl *c, struct ig_errbuf *eb)
+{
+	for (int waited = 0, quiet = 0; atomic_load(&c->pipes) <= 0; waited += 10, quiet += 10) {
+		if (waited >= CTL_RESTART_WAIT_MS)
+			return ig_errf(eb, IG_E_TIMEOUT,
+			               "no connection to the kvstore daemon at %s in %d s", c->url,
+			               CTL_RESTART_WAIT_MS / 1000);
+		if (quiet >= CTL_REDIAL_MS) {
+			nng_dialer d;
+
+			(void)nng_dialer_close(c->dialer);
+			if (nng_dial(c->sock, c->url, &d, NNG_FLAG_NONBLOCK) == 0)
+				c->dialer = d;
+			quiet = 0;
+		}
+		usleep(10000);
+	}
+	return IG_E_OK;
+}
+
 /* One request, one reply of type `want` (an error reply becomes its code).
  * A daemon that was just restarted answers "not ready" until the supervisor
- * has configured it again: asked again for up to 10 s. */
-static int call(nng_socket s, const struct msg *q, uint32_t want, struct tp_rx *rx,
+ * has configured it again: asked again for up to 10 s. A request that timed
+ * out with no connection left (its daemon died and none came back on that
+ * dialer) is sent again on a new one. */
+static int call(struct ctl *s, const struct msg *q, uint32_t want, struct tp_rx *rx,
                 struct ig_errbuf *eb)
 {
-	int rc;
+	int rc, lost = 0;
 
-	for (int i = 0;; i++) {
-		rc = tp_call(s, q, rx, eb);
-		if (rc != IG_E_NOT_READY || i == 200)
+	for (int i = 0;;) {
+		rc = ctl_connected(s, eb);
+		if (!rc)
+			rc = tp_call(s->sock, q, rx, eb);
+		if (rc == IG_E_TIMEOUT && atomic_load(&s->pipes) <= 0 && lost++ < 2)
+			continue;
+		if (rc != IG_E_NOT_READY || ++i > 200)
 			break;
 		usleep(50000);
 	}
@@ -223,7 +315,7 @@ static int call(nng_socket s, const struct msg *q, uint32_t want, struct tp_rx *
 	return rc;
 }
 
-static int simple(nng_socket s, uint32_t type, uint64_t seq, struct ig_errbuf *eb)
+static int simple(struct ctl *s, uint32_t type, uint64_t seq, struct ig_errbuf *eb)
 {
 	struct msg q = {.type = type};
 	struct tp_rx rx;
@@ -246,7 +338,7 @@ static int simple(nng_socket s, uint32_t type, uint64_t seq, struct ig_errbuf *e
 	return rc;
 }
 
-static int cmd_stats(nng_socket s, bool json, bool prom, struct ig_errbuf *eb)
+static int cmd_stats(struct ctl *s, bool json, bool prom, struct ig_errbuf *eb)
 {
 	struct msg q = {.type = MSG_KV_STATS};
 	const struct msg_kv_stats_reply *r;
@@ -307,7 +399,7 @@ static int cmd_stats(nng_socket s, bool json, bool prom, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
-static int cmd_list(nng_socket s, bool json, struct ig_errbuf *eb)
+static int cmd_list(struct ctl *s, bool json, struct ig_errbuf *eb)
 {
 	uint64_t after = 0;
 	bool more = true;
@@ -351,7 +443,7 @@ static int cmd_list(nng_socket s, bool json, struct ig_errbuf *eb)
  * request larger than the whole arena is refused by the daemon at once with
  * the same code, and comes back here as it is after the first try when
  * `once` says so. */
-static int call_patient(nng_socket s, const struct msg *q, uint32_t want, struct tp_rx *rx,
+static int call_patient(struct ctl *s, const struct msg *q, uint32_t want, struct tp_rx *rx,
                         bool once, struct ig_errbuf *eb)
 {
 	int rc;
@@ -368,7 +460,7 @@ static int call_patient(nng_socket s, const struct msg *q, uint32_t want, struct
 /* The arena the daemon serves, mapped. A daemon that answers but names no
  * arena is not configured yet (just restarted): asked again, as the
  * worker's client does, for up to CTL_CONFIG_WAIT_MS. */
-static int map_arena(nng_socket s, struct arena_map *m, struct ig_errbuf *eb)
+static int map_arena(struct ctl *s, struct arena_map *m, struct ig_errbuf *eb)
 {
 	struct msg q = {.type = MSG_KV_STATS};
 	char name[97] = "";
@@ -393,7 +485,7 @@ static int map_arena(nng_socket s, struct arena_map *m, struct ig_errbuf *eb)
 	return arena_map_open(m, name, eb);
 }
 
-static int cmd_put(nng_socket s, uint64_t seq, const char *path, uint64_t window, const char *cls,
+static int cmd_put(struct ctl *s, uint64_t seq, const char *path, uint64_t window, const char *cls,
                    uint64_t pace_us, struct ig_errbuf *eb)
 {
 	struct msg q = {.type = MSG_KV_RESERVE};
@@ -466,7 +558,7 @@ out:
 /* A sequence on KV-disk, a window at a time through its staging window,
  * each checked while copied out; written to `path` only whole (a temporary
  * file renamed at the end). */
-static int get_staged(nng_socket s, const struct arena_map *m, uint64_t seq, uint64_t windows,
+static int get_staged(struct ctl *s, const struct arena_map *m, uint64_t seq, uint64_t windows,
                       const char *path, struct ig_errbuf *eb)
 {
 	char tmp[4200];
@@ -508,7 +600,7 @@ static int get_staged(nng_socket s, const struct arena_map *m, uint64_t seq, uin
 	return rc;
 }
 
-static int cmd_get(nng_socket s, uint64_t seq, const char *path, struct ig_errbuf *eb)
+static int cmd_get(struct ctl *s, uint64_t seq, const char *path, struct ig_errbuf *eb)
 {
 	static uint64_t sums[ARENA_MAX_WINDOWS];
 	uint32_t n = 0;
@@ -586,7 +678,7 @@ out_map:
 
 /* ---- retained host slots ---- */
 
-static int cmd_slots(nng_socket s, bool json, struct ig_errbuf *eb)
+static int cmd_slots(struct ctl *s, bool json, struct ig_errbuf *eb)
 {
 	uint64_t first = 0;
 	bool more = true;
@@ -627,7 +719,7 @@ static int cmd_slots(nng_socket s, bool json, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
-static int cmd_slot_put(nng_socket s, uint64_t key, const char *path, const char *kind,
+static int cmd_slot_put(struct ctl *s, uint64_t key, const char *path, const char *kind,
                         const char *cls, uint64_t tokens, uint64_t model_id, struct ig_errbuf *eb)
 {
 	struct msg q = {.type = MSG_KV_SLOT_CAPTURE};
@@ -695,7 +787,7 @@ out_buf:
 	return rc;
 }
 
-static int cmd_slot_get(nng_socket s, uint64_t key, const char *path, uint64_t model_id,
+static int cmd_slot_get(struct ctl *s, uint64_t key, const char *path, uint64_t model_id,
                         struct ig_errbuf *eb)
 {
 	struct msg q = {.type = MSG_KV_SLOT_CLAIM};
@@ -776,8 +868,9 @@ int main(int argc, char **argv)
 	char rtdir[RTDIR_PATH_MAX + 1];
 	uint64_t window = 12ull << 20, seq = 0, pace_us = 0;
 	bool json = false, prom = false;
+	static struct ctl conn;
 	struct ig_errbuf eb;
-	nng_socket s;
+	struct ctl *s;
 	int c, rc;
 
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
@@ -916,14 +1009,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (rtdir_resolve(rtflag, NULL, NULL, rtdir, sizeof(rtdir), &eb) || ctl_reach(rtdir, &eb) ||
-	    tp_dial(&s, rtdir, "kvstore", 10000, &eb))
+	    ctl_open(&conn, rtdir, &eb))
 		return die(cmd, eb.msg);
-	/* nng's REQ sends a request again on the new connection when its daemon
-	 * died before answering; on a live connection that stays silent, after
-	 * this long (every request here may be repeated: a commit of a
-	 * committed window and a reserve of a fresh reservation are answered
-	 * as the first time). */
-	nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, 5000);
+	s = &conn;
 	if (!strcmp(cmd, "stats"))
 		rc = cmd_stats(s, json, prom, &eb);
 	else if (!strcmp(cmd, "list"))
@@ -948,7 +1036,7 @@ int main(int argc, char **argv)
 			printf("%s: every window matches its checksum\n",
 			       seq ? argv[optind] : "every sequence");
 	}
-	nng_close(s);
+	nng_close(conn.sock);
 	if (rc)
 		return die(cmd, eb.msg);
 	return 0;

@@ -389,8 +389,9 @@ sup_pid=
 [[ ! -e /dev/shm/$arena ]] || fail "the arena outlived the system"
 step "KV-disk off: KV-RAM gives up a complete agent sequence for a newer one, and names it"
 rm -rf "$rt"
+: >"$events" # emptied first: the start opens it later, and the wait must not find the last system's "started"
 "$sup" start --runtime-dir "$rt" --model tiny-dense --reuse-kv-ram-bytes 8M \
-	--reuse-kv-disk-bytes 0 >"$events" 2>&1 &
+	--reuse-kv-disk-bytes 0 >>"$events" 2>&1 &
 sup_pid=$!
 wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start (disk off)"
 arena=$(stat_of arena)
@@ -409,8 +410,9 @@ sup_pid=
 
 step "an arena the kvstore daemon refuses is left as found, for the operator's remedy"
 rm -rf "$rt"
+: >"$events"
 "$sup" start --runtime-dir "$rt" --model tiny-dense --reuse-kv-ram-bytes 8M \
-	--reuse-kv-disk-bytes 0 >"$events" 2>&1 &
+	--reuse-kv-disk-bytes 0 >>"$events" 2>&1 &
 sup_pid=$!
 wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start (8M)"
 k put 1 "$work/three" >/dev/null || fail "put 1 (8M)"
@@ -427,8 +429,9 @@ rc=$?
 grep -q "set --reuse-kv-ram-bytes back to 8388608" <<<"$out" || fail "unclear refusal: $out"
 [[ -e /dev/shm/$arena ]] || fail "the supervisor removed the arena its daemon refused to touch"
 grep -q '"event":"ignis.supervisor.kv_ram_kept"' "$events" || fail "no kv_ram_kept event"
+: >"$events"
 "$sup" start --runtime-dir "$rt" --model tiny-dense --reuse-kv-ram-bytes 8M \
-	--reuse-kv-disk-bytes 0 >"$events" 2>&1 &
+	--reuse-kv-disk-bytes 0 >>"$events" 2>&1 &
 sup_pid=$!
 wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start (8M again)"
 k get 1 "$work/r.1k" >/dev/null && cmp -s "$work/three" "$work/r.1k" || fail "seq 1 lost with the arena"
@@ -438,8 +441,9 @@ sup_pid=
 
 step "both tiers full: a sequence on KV-disk still comes back, the error names the tiers and the seq, the log is not flooded"
 rm -rf "$rt"
+: >"$events"
 "$sup" start --runtime-dir "$rt" --model tiny-dense --reuse-kv-ram-bytes 16M \
-	--reuse-kv-disk-bytes 64M --reuse-kv-disk-path "$work/disk2" >"$events" 2>&1 &
+	--reuse-kv-disk-bytes 64M --reuse-kv-disk-path "$work/disk2" >>"$events" 2>&1 &
 sup_pid=$!
 wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start (16M + 64M)"
 arena=$(stat_of arena)
