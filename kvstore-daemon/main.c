@@ -360,8 +360,8 @@ static struct kvs_stage *kvs_stage_find(struct kvs *k, uint64_t seq)
 	return NULL;
 }
 
-/* May a warning of `w`'s kind be logged now? A summary of the ones held
- * back goes out first once their window has passed. */
+/* Once a window has passed: one event with the count of the warnings held
+ * back in it (if any), and the next warning opens a new window. */
 static void kvs_warn_flush(struct kvs_warn *w, uint64_t now)
 {
 	struct ev e;
@@ -379,6 +379,8 @@ static void kvs_warn_flush(struct kvs_warn *w, uint64_t now)
 	w->suppressed = 0;
 }
 
+/* May a warning of `w`'s kind be logged now? The first KVS_WARN_BURST of
+ * a window may; the rest are counted for the summary. */
 static bool kvs_warn_take(struct kvs_warn *w)
 {
 	uint64_t now = kvs_now_s();
