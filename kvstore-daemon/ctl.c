@@ -16,23 +16,23 @@
  *   ignis-kvstore-ctl --help | VERB --help | --version
  *
  * Sizes take the suffixes every knob takes (common/bytesize.h: 256K, 12M).
- * Before it dials, the ctl checks that something can answer: the runtime
- * directory exists and is ours to enter, and a process holds kvstore.lock
- * (a supervisor restarting its daemon is waited for, up to 20 s); else it
- * says why at once. A daemon not configured yet (restarted: the supervisor
- * configures it after its hello) is waited for, up to 10 s, as the worker's
- * client does.
+ * Before it dials, the ctl checks that something can answer (tp_reach): the
+ * runtime directory exists and is ours to enter, and a process holds
+ * kvstore.lock (a supervisor restarting its daemon is waited for, up to
+ * 20 s); else it says why at once. A daemon not configured yet (restarted:
+ * the supervisor configures it after its hello) is waited for, up to 10 s,
+ * as the worker's client does, and so is a dialer that stopped redialing.
+ *
  * put stores FILE as sequence SEQ the way the worker moves a sequence out:
  * reserve, then window by window into the shared arena, each committed with
- * its sum (acknowledged on return); get fetches it back (from KV-disk into
- * KV-RAM if need be, every window checked by the daemon) and writes the
- * bytes to FILE. --pace-us waits N microseconds between windows (fault tests
- * kill the daemon in the middle of a put). slot-put captures a retained
- * host slot for FILE (an image of one sequence's fixed-size state) under
- * KEY, copies it in with its checksum and publishes it; slot-get claims
- * KEY's slot, copies it out checked, then checks the slot still holds the
- * same generation. Exit 0 done, 1 refused or failed (the daemon's message
- * on stderr), 2 bad arguments.
+ * its sum (acknowledged on return); get fetches it back (from KV-RAM, or
+ * from KV-disk a window at a time through a staging window, every window
+ * checked) and writes the bytes to FILE. --pace-us waits N microseconds between windows (fault
+ * tests kill the daemon in the middle of a put). slot-put captures a retained host slot for FILE
+ * (an image of one sequence's fixed-size state) under KEY, copies it in with its checksum and
+ * publishes it; slot-get claims KEY's slot, copies it out checked, then checks the slot still holds
+ * the same generation. Exit 0 done, 1 refused or failed (the daemon's message on stderr), 2 bad
+ * arguments.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -135,53 +135,26 @@ static bool parse_window(const char *s, uint64_t *out)
 #define CTL_CONFIG_WAIT_MS 10000
 
 /*
- * Can anything at `rtdir` answer? Said at once when not: no directory, one
- * we may not enter (another user's 0700 runtime directory), nobody holding
- * kvstore.lock and no supervisor that would start a daemon, a socket we may
- * not open. A supervisor whose daemon is being restarted is waited for.
- * Only locks and file modes are looked at: the socket is never probed (nng
- * 1.5.2, docs/protocol.md "Transport").
+ * Can a kvstore daemon at `rtdir` answer? Said at once when not, and why
+ * (tp_reach: no directory, one we may not enter, nobody holding
+ * kvstore.lock, a socket we may not open; locks and modes only, the socket
+ * is never probed). The one wait: nobody holds kvstore.lock but a
+ * supervisor runs there, restarting its daemon.
  */
 static int ctl_reach(const char *rtdir, struct ig_errbuf *eb)
 {
-	char sock[RTDIR_PATH_MAX + 32];
-	struct stat st;
+	char sock[TP_PATH_MAX], lock[TP_PATH_MAX];
 	pid_t holder;
 
-	if (stat(rtdir, &st) != 0) {
-		if (errno == ENOENT)
-			return ig_errf(
-			    eb, IG_E_NOTFOUND,
-			    "%s does not exist: no Ignis runs there (start ignis-supervisor, "
-			    "or name its runtime directory with --runtime-dir)",
-			    rtdir);
-		return ig_errf(eb, errno == EACCES ? IG_E_PERM : IG_E_IO, "%s: %s", rtdir,
-		               strerror(errno));
-	}
-	if (!S_ISDIR(st.st_mode))
-		return ig_errf(eb, IG_E_CONFIG, "%s is not a directory", rtdir);
-	if (access(rtdir, R_OK | W_OK | X_OK) != 0)
-		return ig_errf(eb, errno == EACCES ? IG_E_PERM : IG_E_IO,
-		               "runtime directory %s: %s (it belongs to uid %u, mode %04o): run as "
-		               "its owner",
-		               rtdir, strerror(errno), (unsigned)st.st_uid,
-		               (unsigned)(st.st_mode & 07777));
-	snprintf(sock, sizeof(sock), "%s/kvstore.sock", rtdir);
+	if (snprintf(sock, sizeof(sock), "%s/kvstore.sock", rtdir) >= (int)sizeof(sock) ||
+	    snprintf(lock, sizeof(lock), "%s/kvstore.lock", rtdir) >= (int)sizeof(lock))
+		return ig_errf(eb, IG_E_CONFIG, "socket path under '%s' is too long", rtdir);
 	for (int waited = 0;; waited += 50) {
-		bool daemon = tp_lock_held(rtdir, "kvstore", &holder);
+		int rc = tp_reach(sock, lock, "kvstore daemon", eb);
 
-		if (daemon && access(sock, W_OK) == 0)
-			return IG_E_OK;
-		if (daemon && errno != ENOENT)
-			return ig_errf(eb, errno == EACCES ? IG_E_PERM : IG_E_IO, "%s: %s", sock,
-			               strerror(errno));
-		if (!daemon && !tp_lock_held(rtdir, "supervisor", &holder))
-			return ig_errf(
-			    eb, IG_E_NOTFOUND,
-			    "no kvstore daemon runs at %s (nothing holds kvstore.lock) and "
-			    "no supervisor would start one: start ignis-supervisor, or name "
-			    "its runtime directory with --runtime-dir",
-			    rtdir);
+		/* reachable, or a refusal that waiting will not change */
+		if (rc != IG_E_NOTFOUND || !tp_lock_held(rtdir, "supervisor", &holder))
+			return rc;
 		if (waited >= CTL_RESTART_WAIT_MS)
 			return ig_errf(eb, IG_E_TIMEOUT,
 			               "the supervisor at %s (pid %ld) has had no kvstore daemon "
