@@ -25,6 +25,7 @@
 
 /* The worker's device, the plan laid out on it, and the model running there. */
 struct worker {
+	const struct svc *svc; /* the control service, while dmn_run runs */
 	struct be be;
 	bool be_open;
 	struct layout layout;
@@ -505,6 +506,7 @@ static void worker_stats(const struct worker *w, struct msg_worker_stats_reply *
 	r->move_in_bytes = st.move_in_bytes;
 	r->reprefills = st.lost;
 	r->move_retries = st.move_retries;
+	r->moves_stopped = st.moves_stopped;
 }
 
 /* Up to MSG_POLL_MANY_MAX requests' tokens in one answer (the front door's
@@ -570,6 +572,7 @@ static int worker_handle(void *ctx, const struct msg *req, struct msg *reply, st
 		return IG_E_OK;
 	case MSG_WORKER_STATS:
 		worker_stats(w, &reply->u.worker_stats_reply);
+		reply->u.worker_stats_reply.rejected = w->svc ? w->svc->rejects.total : 0;
 		reply->type = MSG_WORKER_STATS_REPLY;
 		return IG_E_OK;
 	case MSG_POLL_MANY:
@@ -612,6 +615,7 @@ int main(int argc, char **argv)
 	    .handle = worker_handle,
 	    .ctx = &w,
 	    .work = worker_work,
+	    .svc_at = &w.svc,
 	};
 	struct dmn_args args;
 	int rc = dmn_parse_args(&spec, argc, argv, &args);

@@ -88,6 +88,7 @@ struct kvs_warn {
 };
 
 struct kvs {
+	const struct svc *svc; /* the control service, while dmn_run runs */
 	struct arena *ram;
 	struct kvdisk *disk;
 	char arena_name[97], disk_path[4097];
@@ -1026,6 +1027,7 @@ static void kvs_stats(struct kvs *k, struct msg *reply)
 	r->direct_writes = k->direct_writes;
 	r->disk_reads = k->disk_reads;
 	r->ram_evictions = k->ram_evictions;
+	r->rejected = k->svc ? k->svc->rejects.total : 0;
 	r->lost += k->lost;
 }
 
@@ -1358,6 +1360,7 @@ int main(int argc, char **argv)
 	    .handle = kvs_handle,
 	    .ctx = &k,
 	    .work = kvs_work,
+	    .svc_at = &k.svc,
 	};
 	struct dmn_args args;
 	int rc = dmn_parse_args(&spec, argc, argv, &args);

@@ -116,6 +116,8 @@ int dmn_run(const struct dmn_spec *spec, const struct dmn_args *args)
 		fprintf(stderr, "%s: %s\n", spec->program, eb.msg);
 		return 1;
 	}
+	if (spec->svc_at)
+		*spec->svc_at = &svc;
 	ev_begin(&e, EV_INFO, "ignis.daemon.ready");
 	ev_str(&e, "socket", svc.lis.path);
 	ev_u64(&e, "protocol", MSG_PROTO_VERSION);
@@ -156,6 +158,8 @@ int dmn_run(const struct dmn_spec *spec, const struct dmn_args *args)
 		ev_str(&e, "detail", svc.stop_reason);
 	ev_u64(&e, "uptime_ms", svc_uptime_ms(&svc));
 	ev_end(&e);
+	if (spec->svc_at)
+		*spec->svc_at = NULL;
 	svc_close(&svc);
 	return rc ? 1 : 0;
 }

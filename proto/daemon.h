@@ -38,6 +38,9 @@ struct dmn_spec {
 	 * is pending, so the loop polls its socket without waiting until it is
 	 * idle. A non-zero *fatal stops the daemon (exit 1). */
 	bool (*work)(void *ctx, int *fatal);
+	/* Where dmn_run puts its control service while it runs (may be NULL):
+	 * the handler, called on the same thread, reads its counters there. */
+	const struct svc **svc_at;
 };
 
 /* Parse argv. Returns 0 to run, 1 when --help/--version printed and the

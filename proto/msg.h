@@ -30,7 +30,7 @@
 
 #include "err.h"
 
-#define MSG_PROTO_VERSION 4u
+#define MSG_PROTO_VERSION 5u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
 #define MSG_MAX_BYTES (64u * 1024u)
@@ -418,7 +418,9 @@ struct msg_str {
 	F(R, U64, move_out_bytes, 0, UINT64_MAX, _)                                                \
 	F(R, U64, move_in_bytes, 0, UINT64_MAX, _)                                                 \
 	F(R, U64, reprefills, 0, UINT64_MAX, _) /* records a tier lost: prefilled again */         \
-	F(R, U64, move_retries, 0, UINT64_MAX, _)
+	F(R, U64, move_retries, 0, UINT64_MAX, _)                                                  \
+	F(R, U64, moves_stopped, 0, UINT64_MAX, _) /* moves out whose need went first */           \
+	F(R, U64, rejected, 0, UINT64_MAX, _) /* messages its socket refused (did not decode) */
 
 #define MSG_FIELDS_kv_stats_reply(F, R)                                                            \
 	F(R, STR, arena_name, 0, 96, _) /* "" until configured */                                  \
@@ -451,7 +453,8 @@ struct msg_str {
 	F(R, U64, slot_skips_busy, 0, UINT64_MAX, _)                                               \
 	F(R, U64, slot_skips_duplicate, 0, UINT64_MAX, _)                                          \
 	F(R, U64, slot_skips_size, 0, UINT64_MAX, _)                                               \
-	F(R, U64, slot_skips_none, 0, UINT64_MAX, _)
+	F(R, U64, slot_skips_none, 0, UINT64_MAX, _)                                               \
+	F(R, U64, rejected, 0, UINT64_MAX, _) /* messages its socket refused (did not decode) */
 
 /* Retained host slots (kvstore-daemon/arena.h): kind "checkpoint" or
  * "prefix", class "interactive" or "agent", state "free", "writing" or

@@ -228,6 +228,13 @@ static void met__family(struct met__out *o, enum met_id id)
 	case MET_PROTO_REJECTED:
 		met__lab(o, id, "socket", "client", s->rejected_client);
 		met__lab(o, id, "socket", "supervisor", s->rejected_supervisor);
+		if (s->worker.up)
+			met__lab(o, id, "socket", "gpu-worker", w->rejected);
+		if (s->kvstore.up)
+			met__lab(o, id, "socket", "kvstore", s->kv.rejected);
+		break;
+	case MET_KV_MOVES_STOPPED:
+		met__u64(o, id, "", w->moves_stopped);
 		break;
 	case MET__COUNT:
 		break;

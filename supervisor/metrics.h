@@ -60,6 +60,9 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	  "Sequence-image bytes moved, by direction.")                                             \
 	X(KV_REPREFILLS, ignis_kv_reprefills_total, COUNTER, "", WORKER,                           \
 	  "Moved sequences whose record a tier gave up or lost: prefilled again from the start.")  \
+	X(KV_MOVES_STOPPED, ignis_kv_moves_stopped_total, COUNTER, "", WORKER,                     \
+	  "Moves out stopped before they landed: the request they made room for no longer "        \
+	  "waited (admitted from room freed elsewhere, or ended); the victim kept its pages.")     \
 	X(KV_MOVE_RETRIES, ignis_kv_move_retries_total, COUNTER, "", WORKER,                       \
 	  "Moves the tier refused (no room) or that started again (the kvstore daemon away).")     \
 	X(REQ_ACCEPTED, ignis_requests_accepted_total, COUNTER, "", WORKER,                        \

@@ -171,6 +171,19 @@ flood_counted() {
 }
 wait_for 5 flood_counted ||
 	fail "ignis_proto_rejected_total{socket=client} does not count the flood: $(curl -s "http://$mport/metrics" | grep proto_rejected)"
+# the daemons count theirs too, and the page shows them (gathered each second)
+for s in gpu-worker kvstore; do
+	out=$("$probe" "ipc://$rt/$s.sock" flood 50 c1) || fail "$s flood: $out"
+	daemon_counted() {
+		curl -s "http://$mport/metrics" |
+			awk -v s="$1" '$1 == "ignis_proto_rejected_total{socket=\"" s "\"}" { found = 1; ok = $2 >= 50 }
+			     END { exit !(found && ok) }'
+	}
+	wait_for 5 daemon_counted "$s" ||
+		fail "ignis_proto_rejected_total{socket=$s} does not count 50: $(curl -s "http://$mport/metrics" | grep proto_rejected)"
+done
+curl -s "http://$mport/metrics" | grep -q '^ignis_kv_moves_stopped_total 0$' ||
+	fail "no ignis_kv_moves_stopped_total on the page"
 wait_for 15 grep -q '"ignis.proto.rejected_summary".*client.sock.*"code":"IG_E_PROTO_MALFORMED"' "$events" ||
 	fail "no summary of the rejections left out"
 grep '"ignis.proto.rejected_summary".*client.sock' "$events" | tail -1 | jq -e '.count >= 1995' >/dev/null ||

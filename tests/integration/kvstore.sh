@@ -20,6 +20,9 @@ work=$(mktemp -d /tmp/ignis-kvs-XXXXXX)
 rt=$work/rt
 events=$work/events.jsonl
 . "$(dirname "$0")/lib.sh"
+# the protocol version as the envelope's hex byte (proto/msg.h)
+vh=$(printf '%02x' "$(sed -n 's/^#define MSG_PROTO_VERSION \([0-9]*\)u$/\1/p' \
+	"$(dirname "$0")/../../proto/msg.h")")
 k() { "$ctl" --runtime-dir "$rt" "$@"; }
 kv_pid() { grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1 | jq -r .pid; }
 tiers_seen() { [[ $(count ignis.kvstore.tiers) -ge $1 ]]; }
@@ -240,7 +243,7 @@ fi
 
 step "malformed and oversize messages are refused; the daemon keeps serving"
 "$probe" "$rt/kvstore.sock" hex c1c1c1 | grep -q "code=IG_E_PROTO" || fail "junk not refused"
-"$probe" "$rt/kvstore.sock" hex 83a17410a17604a3736571cf | grep -q "code=IG_E_PROTO" ||
+"$probe" "$rt/kvstore.sock" hex 83a17410a176${vh}a3736571cf | grep -q "code=IG_E_PROTO" ||
 	fail "truncated reserve not refused"
 # 80 KiB: past the 64 KiB every socket accepts (nng drops it; no reply)
 timeout 10 "$probe" "$rt/kvstore.sock" hex "$(head -c 81920 /dev/zero | od -An -v -tx1 | tr -d ' \n')" \
@@ -271,7 +274,7 @@ k put $own5 "$work/b" >/dev/null && k put $own6 "$work/b" >/dev/null && k put $o
 	fail "puts with owners"
 k demote $own6b >/dev/null || fail "demote $own6b"
 # {"t": 53, "v": 4, "keep_owner": 5}
-"$probe" "$rt/kvstore.sock" hex 83a17435a17604aa6b6565705f6f776e657205 | grep -q "type=ack" || fail "kv_sweep not acknowledged"
+"$probe" "$rt/kvstore.sock" hex 83a17435a176${vh}aa6b6565705f6f776e657205 | grep -q "type=ack" || fail "kv_sweep not acknowledged"
 list=$(k list)
 grep -q "^$own5 " <<<"$list" && grep -q "^2 " <<<"$list" || fail "the sweep took too much: $list"
 grep -q "^$own6 \|^$own6b " <<<"$list" && fail "owner 6's sequences survived the sweep: $list"

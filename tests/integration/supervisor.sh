@@ -11,6 +11,9 @@ work=$(mktemp -d /tmp/ignis-it-XXXXXX)
 rt=$work/rt
 events=$work/events.jsonl
 . "$(dirname "$0")/lib.sh"
+# the protocol version as the envelope's hex byte (proto/msg.h)
+vh=$(printf '%02x' "$(sed -n 's/^#define MSG_PROTO_VERSION \([0-9]*\)u$/\1/p' \
+	"$(dirname "$0")/../../proto/msg.h")")
 status_json() { "$sup" status --runtime-dir "$rt" --json; }
 field() { status_json | jq -r --arg r "$1" ".procs[] | select(.role == \$r) | .$2"; }
 all_running() { [[ $(status_json | jq '[.procs[] | select(.state == "running")] | length') == 3 ]]; }
@@ -63,7 +66,7 @@ for role in kvstore gpu-worker; do
 	grep "\"event\":\"ignis.supervisor.child_restarting\"" "$events" | grep -q "\"role\":\"$role\"" ||
 		fail "no child_restarting event for $role"
 	# "answering": the new process answers a ping on its own socket.
-	"$probe" "$rt/$role.sock" hex 83a17402a17604a373657101 | grep -q "type=pong" ||
+	"$probe" "$rt/$role.sock" hex 83a17402a176${vh}a373657101 | grep -q "type=pong" ||
 		fail "$role does not answer a ping after its restart"
 done
 
@@ -80,7 +83,7 @@ jq -e --argjson b "$budget" '.allocated_bytes > 0 and .allocated_bytes <= $b' <<
 step "malformed messages get typed error replies; everyone keeps serving"
 for s in supervisor kvstore gpu-worker; do
 	"$probe" "$rt/$s.sock" hex c1 | grep -q "code=IG_E_PROTO_MALFORMED" || fail "$s: no MALFORMED reply"
-	"$probe" "$rt/$s.sock" hex 83a17463a17604a373657100 | grep -q "code=IG_E_PROTO_UNKNOWN_TYPE" ||
+	"$probe" "$rt/$s.sock" hex 83a17463a176${vh}a373657100 | grep -q "code=IG_E_PROTO_UNKNOWN_TYPE" ||
 		fail "$s: no UNKNOWN_TYPE reply"
 	"$probe" "$rt/$s.sock" hex 83a17402a17609a373657100 | grep -q "code=IG_E_PROTO_VERSION" ||
 		fail "$s: no VERSION reply"
@@ -163,7 +166,7 @@ wait_for 5 test -S "$rt/kvstore.sock" || fail "hand-started kvstore did not list
 out=$("$sup" start --runtime-dir "$rt" 2>&1 >/dev/null) && fail "start over a live kvstore succeeded"
 grep -q "held by a running process (pid $hand)" <<<"$out" || fail "unclear refusal: $out"
 [[ -S $rt/kvstore.sock && -f $rt/kvstore.lock ]] || fail "the live kvstore's files were removed"
-"$probe" "$rt/kvstore.sock" hex 83a17402a17604a373657101 | grep -q "type=pong" ||
+"$probe" "$rt/kvstore.sock" hex 83a17402a176${vh}a373657101 | grep -q "type=pong" ||
 	fail "the hand-started kvstore stopped answering"
 kill -TERM "$hand"; wait "$hand"
 [[ ! -e $rt/kvstore.sock ]] || fail "the kvstore left its socket on SIGTERM"
