@@ -165,27 +165,6 @@ static void lg__recreate(struct lisguard *g, const char *reason, uint64_t pipes)
 	ev_end(&e);
 }
 
-/* Dial our own address and ping it, as a client would. */
-static int lg__ping(struct lisguard *g, uint64_t seq)
-{
-	struct msg ping = {.type = MSG_PING};
-	struct ig_errbuf eb;
-	struct tp_rx rx;
-	nng_socket sock;
-	int rc;
-
-	ping.u.ping.seq = seq;
-	rc = tp_dial_url(&sock, g->url, 1000, &eb);
-	if (rc)
-		return rc;
-	rc = tp_call(sock, &ping, &rx, &eb);
-	if (rc == IG_E_OK && (rx.m.type != MSG_PONG || rx.m.u.pong.seq != seq))
-		rc = IG_E_PROTO_UNEXPECTED;
-	tp_rx_release(&rx);
-	nng_close(sock);
-	return rc;
-}
-
 /* Every LG_CHECK_MS: the current listener's counters, and the retired
  * listeners that can go. */
 static void *lg__checker(void *arg)
@@ -255,6 +234,7 @@ static void *lg__pinger(void *arg)
 	while (!atomic_load(&g->quit)) {
 		int wait_ms = failures ? 1000 : g->ping_ms;
 		uint64_t before;
+		struct ig_errbuf eb;
 		int rc;
 
 		for (int waited = 0; waited < wait_ms && !atomic_load(&g->quit); waited += 50)
@@ -262,7 +242,7 @@ static void *lg__pinger(void *arg)
 		if (atomic_load(&g->quit))
 			break;
 		before = g->progress ? atomic_load(g->progress) : 0;
-		rc = lg__ping(g, ++seq);
+		rc = tp_ping(g->url, 1000, ++seq, &eb); /* as a client would */
 		if (rc == IG_E_OK)
 			failures = 0;
 		else if (!g->progress || atomic_load(g->progress) - before >= 2)

@@ -385,6 +385,26 @@ int tp_recv(nng_socket s, struct tp_rx *rx, struct ig_errbuf *eb)
 	return rc;
 }
 
+int tp_ping(const char *url, int timeout_ms, uint64_t seq, struct ig_errbuf *eb)
+{
+	struct msg ping = {.type = MSG_PING};
+	struct tp_rx rx;
+	nng_socket sock;
+	int rc;
+
+	ping.u.ping.seq = seq;
+	rc = tp_dial_url(&sock, url, timeout_ms, eb);
+	if (rc)
+		return rc;
+	rc = tp_call(sock, &ping, &rx, eb);
+	if (rc == IG_E_OK && (rx.m.type != MSG_PONG || rx.m.u.pong.seq != seq))
+		rc = ig_errf(eb, IG_E_PROTO_UNEXPECTED, "%s answered a ping with '%s'", url,
+		             msg_type_name(rx.m.type));
+	tp_rx_release(&rx);
+	nng_close(sock);
+	return rc;
+}
+
 int tp_call(nng_socket s, const struct msg *req, struct tp_rx *rx, struct ig_errbuf *eb)
 {
 	int rc = tp_send(s, req, eb);

@@ -105,6 +105,11 @@ int tp_recv(nng_socket s, struct tp_rx *rx, struct ig_errbuf *eb);
  * on success the caller owns `rx`. */
 int tp_call(nng_socket s, const struct msg *req, struct tp_rx *rx, struct ig_errbuf *eb);
 
+/* Dial `url` with a socket of its own, ping it (sequence `seq`) and close:
+ * IG_E_OK when the pong came back within `timeout_ms` each way. What a
+ * watchdog or a probe asks of a listener. */
+int tp_ping(const char *url, int timeout_ms, uint64_t seq, struct ig_errbuf *eb);
+
 /* Map an nng error to ours, with `what` and nng's text in `eb`. */
 int tp_nng_err(struct ig_errbuf *eb, int nng_rv, const char *what);
 

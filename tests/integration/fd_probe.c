@@ -91,27 +91,10 @@ static int vanish(const char *url, int count, bool half)
 	return 0;
 }
 
-/* A new client's ping, answered within `ms`? */
-static bool pinged(const char *url, int ms)
-{
-	struct msg ping = {.type = MSG_PING};
-	struct ig_errbuf eb;
-	struct tp_rx rx;
-	nng_socket s;
-	bool ok;
-
-	if (tp_dial_url(&s, url, ms, &eb) != IG_E_OK)
-		return false;
-	ping.u.ping.seq = 5;
-	ok = tp_call(s, &ping, &rx, &eb) == IG_E_OK && rx.m.type == MSG_PONG;
-	tp_rx_release(&rx);
-	nng_close(s);
-	return ok;
-}
-
 static int wedge(const char *url, int count)
 {
 	uint64_t total = 0, worst = 0;
+	struct ig_errbuf eb;
 
 	for (int i = 0; i < count; i++) {
 		uint64_t t0, dt;
@@ -123,7 +106,7 @@ static int wedge(const char *url, int count)
 		}
 		close(fd);
 		t0 = clk_mono_ms();
-		while (!pinged(url, 250))
+		while (tp_ping(url, 250, (uint64_t)i + 1, &eb) != IG_E_OK)
 			if (clk_mono_ms() - t0 > 2000) {
 				printf("wedge %d: not answering 2 s later\n", i);
 				return 1;
