@@ -338,7 +338,7 @@ static char *version_sentences(char *page, bool update)
 			         "version_prefixes in %s",
 			         doc_path, pre, __FILE__);
 		if (strstr(at + 1, pre))
-			fail_msg("%s says \"%s\" twice", doc_path, pre);
+			fail_msg("%s says \"%s\" twice", doc_path, pre ? pre : "");
 		num = at + strlen(pre);
 		v = strtoul(num, &end, 10);
 		if (end == num)
