@@ -19,7 +19,8 @@
 	X(ignis_kv_ram_arena_bytes, gauge, "state=\"free\"", ram_free_bytes,                       \
 	  "KV-RAM arena bytes by state.")                                                          \
 	X(ignis_kv_ram_evictions_total, counter, "", ram_evictions,                                \
-	  "Moved sequences KV-RAM gave up with KV-disk off (each is prefilled again).")            \
+	  "Moved sequences KV-RAM gave up (each is prefilled again): with KV-disk off, or with "   \
+	  "both tiers full, for a read from KV-disk.")                                             \
 	X(ignis_kv_disk_bytes, gauge, "state=\"used\"", disk_used_bytes,                           \
 	  "KV-disk bytes: used, and the effective ceiling.")                                       \
 	X(ignis_kv_disk_bytes, gauge, "state=\"ceiling\"", disk_ceiling_bytes,                     \
