@@ -50,8 +50,9 @@ const struct mdesc mdesc_builtin[] = {
         .vocab = 151936, /* the Qwen3 tokenizer */
         .ffn_inter = 17408,
         .full_interval = 4,
-        /* Not in the reference facts: the Qwen3-Next-style linear attention
-         * shapes of our synthetic reference models (ADR 0006). */
+        /* Not among the reference figures (docs/design.md, section 3): the
+         * Qwen3-Next-style linear attention shapes of our synthetic
+         * reference models (ADR 0006). */
         .lin_k_heads = 16,
         .lin_v_heads = 48,
         .lin_dk = 128,
@@ -60,10 +61,10 @@ const struct mdesc mdesc_builtin[] = {
         .rope_dims = 64, /* partial rotary: a quarter of head_dim 256 */
         .rope_theta = 10000000.0f,
         .rms_eps = 1e-6f,
-        /* Carried: reference-facts 2 gives "~16.03 GiB"; a model file
-         * (issue 4) gives the exact figure. */
+        /* Carried: the reference gives "~16.03 GiB" (docs/design.md,
+         * section 3); a model file (issue 4) gives the exact figure. */
         .weight_bytes = 1603ull * GiB / 100u,
-        .state_image_bytes = 232532224, /* reference-facts 1, retained slots */
+        .state_image_bytes = 232532224, /* docs/design.md, section 3 */
         .fixed_lanes = 8,
         .default_lanes = 8,
         .max_lanes = 8,
@@ -100,15 +101,15 @@ const struct mdesc mdesc_builtin[] = {
         .rope_dims = 64,
         .rope_theta = 10000000.0f,
         .rms_eps = 1e-6f,
-        /* Carried from reference-facts 2 until a model file gives them. */
+        /* Carried from docs/design.md, section 3, until a model file gives them. */
         .weight_bytes = 5022463744ull,
         .expert_host_bytes = 37795446784ull,
-        /* The staging ring is 2 x this = 1,574,895,616 B (reference-facts 1). */
+        /* The staging ring is 2 x this = 1,574,895,616 B (docs/design.md, section 2). */
         .heaviest_layer_expert_bytes = 787447808ull,
         /* Residency fixed 1,577,852,928 B = ring + these tables. */
         .expert_table_bytes = 1577852928ull - 2ull * 787447808ull,
         .class_record_bytes = {827392, 1032192, 1236992, 1646592, 417792, 520192, 622592, 827392},
-        .state_image_bytes = 130014272, /* reference-facts 1, retained slots */
+        .state_image_bytes = 130014272, /* docs/design.md, section 3 */
         .fixed_lanes = 0,
         .default_lanes = 3,
         .max_lanes = 8,
@@ -224,7 +225,7 @@ uint64_t mdesc_kv_bytes_per_token(const struct mdesc *m, enum mdesc_kv_format f)
 
 	if (f == MDESC_KV_BF16)
 		return head_roles * m->head_dim * 2u;
-	/* 72 B per KV head and role at head dim 256 (reference-facts 2). */
+	/* 72 B per KV head and role at head dim 256 (docs/design.md, section 3). */
 	return head_roles * 72u * m->head_dim / 256u +
 	       (uint64_t)m->full_layers * m->indexer_key_bytes;
 }

@@ -6,8 +6,8 @@
  *         a fixed number of decode lanes, context adaptation;
  *   MOE   (Flash-Next's rules): mixture of experts behind a device expert
  *         cache fed from pinned host memory, 1..8 decode lanes.
- * The built-in reference models carry the figures of
- * ../shared/spec/reference-facts.md section 2; the tiny synthetic models have
+ * The built-in reference models carry the figures of docs/design.md,
+ * section 3; the tiny synthetic models have
  * descriptions of the same kind with scaled floors so that a cpu build
  * exercises every branch of the plan. Figures a model file will give exactly
  * (issue 4) are marked where they are carried rather than derived.
@@ -22,7 +22,7 @@ enum mdesc_family { MDESC_DENSE = 1, MDESC_MOE = 2 };
 
 enum mdesc_kv_format { MDESC_KV_BF16 = 1, MDESC_KV_COMPACT = 2 };
 
-/* Expert classes: 2 projection shapes x 4 bit widths (reference-facts 1):
+/* Expert classes: 2 projection shapes x 4 bit widths (docs/design.md, section 2):
  * 0..3 gate_up at 2, 2.5, 3 and 4 bits, 4..7 down at the same widths. One
  * expert is one gate_up record and one down record. */
 #define MDESC_EXPERT_CLASSES 8

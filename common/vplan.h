@@ -1,8 +1,8 @@
 /*
  * vplan.h - the VRAM plan: a pure function of (knobs, model description,
- * device facts), no I/O. ../shared/spec/vram-budget-and-kv-pool.txt and
- * reference-facts.md section 1 are the rules; docs/adr/0005 records how the
- * lines the reference does not give are derived.
+ * device facts), no I/O. docs/design.md, sections 2 and 3, states the rules
+ * and the figures; docs/adr/0005 records how the lines the reference does
+ * not give are derived.
  *
  * Layout, in this order: the fixed lines (VPLAN_LINES), then on Flash-Next
  * the residency lines (prefill staging ring, expert tables) and the expert
@@ -17,7 +17,7 @@
 #include "knobs.h"
 #include "model.h"
 
-/* The fixed lines, in their order (reference-facts 1: never drop a name). */
+/* The fixed lines, in their order (docs/design.md, section 2: never drop a name). */
 #define VPLAN_LINES(X)                                                                             \
 	X(WEIGHTS, "weights")                                                                      \
 	X(CUDA_CONTEXT, "cuda_context")                                                            \

@@ -17,7 +17,7 @@
  * sampling (seed included), never on the lanes, the chunk width or the other
  * requests in flight (tests/unit/test_engine.c).
  *
- * Moves (issue 7; reference-facts 3; ADR 0017). With the kvstore daemon's
+ * Moves (issue 7; docs/design.md, section 4; ADR 0017). With the kvstore daemon's
  * clients in the configuration, a waiting request that does not fit makes
  * room: the planner picks victims (roundplan.h), each sits out of rounds and
  * goes to KV-RAM (straight to KV-disk when KV-RAM cannot take it) as a

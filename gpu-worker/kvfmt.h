@@ -3,7 +3,7 @@
  * stored in a page.
  *
  *   bf16     head_dim x 2 bytes: the oracle every other format is measured by.
- *   compact  72 bytes per head and role at head dim 256 (reference-facts 2),
+ *   compact  72 bytes per head and role at head dim 256 (docs/design.md),
  *            i.e. 18 bytes per 64 values: one fp16 scale, then 64 two-bit
  *            codes (four per byte, lowest bits first) for the levels
  *            {-1.5, -0.5, 0.5, 1.5} x scale; the encoder picks the scale

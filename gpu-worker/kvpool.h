@@ -7,7 +7,8 @@
  *     exactly one sequence, whose page table lists it exactly once;
  *   - free + owned = the pool's pages;
  *   - a sequence's reservation is made all at once and never grows
- *     (reference-facts 3): a reservation that does not fit takes nothing.
+ *     (docs/design.md, section 4): a reservation that does not fit takes
+ *     nothing.
  */
 #ifndef IGNIS_GPU_WORKER_KVPOOL_H
 #define IGNIS_GPU_WORKER_KVPOOL_H

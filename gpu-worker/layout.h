@@ -6,7 +6,8 @@
  * runtime then takes places inside a region with layout_take, and asking a
  * region for more than it holds is an error, never a fallback. The worker's
  * own accounting (layout_account) must equal the plan line by line, and the
- * pool's page count is read back from the pool region (reference-facts 1).
+ * pool's page count is read back from the pool region (docs/design.md,
+ * section 1).
  */
 #ifndef IGNIS_GPU_WORKER_LAYOUT_H
 #define IGNIS_GPU_WORKER_LAYOUT_H

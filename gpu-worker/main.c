@@ -100,7 +100,7 @@ static void worker_on_finish(void *ctx, uint64_t id, int finish, uint32_t prompt
 	ev_end(&e);
 }
 
-/* The engine's admissions and moves as events (reference-facts 4). */
+/* The engine's admissions and moves as events (docs/design.md, section 4). */
 static void worker_on_event(void *ctx, const struct eng_event *ev)
 {
 	static const char *const names[] = {[ENG_EV_ADMITTED] = "ignis.request.admitted",

@@ -1,6 +1,6 @@
 /*
  * roundplan.h - the round planner: plain data in, plain data out
- * (../shared/DESIGN.md, "scheduler"; rules: reference-facts section 3).
+ * (the rules: docs/design.md, section 4).
  *
  * The planner looks at a snapshot of the live sequences and the free pages
  * and says what the next round does; the engine (engine.h) applies it. It
@@ -22,7 +22,7 @@
  *     The need. When the first that does not fit is a waiting sequence (a
  *     restore never moves anything), moves are on, and no victim is moving
  *     out already, the planner picks victims for the pages it lacks
- *     (reference-facts 3): live sequences that hold pages, are not mid-move
+ *     (docs/design.md, section 4): live sequences that hold pages, are not mid-move
  *     and rank below it; agent before interactive, then those off the decode
  *     round before lane holders, then the latest arrived first; taken in that
  *     order until their pages cover the need. A need they cannot cover moves
@@ -107,7 +107,7 @@ bool sched_outranks(const struct sched_seq *a, const struct sched_seq *b);
 
 /*
  * The victims for a need of `need_pages` pages of sequence `req` (an index
- * into seqs), in the order they go (reference-facts 3), into `out` (room for
+ * into seqs), in the order they go (docs/design.md, section 4), into `out` (room for
  * n); returns how many, 0 when the eligible ones cannot cover the need (then
  * nothing moves).
  */

@@ -102,7 +102,7 @@ struct arena;
  * `slot_bytes` each, in one block before the sequences' data (so
  * --reuse-kv-ram-bytes stays the room for moved sequences): each holds the
  * image of one sequence's fixed-size state, a prompt checkpoint or a shared
- * prefix (../shared/spec: --reuse-retained-host). A slot is
+ * prefix (docs/design.md, section 5: --reuse-retained-host). A slot is
  *   free -> writing (capture: the writer copies the image in) -> held
  *   (publish: with the image's checksum) -> claimed any number of times (a
  *   reader copies it out and checks it) -> given up or dropped -> free.

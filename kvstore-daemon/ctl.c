@@ -322,7 +322,7 @@ static int cmd_stats(struct ctl *s, bool json, bool prom, struct ig_errbuf *eb)
 		return rc;
 	r = &rx.m.u.kv_stats_reply;
 	if (prom) {
-		/* the names of reference-facts section 4 (proto/kvmetrics.h) */
+		/* the reference engine's names (proto/kvmetrics.h) */
 		kvm_write_prom(stdout, r);
 		tp_rx_release(&rx);
 		return IG_E_OK;

@@ -9,7 +9,7 @@
  * they are written to and read from the arena; messages carry offsets,
  * lengths and checksums (docs/protocol.md, "KV tiers").
  *
- * Policies (reference-facts 3):
+ * Policies (docs/design.md, section 5):
  *   - a reserve that does not fit gets "tier full" (IG_E_NOSPACE) at once;
  *     with KV-disk on, KV-RAM then gives complete sequences up to disk, one
  *     per loop turn (agent first, then least recently used), until the room
@@ -337,7 +337,7 @@ static uint64_t kvs_idle_s(uint64_t seq, uint64_t started_s)
 }
 
 /* The sequence KV-RAM gives up first, to KV-disk or (KV-disk off) for good
- * (reference-facts 3): the lowest class first, an interactive one idle past
+ * (docs/design.md, section 5): the lowest class first, an interactive one idle past
  * --reuse-retained-interactive-ttl counting as an agent, then the least
  * recently used; complete ones only, never `except` nor one of `skip`. 0
  * when none. */

@@ -1,8 +1,8 @@
 /*
  * kvmetrics.h - the kvstore daemon's figures as Prometheus metrics, under
- * the names of reference-facts section 4, declared once: `ignis-kvstore-ctl
- * stats --prom` prints them and the supervisor's metrics page (issue 6)
- * serves the same table.
+ * the reference engine's names (docs/design.md, section 1), declared once:
+ * `ignis-kvstore-ctl stats --prom` prints them and the supervisor's metrics
+ * page (issue 6) serves the same table.
  */
 #ifndef IGNIS_PROTO_KVMETRICS_H
 #define IGNIS_PROTO_KVMETRICS_H

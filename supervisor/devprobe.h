@@ -1,6 +1,7 @@
 /*
  * devprobe.h - the device memory free at start, read once before any CUDA
- * context exists (reference-facts 1), through NVML from the NVIDIA driver.
+ * context exists (docs/design.md, section 2), through NVML from the NVIDIA
+ * driver.
  *
  * NVML is loaded with dlopen("libnvidia-ml.so.1") at run time: the
  * supervisor links nothing of CUDA, starts on machines without a driver, and

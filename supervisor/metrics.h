@@ -2,9 +2,10 @@
  * metrics.h - the metrics page's families, declared once, and the renderer of
  * the Prometheus text format (version 0.0.4) over a snapshot of the figures.
  *
- * Names follow reference-facts section 4; families the reference does not
- * name (prompt tokens, process up and restarts, the freshness of the
- * daemons' figures) are ours, in its style. No per-request labels.
+ * Names follow the reference engine's (docs/design.md, section 1); families
+ * the reference does not name (prompt tokens, process up and restarts, the
+ * freshness of the daemons' figures) are ours, in its style. No per-request
+ * labels.
  *
  * Sources: `plan` figures come from the plan the supervisor computed (always
  * there); `sup` from the supervisor's process table (always there);

@@ -147,7 +147,7 @@ void plan_emit(const struct vplan *p, const struct knobs *k)
 		ev_u64(&e, "pinned_expert_bytes", p->pinned_expert_bytes);
 	}
 	ev_end(&e);
-	/* One event per warning (reference-facts 4). */
+	/* One event per warning (docs/design.md, section 2). */
 	if (p->warnings & VPLAN_WARN_OVERSUBSCRIBED) {
 		ev_begin(&e, EV_WARN, "ignis.runtime.vram_oversubscribed");
 		ev_str(&e, "reason", "budget above free memory");

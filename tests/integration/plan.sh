@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Integration: `ignis-supervisor plan` and a start refused by the plan, as an
 # operator meets them: exit codes (0 starts, 2 configuration error, 3
-# refused), the event fields of reference-facts section 4, warnings, and
-# messages that name the knob, its source and what is accepted.
+# refused), every field of the plan event that the reference names,
+# warnings, and messages that name the knob, its source and what is accepted.
 #   plan.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: plan.sh BUILD_DIR}

@@ -1,5 +1,5 @@
 /*
- * test_moves.c - the engine's moves (engine.h; reference-facts 3) over the
+ * test_moves.c - the engine's moves (engine.h; docs/design.md, section 4) over the
  * real model (tiny-dense, cpu backend) and a real kvstore daemon
  * (ignis-kvstored, started here, configured as the supervisor would): a
  * request that does not fit moves a lower-ranked sequence out a window at a

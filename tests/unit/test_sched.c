@@ -286,7 +286,7 @@ static void test_rank_is_a_total_order(void **state)
 }
 
 /*
- * Moves (reference-facts 3): one table of needs. Each row: the snapshot, the
+ * Moves (docs/design.md, section 4): one table of needs. Each row: the snapshot, the
  * free pages, and what the round must say: who is admitted, who is restored,
  * who is the need and its victims in order (empty: nothing moves), who
  * decodes. Lanes 2, chunk 64, moves on.

@@ -1,12 +1,13 @@
 /*
- * test_schedscript.c - the scheduler's rules (reference-facts 3 and 5) as
+ * test_schedscript.c - the scheduler's rules (docs/design.md, section 4) as
  * scripts of operations over the real engine (engine.h) on the real model
  * (tiny-dense, cpu backend: engrig.h) with a real kvstore daemon
  * (ignis-kvstored, started here per script, configured as the supervisor
  * would). One test per script file under tests/sched/ (the directory named
  * by IGNIS_SCHED_SCRIPTS or the first argument; IGNIS_SCHED_ONLY=NAME runs
  * one; IGNIS_SCHED_TRACE=1 prints what happened in each, as a failure does).
- * Each script quotes the rule it pins down in its first comment.
+ * Each script quotes the reference's words for the rule it pins down in its
+ * first comment; docs/design.md, section 4, states the rules as ours.
  *
  * THE LANGUAGE: one operation a line; `#` starts a comment; words are
  * separated by blanks. Rounds are eng_round calls, numbered from 1.
@@ -722,7 +723,7 @@ static void ss_on_event(void *ctx, const struct eng_event *ev)
 		}
 		if (q->n_victims < sizeof(q->victims) / sizeof(q->victims[0]))
 			q->victims[q->n_victims++] = (int)(r - s->req);
-		/* reference-facts 3: only an admission moves anything */
+		/* docs/design.md, section 4: only an admission moves anything */
 		if (q->before != SCHED_WAITING || q->phase != SCHED_WAITING)
 			ss_violate(s,
 			           "%s was evicted for %s, which was %s: only a waiting request's "

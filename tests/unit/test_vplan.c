@@ -1,6 +1,6 @@
 /*
- * test_vplan.c - the VRAM plan against the reference's own figures
- * (../shared/spec/reference-facts.md sections 1, 2 and 5).
+ * test_vplan.c - the VRAM plan against the reference's own figures, which
+ * docs/design.md, sections 2 and 3, holds as ours.
  *
  * Rows are knob flags as "name=value" words; every row plans with
  * --profile none --backend cuda unless it says otherwise. The "32 GB card"
@@ -495,14 +495,14 @@ static void test_model_figures(void **state)
 	const struct mdesc *b27 = mdesc_find("27b"), *fn = mdesc_find("flash-next");
 
 	(void)state;
-	/* reference-facts 2, derived from the shapes */
+	/* docs/design.md, section 3: derived from the shapes */
 	assert_int_equal(mdesc_kv_bytes_per_token(b27, MDESC_KV_BF16), 65536);
 	assert_int_equal(mdesc_kv_bytes_per_token(fn, MDESC_KV_BF16), 24576);
 	assert_int_equal(mdesc_kv_bytes_per_token(b27, MDESC_KV_COMPACT), 9216);
 	assert_int_equal(mdesc_kv_bytes_per_token(fn, MDESC_KV_COMPACT), 4224);
 	assert_int_equal(mdesc_page_bytes(b27, MDESC_KV_COMPACT), 589824);
 	assert_int_equal(mdesc_page_bytes(fn, MDESC_KV_COMPACT), 270336);
-	/* the staging ring and its pages (reference-facts 1) */
+	/* the staging ring and its pages (docs/design.md, section 2) */
 	assert_int_equal(2 * fn->heaviest_layer_expert_bytes, 1574895616ull);
 	assert_int_equal(2 * fn->heaviest_layer_expert_bytes / 270336, 5825);
 	/* the smallest expert: gate_up and down at 2 bits */
