@@ -10,10 +10,10 @@
  * lengths and checksums (docs/protocol.md, "KV tiers").
  *
  * Policies (docs/design.md, section 5):
- *   - a reserve that does not fit gets "tier full" (IG_E_NOSPACE) at once;
- *     with KV-disk on, KV-RAM then gives complete sequences up to disk, one
- *     per loop turn (agent first, then least recently used), until the room
- *     that was asked for is free: no live sequence is discarded for room;
+ *   - with KV-disk on, KV-RAM gives complete sequences up to disk (demotes
+ *     them, one per loop turn, agent first, then least recently used) only
+ *     to make room for a read's staging window (ADR 0020); a reserve it
+ *     cannot take goes straight to disk (below);
  *   - with KV-disk off, KV-RAM gives a complete sequence up (agent first,
  *     then least recently used; an interactive one idle past
  *     --reuse-retained-interactive-ttl counts as an agent) for the newer
