@@ -209,4 +209,18 @@ step "--help lists the knobs with their variables"
 run 0 --help
 has "$out" "--vram-kv-pool-bytes"; has "$out" "IGNIS_VRAM_KV_POOL_BYTES"
 
+step "the README's three worked examples, figure for figure"
+run 0 plan --json --model 27b $card32
+jq -e '.budget_bytes == 31529590784 and .kv_pool_policy == "resident" and
+	.kv_pool_pages == 19831 and .kv_pool_tokens == 1269184' <<<"$out" >/dev/null ||
+	fail "the 27B on a 32 GB card: $(jq -c '{budget_bytes, kv_pool_pages}' <<<"$out")"
+run 0 plan --json --model flash-next $card32
+jq -e '.kv_pool_policy == "offloaded" and .kv_pool_pages == 6144 and
+	.kv_pool_tokens == 393216 and .expert_cache_bytes == 21607342080' <<<"$out" >/dev/null ||
+	fail "Flash-Next offloaded: $(jq -c '{kv_pool_pages, expert_cache_bytes}' <<<"$out")"
+run 0 plan --json --model flash-next --profile none --backend cuda --device-free-bytes 96000000000
+jq -e '.kv_pool_policy == "resident" and .kv_pool_pages == 184635 and
+	.kv_pool_tokens == 11816640 and .prefill_staging_bytes == 0' <<<"$out" >/dev/null ||
+	fail "Flash-Next resident: $(jq -c '{kv_pool_pages, prefill_staging_bytes}' <<<"$out")"
+
 echo "plan integration: all steps passed"
