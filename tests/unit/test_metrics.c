@@ -355,6 +355,236 @@ static void test_check_worker(void **state)
 	assert_non_null(strstr(eb.msg, "used_pages"));
 }
 
+/* A snapshot whose every figure differs: each number field of both replies
+ * (walked with msg.h's field lists, so a field added there is covered), the
+ * pool above its used pages, the slots above the held and writing ones. */
+static void distinct_snap(struct met_snap *s)
+{
+	uint64_t next = 11;
+
+	full_snap(s);
+#define DS_U64(wr, name) s->wr.name = next++ * 7;
+#define DS_BOOL(wr, name)
+#define DS_STR(wr, name)
+#define DS_ARR(wr, name)
+#define DS_W(R, T, name, lo, hi, sub)  DS_##T(w, name)
+#define DS_KV(R, T, name, lo, hi, sub) DS_##T(kv, name)
+	MSG_FIELDS_worker_stats_reply(DS_W, _);
+	MSG_FIELDS_kv_stats_reply(DS_KV, _);
+#undef DS_KV
+#undef DS_W
+#undef DS_ARR
+#undef DS_STR
+#undef DS_BOOL
+#undef DS_U64
+	s->w.pool_pages = 100000;
+	s->kv.ram_bytes = 1ull << 30;
+	s->kv.slots = 1000;
+}
+
+/* The whole page, byte for byte, for that snapshot: a row that reads the
+ * wrong field, a label out of place or a changed format fails here. */
+static const char want_page[] =
+    "# HELP ignis_vram_reserved_bytes Device memory reserved at load, by plan line (the fixed "
+    "lines, Flash-Next's residency and expert cache, and the KV pool), in bytes.\n"
+    "# TYPE ignis_vram_reserved_bytes gauge\n"
+    "ignis_vram_reserved_bytes{line=\"weights\"} 1000\n"
+    "ignis_vram_reserved_bytes{line=\"cuda_context\"} 1001\n"
+    "ignis_vram_reserved_bytes{line=\"workspace\"} 1002\n"
+    "ignis_vram_reserved_bytes{line=\"media_embedding\"} 1003\n"
+    "ignis_vram_reserved_bytes{line=\"sampling\"} 1004\n"
+    "ignis_vram_reserved_bytes{line=\"decode_graph\"} 1005\n"
+    "ignis_vram_reserved_bytes{line=\"verify_round\"} 1006\n"
+    "ignis_vram_reserved_bytes{line=\"drafter_round\"} 1007\n"
+    "ignis_vram_reserved_bytes{line=\"lane_state\"} 1008\n"
+    "ignis_vram_reserved_bytes{line=\"retained_slots\"} 1009\n"
+    "ignis_vram_reserved_bytes{line=\"hq_residual_window\"} 1010\n"
+    "ignis_vram_reserved_bytes{line=\"residual\"} 1011\n"
+    "ignis_vram_reserved_bytes{line=\"prefill_staging\"} 2000\n"
+    "ignis_vram_reserved_bytes{line=\"expert_tables\"} 2001\n"
+    "ignis_vram_reserved_bytes{line=\"expert_cache\"} 2002\n"
+    "ignis_vram_reserved_bytes{line=\"kv_pool\"} 2003\n"
+    "# HELP ignis_vram_budget_bytes The device memory budget of the plan, in bytes.\n"
+    "# TYPE ignis_vram_budget_bytes gauge\n"
+    "ignis_vram_budget_bytes 1099511627776\n"
+    "# HELP ignis_kv_pool_pages Pages of the KV pool (64 tokens each).\n"
+    "# TYPE ignis_kv_pool_pages gauge\n"
+    "ignis_kv_pool_pages 100\n"
+    "# HELP ignis_kv_page_bytes Bytes of one KV pool page.\n"
+    "# TYPE ignis_kv_page_bytes gauge\n"
+    "ignis_kv_page_bytes 589824\n"
+    "# HELP ignis_kv_pool_used_pages KV pool pages reserved by admitted requests (a request "
+    "reserves its whole bound at admission).\n"
+    "# TYPE ignis_kv_pool_used_pages gauge\n"
+    "ignis_kv_pool_used_pages 84\n"
+    "# HELP ignis_kv_pool_free_pages KV pool pages free.\n"
+    "# TYPE ignis_kv_pool_free_pages gauge\n"
+    "ignis_kv_pool_free_pages 99916\n"
+    "# HELP ignis_kv_pool_pending_pages KV pool pages the waiting requests will reserve at their "
+    "admission.\n"
+    "# TYPE ignis_kv_pool_pending_pages gauge\n"
+    "ignis_kv_pool_pending_pages 91\n"
+    "# HELP ignis_scheduler_requests Live requests by state: waiting (no pages yet), prefill, "
+    "ready (prompt done, no lane), decode (on a lane), moving_out, moved (in a tier), moving_in.\n"
+    "# TYPE ignis_scheduler_requests gauge\n"
+    "ignis_scheduler_requests{state=\"waiting\"} 98\n"
+    "ignis_scheduler_requests{state=\"prefill\"} 105\n"
+    "ignis_scheduler_requests{state=\"ready\"} 112\n"
+    "ignis_scheduler_requests{state=\"decode\"} 119\n"
+    "ignis_scheduler_requests{state=\"moving_out\"} 196\n"
+    "ignis_scheduler_requests{state=\"moved\"} 203\n"
+    "ignis_scheduler_requests{state=\"moving_in\"} 210\n"
+    "# HELP ignis_kv_cache_evictions_total Sequences moved off the device to make room (moves out "
+    "that landed).\n"
+    "# TYPE ignis_kv_cache_evictions_total counter\n"
+    "ignis_kv_cache_evictions_total 217\n"
+    "# HELP ignis_kv_moves_total Moves between the device and KV-RAM that landed, by direction "
+    "(out, in).\n"
+    "# TYPE ignis_kv_moves_total counter\n"
+    "ignis_kv_moves_total{direction=\"out\"} 217\n"
+    "ignis_kv_moves_total{direction=\"in\"} 224\n"
+    "# HELP ignis_kv_move_bytes_total Sequence-image bytes moved, by direction.\n"
+    "# TYPE ignis_kv_move_bytes_total counter\n"
+    "ignis_kv_move_bytes_total{direction=\"out\"} 231\n"
+    "ignis_kv_move_bytes_total{direction=\"in\"} 238\n"
+    "# HELP ignis_kv_reprefills_total Moved sequences whose record a tier gave up or lost: "
+    "prefilled again from the start.\n"
+    "# TYPE ignis_kv_reprefills_total counter\n"
+    "ignis_kv_reprefills_total 245\n"
+    "# HELP ignis_kv_moves_stopped_total Moves out stopped before they landed: the request they "
+    "made room for no longer waited (admitted from room freed elsewhere, or ended); the victim "
+    "kept its pages.\n"
+    "# TYPE ignis_kv_moves_stopped_total counter\n"
+    "ignis_kv_moves_stopped_total 259\n"
+    "# HELP ignis_kv_move_retries_total Moves the tier refused (no room) or that started again "
+    "(the kvstore daemon away).\n"
+    "# TYPE ignis_kv_move_retries_total counter\n"
+    "ignis_kv_move_retries_total 252\n"
+    "# HELP ignis_requests_accepted_total Requests accepted by the gpu-worker.\n"
+    "# TYPE ignis_requests_accepted_total counter\n"
+    "ignis_requests_accepted_total 126\n"
+    "# HELP ignis_requests_completed_total Requests finished, by reason: length (max_tokens), eos, "
+    "context.\n"
+    "# TYPE ignis_requests_completed_total counter\n"
+    "ignis_requests_completed_total{reason=\"length\"} 133\n"
+    "ignis_requests_completed_total{reason=\"eos\"} 140\n"
+    "ignis_requests_completed_total{reason=\"context\"} 147\n"
+    "# HELP ignis_requests_cancelled_total Requests cancelled before they finished.\n"
+    "# TYPE ignis_requests_cancelled_total counter\n"
+    "ignis_requests_cancelled_total 154\n"
+    "# HELP ignis_prompt_tokens_total Prompt tokens of the accepted requests.\n"
+    "# TYPE ignis_prompt_tokens_total counter\n"
+    "ignis_prompt_tokens_total 161\n"
+    "# HELP ignis_generated_tokens_total Tokens generated (those of cancelled requests included).\n"
+    "# TYPE ignis_generated_tokens_total counter\n"
+    "ignis_generated_tokens_total 168\n"
+    "# HELP ignis_prefill_tokens_total Prompt tokens run through the model (prefill chunks).\n"
+    "# TYPE ignis_prefill_tokens_total counter\n"
+    "ignis_prefill_tokens_total 175\n"
+    "# HELP ignis_scheduler_rounds_total Rounds run by the gpu-worker (one batch of decode tokens "
+    "and prefill chunks each).\n"
+    "# TYPE ignis_scheduler_rounds_total counter\n"
+    "ignis_scheduler_rounds_total 182\n"
+    "# HELP ignis_request_ttft_seconds Time from a request's submit to its first generated token, "
+    "in seconds.\n"
+    "# TYPE ignis_request_ttft_seconds histogram\n"
+    "ignis_request_ttft_seconds_bucket{le=\"0.005\"} 2\n"
+    "ignis_request_ttft_seconds_bucket{le=\"0.25\"} 5\n"
+    "ignis_request_ttft_seconds_bucket{le=\"+Inf\"} 6\n"
+    "ignis_request_ttft_seconds_sum 0.000189\n"
+    "ignis_request_ttft_seconds_count 6\n"
+    "# HELP ignis_process_up 1 when the process is running and answered its handshake, else 0.\n"
+    "# TYPE ignis_process_up gauge\n"
+    "ignis_process_up{role=\"supervisor\"} 1\n"
+    "ignis_process_up{role=\"kvstore\"} 1\n"
+    "ignis_process_up{role=\"gpu-worker\"} 1\n"
+    "# HELP ignis_process_restarts_total Restarts of the process by the supervisor (after a crash, "
+    "a hang or an operator's restart).\n"
+    "# TYPE ignis_process_restarts_total counter\n"
+    "ignis_process_restarts_total{role=\"supervisor\"} 0\n"
+    "ignis_process_restarts_total{role=\"kvstore\"} 0\n"
+    "ignis_process_restarts_total{role=\"gpu-worker\"} 4\n"
+    "# HELP ignis_stats_up 1 when the daemon answered the supervisor's last request for its "
+    "figures (gathered every second); 0 leaves its families off the page.\n"
+    "# TYPE ignis_stats_up gauge\n"
+    "ignis_stats_up{source=\"gpu-worker\"} 1\n"
+    "ignis_stats_up{source=\"kvstore\"} 1\n"
+    "# HELP ignis_stats_age_seconds Seconds since the daemon's figures were last gathered (absent "
+    "until the first answer).\n"
+    "# TYPE ignis_stats_age_seconds gauge\n"
+    "ignis_stats_age_seconds{source=\"gpu-worker\"} 1.000\n"
+    "ignis_stats_age_seconds{source=\"kvstore\"} 0.500\n"
+    "# HELP ignis_proto_rejected_total Messages refused because they did not decode (malformed, "
+    "oversize, another protocol version, an unknown type or field), by the socket that got them: "
+    "client (the front door), supervisor; gpu-worker and kvstore while they are up. Only the first "
+    "few of a kind each period are logged (ignis.proto.rejected).\n"
+    "# TYPE ignis_proto_rejected_total counter\n"
+    "ignis_proto_rejected_total{socket=\"client\"} 0\n"
+    "ignis_proto_rejected_total{socket=\"supervisor\"} 0\n"
+    "ignis_proto_rejected_total{socket=\"gpu-worker\"} 266\n"
+    "ignis_proto_rejected_total{socket=\"kvstore\"} 476\n"
+    "# HELP ignis_kv_ram_arena_bytes KV-RAM arena bytes by state.\n"
+    "# TYPE ignis_kv_ram_arena_bytes gauge\n"
+    "ignis_kv_ram_arena_bytes{state=\"used\"} 280\n"
+    "ignis_kv_ram_arena_bytes{state=\"free\"} 1073741544\n"
+    "# HELP ignis_kv_ram_evictions_total Moved sequences KV-RAM gave up (each is prefilled again): "
+    "with KV-disk off, or with both tiers full, for a read from KV-disk.\n"
+    "# TYPE ignis_kv_ram_evictions_total counter\n"
+    "ignis_kv_ram_evictions_total 364\n"
+    "# HELP ignis_kv_disk_bytes KV-disk bytes: used, and the effective ceiling.\n"
+    "# TYPE ignis_kv_disk_bytes gauge\n"
+    "ignis_kv_disk_bytes{state=\"used\"} 308\n"
+    "ignis_kv_disk_bytes{state=\"ceiling\"} 301\n"
+    "# HELP ignis_kv_disk_spills_total Sequences written to KV-disk, by where they came from.\n"
+    "# TYPE ignis_kv_disk_spills_total counter\n"
+    "ignis_kv_disk_spills_total{from=\"ram\"} 343\n"
+    "ignis_kv_disk_spills_total{from=\"device\"} 350\n"
+    "# HELP ignis_kv_disk_failures_total KV-disk and KV-RAM records found torn, corrupt or foreign "
+    "(never served).\n"
+    "# TYPE ignis_kv_disk_failures_total counter\n"
+    "ignis_kv_disk_failures_total{op=\"read\"} 371\n"
+    "# HELP ignis_kv_tier_sequences Sequences held, by tier.\n"
+    "# TYPE ignis_kv_tier_sequences gauge\n"
+    "ignis_kv_tier_sequences{tier=\"ram\"} 294\n"
+    "ignis_kv_tier_sequences{tier=\"disk\"} 315\n"
+    "# HELP ignis_kv_tier_refusals_total Reservations and demotions refused at once because the "
+    "tier was full.\n"
+    "# TYPE ignis_kv_tier_refusals_total counter\n"
+    "ignis_kv_tier_refusals_total 336\n"
+    "# HELP ignis_retained_slots Retained slots by tier and state (writing: a capture in "
+    "progress).\n"
+    "# TYPE ignis_retained_slots gauge\n"
+    "ignis_retained_slots{tier=\"host\",state=\"free\"} 195\n"
+    "ignis_retained_slots{tier=\"host\",state=\"writing\"} 406\n"
+    "ignis_retained_slots{tier=\"host\",state=\"held\"} 399\n"
+    "# HELP ignis_retained_slot_skips_total Captures skipped: every slot being written (busy), the "
+    "key already held (duplicate), an image larger than a slot (size), no slots (none).\n"
+    "# TYPE ignis_retained_slot_skips_total counter\n"
+    "ignis_retained_slot_skips_total{reason=\"busy\"} 448\n"
+    "ignis_retained_slot_skips_total{reason=\"duplicate\"} 455\n"
+    "ignis_retained_slot_skips_total{reason=\"size\"} 462\n"
+    "ignis_retained_slot_skips_total{reason=\"none\"} 469\n"
+    "# HELP ignis_retained_slot_given_up_total Held retained slots given up for a newer capture.\n"
+    "# TYPE ignis_retained_slot_given_up_total counter\n"
+    "ignis_retained_slot_given_up_total{tier=\"host\"} 441\n"
+    "# HELP ignis_retained_slot_claims_total Claims of a retained slot: found (hit) or not "
+    "(miss).\n"
+    "# TYPE ignis_retained_slot_claims_total counter\n"
+    "ignis_retained_slot_claims_total{tier=\"host\",result=\"hit\"} 427\n"
+    "ignis_retained_slot_claims_total{tier=\"host\",result=\"miss\"} 434\n";
+
+static void test_page_exact(void **state)
+{
+	struct met_snap s;
+	struct page p = {0};
+
+	(void)state;
+	distinct_snap(&s);
+	render(&p, &s, 2000);
+	assert_string_equal(p.text, want_page);
+	free(p.text);
+}
+
 /* The plan's lines and the extra ones add up to its total. */
 static void test_plan_lines_add_up(void **state)
 {
@@ -387,6 +617,7 @@ int main(void)
 	    cmocka_unit_test(test_table),        cmocka_unit_test(test_every_family_once),
 	    cmocka_unit_test(test_figures),      cmocka_unit_test(test_down_sources_left_out),
 	    cmocka_unit_test(test_check_worker), cmocka_unit_test(test_plan_lines_add_up),
+	    cmocka_unit_test(test_page_exact),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
