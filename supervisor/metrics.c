@@ -17,6 +17,31 @@ const struct met_family met_families[MET__COUNT] = {
 #undef MET__ROW
 };
 
+/* The computed rows' figures (MET_ROWS' C rows). */
+static uint64_t met__calc_free_pages(const struct met_snap *s)
+{
+	return s->w.pool_pages - s->w.used_pages;
+}
+
+/* A row's member must be a uint64_t of the snapshot: read through its offset. */
+#define MET__IS_U64(member)                                                                        \
+	_Generic(((const struct met_snap *)0)->member, uint64_t : 1, default : 0)
+#define MET__FIELD_ROW(ID, label, member)                                                          \
+	{.id = MET_##ID, .label_value = label, .offset = offsetof(struct met_snap, member)},
+#define MET__CALC_ROW(ID, label, name)                                                             \
+	{.id = MET_##ID, .label_value = label, .calc = met__calc_##name},
+const struct met_row met_rows[] = {MET_ROWS(MET__FIELD_ROW, MET__CALC_ROW)};
+const size_t met_nrows = sizeof(met_rows) / sizeof(met_rows[0]);
+#undef MET__CALC_ROW
+#undef MET__FIELD_ROW
+
+#define MET__CHECK_FIELD(ID, label, member)                                                        \
+	_Static_assert(MET__IS_U64(member), "MET_ROWS: " #member " is not a uint64_t");
+#define MET__CHECK_CALC(ID, label, name)
+MET_ROWS(MET__CHECK_FIELD, MET__CHECK_CALC)
+#undef MET__CHECK_CALC
+#undef MET__CHECK_FIELD
+
 static const char *const met__extra_names[MET_NEXTRA] = {
 #define MET__EXTRA_NAME(ID, name) [MET_LINE_##ID] = name,
     MET_PLAN_EXTRA_LINES(MET__EXTRA_NAME)
@@ -132,84 +157,44 @@ static void met__src(struct met__out *o, enum met_id id, const char *source,
 		        (double)(o->now_ms - src->at_ms) / 1e3);
 }
 
+/* The rows of family `id`, or false when it has none. */
+static bool met__rows(struct met__out *o, enum met_id id)
+{
+	const char *label_name = met_families[id].labels;
+	bool any = false;
+
+	for (size_t i = 0; i < met_nrows; i++) {
+		const struct met_row *r = &met_rows[i];
+		uint64_t v;
+
+		if (r->id != id)
+			continue;
+		if (r->calc)
+			v = r->calc(o->s);
+		else
+			memcpy(&v, (const char *)o->s + r->offset, sizeof(v));
+		if (r->label_value[0])
+			met__lab(o, id, label_name, r->label_value, v);
+		else
+			met__u64(o, id, "", v);
+		any = true;
+	}
+	return any;
+}
+
+/* The families that are not rows (metrics.h says why). */
 static void met__family(struct met__out *o, enum met_id id)
 {
 	const struct met_snap *s = o->s;
-	const struct msg_worker_stats_reply *w = &s->w;
 
+	if (met__rows(o, id))
+		return;
 	switch (id) {
 	case MET_VRAM_RESERVED:
 		for (int i = 0; i < VPLAN_NLINES; i++)
 			met__lab(o, id, "line", vplan_line_names[i], s->line[i]);
 		for (int i = 0; i < MET_NEXTRA; i++)
 			met__lab(o, id, "line", met__extra_names[i], s->extra[i]);
-		break;
-	case MET_VRAM_BUDGET:
-		met__u64(o, id, "", s->budget_bytes);
-		break;
-	case MET_KV_POOL_PAGES:
-		met__u64(o, id, "", s->pool_pages);
-		break;
-	case MET_KV_PAGE_BYTES:
-		met__u64(o, id, "", s->page_bytes);
-		break;
-	case MET_KV_POOL_USED:
-		met__u64(o, id, "", w->used_pages);
-		break;
-	case MET_KV_POOL_FREE:
-		met__u64(o, id, "", w->pool_pages - w->used_pages);
-		break;
-	case MET_KV_POOL_PENDING:
-		met__u64(o, id, "", w->pending_pages);
-		break;
-	case MET_SCHED_REQUESTS:
-		met__lab(o, id, "state", "waiting", w->waiting);
-		met__lab(o, id, "state", "prefill", w->prefill);
-		met__lab(o, id, "state", "ready", w->ready);
-		met__lab(o, id, "state", "decode", w->decode);
-		met__lab(o, id, "state", "moving_out", w->moving_out);
-		met__lab(o, id, "state", "moved", w->moved);
-		met__lab(o, id, "state", "moving_in", w->moving_in);
-		break;
-	case MET_KV_EVICTIONS:
-		met__u64(o, id, "", w->moves_out);
-		break;
-	case MET_KV_MOVES:
-		met__lab(o, id, "direction", "out", w->moves_out);
-		met__lab(o, id, "direction", "in", w->moves_in);
-		break;
-	case MET_KV_MOVE_BYTES:
-		met__lab(o, id, "direction", "out", w->move_out_bytes);
-		met__lab(o, id, "direction", "in", w->move_in_bytes);
-		break;
-	case MET_KV_REPREFILLS:
-		met__u64(o, id, "", w->reprefills);
-		break;
-	case MET_KV_MOVE_RETRIES:
-		met__u64(o, id, "", w->move_retries);
-		break;
-	case MET_REQ_ACCEPTED:
-		met__u64(o, id, "", w->accepted);
-		break;
-	case MET_REQ_COMPLETED:
-		met__lab(o, id, "reason", "length", w->finished_length);
-		met__lab(o, id, "reason", "eos", w->finished_eos);
-		met__lab(o, id, "reason", "context", w->finished_context);
-		break;
-	case MET_REQ_CANCELLED:
-		met__u64(o, id, "", w->cancelled);
-		break;
-	case MET_PROMPT_TOKENS:
-		met__u64(o, id, "", w->prompt_tokens);
-		break;
-	case MET_GENERATED_TOKENS:
-		met__u64(o, id, "", w->generated_tokens);
-		break;
-	case MET_PREFILL_TOKENS:
-		met__u64(o, id, "", w->prefill_tokens);
-		break;
-	case MET_ROUNDS:
-		met__u64(o, id, "", w->rounds);
 		break;
 	case MET_TTFT:
 		met__ttft(o);
@@ -229,14 +214,11 @@ static void met__family(struct met__out *o, enum met_id id)
 		met__lab(o, id, "socket", "client", s->rejected_client);
 		met__lab(o, id, "socket", "supervisor", s->rejected_supervisor);
 		if (s->worker.up)
-			met__lab(o, id, "socket", "gpu-worker", w->rejected);
+			met__lab(o, id, "socket", "gpu-worker", s->w.rejected);
 		if (s->kvstore.up)
 			met__lab(o, id, "socket", "kvstore", s->kv.rejected);
 		break;
-	case MET_KV_MOVES_STOPPED:
-		met__u64(o, id, "", w->moves_stopped);
-		break;
-	case MET__COUNT:
+	default: /* a family of rows */
 		break;
 	}
 }

@@ -22,6 +22,7 @@
 #define IGNIS_SUPERVISOR_METRICS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -105,6 +106,72 @@ enum met_id {
 #undef MET__ENUM
 	    MET__COUNT
 };
+
+/*
+ * The samples that are one figure each, field-mapped as proto/kvmetrics.h
+ * maps the kvstore's: one row a sample, in the order of the page, the rows of
+ * a family consecutive. Adding such a figure is a row here, nothing else.
+ *   F(ID, "label value", member): the sample is `member` of struct met_snap
+ *     below: w.FIELD, a field of the gpu-worker's worker_stats_reply, or a
+ *     plan figure; a uint64_t (checked at build time).
+ *   C(ID, "label value", name): computed from the snapshot by
+ *     met__calc_<name> (metrics.c). The one today: free pages, the pool less
+ *     the pages reserved (met_check_worker keeps that from wrapping).
+ * The label value goes with the family's one label name (its `labels`); ""
+ * for a family without labels.
+ *
+ * The families that are not rows, and why, in the renderer's one switch:
+ * ignis_request_ttft_seconds (a histogram: its buckets made cumulative and
+ * in seconds), ignis_vram_reserved_bytes (a sample per plan line, named by
+ * the plan's tables), ignis_process_* and ignis_stats_* (a sample per
+ * process or daemon) and ignis_proto_rejected_total (a daemon's socket shows
+ * only while that daemon is up).
+ */
+#define MET_ROWS(F, C)                                                                             \
+	F(VRAM_BUDGET, "", budget_bytes)                                                           \
+	F(KV_POOL_PAGES, "", pool_pages)                                                           \
+	F(KV_PAGE_BYTES, "", page_bytes)                                                           \
+	F(KV_POOL_USED, "", w.used_pages)                                                          \
+	C(KV_POOL_FREE, "", free_pages)                                                            \
+	F(KV_POOL_PENDING, "", w.pending_pages)                                                    \
+	F(SCHED_REQUESTS, "waiting", w.waiting)                                                    \
+	F(SCHED_REQUESTS, "prefill", w.prefill)                                                    \
+	F(SCHED_REQUESTS, "ready", w.ready)                                                        \
+	F(SCHED_REQUESTS, "decode", w.decode)                                                      \
+	F(SCHED_REQUESTS, "moving_out", w.moving_out)                                              \
+	F(SCHED_REQUESTS, "moved", w.moved)                                                        \
+	F(SCHED_REQUESTS, "moving_in", w.moving_in)                                                \
+	F(KV_EVICTIONS, "", w.moves_out)                                                           \
+	F(KV_MOVES, "out", w.moves_out)                                                            \
+	F(KV_MOVES, "in", w.moves_in)                                                              \
+	F(KV_MOVE_BYTES, "out", w.move_out_bytes)                                                  \
+	F(KV_MOVE_BYTES, "in", w.move_in_bytes)                                                    \
+	F(KV_REPREFILLS, "", w.reprefills)                                                         \
+	F(KV_MOVES_STOPPED, "", w.moves_stopped)                                                   \
+	F(KV_MOVE_RETRIES, "", w.move_retries)                                                     \
+	F(REQ_ACCEPTED, "", w.accepted)                                                            \
+	F(REQ_COMPLETED, "length", w.finished_length)                                              \
+	F(REQ_COMPLETED, "eos", w.finished_eos)                                                    \
+	F(REQ_COMPLETED, "context", w.finished_context)                                            \
+	F(REQ_CANCELLED, "", w.cancelled)                                                          \
+	F(PROMPT_TOKENS, "", w.prompt_tokens)                                                      \
+	F(GENERATED_TOKENS, "", w.generated_tokens)                                                \
+	F(PREFILL_TOKENS, "", w.prefill_tokens)                                                    \
+	F(ROUNDS, "", w.rounds)
+
+/* One row of MET_ROWS: where its figure is in the snapshot, or how it is
+ * computed. */
+struct met_snap;
+struct met_row {
+	enum met_id id;
+	const char *label_value; /* "" for a family without labels */
+	size_t offset;           /* of the uint64_t in struct met_snap; calc NULL */
+	uint64_t (*calc)(const struct met_snap *s);
+};
+
+/* Every row, in the order of the page. */
+extern const struct met_row met_rows[];
+extern const size_t met_nrows;
 
 struct met_family {
 	const char *name;

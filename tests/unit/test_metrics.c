@@ -7,10 +7,12 @@
  * every sample belongs to the family announced last (histograms: _bucket,
  * _sum, _count); counters end in _total; label names are the declared ones.
  * Then exact figures: the plan's lines, a histogram made cumulative, a daemon
- * that is down leaving its families out, and the checks of a worker's reply.
+ * that is down leaving its families out, and the checks of a worker's reply;
+ * the rows of MET_ROWS against the families; and the whole page byte for byte.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -236,6 +238,48 @@ static void test_table(void **state)
 		for (int j = 0; j < i; j++)
 			assert_string_not_equal(m->name, met_families[j].name);
 	}
+}
+
+/* The rows (MET_ROWS): in the order of the page, a family's consecutive; a
+ * label value exactly when the family has its one label; every figure inside
+ * the snapshot; every gpu-worker family a row family but the histogram, which
+ * has none (the renderer's switch draws it). */
+static void test_rows(void **state)
+{
+	bool has_rows[MET__COUNT] = {false};
+
+	(void)state;
+	assert_true(met_nrows > 0);
+	for (size_t i = 0; i < met_nrows; i++) {
+		const struct met_row *r = &met_rows[i];
+		const struct met_family *m;
+
+		assert_true(r->id < MET__COUNT);
+		m = &met_families[r->id];
+		if (i > 0 && r->id != met_rows[i - 1].id) {
+			if (r->id < met_rows[i - 1].id || has_rows[r->id])
+				fail_msg("row %zu (%s) is out of the page's order", i, m->name);
+		}
+		has_rows[r->id] = true;
+		if (m->type == MET_HISTOGRAM)
+			fail_msg("row %zu: the histogram %s has a row", i, m->name);
+		assert_null(strchr(m->labels, ','));
+		if ((r->label_value[0] != '\0') != (m->labels[0] != '\0'))
+			fail_msg("row %zu of %s: label value \"%s\" for labels \"%s\"", i, m->name,
+			         r->label_value, m->labels);
+		if (!r->calc && r->offset + sizeof(uint64_t) > sizeof(struct met_snap))
+			fail_msg("row %zu of %s: offset %zu outside the snapshot", i, m->name,
+			         r->offset);
+		for (size_t j = 0; j < i; j++)
+			if (met_rows[j].id == r->id &&
+			    !strcmp(met_rows[j].label_value, r->label_value))
+				fail_msg("rows %zu and %zu of %s are one sample", j, i, m->name);
+	}
+	for (int i = 0; i < MET__COUNT; i++)
+		if (met_families[i].source == MET_SRC_WORKER &&
+		    has_rows[i] == (met_families[i].type == MET_HISTOGRAM))
+			fail_msg("the worker's family %s: %s", met_families[i].name,
+			         has_rows[i] ? "a histogram with rows" : "no row");
 }
 
 static void test_every_family_once(void **state)
@@ -617,7 +661,7 @@ int main(void)
 	    cmocka_unit_test(test_table),        cmocka_unit_test(test_every_family_once),
 	    cmocka_unit_test(test_figures),      cmocka_unit_test(test_down_sources_left_out),
 	    cmocka_unit_test(test_check_worker), cmocka_unit_test(test_plan_lines_add_up),
-	    cmocka_unit_test(test_page_exact),
+	    cmocka_unit_test(test_page_exact),   cmocka_unit_test(test_rows),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
