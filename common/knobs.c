@@ -61,20 +61,206 @@ void knob_yaml_key(enum knob_id id, char *out, size_t cap)
 			out[i] = '_';
 }
 
+/* ---- ranges ---------------------------------------------------------------- */
+
+/* One end of a range, the n bytes at s: a size or count (bsize), less any
+ * "-N" terms. */
+static bool knob__end(const char *s, size_t n, uint64_t *out)
+{
+	uint64_t v = 0;
+	bool first = true;
+
+	while (n) {
+		const char *dash = memchr(s, '-', n);
+		size_t len = dash ? (size_t)(dash - s) : n;
+		struct ig_errbuf eb;
+		struct bsize bs;
+		char term[32];
+
+		if (len == 0 || len >= sizeof(term))
+			return false;
+		memcpy(term, s, len);
+		term[len] = '\0';
+		if (bsize_parse(term, false, &bs, &eb))
+			return false;
+		if (first)
+			v = bs.n;
+		else if (bs.n > v)
+			return false;
+		else
+			v -= bs.n;
+		first = false;
+		s += len;
+		n -= len;
+		if (dash) {
+			s++;
+			n--;
+			if (!n)
+				return false; /* a trailing '-' */
+		}
+	}
+	if (first)
+		return false;
+	*out = v;
+	return true;
+}
+
+/* The alternatives of `acc` one by one: each call fills `r` and the text
+ * of its ends (lo at *lo_s for lo_n bytes, hi likewise; hi_n 0 for one
+ * value, and for an open range hi_s NULL) and moves *p past it. False at
+ * the end, or with *bad set when the alternative does not parse. */
+struct knob__alt {
+	struct knob_range r;
+	const char *lo_s, *hi_s;
+	size_t lo_n, hi_n;
+};
+
+static bool knob__next_alt(const char **p, struct knob__alt *a, bool *bad)
+{
+	const char *s = *p, *bar, *dots;
+	size_t len;
+
+	*bad = false;
+	if (!s)
+		return false;
+	bar = strchr(s, '|');
+	len = bar ? (size_t)(bar - s) : strlen(s);
+	*p = bar ? bar + 1 : NULL;
+	dots = NULL;
+	for (size_t i = 0; i + 1 < len && !dots; i++)
+		if (s[i] == '.' && s[i + 1] == '.')
+			dots = s + i;
+	a->lo_s = s;
+	if (!dots) {
+		a->lo_n = len;
+		a->hi_s = s;
+		a->hi_n = 0;
+		*bad = !knob__end(s, len, &a->r.lo);
+		a->r.hi = a->r.lo;
+		return true;
+	}
+	a->lo_n = (size_t)(dots - s);
+	a->hi_s = dots + 2;
+	a->hi_n = len - a->lo_n - 2;
+	*bad = !knob__end(s, a->lo_n, &a->r.lo);
+	if (a->hi_n == 0) {
+		a->hi_s = NULL;
+		a->r.hi = UINT64_MAX;
+	} else {
+		*bad = *bad || !knob__end(a->hi_s, a->hi_n, &a->r.hi);
+	}
+	*bad = *bad || a->r.lo > a->r.hi;
+	return true;
+}
+
+static bool knob__ranged(const struct knob_def *d)
+{
+	return (d->type == KT_COUNT || d->type == KT_BYTES) && d->accepted;
+}
+
+int knob_ranges(enum knob_id id, struct knob_range *out, size_t cap)
+{
+	const struct knob_def *d = &knob_defs[id];
+	const char *p = d->accepted;
+	struct knob__alt a;
+	uint64_t prev_hi = 0;
+	int count = 0;
+	bool bad;
+
+	if (!knob__ranged(d))
+		return 0;
+	while (knob__next_alt(&p, &a, &bad)) {
+		/* ascending and apart: each begins past the previous one's end + 1 */
+		if (bad || (count > 0 && (prev_hi == UINT64_MAX || a.r.lo <= prev_hi + 1)))
+			return -1;
+		if ((size_t)count < cap)
+			out[count] = a.r;
+		prev_hi = a.r.hi;
+		count++;
+	}
+	return count;
+}
+
+/* The ranges in words: "1..8", "4K..4G-1 (4096..4294967295 bytes)",
+ * "0, or at least 64K (65536 bytes)"; a figure in digits where an end is
+ * written otherwise, in `unit` (" bytes", or ""). */
+static void knob__ranges_text(const struct knob_def *d, const char *unit, char *buf, size_t cap)
+{
+	const char *p = d->accepted;
+	struct knob__alt a;
+	size_t o = 0;
+	bool bad;
+
+	buf[0] = '\0';
+	while (o < cap && knob__next_alt(&p, &a, &bad)) {
+		char lo[24], hi[24];
+		bool digits;
+
+		snprintf(lo, sizeof(lo), "%llu", (unsigned long long)a.r.lo);
+		snprintf(hi, sizeof(hi), "%llu", (unsigned long long)a.r.hi);
+		digits = strlen(lo) == a.lo_n && !strncmp(lo, a.lo_s, a.lo_n) &&
+		         (!a.hi_s || a.hi_n == 0 ||
+		          (strlen(hi) == a.hi_n && !strncmp(hi, a.hi_s, a.hi_n)));
+		if (o)
+			o += (size_t)snprintf(buf + o, cap - o, ", or ");
+		if (o >= cap)
+			break;
+		if (!a.hi_s)
+			o += (size_t)snprintf(buf + o, cap - o, "at least %.*s", (int)a.lo_n,
+			                      a.lo_s);
+		else if (a.hi_n == 0)
+			o += (size_t)snprintf(buf + o, cap - o, "%.*s", (int)a.lo_n, a.lo_s);
+		else
+			o += (size_t)snprintf(buf + o, cap - o, "%.*s..%.*s", (int)a.lo_n, a.lo_s,
+			                      (int)a.hi_n, a.hi_s);
+		if (o >= cap || digits)
+			continue;
+		if (!a.hi_s || a.hi_n == 0)
+			o += (size_t)snprintf(buf + o, cap - o, " (%s%s)", lo, unit);
+		else
+			o += (size_t)snprintf(buf + o, cap - o, " (%s..%s%s)", lo, hi, unit);
+	}
+}
+
+/* Whether `v` is in the ranges of `d` (true for a knob without any). */
+static bool knob__in_ranges(const struct knob_def *d, uint64_t v)
+{
+	const char *p = d->accepted;
+	struct knob__alt a;
+	bool bad;
+
+	if (!knob__ranged(d))
+		return true;
+	while (knob__next_alt(&p, &a, &bad))
+		if (!bad && v >= a.r.lo && v <= a.r.hi)
+			return true;
+	return false;
+}
+
+/* ---- what a knob accepts, in words ----------------------------------------- */
+
 const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap)
 {
 	const struct knob_def *d = &knob_defs[id];
+	char ranges[160];
 
 	switch (d->type) {
 	case KT_BYTES:
-		snprintf(buf, cap, "a size: a whole number with K, M, G or T (binary), e.g. 1536M");
+		if (!d->accepted) {
+			snprintf(buf, cap,
+			         "a size: a whole number with K, M, G or T (binary), e.g. 1536M");
+			break;
+		}
+		knob__ranges_text(d, " bytes", ranges, sizeof(ranges));
+		snprintf(buf, cap, "a size: %s; a whole number with K, M, G or T (binary)", ranges);
 		break;
 	case KT_POOL:
 		snprintf(buf, cap,
 		         "a size (e.g. 2G) or a token count with 'tok' (e.g. 512Ktok, 1Mtok)");
 		break;
 	case KT_COUNT:
-		snprintf(buf, cap, "a whole number in %s (K and M suffixes allowed)", d->accepted);
+		knob__ranges_text(d, "", ranges, sizeof(ranges));
+		snprintf(buf, cap, "a whole number in %s (K and M suffixes allowed)", ranges);
 		break;
 	case KT_BOOL:
 	case KT_SWITCH:
@@ -303,23 +489,18 @@ int knob_parse(enum knob_id id, const char *text, const char *where, struct knob
 	switch (d->type) {
 	case KT_BYTES:
 	case KT_POOL:
+	case KT_COUNT:
 		if (bsize_parse(text, d->type == KT_POOL, &bs, &sub))
-			return knob__bad(id, text, where, "is not a size", eb);
+			return knob__bad(
+			    id, text, where,
+			    d->type == KT_COUNT ? "is not a whole number" : "is not a size", eb);
+		if (d->type == KT_COUNT && !d->accepted)
+			return ig_errf(eb, IG_E_INVAL, "knob %s declares no range", d->name);
+		if (!knob__in_ranges(d, bs.n))
+			return knob__bad(id, text, where, "is out of range", eb);
 		out->u = bs.n;
 		out->tokens = bs.tokens;
 		return IG_E_OK;
-	case KT_COUNT: {
-		unsigned long long lo, hi;
-
-		if (bsize_parse(text, false, &bs, &sub))
-			return knob__bad(id, text, where, "is not a whole number", eb);
-		if (sscanf(d->accepted, "%llu..%llu", &lo, &hi) != 2)
-			return ig_errf(eb, IG_E_INVAL, "knob %s declares no range", d->name);
-		if (bs.n < lo || bs.n > hi)
-			return knob__bad(id, text, where, "is out of range", eb);
-		out->u = bs.n;
-		return IG_E_OK;
-	}
 	case KT_BOOL:
 	case KT_SWITCH:
 		if (!strcasecmp(text, "on") || !strcasecmp(text, "true") ||
@@ -554,16 +735,6 @@ int knob_resolve(const struct knob_input *in, struct knobs *k, struct ig_errbuf 
 			    hr->where, bu->where);
 		hr->set = false;
 	}
-	/* a move's window travels as an arena window: 4 KiB .. 4 GiB - 1 */
-	for (int id = KNOB_REUSE_MOVE_OUT_WINDOW_BYTES; id <= KNOB_REUSE_MOVE_IN_WINDOW_BYTES; id++)
-		if (k->v[id].u < 4096 || k->v[id].u > UINT32_MAX) {
-			char flag[96];
-
-			knob_flag((enum knob_id)id, flag, sizeof(flag));
-			return ig_errf(eb, IG_E_CONFIG,
-			               "%s: %llu bytes (from %s); accepted: 4K to 4294967295 bytes", flag,
-			               (unsigned long long)k->v[id].u, k->v[id].where);
-		}
 	if (k->v[KNOB_VRAM_ALLOW_OVERSUBSCRIPTION].u && !bu->set)
 		return ig_errf(eb, IG_E_CONFIG,
 		               "--vram-allow-oversubscription (from %s) needs an explicit "

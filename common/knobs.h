@@ -13,7 +13,15 @@
  *
  * X(ID, "name", type, "default", refused_by, "accepted", "doc")
  *   default:  "" none (derived or unset); "@model" the model's own default
- *   accepted: COUNT "lo..hi"; ENUM "a|b|c"; others NULL
+ *   accepted: COUNT ranges (required), BYTES ranges (NULL: any size);
+ *             ENUM "a|b|c"; others NULL
+ *
+ * Ranges: alternatives "R|R|...", each R one value "N", a closed range
+ * "LO..HI" or an open one "LO.." (LO or more), ascending and apart. An end is
+ * a size or a count as the knob is written (K, M, G, T binary), less any
+ * "-N" terms: "4K..4G-1" is 4,096 to 4,294,967,295. The parser refuses a
+ * value outside them, naming them; `--help` and the reference page show
+ * them. A limit of a knob lives here, not in the code that reads the knob.
  */
 #ifndef IGNIS_COMMON_KNOBS_H
 #define IGNIS_COMMON_KNOBS_H
@@ -39,6 +47,20 @@ enum knob_type {
 	KT_REMOVED,   /* refuses the start, naming its replacement */
 };
 
+/*
+ * Why the sizes' ranges are what they are (the counts' are the model's and
+ * the plan's sanity limits):
+ *   move windows 4K..4G-1      a window travels as an arena window: its length
+ *                              is 32-bit on the wire (plan, kv_reserve), and
+ *                              at least a page
+ *   reuse-kv-ram-bytes         the arena's (kvstore-daemon/arena.c): one 64 KiB
+ *     64K..256T-256M-64K       block at least, and its index counts the blocks
+ *                              and 4,096 more window records in 32 bits:
+ *                              (2^32 - 1 - 4,096) blocks at most; test_arena
+ *                              holds the arena to this row
+ *   reuse-kv-disk-bytes        0 is off; on, a ceiling of one window (64 KiB,
+ *     0|64K..                  the daemon's min_bytes to kvdisk_open) at least
+ */
 #define KNOB_REFUSE_DENSE 1u /* the 27B's family refuses it */
 #define KNOB_REFUSE_MOE   2u /* Flash-Next's family refuses it */
 
@@ -104,14 +126,16 @@ enum knob_type {
 	  "0..31536000",                                                                           \
 	  "Idle seconds after which a main-conversation checkpoint in KV-RAM ranks as a "          \
 	  "subagent's. Needs --reuse-prompt on.")                                                  \
-	X(REUSE_MOVE_OUT_WINDOW_BYTES, "reuse-move-out-window-bytes", KT_BYTES, "12M", 0, NULL,    \
-	  "A move out's window: the bytes a victim sends to KV-RAM between two decode rounds "    \
+	X(REUSE_MOVE_OUT_WINDOW_BYTES, "reuse-move-out-window-bytes", KT_BYTES, "12M", 0,          \
+	  "4K..4G-1",                                                                              \
+	  "A move out's window: the bytes a victim sends to KV-RAM between two decode rounds "     \
 	  "(one window in flight, at most one new a round).")                                      \
-	X(REUSE_MOVE_IN_WINDOW_BYTES, "reuse-move-in-window-bytes", KT_BYTES, "16M", 0, NULL,      \
-	  "A move in's window: the bytes a restored sequence takes back between two rounds.")     \
-	X(REUSE_KV_RAM_BYTES, "reuse-kv-ram-bytes", KT_BYTES, "2G", 0, NULL,                       \
+	X(REUSE_MOVE_IN_WINDOW_BYTES, "reuse-move-in-window-bytes", KT_BYTES, "16M", 0,            \
+	  "4K..4G-1",                                                                              \
+	  "A move in's window: the bytes a restored sequence takes back between two rounds.")      \
+	X(REUSE_KV_RAM_BYTES, "reuse-kv-ram-bytes", KT_BYTES, "2G", 0, "64K..256T-256M-64K",       \
 	  "KV-RAM: the host arena moved sequences go to (the retained host slots come on top).")   \
-	X(REUSE_KV_DISK_BYTES, "reuse-kv-disk-bytes", KT_BYTES, "@model", 0, NULL,                 \
+	X(REUSE_KV_DISK_BYTES, "reuse-kv-disk-bytes", KT_BYTES, "@model", 0, "0|64K..",            \
 	  "KV-disk ceiling; 0 turns KV-disk off (the 27B: off, Flash-Next: 4G).")                  \
 	X(REUSE_KV_DISK_PATH, "reuse-kv-disk-path", KT_PATH, "", 0, NULL,                          \
 	  "KV-disk's LMDB directory (default $XDG_STATE_HOME/ignis/kv-disk, else "                 \
@@ -254,6 +278,18 @@ void knob_env(enum knob_id id, char *out, size_t cap);      /* "IGNIS_VRAM_BUDGE
 void knob_yaml_key(enum knob_id id, char *out, size_t cap); /* "vram_budget_bytes" */
 /* Human text of what a knob accepts. */
 const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap);
+
+/* One alternative of a knob's ranges: lo..hi, both included (hi UINT64_MAX
+ * for an open range "LO.."). */
+struct knob_range {
+	uint64_t lo, hi;
+};
+
+/* The ranges of knob `id`'s `accepted` (a COUNT's, a BYTES's), up to `cap`
+ * of them in `out`: how many there are, 0 when it declares none, -1 when
+ * they do not parse or are not ascending and apart (a defect of the table:
+ * test_knobs walks every row). */
+int knob_ranges(enum knob_id id, struct knob_range *out, size_t cap);
 
 /* Fill `in->env` from the process environment. */
 void knob_read_env(struct knob_input *in);

@@ -86,7 +86,8 @@ static void usage(FILE *f)
 		knob_flag(d->id, flag, sizeof(flag));
 		knob_env(d->id, env, sizeof(env));
 		snprintf(head, sizeof(head), "%s %s", flag, type_word(d->type));
-		fprintf(f, "  %-44s %s [%s; default %s]\n", head, d->doc, env, default_text(d));
+		fprintf(f, "  %-44s %s [%s; default %s%s%s]\n", head, d->doc, env, default_text(d),
+		        d->accepted ? "; accepted " : "", d->accepted ? d->accepted : "");
 	}
 }
 

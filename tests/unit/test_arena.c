@@ -36,6 +36,7 @@
 #include <xxhash.h>
 
 #include "arena.h"
+#include "knobs.h"
 #include "kvcopy.h"
 
 #define DEFAULT_SEED 20240611u
@@ -2369,6 +2370,34 @@ static void test_fault_create(void **state)
 	              span * 2 / 3, whole);
 }
 
+/* The knob table's ranges (common/knobs.h) are the tier's: --reuse-kv-ram-bytes
+ * takes what arena_open takes, no more and no less, and KV-disk on takes
+ * one window, the ARENA_BLOCK the daemon gives kvdisk_open as its least. */
+static void test_knob_ranges(void **state)
+{
+	struct tctx *t = *state;
+	struct knob_range ram[2], disk[3];
+	struct arena *a = NULL;
+	struct ig_errbuf eb = {0};
+	char want[128];
+
+	assert_int_equal(knob_ranges(KNOB_REUSE_KV_RAM_BYTES, ram, 2), 1);
+	snprintf(want, sizeof(want), "the arena takes %" PRIu64 " to %" PRIu64 " bytes", ram[0].lo,
+	         ram[0].hi);
+	assert_int_equal(arena_open(&a, t->name, ram[0].lo - 1, &eb), IG_E_CONFIG);
+	assert_non_null(strstr(eb.msg, want));
+	assert_int_equal(arena_open(&a, t->name, ram[0].hi + 1, &eb), IG_E_CONFIG);
+	assert_non_null(strstr(eb.msg, want));
+	a = open_ok(t->name, ram[0].lo);
+	arena_close(a);
+
+	assert_int_equal(knob_ranges(KNOB_REUSE_KV_DISK_BYTES, disk, 3), 2);
+	assert_int_equal(disk[0].lo, 0);
+	assert_int_equal(disk[0].hi, 0);
+	assert_int_equal(disk[1].lo, ARENA_BLOCK);
+	assert_true(disk[1].hi == UINT64_MAX);
+}
+
 /* ---- registration ---- */
 
 #define T(f, tag) cmocka_unit_test_prestate_setup_teardown(f, setup, teardown, (void *)(tag))
@@ -2388,6 +2417,7 @@ int main(int argc, char **argv)
 	    T(test_map_client, "map"),
 	    T(test_reopen, "reopen"),
 	    T(test_refused_at_open, "corrupt"),
+	    T(test_knob_ranges, "knob-ranges"),
 	    T(test_damaged_records, "damaged"),
 	    T(test_damaged_header, "damaged-header"),
 	    T(test_slots_basic, "slots"),

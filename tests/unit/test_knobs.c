@@ -177,7 +177,7 @@ struct row {
 	char flag[96], env[96], key[96];
 	const char *model; /* a model whose family takes the knob; NULL: the default */
 	char good[3][48];  /* valid values, different where the type allows */
-	char bad[3][48];   /* invalid values */
+	char bad[5][48];   /* invalid values */
 	int nbad;
 };
 
@@ -196,10 +196,39 @@ static int enum_choices(const char *acc, char out[][48], int max)
 	return n;
 }
 
+/* Samples from a knob's ranges (knob_ranges): the middle of the last, the
+ * first's low end, the last's high end (an open one: 1M past its low end);
+ * outside, the value below each range and above it that no other range
+ * holds. */
+static void row_ranged(struct row *r)
+{
+	struct knob_range rg[4];
+	int n = knob_ranges(r->id, rg, 4);
+	const struct knob_range *last;
+
+	if (n < 1 || n > 4)
+		fail_msg("%s: %d ranges in \"%s\"", r->d->name, n,
+		         r->d->accepted ? r->d->accepted : "(null)");
+	last = &rg[n - 1];
+	snprintf(r->good[0], 48, "%llu",
+	         (unsigned long long)(last->hi == UINT64_MAX
+	                                  ? last->lo * 2 + 1
+	                                  : last->lo + (last->hi - last->lo) / 2));
+	snprintf(r->good[1], 48, "%llu", (unsigned long long)rg[0].lo);
+	snprintf(r->good[2], 48, "%llu",
+	         (unsigned long long)(last->hi == UINT64_MAX ? last->lo + (1u << 20) : last->hi));
+	snprintf(r->bad[r->nbad++], 48, "12X");
+	for (int j = 0; j < n; j++) {
+		if (rg[j].lo > 0 && (j == 0 || rg[j - 1].hi + 1 < rg[j].lo))
+			snprintf(r->bad[r->nbad++], 48, "%llu", (unsigned long long)rg[j].lo - 1);
+		if (rg[j].hi < UINT64_MAX && (j == n - 1 || rg[j].hi + 1 < rg[j + 1].lo - 1))
+			snprintf(r->bad[r->nbad++], 48, "%llu", (unsigned long long)rg[j].hi + 1);
+	}
+}
+
 static void row_init(struct row *r, int i)
 {
 	const struct knob_def *d = &knob_defs[i];
-	unsigned long long lo, hi;
 	char ch[8][48];
 	int n;
 
@@ -219,6 +248,10 @@ static void row_init(struct row *r, int i)
 		fail_msg("%s: refused by every family", d->name);
 	switch (d->type) {
 	case KT_BYTES:
+		if (d->accepted) {
+			row_ranged(r);
+			break;
+		}
 		snprintf(r->good[0], 48, "3M");
 		snprintf(r->good[1], 48, "4M");
 		snprintf(r->good[2], 48, "5M");
@@ -231,16 +264,9 @@ static void row_init(struct row *r, int i)
 		snprintf(r->bad[r->nbad++], 48, "12X");
 		break;
 	case KT_COUNT:
-		if (!d->accepted || sscanf(d->accepted, "%llu..%llu", &lo, &hi) != 2 || lo > hi)
-			fail_msg("%s: a count without a range \"%s\"", d->name,
-			         d->accepted ? d->accepted : "(null)");
-		snprintf(r->good[0], 48, "%llu", lo + (hi - lo) / 2);
-		snprintf(r->good[1], 48, "%llu", lo);
-		snprintf(r->good[2], 48, "%llu", hi);
-		snprintf(r->bad[r->nbad++], 48, "12X");
-		snprintf(r->bad[r->nbad++], 48, "%llu", hi + 1);
-		if (lo > 0)
-			snprintf(r->bad[r->nbad++], 48, "%llu", lo - 1);
+		if (!d->accepted)
+			fail_msg("%s: a count without a range", d->name);
+		row_ranged(r);
 		break;
 	case KT_BOOL:
 		snprintf(r->good[0], 48, "off");
@@ -362,10 +388,18 @@ static void test_rows_spellings(void **state)
 		for (int j = 0; j < i; j++)
 			if (!strcmp(knob_defs[j].name, r.d->name))
 				fail_msg("%s: named twice (rows %d and %d)", r.d->name, j, i);
-		/* `accepted`: a range for counts, choices for enums, NULL otherwise. */
-		if ((r.d->type == KT_COUNT || r.d->type == KT_ENUM) != (r.d->accepted != NULL))
+		/* `accepted`: ranges for counts (and, where there are limits, sizes),
+		 * choices for enums, NULL otherwise. */
+		if ((r.d->type == KT_COUNT || r.d->type == KT_ENUM) ? !r.d->accepted
+		    : r.d->type == KT_BYTES                         ? false
+		                                                    : r.d->accepted != NULL)
 			fail_msg("%s: accepted \"%s\" does not fit its type", r.d->name,
 			         r.d->accepted ? r.d->accepted : "(null)");
+		if ((r.d->type == KT_COUNT || (r.d->type == KT_BYTES && r.d->accepted)) &&
+		    knob_ranges(r.id, NULL, 0) < 1)
+			fail_msg("%s: the ranges \"%s\" do not parse, or are not ascending and "
+			         "apart",
+			         r.d->name, r.d->accepted);
 		if (!r.d->doc || !r.d->doc[0])
 			fail_msg("%s: no doc", r.d->name);
 	}
@@ -740,13 +774,15 @@ static void test_help(void **state)
 
 		row_init(&r, i);
 		snprintf(row, sizeof(row), "--help, %s", r.d->name);
-		/* "  --name <type> doc [IGNIS_NAME; default D]" */
+		/* "  --name <type> doc [IGNIS_NAME; default D]", "; accepted A" before
+		 * the ']' where the table says what it accepts */
 		snprintf(want, sizeof(want), "  %s ", r.flag);
 		if (!strstr(out, want)) {
 			free(out);
 			fail_msg("%s: no line starts with \"%s\"", row, want);
 		}
-		snprintf(want, sizeof(want), "[%s; default %s]", r.env, default_text(r.d));
+		snprintf(want, sizeof(want), "[%s; default %s%s%s]", r.env, default_text(r.d),
+		         r.d->accepted ? "; accepted " : "", r.d->accepted ? r.d->accepted : "");
 		if (!strstr(out, want)) {
 			free(out);
 			fail_msg("%s: lacks \"%s\"", row, want);
@@ -1022,6 +1058,55 @@ static const struct rule rules[] = {
      .flags = {"spec-decode-lanes=0"},
      .rc = IG_E_CONFIG,
      .words = {"--spec-decode-lanes", "'0'", "out of range", "1..8"}},
+
+    /* Sizes' ranges, from the table: each refusal names the range, in the
+     * table's words and in bytes. */
+    {.name = "--reuse-move-out-window-bytes 1K",
+     .flags = {"reuse-move-out-window-bytes=1K"},
+     .rc = IG_E_CONFIG,
+     .words = {"--reuse-move-out-window-bytes", "'1K'", "out of range", "4K..4G-1",
+               "(4096..4294967295 bytes)", "accepted"}},
+    {.name = "IGNIS_REUSE_MOVE_IN_WINDOW_BYTES=4G",
+     .env = {"IGNIS_REUSE_MOVE_IN_WINDOW_BYTES=4G"},
+     .rc = IG_E_CONFIG,
+     .words = {"--reuse-move-in-window-bytes", "'4G'", "IGNIS_REUSE_MOVE_IN_WINDOW_BYTES",
+               "out of range", "4K..4G-1"}},
+    {.name = "reuse_move_in_window_bytes: 4095 in YAML",
+     .yaml = "reuse_move_in_window_bytes: 4095\n",
+     .rc = IG_E_CONFIG,
+     .words = {"--reuse-move-in-window-bytes", "'4095'", "@file:1", "4K..4G-1"}},
+    {.name = "move windows at the ends of their range",
+     .flags = {"reuse-move-out-window-bytes=4K", "reuse-move-in-window-bytes=4294967295"},
+     .ex = {VAL(REUSE_MOVE_OUT_WINDOW_BYTES, 4096, KS_FLAG, "--reuse-move-out-window-bytes"),
+            VAL(REUSE_MOVE_IN_WINDOW_BYTES, 4294967295ull, KS_FLAG,
+                "--reuse-move-in-window-bytes")}},
+    {.name = "--reuse-kv-ram-bytes 32K",
+     .flags = {"reuse-kv-ram-bytes=32K"},
+     .rc = IG_E_CONFIG,
+     .words = {"--reuse-kv-ram-bytes", "'32K'", "out of range", "64K..256T-256M-64K",
+               "(65536..281474708209664 bytes)"}},
+    {.name = "--reuse-kv-ram-bytes 256T",
+     .flags = {"reuse-kv-ram-bytes=256T"},
+     .rc = IG_E_CONFIG,
+     .words = {"--reuse-kv-ram-bytes", "'256T'", "out of range"}},
+    {.name = "--reuse-kv-ram-bytes 64K",
+     .flags = {"reuse-kv-ram-bytes=64K"},
+     .ex = {VAL(REUSE_KV_RAM_BYTES, 65536, KS_FLAG, "--reuse-kv-ram-bytes")}},
+    {.name = "--reuse-kv-disk-bytes 65535 on flash-next",
+     .model = "flash-next",
+     .flags = {"reuse-kv-disk-bytes=65535"},
+     .rc = IG_E_CONFIG,
+     .words = {"--reuse-kv-disk-bytes", "'65535'", "out of range",
+               "0, or at least 64K (65536 bytes)"}},
+    {.name = "--reuse-kv-disk-bytes 0 and 64K",
+     .model = "flash-next",
+     .flags = {"reuse-kv-disk-bytes=0"},
+     .env = {"IGNIS_REUSE_KV_RAM_BYTES=64K"},
+     .ex = {VAL(REUSE_KV_DISK_BYTES, 0, KS_FLAG, "--reuse-kv-disk-bytes"),
+            VAL(REUSE_KV_RAM_BYTES, 65536, KS_ENV, "IGNIS_REUSE_KV_RAM_BYTES")}},
+    {.name = "--reuse-kv-disk-bytes 64K",
+     .flags = {"reuse-kv-disk-bytes=64K"},
+     .ex = {VAL(REUSE_KV_DISK_BYTES, 65536, KS_FLAG, "--reuse-kv-disk-bytes")}},
 
     /* Pool sizes in bytes or tokens. */
     {.name = "--vram-kv-pool-bytes 512Ktok",
@@ -1397,10 +1482,51 @@ static void test_env_warning(void **state)
 	free(err);
 }
 
+/* knob_ranges reads the table's ranges as this file spells them by hand. */
+static void test_ranges(void **state)
+{
+	static const struct {
+		enum knob_id id;
+		int n;
+		struct knob_range r[2];
+	} rows[] = {
+	    {KNOB_REUSE_MOVE_OUT_WINDOW_BYTES, 1, {{4096, 4294967295ull}}},
+	    {KNOB_REUSE_MOVE_IN_WINDOW_BYTES, 1, {{4096, 4294967295ull}}},
+	    {KNOB_REUSE_KV_RAM_BYTES, 1, {{65536, (4294967295ull - 4096) * 65536}}},
+	    {KNOB_REUSE_KV_DISK_BYTES, 2, {{0, 0}, {65536, UINT64_MAX}}},
+	    {KNOB_SPEC_DECODE_LANES, 1, {{1, 8}}},
+	    {KNOB_MODEL_MAX_CONTEXT, 1, {{64, 16777216}}},
+	    {KNOB_VRAM_HEADROOM_BYTES, 0, {{0, 0}}},
+	    {KNOB_VRAM_KV_POOL_BYTES, 0, {{0, 0}}},
+	    {KNOB_MODEL_KV_FORMAT, 0, {{0, 0}}},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct knob_range got[2] = {{0, 0}, {0, 0}};
+		/* with room for one, the count is still all of them */
+		int n = knob_ranges(rows[i].id, got, 1);
+
+		if (n != rows[i].n)
+			fail_msg("%s: %d ranges, want %d", knob_defs[rows[i].id].name, n,
+			         rows[i].n);
+		n = knob_ranges(rows[i].id, got, 2);
+		for (int j = 0; j < n; j++)
+			if (got[j].lo != rows[i].r[j].lo || got[j].hi != rows[i].r[j].hi)
+				fail_msg("%s: range %d is %llu..%llu, want %llu..%llu",
+				         knob_defs[rows[i].id].name, j,
+				         (unsigned long long)got[j].lo,
+				         (unsigned long long)got[j].hi,
+				         (unsigned long long)rows[i].r[j].lo,
+				         (unsigned long long)rows[i].r[j].hi);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_rows_spellings, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ranges, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rows_default, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rows_flag, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rows_env, setup, teardown),
