@@ -188,7 +188,8 @@ struct ctl {
 	nng_socket sock;
 	nng_dialer dialer;
 	char url[TP_PATH_MAX + 8];
-	atomic_int pipes; /* connections up now, from nng's pipe events */
+	atomic_int pipes;                 /* connections up now, from nng's pipe events */
+	uint64_t sums[ARENA_MAX_WINDOWS]; /* get: a record's window checksums */
 };
 
 static void ctl_pipe_cb(nng_pipe p, nng_pipe_ev ev, void *arg)
@@ -575,7 +576,7 @@ static int get_staged(struct ctl *s, const struct arena_map *m, uint64_t seq, ui
 
 static int cmd_get(struct ctl *s, uint64_t seq, const char *path, struct ig_errbuf *eb)
 {
-	static uint64_t sums[ARENA_MAX_WINDOWS];
+	uint64_t *sums = s->sums;
 	uint32_t n = 0;
 	struct msg q = {.type = MSG_KV_FETCH, .u.kv_fetch.seq = seq};
 	struct arena_map m;

@@ -87,6 +87,22 @@ struct kvs_warn {
 	uint64_t suppressed; /* counted, not logged */
 };
 
+/* A request's listing of a tier: the sequences it looks at, at most; and of
+ * the slots, a kv_slot_list_reply's (proto/msg.h). */
+#define KVS_SCAN_MAX  65536u
+#define KVS_SLOT_SCAN 128u
+
+/* When each sequence was last used (monotonic seconds), for the interactive
+ * TTL; the daemon's own memory: after a restart every sequence counts as
+ * used at the restart. */
+#define KVS_TOUCH_SLOTS 4096u
+struct kvs_touch {
+	uint64_t seq, at_s;
+};
+
+/* The daemon's context: everything it holds, built by main and passed down;
+ * the program has no other mutable state but the daemon skeleton's signal
+ * flags and the early log sink (STYLE rule 13). */
 struct kvs {
 	const struct svc *svc; /* the control service, while dmn_run runs */
 	struct arena *ram;
@@ -111,7 +127,13 @@ struct kvs {
 		bool done; /* a read whose last window was staged */
 	} stages[KVS_STAGES];
 	struct kvs_warn warn_demote, warn_stage;
-	struct arena_info list[65536]; /* KV-RAM's sequences, for kvs_demotable */
+	struct kvs_touch touched[KVS_TOUCH_SLOTS]; /* by seq % KVS_TOUCH_SLOTS */
+	struct arena_info list[65536];             /* KV-RAM's sequences, for kvs_demotable */
+	/* one request's listings of the tiers (sweep, list, verify) and of the
+	 * slots: the handler runs one request at a time, on one thread */
+	struct arena_info ram_scan[KVS_SCAN_MAX];
+	struct kvdisk_seq disk_scan[KVS_SCAN_MAX];
+	struct arena_slot_info slot_scan[KVS_SLOT_SCAN];
 	/* the windows of one sequence, for get/put */
 	struct arena_window w[ARENA_MAX_WINDOWS];
 	uint64_t sums[ARENA_MAX_WINDOWS]; /* a disk record's window checksums */
@@ -303,15 +325,6 @@ static int kvs_demote(struct kvs *k, uint64_t seq, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
-/* When each sequence was last used (monotonic seconds), for the interactive
- * TTL; the daemon's own memory: after a restart every sequence counts as
- * used at the restart. */
-#define KVS_TOUCH_SLOTS 4096u
-struct kvs_touch {
-	uint64_t seq, at_s;
-};
-static struct kvs_touch kvs_touched[KVS_TOUCH_SLOTS];
-
 static uint64_t kvs_now_s(void)
 {
 	struct timespec ts;
@@ -320,18 +333,18 @@ static uint64_t kvs_now_s(void)
 	return (uint64_t)ts.tv_sec;
 }
 
-static void kvs_touch(uint64_t seq)
+static void kvs_touch(struct kvs *k, uint64_t seq)
 {
-	struct kvs_touch *t = &kvs_touched[seq % KVS_TOUCH_SLOTS];
+	struct kvs_touch *t = &k->touched[seq % KVS_TOUCH_SLOTS];
 
 	t->seq = seq;
 	t->at_s = kvs_now_s();
 }
 
-static uint64_t kvs_idle_s(uint64_t seq, uint64_t started_s)
+static uint64_t kvs_idle_s(const struct kvs *k, uint64_t seq)
 {
-	const struct kvs_touch *t = &kvs_touched[seq % KVS_TOUCH_SLOTS];
-	uint64_t at = t->seq == seq ? t->at_s : started_s;
+	const struct kvs_touch *t = &k->touched[seq % KVS_TOUCH_SLOTS];
+	uint64_t at = t->seq == seq ? t->at_s : k->started_s;
 
 	return kvs_now_s() - at;
 }
@@ -345,7 +358,7 @@ static bool kvs_idle_interactive(void *ctx, uint64_t seq)
 {
 	const struct kvs *k = ctx;
 
-	return k->ttl_s && kvs_idle_s(seq, k->started_s) > k->ttl_s;
+	return k->ttl_s && kvs_idle_s(k, seq) > k->ttl_s;
 }
 
 static uint64_t kvs_victim(struct kvs *k, uint64_t except, const uint64_t *skip, uint32_t n_skip)
@@ -683,7 +696,7 @@ static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg
 	if (rc)
 		return rc;
 reply:
-	kvs_touch(m.seq);
+	kvs_touch(k, m.seq);
 	reply->type = MSG_KV_RESERVED;
 	reply->u.kv_reserved =
 	    (struct msg_kv_reserved){m.seq, offset, m.windows, given_up, msg_str_of(tier)};
@@ -773,7 +786,7 @@ static int kvs_stage(struct kvs *k, const struct msg_kv_stage *q, struct msg *re
 		k->disk_reads++;
 		g->done = true; /* its reader has every window now */
 	}
-	kvs_touch(q->seq);
+	kvs_touch(k, q->seq);
 	reply->type = MSG_KV_STAGED;
 	reply->u.kv_staged = (struct msg_kv_staged){q->seq, q->window, g->offset, len, sum};
 	return IG_E_OK;
@@ -790,9 +803,9 @@ static uint64_t kvs_owner(uint64_t seq)
  * left behind. Keys without an owner are left alone. */
 static void kvs_sweep(struct kvs *k, uint64_t keep)
 {
-	static struct arena_info ram[65536];
-	static struct kvdisk_seq disk[65536];
-	uint32_t nr = arena_list(k->ram, ram, 65536), nd = 0;
+	struct arena_info *ram = k->ram_scan;
+	struct kvdisk_seq *disk = k->disk_scan;
+	uint32_t nr = arena_list(k->ram, ram, KVS_SCAN_MAX), nd = 0;
 	uint64_t n_ram = 0, n_disk = 0;
 	struct ig_errbuf e2;
 	struct ev e;
@@ -814,7 +827,7 @@ static void kvs_sweep(struct kvs *k, uint64_t keep)
 			n_ram++;
 	}
 	if (k->disk)
-		nd = kvdisk_list(k->disk, disk, 65536);
+		nd = kvdisk_list(k->disk, disk, KVS_SCAN_MAX);
 	for (uint32_t i = 0; i < nd; i++) {
 		uint64_t seq = disk[i].meta.seq, o = kvs_owner(seq);
 
@@ -876,7 +889,7 @@ static int kvs_fetch(struct kvs *k, uint64_t seq, struct msg *reply, struct ig_e
 		rc = kvs_stage_open(k, &m, true, &g, eb);
 		if (rc)
 			return rc;
-		kvs_touch(seq);
+		kvs_touch(k, seq);
 		reply->type = MSG_KV_SEQ;
 		*r = (struct msg_kv_seq){.seq = seq,
 		                         .tier = msg_str_of("disk"),
@@ -899,7 +912,7 @@ not_found:
 		return rc;
 	/* KV-RAM's bytes are not re-read here: the reader checks each window
 	 * against its recorded checksum while copying it out (ADR 0015). */
-	kvs_touch(seq);
+	kvs_touch(k, seq);
 	reply->type = MSG_KV_SEQ;
 	*r = (struct msg_kv_seq){.seq = seq,
 	                         .tier = msg_str_of("ram"),
@@ -919,11 +932,11 @@ not_found:
 /* Sequences of both tiers after `after`, in seq order, up to 256. */
 static int kvs_list(struct kvs *k, uint64_t after, struct msg *reply)
 {
-	static struct arena_info ram[65536];
-	static struct kvdisk_seq disk[65536];
+	const struct arena_info *ram = k->ram_scan;
+	const struct kvdisk_seq *disk = k->disk_scan;
 	struct msg_kv_list_reply *r = &reply->u.kv_list_reply;
-	uint32_t nr = arena_list(k->ram, ram, 65536),
-	         nd = k->disk ? kvdisk_list(k->disk, disk, 65536) : 0;
+	uint32_t nr = arena_list(k->ram, k->ram_scan, KVS_SCAN_MAX),
+	         nd = k->disk ? kvdisk_list(k->disk, k->disk_scan, KVS_SCAN_MAX) : 0;
 	uint64_t last = after;
 
 	reply->type = MSG_KV_LIST_REPLY;
@@ -1033,8 +1046,8 @@ static void kvs_stats(struct kvs *k, struct msg *reply)
 
 static int kvs_verify(struct kvs *k, uint64_t seq, struct ig_errbuf *eb)
 {
-	static struct arena_info ram[65536];
-	uint32_t n = arena_list(k->ram, ram, 65536);
+	const struct arena_info *ram = k->ram_scan;
+	uint32_t n = arena_list(k->ram, k->ram_scan, KVS_SCAN_MAX);
 	uint64_t checked = 0;
 	bool found = seq == 0;
 	int rc;
@@ -1174,9 +1187,10 @@ static int kvs_slot_claim(struct kvs *k, const struct msg_kv_slot_claim *q, stru
 
 static int kvs_slot_list(struct kvs *k, uint64_t first, struct msg *reply)
 {
-	static struct arena_slot_info list[128];
+	const struct arena_slot_info *list = k->slot_scan;
 	struct msg_kv_slot_list_reply *r = &reply->u.kv_slot_list_reply;
-	uint32_t cap = 128, n = arena_slot_list(k->ram, (uint32_t)first, list, cap);
+	uint32_t cap = KVS_SLOT_SCAN,
+	         n = arena_slot_list(k->ram, (uint32_t)first, k->slot_scan, cap);
 
 	reply->type = MSG_KV_SLOT_LIST_REPLY;
 	memset(r, 0, sizeof(*r));
