@@ -8,11 +8,16 @@
  * at load; the runtime then takes places inside those reservations and never
  * asks the backend for more.
  *
- * Compute is one entry at the granularity of a round (docs/adr/0010): the
- * decoder over the round's rows (model_cpu.h, mdl_forward_round, is the
- * contract and the cpu backend's implementation). A backend schedules and
- * fuses its own kernels inside a round (the cuda backend: kernels/ and
- * cuBLAS on its compute stream); the engine above it only plans rounds.
+ * The model and its sequences are the backend's: it binds a model file's
+ * weights into its memory (model_bind), gives each sequence its device
+ * state (seq_init), and runs rounds over the backend-neutral types of
+ * devseq.h. Compute is one entry at the granularity of a round
+ * (docs/adr/0010): the decoder over the round's rows (model_cpu.h,
+ * mdl_forward_round, is the contract and the cpu backend's implementation).
+ * A backend schedules and fuses its own kernels inside a round, on scratch
+ * and threads of its own (the cuda backend: kernels/ and cuBLAS on its
+ * compute stream); the engine above it only plans rounds and never sees a
+ * backend's type nor dereferences device memory.
  *
  * Copies. A synchronous copy has landed when it returns. An asynchronous
  * copy goes on the backend's one transfer stream (CUDA: a stream of its own
@@ -46,6 +51,14 @@
  *   - Threads. A backend is driven from one thread at a time (the worker's
  *     own); the transfer thread belongs to the backend and touches nothing
  *     of the caller's but the ranges of the copies in flight.
+ *
+ * A move's windows go on the same stream (img_gather_async and
+ * img_scatter_async): a window of a sequence image (seqimg.h) between the
+ * sequence's device pages and state and a host window (the KV-RAM arena, the
+ * DMA target a GPU backend registers), its checksum taken on the host side
+ * in the same pass. They keep the stream's contract: in order, a ticket
+ * each, hands off the sequence's pages and state and the host window until
+ * the ticket is done.
  */
 #ifndef IGNIS_GPU_WORKER_BACKEND_H
 #define IGNIS_GPU_WORKER_BACKEND_H
@@ -53,17 +66,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "devseq.h"
 #include "err.h"
 #include "event.h"
 #include "model.h"
 
-struct mdl;
-struct mdl_step;
 struct kvpool;
-struct cpool;
+struct mfile;
+struct seqimg_header;
+struct seqimg_reader;
+struct seqimg_writer;
 
-/* 2: the transfer stream (copy_*_async, xfer_*). */
-#define BE_ABI_VERSION 3u
+/* 2: the transfer stream (copy_*_async, xfer_*). 4: the model, its
+ * sequences and the round on devseq.h's types; image windows on the stream. */
+#define BE_ABI_VERSION 4u
 
 /* Copies in flight on the transfer stream at most. A move enqueues one copy
  * per window between two decode rounds and waits for them before the next
@@ -72,6 +88,52 @@ struct cpool;
 #define BE_XFER_DEPTH 64u
 
 struct be;
+
+/* How a model file's device weights get their memory: `place` copies `bytes`
+ * of tensor `name` from `src` (the file's mapping) into device memory the
+ * caller reserved (the plan's weights line) and gives its address in *at.
+ * NULL: read in place from the mapping. */
+struct be_placer {
+	int (*place)(void *ctx, const char *name, const void *src, uint64_t bytes, const void **at,
+	             struct ig_errbuf *eb);
+	void *ctx;
+};
+
+/* What a bound model's rounds may hold at most: the backend sizes its
+ * scratch and threads once, at model_bind. */
+struct be_bind_opts {
+	uint32_t max_round_tokens; /* decode lanes + the prefill chunk */
+	uint64_t context;          /* the longest sequence */
+	uint32_t threads;          /* host threads the backend may use (cpu: its pool) */
+};
+
+/*
+ * A window of a sequence image between the device and host memory, on the
+ * transfer stream. The caller fills the inputs, leaves the struct and what
+ * it points to alone until the ticket is done, then reads the outputs.
+ *   gather:  the next window (at most `window` bytes) of the image `w`
+ *            writes, from the sequence's pages and state into host `dst`;
+ *            out: `n` bytes written and their checksum `sum` (kvcopy_sum)
+ *   scatter: `count` consecutive windows k0, k0 + 1, ... of the image (of
+ *            `image_bytes`, cut in windows of `window`), consecutive at host
+ *            `src`, into the reader `r`'s pages and state, each checked
+ *            against sums[k] in the same pass; out: `rc` IG_E_OK, or
+ *            IG_E_KV_LOST with `why` (then the pages hold bytes that must not
+ *            be used: the caller prefills the sequence again)
+ */
+struct be_img {
+	struct seqimg_writer *w;
+	void *dst;
+	struct seqimg_reader *r;
+	const void *src;
+	uint32_t k0, count;
+	const uint64_t *sums;
+	uint64_t window, image_bytes;
+	/* out */
+	uint64_t n, sum;
+	int rc;
+	char why[200];
+};
 
 struct be_ops {
 	uint32_t abi; /* BE_ABI_VERSION */
@@ -117,15 +179,42 @@ struct be_ops {
 	/* xfer_wait() for the last ticket issued; IG_E_OK when none. */
 	int (*xfer_wait_all)(struct be *b, struct ig_errbuf *eb);
 
-	/* One round of the decoder: every step's tokens through the model whose
-	 * device weights sit in this backend's memory, KV into `kv`'s pages,
-	 * logits out (the contract of mdl_forward_round, bit for bit on the cpu
-	 * backend). NULL when the backend has no kernels for the model yet: the
-	 * engine refuses to start on it, by name. */
-	int (*round)(struct be *b, const struct mdl *d, const struct mdl_step *steps,
+	/* A window gather or scatter (struct be_img) enqueued on the transfer
+	 * stream, with the same answers as copy_*_async. */
+	int (*img_gather_async)(struct be *b, struct be_img *job, uint64_t *ticket,
+	                        struct ig_errbuf *eb);
+	int (*img_scatter_async)(struct be *b, struct be_img *job, uint64_t *ticket,
+	                         struct ig_errbuf *eb);
+
+	/* Bind the tensors of an open model file `f` (kept open while `m` is
+	 * used) into `m`, device weights through `placer` (may be NULL), with
+	 * the round scratch and threads `o` sizes. A tensor type or an
+	 * architecture the backend does not run is refused by name. NULL entries:
+	 * the backend has no compute for models yet; the engine refuses to start
+	 * on it, by name. */
+	int (*model_bind)(struct be *b, struct mfile *f, const struct be_placer *placer,
+	                  const struct be_bind_opts *o, struct be_model *m, struct ig_errbuf *eb);
+	/* Give back what model_bind took. Idempotent on a zeroed `m`. */
+	void (*model_release)(struct be *b, struct be_model *m);
+	/* A fresh sequence of `m`: position 0, a zeroed state of
+	 * m->state_bytes; its pages are reserved by the caller in s->kv. */
+	int (*seq_init)(struct be *b, const struct be_model *m, struct be_seq *s,
+	                struct ig_errbuf *eb);
+	void (*seq_release)(struct be *b, struct be_seq *s);
+	/* The image header of `s` (its pages in `kv`, its state, its position,
+	 * `last_token` and `sampler_bytes` of sampler state) and in `pages_out`
+	 * (room for s->kv.n_pages) the device addresses of its pages: what a
+	 * seqimg writer or reader over the sequence needs. */
+	void (*seq_image)(struct be *b, const struct be_model *m, const struct be_seq *s,
+	                  const struct kvpool *kv, enum mdesc_kv_format fmt, uint32_t last_token,
+	                  uint64_t sampler_bytes, struct seqimg_header *h, void **pages_out);
+	/* One round of the decoder: every step's tokens through `m`, KV into
+	 * `kv`'s pages, logits out in host memory (vocab floats per step that
+	 * wants them, in step order; the contract of mdl_forward_round, bit for
+	 * bit on the cpu backend). At most o->max_round_tokens tokens. */
+	int (*round)(struct be *b, const struct be_model *m, const struct be_step *steps,
 	             uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
-	             uint64_t context, float *logits, void *scratch, struct cpool *pool,
-	             struct ig_errbuf *eb);
+	             uint64_t context, float *logits, struct ig_errbuf *eb);
 };
 
 /* An open backend. The caller embeds it (it may move: the transfer thread

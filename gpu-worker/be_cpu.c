@@ -8,8 +8,11 @@
  * whose device side is not device memory, or whose host side is, is refused
  * here as it would fault (or silently misbehave) on a real device.
  *
- * The transfer stream (contract in backend.h) is one thread doing memcpy
- * over a ring of BE_XFER_DEPTH jobs. Invariants, all under `mu`:
+ * The transfer stream (contract in backend.h) is one thread running a ring
+ * of BE_XFER_DEPTH jobs: plain copies (memcpy) and a move's image windows
+ * (gathered or scattered with their checksums, seqimg.h), in the order
+ * enqueued: the cpu backend's copy engine, beside the round's compute as a
+ * GPU's copy engine runs beside its kernels. Invariants, all under `mu`:
  *
  *   completed <= issued <= completed + BE_XFER_DEPTH
  *   the job of ticket t (completed < t <= issued) is ring[(t - 1) % DEPTH]
@@ -28,7 +31,10 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_pool.h"
+#include "mfile.h"
 #include "model_cpu.h"
+#include "seqimg.h"
 
 #define BE_CPU_GRANULE 4096u
 
@@ -37,12 +43,27 @@ struct be_cpu_alloc {
 	uint64_t bytes; /* rounded to the granule: what the device holds */
 };
 
+enum be_cpu_jobk { JOB_COPY, JOB_GATHER, JOB_SCATTER };
+
 struct be_cpu_job {
+	enum be_cpu_jobk kind;
 	void *dst;
 	const void *src;
 	uint64_t n;
 	bool d2h;
-	bool fault; /* struct be's fault_xfer named this copy */
+	bool fault;         /* struct be's fault_xfer named this copy */
+	struct be_img *img; /* JOB_GATHER, JOB_SCATTER */
+};
+
+/* A model bound on the cpu backend: the decoder's tensors, and the scratch
+ * and thread pool its rounds run on. */
+struct be_cpu_model {
+	struct mdl d;
+	struct cpool *pool;
+	void *scratch;
+	size_t scratch_bytes;
+	uint32_t max_tokens; /* what the scratch holds: a round's tokens ... */
+	uint64_t context;    /* ... over sequences of this context at most */
 };
 
 struct be_cpu {
@@ -139,8 +160,18 @@ static void *be_cpu__xfer_main(void *arg)
 		run = !c->failed; /* after a failure, later copies are not run */
 		pthread_mutex_unlock(&c->mu);
 
-		if (run && !j.fault && j.n)
-			memcpy(j.dst, j.src, (size_t)j.n);
+		if (run && !j.fault) {
+			if (j.kind == JOB_GATHER)
+				seqimg_write_window_sum(j.img->w, j.img->dst, j.img->window,
+				                        &j.img->n, &j.img->sum);
+			else if (j.kind == JOB_SCATTER)
+				j.img->rc = seqimg_read_windows_checked(
+				    j.img->r, j.img->src, j.img->k0, j.img->count, j.img->window,
+				    j.img->image_bytes, j.img->sums, j.img->why,
+				    sizeof(j.img->why));
+			else if (j.n)
+				memcpy(j.dst, j.src, (size_t)j.n);
+		}
 
 		pthread_mutex_lock(&c->mu);
 		if (run && j.fault) { /* writes nothing, stops the stream */
@@ -302,17 +333,18 @@ static int be_cpu_copy_d2h(struct be *b, void *dst, const void *src, uint64_t n,
 	return be_cpu__copy(b, true, dst, src, n, eb);
 }
 
-static int be_cpu__enqueue(struct be *b, bool d2h, void *dst, const void *src, uint64_t n,
-                           uint64_t *ticket, struct ig_errbuf *eb)
+/* Put job `j` on the ring (checked by the caller): its ticket in *ticket. */
+static int be_cpu__push(struct be *b, struct be_cpu_job j, uint64_t *ticket, struct ig_errbuf *eb)
 {
 	struct be_cpu *c = b->priv;
+	bool d2h = j.d2h;
+	void *dst = j.dst;
+	const void *src = j.src;
+	uint64_t n = j.n;
 	char desc[160];
 	uint64_t t;
-	int rc;
+	int rc = IG_E_OK;
 
-	rc = be_cpu__check(c, "async copy", d2h, dst, src, n, eb);
-	if (rc)
-		return rc;
 	pthread_mutex_lock(&c->mu);
 	if (c->failed) {
 		be_cpu__describe(desc, sizeof(desc), "async copy", 0, d2h, dst, src, n);
@@ -330,13 +362,25 @@ static int be_cpu__enqueue(struct be *b, bool d2h, void *dst, const void *src, u
 		goto out_unlock;
 	}
 	t = ++c->issued;
-	c->ring[(t - 1) % BE_XFER_DEPTH] = (struct be_cpu_job){
-	    .dst = dst, .src = src, .n = n, .d2h = d2h, .fault = b->fault_xfer == t};
+	j.fault = b->fault_xfer == t;
+	c->ring[(t - 1) % BE_XFER_DEPTH] = j;
 	pthread_cond_signal(&c->work_cv);
 	*ticket = t;
 out_unlock:
 	pthread_mutex_unlock(&c->mu);
 	return rc;
+}
+
+static int be_cpu__enqueue(struct be *b, bool d2h, void *dst, const void *src, uint64_t n,
+                           uint64_t *ticket, struct ig_errbuf *eb)
+{
+	int rc = be_cpu__check(b->priv, "async copy", d2h, dst, src, n, eb);
+
+	if (rc)
+		return rc;
+	return be_cpu__push(
+	    b, (struct be_cpu_job){.kind = JOB_COPY, .dst = dst, .src = src, .n = n, .d2h = d2h},
+	    ticket, eb);
 }
 
 static int be_cpu_copy_h2d_async(struct be *b, void *dst, const void *src, uint64_t n,
@@ -407,14 +451,143 @@ static int be_cpu_xfer_wait_all(struct be *b, struct ig_errbuf *eb)
 	return be_cpu_xfer_wait(b, last, eb);
 }
 
-/* The cpu backend's compute: the decoder of model_cpu.h on its kernels. */
-static int be_cpu_round(struct be *b, const struct mdl *d, const struct mdl_step *steps,
-                        uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
-                        uint64_t context, float *logits, void *scratch, struct cpool *pool,
-                        struct ig_errbuf *eb)
+/* An image window job: the host side checked as an async copy's is (the
+ * device side is the sequence's, laid out by the caller's seqimg parts). */
+static int be_cpu__img(struct be *b, enum be_cpu_jobk kind, struct be_img *job, uint64_t *ticket,
+                       struct ig_errbuf *eb)
+{
+	struct be_cpu *c = b->priv;
+	bool gather = kind == JOB_GATHER;
+	const void *host = gather ? (const void *)job->dst : job->src;
+	uint64_t n = gather ? job->window : (uint64_t)job->count * job->window;
+
+	if (!c)
+		return ig_errf(eb, IG_E_INVAL, "image window: the backend is not open");
+	if (!host || !job->window || (gather ? !job->w : !job->r || !job->sums || !job->count))
+		return ig_errf(eb, IG_E_INVAL, "image window: %s without its parts",
+		               gather ? "a gather" : "a scatter");
+	if (be_cpu__in_device(c, host, n, false))
+		return ig_errf(eb, IG_E_INVAL,
+		               "image window %s %p: the host window is device memory",
+		               gather ? "gather to" : "scatter from", host);
+	job->rc = IG_E_OK;
+	job->why[0] = '\0';
+	return be_cpu__push(b, (struct be_cpu_job){.kind = kind, .d2h = gather, .img = job}, ticket,
+	                    eb);
+}
+
+static int be_cpu_img_gather_async(struct be *b, struct be_img *job, uint64_t *ticket,
+                                   struct ig_errbuf *eb)
+{
+	return be_cpu__img(b, JOB_GATHER, job, ticket, eb);
+}
+
+static int be_cpu_img_scatter_async(struct be *b, struct be_img *job, uint64_t *ticket,
+                                    struct ig_errbuf *eb)
+{
+	return be_cpu__img(b, JOB_SCATTER, job, ticket, eb);
+}
+
+/* ---- the model and its sequences: the decoder of model_cpu.h ------------ */
+
+static void be_cpu_model_release(struct be *b, struct be_model *m)
+{
+	struct be_cpu_model *cm = m->impl;
+
+	(void)b;
+	if (!cm)
+		return;
+	cpool_destroy(cm->pool);
+	free(cm->scratch);
+	mdl_release(&cm->d);
+	free(cm);
+	memset(m, 0, sizeof(*m));
+}
+
+static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_placer *placer,
+                             const struct be_bind_opts *o, struct be_model *m, struct ig_errbuf *eb)
+{
+	struct be_cpu_model *cm = calloc(1, sizeof(*cm));
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	if (!cm)
+		return ig_errf(eb, IG_E_NOMEM, "host memory for a bound model");
+	m->impl = cm;
+	rc = mdl_bind_placed(&cm->d, f,
+	                     placer ? &(struct mdl_placer){placer->place, placer->ctx} : NULL, eb);
+	if (rc) {
+		free(cm);
+		m->impl = NULL;
+		return rc;
+	}
+	cm->max_tokens = o->max_round_tokens ? o->max_round_tokens : 1;
+	cm->context = o->context;
+	cm->scratch_bytes = mdl_scratch_bytes(&cm->d, cm->max_tokens, cm->context);
+	cm->scratch = aligned_alloc(64, (cm->scratch_bytes + 63) / 64 * 64);
+	if (!cm->scratch) {
+		rc = ig_errf(eb, IG_E_NOMEM, "%zu bytes of round scratch", cm->scratch_bytes);
+		goto out_release;
+	}
+	rc = cpool_create(&cm->pool, o->threads ? o->threads : 1, eb);
+	if (rc)
+		goto out_release;
+	m->m = cm->d.m;
+	m->state_bytes = mdl_seq_state_floats(&cm->d) * sizeof(float);
+	m->scratch_bytes = cm->scratch_bytes;
+	m->placed_bytes = cm->d.placed_bytes;
+	m->threads = (uint32_t)cpool_threads(cm->pool);
+	return IG_E_OK;
+
+out_release:
+	be_cpu_model_release(b, m);
+	return rc;
+}
+
+static int be_cpu_seq_init(struct be *b, const struct be_model *m, struct be_seq *s,
+                           struct ig_errbuf *eb)
+{
+	const struct be_cpu_model *cm = m->impl;
+
+	(void)b;
+	return mdl_seq_init(&cm->d, s, eb);
+}
+
+static void be_cpu_seq_release(struct be *b, struct be_seq *s)
 {
 	(void)b;
-	return mdl_forward_round(d, steps, n_steps, fmt, kv, context, logits, scratch, pool, eb);
+	mdl_seq_release(s);
+}
+
+static void be_cpu_seq_image(struct be *b, const struct be_model *m, const struct be_seq *s,
+                             const struct kvpool *kv, enum mdesc_kv_format fmt, uint32_t last_token,
+                             uint64_t sampler_bytes, struct seqimg_header *h, void **pages_out)
+{
+	const struct be_cpu_model *cm = m->impl;
+
+	(void)b;
+	mdl_seq_image(&cm->d, s, kv, fmt, last_token, sampler_bytes, h, pages_out);
+}
+
+/* The cpu backend's compute: the decoder of model_cpu.h on its kernels. */
+static int be_cpu_round(struct be *b, const struct be_model *m, const struct be_step *steps,
+                        uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
+                        uint64_t context, float *logits, struct ig_errbuf *eb)
+{
+	const struct be_cpu_model *cm = m->impl;
+	uint64_t tokens = 0;
+
+	(void)b;
+	for (uint32_t i = 0; i < n_steps; i++)
+		tokens += steps[i].n_tok;
+	if (tokens > cm->max_tokens || context > cm->context)
+		return ig_errf(eb, IG_E_INVAL,
+		               "a round of %" PRIu64 " tokens over a context of %" PRIu64
+		               ": the model was bound for rounds of at most %u tokens and a "
+		               "context of %" PRIu64,
+		               tokens, context, cm->max_tokens, cm->context);
+	return mdl_forward_round(&cm->d, steps, n_steps, fmt, kv, context, logits, cm->scratch,
+	                         cm->pool, eb);
 }
 
 const struct be_ops be_cpu_ops = {
@@ -433,5 +606,12 @@ const struct be_ops be_cpu_ops = {
     .xfer_done = be_cpu_xfer_done,
     .xfer_wait = be_cpu_xfer_wait,
     .xfer_wait_all = be_cpu_xfer_wait_all,
+    .img_gather_async = be_cpu_img_gather_async,
+    .img_scatter_async = be_cpu_img_scatter_async,
+    .model_bind = be_cpu_model_bind,
+    .model_release = be_cpu_model_release,
+    .seq_init = be_cpu_seq_init,
+    .seq_release = be_cpu_seq_release,
+    .seq_image = be_cpu_seq_image,
     .round = be_cpu_round,
 };

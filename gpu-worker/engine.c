@@ -6,11 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arena.h"
 #include "clock.h"
-#include "copier.h"
 #include "kvclient.h"
-#include "kvcopy.h"
 #include "seqimg.h"
 
 const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS] = ENG_TTFT_BOUNDS_US;
@@ -21,7 +18,7 @@ const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS] = ENG_TTFT_BOUNDS_US;
 struct eng_seq {
 	bool used;
 	struct sched_seq sch; /* the planner's view; sch.id is the request id */
-	struct mdl_seq ms;    /* pages and linear states while admitted */
+	struct be_seq ms;     /* pages and fixed-size state while admitted */
 	bool have_state;
 	struct smp_params smp;
 	struct smp_state rng;
@@ -49,8 +46,8 @@ enum eng_xstep {
 	XS_FETCH,   /* in: kv_fetch sent */
 	XS_READ,    /* in: reading window k, one a round */
 	XS_STAGE,   /* in, from KV-disk: kv_stage of window k sent */
-	XS_COPY,    /* out: window k being gathered into the arena (copy engine) */
-	XS_SCATTER, /* in: windows k.. being scattered into the pages (copy engine) */
+	XS_COPY,    /* out: window k being gathered into the arena (transfer stream) */
+	XS_SCATTER, /* in: windows k.. being scattered into the pages (transfer stream) */
 	XS_DROP,    /* a kv_drop sent (after a restore, or for a cancelled one) */
 };
 
@@ -70,23 +67,18 @@ struct eng_xfer {
 	struct seqimg_reader r;
 	void **pages; /* the pool's page count */
 	uint8_t sampler[SMP_STATE_BYTES];
-	uint64_t *sums;   /* ARENA_MAX_WINDOWS */
+	uint64_t *sums;   /* KVC_MAX_WINDOWS */
 	uint32_t backoff; /* rounds to wait before asking again (tier full) */
-	/* the copy in flight (XS_COPY, XS_SCATTER): set before it is posted,
-	 * its results read once the copy engine says it is done */
-	unsigned char *cdst;       /* out: where window k goes */
-	const unsigned char *csrc; /* in: window k's bytes */
-	uint32_t ccount;           /* in: windows k..k+ccount-1, consecutive */
-	uint64_t cn, csum;         /* out: the window's length and checksum */
-	int crc;                   /* in: IG_E_OK, or IG_E_KV_LOST (cwhy) */
-	char cwhy[200];
+	/* the window copy in flight (XS_COPY, XS_SCATTER) on the backend's
+	 * transfer stream, and its ticket: its results are read once done */
+	struct be_img img;
+	uint64_t ticket;
 };
 
 struct eng {
 	struct be *be;
-	const struct mdl *d;
+	const struct be_model *d;
 	struct kvpool *kv;
-	struct cpool *pool;
 	struct eng_cfg cfg;
 	struct eng_seq *seqs;
 	uint32_t n_slots;
@@ -96,18 +88,17 @@ struct eng {
 	struct sched_seq *snap;
 	uint32_t *snap_slot, *order;
 	struct sched_round r;
-	struct mdl_step *steps;
+	struct be_step *steps;
 	uint32_t *step_slot;
 	float *logits;
-	void *scratch;
 	struct smp_scratch *smp_scratch;
 	uint32_t max_steps;
 
 	struct eng_stats st;
 
-	/* moves */
+	/* moves: their window copies go on the backend's transfer stream,
+	 * beside the rounds */
 	bool moves;
-	struct copier *cp; /* the window copies, beside the rounds (copier.h) */
 	struct eng_xfer xo, xi;
 	uint32_t *vq, n_vq; /* victims to move out, in order (slots) */
 	uint32_t *iq, n_iq; /* restores to move in, in rank order (slots) */
@@ -118,19 +109,28 @@ struct eng {
 	uint32_t n_drops, cap_drops;
 };
 
+/* Wait for a window copy of the sequence in `slot` on the transfer stream,
+ * if one runs (its pages and state are about to change hands). */
+static void eng__xfer_quiet(struct eng *e, uint32_t slot)
+{
+	struct ig_errbuf eb;
+
+	if (e->xo.step == XS_COPY && e->xo.slot == slot)
+		e->be->ops->xfer_wait(e->be, e->xo.ticket, &eb);
+	if (e->xi.step == XS_SCATTER && e->xi.slot == slot)
+		e->be->ops->xfer_wait(e->be, e->xi.ticket, &eb);
+}
+
 static void eng__release_state(struct eng *e, struct eng_seq *s)
 {
 	uint32_t slot = (uint32_t)(s - e->seqs);
 
 	/* a window copy of this sequence still running reads or writes its
 	 * pages and state: it ends before they are given back */
-	if (e->cp && e->xo.step == XS_COPY && e->xo.slot == slot)
-		copier_wait(e->cp, 0);
-	if (e->cp && e->xi.step == XS_SCATTER && e->xi.slot == slot)
-		copier_wait(e->cp, 1);
+	eng__xfer_quiet(e, slot);
 	kvpool_free(e->kv, &s->ms.kv);
 	if (s->have_state)
-		mdl_seq_release(&s->ms);
+		e->be->ops->seq_release(e->be, &s->ms);
 	s->have_state = false;
 }
 
@@ -174,15 +174,14 @@ static void eng__finish(struct eng *e, struct eng_seq *s, enum eng_finish why)
 		e->cfg.on_finish(e->cfg.ctx, s->sch.id, (int)why, s->n_prompt, s->n_out);
 }
 
-int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpool *kv,
-               struct cpool *pool, const struct eng_cfg *cfg, struct ig_errbuf *eb)
+int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct kvpool *kv,
+               const struct eng_cfg *cfg, struct ig_errbuf *eb)
 {
 	struct eng *e;
 	uint32_t n;
-	size_t scratch;
 
 	*out = NULL;
-	if (!be || !be->ops || !be->ops->round)
+	if (!be || !be->ops || !be->ops->round || !d || !d->impl)
 		return ig_errf(eb, IG_E_INVAL,
 		               "the %s backend has no compute for the model yet; accepted: a "
 		               "backend with a round entry (cpu)",
@@ -200,12 +199,10 @@ int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpo
 	e->be = be;
 	e->d = d;
 	e->kv = kv;
-	e->pool = pool;
 	e->cfg = *cfg;
 	e->n_slots = n = cfg->max_requests;
 	/* a round runs every lane holder and at most `chunk` prefill steps */
 	e->max_steps = cfg->lanes + (cfg->chunk < n ? cfg->chunk : n);
-	scratch = mdl_scratch_bytes(d, cfg->lanes + cfg->chunk, cfg->context);
 	e->seqs = calloc(n, sizeof(*e->seqs));
 	e->snap = calloc(n, sizeof(*e->snap));
 	e->snap_slot = calloc(n, sizeof(*e->snap_slot));
@@ -223,16 +220,12 @@ int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpo
 	e->steps = calloc(e->max_steps, sizeof(*e->steps));
 	e->step_slot = calloc(e->max_steps, sizeof(*e->step_slot));
 	e->logits = calloc((size_t)e->max_steps * d->m->vocab, sizeof(float));
-	e->scratch = aligned_alloc(64, (scratch + 63) / 64 * 64);
 	e->smp_scratch = malloc(smp_scratch_bytes(d->m->vocab));
 	if (!e->seqs || !e->snap || !e->snap_slot || !e->order || !e->r.admit || !e->r.grant ||
 	    !e->r.decode || !e->r.prefill || !e->steps || !e->step_slot || !e->logits ||
-	    !e->scratch || !e->smp_scratch || !e->r.restore || !e->r.victims || !e->vq || !e->iq ||
-	    !e->drops) {
+	    !e->smp_scratch || !e->r.restore || !e->r.victims || !e->vq || !e->iq || !e->drops) {
 		eng_destroy(e);
-		return ig_errf(eb, IG_E_NOMEM,
-		               "no memory for an engine of %u requests (%zu bytes of scratch)", n,
-		               scratch);
+		return ig_errf(eb, IG_E_NOMEM, "no memory for an engine of %u requests", n);
 	}
 	e->next_id = 1;
 	if ((cfg->kv_out != NULL) != (cfg->kv_in != NULL) ||
@@ -260,14 +253,17 @@ int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpo
 		e->xi = (struct eng_xfer){.c = cfg->kv_in, .window = cfg->window_in};
 		e->xo.pages = calloc(kv->n_pages ? kv->n_pages : 1, sizeof(void *));
 		e->xi.pages = calloc(kv->n_pages ? kv->n_pages : 1, sizeof(void *));
-		e->xi.sums = calloc(ARENA_MAX_WINDOWS, sizeof(uint64_t));
+		e->xi.sums = calloc(KVC_MAX_WINDOWS, sizeof(uint64_t));
 		if (!e->xo.pages || !e->xi.pages || !e->xi.sums) {
 			eng_destroy(e);
 			return ig_errf(eb, IG_E_NOMEM, "no memory for the engine's moves");
 		}
-		if (copier_open(&e->cp, eb) != IG_E_OK) {
+		if (!be->ops->img_gather_async || !be->ops->img_scatter_async) {
 			eng_destroy(e);
-			return IG_E_NOMEM;
+			return ig_errf(eb, IG_E_INVAL,
+			               "the %s backend cannot move a sequence's windows (no image "
+			               "copies on its transfer stream)",
+			               be->ops->name);
 		}
 		/* first on the out client: what an earlier worker left in the
 		 * tiers goes (its requests ended with it); the reply is only
@@ -286,8 +282,12 @@ void eng_destroy(struct eng *e)
 {
 	if (!e)
 		return;
-	copier_close(e->cp); /* a copy in flight ends first */
-	e->cp = NULL;
+	if (e->moves) { /* a window copy in flight ends first */
+		struct ig_errbuf eb;
+
+		e->be->ops->xfer_wait(e->be, e->xo.ticket, &eb);
+		e->be->ops->xfer_wait(e->be, e->xi.ticket, &eb);
+	}
 	for (uint32_t i = 0; e->seqs && i < e->n_slots; i++)
 		if (e->seqs[i].used)
 			eng__forget(e, &e->seqs[i]);
@@ -310,7 +310,6 @@ void eng_destroy(struct eng *e)
 	free(e->steps);
 	free(e->step_slot);
 	free(e->logits);
-	free(e->scratch);
 	free(e->smp_scratch);
 	free(e);
 }
@@ -508,9 +507,9 @@ static int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct
 	int rc;
 
 	if (s->have_state)
-		mdl_seq_release(&s->ms);
+		e->be->ops->seq_release(e->be, &s->ms);
 	s->have_state = false;
-	rc = mdl_seq_init(e->d, &s->ms, eb);
+	rc = e->be->ops->seq_init(e->be, e->d, &s->ms, eb);
 	if (rc)
 		return rc;
 	s->have_state = true;
@@ -549,10 +548,10 @@ static int eng__out_start(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb
 	struct msg q;
 
 	smp_state_save(&s->rng, x->sampler);
-	mdl_seq_image(e->d, &s->ms, e->kv, e->cfg.fmt, s->n_out ? s->out[s->n_out - 1] : 0,
-	              sizeof(x->sampler), &h, x->pages);
-	seqimg_writer_init(&x->w, &h,
-	                   &(struct seqimg_parts){x->pages, s->ms.lin_state, x->sampler});
+	e->be->ops->seq_image(e->be, e->d, &s->ms, e->kv, e->cfg.fmt,
+	                      s->n_out ? s->out[s->n_out - 1] : 0, sizeof(x->sampler), &h,
+	                      x->pages);
+	seqimg_writer_init(&x->w, &h, &(struct seqimg_parts){x->pages, s->ms.state, x->sampler});
 	x->image_bytes = x->w.h.image_bytes;
 	x->windows = (uint32_t)((x->image_bytes + x->window - 1) / x->window);
 	x->k = 0;
@@ -571,17 +570,6 @@ static int eng__out_start(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb
 	return kvc_start(x->c, &q, eb);
 }
 
-/* Gather window k from the pages into the arena with its checksum, one
- * pass (on the copy engine). */
-static void eng__gather(void *ctx)
-{
-	struct eng_xfer *x = ctx;
-
-	x->cn = 0;
-	x->csum = 0;
-	seqimg_write_window_sum(&x->w, x->cdst, x->window, &x->cn, &x->csum);
-}
-
 /* Start window k's copy into the arena; its commit goes once it is done
  * (eng__out_copied). */
 static int eng__out_window(struct eng *e, struct ig_errbuf *eb)
@@ -594,10 +582,12 @@ static int eng__out_window(struct eng *e, struct ig_errbuf *eb)
 
 	if (!a.base || x->offset + extent > a.bytes)
 		return ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped (or too small)");
-	x->cdst = (unsigned char *)a.base + x->offset + at;
-	x->step = XS_COPY;
+	x->img = (struct be_img){
+	    .w = &x->w, .dst = (unsigned char *)a.base + x->offset + at, .window = x->window};
 	x->waiting = false;
-	copier_post(e->cp, 0, eng__gather, x);
+	if (e->be->ops->img_gather_async(e->be, &x->img, &x->ticket, eb) != IG_E_OK)
+		return eb->code ? eb->code : IG_E_IO;
+	x->step = XS_COPY;
 	return IG_E_OK;
 }
 
@@ -626,14 +616,19 @@ static void eng__out_copied(struct eng *e)
 	struct ig_errbuf eb = {0};
 	struct msg q;
 
-	if (x->step != XS_COPY || copier_busy(e->cp, 0))
+	if (x->step != XS_COPY || !e->be->ops->xfer_done(e->be, x->ticket))
 		return;
+	if (e->be->ops->xfer_wait(e->be, x->ticket, &eb) != IG_E_OK) {
+		/* the device failed the copy: the worker cannot go on (style rule 5) */
+		fprintf(stderr, "ignis-gpu-worker: %s\n", eb.msg);
+		abort();
+	}
 	if (!eng__xfer_seq(e, x, SCHED_MOVING_OUT)) { /* cancelled meanwhile */
 		eng__queue_drop(e, x->key);
 		x->step = XS_IDLE;
 		return;
 	}
-	kvc_req_commit(&q, x->key, x->k, x->cn, x->csum);
+	kvc_req_commit(&q, x->key, x->k, x->img.n, x->img.sum);
 	x->step = XS_COMMIT;
 	x->waiting = true;
 	if (kvc_start(x->c, &q, &eb) != IG_E_OK)
@@ -767,36 +762,6 @@ window:
 		eng__out_retry(e);
 }
 
-/* Scatter windows k..k+ccount-1 (consecutive at csrc) into the sequence,
- * each checked against its recorded checksum in the same pass (on the copy
- * engine). A mismatch leaves bytes in the pages that the replay then
- * overwrites. */
-static void eng__scatter(void *ctx)
-{
-	struct eng_xfer *x = ctx;
-	struct ig_errbuf eb = {0};
-
-	x->crc = IG_E_OK;
-	for (uint32_t i = 0; i < x->ccount; i++) {
-		uint32_t k = x->k + i;
-		uint64_t at = (uint64_t)k * x->window, sum = 0;
-		uint64_t len = x->image_bytes - at < x->window ? x->image_bytes - at : x->window;
-
-		if (seqimg_read_window_sum(&x->r, x->csrc + (uint64_t)i * x->window, len, &sum,
-		                           &eb) != IG_E_OK) {
-			x->crc = IG_E_KV_LOST;
-			snprintf(x->cwhy, sizeof(x->cwhy), "%s", eb.msg);
-			return;
-		}
-		if (sum != x->sums[k]) {
-			x->crc = IG_E_KV_LOST;
-			snprintf(x->cwhy, sizeof(x->cwhy), "window %u does not match its checksum",
-			         k);
-			return;
-		}
-	}
-}
-
 /* Start the copy of `count` windows from k on, found consecutive at `off`
  * in the arena, into the sequence. False (eb) when they are not inside the
  * mapped arena. */
@@ -812,10 +777,16 @@ static bool eng__in_post(struct eng *e, uint64_t off, uint32_t count, struct ig_
 		ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped (or too small)");
 		return false;
 	}
-	x->csrc = (const unsigned char *)a.base + off;
-	x->ccount = count;
+	x->img = (struct be_img){.r = &x->r,
+	                         .src = (const unsigned char *)a.base + off,
+	                         .k0 = x->k,
+	                         .count = count,
+	                         .sums = x->sums,
+	                         .window = x->window,
+	                         .image_bytes = x->image_bytes};
+	if (e->be->ops->img_scatter_async(e->be, &x->img, &x->ticket, eb) != IG_E_OK)
+		return false;
 	x->step = XS_SCATTER;
-	copier_post(e->cp, 1, eng__scatter, x);
 	return true;
 }
 
@@ -893,17 +864,25 @@ static void eng__in_copied(struct eng *e)
 	struct eng_xfer *x = &e->xi;
 	struct eng_seq *s;
 
-	if (x->step != XS_SCATTER || copier_busy(e->cp, 1))
+	if (x->step != XS_SCATTER || !e->be->ops->xfer_done(e->be, x->ticket))
 		return;
+	{
+		struct ig_errbuf eb;
+
+		if (e->be->ops->xfer_wait(e->be, x->ticket, &eb) != IG_E_OK) {
+			fprintf(stderr, "ignis-gpu-worker: %s\n", eb.msg); /* style rule 5 */
+			abort();
+		}
+	}
 	if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) { /* cancelled meanwhile */
 		eng__in_end(e, NULL, NULL);
 		return;
 	}
-	if (x->crc != IG_E_OK) {
-		eng__in_end(e, s, x->cwhy);
+	if (x->img.rc != IG_E_OK) {
+		eng__in_end(e, s, x->img.why);
 		return;
 	}
-	x->k += x->ccount;
+	x->k += x->img.count;
 	if (x->k >= x->windows)
 		eng__in_done(e, s);
 	else if (x->staged)
@@ -986,7 +965,7 @@ static void eng__in_turn(struct eng *e)
 		x->window = rep.u.kv_seq.window_bytes;
 		x->windows = (uint32_t)rep.u.kv_seq.windows;
 		if (!x->staged && (kvc_sums(x->c, x->key, (uint32_t)rep.u.kv_seq.record, x->sums,
-		                            ARENA_MAX_WINDOWS, &x->windows, &eb) ||
+		                            KVC_MAX_WINDOWS, &x->windows, &eb) ||
 		                   x->windows != rep.u.kv_seq.windows)) {
 			eng__in_end(e, s, eb.msg[0] ? eb.msg : "its windows do not add up");
 			return;
@@ -994,9 +973,8 @@ static void eng__in_turn(struct eng *e)
 		for (uint32_t i = 0; i < s->ms.kv.n_pages; i++)
 			x->pages[i] = kvpool_page(e->kv, s->ms.kv.table[i]);
 		seqimg_reader_init(&x->r, e->d->m, e->cfg.fmt,
-		                   &(struct seqimg_parts){x->pages, s->ms.lin_state, x->sampler},
-		                   s->ms.kv.n_pages, mdl_seq_state_floats(e->d) * sizeof(float),
-		                   sizeof(x->sampler));
+		                   &(struct seqimg_parts){x->pages, s->ms.state, x->sampler},
+		                   s->ms.kv.n_pages, e->d->state_bytes, sizeof(x->sampler));
 		x->k = 0;
 		if (x->staged)
 			eng__in_stage(e); /* the first window, this round */
@@ -1073,7 +1051,7 @@ static int eng__take_pages(struct eng *e, struct eng_seq *s, struct ig_errbuf *e
 		return ig_errf(eb, err ? err : IG_E_INVAL,
 		               "request %llu: %u pages did not fit where the plan saw %u free",
 		               (unsigned long long)s->sch.id, s->sch.pages, e->kv->n_free);
-	rc = mdl_seq_init(e->d, &s->ms, eb);
+	rc = e->be->ops->seq_init(e->be, e->d, &s->ms, eb);
 	if (rc) {
 		kvpool_free(e->kv, &s->ms.kv);
 		return rc;
@@ -1117,8 +1095,7 @@ static void eng__stop_needless_moves(struct eng *e)
 		r = eng__find(e, s->for_id);
 		if (r && r->sch.phase == SCHED_WAITING)
 			continue;
-		if (e->cp && e->xo.step == XS_COPY && e->xo.slot == i)
-			copier_wait(e->cp, 0);
+		eng__xfer_quiet(e, i); /* a window being gathered reads the pages */
 		if (e->xo.step != XS_IDLE && e->xo.step != XS_DROP && e->xo.slot == i &&
 		    e->xo.id == s->sch.id)
 			s->in_tier = false; /* the transfer drops its key */
@@ -1212,7 +1189,7 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		struct eng_seq *s = &e->seqs[slot];
 
 		e->step_slot[n_steps] = slot;
-		e->steps[n_steps++] = (struct mdl_step){&s->ms, &s->out[s->n_out - 1], 1, true};
+		e->steps[n_steps++] = (struct be_step){&s->ms, &s->out[s->n_out - 1], 1, true};
 		n_logits++;
 	}
 	for (uint32_t k = 0; k < e->r.n_prefill; k++) {
@@ -1223,11 +1200,11 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		bool last = c->from + c->n == s->sch.prompt && !s->replay_skip;
 
 		e->step_slot[n_steps] = slot;
-		e->steps[n_steps++] = (struct mdl_step){&s->ms, s->feed + c->from, c->n, last};
+		e->steps[n_steps++] = (struct be_step){&s->ms, s->feed + c->from, c->n, last};
 		n_logits += last;
 	}
 	rc = e->be->ops->round(e->be, e->d, e->steps, n_steps, e->cfg.fmt, e->kv, e->cfg.context,
-	                       e->logits, e->scratch, e->pool, eb);
+	                       e->logits, eb);
 	if (rc)
 		return rc;
 	n_logits = 0;

@@ -1,7 +1,9 @@
 /*
  * engine.h - requests, rounds and outputs on one model and one KV pool: the
- * part of the gpu-worker that applies the planner's rounds (roundplan.h) to the
- * model (model_cpu.h).
+ * part of the gpu-worker that applies the planner's rounds (roundplan.h) to a
+ * model bound on a backend. It sees only the backend table (backend.h) and
+ * its neutral types (devseq.h): no backend's own type, no device memory read
+ * or written but through the table.
  *
  * A request is submitted with its prompt as token ids, its cap and its
  * sampling; it is checked at once (a prompt longer than the context, or a
@@ -22,7 +24,8 @@
  * room: the planner picks victims (roundplan.h), each sits out of rounds and
  * goes to KV-RAM (straight to KV-disk when KV-RAM cannot take it) as a
  * sequence image (seqimg.h) a window at a time, one window per round per
- * direction, each copied beside the round's compute (copier.h); its pages
+ * direction, each copied beside the round's compute on the backend's
+ * transfer stream (be_ops.img_gather_async, img_scatter_async); its pages
  * are given back once its last window is committed, and the requester is
  * admitted then. A moved sequence comes back in rank order into free room
  * for its whole reservation, up to the in-window a round from KV-RAM or a
@@ -44,11 +47,10 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "cpu_pool.h"
+#include "devseq.h"
 #include "kvpool.h"
-#include "model_cpu.h"
-#include "sampler.h"
 #include "roundplan.h"
+#include "sampler.h"
 
 struct kvc;
 
@@ -172,12 +174,14 @@ extern const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS];
 
 struct eng;
 
-/* An engine over `d` and `kv` (borrowed; they outlive it), running its
- * rounds on backend `be`'s compute (its `round` entry) with `pool`
- * (borrowed; NULL runs inline). IG_E_INVAL naming the backend when it has
- * no compute for the model. */
-int eng_create(struct eng **out, struct be *be, const struct mdl *d, struct kvpool *kv,
-               struct cpool *pool, const struct eng_cfg *cfg, struct ig_errbuf *eb);
+/* An engine over model `d`, bound on backend `be` (be_ops.model_bind, with
+ * rounds of at most cfg->lanes + cfg->chunk tokens), and `kv` (all borrowed;
+ * they outlive it), running its rounds on the backend's compute and its
+ * moves' window copies on the backend's transfer stream. IG_E_INVAL naming
+ * the backend when it has no compute for the model (or, with moves, no image
+ * copies). */
+int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct kvpool *kv,
+               const struct eng_cfg *cfg, struct ig_errbuf *eb);
 void eng_destroy(struct eng *e);
 
 /* Check and queue a request. IG_E_INVAL naming the field (prompt empty, a

@@ -34,6 +34,8 @@
 #include "kvcopy.h"
 #include "transport.h"
 
+_Static_assert(KVC_MAX_WINDOWS == ARENA_MAX_WINDOWS, "kvclient.h says the arena's window count");
+
 /* Waiting for a restarted daemon's kv_config: ask kv_stats again after
  * KVC_CONFIG_WAIT_MIN_MS, doubling up to KVC_CONFIG_WAIT_MAX_MS (the
  * supervisor sends it right after hello: the first waits are short). */

@@ -96,6 +96,9 @@
  * restarted at once; kvclient.c, kvc__watch). Checked by kvc_poll and
  * kvc_pending, which a waiting caller calls every round. */
 #define KVC_REDIAL_MS 2000
+/* The most windows a sequence record has (the arena's index: arena.h's
+ * ARENA_MAX_WINDOWS, checked in kvclient.c): room for a move in's sums. */
+#define KVC_MAX_WINDOWS 4096u
 
 struct kvc;
 

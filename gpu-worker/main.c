@@ -19,6 +19,7 @@
 #include "event.h"
 #include "kvclient.h"
 #include "layout.h"
+#include "mfile.h"
 #include "rtdir.h"
 #include "tokenizer.h"
 #include "vplan.h"
@@ -34,11 +35,10 @@ struct worker {
 
 	struct mfile f;
 	bool f_open;
-	struct mdl d;
+	struct be_model d; /* bound on `be` (be_ops.model_bind) */
 	bool d_bound;
 	struct kvpool kv;
 	bool kv_ready;
-	struct cpool *pool;
 	struct eng *eng;
 	uint32_t ids[MSG_TEXT_MAX + 1]; /* a text prompt's tokens */
 	/* moves: two clients of the kvstore daemon, one per direction */
@@ -58,13 +58,11 @@ static void worker_unload(struct worker *w)
 		kvpool_release(&w->kv);
 	w->kv_ready = false;
 	if (w->d_bound)
-		mdl_release(&w->d);
+		w->be.ops->model_release(&w->be, &w->d);
 	w->d_bound = false;
 	if (w->f_open)
 		mfile_close(&w->f);
 	w->f_open = false;
-	cpool_destroy(w->pool);
-	w->pool = NULL;
 }
 
 /* The placer of the device weights: each tensor copied into the weights
@@ -190,7 +188,20 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 		             (int)pl->model.n, pl->model.p, path, w->f.desc.name);
 		goto fail;
 	}
-	rc = mdl_bind_placed(&w->d, &w->f, &(struct mdl_placer){worker_place, w}, eb);
+	if (!w->be.ops->model_bind) {
+		rc =
+		    ig_errf(eb, IG_E_INVAL,
+		            "the %s backend has no compute for models yet; accepted: --backend cpu",
+		            w->be.ops->name);
+		goto fail;
+	}
+	rc = w->be.ops->model_bind(&w->be, &w->f, &(struct be_placer){worker_place, w},
+	                           &(struct be_bind_opts){
+	                               .max_round_tokens = (uint32_t)(pl->lanes + pl->chunk_tokens),
+	                               .context = pl->context_tokens,
+	                               .threads = (uint32_t)worker_threads(),
+	                           },
+	                           &w->d, eb);
 	if (rc)
 		goto fail;
 	w->d_bound = true;
@@ -212,9 +223,6 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	if (rc)
 		goto fail;
 	w->kv_ready = true;
-	rc = cpool_create(&w->pool, worker_threads(), eb);
-	if (rc)
-		goto fail;
 	msg_str_copy(fmt, sizeof(fmt), pl->kv_format);
 	cfg = (struct eng_cfg){
 	    .lanes = (uint32_t)pl->lanes,
@@ -243,7 +251,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	cfg.tier_nonce = ((uint32_t)getpid() ^ (uint32_t)time(NULL)) & 0x7fffffffu;
 	if (!cfg.tier_nonce)
 		cfg.tier_nonce = 1;
-	rc = eng_create(&w->eng, &w->be, &w->d, &w->kv, w->pool, &cfg, eb);
+	rc = eng_create(&w->eng, &w->be, &w->d, &w->kv, &cfg, eb);
 	if (rc)
 		goto fail;
 	ev_begin(&e, EV_INFO, "ignis.gpu_worker.model_loaded");
@@ -254,10 +262,9 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	ev_u64(&e, "kv_pool_pages", pl->pool_pages);
 	ev_u64(&e, "lanes", cfg.lanes);
 	ev_u64(&e, "prefill_chunk", cfg.chunk);
-	ev_u64(&e, "threads", (uint64_t)cpool_threads(w->pool));
+	ev_u64(&e, "threads", w->d.threads);
 	/* host memory the rounds use beside the plan (ADR 0009) */
-	ev_u64(&e, "round_scratch_bytes",
-	       mdl_scratch_bytes(&w->d, cfg.lanes + cfg.chunk, cfg.context));
+	ev_u64(&e, "round_scratch_bytes", w->d.scratch_bytes);
 	ev_u64(&e, "workspace_line_bytes", w->layout.r[VPLAN_WORKSPACE].bytes);
 	ev_u64(&e, "move_out_window_bytes", cfg.window_out);
 	ev_u64(&e, "move_in_window_bytes", cfg.window_in);

@@ -137,21 +137,21 @@ size_t mdl_seq_state_floats(const struct mdl *d)
 	return (size_t)d->n_linear * llin_state_floats(d->m);
 }
 
-int mdl_seq_init(const struct mdl *d, struct mdl_seq *s, struct ig_errbuf *eb)
+int mdl_seq_init(const struct mdl *d, struct be_seq *s, struct ig_errbuf *eb)
 {
 	size_t n = mdl_seq_state_floats(d);
 
-	s->lin_state = calloc(n ? n : 1, sizeof(float));
+	s->state = calloc(n ? n : 1, sizeof(float));
 	s->pos = 0;
-	if (!s->lin_state)
+	if (!s->state)
 		return ig_errf(eb, IG_E_NOMEM, "no memory for a sequence's state");
 	return IG_E_OK;
 }
 
-void mdl_seq_release(struct mdl_seq *s)
+void mdl_seq_release(struct be_seq *s)
 {
-	free(s->lin_state);
-	s->lin_state = NULL;
+	free(s->state);
+	s->state = NULL;
 }
 
 static size_t mdl__max(size_t a, size_t b)
@@ -170,11 +170,11 @@ size_t mdl_scratch_bytes(const struct mdl *d, uint32_t n_tok, uint64_t max_conte
 	       layer;
 }
 
-int mdl_forward(const struct mdl *d, struct mdl_seq *s, const uint32_t *tokens, uint32_t n_tok,
+int mdl_forward(const struct mdl *d, struct be_seq *s, const uint32_t *tokens, uint32_t n_tok,
                 enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
                 float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb)
 {
-	struct mdl_step one = {s, tokens, n_tok, true};
+	struct be_step one = {s, tokens, n_tok, true};
 
 	if (n_tok == 0)
 		return IG_E_OK;
@@ -182,11 +182,11 @@ int mdl_forward(const struct mdl *d, struct mdl_seq *s, const uint32_t *tokens, 
 }
 
 /* Everything a round could refuse, checked before any state changes. */
-static int mdl__check_round(const struct mdl *d, const struct mdl_step *steps, uint32_t n_steps,
+static int mdl__check_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
                             uint64_t max_context, struct ig_errbuf *eb)
 {
 	for (uint32_t i = 0; i < n_steps; i++) {
-		const struct mdl_step *st = &steps[i];
+		const struct be_step *st = &steps[i];
 		uint64_t end = st->s->pos + st->n_tok;
 
 		if (st->n_tok == 0)
@@ -213,7 +213,7 @@ static int mdl__check_round(const struct mdl *d, const struct mdl_step *steps, u
 	return IG_E_OK;
 }
 
-int mdl_forward_round(const struct mdl *d, const struct mdl_step *steps, uint32_t n_steps,
+int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
                       enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
                       float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb)
 {
@@ -262,7 +262,7 @@ int mdl_forward_round(const struct mdl *d, const struct mdl_step *steps, uint32_
 			                        pool);
 		} else {
 			for (uint32_t j = 0; j < n_steps; j++) {
-				float *base = steps[j].s->lin_state + l->index * per;
+				float *base = (float *)steps[j].s->state + l->index * per;
 
 				lsegs[j] =
 				    (struct llin_seg){{base, base + s_floats}, steps[j].n_tok};
@@ -297,7 +297,7 @@ out:
 	return rc;
 }
 
-void mdl_seq_image(const struct mdl *d, const struct mdl_seq *s, const struct kvpool *kv,
+void mdl_seq_image(const struct mdl *d, const struct be_seq *s, const struct kvpool *kv,
                    enum mdesc_kv_format fmt, uint32_t last_token, uint64_t sampler_bytes,
                    struct seqimg_header *h, void **pages_out)
 {

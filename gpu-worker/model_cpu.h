@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "cpu_pool.h"
+#include "devseq.h"
 #include "kvpool.h"
 #include "layer_ffn.h"
 #include "layer_full.h"
@@ -58,16 +59,13 @@ int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *pla
                     struct ig_errbuf *eb);
 void mdl_release(struct mdl *d);
 
-struct mdl_seq {
-	struct kvseq kv;  /* its reserved pages */
-	float *lin_state; /* n_linear x llin_state_floats */
-	uint64_t pos;     /* tokens so far */
-};
+/* A sequence (devseq.h): its reserved pages in kv, its linear states in
+ * `state` (n_linear x llin_state_floats floats), its position. */
 
 /* A fresh sequence (position 0, zero states); its pages are reserved by the
  * caller in seq->kv. */
-int mdl_seq_init(const struct mdl *d, struct mdl_seq *s, struct ig_errbuf *eb);
-void mdl_seq_release(struct mdl_seq *s);
+int mdl_seq_init(const struct mdl *d, struct be_seq *s, struct ig_errbuf *eb);
+void mdl_seq_release(struct be_seq *s);
 /* Floats of the linear states (what a sequence image carries beside pages). */
 size_t mdl_seq_state_floats(const struct mdl *d);
 
@@ -77,23 +75,17 @@ size_t mdl_scratch_bytes(const struct mdl *d, uint32_t n_tok, uint64_t max_conte
  * and `sampler_bytes` of sampler state) and, in `pages_out` (room for
  * s->kv.n_pages), the addresses of its pages: what seqimg.h needs to move
  * the sequence out, or in once the pages are reserved. */
-void mdl_seq_image(const struct mdl *d, const struct mdl_seq *s, const struct kvpool *kv,
+void mdl_seq_image(const struct mdl *d, const struct be_seq *s, const struct kvpool *kv,
                    enum mdesc_kv_format fmt, uint32_t last_token, uint64_t sampler_bytes,
                    struct seqimg_header *h, void **pages_out);
 
 /* Run `n_tok` tokens of `s` (a prefill chunk or one decode token) and write
  * the logits of the last one (vocab floats). */
-int mdl_forward(const struct mdl *d, struct mdl_seq *s, const uint32_t *tokens, uint32_t n_tok,
+int mdl_forward(const struct mdl *d, struct be_seq *s, const uint32_t *tokens, uint32_t n_tok,
                 enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
                 float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb);
 
-/* One sequence's part of a round: a prefill chunk or one decode token. */
-struct mdl_step {
-	struct mdl_seq *s;
-	const uint32_t *tokens;
-	uint32_t n_tok;   /* >= 1 */
-	bool want_logits; /* the logits of its last token (the end of a prompt, a decode) */
-};
+/* One sequence's part of a round: struct be_step (devseq.h). */
 
 /*
  * One round of continuous batching: several sequences (each at most once)
@@ -106,7 +98,7 @@ struct mdl_step {
  * is checked (tokens, context, reserved pages, no sequence twice) before any
  * state changes; a refusal names the step and touches nothing.
  */
-int mdl_forward_round(const struct mdl *d, const struct mdl_step *steps, uint32_t n_steps,
+int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
                       enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
                       float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb);
 

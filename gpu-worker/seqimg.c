@@ -2,6 +2,7 @@
 #include "seqimg.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <xxhash.h>
@@ -247,4 +248,32 @@ int seqimg_read_window_sum(struct seqimg_reader *r, const void *src, uint64_t n,
 	rc = seqimg__read(r, src, n, &st, eb);
 	*sum = kvcopy_stream_sum(&st);
 	return rc;
+}
+
+int seqimg_read_windows_checked(struct seqimg_reader *r, const void *src, uint32_t k0,
+                                uint32_t count, uint64_t window, uint64_t image_bytes,
+                                const uint64_t *sums, char *why, size_t cap)
+{
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t k = k0 + i;
+		uint64_t at = (uint64_t)k * window, sum = 0;
+		uint64_t len = image_bytes - at < window ? image_bytes - at : window;
+		struct ig_errbuf eb = {0};
+
+		if (at >= image_bytes) {
+			snprintf(why, cap, "window %u starts past the image's %" PRIu64 " bytes", k,
+			         image_bytes);
+			return IG_E_KV_LOST;
+		}
+		if (seqimg_read_window_sum(r, (const unsigned char *)src + (uint64_t)i * window,
+		                           len, &sum, &eb) != IG_E_OK) {
+			snprintf(why, cap, "%s", eb.msg);
+			return IG_E_KV_LOST;
+		}
+		if (sum != sums[k]) {
+			snprintf(why, cap, "window %u does not match its checksum", k);
+			return IG_E_KV_LOST;
+		}
+	}
+	return IG_E_OK;
 }

@@ -33,6 +33,7 @@
 #define IGNIS_GPU_WORKER_SEQIMG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "err.h"
@@ -111,6 +112,15 @@ int seqimg_read_window(struct seqimg_reader *r, const void *src, uint64_t n, str
  * must not be used). */
 int seqimg_read_window_sum(struct seqimg_reader *r, const void *src, uint64_t n, uint64_t *sum,
                            struct ig_errbuf *eb);
+/* Read `count` consecutive windows k0, k0 + 1, ... of an image of
+ * `image_bytes` cut in windows of `window` bytes, from `src` (window k0
+ * first), each checked against sums[k] in the same pass. IG_E_OK, or
+ * IG_E_KV_LOST with the reason in `why` (a refused header, a mismatch): the
+ * parts then hold bytes that must not be used. What a move in runs a window
+ * at a time (be_img). */
+int seqimg_read_windows_checked(struct seqimg_reader *r, const void *src, uint32_t k0,
+                                uint32_t count, uint64_t window, uint64_t image_bytes,
+                                const uint64_t *sums, char *why, size_t cap);
 static inline bool seqimg_reader_done(const struct seqimg_reader *r)
 {
 	return !r->failed && r->off >= SEQIMG_HEADER_BYTES && r->off == r->h.image_bytes;

@@ -55,6 +55,7 @@
 #include "gguf.h"
 #include "kvclient.h"
 #include "kvdisk.h"
+#include "mfile.h"
 #include "msg.h"
 #include "seqimg.h"
 #include "transport.h"
@@ -227,24 +228,28 @@ static void bench_codec(int reps)
 }
 
 /* One preset at `lanes` lanes: prefill and decode tokens per second. */
-static void bench_model_lanes(struct mdl *d, uint32_t lanes, int threads, double *prefill_tps,
+static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, double *prefill_tps,
                               double *decode_tps)
 {
 	enum { PROMPT = 128, GEN = 64 };
 	const uint64_t ctx = 256;
-	uint64_t pb = mdesc_page_bytes(d->m, MDESC_KV_BF16);
+	const struct mdesc *m = &f->desc;
+	uint64_t pb = mdesc_page_bytes(m, MDESC_KV_BF16);
 	uint32_t pages = lanes * (uint32_t)(ctx / 64), prompt[PROMPT];
 	struct be be = {.ops = backend_find("cpu", NULL)};
 	void *region = NULL;
 	struct eng_cfg cfg = {.lanes = lanes,
-	                      .chunk = d->m->default_chunk,
+	                      .chunk = m->default_chunk,
 	                      .context = ctx,
 	                      .default_max_tokens = GEN,
 	                      .fmt = MDESC_KV_BF16,
 	                      .max_requests = lanes,
 	                      .eos = UINT32_MAX};
+	struct be_bind_opts bo = {.max_round_tokens = lanes + m->default_chunk,
+	                          .context = ctx,
+	                          .threads = (uint32_t)threads};
 	struct ig_errbuf eb;
-	struct cpool *pool;
+	struct be_model d;
 	struct kvpool kv;
 	struct eng *e;
 	struct eng_stats before, after;
@@ -252,9 +257,9 @@ static void bench_model_lanes(struct mdl *d, uint32_t lanes, int threads, double
 	uint64_t np = 0, nd = 0;
 
 	if (!be.ops || be.ops->open(&be, 1ull << 30, &eb) ||
+	    be.ops->model_bind(&be, f, NULL, &bo, &d, &eb) ||
 	    be.ops->alloc(&be, (uint64_t)pages * pb, &region, &eb) ||
-	    kvpool_init(&kv, region, pb, pages, &eb) || cpool_create(&pool, threads, &eb) ||
-	    eng_create(&e, &be, d, &kv, pool, &cfg, &eb)) {
+	    kvpool_init(&kv, region, pb, pages, &eb) || eng_create(&e, &be, &d, &kv, &cfg, &eb)) {
 		fprintf(stderr, "ignis-bench: model: %s\n", eb.msg);
 		exit(1);
 	}
@@ -294,9 +299,9 @@ static void bench_model_lanes(struct mdl *d, uint32_t lanes, int threads, double
 	*prefill_tps = tp > 0 ? (double)np / tp : 0;
 	*decode_tps = td > 0 ? (double)nd / td : 0;
 	eng_destroy(e);
-	cpool_destroy(pool);
 	kvpool_release(&kv);
 	be.ops->free(&be, region, (uint64_t)pages * pb);
+	be.ops->model_release(&be, &d);
 	be.ops->close(&be);
 }
 
@@ -311,13 +316,12 @@ static void bench_model(int reps)
 		char path[128];
 		struct ig_errbuf eb;
 		struct mfile f;
-		struct mdl d;
 		double one = 0;
 
 		snprintf(path, sizeof(path), "/tmp/ignis-bench-%s-%d.gguf", presets[p],
 		         (int)getpid());
 		if (mfile_write_synthetic(mdesc_find(presets[p]), 1, MFILE_BF16, path, &eb) ||
-		    mfile_open(&f, path, &eb) || mdl_bind(&d, &f, &eb)) {
+		    mfile_open(&f, path, &eb)) {
 			fprintf(stderr, "ignis-bench: model: %s\n", eb.msg);
 			exit(1);
 		}
@@ -328,7 +332,7 @@ static void bench_model(int reps)
 			for (int r = 0; r < reps; r++) {
 				double tp, td;
 
-				bench_model_lanes(&d, lanes[l], threads, &tp, &td);
+				bench_model_lanes(&f, lanes[l], threads, &tp, &td);
 				bp = tp > bp ? tp : bp;
 				bd = td > bd ? td : bd;
 			}
@@ -339,7 +343,6 @@ static void bench_model(int reps)
 			       presets[p], threads, lanes[l], lanes[l] > 1 ? "s" : " ", bp, bd,
 			       one > 0 ? bd / one : 0);
 		}
-		mdl_release(&d);
 		mfile_close(&f);
 	}
 }
@@ -1079,6 +1082,8 @@ static int mv_phase(struct eng *e, uint64_t id, struct eng_status *st, struct ig
 /* One engine of the group: its pool, its kvstore clients, its requests. */
 struct mv_side {
 	struct be be;
+	struct be_model d; /* the model, bound on this side's backend */
+	bool d_bound;
 	struct kvpool kv;
 	void *region;
 	uint64_t region_bytes;
@@ -1117,6 +1122,9 @@ static void mv_side_close(struct mv_side *s)
 	if (s->kv_init)
 		kvpool_release(&s->kv);
 	s->kv_init = false;
+	if (s->d_bound)
+		s->be.ops->model_release(&s->be, &s->d);
+	s->d_bound = false;
 	if (s->region)
 		s->be.ops->free(&s->be, s->region, s->region_bytes);
 	s->region = NULL;
@@ -1130,16 +1138,17 @@ static void mv_side_close(struct mv_side *s)
  * and B, C, D and A submitted. Moving: the pool that forces the move;
  * otherwise room for all and some.
  */
-static int mv_side_open(struct mv_side *s, struct mdl *d, struct cpool *pool, const struct mvd *k,
+static int mv_side_open(struct mv_side *s, struct mfile *f, const struct mvd *k,
                         uint64_t window_out, uint64_t window_in, bool moving, uint32_t nonce,
                         struct mv_run *m, struct ig_errbuf *eb)
 {
 	const uint32_t other_pages = (MV_OTHER_PROMPT + MV_OTHER_GEN + 63) / 64;
 	const uint32_t pages = 3 * other_pages + MV_CONTEXT / 64 + (moving ? 0 : 1 + 8);
-	const uint64_t pb = mdesc_page_bytes(d->m, MDESC_KV_BF16);
+	const struct mdesc *dm = &f->desc;
+	const uint64_t pb = mdesc_page_bytes(dm, MDESC_KV_BF16);
 	static uint32_t longp[MV_LONG_PROMPT], otherp[3][MV_OTHER_PROMPT];
 	struct eng_cfg cfg = {.lanes = MV_LANES,
-	                      .chunk = d->m->default_chunk,
+	                      .chunk = dm->default_chunk,
 	                      .context = MV_CONTEXT,
 	                      .default_max_tokens = 1,
 	                      .fmt = MDESC_KV_BF16,
@@ -1162,6 +1171,16 @@ static int mv_side_open(struct mv_side *s, struct mdl *d, struct cpool *pool, co
 	if (rc)
 		return rc;
 	s->be_open = true;
+	/* one compute thread (bench_moves) */
+	rc = s->be.ops->model_bind(
+	    &s->be, f, NULL,
+	    &(struct be_bind_opts){.max_round_tokens = MV_LANES + dm->default_chunk,
+	                           .context = MV_CONTEXT,
+	                           .threads = 1},
+	    &s->d, eb);
+	if (rc)
+		return rc;
+	s->d_bound = true;
 	s->region_bytes = (uint64_t)pages * pb;
 	rc = s->be.ops->alloc(&s->be, s->region_bytes, &s->region, eb);
 	if (!rc)
@@ -1176,7 +1195,7 @@ static int mv_side_open(struct mv_side *s, struct mdl *d, struct cpool *pool, co
 		return rc;
 	cfg.kv_out = s->kout;
 	cfg.kv_in = s->kin;
-	rc = eng_create(&s->e, &s->be, d, &s->kv, pool, &cfg, eb);
+	rc = eng_create(&s->e, &s->be, &s->d, &s->kv, &cfg, eb);
 	mv_prompt(longp, MV_LONG_PROMPT, 1);
 	for (uint32_t i = 0; i < 4 && !rc; i++) {
 		struct eng_req q = {i < 3 ? otherp[i] : longp,
@@ -1292,8 +1311,8 @@ static int mv_side_next(struct mv_side *s, uint32_t cycles, bool *ask, bool *end
  * engine stops when its A is back from its last move, the group when all
  * have.
  */
-static int mv_group(struct mdl *d, struct cpool *pool, const struct mvd *k, uint32_t cycles,
-                    struct mv_run *runs, struct mv_run *base, struct ig_errbuf *eb)
+static int mv_group(struct mfile *f, const struct mvd *k, uint32_t cycles, struct mv_run *runs,
+                    struct mv_run *base, struct ig_errbuf *eb)
 {
 	struct mv_side s[MV_NW + 1];
 	bool done[MV_NW + 1] = {false};
@@ -1302,9 +1321,9 @@ static int mv_group(struct mdl *d, struct cpool *pool, const struct mvd *k, uint
 
 	memset(s, 0, sizeof(s));
 	for (size_t w = 0; !rc && w <= MV_NW; w++)
-		rc = w < MV_NW ? mv_side_open(&s[w], d, pool, k, mv_windows[w].out,
-		                              mv_windows[w].in, true, (uint32_t)w + 1, &runs[w], eb)
-		               : mv_side_open(&s[w], d, pool, k, 12ull << 20, 16ull << 20, false,
+		rc = w < MV_NW ? mv_side_open(&s[w], f, k, mv_windows[w].out, mv_windows[w].in,
+		                              true, (uint32_t)w + 1, &runs[w], eb)
+		               : mv_side_open(&s[w], f, k, 12ull << 20, 16ull << 20, false,
 		                              (uint32_t)w + 1, base, eb);
 	while (!rc) {
 		bool ask[MV_NW + 1] = {false}, end = false, all = true;
@@ -1457,8 +1476,8 @@ static void mv_report(const char *preset, size_t w, const struct mv_run *mv,
 	fflush(stdout);
 }
 
-static int mv_preset(const char *preset, struct cpool *pool, const struct mvd *k, uint32_t cycles,
-                     int reps, struct ig_errbuf *eb)
+static int mv_preset(const char *preset, const struct mvd *k, uint32_t cycles, int reps,
+                     struct ig_errbuf *eb)
 {
 	/* a moving engine per window size, and the reference */
 	struct mv_run *runs = calloc(MV_NW + 1, sizeof(*runs)), *base = runs + MV_NW;
@@ -1466,7 +1485,6 @@ static int mv_preset(const char *preset, struct cpool *pool, const struct mvd *k
 	double *ms = malloc(3 * MV_MAX_ROUNDS * sizeof(double)), *bs = ms + MV_MAX_ROUNDS;
 	unsigned char *a = NULL, *b = NULL;
 	struct mfile f;
-	struct mdl d;
 	char path[128];
 	int rc = IG_E_OK;
 
@@ -1482,11 +1500,7 @@ static int mv_preset(const char *preset, struct cpool *pool, const struct mvd *k
 	unlink(path);
 	if (rc)
 		goto out_free;
-	rc = mdl_bind(&d, &f, eb);
-	if (rc)
-		goto out_close_file;
-
-	rc = mv_group(&d, pool, k, cycles, runs, base, eb);
+	rc = mv_group(&f, k, cycles, runs, base, eb);
 	for (size_t w = 0; !rc && w < MV_NW; w++)
 		rc = mv_check(&runs[w], true, eb);
 	if (!rc)
@@ -1495,7 +1509,7 @@ static int mv_preset(const char *preset, struct cpool *pool, const struct mvd *k
 		goto out_release;
 
 	{
-		uint64_t image = runs[0].image, pb = mdesc_page_bytes(d.m, MDESC_KV_BF16);
+		uint64_t image = runs[0].image, pb = mdesc_page_bytes(&f.desc, MDESC_KV_BF16);
 		uint64_t room = (image + ARENA_BLOCK - 1) / ARENA_BLOCK * ARENA_BLOCK;
 		double mc;
 
@@ -1513,14 +1527,12 @@ static int mv_preset(const char *preset, struct cpool *pool, const struct mvd *k
 		    "of %" PRIu64 " KiB, %" PRIu64 " KiB of state); %u lanes decoding, 1 "
 		    "thread, %u engines in lockstep\n",
 		    preset, (double)image / (1 << 20), MV_LONG_PROMPT, MV_CONTEXT,
-		    (MV_LONG_PROMPT + 63) / 64, pb >> 10, (uint64_t)d.m->state_image_bytes >> 10,
+		    (MV_LONG_PROMPT + 63) / 64, pb >> 10, (uint64_t)f.desc.state_image_bytes >> 10,
 		    MV_LANES, (unsigned)MV_NW + 1);
 		for (size_t w = 0; w < MV_NW; w++)
 			mv_report(preset, w, &runs[w], base, mc, ms, bs);
 	}
 out_release:
-	mdl_release(&d);
-out_close_file:
 	mfile_close(&f);
 out_free:
 	free(a);
@@ -1543,21 +1555,17 @@ static void bench_moves(int reps)
 	const uint32_t cycles =
 	    (uint32_t)reps * 2 > MV_MAX_CYCLES ? MV_MAX_CYCLES : (uint32_t)reps * 2;
 	struct mvd k = {0};
-	struct cpool *pool = NULL;
 	struct ig_errbuf eb = {0};
 	int rc;
 
-	rc = cpool_create(&pool, 1, &eb);
-	if (!rc)
-		rc = mvd_open(&k, &eb);
+	rc = mvd_open(&k, &eb);
 	for (size_t p = 0; !rc && p < sizeof(presets) / sizeof(presets[0]); p++)
-		rc = mv_preset(presets[p], pool, &k, cycles, reps, &eb);
+		rc = mv_preset(presets[p], &k, cycles, reps, &eb);
 	if (rc) {
 		fprintf(stderr, "ignis-bench: moves: %s\n", eb.msg);
 		mvd_dump_log(&k);
 	}
 	mvd_close(&k);
-	cpool_destroy(pool);
 	if (rc)
 		exit(1);
 }

@@ -269,7 +269,7 @@ int main(int argc, char **argv)
 	struct mfile f;
 	struct mdl d;
 	struct kvpool kv;
-	struct mdl_seq s = {0};
+	struct be_seq s = {0};
 	struct cpool *pool;
 	struct smp_state st;
 	struct tok_stream ts;

@@ -4,7 +4,10 @@
  * transfer stream of backend.h: copies of 1 B to a few MiB completing in
  * order with their bytes, done()/wait() over tickets, the queue refusing at
  * its depth without blocking, a fault injected at every position of a run
- * of copies, and close draining copies in flight.
+ * of copies, and close draining copies in flight; a sequence image's
+ * windows gathered and scattered on the same stream (in order with the
+ * copies, their checksums those of seqimg.h, a mismatch named, a host window
+ * in device memory refused).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +19,8 @@
 #include <cmocka.h>
 
 #include "backend.h"
+#include "kvcopy.h"
+#include "seqimg.h"
 #include "testutil.h"
 
 #define DEFAULT_SEED 20240611u
@@ -427,6 +432,156 @@ static void test_close_drains_in_flight(void **state)
 
 /* Many small round trips through a ring of device slots, taking IG_E_BUSY
  * as the contract says: wait for the oldest ticket, enqueue again. */
+/*
+ * A sequence image of three device pages and a device state, gathered a
+ * window at a time on the stream into a host window and scattered back into
+ * three other device pages and state: the bytes and each window's checksum
+ * are what seqimg.h writes on the host, and the gathers run after an async
+ * copy enqueued before them (the stream's order). A wrong checksum is named;
+ * a host window inside device memory is refused at enqueue.
+ */
+static void test_image_windows(void **state)
+{
+	const struct mdesc *m = mdesc_find("tiny-dense");
+	const uint64_t pb = mdesc_page_bytes(m, MDESC_KV_BF16), sb = 1000, window = 40000;
+	struct rng g = {test_seed("backend-image")};
+	struct ig_errbuf eb = {0};
+	void *pages[3], *back[3], *state_d, *state_back;
+	uint8_t sampler[64], sampler_back[64], *first = malloc(pb);
+	struct seqimg_header h = {0};
+	struct seqimg_writer w, ref;
+	struct seqimg_reader r;
+	uint64_t sums[16], ticket, n_ref, sum_ref;
+	unsigned char *host, *want;
+	uint32_t windows = 0;
+	struct be b;
+
+	(void)state;
+	assert_non_null(first);
+	be_open_cpu(&b, 64 * MiB);
+	for (int i = 0; i < 3; i++) {
+		pages[i] = dev_alloc(&b, pb);
+		back[i] = dev_alloc(&b, pb);
+	}
+	state_d = dev_alloc(&b, sb);
+	state_back = dev_alloc(&b, sb);
+	host = malloc(16 * window);
+	want = malloc(16 * window);
+	assert_non_null(host);
+	assert_non_null(want);
+	{ /* the device parts' bytes, the first page's by an async copy */
+		uint8_t *tmp = malloc(pb);
+
+		assert_non_null(tmp);
+		for (int i = 1; i < 3; i++) {
+			fill(&g, tmp, pb);
+			assert_int_equal(b.ops->copy_h2d(&b, pages[i], tmp, pb, &eb), IG_E_OK);
+		}
+		fill(&g, tmp, sb);
+		assert_int_equal(b.ops->copy_h2d(&b, state_d, tmp, sb, &eb), IG_E_OK);
+		free(tmp);
+	}
+	fill(&g, first, pb);
+	fill(&g, sampler, sizeof(sampler));
+	snprintf(h.model, sizeof(h.model), "%s", m->name);
+	h.model_id = seqimg_model_id(m);
+	h.kv_format = MDESC_KV_BF16;
+	h.page_bytes = (uint32_t)pb;
+	h.tokens = 150;
+	h.pages = 3;
+	h.last_token = 7;
+	h.state_bytes = sb;
+	h.sampler_bytes = sizeof(sampler);
+	seqimg_writer_init(&w, &h, &(struct seqimg_parts){pages, state_d, sampler});
+	ticket = enqueue(&b, false, pages[0], first, pb); /* before the gathers: in order */
+	for (;;) {
+		struct be_img job = {
+		    .w = &w, .dst = host + (uint64_t)windows * window, .window = window};
+		uint64_t t2;
+
+		assert_int_equal(b.ops->img_gather_async(&b, &job, &t2, &eb), IG_E_OK);
+		assert_true(t2 > ticket);
+		xwait(&b, t2);
+		if (!job.n)
+			break;
+		sums[windows++] = job.sum;
+		assert_true(windows < 16);
+	}
+	assert_true(seqimg_writer_done(&w));
+	assert_true(windows > 1);
+	/* the same image written on the host, window by window */
+	seqimg_writer_init(&ref, &h, &(struct seqimg_parts){pages, state_d, sampler});
+	for (uint32_t k = 0; k < windows; k++) {
+		seqimg_write_window_sum(&ref, want + (uint64_t)k * window, window, &n_ref,
+		                        &sum_ref);
+		assert_int_equal(sum_ref, sums[k]);
+		assert_int_equal(sum_ref, kvcopy_sum(want + (uint64_t)k * window, n_ref));
+	}
+	assert_memory_equal(host, want, w.h.image_bytes);
+
+	/* back: every window in one scatter */
+	seqimg_reader_init(&r, m, MDESC_KV_BF16,
+	                   &(struct seqimg_parts){back, state_back, sampler_back}, 3, sb,
+	                   sizeof(sampler_back));
+	{
+		struct be_img job = {.r = &r,
+		                     .src = host,
+		                     .k0 = 0,
+		                     .count = windows,
+		                     .sums = sums,
+		                     .window = window,
+		                     .image_bytes = w.h.image_bytes};
+
+		assert_int_equal(b.ops->img_scatter_async(&b, &job, &ticket, &eb), IG_E_OK);
+		xwait(&b, ticket);
+		assert_int_equal(job.rc, IG_E_OK);
+	}
+	assert_true(seqimg_reader_done(&r));
+	assert_memory_equal(back[0], first, pb);
+	for (int i = 1; i < 3; i++)
+		assert_memory_equal(back[i], pages[i], pb);
+	assert_memory_equal(state_back, state_d, sb);
+	assert_memory_equal(sampler_back, sampler, sizeof(sampler));
+
+	/* a window whose checksum is not the recorded one: named */
+	seqimg_reader_init(&r, m, MDESC_KV_BF16,
+	                   &(struct seqimg_parts){back, state_back, sampler_back}, 3, sb,
+	                   sizeof(sampler_back));
+	sums[1] ^= 1;
+	{
+		struct be_img job = {.r = &r,
+		                     .src = host,
+		                     .count = windows,
+		                     .sums = sums,
+		                     .window = window,
+		                     .image_bytes = w.h.image_bytes};
+
+		assert_int_equal(b.ops->img_scatter_async(&b, &job, &ticket, &eb), IG_E_OK);
+		xwait(&b, ticket);
+		assert_int_equal(job.rc, IG_E_KV_LOST);
+		assert_non_null(strstr(job.why, "window 1 does not match its checksum"));
+	}
+	/* a host window in device memory: refused, no ticket */
+	{
+		struct be_img job = {.w = &w, .dst = back[0], .window = 1024};
+
+		ticket = 0;
+		assert_int_equal(b.ops->img_gather_async(&b, &job, &ticket, &eb), IG_E_INVAL);
+		assert_int_equal(ticket, 0);
+		assert_non_null(strstr(eb.msg, "device memory"));
+	}
+	for (int i = 0; i < 3; i++) {
+		b.ops->free(&b, pages[i], pb);
+		b.ops->free(&b, back[i], pb);
+	}
+	b.ops->free(&b, state_d, sb);
+	b.ops->free(&b, state_back, sb);
+	b.ops->close(&b);
+	free(host);
+	free(want);
+	free(first);
+}
+
 static void test_stream_under_pressure(void **state)
 {
 	enum { ROUNDS = 2000, SLOTS = 32, SLOT = 512 };
@@ -487,6 +642,7 @@ int main(void)
 	    cmocka_unit_test(test_fault_at_every_copy),
 	    cmocka_unit_test(test_close_drains_in_flight),
 	    cmocka_unit_test(test_stream_under_pressure),
+	    cmocka_unit_test(test_image_windows),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

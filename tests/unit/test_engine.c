@@ -70,13 +70,12 @@ static void run(struct rig *r, const struct req *q, const uint32_t *which, uint3
 	                      .fmt = MDESC_KV_BF16,
 	                      .max_requests = 16,
 	                      .eos = UINT32_MAX};
-	struct cpool *pool = pool_of((int)v->threads);
 	uint64_t ids[NREQ] = {0};
 	uint32_t submitted = 0, guard = 0;
 	struct ig_errbuf eb;
 	struct eng *e;
 
-	if (eng_create(&e, &r->be, &r->d, &r->kv, pool, &cfg, &eb))
+	if (eng_create(&e, &r->be, &r->d, &r->kv, &cfg, &eb))
 		fail_msg("eng_create: %s", eb.msg);
 	for (;;) {
 		uint32_t ran = 0;
@@ -133,7 +132,6 @@ static void run(struct rig *r, const struct req *q, const uint32_t *which, uint3
 	/* every page back in the pool */
 	assert_int_equal(r->kv.n_free, r->kv.n_pages);
 	eng_destroy(e);
-	cpool_destroy(pool);
 }
 
 static void exactness(const char *preset)
@@ -161,7 +159,8 @@ static void exactness(const char *preset)
 	}
 	rig_close(&r);
 	for (size_t k = 0; k < sizeof(vs) / sizeof(vs[0]); k++) {
-		rig_open(&r, preset, vs[k].pages);
+		/* the variant's threads: the backend's pool, sized at the bind */
+		rig_open_threads(&r, preset, vs[k].pages, vs[k].threads);
 		memset(got, 0xff, sizeof(got));
 		run(&r, q, all, NREQ, &vs[k], got, n_got, &st);
 		for (uint32_t i = 0; i < NREQ; i++) {
@@ -223,11 +222,11 @@ static void test_refusals(void **state)
 		no_compute.round = NULL;
 		no_compute.name = "bare";
 		bare.ops = &no_compute;
-		assert_int_equal(eng_create(&e, &bare, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_INVAL);
+		assert_int_equal(eng_create(&e, &bare, &r.d, &r.kv, &cfg, &eb), IG_E_INVAL);
 		assert_non_null(strstr(eb.msg, "the bare backend has no compute"));
 		assert_null(e);
 	}
-	assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
+	assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, &cfg, &eb), IG_E_OK);
 
 	bad = ok;
 	bad.n_prompt = 0;
@@ -263,7 +262,7 @@ static void test_refusals(void **state)
 	eng_destroy(e);
 	rig_close(&r);
 	rig_open(&r, "tiny-dense", 8);
-	assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
+	assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, &cfg, &eb), IG_E_OK);
 	assert_int_equal(eng_submit(e, &bad, &adm, &eb), IG_E_OK);
 	assert_int_equal(adm.max_tokens, 3);
 	assert_int_equal(adm.pages, CONTEXT / 64);
@@ -311,7 +310,7 @@ static void test_cancel(void **state)
 	for (uint32_t i = 0; i < 20; i++)
 		prompt[i] = 'a' + i;
 	rig_open(&r, "tiny-moe", 4);
-	assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, NULL, &cfg, &eb), IG_E_OK);
+	assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, &cfg, &eb), IG_E_OK);
 	assert_int_equal(eng_submit(e, &rq, &adm, &eb), IG_E_OK);
 	do
 		assert_int_equal(eng_round(e, &ran, &eb), IG_E_OK);

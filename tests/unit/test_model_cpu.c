@@ -74,7 +74,7 @@ static void generate(struct rig *r, enum mdesc_kv_format fmt, uint32_t chunk, in
 	static const char prompt[] = "Ignis: the same tokens, exactly.";
 	const uint32_t n_prompt = sizeof(prompt) - 1;
 	uint32_t toks[64], pages = CONTEXT / 64;
-	struct mdl_seq s = {0}, s2 = {0}, *cur = &s;
+	struct be_seq s = {0}, s2 = {0}, *cur = &s;
 	struct kvseq hold = {0};
 	struct cpool *pool;
 	struct ig_errbuf eb;
@@ -112,8 +112,7 @@ static void generate(struct rig *r, enum mdesc_kv_format fmt, uint32_t chunk, in
 				memcpy(kvpool_page(&r->kv, s2.kv.table[p]),
 				       kvpool_page(&r->kv, s.kv.table[p]), r->page_bytes);
 			}
-			memcpy(s2.lin_state, s.lin_state,
-			       mdl_seq_state_floats(&r->d) * sizeof(float));
+			memcpy(s2.state, s.state, mdl_seq_state_floats(&r->d) * sizeof(float));
 			s2.pos = s.pos;
 			memset(kvpool_page(&r->kv, s.kv.table[0]), 0xa5,
 			       r->page_bytes); /* old copy gone */
@@ -224,7 +223,7 @@ static void sample(struct rig *r, enum mdesc_kv_format fmt, uint32_t move_at,
 	static const char prompt[] = "Moved out, and back, exactly. Moved out, and back, exactly!!";
 	const uint32_t n_prompt = sizeof(prompt) - 1, pages = CONTEXT / 64;
 	struct smp_params sp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = 77};
-	struct mdl_seq s = {0};
+	struct be_seq s = {0};
 	struct kvseq hold = {0};
 	struct smp_state st;
 	struct cpool *pool;
@@ -256,12 +255,12 @@ static void sample(struct rig *r, enum mdesc_kv_format fmt, uint32_t move_at,
 			struct seqimg_reader rd;
 			unsigned char *img, *win;
 			uint64_t n, len = 0, wout, win_in;
-			struct mdl_seq s2 = {0};
+			struct be_seq s2 = {0};
 
 			smp_state_save(&st, sampler);
 			mdl_seq_image(&r->d, &s, &r->kv, fmt, next, sizeof(sampler), &h, page_ptrs);
 			seqimg_writer_init(&w, &h,
-			                   &(struct seqimg_parts){page_ptrs, s.lin_state, sampler});
+			                   &(struct seqimg_parts){page_ptrs, s.state, sampler});
 			img = malloc(w.h.image_bytes);
 			wout = window_bytes(mw.out, r->page_bytes, w.h.image_bytes);
 			win_in = window_bytes(mw.in, r->page_bytes, w.h.image_bytes);
@@ -286,10 +285,9 @@ static void sample(struct rig *r, enum mdesc_kv_format fmt, uint32_t move_at,
 			assert_int_equal(mdl_seq_init(&r->d, &s2, &eb), IG_E_OK);
 			for (uint32_t p = 0; p < pages; p++)
 				new_ptrs[p] = kvpool_page(&r->kv, s2.kv.table[p]);
-			seqimg_reader_init(&rd, r->d.m, fmt,
-			                   &(struct seqimg_parts){new_ptrs, s2.lin_state, sampler},
-			                   pages, mdl_seq_state_floats(&r->d) * sizeof(float),
-			                   sizeof(sampler));
+			seqimg_reader_init(
+			    &rd, r->d.m, fmt, &(struct seqimg_parts){new_ptrs, s2.state, sampler},
+			    pages, mdl_seq_state_floats(&r->d) * sizeof(float), sizeof(sampler));
 			for (uint64_t off = 0; off < len; off += win_in)
 				if (seqimg_read_window(&rd, img + off,
 				                       len - off < win_in ? len - off : win_in,

@@ -54,7 +54,7 @@ struct req {
 
 struct events {
 	uint32_t evicted, moved_out, moved_in, restored, lost;
-	uint32_t stopped; /* moves out whose need went before they landed */
+	uint32_t stopped;           /* moves out whose need went before they landed */
 	uint32_t out_disk, in_disk; /* moves straight to or from KV-disk */
 	uint64_t evicted_id[8], for_id[8];
 };
@@ -139,7 +139,7 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 		cfg.window_in = WINDOW * 2; /* read back in other windows than written */
 		cfg.tier_nonce = 7;
 	}
-	if (eng_create(&e, &r->be, &r->d, &r->kv, NULL, &cfg, &eb))
+	if (eng_create(&e, &r->be, &r->d, &r->kv, &cfg, &eb))
 		fail_msg("eng_create: %s", eb.msg);
 	for (;;) {
 		struct eng_stats before, after;

@@ -1138,7 +1138,7 @@ static void ss_open(struct ss *s)
 	    kvpool_init(&s->kv, s->region, pb, p->pages, &eb))
 		ss_fail(s, 0, "a pool of %u pages: %s", p->pages, eb.msg);
 	s->kv_open = true;
-	if (eng_create(&s->e, &g->be, &g->d, &s->kv, NULL, &cfg, &eb))
+	if (eng_create(&s->e, &g->be, &g->d, &s->kv, &cfg, &eb))
 		ss_fail(s, 0, "eng_create: %s", eb.msg);
 	/* both clients map KV-RAM in the background from kvc_open: wait for it,
 	 * so that the script's first move does not take that time in rounds */
@@ -1185,7 +1185,7 @@ static void ss_alone(struct ss *s, const struct ss_req *r, uint32_t want, uint32
 	struct eng_status st = {0};
 	struct eng *e;
 
-	if (eng_create(&e, &g->be, &g->d, &g->kv, NULL, &cfg, &eb) || eng_submit(e, &er, &adm, &eb))
+	if (eng_create(&e, &g->be, &g->d, &g->kv, &cfg, &eb) || eng_submit(e, &er, &adm, &eb))
 		ss_fail(s, 0, "%s alone: %s", r->name, eb.msg);
 	for (;;) {
 		uint32_t ran;
