@@ -6,7 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+/* The promise of RTDIR_PATH_MAX: the longest directory and the longest
+ * socket name ("/gpu-worker.sock", as long as "/supervisor.sock") fit a
+ * sun_path with its NUL. */
+_Static_assert(RTDIR_PATH_MAX + sizeof("/gpu-worker.sock") <=
+                   sizeof(((struct sockaddr_un *)0)->sun_path),
+               "RTDIR_PATH_MAX leaves no room for the sockets' names in a sun_path");
 
 int rtdir_resolve(const char *flag, const char *file, const char *file_src, char *out, size_t cap,
                   struct ig_errbuf *eb)
@@ -149,14 +157,5 @@ int rtdir_prepare(const char *dir, struct ig_errbuf *eb)
 		               "runtime directory '%s' has mode %03o; it must be 0700 (chmod 700 "
 		               "'%s')",
 		               dir, (unsigned)(st.st_mode & 0777), dir);
-	return IG_E_OK;
-}
-
-int rtdir_path(const char *dir, const char *name, char *out, size_t cap, struct ig_errbuf *eb)
-{
-	int n = snprintf(out, cap, "%s/%s", dir, name);
-
-	if (n < 0 || (size_t)n >= cap)
-		return ig_errf(eb, IG_E_CONFIG, "path '%s/%s' is too long", dir, name);
 	return IG_E_OK;
 }

@@ -37,7 +37,4 @@ int rtdir_resolve(const char *flag, const char *file, const char *file_src, char
  * each naming the directory and what is accepted. */
 int rtdir_prepare(const char *dir, struct ig_errbuf *eb);
 
-/* Join `dir` and `name` into `out`; errors when it does not fit. */
-int rtdir_path(const char *dir, const char *name, char *out, size_t cap, struct ig_errbuf *eb);
-
 #endif

@@ -1471,11 +1471,6 @@ uint32_t arena_list(struct arena *a, struct arena_info *out, uint32_t cap)
 	return n;
 }
 
-uint64_t arena_pick_victim(struct arena *a, uint64_t except)
-{
-	return arena_pick_victim_ex(a, except, NULL, 0, NULL, NULL);
-}
-
 uint64_t arena_pick_victim_ex(struct arena *a, uint64_t except, const uint64_t *skip,
                               uint32_t n_skip, bool (*as_agent)(void *ctx, uint64_t seq), void *ctx)
 {

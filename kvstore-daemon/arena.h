@@ -210,11 +210,9 @@ int arena_drop(struct arena *a, uint64_t seq, struct ig_errbuf *eb);
 uint32_t arena_list(struct arena *a, struct arena_info *out, uint32_t cap);
 /* The sequence to give up first for room: complete ones only, the lowest
  * class (agent) first, then least recently used; 0 when none. `except` is
- * never chosen. */
-uint64_t arena_pick_victim(struct arena *a, uint64_t except);
-/* The same order, passing over `skip` too, and ranking an interactive
- * sequence as an agent when `as_agent` (may be NULL) says so (the daemon's
- * --reuse-retained-interactive-ttl). */
+ * never chosen, nor one of the `n_skip` at `skip` (may be NULL); an
+ * interactive sequence ranks as an agent when `as_agent` (may be NULL) says
+ * so (the daemon's --reuse-retained-interactive-ttl). */
 uint64_t arena_pick_victim_ex(struct arena *a, uint64_t except, const uint64_t *skip,
                               uint32_t n_skip, bool (*as_agent)(void *ctx, uint64_t seq),
                               void *ctx);

@@ -268,11 +268,6 @@ out_unlock:
 	return rc;
 }
 
-int tp_listen(struct tp_listener *t, const char *rtdir, const char *name, struct ig_errbuf *eb)
-{
-	return tp_listen_guarded(t, rtdir, name, NULL, eb);
-}
-
 void tp_listener_close(struct tp_listener *t)
 {
 	if (t->sock_open) {

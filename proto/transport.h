@@ -37,11 +37,10 @@ struct tp_listener {
 	char url[TP_PATH_MAX + 8];
 };
 
-/* Take the lock and listen. IG_E_BUSY when another live process holds the
- * lock (the message names its pid). On failure nothing is left behind.
- * tp_listen_guarded gives the guard its options (lisguard.h; NULL: the
- * defaults, as tp_listen). */
-int tp_listen(struct tp_listener *t, const char *rtdir, const char *name, struct ig_errbuf *eb);
+/* Take the lock and listen, under a listener guard with options `o`
+ * (lisguard.h; NULL: the defaults). IG_E_BUSY when another live process
+ * holds the lock (the message names its pid). On failure nothing is left
+ * behind. */
 int tp_listen_guarded(struct tp_listener *t, const char *rtdir, const char *name,
                       const struct lg_opts *o, struct ig_errbuf *eb);
 /* Close the socket, remove the socket and lock files, drop the lock.
@@ -49,7 +48,7 @@ int tp_listen_guarded(struct tp_listener *t, const char *rtdir, const char *name
 void tp_listener_close(struct tp_listener *t);
 
 /* Take the flock() on `lockpath` (created with mode 0600; our pid written
- * in it) the way tp_listen takes its own: for a listener opened elsewhere
+ * in it) the way tp_listen_guarded takes its own: for a listener opened elsewhere
  * (the supervisor's front door). IG_E_BUSY naming the holder's pid. On
  * success *fd holds the lock until the caller unlinks the file and closes
  * it. */

@@ -1421,11 +1421,6 @@ uint64_t door_rejected(struct door *d)
 	return n;
 }
 
-const char *door_url(const struct door *d)
-{
-	return d->url;
-}
-
 void door_set_worker(struct door *d, pid_t pid, const char *state)
 {
 	pthread_mutex_lock(&d->mu);

@@ -80,9 +80,6 @@ uint64_t door_rejected(struct door *d);
  * `allow_remote` (--server-allow-remote). IG_E_CONFIG naming the knob. An
  * ipc or empty `bind` passes. */
 int door_check_bind(const char *bind, bool allow_remote, struct ig_errbuf *eb);
-/* The address the door listens on ("ipc:///..." or "tcp://..."); valid
- * until door_close. */
-const char *door_url(const struct door *d);
 /* The supervisor's view of the gpu-worker, told every loop turn: its pid
  * when running (0 otherwise) and its state's name (a static string). A
  * change of pid ends the requests the old worker was running. Quick: takes

@@ -48,7 +48,8 @@ static const char *const met__extra_names[MET_NEXTRA] = {
 #undef MET__EXTRA_NAME
 };
 
-const char *met_type_name(enum met_type t)
+/* "counter", "gauge", "histogram" */
+static const char *met_type_name(enum met_type t)
 {
 	switch (t) {
 	case MET_COUNTER:

@@ -184,9 +184,6 @@ struct met_family {
 /* Every family, in the order of the page (indexed by enum met_id). */
 extern const struct met_family met_families[MET__COUNT];
 
-/* "counter", "gauge", "histogram" */
-const char *met_type_name(enum met_type t);
-
 /* The extra lines of the plan, after the fixed ones (VPLAN_LINES), in the
  * `line` label of ignis_vram_reserved_bytes: their sum with the fixed lines
  * is the plan's total. */

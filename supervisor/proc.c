@@ -34,7 +34,8 @@ const char *proc_state_name(enum proc_state s)
 	return "unknown";
 }
 
-void proc_describe_status(char *out, size_t cap, int status)
+/* "exit code 3" / "signal 9 (Killed)" for a wait status. */
+static void proc_describe_status(char *out, size_t cap, int status)
 {
 	if (WIFEXITED(status))
 		snprintf(out, cap, "exit code %d", WEXITSTATUS(status));

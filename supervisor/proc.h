@@ -106,7 +106,4 @@ void proc_stop(struct proc *p, const struct proc_env *env);
 
 const char *proc_state_name(enum proc_state s);
 
-/* "exit code 3" / "signal 9 (Killed)" for a wait status. */
-void proc_describe_status(char *out, size_t cap, int status);
-
 #endif

@@ -56,7 +56,7 @@ static int fake_daemon(const char *name, const char *role, unsigned version, con
 	struct tp_listener lis;
 	struct ig_errbuf eb;
 
-	if (tp_listen(&lis, rtdir, name, &eb) != IG_E_OK) {
+	if (tp_listen_guarded(&lis, rtdir, name, NULL, &eb) != IG_E_OK) {
 		fprintf(stderr, "wire-probe: %s\n", eb.msg);
 		return 1;
 	}

@@ -331,10 +331,12 @@ static void run_script(struct arena *a, const struct step *s, size_t n, const ch
 			err = arena_get(a, s[i].seq, NULL, NULL, 0, &eb);
 			break;
 		case VICTIM:
-			if (arena_pick_victim(a, s[i].seq) != (uint64_t)s[i].block)
+			if (arena_pick_victim_ex(a, s[i].seq, NULL, 0, NULL, NULL) !=
+			    (uint64_t)s[i].block)
 				fail_msg("%s step %zu: victim (except %" PRIu64 ") %" PRIu64
 				         ", want %" PRId64,
-				         what, i, s[i].seq, arena_pick_victim(a, s[i].seq),
+				         what, i, s[i].seq,
+				         arena_pick_victim_ex(a, s[i].seq, NULL, 0, NULL, NULL),
 				         s[i].block);
 			break;
 		}
@@ -494,7 +496,8 @@ static void test_victims_ex(void **state)
 	static const struct step s[] = {
 	    {RES, 1, BLK, 65536, I, IG_E_OK, 0},  {RES, 2, BLK, 65536, A, IG_E_OK, 1},
 	    {COMMIT_ALL, 1, 0, 0, 0, IG_E_OK, 0}, {COMMIT_ALL, 2, 0, 0, 0, IG_E_OK, 0},
-	    {VICTIM, 0, 0, 0, 0, IG_E_OK, 2}, /* the agent, as arena_pick_victim */
+	    {VICTIM, 0, 0, 0, 0, IG_E_OK, 2}, /* the agent, as arena_pick_victim_ex with nothing
+	                                         skipped */
 	};
 	struct arena *a = open_ok(t->name, 8 * BLK);
 	const uint64_t skip1[] = {1}, skip12[] = {1, 2};
@@ -662,10 +665,10 @@ static void test_commit_checksum(void **state)
 	assert_false(info.complete);
 	assert_int_equal(w[1].len, 0);
 	assert_int_equal(w[2].len, 100);
-	assert_int_equal(arena_pick_victim(a, 0), 0);
+	assert_int_equal(arena_pick_victim_ex(a, 0, NULL, 0, NULL, NULL), 0);
 	assert_int_equal(commit_k(a, off, &m, 1, &eb), IG_E_OK);
 	assert_int_equal(verify(a, 5), 3);
-	assert_int_equal(arena_pick_victim(a, 0), 5);
+	assert_int_equal(arena_pick_victim_ex(a, 0, NULL, 0, NULL, NULL), 5);
 	/* the reader sees every recorded checksum, and each window passes;
 	 * the daemon's record hint finds the same, a wrong hint falls back to
 	 * the whole index */
@@ -754,7 +757,7 @@ static void test_reopen(void **state)
 	put(a, &m3, 0);        /* none committed: reclaimed */
 	put(a, &m4, m4.windows);
 	assert_int_equal(arena_get(a, 1, NULL, NULL, 0, &eb), IG_E_OK); /* 4 is LRU now */
-	victim = arena_pick_victim(a, 0);
+	victim = arena_pick_victim_ex(a, 0, NULL, 0, NULL, NULL);
 	assert_int_equal(victim, 4);
 	arena_drop(a, 3, &eb);
 	put(a, &m3, 0); /* again: a fresh generation in the same place */
@@ -788,7 +791,7 @@ static void test_reopen(void **state)
 	assert_int_equal(verify(a, 4), m4.windows);
 	assert_int_equal(arena_get(a, 3, NULL, NULL, 0, &eb), IG_E_NOTFOUND);
 	/* LRU survived: the gets above used 1, 2, 4 in that order */
-	assert_int_equal(arena_pick_victim(a, 0), 1);
+	assert_int_equal(arena_pick_victim_ex(a, 0, NULL, 0, NULL, NULL), 1);
 	/* the partial one can be finished after the restart */
 	for (uint32_t k = 2; k < m2.windows; k++)
 		assert_int_equal(commit_k(a, off2, &m2, k, &eb), IG_E_OK);
@@ -1759,7 +1762,8 @@ static void test_fault_mid_commit(void **state)
 				assert_int_equal(w[k].sum, k < n ? acked[k] : 0);
 			assert_int_equal(verify(a, 7), n);
 			/* incomplete: never a victim */
-			assert_int_equal(arena_pick_victim(a, 0), n == MID_WINDOWS ? 7 : 0);
+			assert_int_equal(arena_pick_victim_ex(a, 0, NULL, 0, NULL, NULL),
+			                 n == MID_WINDOWS ? 7 : 0);
 			/* the worker may finish it: the bytes are still in place */
 			for (uint32_t k = n; k < MID_WINDOWS; k++)
 				assert_int_equal(commit_k(a, off, &m, k, &eb), IG_E_OK);
@@ -1848,7 +1852,7 @@ static void child_random(int wr, const char *name, uint64_t arg)
 			int err = arena_reserve(a, &m, &off, &eb);
 
 			if (err == IG_E_NOSPACE && n) {
-				uint64_t v = arena_pick_victim(a, 0);
+				uint64_t v = arena_pick_victim_ex(a, 0, NULL, 0, NULL, NULL);
 
 				child_drop_held(wr, a, h, &n, v ? held_find(h, n, v) : i);
 				continue;
@@ -1877,7 +1881,7 @@ static void child_random(int wr, const char *name, uint64_t arg)
 				    arena_commit(a, h[i].m.seq, k, w[k].len, w[k].sum, &eb))
 					_exit(9);
 		} else if (r < 14 && n) {
-			uint64_t v = arena_pick_victim(a, 0);
+			uint64_t v = arena_pick_victim_ex(a, 0, NULL, 0, NULL, NULL);
 
 			if (v)
 				child_drop_held(wr, a, h, &n, held_find(h, n, v));

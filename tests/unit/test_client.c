@@ -48,7 +48,7 @@ static void test_refusals_without_server(void **state)
 	assert_non_null(strstr(err.message, "nothing holds"));
 	assert_null(c);
 	/* a listener that never answers */
-	assert_int_equal(tp_listen(&lis, dir, "client", &eb), IG_E_OK);
+	assert_int_equal(tp_listen_guarded(&lis, dir, "client", NULL, &eb), IG_E_OK);
 	assert_int_equal(igc_connect(&c, url, NULL, &err), 0);
 	igc_set_timeout(c, 300);
 	igc_set_submit_timeout(c, 300);
@@ -145,7 +145,7 @@ static void test_stream_against_a_fake_door(void **state)
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
-	assert_int_equal(tp_listen(&f.lis, dir, "client", &eb), IG_E_OK);
+	assert_int_equal(tp_listen_guarded(&f.lis, dir, "client", NULL, &eb), IG_E_OK);
 	assert_int_equal(pthread_create(&th, NULL, fake_serve, &f), 0);
 	snprintf(url, sizeof(url), "ipc://%s/client.sock", dir);
 	assert_int_equal(igc_connect(&c, url, NULL, &err), 0);

@@ -1140,54 +1140,6 @@ static void test_rtdir_prepare(void **state)
 	}
 }
 
-struct path_row {
-	const char *name;
-	const char *dir, *file;
-	size_t cap;
-	int rc;
-	const char *want; /* NULL: dir + "/" + file */
-};
-
-static const struct path_row path_rows[] = {
-    {"joins", "/run/x", "sock", 64, IG_E_OK, "/run/x/sock"},
-    {"exact fit", "/run/x", "sock", 12, IG_E_OK, "/run/x/sock"},
-    {"one short", "/run/x", "sock", 11, IG_E_CONFIG, NULL},
-    {"tiny cap", "/run/x", "sock", 1, IG_E_CONFIG, NULL},
-    /* The promise of RTDIR_PATH_MAX: the longest dir and socket fit a sun_path. */
-    {"longest dir, worker socket", path90, "gpu-worker.sock", 108, IG_E_OK, NULL},
-    {"one over the sun_path", path90, "gpu-worker.sockx1", 108, IG_E_CONFIG, NULL},
-};
-
-static void test_rtdir_path(void **state)
-{
-	(void)state;
-	make_path(path90, sizeof(path90), "/", 89, 'p');
-	for (size_t i = 0; i < sizeof(path_rows) / sizeof(path_rows[0]); i++) {
-		const struct path_row *r = &path_rows[i];
-		char *out = malloc(r->cap);
-		struct ig_errbuf eb = {0};
-		char want[256];
-		int rc;
-
-		assert_non_null(out);
-		snprintf(want, sizeof(want), "%s/%s", r->dir, r->file);
-		rc = rtdir_path(r->dir, r->file, out, r->cap, &eb);
-		if (rc != r->rc)
-			fail_msg("%s: rtdir_path = %s (%s), want %s", r->name, ig_err_name(rc),
-			         eb.msg, ig_err_name(r->rc));
-		if (rc == IG_E_OK) {
-			check_str(r->name, "path", out, r->want ? r->want : want);
-		} else {
-			char quoted[300];
-
-			check_int(r->name, "eb.code", eb.code, r->rc);
-			snprintf(quoted, sizeof(quoted), "path '%s' is too long", want);
-			check_has(r->name, "message", eb.msg, quoted);
-		}
-		free(out);
-	}
-}
-
 /* ---- clock ----------------------------------------------------------------- */
 
 struct dur_row {
@@ -1296,7 +1248,6 @@ int main(void)
 	    cmocka_unit_test(test_json_checkers),
 	    cmocka_unit_test_setup_teardown(test_rtdir_resolve, env_setup, env_teardown),
 	    cmocka_unit_test_setup_teardown(test_rtdir_prepare, tmp_setup, tmp_teardown),
-	    cmocka_unit_test(test_rtdir_path),
 	    cmocka_unit_test(test_clk_fmt_duration),
 	    cmocka_unit_test(test_clk_mono),
 	    cmocka_unit_test(test_clk_rfc3339),

@@ -248,7 +248,7 @@ static void test_files_and_lock(void **state)
 	assert_int_equal(holder, getpid());
 	/* flock is per open file description: a second lock in the same
 	 * process conflicts too, as it would in another process. */
-	assert_int_equal(tp_listen(&second, f->dir, "test", &eb), IG_E_BUSY);
+	assert_int_equal(tp_listen_guarded(&second, f->dir, "test", NULL, &eb), IG_E_BUSY);
 	snprintf(want, sizeof(want), "pid %ld", (long)getpid());
 	assert_non_null(strstr(eb.msg, want));
 	/* ...and the first listener was not disturbed. */
