@@ -267,9 +267,8 @@ int metsrv_open(struct metsrv **out, const struct knob_value *knob, const char *
 	int rv, rc;
 
 	*out = NULL;
-	if (!knob->s || !*knob->s)
-		return ig_errf(eb, IG_E_CONFIG,
-		               "--server-metrics-bind is empty; accepted: HOST:PORT");
+	/* knob->s is HOST:PORT: the knob table's type (KT_HOSTPORT) refused
+	 * anything else when the configuration was read */
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return ig_errf(eb, IG_E_NOMEM, "no memory for the metrics page");
