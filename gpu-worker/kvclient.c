@@ -918,19 +918,9 @@ void kvc_req_fetch(struct msg *q, uint64_t seq)
 	kvc__req_seq(q, MSG_KV_FETCH, seq);
 }
 
-void kvc_req_demote(struct msg *q, uint64_t seq)
-{
-	kvc__req_seq(q, MSG_KV_DEMOTE, seq);
-}
-
 void kvc_req_drop(struct msg *q, uint64_t seq)
 {
 	kvc__req_seq(q, MSG_KV_DROP, seq);
-}
-
-void kvc_req_verify(struct msg *q, uint64_t seq)
-{
-	kvc__req_seq(q, MSG_KV_VERIFY, seq);
 }
 
 void kvc_req_list(struct msg *q, uint64_t after)

@@ -189,9 +189,7 @@ void kvc_req_sweep(struct msg *q, uint32_t keep_owner);
  * tier), into its staging window; the kv_staged reply says where (offset in
  * the mapped arena), its length and checksum. */
 void kvc_req_stage(struct msg *q, uint64_t seq, uint64_t window);
-void kvc_req_demote(struct msg *q, uint64_t seq);
 void kvc_req_drop(struct msg *q, uint64_t seq);
-void kvc_req_verify(struct msg *q, uint64_t seq); /* 0: every sequence */
 void kvc_req_list(struct msg *q, uint64_t after);
 void kvc_req_stats(struct msg *q);
 
