@@ -13,16 +13,15 @@
 
 /*
  * Tiny models: their weights and experts are derived from the tensor list
- * (mdesc_for_each_tensor) at bf16; the fixed-size state is, per linear layer,
- * the delta-rule state (v_heads x dk x dv fp32) and the short convolution's
- * last kernel-1 inputs (x qkv channels, fp32), plus a 4 KiB image header.
+ * (mdesc_for_each_tensor) at bf16, and their fixed-size state image from
+ * the linear layers' shapes (mdesc_lin_state).
  */
 #define TINY_HIDDEN 256u
 #define TINY_HEADS  4u
 #define TINY_KV     2u
 #define TINY_HD     64u
-#define TINY_VOCAB  260u /* 256 bytes + 4 specials: the byte-level tokenizer */
-#define TINY_LAYERS 4u   /* tiny-dense: 1 full + 3 linear */
+#define TINY_VOCAB  MDESC_BYTES_VOCAB /* the byte-level tokenizer */
+#define TINY_LAYERS 4u                /* tiny-dense: 1 full + 3 linear */
 #define TINY_MOE_LAYERS                                                                            \
 	8u /* tiny-moe: 2 full + 6 linear, so that the staging ring                                \
 	      (two layers' experts) is a quarter of all experts */
@@ -30,10 +29,6 @@
 #define TINY_MOE_EXPERTS  32u
 #define TINY_MOE_INTER    64u
 #define TINY_EXPERT_BYTES (3ull * TINY_HIDDEN * TINY_MOE_INTER * 2u)
-/* qkv channels of a tiny linear layer: 2 key heads x 64 x 2 (q, k) + 4 value heads x 64 */
-#define TINY_QKV (2u * 2u * TINY_HD + TINY_HEADS * TINY_HD)
-#define TINY_STATE(LIN)                                                                            \
-	((LIN) * ((uint64_t)TINY_HEADS * TINY_HD * TINY_HD + 3u * TINY_QKV) * 4u + 4096u)
 
 const struct mdesc mdesc_builtin[] = {
     {
@@ -48,6 +43,8 @@ const struct mdesc mdesc_builtin[] = {
         .kv_heads = 4,
         .head_dim = 256,
         .vocab = 151936, /* the Qwen3 tokenizer */
+        /* its BPE is not built yet: ids only (docs/adr/0025) */
+        .tokenizer = MDESC_TOK_NONE,
         .ffn_inter = 17408,
         .full_interval = 4,
         /* Not among the reference figures (docs/design.md, section 3): the
@@ -86,6 +83,7 @@ const struct mdesc mdesc_builtin[] = {
         .kv_heads = 2,
         .head_dim = 256,
         .vocab = 151936,
+        .tokenizer = MDESC_TOK_NONE,
         .experts = 512,
         .top_k = 10,
         .expert_inter = 640,
@@ -133,6 +131,7 @@ const struct mdesc mdesc_builtin[] = {
         .kv_heads = TINY_KV,
         .head_dim = TINY_HD,
         .vocab = TINY_VOCAB,
+        .tokenizer = MDESC_TOK_BYTES,
         .ffn_inter = TINY_DENSE_INTER,
         .full_interval = 4,
         .lin_k_heads = 2,
@@ -143,8 +142,8 @@ const struct mdesc mdesc_builtin[] = {
         .rope_dims = 16,
         .rope_theta = 10000.0f,
         .rms_eps = 1e-6f,
-        .weight_bytes = 0, /* derived from the tensor list */
-        .state_image_bytes = TINY_STATE(3u),
+        .weight_bytes = 0,      /* derived from the tensor list */
+        .state_image_bytes = 0, /* derived: 219,136 B */
         .fixed_lanes = 4,
         .default_lanes = 4,
         .max_lanes = 4,
@@ -166,6 +165,7 @@ const struct mdesc mdesc_builtin[] = {
         .kv_heads = TINY_KV,
         .head_dim = TINY_HD,
         .vocab = TINY_VOCAB,
+        .tokenizer = MDESC_TOK_BYTES,
         .experts = TINY_MOE_EXPERTS,
         .top_k = 2,
         .expert_inter = TINY_MOE_INTER,
@@ -190,7 +190,7 @@ const struct mdesc mdesc_builtin[] = {
                                PAD4K(256 * 128 * 3 / 8), PAD4K(256 * 128 * 4 / 8),
                                PAD4K(64 * 256 * 2 / 8), PAD4K(64 * 256 * 5 / 16),
                                PAD4K(64 * 256 * 3 / 8), PAD4K(64 * 256 * 4 / 8)},
-        .state_image_bytes = TINY_STATE(6u),
+        .state_image_bytes = 0, /* derived: 434,176 B */
         .fixed_lanes = 0,
         .default_lanes = 2,
         .max_lanes = 8,
@@ -219,15 +219,25 @@ const char *mdesc_names(void)
 	       "tiny-moe";
 }
 
+uint64_t mdesc_kv_head_bytes(enum mdesc_kv_format f, uint32_t head_dim)
+{
+	if (f == MDESC_KV_BF16)
+		return 2ull * head_dim;
+	if (head_dim % MDESC_KV_GROUP)
+		return 0;
+	return (uint64_t)head_dim / MDESC_KV_GROUP * MDESC_KV_GROUP_BYTES;
+}
+
 uint64_t mdesc_kv_bytes_per_token(const struct mdesc *m, enum mdesc_kv_format f)
 {
 	uint64_t head_roles = (uint64_t)m->full_layers * m->kv_heads * 2u;
+	uint64_t b = head_roles * mdesc_kv_head_bytes(f, m->head_dim);
 
-	if (f == MDESC_KV_BF16)
-		return head_roles * m->head_dim * 2u;
-	/* 72 B per KV head and role at head dim 256 (docs/design.md, section 3). */
-	return head_roles * 72u * m->head_dim / 256u +
-	       (uint64_t)m->full_layers * m->indexer_key_bytes;
+	/* 72 B per KV head and role at head dim 256 (docs/design.md, section 3),
+	 * and on the MoE family the indexer's keys. */
+	if (f == MDESC_KV_COMPACT)
+		b += (uint64_t)m->full_layers * m->indexer_key_bytes;
+	return b;
 }
 
 uint64_t mdesc_page_bytes(const struct mdesc *m, enum mdesc_kv_format f)
@@ -283,6 +293,68 @@ uint64_t mdesc_min_expert_bytes(const struct mdesc *m)
 bool mdesc_is_full_layer(const struct mdesc *m, uint32_t i)
 {
 	return (i + 1) % m->full_interval == 0;
+}
+
+bool mdesc_lin_state(const struct mdesc *m, struct mdesc_lin_state *out)
+{
+	struct mdesc_lin_state s = {0};
+	uint64_t qkv = 2ull * m->lin_k_heads * m->lin_dk + (uint64_t)m->lin_v_heads * m->lin_dv;
+
+	memset(out, 0, sizeof(*out));
+	/* every full_interval-th layer is full attention (mdesc_is_full_layer) */
+	s.layers = m->layers - (m->full_interval ? m->layers / m->full_interval : 0);
+	if (__builtin_mul_overflow((uint64_t)m->lin_v_heads * m->lin_dk, (uint64_t)m->lin_dv,
+	                           &s.s_floats) ||
+	    __builtin_mul_overflow(m->conv_kernel ? (uint64_t)m->conv_kernel - 1u : 0u, qkv,
+	                           &s.conv_floats) ||
+	    __builtin_add_overflow(s.s_floats, s.conv_floats, &s.layer_floats) ||
+	    __builtin_mul_overflow(s.layer_floats, (uint64_t)s.layers, &s.floats) ||
+	    __builtin_mul_overflow(s.floats, (uint64_t)sizeof(float), &s.bytes) ||
+	    __builtin_add_overflow(s.bytes, (uint64_t)MDESC_STATE_IMAGE_HEADER, &s.image_bytes))
+		return false;
+	*out = s;
+	return true;
+}
+
+uint64_t mdesc_state_image_bytes(const struct mdesc *m)
+{
+	struct mdesc_lin_state s;
+
+	if (m->state_image_bytes)
+		return m->state_image_bytes;
+	mdesc_lin_state(m, &s);
+	return s.image_bytes;
+}
+
+const char *mdesc_tokenizer_name(enum mdesc_tokenizer t)
+{
+	switch (t) {
+	case MDESC_TOK_NONE:
+		return "none";
+	case MDESC_TOK_BYTES:
+		return "bytes";
+	}
+	return "?";
+}
+
+bool mdesc_tokenizer_of(const char *name, size_t len, enum mdesc_tokenizer *out)
+{
+	static const enum mdesc_tokenizer all[] = {MDESC_TOK_NONE, MDESC_TOK_BYTES};
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		const char *n = mdesc_tokenizer_name(all[i]);
+
+		if (strlen(n) == len && !memcmp(n, name, len)) {
+			*out = all[i];
+			return true;
+		}
+	}
+	return false;
+}
+
+uint32_t mdesc_eos(const struct mdesc *m)
+{
+	return m->tokenizer == MDESC_TOK_BYTES ? MDESC_BYTES_EOS : UINT32_MAX;
 }
 
 /* One tensor: "blk.<layer>.<what>" or a global name. */

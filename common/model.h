@@ -16,11 +16,35 @@
 #define IGNIS_COMMON_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum mdesc_family { MDESC_DENSE = 1, MDESC_MOE = 2 };
 
 enum mdesc_kv_format { MDESC_KV_BF16 = 1, MDESC_KV_COMPACT = 2 };
+
+/* The compact KV format (gpu-worker/kvfmt.h encodes it): one fp16 scale and
+ * 64 two-bit codes a group of 64 values, 18 bytes; 72 B a head of 256. The
+ * plan sizes pages from these, the encoder writes them: one definition. */
+#define MDESC_KV_GROUP       64u
+#define MDESC_KV_GROUP_BYTES 18u
+
+/*
+ * The tokenizer a model's ids belong to: a model file's
+ * "tokenizer.ggml.model" (gpu-worker/mfile.c), by name. Never renumber.
+ *   NONE   "none": token ids only; no text, no stop strings, no end of
+ *          sequence (a request runs to its cap).
+ *   BYTES  "bytes": the byte-level tokenizer of our synthetic models
+ *          (gpu-worker/tokenizer.h): exactly MDESC_BYTES_VOCAB ids, 0..255
+ *          the bytes, then four specials, <|eos|> MDESC_BYTES_EOS.
+ * A BPE vocabulary (the reference models' Qwen3 tokenizer) is not built yet:
+ * their descriptions say NONE, and a file naming another tokenizer is
+ * refused (docs/adr/0025).
+ */
+enum mdesc_tokenizer { MDESC_TOK_NONE = 1, MDESC_TOK_BYTES = 2 };
+
+#define MDESC_BYTES_VOCAB 260u
+#define MDESC_BYTES_EOS   257u
 
 /* Expert classes: 2 projection shapes x 4 bit widths (docs/design.md, section 2):
  * 0..3 gate_up at 2, 2.5, 3 and 4 bits, 4..7 down at the same widths. One
@@ -43,14 +67,15 @@ struct mdesc {
 	uint32_t hidden;
 	uint32_t q_heads, kv_heads, head_dim;
 	uint32_t vocab;
-	uint32_t ffn_inter;         /* DENSE: intermediate size */
-	uint32_t experts, top_k;    /* MOE: experts per layer, routed per token */
-	uint32_t expert_inter;      /* MOE: expert intermediate size */
-	uint32_t prefetch_width;    /* MOE: experts prefetched per decode step */
-	uint32_t indexer_key_bytes; /* MOE compact format: indexer key bytes per
-	                               full layer and token */
-	uint32_t shared_inter;      /* MOE: the shared expert's intermediate size */
-	uint32_t full_interval;     /* every full_interval-th layer is full attention */
+	enum mdesc_tokenizer tokenizer; /* what the ids mean (text, end of sequence) */
+	uint32_t ffn_inter;             /* DENSE: intermediate size */
+	uint32_t experts, top_k;        /* MOE: experts per layer, routed per token */
+	uint32_t expert_inter;          /* MOE: expert intermediate size */
+	uint32_t prefetch_width;        /* MOE: experts prefetched per decode step */
+	uint32_t indexer_key_bytes;     /* MOE compact format: indexer key bytes per
+	                                   full layer and token */
+	uint32_t shared_inter;          /* MOE: the shared expert's intermediate size */
+	uint32_t full_interval;         /* every full_interval-th layer is full attention */
 	uint32_t lin_k_heads, lin_v_heads, lin_dk, lin_dv; /* gated delta rule */
 	uint32_t conv_kernel;                              /* its short convolution */
 	uint32_t rope_dims;                                /* rotary dims of head_dim */
@@ -63,7 +88,8 @@ struct mdesc {
 	uint64_t heaviest_layer_expert_bytes; /* MOE: its experts' projections */
 	uint64_t expert_table_bytes;          /* MOE: device routing/slot tables */
 	uint32_t class_record_bytes[MDESC_EXPERT_CLASSES]; /* MOE, 4 KiB padded */
-	uint64_t state_image_bytes;                        /* one sequence's fixed-size state */
+	uint64_t state_image_bytes; /* one sequence's fixed-size state image, carried; 0:
+	                               derived (mdesc_state_image_bytes) */
 
 	/* Lanes: DENSE has fixed_lanes (the lanes knob is refused); MOE takes
 	 * 1..max_lanes with default_lanes. */
@@ -90,12 +116,18 @@ const struct mdesc *mdesc_find(const char *name);
 /* "qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), ..." for messages. */
 const char *mdesc_names(void);
 
+/* Bytes of one KV head's vector (a key or a value of head_dim values) in a
+ * format: bf16 head_dim x 2; compact head_dim / 64 groups of 18 bytes (0
+ * when head_dim is not a multiple of 64: the format does not suit it). */
+uint64_t mdesc_kv_head_bytes(enum mdesc_kv_format f, uint32_t head_dim);
 /* KV bytes per token of a format, all full-attention layers:
- *   bf16:    full_layers x kv_heads x 2 roles x head_dim x 2 B
- *   compact: full_layers x kv_heads x 2 roles x 72 B x head_dim / 256
- *            + full_layers x indexer_key_bytes (MOE) */
+ *   full_layers x kv_heads x 2 roles x mdesc_kv_head_bytes
+ *   + full_layers x indexer_key_bytes (compact only: the MoE indexer's keys)
+ * i.e. bf16 full_layers x kv_heads x 2 x head_dim x 2 B, compact
+ * full_layers x kv_heads x 2 x 72 B x head_dim / 256 + the indexer's. */
 uint64_t mdesc_kv_bytes_per_token(const struct mdesc *m, enum mdesc_kv_format f);
-/* ... and per 64-token page. */
+/* ... and per 64-token page: the end of the page layout of gpu-worker/kvfmt.h
+ * (kvfmt_page_bytes gives the same figure from the layout; test_kvfmt). */
 uint64_t mdesc_page_bytes(const struct mdesc *m, enum mdesc_kv_format f);
 /* Pages for `tokens` tokens, rounded up. */
 uint64_t mdesc_pages_for(uint64_t tokens);
@@ -110,6 +142,46 @@ uint64_t mdesc_min_expert_bytes(const struct mdesc *m);
 
 /* True when layer `i` is a full-attention layer. */
 bool mdesc_is_full_layer(const struct mdesc *m, uint32_t i);
+
+/*
+ * One sequence's linear-attention state, the one place its size is
+ * computed (the cpu layer's layout is layer_linear.h's; the image carries
+ * it beside the pages; the plan reserves it per lane and retained slot):
+ * per linear layer (every layer mdesc_is_full_layer is not)
+ *   S     lin_v_heads x lin_dk x lin_dv fp32 (the delta rule's state), then
+ *   conv  (conv_kernel - 1) x qkv fp32, qkv = 2 lin_k_heads lin_dk +
+ *         lin_v_heads lin_dv (the short convolution's last inputs).
+ */
+struct mdesc_lin_state {
+	uint64_t s_floats, conv_floats; /* of one layer */
+	uint64_t layer_floats;          /* s_floats + conv_floats */
+	uint32_t layers;                /* linear layers */
+	uint64_t floats;                /* layers x layer_floats: one sequence */
+	uint64_t bytes;                 /* floats x 4 */
+	uint64_t image_bytes;           /* bytes + MDESC_STATE_IMAGE_HEADER */
+};
+
+/* Room a state image keeps beside the state for its header and the sampler
+ * state, rounded to a 4 KiB page (seqimg.h's header is 128 bytes). */
+#define MDESC_STATE_IMAGE_HEADER 4096u
+
+/* Fill *out for `m`. False, *out zeroed, when a figure would pass 2^64 bytes
+ * (mfile_check_desc refuses such shapes); full_interval 0 counts every layer
+ * as linear. */
+bool mdesc_lin_state(const struct mdesc *m, struct mdesc_lin_state *out);
+/* One sequence's fixed-size state image: state_image_bytes when the
+ * description carries it (the reference models' figures, docs/design.md,
+ * section 3), else mdesc_lin_state's image_bytes. */
+uint64_t mdesc_state_image_bytes(const struct mdesc *m);
+
+/* "none", "bytes" (the model file's tokenizer.ggml.model); "?" for another
+ * value. */
+const char *mdesc_tokenizer_name(enum mdesc_tokenizer t);
+/* The kind named by the `len` bytes at `name`; false for none of ours. */
+bool mdesc_tokenizer_of(const char *name, size_t len, enum mdesc_tokenizer *out);
+/* The id that ends a generation: MDESC_BYTES_EOS with the byte-level
+ * tokenizer, UINT32_MAX (none) otherwise. */
+uint32_t mdesc_eos(const struct mdesc *m);
 
 /*
  * Every tensor of the family for these shapes, in file order (docs/adr/0006):

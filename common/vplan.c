@@ -100,8 +100,8 @@ static void vplan__lines(struct vplan *p)
 	p->line[VPLAN_DECODE_GRAPH] = (uint64_t)p->lanes * act;
 	p->line[VPLAN_VERIFY_ROUND] = 0;
 	p->line[VPLAN_DRAFTER_ROUND] = 0;
-	p->line[VPLAN_LANE_STATE] = (uint64_t)p->lanes * m->state_image_bytes;
-	p->line[VPLAN_RETAINED_SLOTS] = (uint64_t)p->retained_device * m->state_image_bytes;
+	p->line[VPLAN_LANE_STATE] = (uint64_t)p->lanes * mdesc_state_image_bytes(m);
+	p->line[VPLAN_RETAINED_SLOTS] = (uint64_t)p->retained_device * mdesc_state_image_bytes(m);
 	p->line[VPLAN_HQ_RESIDUAL_WINDOW] = p->kv_format == MDESC_KV_COMPACT
 	                                        ? (uint64_t)p->lanes * MDESC_PAGE_TOKENS *
 	                                              mdesc_kv_bytes_per_token(m, MDESC_KV_BF16)
@@ -483,7 +483,7 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 	p->context = p->requested_context = k->v[KNOB_MODEL_MAX_CONTEXT].u;
 	p->retained_device = (uint32_t)k->v[KNOB_REUSE_RETAINED_DEVICE].u;
 	p->retained_host = (uint32_t)k->v[KNOB_REUSE_RETAINED_HOST].u;
-	p->retained_host_bytes = (uint64_t)p->retained_host * m->state_image_bytes;
+	p->retained_host_bytes = (uint64_t)p->retained_host * mdesc_state_image_bytes(m);
 	p->floor_pages = mdesc_pages_for(p->context) + p->retained_device + p->retained_host;
 	p->free_bytes = dev->free_bytes;
 	p->free_named = dev->free_named;

@@ -533,7 +533,12 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 	if (rc)
 		goto out_release;
 	m->m = cm->d.m;
-	m->state_bytes = mdl_seq_state_floats(&cm->d) * sizeof(float);
+	{
+		struct mdesc_lin_state ls;
+
+		mdesc_lin_state(cm->d.m, &ls);
+		m->state_bytes = ls.bytes;
+	}
 	m->scratch_bytes = cm->scratch_bytes;
 	m->placed_bytes = cm->d.placed_bytes;
 	m->threads = (uint32_t)cpool_threads(cm->pool);

@@ -6,13 +6,34 @@
 
 #include "gguf.h"
 
-uint64_t kvfmt_head_bytes(enum mdesc_kv_format f, uint32_t head_dim)
+uint64_t kvfmt_page_offset(const struct mdesc *m, enum mdesc_kv_format f, uint32_t full_index,
+                           uint32_t role, uint32_t kh, uint32_t slot)
 {
-	if (f == MDESC_KV_BF16)
-		return 2ull * head_dim;
-	if (head_dim % KVFMT_GROUP)
-		return 0;
-	return (uint64_t)head_dim / KVFMT_GROUP * KVFMT_GROUP_BYTES;
+	uint64_t i = ((uint64_t)full_index * 2u + role) * m->kv_heads + kh;
+
+	return (i * MDESC_PAGE_TOKENS + slot) * mdesc_kv_head_bytes(f, m->head_dim);
+}
+
+uint64_t kvfmt_page_kv_bytes(const struct mdesc *m, enum mdesc_kv_format f)
+{
+	return (uint64_t)m->full_layers * 2u * m->kv_heads * MDESC_PAGE_TOKENS *
+	       mdesc_kv_head_bytes(f, m->head_dim);
+}
+
+uint64_t kvfmt_page_indexer_offset(const struct mdesc *m, enum mdesc_kv_format f,
+                                   uint32_t full_index, uint32_t slot)
+{
+	return kvfmt_page_kv_bytes(m, f) +
+	       ((uint64_t)full_index * MDESC_PAGE_TOKENS + slot) * m->indexer_key_bytes;
+}
+
+uint64_t kvfmt_page_bytes(const struct mdesc *m, enum mdesc_kv_format f)
+{
+	uint64_t b = kvfmt_page_kv_bytes(m, f);
+
+	if (f == MDESC_KV_COMPACT)
+		b += (uint64_t)m->full_layers * MDESC_PAGE_TOKENS * m->indexer_key_bytes;
+	return b;
 }
 
 /* The code of `v` against `inv` = 1 / scale: the nearest of the levels
@@ -36,21 +57,21 @@ static void kvfmt__encode_group(const float *x, unsigned char *out)
 	double ss = 0.0;
 	uint16_t best = 0;
 
-	for (unsigned i = 0; i < KVFMT_GROUP; i++) {
+	for (unsigned i = 0; i < MDESC_KV_GROUP; i++) {
 		if (fabsf(x[i]) > amax)
 			amax = fabsf(x[i]);
 		ss += (double)x[i] * x[i];
 	}
 	for (unsigned k = 0; k <= sizeof(mult) / sizeof(mult[0]); k++) {
 		float want = k < sizeof(mult) / sizeof(mult[0])
-		                 ? mult[k] * (float)sqrt(ss / KVFMT_GROUP)
+		                 ? mult[k] * (float)sqrt(ss / MDESC_KV_GROUP)
 		                 : amax / 1.5f;
 		/* the stored (fp16) scale is the one decoding uses: code against it */
 		uint16_t h = gguf_f32_to_f16(want);
 		float scale = gguf_f16_to_f32(h), inv = scale > 0.0f ? 1.0f / scale : 0.0f,
 		      err = 0.0f;
 
-		for (unsigned i = 0; i < KVFMT_GROUP; i++) {
+		for (unsigned i = 0; i < MDESC_KV_GROUP; i++) {
 			float d = ((float)kvfmt__code(x[i], inv) - 1.5f) * scale - x[i];
 
 			err += d * d;
@@ -61,11 +82,11 @@ static void kvfmt__encode_group(const float *x, unsigned char *out)
 		}
 	}
 	memcpy(out, &best, 2);
-	memset(out + 2, 0, KVFMT_GROUP / 4);
+	memset(out + 2, 0, MDESC_KV_GROUP / 4);
 	{
 		float scale = gguf_f16_to_f32(best), inv = scale > 0.0f ? 1.0f / scale : 0.0f;
 
-		for (unsigned i = 0; i < KVFMT_GROUP; i++)
+		for (unsigned i = 0; i < MDESC_KV_GROUP; i++)
 			out[2 + i / 4] |= (unsigned char)(kvfmt__code(x[i], inv) << (2 * (i % 4)));
 	}
 }
@@ -77,7 +98,7 @@ static void kvfmt__decode_group(const unsigned char *in, float *x)
 
 	memcpy(&h, in, 2);
 	scale = gguf_f16_to_f32(h);
-	for (unsigned i = 0; i < KVFMT_GROUP; i++) {
+	for (unsigned i = 0; i < MDESC_KV_GROUP; i++) {
 		int c = (in[2 + i / 4] >> (2 * (i % 4))) & 3;
 
 		x[i] = ((float)c - 1.5f) * scale;
@@ -96,8 +117,8 @@ void kvfmt_encode(enum mdesc_kv_format f, const float *x, uint32_t head_dim, voi
 		}
 		return;
 	}
-	for (uint32_t g = 0; g < head_dim / KVFMT_GROUP; g++)
-		kvfmt__encode_group(x + g * KVFMT_GROUP, o + g * KVFMT_GROUP_BYTES);
+	for (uint32_t g = 0; g < head_dim / MDESC_KV_GROUP; g++)
+		kvfmt__encode_group(x + g * MDESC_KV_GROUP, o + g * MDESC_KV_GROUP_BYTES);
 }
 
 void kvfmt_decode(enum mdesc_kv_format f, const void *in, uint32_t head_dim, float *x)
@@ -113,6 +134,6 @@ void kvfmt_decode(enum mdesc_kv_format f, const void *in, uint32_t head_dim, flo
 		}
 		return;
 	}
-	for (uint32_t g = 0; g < head_dim / KVFMT_GROUP; g++)
-		kvfmt__decode_group(p + g * KVFMT_GROUP_BYTES, x + g * KVFMT_GROUP);
+	for (uint32_t g = 0; g < head_dim / MDESC_KV_GROUP; g++)
+		kvfmt__decode_group(p + g * MDESC_KV_GROUP_BYTES, x + g * MDESC_KV_GROUP);
 }

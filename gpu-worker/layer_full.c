@@ -1,6 +1,6 @@
 /*
  * layer_full.c - one full-attention layer's token mixer on the cpu backend
- * (the math, the page layout and the exactness rules: layer_full.h).
+ * (the math and the exactness rules: layer_full.h; the page layout: kvfmt.h).
  *
  * Scratch (floats, in this order):
  *   norm weights widened to fp32   hidden + 2 head_dim
@@ -23,14 +23,6 @@
 #include "gguf.h"
 #include "kvfmt.h"
 
-uint64_t lfull_page_offset(const struct mdesc *m, uint32_t full_index, uint32_t role, uint32_t kh,
-                           uint32_t slot, uint64_t head_bytes)
-{
-	uint64_t i = ((uint64_t)full_index * 2u + role) * m->kv_heads + kh;
-
-	return (i * KVPOOL_PAGE_TOKENS + slot) * head_bytes;
-}
-
 size_t lfull_scratch_bytes(const struct mdesc *m, uint32_t n_tok, uint64_t max_context)
 {
 	size_t hd = m->head_dim, qd = (size_t)m->q_heads * hd, kvd = (size_t)m->kv_heads * hd;
@@ -46,7 +38,6 @@ struct lfull_ctx {
 	const struct mdesc *m;
 	uint32_t full_index;
 	enum mdesc_kv_format fmt;
-	uint64_t hb; /* kvfmt_head_bytes */
 	const struct kvpool *kv;
 	const struct kvseq *seq;
 	uint64_t pos0;
@@ -62,8 +53,8 @@ static unsigned char *slot_addr(const struct lfull_ctx *c, uint64_t pos, uint32_
 {
 	unsigned char *page = kvpool_page(c->kv, c->seq->table[pos / KVPOOL_PAGE_TOKENS]);
 
-	return page + lfull_page_offset(c->m, c->full_index, role, kh,
-	                                (uint32_t)(pos % KVPOOL_PAGE_TOKENS), c->hb);
+	return page + kvfmt_page_offset(c->m, c->fmt, c->full_index, role, kh,
+	                                (uint32_t)(pos % KVPOOL_PAGE_TOKENS));
 }
 
 /* Items = tokens: q/k norms, RoPE, then the token's K and V into its page. */
@@ -153,15 +144,14 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 {
 	size_t hd = m->head_dim, hidden = m->hidden;
 	size_t qd = (size_t)m->q_heads * hd, kvd = (size_t)m->kv_heads * hd;
-	uint64_t hb = kvfmt_head_bytes(fmt, m->head_dim);
+	uint64_t hb = mdesc_kv_head_bytes(fmt, m->head_dim);
 	uint64_t longest = 0;
 	size_t n_tok = 0, row = 0;
 	struct lfull_ctx c;
 	float *f = scratch, *qg, *k, *v, *o;
 
 	if (full_index >= m->full_layers || m->kv_heads == 0 || m->q_heads % m->kv_heads != 0 ||
-	    hb == 0 ||
-	    kv->page_bytes < (uint64_t)m->full_layers * 2u * m->kv_heads * KVPOOL_PAGE_TOKENS * hb)
+	    hb == 0 || kv->page_bytes < kvfmt_page_kv_bytes(m, fmt))
 		return IG_E_INVAL;
 	if (m->rope_dims == 0 || m->rope_dims % 2 != 0 || m->rope_dims > m->head_dim ||
 	    !(m->rope_theta > 0.0f))
@@ -183,7 +173,6 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 	c.m = m;
 	c.full_index = full_index;
 	c.fmt = fmt;
-	c.hb = hb;
 	c.kv = kv;
 	c.scale = (float)(1.0 / sqrt((double)hd));
 

@@ -29,24 +29,9 @@
  * the same token gives the same bits processed in any chunking (the stored
  * bytes too: kvfmt_encode is a function of the vector).
  *
- * THE PAGE LAYOUT (on disk inside sequence images: never change it without a
- * new format number). A page holds 64 tokens of ALL full-attention layers.
- * With hb = kvfmt_head_bytes(format, head_dim) and f the full-layer index
- * (0 .. full_layers - 1: the f-th full-attention layer of the model):
- *
- *   field                      offset in the page
- *   -------------------------  ------------------------------------------------
- *   K of layer f, kv head kh,  (((f * 2 + 0) * kv_heads + kh) * 64 + s) * hb
- *   token slot s = pos % 64
- *   V of layer f, kv head kh,  (((f * 2 + 1) * kv_heads + kh) * 64 + s) * hb
- *   token slot s
- *   the rest                   full_layers * 2 * kv_heads * 64 * hb onwards:
- *                              the MoE family's indexer keys (full_layers x
- *                              indexer_key_bytes per token), not touched here
- *
- * e.g. the 27B in bf16: hb = 512 B, 16 layers x 2 roles x 4 heads x 64 tokens
- * x 512 B = 2 MiB a page. The page of position p is seq->table[p / 64],
- * its address kvpool_page(kv, page).
+ * Where each stored vector sits in its page is the KV formats' page layout
+ * (kvfmt.h: kvfmt_page_offset); the page of position p is
+ * seq->table[p / 64], its address kvpool_page(kv, page).
  */
 #ifndef IGNIS_GPU_WORKER_LAYER_FULL_H
 #define IGNIS_GPU_WORKER_LAYER_FULL_H
@@ -69,12 +54,6 @@ struct lfull_weights {
 	const uint16_t *attn_k_norm; /* [head_dim] */
 	const uint16_t *attn_output; /* q_heads * head_dim -> hidden */
 };
-
-/* Byte offset inside a page of layer `full_index`'s role `role` (0 K, 1 V),
- * kv head `kh`, token slot `slot` (the layout above); `head_bytes` from
- * kvfmt_head_bytes. */
-uint64_t lfull_page_offset(const struct mdesc *m, uint32_t full_index, uint32_t role, uint32_t kh,
-                           uint32_t slot, uint64_t head_bytes);
 
 /* Scratch bytes lfull_forward needs for chunks of up to `n_tok` tokens at
  * positions below `max_context` (float-aligned memory, e.g. malloc's). */

@@ -66,28 +66,14 @@ static size_t round_floats(size_t n)
 	return (n + LLIN_ALIGN_FLOATS - 1) / LLIN_ALIGN_FLOATS * LLIN_ALIGN_FLOATS;
 }
 
-size_t llin_state_s_floats(const struct mdesc *m)
-{
-	return (size_t)m->lin_v_heads * m->lin_dk * m->lin_dv;
-}
-
-size_t llin_state_conv_floats(const struct mdesc *m)
-{
-	size_t qkv = 2 * (size_t)m->lin_k_heads * m->lin_dk + (size_t)m->lin_v_heads * m->lin_dv;
-
-	return m->conv_kernel ? (size_t)(m->conv_kernel - 1) * qkv : 0;
-}
-
-size_t llin_state_floats(const struct mdesc *m)
-{
-	return llin_state_s_floats(m) + llin_state_conv_floats(m);
-}
-
 void llin_state_zero(const struct mdesc *m, struct llin_state *st)
 {
-	memset(st->S, 0, llin_state_s_floats(m) * sizeof(float));
-	if (llin_state_conv_floats(m))
-		memset(st->conv, 0, llin_state_conv_floats(m) * sizeof(float));
+	struct mdesc_lin_state ls;
+
+	mdesc_lin_state(m, &ls);
+	memset(st->S, 0, ls.s_floats * sizeof(float));
+	if (ls.conv_floats)
+		memset(st->conv, 0, ls.conv_floats * sizeof(float));
 }
 
 /*

@@ -67,16 +67,13 @@ struct llin_weights {
 };
 
 /* One sequence's state in one linear layer (layout above); the caller owns
- * both arrays. */
+ * both arrays. Their sizes are the description's (common/model.h,
+ * mdesc_lin_state: s_floats and conv_floats; a sequence's layers one after
+ * the other, layer_floats apart). */
 struct llin_state {
-	float *S;    /* llin_state_s_floats(m) floats */
-	float *conv; /* llin_state_conv_floats(m) floats */
+	float *S;    /* mdesc_lin_state(m).s_floats floats */
+	float *conv; /* mdesc_lin_state(m).conv_floats floats */
 };
-
-/* Floats of S (lv * dk * dv), of the conv state ((K-1) * qkv), and both. */
-size_t llin_state_s_floats(const struct mdesc *m);
-size_t llin_state_conv_floats(const struct mdesc *m);
-size_t llin_state_floats(const struct mdesc *m);
 
 /* Zero a state: the state of a sequence before its first token. */
 void llin_state_zero(const struct mdesc *m, struct llin_state *st);

@@ -59,11 +59,6 @@ const struct mfile_key mfile_keys[] = {MFILE_KEYS(MFILE__ROW)};
 #undef D
 const size_t mfile_nkeys = sizeof(mfile_keys) / sizeof(mfile_keys[0]);
 
-/* Compact KV: values per scale group (gpu-worker/kvfmt.h KVFMT_GROUP); its
- * bytes per head, 72 at 256 (mdesc_kv_bytes_per_token), are exact only for a
- * head_dim that is a multiple of it. */
-#define MFILE_KV_GROUP 64u
-
 const struct mfile_key *mfile_key_find(const char *name)
 {
 	for (size_t i = 0; i < mfile_nkeys; i++)
@@ -124,7 +119,7 @@ bool mfile_same_shape(const struct mdesc *a, const struct mdesc *b)
 
 int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 {
-	uint64_t lin, per, qkv, conv, state;
+	struct mdesc_lin_state lin;
 
 	for (size_t i = 0; i < mfile_nkeys; i++) {
 		const struct mfile_key *k = &mfile_keys[i];
@@ -162,11 +157,11 @@ int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 		return ig_errf(eb, IG_E_INVAL,
 		               INCONSISTENT "%s (%s) %u is odd or larger than %s (%s) %u",
 		               KF(rope_dims), d->rope_dims, KF(head_dim), d->head_dim);
-	if (d->head_dim % MFILE_KV_GROUP)
+	if (d->head_dim % MDESC_KV_GROUP)
 		return ig_errf(eb, IG_E_INVAL,
 		               INCONSISTENT "%s (%s) %u is not a multiple of %u (the compact KV "
 		                            "format's group)",
-		               KF(head_dim), d->head_dim, MFILE_KV_GROUP);
+		               KF(head_dim), d->head_dim, MDESC_KV_GROUP);
 	if (d->layers < d->full_interval)
 		return ig_errf(eb, IG_E_INVAL,
 		               INCONSISTENT "%s (%s) %u is below %s (%s) %u: no full-attention "
@@ -185,14 +180,8 @@ int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 		               INCONSISTENT "%s (%s) x %s (%s) is over 2^32: an expert's class "
 		                            "record does not fit its figure",
 		               KF(hidden), KF(expert_inter));
-	/* the fixed-size state (mfile__derive) must not wrap */
-	lin = d->layers;
-	qkv = 2ull * d->lin_k_heads * d->lin_dk + (uint64_t)d->lin_v_heads * d->lin_dv;
-	if (__builtin_mul_overflow((uint64_t)d->lin_v_heads * d->lin_dk, (uint64_t)d->lin_dv,
-	                           &per) ||
-	    __builtin_mul_overflow((uint64_t)d->conv_kernel - 1u, qkv, &conv) ||
-	    __builtin_add_overflow(per, conv, &per) || __builtin_mul_overflow(per, lin, &state) ||
-	    state > (UINT64_MAX - 4096u) / 4u)
+	/* the fixed-size state (mdesc_lin_state) must not wrap */
+	if (!mdesc_lin_state(d, &lin))
 		return ig_errf(eb, IG_E_INVAL,
 		               INCONSISTENT "the linear-attention state of these shapes (value "
 		                            "heads x key length x value length x layers) exceeds "
@@ -333,8 +322,6 @@ static void mfile__check_one(void *ctx, const char *name, uint32_t n_dims, const
  * figures summed from tensors start at 0. */
 static void mfile__derive(struct mdesc *d)
 {
-	uint32_t lin = 0;
-
 	d->weight_bytes = 0;
 	d->expert_host_bytes = 0;
 	d->heaviest_layer_expert_bytes = 0;
@@ -342,17 +329,9 @@ static void mfile__derive(struct mdesc *d)
 	for (uint32_t i = 0; i < d->layers; i++)
 		if (mdesc_is_full_layer(d, i))
 			d->full_layers++;
-	lin = d->layers - d->full_layers;
-	/* the fixed-size state: per linear layer the delta-rule state (v_heads x
-	 * dk x dv fp32) and the convolution's last kernel-1 inputs (fp32 x qkv
-	 * channels), and a 4 KiB image header */
-	d->state_image_bytes =
-	    (uint64_t)lin *
-	        ((uint64_t)d->lin_v_heads * d->lin_dk * d->lin_dv +
-	         (uint64_t)(d->conv_kernel - 1) *
-	             (2ull * d->lin_k_heads * d->lin_dk + (uint64_t)d->lin_v_heads * d->lin_dv)) *
-	        4u +
-	    4096u;
+	/* the fixed-size state image is derived where it is needed
+	 * (mdesc_state_image_bytes): a file carries no such figure */
+	d->state_image_bytes = 0;
 	if (d->family == MDESC_DENSE) {
 		d->fixed_lanes = d->default_lanes;
 		return;

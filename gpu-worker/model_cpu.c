@@ -117,7 +117,6 @@ int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *pla
 			l->ffn.down_sh = mdl__lt(&b, i, "ffn_down_shexp");
 		}
 	}
-	d->n_linear = nl;
 	d->placed_bytes = b.placed;
 	if (b.rc) {
 		ig_errprefix(eb, "'%s'", f->g.path);
@@ -132,14 +131,13 @@ void mdl_release(struct mdl *d)
 	d->layers = NULL;
 }
 
-size_t mdl_seq_state_floats(const struct mdl *d)
-{
-	return (size_t)d->n_linear * llin_state_floats(d->m);
-}
-
 int mdl_seq_init(const struct mdl *d, struct be_seq *s, struct ig_errbuf *eb)
 {
-	size_t n = mdl_seq_state_floats(d);
+	struct mdesc_lin_state ls;
+	size_t n;
+
+	mdesc_lin_state(d->m, &ls);
+	n = (size_t)ls.floats;
 
 	s->state = calloc(n ? n : 1, sizeof(float));
 	s->pos = 0;
@@ -222,13 +220,14 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 	size_t h = m->hidden, n_tok = 0, row = 0, n_out = 0;
 	struct lfull_seg fsegs_stack[SEGS_ON_STACK], *fsegs = fsegs_stack;
 	struct llin_seg lsegs_stack[SEGS_ON_STACK], *lsegs = lsegs_stack;
-	size_t per = llin_state_floats(m), s_floats = llin_state_s_floats(m);
+	struct mdesc_lin_state lst;
 	float *x, *nw;
 	void *ls;
 	int rc;
 
 	if (n_steps == 0)
 		return IG_E_OK;
+	mdesc_lin_state(m, &lst);
 	rc = mdl__check_round(d, steps, n_steps, max_context, eb);
 	if (rc)
 		return rc;
@@ -262,10 +261,11 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 			                        pool);
 		} else {
 			for (uint32_t j = 0; j < n_steps; j++) {
-				float *base = (float *)steps[j].s->state + l->index * per;
+				float *base = (float *)steps[j].s->state +
+				              l->index * (size_t)lst.layer_floats;
 
 				lsegs[j] =
-				    (struct llin_seg){{base, base + s_floats}, steps[j].n_tok};
+				    (struct llin_seg){{base, base + lst.s_floats}, steps[j].n_tok};
 			}
 			rc = llin_forward_segs(m, &l->lw, lsegs, n_steps, x, ls, pool);
 		}
@@ -310,7 +310,12 @@ void mdl_seq_image(const struct mdl *d, const struct be_seq *s, const struct kvp
 	/* only the pages that hold tokens travel */
 	h->pages = (uint32_t)((s->pos + 63) / 64);
 	h->last_token = last_token;
-	h->state_bytes = mdl_seq_state_floats(d) * sizeof(float);
+	{
+		struct mdesc_lin_state ls;
+
+		mdesc_lin_state(d->m, &ls);
+		h->state_bytes = ls.bytes;
+	}
 	h->sampler_bytes = sampler_bytes;
 	for (uint32_t i = 0; i < h->pages && i < s->kv.n_pages; i++)
 		pages_out[i] = kvpool_page(kv, s->kv.table[i]);

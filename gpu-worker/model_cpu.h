@@ -35,7 +35,6 @@ struct mdl {
 	const struct mdesc *m;
 	const uint16_t *embd, *out_norm, *output;
 	struct mdl_layer *layers;
-	uint32_t n_linear;
 	uint64_t placed_bytes; /* weights copied by a placer (mdl_bind_placed) */
 };
 
@@ -60,14 +59,13 @@ int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *pla
 void mdl_release(struct mdl *d);
 
 /* A sequence (devseq.h): its reserved pages in kv, its linear states in
- * `state` (n_linear x llin_state_floats floats), its position. */
+ * `state` (mdesc_lin_state(m).floats floats: one layer's after another),
+ * its position. */
 
 /* A fresh sequence (position 0, zero states); its pages are reserved by the
  * caller in seq->kv. */
 int mdl_seq_init(const struct mdl *d, struct be_seq *s, struct ig_errbuf *eb);
 void mdl_seq_release(struct be_seq *s);
-/* Floats of the linear states (what a sequence image carries beside pages). */
-size_t mdl_seq_state_floats(const struct mdl *d);
 
 size_t mdl_scratch_bytes(const struct mdl *d, uint32_t n_tok, uint64_t max_context);
 

@@ -123,7 +123,7 @@ static int sup__kv_config(struct sup *s, const struct knobs *k, struct ig_errbuf
 	/* the retained host slots: one state image each, in the KV-RAM object
 	 * beside --reuse-kv-ram-bytes (ADR 0016) */
 	c->retained_slots = s->plan.retained_host;
-	c->slot_bytes = s->plan.retained_host ? s->plan.model->state_image_bytes : 0;
+	c->slot_bytes = s->plan.retained_host ? mdesc_state_image_bytes(s->plan.model) : 0;
 	return IG_E_OK;
 }
 

@@ -1527,7 +1527,7 @@ static int mv_preset(const char *preset, const struct mvd *k, uint32_t cycles, i
 		    "of %" PRIu64 " KiB, %" PRIu64 " KiB of state); %u lanes decoding, 1 "
 		    "thread, %u engines in lockstep\n",
 		    preset, (double)image / (1 << 20), MV_LONG_PROMPT, MV_CONTEXT,
-		    (MV_LONG_PROMPT + 63) / 64, pb >> 10, (uint64_t)f.desc.state_image_bytes >> 10,
+		    (MV_LONG_PROMPT + 63) / 64, pb >> 10, mdesc_state_image_bytes(&f.desc) >> 10,
 		    MV_LANES, (unsigned)MV_NW + 1);
 		for (size_t w = 0; w < MV_NW; w++)
 			mv_report(preset, w, &runs[w], base, mc, ms, bs);

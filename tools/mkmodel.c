@@ -391,10 +391,10 @@ static void mk_print(const struct mk *mk, const struct mfile_synthetic *s)
 			       (unsigned long long)b->heaviest_layer_expert_bytes);
 		printf("\n");
 	}
-	printf("state_image_bytes %llu", (unsigned long long)d->state_image_bytes);
-	if (same && b->state_image_bytes != d->state_image_bytes)
+	printf("state_image_bytes %llu", (unsigned long long)mdesc_state_image_bytes(d));
+	if (same && mdesc_state_image_bytes(b) != mdesc_state_image_bytes(d))
 		printf(" (the built-in %s carries %llu)", b->name,
-		       (unsigned long long)b->state_image_bytes);
+		       (unsigned long long)mdesc_state_image_bytes(b));
 	printf("\n");
 }
 

@@ -20,13 +20,83 @@
 static void test_sizes(void **state)
 {
 	(void)state;
-	assert_int_equal(kvfmt_head_bytes(MDESC_KV_COMPACT, 256), 72);
-	assert_int_equal(kvfmt_head_bytes(MDESC_KV_COMPACT, 64), 18);
-	assert_int_equal(kvfmt_head_bytes(MDESC_KV_BF16, 256), 512);
-	assert_int_equal(kvfmt_head_bytes(MDESC_KV_COMPACT, 100), 0);
+	assert_int_equal(mdesc_kv_head_bytes(MDESC_KV_COMPACT, 256), 72);
+	assert_int_equal(mdesc_kv_head_bytes(MDESC_KV_COMPACT, 64), 18);
+	assert_int_equal(mdesc_kv_head_bytes(MDESC_KV_BF16, 256), 512);
+	assert_int_equal(mdesc_kv_head_bytes(MDESC_KV_COMPACT, 100), 0);
 	/* and the model's per-token figure agrees: the 27B's 9,216 B */
-	assert_int_equal(16ull * 4 * 2 * kvfmt_head_bytes(MDESC_KV_COMPACT, 256),
+	assert_int_equal(16ull * 4 * 2 * mdesc_kv_head_bytes(MDESC_KV_COMPACT, 256),
 	                 mdesc_kv_bytes_per_token(mdesc_find("27b"), MDESC_KV_COMPACT));
+}
+
+/* Mark [off, off + n) of a page's map, each byte once. */
+static void cover(unsigned char *map, uint64_t page, uint64_t off, uint64_t n, const char *what)
+{
+	if (off + n > page)
+		fail_msg("%s at %llu + %llu passes the page of %llu", what, (unsigned long long)off,
+		         (unsigned long long)n, (unsigned long long)page);
+	for (uint64_t i = off; i < off + n; i++) {
+		if (map[i])
+			fail_msg("%s at %llu overlaps another vector at byte %llu", what,
+			         (unsigned long long)off, (unsigned long long)i);
+		map[i] = 1;
+	}
+}
+
+/* The page layout's end is the plan's page (mdesc_page_bytes) and its
+ * regions (every K and V vector, every indexer key) tile the page: no byte
+ * twice, none left over. The built-in models and two shapes of our own
+ * (several heads, an indexer key that is not a multiple of anything). */
+static void test_page_layout(void **state)
+{
+	struct mdesc shapes[6];
+	unsigned n = 0;
+
+	(void)state;
+	for (unsigned i = 0; i < mdesc_nbuiltin; i++)
+		shapes[n++] = mdesc_builtin[i];
+	shapes[n] = mdesc_builtin[3];
+	shapes[n].full_layers = 3;
+	shapes[n].kv_heads = 5;
+	shapes[n].head_dim = 128;
+	shapes[n++].indexer_key_bytes = 24;
+	shapes[n] = shapes[n - 1];
+	shapes[n].indexer_key_bytes = 0;
+	shapes[n++].head_dim = 192;
+	for (unsigned i = 0; i < n; i++) {
+		const struct mdesc *m = &shapes[i];
+
+		for (int f = MDESC_KV_BF16; f <= MDESC_KV_COMPACT; f++) {
+			uint64_t page = mdesc_page_bytes(m, (enum mdesc_kv_format)f);
+			uint64_t hb = mdesc_kv_head_bytes((enum mdesc_kv_format)f, m->head_dim);
+			unsigned char *map = calloc(page, 1);
+
+			assert_non_null(map);
+			assert_int_equal(kvfmt_page_bytes(m, (enum mdesc_kv_format)f), page);
+			for (uint32_t l = 0; l < m->full_layers; l++)
+				for (uint32_t r = 0; r < 2; r++)
+					for (uint32_t kh = 0; kh < m->kv_heads; kh++)
+						for (uint32_t s = 0; s < MDESC_PAGE_TOKENS; s++)
+							cover(map, page,
+							      kvfmt_page_offset(
+							          m, (enum mdesc_kv_format)f, l, r,
+							          kh, s),
+							      hb, "a KV vector");
+			if (f == MDESC_KV_COMPACT)
+				for (uint32_t l = 0; l < m->full_layers; l++)
+					for (uint32_t s = 0; s < MDESC_PAGE_TOKENS; s++)
+						cover(map, page,
+						      kvfmt_page_indexer_offset(
+						          m, (enum mdesc_kv_format)f, l, s),
+						      m->indexer_key_bytes, "an indexer key");
+			for (uint64_t b = 0; b < page; b++)
+				if (!map[b])
+					fail_msg("%s %s: byte %llu of the page is in no region",
+					         m->name, f == MDESC_KV_BF16 ? "bf16" : "compact",
+					         (unsigned long long)b);
+			free(map);
+		}
+	}
 }
 
 static void test_hand_cases(void **state)
@@ -106,6 +176,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_sizes),
+	    cmocka_unit_test(test_page_layout),
 	    cmocka_unit_test(test_hand_cases),
 	    cmocka_unit_test(test_error_against_bf16),
 	};

@@ -52,6 +52,23 @@ struct fix {
 	float *x; /* [N_TOK][hidden], the input stream */
 };
 
+/* The state's sizes, from the description's one function (model.h). */
+static size_t s_floats(const struct mdesc *m)
+{
+	struct mdesc_lin_state ls;
+
+	assert_true(mdesc_lin_state(m, &ls));
+	return (size_t)ls.s_floats;
+}
+
+static size_t conv_floats(const struct mdesc *m)
+{
+	struct mdesc_lin_state ls;
+
+	assert_true(mdesc_lin_state(m, &ls));
+	return (size_t)ls.conv_floats;
+}
+
 static uint16_t *rand_bf16(struct rng *r, size_t n, float lo, float hi)
 {
 	uint16_t *p = xmalloc(n * sizeof(*p));
@@ -126,8 +143,8 @@ static void run_init(const struct fix *f, struct run *r)
 {
 	r->x = xmalloc(N_TOK * f->hidden * sizeof(float));
 	memcpy(r->x, f->x, N_TOK * f->hidden * sizeof(float));
-	r->st.S = xmalloc(llin_state_s_floats(f->m) * sizeof(float));
-	r->st.conv = xmalloc(llin_state_conv_floats(f->m) * sizeof(float));
+	r->st.S = xmalloc(s_floats(f->m) * sizeof(float));
+	r->st.conv = xmalloc(conv_floats(f->m) * sizeof(float));
 	llin_state_zero(f->m, &r->st);
 }
 
@@ -162,9 +179,9 @@ static void assert_same_run(const struct fix *f, const struct run *a, const stru
 {
 	if (memcmp(a->x, b->x, N_TOK * f->hidden * sizeof(float)))
 		fail_msg("%s: x differs", what);
-	if (memcmp(a->st.S, b->st.S, llin_state_s_floats(f->m) * sizeof(float)))
+	if (memcmp(a->st.S, b->st.S, s_floats(f->m) * sizeof(float)))
 		fail_msg("%s: S differs", what);
-	if (memcmp(a->st.conv, b->st.conv, llin_state_conv_floats(f->m) * sizeof(float)))
+	if (memcmp(a->st.conv, b->st.conv, conv_floats(f->m) * sizeof(float)))
 		fail_msg("%s: conv state differs", what);
 }
 
@@ -362,8 +379,8 @@ static void test_reference(void **state)
 		want.x[i] -= (double)f.x[i];
 	}
 	assert_close(delta, want.x, N_TOK * f.hidden, "layer output");
-	assert_close(r.st.S, want.S, llin_state_s_floats(f.m), "state S");
-	assert_close(r.st.conv, want.conv, llin_state_conv_floats(f.m), "conv state");
+	assert_close(r.st.S, want.S, s_floats(f.m), "state S");
+	assert_close(r.st.conv, want.conv, conv_floats(f.m), "conv state");
 
 	free(delta);
 	ref_release(&want);
@@ -429,8 +446,8 @@ static void test_resume(void **state)
 
 	(void)state;
 	fix_init(&f, "resume");
-	nS = llin_state_s_floats(f.m);
-	nC = llin_state_conv_floats(f.m);
+	nS = s_floats(f.m);
+	nC = conv_floats(f.m);
 	run_init(&f, &whole);
 	run_tokens(&f, &whole, 0, N_TOK, N_TOK, NULL);
 

@@ -101,7 +101,7 @@ static void test_roundtrip_matches_the_builtin(void **state)
 		/* the figures the plan uses, from the tensors themselves */
 		assert_int_equal(mdesc_weight_bytes(&f.desc), mdesc_weight_bytes(b));
 		assert_int_equal(mdesc_expert_bytes(&f.desc), mdesc_expert_bytes(b));
-		assert_int_equal(f.desc.state_image_bytes, b->state_image_bytes);
+		assert_int_equal(mdesc_state_image_bytes(&f.desc), mdesc_state_image_bytes(b));
 		assert_int_equal(mdesc_kv_bytes_per_token(&f.desc, MDESC_KV_COMPACT),
 		                 mdesc_kv_bytes_per_token(b, MDESC_KV_COMPACT));
 		if (b->family == MDESC_MOE) {
@@ -577,7 +577,7 @@ static void assert_same_figures(const char *what, const struct mdesc *a, const s
 	assert_int_equal(a->expert_table_bytes, b->expert_table_bytes);
 	assert_memory_equal(a->class_record_bytes, b->class_record_bytes,
 	                    sizeof(a->class_record_bytes));
-	assert_int_equal(a->state_image_bytes, b->state_image_bytes);
+	assert_int_equal(mdesc_state_image_bytes(a), mdesc_state_image_bytes(b));
 	assert_int_equal(a->fixed_lanes, b->fixed_lanes);
 }
 
@@ -731,8 +731,8 @@ static void test_plan_from_file(void **state)
 		       (unsigned long long)mdesc_weight_bytes(ref),
 		       (unsigned long long)mdesc_expert_bytes(&s.desc),
 		       (unsigned long long)mdesc_expert_bytes(ref),
-		       (unsigned long long)s.desc.state_image_bytes,
-		       (unsigned long long)ref->state_image_bytes);
+		       (unsigned long long)mdesc_state_image_bytes(&s.desc),
+		       (unsigned long long)mdesc_state_image_bytes(ref));
 	}
 }
 

@@ -55,6 +55,15 @@ static void rig_close(struct rig *r)
 	mfile_close(&r->f);
 }
 
+/* A sequence's linear states (model.h, mdesc_lin_state). */
+static size_t state_bytes(const struct mdesc *m)
+{
+	struct mdesc_lin_state ls;
+
+	assert_true(mdesc_lin_state(m, &ls));
+	return (size_t)ls.bytes;
+}
+
 static uint32_t argmax(const float *x, uint32_t n)
 {
 	uint32_t best = 0;
@@ -112,7 +121,7 @@ static void generate(struct rig *r, enum mdesc_kv_format fmt, uint32_t chunk, in
 				memcpy(kvpool_page(&r->kv, s2.kv.table[p]),
 				       kvpool_page(&r->kv, s.kv.table[p]), r->page_bytes);
 			}
-			memcpy(s2.state, s.state, mdl_seq_state_floats(&r->d) * sizeof(float));
+			memcpy(s2.state, s.state, state_bytes(r->d.m));
 			s2.pos = s.pos;
 			memset(kvpool_page(&r->kv, s.kv.table[0]), 0xa5,
 			       r->page_bytes); /* old copy gone */
@@ -285,9 +294,9 @@ static void sample(struct rig *r, enum mdesc_kv_format fmt, uint32_t move_at,
 			assert_int_equal(mdl_seq_init(&r->d, &s2, &eb), IG_E_OK);
 			for (uint32_t p = 0; p < pages; p++)
 				new_ptrs[p] = kvpool_page(&r->kv, s2.kv.table[p]);
-			seqimg_reader_init(
-			    &rd, r->d.m, fmt, &(struct seqimg_parts){new_ptrs, s2.state, sampler},
-			    pages, mdl_seq_state_floats(&r->d) * sizeof(float), sizeof(sampler));
+			seqimg_reader_init(&rd, r->d.m, fmt,
+			                   &(struct seqimg_parts){new_ptrs, s2.state, sampler},
+			                   pages, state_bytes(r->d.m), sizeof(sampler));
 			for (uint64_t off = 0; off < len; off += win_in)
 				if (seqimg_read_window(&rd, img + off,
 				                       len - off < win_in ? len - off : win_in,

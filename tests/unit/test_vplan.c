@@ -512,6 +512,53 @@ static void test_model_figures(void **state)
 	assert_int_equal(3 * (fn->top_k + fn->prefetch_width), 78);
 }
 
+/* The linear-attention state's size comes from one function (model.h): the
+ * tiny models' derived images are the figures the plan always had, the
+ * reference models keep the ones they carry, the layer counts agree with
+ * the full layers, and a shape whose state passes 2^64 bytes is refused. */
+static void test_lin_state(void **state)
+{
+	static const struct {
+		const char *name;
+		uint64_t s_floats, conv_floats;
+		uint32_t layers;
+		uint64_t image_bytes;
+	} lin_rows[] = {
+	    /* 4 v heads x 64 x 64; 3 taps x (2 x 2 x 64 + 4 x 64) */
+	    {"tiny-dense", 16384, 1536, 3, 3ull * 17920 * 4 + 4096}, /* 219,136 */
+	    {"tiny-moe", 16384, 1536, 6, 6ull * 17920 * 4 + 4096},   /* 434,176 */
+	    {"27b", 48ull * 128 * 128, 3ull * (2 * 16 * 128 + 48 * 128), 48, 232532224},
+	    {"flash-next", 32ull * 128 * 128, 3ull * (2 * 16 * 128 + 32 * 128), 36, 130014272},
+	};
+	struct mdesc_lin_state ls;
+	struct mdesc big;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(lin_rows) / sizeof(lin_rows[0]); i++) {
+		const struct mdesc *m = mdesc_find(lin_rows[i].name);
+
+		assert_non_null(m);
+		assert_true(mdesc_lin_state(m, &ls));
+		assert_int_equal(ls.s_floats, lin_rows[i].s_floats);
+		assert_int_equal(ls.conv_floats, lin_rows[i].conv_floats);
+		assert_int_equal(ls.layer_floats, lin_rows[i].s_floats + lin_rows[i].conv_floats);
+		assert_int_equal(ls.layers, lin_rows[i].layers);
+		assert_int_equal(ls.layers, m->layers - m->full_layers);
+		assert_int_equal(ls.floats, (uint64_t)ls.layers * ls.layer_floats);
+		assert_int_equal(ls.bytes, ls.floats * 4u);
+		assert_int_equal(ls.image_bytes, ls.bytes + MDESC_STATE_IMAGE_HEADER);
+		assert_int_equal(mdesc_state_image_bytes(m), lin_rows[i].image_bytes);
+	}
+	/* the tiny models carry nothing: the image is the derived one */
+	assert_int_equal(mdesc_find("tiny-dense")->state_image_bytes, 0);
+	assert_true(mdesc_lin_state(mdesc_find("tiny-dense"), &ls));
+	assert_int_equal(mdesc_state_image_bytes(mdesc_find("tiny-dense")), ls.image_bytes);
+	big = *mdesc_find("tiny-dense");
+	big.lin_v_heads = big.lin_dk = big.lin_dv = 1u << 24;
+	assert_false(mdesc_lin_state(&big, &ls));
+	assert_int_equal(ls.bytes, 0);
+}
+
 static void test_resident_pool_takes_the_rest_to_the_page(void **state)
 {
 	struct vplan p = ok_plan(B27_32);
@@ -950,6 +997,7 @@ int main(void)
 	    cmocka_unit_test(test_rows),
 	    cmocka_unit_test(test_line_names_and_order),
 	    cmocka_unit_test(test_model_figures),
+	    cmocka_unit_test(test_lin_state),
 	    cmocka_unit_test(test_resident_pool_takes_the_rest_to_the_page),
 	    cmocka_unit_test(test_minimum_and_retained_slots),
 	    cmocka_unit_test(test_minimum_refusal_is_exact),
