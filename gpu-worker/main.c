@@ -231,7 +231,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	    .default_max_tokens = (uint32_t)pl->default_max_tokens,
 	    .fmt = strcmp(fmt, "bf16") ? MDESC_KV_COMPACT : MDESC_KV_BF16,
 	    .max_requests = MSG_WORKER_REQUESTS,
-	    .eos = w->f.desc.vocab == TOK_VOCAB ? TOK_EOS : UINT32_MAX,
+	    .eos = mdesc_eos(&w->f.desc),
 	    .on_finish = worker_on_finish,
 	    .ctx = w,
 	    .on_event = worker_on_event,
@@ -410,11 +410,11 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 	if (rc)
 		return rc;
 	if (q->text.n) {
-		if (w->d.m->vocab != TOK_VOCAB)
+		if (w->d.m->tokenizer != MDESC_TOK_BYTES)
 			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-			               "submit.text: model '%s' has no byte-level tokenizer; send "
-			               "`prompt` token ids",
-			               w->d.m->name);
+			               "submit.text: model '%s' has no byte-level tokenizer "
+			               "(tokenizer %s); send `prompt` token ids",
+			               w->d.m->name, mdesc_tokenizer_name(w->d.m->tokenizer));
 		rc = tok_encode(q->text.p, q->text.n, 0, w->ids, MSG_TEXT_MAX + 1, &n, eb);
 		if (rc)
 			return rc;

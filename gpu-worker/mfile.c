@@ -99,7 +99,7 @@ static float mfile__key_f32(const struct mdesc *m, const struct mfile_key *k)
 
 bool mfile_same_shape(const struct mdesc *a, const struct mdesc *b)
 {
-	if (a->family != b->family)
+	if (a->family != b->family || a->tokenizer != b->tokenizer)
 		return false;
 	for (size_t i = 0; i < mfile_nkeys; i++) {
 		const struct mfile_key *k = &mfile_keys[i];
@@ -145,6 +145,18 @@ int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 			               k->key, k->field, (unsigned long long)v,
 			               (unsigned long long)k->min, (unsigned long long)k->max);
 	}
+	if (d->tokenizer != MDESC_TOK_NONE && d->tokenizer != MDESC_TOK_BYTES)
+		return ig_errf(eb, IG_E_INVAL,
+		               INCONSISTENT MFILE_TOKENIZER_KEY " (tokenizer) is %d; accepted: "
+		                                                "none, bytes",
+		               (int)d->tokenizer);
+	if (d->tokenizer == MDESC_TOK_BYTES && d->vocab != MDESC_BYTES_VOCAB)
+		return ig_errf(eb, IG_E_INVAL,
+		               INCONSISTENT MFILE_TOKENIZER_KEY
+		               " (tokenizer) 'bytes' is the "
+		               "byte-level tokenizer of %u ids; %s (%s) is %u: accepted: "
+		               "vocab %u, or tokenizer 'none' (token ids only)",
+		               MDESC_BYTES_VOCAB, KF(vocab), d->vocab, MDESC_BYTES_VOCAB);
 	if (d->q_heads % d->kv_heads)
 		return ig_errf(eb, IG_E_INVAL,
 		               INCONSISTENT "%s (%s) %u is not a multiple of %s (%s) %u",
@@ -222,6 +234,23 @@ static int mfile__meta(struct mfile *f, struct ig_errbuf *eb)
 		snprintf(f->name, sizeof(f->name), "%s", f->g.path);
 	d->name = d->alias = f->name;
 	d->doc = "a model file";
+	/* the tokenizer: stated by every file (ignis-mkmodel writes it), never
+	 * guessed from the vocabulary (docs/adr/0025) */
+	rc = gguf_get_str(&f->g, MFILE_TOKENIZER_KEY, &s, eb);
+	if (rc == IG_E_NOTFOUND)
+		return ig_errf(eb, IG_E_INVAL,
+		               "'%s' names no tokenizer (no key " MFILE_TOKENIZER_KEY
+		               "); accepted: none (token ids only) or bytes (the byte-level "
+		               "tokenizer)",
+		               f->g.path);
+	if (rc)
+		return rc;
+	if (!mdesc_tokenizer_of(s.ptr, s.len, &d->tokenizer))
+		return ig_errf(eb, IG_E_INVAL,
+		               "'%s': " MFILE_TOKENIZER_KEY " '%.*s'; accepted: none (token ids "
+		               "only) or bytes (the byte-level tokenizer): no other vocabulary is "
+		               "built yet",
+		               f->g.path, (int)(s.len > 32 ? 32 : s.len), s.ptr);
 
 	for (size_t i = 0; i < mfile_nkeys; i++) {
 		const struct mfile_key *k = &mfile_keys[i];
@@ -552,19 +581,12 @@ static int mfile__build(const struct mdesc *m, struct mfile__gen *g, struct ig_e
 	int rc;
 
 	rc = mfile_check_desc(m, eb);
-	if (!rc && m->vocab < MFILE_BYTES_VOCAB)
-		rc = ig_errf(
-		    eb, IG_E_INVAL,
-		    "inconsistent description: ignis.vocab_size (vocab) is %u; accepted: at "
-		    "least the %u ids of the byte-level tokenizer a synthetic model "
-		    "declares",
-		    m->vocab, MFILE_BYTES_VOCAB);
 	if (rc)
 		return ig_errprefix(eb, "synthetic model '%s'", m->name);
 	gguf_writer_add_str(w, "general.architecture", MFILE_ARCH);
 	gguf_writer_add_str(w, "general.name", m->name);
 	gguf_writer_add_str(w, "ignis.family", m->family == MDESC_DENSE ? "dense" : "moe");
-	gguf_writer_add_str(w, "tokenizer.ggml.model", "bytes");
+	gguf_writer_add_str(w, MFILE_TOKENIZER_KEY, mdesc_tokenizer_name(m->tokenizer));
 	gguf_writer_add_u64(w, "ignis.seed", g->seed);
 	for (size_t i = 0; i < mfile_nkeys; i++) {
 		const struct mfile_key *k = &mfile_keys[i];
@@ -596,6 +618,7 @@ int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
 
 	memset(out, 0, sizeof(*out));
 	out->desc.family = m->family;
+	out->desc.tokenizer = m->tokenizer;
 	for (size_t i = 0; i < mfile_nkeys; i++)
 		if (mfile_key_applies(&mfile_keys[i], m->family))
 			memcpy((char *)&out->desc + mfile_keys[i].offset,

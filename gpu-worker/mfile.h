@@ -5,9 +5,10 @@
  *
  * The metadata keys are declared once (MFILE_KEYS in mfile.c, published as
  * mfile_keys[]); the reader, the writer, the checks and ignis-mkmodel's
- * --set all walk that table. The tensor list is the model description's
- * (mdesc_for_each_tensor): a file must hold exactly those tensors, with
- * exactly those dims, in f32, f16 or bf16. docs/adr/0006.
+ * --set all walk that table. Beside them a file names its family
+ * ("ignis.family") and its tokenizer (MFILE_TOKENIZER_KEY), both strings. The tensor list is the
+ * model description's (mdesc_for_each_tensor): a file must hold exactly those tensors, with exactly
+ * those dims, in f32, f16 or bf16. docs/adr/0006.
  *
  * Synthetic models are written through the GGUF writer's streaming mode:
  * each tensor's values are generated chunk by chunk straight into the
@@ -34,9 +35,11 @@
  * refused by the GGUF layer as an overflow, never wrapped. */
 #define MFILE_DIM_MAX (1u << 24)
 
-/* The ids of the byte-level tokenizer a synthetic model declares
- * ("tokenizer.ggml.model" = "bytes"): 256 bytes and 4 specials. */
-#define MFILE_BYTES_VOCAB 260u
+/* The key naming a file's tokenizer, GGUF's own: "bytes" (the byte-level
+ * tokenizer, exactly MDESC_BYTES_VOCAB ids) or "none" (token ids only). A
+ * file without it, or naming another, is refused (docs/adr/0025); the
+ * writer writes the description's (mdesc_tokenizer_name). */
+#define MFILE_TOKENIZER_KEY "tokenizer.ggml.model"
 
 struct mfile {
 	struct gguf g;
@@ -71,15 +74,18 @@ const struct mfile_key *mfile_key_find(const char *name);
 bool mfile_key_applies(const struct mfile_key *k, enum mdesc_family family);
 /* The field of `k` in `m`, widened (U32 and U64 keys). */
 uint64_t mfile_key_get(const struct mdesc *m, const struct mfile_key *k);
-/* True when `a` and `b` agree on the family and every key that applies: the
- * same file description (figures carried beside them are not compared). */
+/* True when `a` and `b` agree on the family, the tokenizer and every key
+ * that applies: the same file description (figures carried beside them are
+ * not compared). */
 bool mfile_same_shape(const struct mdesc *a, const struct mdesc *b);
 
 /*
  * The checks mfile_open applies to the description a file states: every key
  * in its range, the shapes the plan and the runtime divide by or need to
  * agree (heads, rotary dims, the compact KV group, at least one
- * full-attention layer, lanes, experts), derived figures without overflow.
+ * full-attention layer, lanes, experts), the tokenizer (one of ours; the
+ * byte-level one with its MDESC_BYTES_VOCAB ids), derived figures without
+ * overflow.
  * IG_E_INVAL with "inconsistent description: " and the keys (and fields) at
  * fault with their values and what is accepted; the caller prefixes the
  * subject. Only the fields the keys fill are read.
@@ -109,9 +115,9 @@ struct mfile_synthetic {
 
 /*
  * Describe the file mfile_write_synthetic(m, ..., dtype, ...) would write:
- * `m` is checked (mfile_check_desc, and a vocabulary of at least
- * MFILE_BYTES_VOCAB ids), the writer's layout computed (the same code as the
- * write's), nothing is written. `out->desc.name` points at m->name.
+ * `m` is checked (mfile_check_desc), the writer's layout computed (the
+ * same code as the write's), nothing is written. `out->desc.name` points at
+ * m->name.
  */
 int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
                              struct mfile_synthetic *out, struct ig_errbuf *eb);

@@ -536,7 +536,7 @@ static void door__submit(struct door *d, struct door_slot *s, const struct msg_f
 			return;
 		}
 	}
-	if (!d->model.byte_tokenizer && (q->text.n || q->stop.n)) {
+	if (d->model.tokenizer != MDESC_TOK_BYTES && (q->text.n || q->stop.n)) {
 		snprintf(text, sizeof(text),
 		         "fd_submit.%s: model '%s' has no byte-level tokenizer; send `prompt` "
 		         "token ids and no stop strings",
@@ -692,7 +692,7 @@ static void door__model_reply(struct door *d, struct door_slot *s)
 	q->lanes = d->model.lanes;
 	q->chunk_tokens = d->model.chunk_tokens;
 	q->default_max_tokens = d->model.default_max_tokens;
-	q->tokenizer = msg_str_of(d->model.byte_tokenizer ? "byte" : "");
+	q->tokenizer = msg_str_of(d->model.tokenizer == MDESC_TOK_BYTES ? "byte" : "");
 	q->eos = d->model.eos;
 	q->serving = d->model.serving;
 	q->worker = msg_str_of(d->wstate);
@@ -1393,21 +1393,21 @@ static void door__pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 /* ---- open, close, the supervisor's hook -------------------------------------------- */
 
-void door_model_of(const struct msg_plan *pl, uint64_t vocab, struct door_model *m)
+void door_model_of(const struct msg_plan *pl, const struct mdesc *md, struct door_model *m)
 {
 	memset(m, 0, sizeof(*m));
 	msg_str_copy(m->name, sizeof(m->name), pl->model);
 	msg_str_copy(m->backend, sizeof(m->backend), pl->backend);
 	msg_str_copy(m->kv_format, sizeof(m->kv_format), pl->kv_format);
-	m->vocab = vocab;
+	m->vocab = md->vocab;
 	m->context_tokens = pl->context_tokens;
 	m->page_tokens = MDESC_PAGE_TOKENS;
 	m->pool_pages = pl->pool_pages;
 	m->lanes = pl->lanes;
 	m->chunk_tokens = pl->chunk_tokens;
 	m->default_max_tokens = pl->default_max_tokens;
-	m->byte_tokenizer = vocab == TOK_VOCAB;
-	m->eos = vocab == TOK_VOCAB ? TOK_EOS : UINT32_MAX;
+	m->tokenizer = md->tokenizer;
+	m->eos = mdesc_eos(md);
 	m->serving = pl->model_path.n > 0;
 }
 

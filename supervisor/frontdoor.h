@@ -33,6 +33,7 @@
 #include <sys/types.h>
 
 #include "err.h"
+#include "model.h"
 
 #define DOOR_RECEIVERS   48    /* contexts always waiting for a request */
 #define DOOR_SLOTS_MAX   4096  /* contexts in all: receiving, answering, parked */
@@ -49,9 +50,9 @@ struct door_model {
 	char name[65], backend[17], kv_format[17];
 	uint64_t vocab, context_tokens, page_tokens, pool_pages;
 	uint64_t lanes, chunk_tokens, default_max_tokens;
-	bool byte_tokenizer; /* ids 0..255 are bytes (our synthetic models) */
-	uint32_t eos;        /* UINT32_MAX: none */
-	bool serving;        /* a model file is loaded, not a built-in description */
+	enum mdesc_tokenizer tokenizer; /* the model description's */
+	uint32_t eos;                   /* UINT32_MAX: none */
+	bool serving;                   /* a model file is loaded, not a built-in description */
 };
 
 struct door_opts {
@@ -64,9 +65,9 @@ struct door_opts {
 struct door;
 struct msg_plan;
 
-/* The model's description from the worker's plan and the model's vocabulary
- * (a byte-level tokenizer is TOK_VOCAB ids, as the worker decides). */
-void door_model_of(const struct msg_plan *pl, uint64_t vocab, struct door_model *m);
+/* The model's description from the worker's plan and the model `md` (its
+ * vocabulary, its tokenizer and the end-of-sequence id that follows). */
+void door_model_of(const struct msg_plan *pl, const struct mdesc *md, struct door_model *m);
 
 /* Take the lock beside the socket (ipc: <path without .sock>.lock; tcp:
  * <rtdir>/client.lock), listen, and start the threads. IG_E_BUSY when

@@ -478,7 +478,7 @@ int sup_start(const struct sup_opts *o)
 		struct door_opts dopt = {.bind = o->cfg->k.v[KNOB_SERVER_BIND].s,
 		                         .rtdir = s.env.rtdir};
 
-		door_model_of(&s.plan_msg.u.plan, s.plan.model->vocab, &dopt.model);
+		door_model_of(&s.plan_msg.u.plan, s.plan.model, &dopt.model);
 		rc = door_open(&s.door, &dopt, &eb);
 	}
 	if (rc) {

@@ -380,6 +380,13 @@ int main(int argc, char **argv)
 		return die(eb.msg);
 	if (smp_params_check(&sp, f.desc.vocab, &eb))
 		return die(eb.msg);
+	if (f.desc.tokenizer != MDESC_TOK_BYTES) {
+		fprintf(stderr,
+		        "ignis-generate: '%s' has no byte-level tokenizer (tokenizer %s): a text "
+		        "prompt needs one\n",
+		        model, mdesc_tokenizer_name(f.desc.tokenizer));
+		return 1;
+	}
 	n_ids = strlen(prompt);
 	ctx = n_ids + max_tokens;
 	if (ctx > f.desc.default_context)
@@ -412,7 +419,7 @@ int main(int argc, char **argv)
 		uint8_t out[TOK_STREAM_MAX_OUT];
 		size_t n;
 
-		if (next == TOK_EOS)
+		if (next == mdesc_eos(&f.desc))
 			break;
 		if (tok_stream_push(&ts, next, out, sizeof(out), &n, &eb) == IG_E_OK)
 			fwrite(out, 1, n, stdout);

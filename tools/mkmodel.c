@@ -3,7 +3,8 @@
  * with seeded random weights, at any shape.
  *
  *   ignis-mkmodel --preset NAME (-o FILE | --dry-run) [--seed N] [--dtype bf16|f16|f32]
- *                 [--set KEY=VALUE[,KEY=VALUE...]]... [--name NAME]
+ *                 [--set KEY=VALUE[,KEY=VALUE...]]... [--tokenizer bytes|none]
+ *                 [--name NAME]
  *
  * Presets: the built-in descriptions (common/model.c): tiny-dense and
  * tiny-moe for tests (a few MB), qwen3.8-27b (27b) and qwen3.8-flash-next
@@ -12,7 +13,11 @@
  * top of the preset; the result is checked by the rules mfile_open applies
  * (mfile_check_desc), so every file written loads. A file whose shape is not
  * a built-in model's may not carry that model's name: with --set changes the
- * default name is "<preset>-custom".
+ * default name is "<preset>-custom". --tokenizer names the file's tokenizer
+ * (tokenizer.ggml.model): the preset's by default (bytes for the tiny
+ * models, none for the reference shapes, whose BPE is not built); the
+ * byte-level tokenizer has exactly 260 ids, so a vocabulary of another size
+ * takes --tokenizer none (token ids only).
  *
  * The same preset, --set, seed, dtype and name give the same bytes. The file
  * is streamed (mfile_write_synthetic_opts): memory use is a few MiB whatever
@@ -78,7 +83,7 @@ static const char *mk_family_name(int family)
 #define USAGE                                                                                      \
 	"usage: " PROG " --preset NAME (-o FILE | --dry-run) [--seed N]\n"                         \
 	"                     [--dtype bf16|f16|f32] [--set KEY=VALUE[,KEY=VALUE...]]...\n"        \
-	"                     [--name NAME]\n"
+	"                     [--tokenizer bytes|none] [--name NAME]\n"
 
 static void usage(FILE *f, bool full)
 {
@@ -100,6 +105,9 @@ static void usage(FILE *f, bool full)
 	    "  -d, --dtype T       bf16 (default), f16 or f32\n"
 	    "      --set K=V,...   change keys of the preset's description (below); repeatable,\n"
 	    "                      the last value of a key wins; integers take K/M/G/T suffixes\n"
+	    "      --tokenizer T   bytes (the byte-level tokenizer: exactly 260 ids) or none\n"
+	    "                      (token ids only: no text, no end of sequence); default:\n"
+	    "                      the preset's\n"
 	    "      --name NAME     the model's name in the file, 1 to 63 bytes (default: the\n"
 	    "                      preset's, or PRESET-custom when --set changed the shape);\n"
 	    "                      a built-in model's name only with that model's shape\n"
@@ -130,8 +138,8 @@ static void usage(FILE *f, bool full)
 	fprintf(f, "Rules across keys: q_heads a multiple of kv_heads; lin_v_heads a multiple of\n"
 	           "lin_k_heads; rope_dims even and at most head_dim; head_dim a multiple of 64;\n"
 	           "layers at least full_interval (every full_interval-th layer is full\n"
-	           "attention); default_lanes at most max_lanes; top_k at most experts; vocab at\n"
-	           "least 260 (the byte-level tokenizer).\n");
+	           "attention); default_lanes at most max_lanes; top_k at most experts; vocab\n"
+	           "260 with the byte-level tokenizer (--tokenizer bytes).\n");
 }
 
 /* "layers, full_interval, ..." for messages. */
@@ -307,6 +315,14 @@ static int mk_name(struct mk *mk, const char *want)
 		const struct mfile_key *k = mk_first_diff(&mk->m, b);
 		char here[32], there[32];
 
+		if (!k) { /* the keys agree: the tokenizer differs */
+			fprintf(stderr,
+			        PROG ": --name '%s' is the built-in model %s, whose tokenizer is "
+			             "%s (%s here): choose another name\n",
+			        want, b->name, mdesc_tokenizer_name(b->tokenizer),
+			        mdesc_tokenizer_name(mk->m.tokenizer));
+			return 2;
+		}
 		mk_key_value(&mk->m, k, here, sizeof(here));
 		mk_key_value(b, k, there, sizeof(there));
 		fprintf(stderr,
@@ -358,6 +374,7 @@ static void mk_print(const struct mk *mk, const struct mfile_synthetic *s)
 	printf("family %s\n", mk_family_name(d->family));
 	printf("dtype %s\n", mk_dtype_name(mk->dtype));
 	printf("seed %llu\n", mk->seed);
+	printf("tokenizer %s\n", mdesc_tokenizer_name(d->tokenizer));
 	for (size_t i = 0; i < mfile_nkeys; i++) {
 		const struct mfile_key *k = &mfile_keys[i];
 
@@ -415,14 +432,20 @@ static void mk_progress(void *ctx, uint64_t done, uint64_t total)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-	    {"preset", required_argument, NULL, 'p'}, {"output", required_argument, NULL, 'o'},
-	    {"seed", required_argument, NULL, 's'},   {"dtype", required_argument, NULL, 'd'},
-	    {"set", required_argument, NULL, 'S'},    {"name", required_argument, NULL, 'N'},
-	    {"dry-run", no_argument, NULL, 'n'},      {"help", no_argument, NULL, 'h'},
-	    {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0},
+	    {"preset", required_argument, NULL, 'p'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"seed", required_argument, NULL, 's'},
+	    {"dtype", required_argument, NULL, 'd'},
+	    {"set", required_argument, NULL, 'S'},
+	    {"name", required_argument, NULL, 'N'},
+	    {"dry-run", no_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"tokenizer", required_argument, NULL, 'T'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct mk mk = {.dtype = MFILE_BF16, .seed = 1};
-	const char *preset = NULL, *name = NULL;
+	const char *preset = NULL, *name = NULL, *tokenizer = NULL;
 	char **sets = calloc((size_t)argc + 1, sizeof(char *));
 	int nsets = 0, c, rc;
 	struct mfile_synthetic s;
@@ -477,6 +500,9 @@ int main(int argc, char **argv)
 		case 'N':
 			name = optarg;
 			break;
+		case 'T':
+			tokenizer = optarg;
+			break;
 		case 'n':
 			mk.dry_run = true;
 			break;
@@ -512,6 +538,11 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	mk.m = *mk.preset;
+	if (tokenizer && !mdesc_tokenizer_of(tokenizer, strlen(tokenizer), &mk.m.tokenizer)) {
+		fprintf(stderr, PROG ": --tokenizer '%s'; accepted: bytes, none\n", tokenizer);
+		rc = 2;
+		goto out;
+	}
 	rc = mk_apply_sets(&mk, sets, nsets);
 	if (!rc)
 		rc = mk_name(&mk, name);

@@ -55,10 +55,12 @@ run 0 --preset qwen3.8-flash-next --dry-run -o "$work/fn.gguf"
 only
 
 step "a custom shape: the dry-run size is the written size; the same bytes twice; it plans"
-args=(--preset tiny-moe --set layers=4,hidden=128,experts=8 --set top_k=2,vocab=300 --seed 7)
+args=(--preset tiny-moe --set layers=4,hidden=128,experts=8 --set top_k=2,vocab=300 --seed 7
+	--tokenizer none)
 run 0 "${args[@]}" --dry-run
 [[ $(field name) == tiny-moe-custom && $(field layers) == 4 && $(field experts) == 8 ]] ||
 	fail "custom dry run: $out"
+[[ $(field tokenizer) == none ]] || fail "custom dry run: tokenizer $(field tokenizer)"
 size=$(field file_bytes)
 run 0 "${args[@]}" -o "$work/a.gguf"
 has "$err" "wrote $work/a.gguf (tiny-moe-custom, bf16, seed 7, $size bytes)"
@@ -75,6 +77,12 @@ run 0 --preset 27b --set layers=8 --dry-run
 [[ $(field name) == qwen3.8-27b-custom ]] || fail "an overridden 27b keeps the name: $out"
 run 0 --preset 27b --name 27b --dry-run
 [[ $(field name) == 27b ]] || fail "27b's own shape under its alias: $out"
+[[ $(field tokenizer) == none ]] || fail "the 27b's tokenizer (its BPE is not built): $out"
+run 0 --preset tiny-dense --dry-run
+[[ $(field tokenizer) == bytes ]] || fail "tiny-dense's tokenizer: $out"
+run 0 --preset tiny-dense --tokenizer none --dry-run
+[[ $(field name) == tiny-dense-custom && $(field tokenizer) == none ]] ||
+	fail "another tokenizer is another model: $out"
 only a.gguf b.gguf c.gguf
 
 step "bad values: exit 2 naming the key and what is accepted; nothing written"
@@ -95,7 +103,9 @@ rms_eps (ignis.attention.layer_norm_rms_epsilon) takes a finite number above 0|-
 (head_dim) 96 is not a multiple of 64|--preset tiny-dense --set head_dim=96
 no full-attention layer|--preset tiny-dense --set full_interval=8
 (top_k) 9 exceeds ignis.expert_count (experts) 8|--preset tiny-moe --set experts=8,top_k=9
-byte-level tokenizer|--preset tiny-dense --set vocab=100
+the byte-level tokenizer of 260 ids; ignis.vocab_size (vocab) is 100|--preset tiny-dense --set vocab=100
+--tokenizer 'gpt2'; accepted: bytes, none|--preset tiny-dense --tokenizer gpt2
+whose tokenizer is bytes (none here)|--preset tiny-dense --tokenizer none --name tiny-dense
 is the built-in model qwen3.8-27b, whose shape this file does not have (layers is 4 here, 64 there)|--preset tiny-dense --name qwen3.8-27b
 is the built-in model qwen3.8-flash-next, a moe model|--preset tiny-dense --name flash-next
 is the built-in model qwen3.8-27b, whose shape|--preset 27b --set layers=8 --name 27b
@@ -106,12 +116,12 @@ EOF
 only a.gguf b.gguf c.gguf
 
 step "larger than its volume: refused before writing, both figures named (exit 1)"
-run 1 --preset tiny-dense --set hidden=16M,vocab=16M -o "$work/huge.gguf"
+run 1 --preset tiny-dense --set hidden=16M,vocab=16M --tokenizer none -o "$work/huge.gguf"
 has "$err" "'$work/huge.gguf' needs"; has "$err" "the volume of '$work' has"
 only a.gguf b.gguf c.gguf
 
 step "an interrupted write leaves nothing behind"
-"$mk" --preset tiny-dense --set layers=8,hidden=2048,ffn_inter=8192,vocab=4096 \
+"$mk" --preset tiny-dense --set layers=8,hidden=2048,ffn_inter=8192,vocab=4096 --tokenizer none \
 	-o "$work/int.gguf" 2>"$work/err" &
 pid=$!
 sleep 0.5

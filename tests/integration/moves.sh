@@ -20,10 +20,12 @@ work=$(mktemp -d /tmp/ignis-moves-XXXXXX)
 rt=$work/rt
 events=$work/events.jsonl
 . "$(dirname "$0")/lib.sh"
-# A vocabulary of 300 (no byte tokenizer, so no end-of-sequence token): every
-# request runs to its max_tokens, and prompts go as token ids.
+# A vocabulary of 300 ids and no tokenizer (--tokenizer none: no end-of-
+# sequence token): every request runs to its max_tokens, and prompts go as
+# token ids.
 model=$work/tiny-dense-300.gguf
-"$build/tools/ignis-mkmodel" --preset tiny-dense --set vocab=300 -o "$model" --seed 3 2>/dev/null ||
+"$build/tools/ignis-mkmodel" --preset tiny-dense --set vocab=300 --tokenizer none -o "$model" \
+	--seed 3 2>/dev/null ||
 	fail "mkmodel"
 ids() { seq -s, "$1" "$2"; } # ids FIRST LAST
 # 4 KiB windows out, 8 KiB in: a move takes tens of rounds

@@ -102,6 +102,7 @@ static void test_roundtrip_matches_the_builtin(void **state)
 		assert_int_equal(mdesc_weight_bytes(&f.desc), mdesc_weight_bytes(b));
 		assert_int_equal(mdesc_expert_bytes(&f.desc), mdesc_expert_bytes(b));
 		assert_int_equal(mdesc_state_image_bytes(&f.desc), mdesc_state_image_bytes(b));
+		assert_int_equal(f.desc.tokenizer, b->tokenizer);
 		assert_int_equal(mdesc_kv_bytes_per_token(&f.desc, MDESC_KV_COMPACT),
 		                 mdesc_kv_bytes_per_token(b, MDESC_KV_COMPACT));
 		if (b->family == MDESC_MOE) {
@@ -114,6 +115,47 @@ static void test_roundtrip_matches_the_builtin(void **state)
 		}
 		mfile_close(&f);
 	}
+}
+
+/* The tokenizer comes from the file: the byte-level one of the tiny
+ * presets (eos 257), and "none" for a vocabulary of 300 ids (ids only, no
+ * end of sequence), written and read back; the two are other files. */
+static void test_tokenizer_kind(void **state)
+{
+	struct mdesc m = *mdesc_find("tiny-dense");
+	struct ig_errbuf eb;
+	struct mfile f;
+	char path[320];
+
+	(void)state;
+	write_model("tiny-dense", 1, MFILE_BF16, "bytes.gguf");
+	path_of(path, sizeof(path), "bytes.gguf");
+	assert_int_equal(mfile_open(&f, path, &eb), IG_E_OK);
+	assert_int_equal(f.desc.tokenizer, MDESC_TOK_BYTES);
+	assert_int_equal(mdesc_eos(&f.desc), MDESC_BYTES_EOS);
+	mfile_close(&f);
+
+	m.tokenizer = MDESC_TOK_NONE;
+	m.vocab = 300;
+	assert_false(mfile_same_shape(&m, mdesc_find("tiny-dense")));
+	path_of(path, sizeof(path), "none.gguf");
+	assert_int_equal(mfile_write_synthetic(&m, 1, MFILE_BF16, path, &eb), IG_E_OK);
+	assert_int_equal(mfile_open(&f, path, &eb), IG_E_OK);
+	assert_int_equal(f.desc.tokenizer, MDESC_TOK_NONE);
+	assert_int_equal(f.desc.vocab, 300);
+	assert_int_equal(mdesc_eos(&f.desc), UINT32_MAX);
+	{
+		struct gguf_str t;
+
+		assert_int_equal(gguf_get_str(&f.g, MFILE_TOKENIZER_KEY, &t, &eb), IG_E_OK);
+		assert_int_equal(t.len, 4);
+		assert_memory_equal(t.ptr, "none", 4);
+	}
+	mfile_close(&f);
+	/* the same shape with the byte-level tokenizer but 300 ids: refused */
+	m.tokenizer = MDESC_TOK_BYTES;
+	assert_int_equal(mfile_write_synthetic(&m, 1, MFILE_BF16, path, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "byte-level tokenizer of 260 ids"));
 }
 
 static char *slurp(const char *name, size_t *n)
@@ -233,7 +275,9 @@ enum mut {
 	M_DIMS,
 	M_EXTRA_TENSOR,
 	M_ZERO_SHAPE,
-	M_HEADS
+	M_HEADS,
+	M_TOKENIZER,
+	M_VOCAB300
 };
 
 static void rewrite(const char *src, const char *dst, enum mut mut, const char *what)
@@ -265,6 +309,14 @@ static void rewrite(const char *src, const char *dst, enum mut mut, const char *
 		}
 		if (hit && mut == M_ZERO_SHAPE) {
 			gguf_writer_add_u32(&w, kv->key, 0);
+			continue;
+		}
+		if (hit && mut == M_TOKENIZER) {
+			gguf_writer_add_str(&w, kv->key, "gpt2"); /* a BPE vocabulary */
+			continue;
+		}
+		if (hit && mut == M_VOCAB300) {
+			gguf_writer_add_u32(&w, kv->key, 300);
 			continue;
 		}
 		if (hit && mut == M_HEADS) {
@@ -349,6 +401,19 @@ static void test_malformed_files(void **state)
 	     M_HEADS,
 	     "ignis.attention.head_count_kv",
 	     {"not a multiple", NULL}},
+	    /* the tokenizer is stated, never guessed from the vocabulary */
+	    {"no tokenizer",
+	     M_DROP_KEY,
+	     "tokenizer.ggml.model",
+	     {"names no tokenizer (no key tokenizer.ggml.model)", "accepted: none"}},
+	    {"a tokenizer not built",
+	     M_TOKENIZER,
+	     "tokenizer.ggml.model",
+	     {"tokenizer.ggml.model 'gpt2'", "accepted: none (token ids only) or bytes"}},
+	    {"the byte-level tokenizer with 300 ids",
+	     M_VOCAB300,
+	     "ignis.vocab_size",
+	     {"'bytes' is the byte-level tokenizer of 260 ids", "(vocab) is 300"}},
 	};
 	int failures = 0;
 
@@ -430,6 +495,7 @@ static struct mdesc custom_moe(void)
 	m.head_dim = 128;
 	m.rope_dims = 32;
 	m.vocab = 1000;
+	m.tokenizer = MDESC_TOK_NONE; /* 1000 ids: token ids only */
 	m.lin_k_heads = 3;
 	m.lin_v_heads = 6;
 	m.lin_dk = 32;
@@ -442,7 +508,8 @@ static struct mdesc custom_moe(void)
 	return m;
 }
 
-/* A dense shape of none of the presets, mostly feed-forward. */
+/* A dense shape of none of the presets, mostly feed-forward; its
+ * vocabulary is not the byte-level tokenizer's: ids only. */
 static struct mdesc custom_dense(uint32_t layers, uint32_t ffn, uint32_t hidden, uint32_t vocab)
 {
 	struct mdesc m = *mdesc_find("tiny-dense");
@@ -454,6 +521,7 @@ static struct mdesc custom_dense(uint32_t layers, uint32_t ffn, uint32_t hidden,
 	m.head_dim = 128;
 	m.ffn_inter = ffn;
 	m.vocab = vocab;
+	m.tokenizer = MDESC_TOK_NONE;
 	return m;
 }
 
@@ -578,6 +646,7 @@ static void assert_same_figures(const char *what, const struct mdesc *a, const s
 	assert_memory_equal(a->class_record_bytes, b->class_record_bytes,
 	                    sizeof(a->class_record_bytes));
 	assert_int_equal(mdesc_state_image_bytes(a), mdesc_state_image_bytes(b));
+	assert_int_equal(a->tokenizer, b->tokenizer);
 	assert_int_equal(a->fixed_lanes, b->fixed_lanes);
 }
 
@@ -789,6 +858,7 @@ static void test_check_desc(void **state)
 	    {"no full layer", "full_interval", 5, {"(layers) 4 is below", "no full-attention"}},
 	    {"lanes", "default_lanes", 5, {"(default_lanes) 5 exceeds", "(max_lanes) 4"}},
 	    {"vocab", "vocab", 259, {"(vocab) is 259", "byte-level tokenizer"}},
+	    {"vocab", "vocab", 261, {"(vocab) is 261", "or tokenizer 'none'"}},
 	};
 	char path[320];
 
@@ -905,6 +975,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip_matches_the_builtin),
+	    cmocka_unit_test(test_tokenizer_kind),
 	    cmocka_unit_test(test_same_seed_same_bytes),
 	    cmocka_unit_test(test_tiny_bytes_pinned),
 	    cmocka_unit_test(test_dtypes),
