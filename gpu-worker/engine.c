@@ -449,6 +449,8 @@ bool eng_busy(struct eng *e)
 	return eng__plan(e, eng__snapshot(e)) > 0 || e->r.n_restore > 0 || e->r.n_victims > 0;
 }
 
+static void eng__stop(struct eng *e, struct eng_seq *s, uint32_t keep);
+
 /* Take the sampled token of a step that produced logits. */
 static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
 {
@@ -465,6 +467,14 @@ static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
 			b++;
 		e->st.ttft[b]++;
 		e->st.ttft_sum_us += us;
+	}
+	if (e->cfg.on_token) {
+		uint32_t keep = e->cfg.on_token(e->cfg.ctx, s->sch.id, s->out, s->n_out);
+
+		if (keep < s->n_out) {
+			eng__stop(e, s, keep);
+			return;
+		}
 	}
 	if (tok == e->cfg.eos)
 		eng__finish(e, s, ENG_EOS);
@@ -1255,6 +1265,32 @@ int eng_tokens(const struct eng *e, uint64_t id, uint32_t from, uint32_t max, ui
 	return IG_E_OK;
 }
 
+int eng_output(const struct eng *e, uint64_t id, const uint32_t **out, struct eng_status *st,
+               struct ig_errbuf *eb)
+{
+	const struct eng_seq *s = eng__find(e, id);
+
+	*out = NULL;
+	if (!s)
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "id: no request %llu (finished ones are kept "
+		               "until forgotten)",
+		               (unsigned long long)id);
+	*out = s->n_out ? s->out : NULL;
+	st->phase = s->sch.phase;
+	st->finish = s->finish;
+	st->generated = s->n_out;
+	return IG_E_OK;
+}
+
+/* End a running request at its first `keep` tokens (a stop string found by
+ * cfg.on_token): the tokens after are dropped, finish ENG_STOP. */
+static void eng__stop(struct eng *e, struct eng_seq *s, uint32_t keep)
+{
+	s->n_out = keep;
+	eng__finish(e, s, ENG_STOP);
+}
+
 int eng_cancel(struct eng *e, uint64_t id, struct ig_errbuf *eb)
 {
 	struct eng_seq *s = eng__find(e, id);
@@ -1306,6 +1342,8 @@ const char *eng_finish_name(enum eng_finish f)
 		return "eos";
 	case ENG_CANCELLED:
 		return "cancelled";
+	case ENG_STOP:
+		return "stop";
 	}
 	return "error";
 }

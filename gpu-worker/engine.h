@@ -94,6 +94,12 @@ struct eng_cfg {
 	/* Told when a request finishes (may be NULL): the worker's event. */
 	void (*on_finish)(void *ctx, uint64_t id, int finish, uint32_t prompt_tokens,
 	                  uint32_t generated);
+	/* Told each token a request generates, before its end of sequence and
+	 * its cap are looked at (may be NULL): the request's id and its output
+	 * out[0..n), the new token last. Returns n to go on, or the tokens to
+	 * keep (< n): the request ends there with finish ENG_STOP, its output
+	 * cut (the worker's stop strings). */
+	uint32_t (*on_token)(void *ctx, uint64_t id, const uint32_t *out, uint32_t n);
 	void *ctx;
 	/* Moves: two clients of the kvstore daemon, one per direction (both
 	 * NULL: no moves, a request that does not fit waits), and the window
@@ -126,6 +132,7 @@ enum eng_finish {
 	ENG_CONTEXT,   /* its cap was cut at the context and reached */
 	ENG_EOS,       /* the model said end */
 	ENG_CANCELLED, /* a cancel */
+	ENG_STOP,      /* cfg.on_token cut it (a stop string) */
 };
 
 struct eng_status {
@@ -149,10 +156,10 @@ struct eng_status {
 /* Counters since eng_create, and the state now (live .. pending_pages). */
 struct eng_stats {
 	uint64_t rounds, decode_tokens, prefill_tokens, admitted, finished;
-	uint64_t submitted;        /* requests accepted by eng_submit */
-	uint64_t prompt_tokens;    /* of the accepted requests */
-	uint64_t generated_tokens; /* every token emitted, cancelled requests' included */
-	uint64_t finished_by[ENG_CANCELLED + 1]; /* by enum eng_finish (ENG_RUNNING: 0) */
+	uint64_t submitted;                 /* requests accepted by eng_submit */
+	uint64_t prompt_tokens;             /* of the accepted requests */
+	uint64_t generated_tokens;          /* every token emitted, cancelled requests' included */
+	uint64_t finished_by[ENG_STOP + 1]; /* by enum eng_finish (ENG_RUNNING: 0) */
 	/* not cumulative: ttft[i] counts first tokens within (bound i-1, bound i] */
 	uint64_t ttft[ENG_TTFT_NBUCKETS];
 	uint64_t ttft_sum_us;
@@ -206,6 +213,13 @@ bool eng_busy(struct eng *e);
  * what it generated. */
 int eng_tokens(const struct eng *e, uint64_t id, uint32_t from, uint32_t max, uint32_t *out,
                uint32_t *n, struct eng_status *st, struct ig_errbuf *eb);
+
+/* The output of request `id` as the engine holds it: *out points at its
+ * st->generated tokens (NULL when none), valid until the next eng_round,
+ * eng_submit or eng_cancel. IG_E_NOTFOUND for an unknown or forgotten id
+ * (eb may be NULL). */
+int eng_output(const struct eng *e, uint64_t id, const uint32_t **out, struct eng_status *st,
+               struct ig_errbuf *eb);
 
 /* Stop a running request (its pages go back at once; its output so far is
  * kept, finish ENG_CANCELLED), or forget a finished one. IG_E_NOTFOUND for

@@ -266,3 +266,112 @@ int tok_stream_flush(struct tok_stream *s, uint8_t *out, size_t cap, size_t *n,
 	s->nheld = 0;
 	return IG_E_OK;
 }
+
+/* ---- a request's text and its stop strings ---------------------------------- */
+
+void tok_text_delta(enum mdesc_tokenizer kind, const uint32_t *out, uint32_t from, uint32_t to,
+                    bool end, char *text, size_t cap, uint32_t *ends, uint32_t *n, size_t *len)
+{
+	uint8_t tmp[6], last[3];
+	struct held h = {{0}, 0};
+	unsigned k = 0;
+
+	*n = 0;
+	*len = 0;
+	if (kind != MDESC_TOK_BYTES) {
+		/* ids only: no token has text */
+		for (uint32_t i = from; i < to; i++) {
+			if (ends)
+				ends[i - from] = 0;
+			(*n)++;
+		}
+		return;
+	}
+	/* The state at `from`: a held tail is at most 3 bytes and starts with
+	 * a lead byte, and a lead byte always starts afresh (it never
+	 * continues a tail), so feeding the last 3 bytes before `from` to an
+	 * empty decoder leaves the tail the whole output left (test_tokenizer
+	 * checks it against the stream). */
+	for (uint32_t i = from; i-- > 0 && k < 3;)
+		if (out[i] < 256)
+			last[k++] = (uint8_t)out[i];
+	while (k)
+		feed_byte(&h, last[--k], tmp);
+	for (uint32_t i = from; i < to; i++) {
+		size_t w = out[i] < 256 ? feed_byte(&h, (uint8_t)out[i], tmp) : 0;
+		size_t tail = end && i + 1 == to && h.n ? sizeof(replacement) : 0;
+
+		if (*len + w + tail > cap)
+			return;
+		memcpy(text + *len, tmp, w);
+		*len += w;
+		if (ends)
+			ends[i - from] = (uint32_t)*len;
+		(*n)++;
+		if (tail) {
+			memcpy(text + *len, replacement, tail);
+			*len += tail;
+		}
+	}
+	if (end && from == to && h.n && cap >= sizeof(replacement)) {
+		memcpy(text, replacement, sizeof(replacement));
+		*len = sizeof(replacement);
+	}
+}
+
+int tok_stops_add(struct tok_stops *st, const void *s, size_t len, struct ig_errbuf *eb)
+{
+	if (st->n >= TOK_STOP_MAX)
+		return ig_errf(eb, IG_E_INVAL, "stop[%u]: at most %u stop strings", st->n,
+		               TOK_STOP_MAX);
+	if (len < 1 || len > TOK_STOP_BYTES)
+		return ig_errf(eb, IG_E_INVAL, "stop[%u]: %zu bytes; accepted: 1 to %u", st->n, len,
+		               TOK_STOP_BYTES);
+	memcpy(st->s[st->n], s, len);
+	st->len[st->n] = (uint8_t)len;
+	if (len > st->longest)
+		st->longest = (uint32_t)len;
+	st->n++;
+	return IG_E_OK;
+}
+
+uint32_t tok_stops_check(const struct tok_stops *st, const uint32_t *out, uint32_t n)
+{
+	uint8_t b[TOK_STOP_BYTES];   /* the last bytes, newest first */
+	uint32_t at[TOK_STOP_BYTES]; /* ... and the token each came from */
+	uint32_t k = 0;
+
+	if (!st || !st->n || !n || out[n - 1] >= 256)
+		return n;
+	for (uint32_t i = n; i-- > 0 && k < st->longest;)
+		if (out[i] < 256) {
+			b[k] = (uint8_t)out[i];
+			at[k++] = i;
+		}
+	for (uint32_t i = 0; i < st->n; i++) {
+		uint32_t len = st->len[i], j = 0;
+
+		if (len > k)
+			continue;
+		while (j < len && st->s[i][len - 1 - j] == b[j])
+			j++;
+		if (j == len)
+			return at[len - 1];
+	}
+	return n;
+}
+
+uint32_t tok_stops_visible(const struct tok_stops *st, const uint32_t *out, uint32_t n)
+{
+	uint32_t hold, found = 0, first = n;
+
+	if (!st || !st->n)
+		return n;
+	hold = st->longest - 1;
+	for (uint32_t i = n; hold && i-- > 0 && found < hold;)
+		if (out[i] < 256) {
+			found++;
+			first = i;
+		}
+	return first;
+}

@@ -359,13 +359,112 @@ static void test_cancel(void **state)
 	rig_close(&r);
 }
 
+/* cfg.on_token sees each token once, in order, before the end of sequence
+ * and the cap; cutting ends the request with finish ENG_STOP and its output
+ * the tokens kept, a prefix of the uninterrupted run; its pages go back at
+ * once and the request beside it runs on unchanged. A cut at the cap's
+ * token is a stop, not a length. */
+struct stop_hook {
+	uint64_t cut_id;   /* the request cut */
+	uint32_t at, keep; /* at its `at`-th token, keeping `keep` */
+	uint32_t seen[8];  /* tokens seen per id (ids 1..7) */
+	int out_of_order;
+};
+
+static uint32_t stop_on_token(void *ctx, uint64_t id, const uint32_t *out, uint32_t n)
+{
+	struct stop_hook *h = ctx;
+
+	(void)out;
+	if (id < 8 && n != ++h->seen[id])
+		h->out_of_order++;
+	return id == h->cut_id && n == h->at ? h->keep : n;
+}
+
+static void test_stop_hook(void **state)
+{
+	struct stop_hook h = {0};
+	struct eng_cfg cfg = {.lanes = 2,
+	                      .chunk = 8,
+	                      .context = CONTEXT,
+	                      .default_max_tokens = 8,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = 8,
+	                      .eos = UINT32_MAX,
+	                      .on_token = stop_on_token,
+	                      .ctx = &h};
+	uint32_t prompt[12], full[30], other[30], got[30], n, ran;
+	struct eng_req rq = {prompt, 12, 30, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}};
+	struct eng_admission a1, a2, a3, a4;
+	struct eng_status st;
+	struct ig_errbuf eb;
+	const uint32_t *out;
+	struct eng_stats es;
+	struct eng *e;
+	struct rig r;
+
+	(void)state;
+	for (uint32_t i = 0; i < 12; i++)
+		prompt[i] = 'k' + i;
+	rig_open(&r, "tiny-dense", 4);
+	assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, &cfg, &eb), IG_E_OK);
+	/* 1: uninterrupted, to learn the tokens */
+	assert_int_equal(eng_submit(e, &rq, &a1, &eb), IG_E_OK);
+	do
+		assert_int_equal(eng_round(e, &ran, &eb), IG_E_OK);
+	while (ran);
+	assert_int_equal(eng_tokens(e, a1.id, 0, 30, full, &n, &st, &eb), IG_E_OK);
+	assert_int_equal(n, 30);
+	/* 2 cut at its 9th token keeping 6, beside 3 (the same request) */
+	h.cut_id = a1.id + 1;
+	h.at = 9;
+	h.keep = 6;
+	assert_int_equal(eng_submit(e, &rq, &a2, &eb), IG_E_OK);
+	assert_int_equal(eng_submit(e, &rq, &a3, &eb), IG_E_OK);
+	assert_int_equal(a2.id, h.cut_id);
+	do
+		assert_int_equal(eng_round(e, &ran, &eb), IG_E_OK);
+	while (ran);
+	assert_int_equal(eng_output(e, a2.id, &out, &st, &eb), IG_E_OK);
+	assert_int_equal(st.phase, SCHED_DONE);
+	assert_int_equal(st.finish, ENG_STOP);
+	assert_string_equal(eng_finish_name(st.finish), "stop");
+	assert_int_equal(st.generated, 6);
+	assert_memory_equal(out, full, 6 * sizeof(uint32_t));
+	assert_int_equal(h.seen[a2.id], 9); /* nothing ran after the cut */
+	assert_int_equal(eng_tokens(e, a3.id, 0, 30, other, &n, &st, &eb), IG_E_OK);
+	assert_int_equal(n, 30);
+	assert_int_equal(st.finish, ENG_LENGTH);
+	assert_memory_equal(other, full, sizeof(full));
+	assert_int_equal(r.kv.n_free, r.kv.n_pages);
+	/* 4 cut at its last token (the cap's): a stop, keeping 29 */
+	h.cut_id = a3.id + 1;
+	h.at = 30;
+	h.keep = 29;
+	assert_int_equal(eng_submit(e, &rq, &a4, &eb), IG_E_OK);
+	do
+		assert_int_equal(eng_round(e, &ran, &eb), IG_E_OK);
+	while (ran);
+	assert_int_equal(eng_tokens(e, a4.id, 0, 30, got, &n, &st, &eb), IG_E_OK);
+	assert_int_equal(st.finish, ENG_STOP);
+	assert_int_equal(n, 29);
+	assert_memory_equal(got, full, 29 * sizeof(uint32_t));
+	assert_int_equal(h.out_of_order, 0);
+	eng_stats(e, &es);
+	assert_int_equal(es.finished_by[ENG_STOP], 2);
+	assert_int_equal(es.finished_by[ENG_LENGTH], 2);
+	assert_int_equal(eng_output(e, 99, &out, &st, NULL), IG_E_NOTFOUND);
+	assert_null(out);
+	eng_destroy(e);
+	rig_close(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_dense_exact),
-	    cmocka_unit_test(test_moe_exact),
-	    cmocka_unit_test(test_refusals),
-	    cmocka_unit_test(test_cancel),
+	    cmocka_unit_test(test_dense_exact), cmocka_unit_test(test_moe_exact),
+	    cmocka_unit_test(test_refusals),    cmocka_unit_test(test_cancel),
+	    cmocka_unit_test(test_stop_hook),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,7 +10,14 @@
  *   - seeded random byte strings and id sequences (IGNIS_TEST_SEED repeats
  *     another run): every chunk valid UTF-8, the whole equal to the input
  *     when it was valid, and equal to a reference substitution built from an
- *     encoder of every code point.
+ *     encoder of every code point;
+ *   - a request's text deltas (tok_text_delta): rows of characters split
+ *     over tokens, specials, tails, another tokenizer kind, a short cap; and
+ *     seeded random outputs, every range's delta equal to the stream's text
+ *     between the two indexes (the state at `from` found from the bytes
+ *     before it);
+ *   - stop strings (tok_stops_*): where a request is cut, which tokens are
+ *     held back while it runs, the limits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -635,6 +642,273 @@ static void test_reference_agrees_with_rows(void **state)
 	ref_free(&ref);
 }
 
+/* ---- a request's text and its stop strings ----------------------------------- */
+
+/* The deltas of every single token, then of the whole: each row's ids, the
+ * text each token adds (the last with end), and the whole text. */
+static const struct {
+	const char *name;
+	uint32_t ids[6];
+	size_t n;
+	const char *per[6];
+	const char *whole;
+} delta_rows[] = {
+    {"e acute split over two tokens: whole, once", {0xC3, 0xA9}, 2, {"", "\xC3\xA9"}, "\xC3\xA9"},
+    {"the euro sign over three", {0xE2, 0x82, 0xAC}, 3, {"", "", "\xE2\x82\xAC"}, "\xE2\x82\xAC"},
+    {"an emoji over four, after ASCII",
+     {'a', 0xF0, 0x9F, 0x98, 0x80},
+     5,
+     {"a", "", "", "", "\xF0\x9F\x98\x80"},
+     "a\xF0\x9F\x98\x80"},
+    {"a special inside a character gives nothing and keeps it",
+     {0xC3, TOK_EOS, 0xA9},
+     3,
+     {"", "", "\xC3\xA9"},
+     "\xC3\xA9"},
+    {"a tail the next byte breaks", {0xE2, 'x'}, 2, {"", FFFD "x"}, FFFD "x"},
+    {"an incomplete tail at the end of a finished request",
+     {'a', 0xE2, 0x82},
+     3,
+     {"a", "", FFFD},
+     "a" FFFD},
+    {"a lone continuation byte", {0x80, 'b'}, 2, {FFFD, "b"}, FFFD "b"},
+};
+
+static void check_delta(const char *what, enum mdesc_tokenizer kind, const uint32_t *ids,
+                        uint32_t from, uint32_t to, bool end, const char *want)
+{
+	char text[256];
+	uint32_t ends[64], n;
+	size_t len;
+
+	tok_text_delta(kind, ids, from, to, end, text, sizeof(text), ends, &n, &len);
+	assert_int_equal(n, to - from);
+	assert_bytes(what, want, strlen(want), text, len);
+}
+
+static void test_text_delta_rows(void **state)
+{
+	char text[64];
+	uint32_t ends[8], n;
+	size_t len;
+
+	(void)state;
+	for (size_t r = 0; r < sizeof(delta_rows) / sizeof(delta_rows[0]); r++) {
+		uint32_t k = (uint32_t)delta_rows[r].n;
+
+		for (uint32_t i = 0; i < k; i++)
+			check_delta(delta_rows[r].name, MDESC_TOK_BYTES, delta_rows[r].ids, i,
+			            i + 1, i + 1 == k, delta_rows[r].per[i]);
+		check_delta(delta_rows[r].name, MDESC_TOK_BYTES, delta_rows[r].ids, 0, k, true,
+		            delta_rows[r].whole);
+	}
+	/* a finished request read to its end and asked again from there: the
+	 * final tail's U+FFFD, every time, and nothing before the end */
+	{
+		static const uint32_t ids[] = {'a', 0xE2, 0x82};
+
+		check_delta("from the end, finished", MDESC_TOK_BYTES, ids, 3, 3, true, FFFD);
+		check_delta("from the end, finished, again", MDESC_TOK_BYTES, ids, 3, 3, true,
+		            FFFD);
+		check_delta("from the end, running", MDESC_TOK_BYTES, ids, 3, 3, false, "");
+		check_delta("up to the tail, running", MDESC_TOK_BYTES, ids, 0, 3, false, "a");
+	}
+	/* ends: the bytes complete once each token is added */
+	{
+		static const uint32_t ids[] = {'h', 0xC3, 0xA9, TOK_PAD, '!'};
+
+		tok_text_delta(MDESC_TOK_BYTES, ids, 0, 5, true, text, sizeof(text), ends, &n,
+		               &len);
+		assert_int_equal(n, 5);
+		assert_int_equal(len, 4);
+		assert_int_equal(ends[0], 1);
+		assert_int_equal(ends[1], 1);
+		assert_int_equal(ends[2], 3);
+		assert_int_equal(ends[3], 3);
+		assert_int_equal(ends[4], 4);
+	}
+	/* a model of ids only: no text at all, every token taken */
+	{
+		static const uint32_t ids[] = {0xC3, 0xA9, 'a'};
+
+		tok_text_delta(MDESC_TOK_NONE, ids, 0, 3, true, text, sizeof(text), ends, &n, &len);
+		assert_int_equal(n, 3);
+		assert_int_equal(len, 0);
+		assert_int_equal(ends[2], 0);
+	}
+	/* a short cap takes the tokens whose text fits, in order */
+	{
+		static const uint32_t ids[] = {'a', 'b', 0xE2, 0x82, 0xAC, 'c'};
+
+		tok_text_delta(MDESC_TOK_BYTES, ids, 0, 6, true, text, 1, NULL, &n, &len);
+		assert_int_equal(n, 1);
+		assert_bytes("cap 1", "a", 1, text, len);
+		tok_text_delta(MDESC_TOK_BYTES, ids, 1, 6, true, text, 3, NULL, &n, &len);
+		assert_int_equal(n, 3); /* b and two bytes held: the euro sign does not fit */
+		assert_bytes("cap 3", "b", 1, text, len);
+		tok_text_delta(MDESC_TOK_BYTES, ids, 0, 6, true, text, TOK_TEXT_TOKEN_MAX, NULL, &n,
+		               &len);
+		assert_int_equal(n, 6);
+	}
+}
+
+/* Seeded random outputs (bytes, invalid sequences, specials): the delta of
+ * any range is the stream's text between its two indexes, ends included,
+ * and a finished output's last range carries the flush. */
+static void test_text_delta_random(void **state)
+{
+	const char *env = getenv("IGNIS_TEST_SEED");
+	uint64_t seed = env ? strtoull(env, NULL, 0) : UINT64_C(0xDE17A);
+	uint64_t s = seed;
+
+	(void)state;
+	printf("# text delta seed %llu (set IGNIS_TEST_SEED to repeat another)\n",
+	       (unsigned long long)seed);
+	for (int it = 0; it < 4000; it++) {
+		uint32_t ids[80], n = 1 + (uint32_t)(rng_next(&s) % 80), ends[80], k;
+		size_t cum[81], tail, len;
+		uint8_t all[1024], chunk[TOK_STREAM_MAX_OUT];
+		char text[1024];
+		struct tok_stream ts;
+		struct ig_errbuf eb;
+
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t v = rng_next(&s);
+
+			/* mostly lead and continuation bytes, so characters split */
+			ids[i] = v % 9 == 0  ? 256 + (uint32_t)(v >> 8) % 4
+			         : v % 9 < 4 ? 0x80 + (uint32_t)(v >> 8) % 0x40
+			         : v % 9 < 7 ? 0xC2 + (uint32_t)(v >> 8) % 0x33
+			                     : (uint32_t)(v >> 8) % 256;
+		}
+		tok_stream_init(&ts, TOK_SKIP_SPECIAL);
+		cum[0] = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			assert_int_equal(
+			    tok_stream_push(&ts, ids[i], chunk, sizeof(chunk), &len, &eb), IG_E_OK);
+			memcpy(all + cum[i], chunk, len);
+			cum[i + 1] = cum[i] + len;
+		}
+		assert_int_equal(tok_stream_flush(&ts, chunk, sizeof(chunk), &tail, &eb), IG_E_OK);
+		memcpy(all + cum[n], chunk, tail);
+		for (int q = 0; q < 8; q++) {
+			uint32_t from = (uint32_t)(rng_next(&s) % (n + 1)), to;
+			bool end;
+
+			to = from + (uint32_t)(rng_next(&s) % (n - from + 1));
+			end = to == n && rng_next(&s) % 2;
+			tok_text_delta(MDESC_TOK_BYTES, ids, from, to, end, text, sizeof(text),
+			               ends, &k, &len);
+			if (k != to - from || len != cum[to] - cum[from] + (end ? tail : 0) ||
+			    memcmp(text, all + cum[from], len))
+				fail_msg("seed %llu iteration %d: the delta of [%u, %u)%s differs "
+				         "from the stream's text",
+				         (unsigned long long)seed, it, from, to,
+				         end ? " (end)" : "");
+			for (uint32_t i = from; i < to; i++)
+				if (ends[i - from] != cum[i + 1] - cum[from])
+					fail_msg(
+					    "seed %llu iteration %d: ends[%u] of [%u, %u) is %u, "
+					    "the stream says %zu",
+					    (unsigned long long)seed, it, i - from, from, to,
+					    ends[i - from], cum[i + 1] - cum[from]);
+		}
+	}
+}
+
+/* Stop strings as the front door applied them before the worker did: the
+ * first token at which one ends cuts the output before the token holding
+ * its first byte; while running, the last (longest - 1) bytes' tokens are
+ * held back. Each row: stops, ids, where the request is cut (the n at
+ * which tok_stops_check first answers less than n, and its answer; 0, 0:
+ * never), and what a reader sees of the whole ids while it runs. */
+static const struct {
+	const char *name;
+	const char *stops[3];
+	uint32_t ids[8];
+	uint32_t n;
+	uint32_t at, keep; /* cut once `at` tokens are out, keeping `keep` */
+	uint32_t visible;  /* of ids[0..n) while running */
+} stop_rows[] = {
+    {"a stop string ends the output", {"lo"}, {'h', 'e', 'l', 'l', 'o'}, 5, 5, 3, 4},
+    {"none matches", {"zz"}, {'h', 'e', 'l', 'l', 'o'}, 5, 0, 0, 4},
+    {"a special ends nothing", {"b"}, {'a', 'b', TOK_EOS}, 3, 2, 1, 3},
+    {"the first in the list wins", {"ab", "b"}, {'x', 'a', 'b'}, 3, 3, 1, 2},
+    {"the other order", {"b", "ab"}, {'x', 'a', 'b'}, 3, 3, 2, 2},
+    {"specials between its bytes", {"ab"}, {'a', TOK_PAD, 'b'}, 3, 3, 0, 2},
+    {"the earliest end wins", {"cd", "b"}, {'a', 'b', 'c', 'd'}, 4, 2, 1, 3},
+    {"a stop at the first token", {"a"}, {'a', 'b'}, 2, 1, 0, 2},
+    {"fewer bytes than held: from the first byte", {"xyz"}, {TOK_BOS, 'a'}, 2, 0, 0, 1},
+    {"no bytes yet: all shown", {"xyz"}, {TOK_BOS, TOK_PAD}, 2, 0, 0, 2},
+    {"a multi-byte stop string", {"\xC3\xA9"}, {'c', 'a', 'f', 0xC3, 0xA9}, 5, 5, 3, 4},
+};
+
+static void test_stops_rows(void **state)
+{
+	(void)state;
+	for (size_t r = 0; r < sizeof(stop_rows) / sizeof(stop_rows[0]); r++) {
+		struct tok_stops st = {0};
+		struct ig_errbuf eb;
+		uint32_t at = 0, keep = 0;
+
+		for (int i = 0; i < 3 && stop_rows[r].stops[i]; i++)
+			assert_int_equal(tok_stops_add(&st, stop_rows[r].stops[i],
+			                               strlen(stop_rows[r].stops[i]), &eb),
+			                 IG_E_OK);
+		for (uint32_t n = 1; n <= stop_rows[r].n && !at; n++) {
+			uint32_t k = tok_stops_check(&st, stop_rows[r].ids, n);
+
+			if (k < n) {
+				at = n;
+				keep = k;
+			} else {
+				assert_int_equal(k, n);
+			}
+		}
+		if (at != stop_rows[r].at || keep != stop_rows[r].keep)
+			fail_msg("%s: cut at %u keeping %u; expected at %u keeping %u",
+			         stop_rows[r].name, at, keep, stop_rows[r].at, stop_rows[r].keep);
+		if (tok_stops_visible(&st, stop_rows[r].ids, stop_rows[r].n) !=
+		    stop_rows[r].visible)
+			fail_msg("%s: %u visible; expected %u", stop_rows[r].name,
+			         tok_stops_visible(&st, stop_rows[r].ids, stop_rows[r].n),
+			         stop_rows[r].visible);
+	}
+	/* one-byte stop strings hold nothing back; none at all: everything */
+	{
+		static const uint32_t ids[] = {'a', 'b', 'c'};
+		struct tok_stops st = {0};
+		struct ig_errbuf eb;
+
+		assert_int_equal(tok_stops_visible(NULL, ids, 3), 3);
+		assert_int_equal(tok_stops_check(NULL, ids, 3), 3);
+		assert_int_equal(tok_stops_visible(&st, ids, 3), 3);
+		assert_int_equal(tok_stops_add(&st, "z", 1, &eb), IG_E_OK);
+		assert_int_equal(tok_stops_visible(&st, ids, 3), 3);
+	}
+}
+
+static void test_stops_limits(void **state)
+{
+	struct tok_stops st = {0};
+	struct ig_errbuf eb;
+	char big[TOK_STOP_BYTES + 1];
+
+	(void)state;
+	memset(big, 'x', sizeof(big));
+	assert_int_equal(tok_stops_add(&st, big, 0, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "stop[0]: 0 bytes; accepted: 1 to 64"));
+	assert_int_equal(tok_stops_add(&st, big, sizeof(big), &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "65 bytes"));
+	assert_int_equal(st.n, 0);
+	for (unsigned i = 0; i < TOK_STOP_MAX; i++)
+		assert_int_equal(tok_stops_add(&st, big, i + 1, &eb), IG_E_OK);
+	assert_int_equal(st.longest, TOK_STOP_MAX);
+	assert_int_equal(tok_stops_add(&st, "a", 1, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "stop[8]: at most 8 stop strings"));
+	assert_int_equal(st.n, TOK_STOP_MAX);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -645,6 +919,10 @@ int main(void)
 	    cmocka_unit_test(test_stream_errors),
 	    cmocka_unit_test(test_reference_agrees_with_rows),
 	    cmocka_unit_test(test_random_streams),
+	    cmocka_unit_test(test_text_delta_rows),
+	    cmocka_unit_test(test_text_delta_random),
+	    cmocka_unit_test(test_stops_rows),
+	    cmocka_unit_test(test_stops_limits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
