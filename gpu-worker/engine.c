@@ -1,5 +1,5 @@
 /* engine.c - requests, rounds and outputs (see engine.h). */
-#include "engine.h"
+#include "engine_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,106 +12,9 @@
 
 const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS] = ENG_TTFT_BOUNDS_US;
 
-/* Rounds a victim whose move the tier refused stays off the victim list. */
-#define ENG_STAY_ROUNDS 256u
-
-struct eng_seq {
-	bool used;
-	struct sched_seq sch; /* the planner's view; sch.id is the request id */
-	struct be_seq ms;     /* pages and fixed-size state while admitted */
-	bool have_state;
-	struct smp_params smp;
-	struct smp_state rng;
-	uint32_t *prompt;
-	uint32_t *out, n_out, cap;
-	bool cap_cut; /* cap shortened to fit the context */
-	enum eng_finish finish;
-	uint64_t finished_at; /* finish order: the oldest is forgotten first */
-	uint64_t submit_us;   /* clk_mono_us at its submit, for the time to first token */
-	/* moves */
-	uint32_t n_prompt;       /* the request's prompt (sch.prompt counts a replay) */
-	uint32_t *feed;          /* what prefill feeds: the prompt, or a replay */
-	bool replay_skip;        /* the replay ends on a token already generated */
-	enum sched_phase resume; /* where a moved sequence goes on */
-	bool in_tier;            /* the kvstore may hold a record of it */
-	uint64_t for_id;         /* the need it was moved for */
-	uint64_t stay_until;     /* not a victim before this round (a move refused) */
-};
-
-/* One direction of moves: one sequence at a time, one window in flight. */
-enum eng_xstep {
-	XS_IDLE = 0,
-	XS_RESERVE, /* out: kv_reserve sent */
-	XS_COMMIT,  /* out: window k written, its kv_commit sent */
-	XS_FETCH,   /* in: kv_fetch sent */
-	XS_READ,    /* in: reading window k, one a round */
-	XS_STAGE,   /* in, from KV-disk: kv_stage of window k sent */
-	XS_COPY,    /* out: window k being gathered into the arena (transfer stream) */
-	XS_SCATTER, /* in: windows k.. being scattered into the pages (transfer stream) */
-	XS_DROP,    /* a kv_drop sent (after a restore, or for a cancelled one) */
-};
-
-struct eng_xfer {
-	struct kvc *c;
-	uint64_t window;
-	enum eng_xstep step;
-	bool waiting; /* a request is in flight on c */
-	uint32_t slot;
-	uint64_t id, key;
-	uint64_t offset, image_bytes, t0_us;
-	uint64_t r0, d0; /* the engine's rounds and decode tokens at the start */
-	uint32_t k, windows;
-	const char *tier;
-	bool staged; /* KV-disk straight: every window through one staging window */
-	struct seqimg_writer w;
-	struct seqimg_reader r;
-	void **pages; /* the pool's page count */
-	uint8_t sampler[SMP_STATE_BYTES];
-	uint64_t *sums;   /* KVC_MAX_WINDOWS */
-	uint32_t backoff; /* rounds to wait before asking again (tier full) */
-	/* the window copy in flight (XS_COPY, XS_SCATTER) on the backend's
-	 * transfer stream, and its ticket: its results are read once done */
-	struct be_img img;
-	uint64_t ticket;
-};
-
-struct eng {
-	struct be *be;
-	const struct be_model *d;
-	struct kvpool *kv;
-	struct eng_cfg cfg;
-	struct eng_seq *seqs;
-	uint32_t n_slots;
-	uint64_t next_id, arrivals, finishes;
-
-	/* per round, sized once */
-	struct sched_seq *snap;
-	uint32_t *snap_slot, *order;
-	struct sched_round r;
-	struct be_step *steps;
-	uint32_t *step_slot;
-	float *logits;
-	struct smp_scratch *smp_scratch;
-	uint32_t max_steps;
-
-	struct eng_stats st;
-
-	/* moves: their window copies go on the backend's transfer stream,
-	 * beside the rounds */
-	bool moves;
-	struct eng_xfer xo, xi;
-	uint32_t *vq, n_vq; /* victims to move out, in order (slots) */
-	uint32_t *iq, n_iq; /* restores to move in, in rank order (slots) */
-	/* tier keys to drop when the out client is free, each once; room for
-	 * one per request slot and as many more (a key past that stays in the
-	 * tier until the next worker's sweep) */
-	uint64_t *drops;
-	uint32_t n_drops, cap_drops;
-};
-
 /* Wait for a window copy of the sequence in `slot` on the transfer stream,
  * if one runs (its pages and state are about to change hands). */
-static void eng__xfer_quiet(struct eng *e, uint32_t slot)
+void eng__xfer_quiet(struct eng *e, uint32_t slot)
 {
 	struct ig_errbuf eb;
 
@@ -121,7 +24,7 @@ static void eng__xfer_quiet(struct eng *e, uint32_t slot)
 		e->be->ops->xfer_wait(e->be, e->xi.ticket, &eb);
 }
 
-static void eng__release_state(struct eng *e, struct eng_seq *s)
+void eng__release_state(struct eng *e, struct eng_seq *s)
 {
 	uint32_t slot = (uint32_t)(s - e->seqs);
 
@@ -144,12 +47,12 @@ static void eng__forget(struct eng *e, struct eng_seq *s)
 	memset(s, 0, sizeof(*s));
 }
 
-static uint64_t eng__key(const struct eng *e, uint64_t id)
+uint64_t eng__key(const struct eng *e, uint64_t id)
 {
 	return ((uint64_t)e->cfg.tier_nonce << 32) | (id & 0xffffffffu);
 }
 
-static void eng__queue_drop(struct eng *e, uint64_t key)
+void eng__queue_drop(struct eng *e, uint64_t key)
 {
 	for (uint32_t i = 0; i < e->n_drops; i++)
 		if (e->drops[i] == key)
@@ -314,7 +217,7 @@ void eng_destroy(struct eng *e)
 	free(e);
 }
 
-static struct eng_seq *eng__find(const struct eng *e, uint64_t id)
+struct eng_seq *eng__find(const struct eng *e, uint64_t id)
 {
 	for (uint32_t i = 0; i < e->n_slots; i++)
 		if (e->seqs[i].used && e->seqs[i].sch.id == id)
@@ -484,13 +387,13 @@ static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
 
 /* ---- moves (engine.h; ADR 0017) ---------------------------------------------- */
 
-static void eng__event(struct eng *e, const struct eng_event *ev)
+void eng__event(struct eng *e, const struct eng_event *ev)
 {
 	if (e->cfg.on_event)
 		e->cfg.on_event(e->cfg.ctx, ev);
 }
 
-static void eng__seq_event(struct eng *e, enum eng_event_kind kind, const struct eng_seq *s)
+void eng__seq_event(struct eng *e, enum eng_event_kind kind, const struct eng_seq *s)
 {
 	eng__event(e, &(struct eng_event){.kind = kind,
 	                                  .id = s->sch.id,
@@ -500,7 +403,7 @@ static void eng__seq_event(struct eng *e, enum eng_event_kind kind, const struct
 }
 
 /* Is the sequence a transfer is working on still the one, in that phase? */
-static struct eng_seq *eng__xfer_seq(struct eng *e, const struct eng_xfer *x, enum sched_phase ph)
+struct eng_seq *eng__xfer_seq(struct eng *e, const struct eng_xfer *x, enum sched_phase ph)
 {
 	struct eng_seq *s = &e->seqs[x->slot];
 
@@ -510,7 +413,7 @@ static struct eng_seq *eng__xfer_seq(struct eng *e, const struct eng_xfer *x, en
 /* Its tier record is gone (given up, lost, or the move in failed): prefill
  * it again from the start in the pages it holds, the tokens it generated
  * replayed (the last one is fed by the next decode, as before the move). */
-static int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_errbuf *eb)
+int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_errbuf *eb)
 {
 	uint32_t n = s->n_prompt + (s->n_out ? s->n_out - 1 : 0);
 	uint32_t *feed = s->feed;
@@ -550,507 +453,6 @@ static int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct
 	return IG_E_OK;
 }
 
-/* Start moving victim `s` out: its image header and parts, then kv_reserve. */
-static int eng__out_start(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb)
-{
-	struct eng_xfer *x = &e->xo;
-	struct seqimg_header h;
-	struct msg q;
-
-	smp_state_save(&s->rng, x->sampler);
-	e->be->ops->seq_image(e->be, e->d, &s->ms, e->kv, e->cfg.fmt,
-	                      s->n_out ? s->out[s->n_out - 1] : 0, sizeof(x->sampler), &h,
-	                      x->pages);
-	seqimg_writer_init(&x->w, &h, &(struct seqimg_parts){x->pages, s->ms.state, x->sampler});
-	x->image_bytes = x->w.h.image_bytes;
-	x->windows = (uint32_t)((x->image_bytes + x->window - 1) / x->window);
-	x->k = 0;
-	x->slot = (uint32_t)(s - e->seqs);
-	x->id = s->sch.id;
-	x->key = eng__key(e, s->sch.id);
-	kvc_req_reserve(&q, x->key, h.model_id, e->cfg.fmt,
-	                s->sch.cls == SCHED_AGENT ? "agent" : "interactive", x->image_bytes,
-	                x->window);
-	x->step = XS_RESERVE;
-	x->t0_us = clk_mono_us();
-	x->r0 = e->st.rounds;
-	x->d0 = e->st.decode_tokens;
-	x->waiting = true;
-	s->in_tier = true;
-	return kvc_start(x->c, &q, eb);
-}
-
-/* Start window k's copy into the arena; its commit goes once it is done
- * (eng__out_copied). */
-static int eng__out_window(struct eng *e, struct ig_errbuf *eb)
-{
-	struct eng_xfer *x = &e->xo;
-	struct kvc_arena a = kvc_arena(x->c);
-	/* straight to disk: every window at the staging window's offset */
-	uint64_t at = x->staged ? 0 : (uint64_t)x->k * x->window;
-	uint64_t extent = x->staged && x->window < x->image_bytes ? x->window : x->image_bytes;
-
-	if (!a.base || x->offset + extent > a.bytes)
-		return ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped (or too small)");
-	x->img = (struct be_img){
-	    .w = &x->w, .dst = (unsigned char *)a.base + x->offset + at, .window = x->window};
-	x->waiting = false;
-	if (e->be->ops->img_gather_async(e->be, &x->img, &x->ticket, eb) != IG_E_OK)
-		return eb->code ? eb->code : IG_E_IO;
-	x->step = XS_COPY;
-	return IG_E_OK;
-}
-
-/* A move out gives up this try (timed out, the daemon lost the reservation
- * in a restart, a window could not be placed): what the tier got of it is
- * dropped, and the victim, which kept its pages, starts again a few rounds
- * later, first in line (it is still the victim). */
-static void eng__out_retry(struct eng *e)
-{
-	struct eng_xfer *x = &e->xo;
-
-	e->st.move_retries++;
-	eng__queue_drop(e, x->key);
-	x->step = XS_IDLE;
-	x->waiting = false;
-	x->backoff = 2;
-	memmove(e->vq + 1, e->vq, (size_t)e->n_vq * sizeof(*e->vq));
-	e->vq[0] = x->slot;
-	e->n_vq++;
-}
-
-/* Window k is in the arena: send its commit. Nothing while the copy runs. */
-static void eng__out_copied(struct eng *e)
-{
-	struct eng_xfer *x = &e->xo;
-	struct ig_errbuf eb = {0};
-	struct msg q;
-
-	if (x->step != XS_COPY || !e->be->ops->xfer_done(e->be, x->ticket))
-		return;
-	if (e->be->ops->xfer_wait(e->be, x->ticket, &eb) != IG_E_OK) {
-		/* the device failed the copy: the worker cannot go on (style rule 5) */
-		fprintf(stderr, "ignis-gpu-worker: %s\n", eb.msg);
-		abort();
-	}
-	if (!eng__xfer_seq(e, x, SCHED_MOVING_OUT)) { /* cancelled meanwhile */
-		eng__queue_drop(e, x->key);
-		x->step = XS_IDLE;
-		return;
-	}
-	kvc_req_commit(&q, x->key, x->k, x->img.n, x->img.sum);
-	x->step = XS_COMMIT;
-	x->waiting = true;
-	if (kvc_start(x->c, &q, &eb) != IG_E_OK)
-		eng__out_retry(e);
-}
-
-/* The out direction: at most one new window a round. */
-static void eng__out_turn(struct eng *e)
-{
-	struct eng_xfer *x = &e->xo;
-	struct ig_errbuf eb = {0};
-	struct eng_seq *s;
-	struct msg rep;
-	bool done = false;
-	int rc = IG_E_OK;
-
-	if (x->step == XS_COPY) { /* its commit goes once the copy is done */
-		eng__out_copied(e);
-		return;
-	}
-	if (x->waiting) {
-		rc = kvc_poll(x->c, &rep, &done, &eb);
-		if (!done)
-			return;
-		x->waiting = false;
-		if (x->step == XS_DROP) {
-			x->step = XS_IDLE;
-		} else if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_OUT))) {
-			/* cancelled meanwhile: forget what the tier got */
-			eng__queue_drop(e, x->key);
-			x->step = XS_IDLE;
-		} else if (rc == IG_E_NOSPACE) {
-			/* the tier has no room for it now (KV-RAM full and nothing it
-			 * may give up with KV-disk off; KV-disk's ceiling, or its volume
-			 * full midway through a write straight to disk): it stays and
-			 * runs on; not a victim again for a while, so the need looks
-			 * elsewhere or waits */
-			e->st.move_retries++;
-			if (x->step == XS_COMMIT) /* windows already on their way to disk */
-				eng__queue_drop(e, x->key);
-			s->sch.phase = s->resume;
-			s->in_tier = false;
-			s->stay_until = e->st.rounds + ENG_STAY_ROUNDS;
-			x->step = XS_IDLE;
-			eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVE_REFUSED,
-			                                  .id = s->sch.id,
-			                                  .for_id = s->for_id,
-			                                  .cls = (int)s->sch.cls,
-			                                  .pages = s->sch.pages,
-			                                  .bytes = x->image_bytes,
-			                                  .why = eb.msg});
-		} else if (rc) {
-			eng__out_retry(e);
-		} else if (x->step == XS_RESERVE) {
-			x->offset = rep.u.kv_reserved.offset;
-			x->staged = msg_str_eq(rep.u.kv_reserved.tier, "disk");
-			x->tier = x->staged ? "disk" : "ram";
-			x->step = XS_COMMIT;
-			x->k = 0;
-			x->waiting = false;
-			goto window; /* the first window this round */
-		} else if (++x->k < x->windows) {
-			goto window; /* the next window, this round: one in flight */
-		} else {
-			/* landed: the pages go back, the requester can be admitted */
-			uint64_t dt = clk_mono_us() - x->t0_us;
-
-			eng__release_state(e, s);
-			s->sch.phase = SCHED_MOVED;
-			e->st.moves_out++;
-			e->st.move_out_bytes += x->image_bytes;
-			e->st.move_out_windows += x->windows;
-			eng__event(
-			    e, &(struct eng_event){.kind = ENG_EV_MOVED,
-			                           .id = s->sch.id,
-			                           .for_id = s->for_id,
-			                           .cls = (int)s->sch.cls,
-			                           .pages = s->sch.pages,
-			                           .dir_out = true,
-			                           .tier = x->tier,
-			                           .bytes = x->image_bytes,
-			                           .windows = x->windows,
-			                           .duration_us = dt,
-			                           .rounds = e->st.rounds - x->r0,
-			                           .others_tokens = e->st.decode_tokens - x->d0});
-			x->step = XS_IDLE;
-		}
-		return; /* one exchange a round */
-	}
-	if (x->step == XS_COMMIT)
-		goto window; /* the next window, this round */
-	if (x->step != XS_IDLE)
-		return;
-	if (x->backoff) {
-		x->backoff--;
-		return;
-	}
-	if (e->n_drops) {
-		struct msg q;
-
-		kvc_req_drop(&q, e->drops[--e->n_drops]);
-		x->step = XS_DROP;
-		x->waiting = true;
-		if (kvc_start(x->c, &q, &eb) != IG_E_OK)
-			x->step = XS_IDLE, x->waiting = false;
-		return;
-	}
-	while (e->n_vq) {
-		uint32_t slot = e->vq[0];
-
-		memmove(e->vq, e->vq + 1, (size_t)--e->n_vq * sizeof(*e->vq));
-		s = &e->seqs[slot];
-		if (!s->used || s->sch.phase != SCHED_MOVING_OUT)
-			continue;
-		if (eng__out_start(e, s, &eb) != IG_E_OK) {
-			x->step = XS_IDLE;
-			x->waiting = false;
-			e->vq[e->n_vq++] = slot;
-			x->backoff = 8;
-		}
-		return;
-	}
-	return;
-window:
-	if (!eng__xfer_seq(e, x, SCHED_MOVING_OUT)) { /* cancelled meanwhile */
-		eng__queue_drop(e, x->key);
-		x->step = XS_IDLE;
-		return;
-	}
-	if (eng__out_window(e, &eb) != IG_E_OK)
-		eng__out_retry(e);
-}
-
-/* Start the copy of `count` windows from k on, found consecutive at `off`
- * in the arena, into the sequence. False (eb) when they are not inside the
- * mapped arena. */
-static bool eng__in_post(struct eng *e, uint64_t off, uint32_t count, struct ig_errbuf *eb)
-{
-	struct eng_xfer *x = &e->xi;
-	struct kvc_arena a = kvc_arena(x->c);
-	uint64_t at = (uint64_t)x->k * x->window;
-	uint64_t end = at + (uint64_t)count * x->window;
-	uint64_t bytes = (end < x->image_bytes ? end : x->image_bytes) - at;
-
-	if (!a.base || off + bytes > a.bytes) {
-		ig_errf(eb, IG_E_NOTFOUND, "the KV-RAM arena is not mapped (or too small)");
-		return false;
-	}
-	x->img = (struct be_img){.r = &x->r,
-	                         .src = (const unsigned char *)a.base + off,
-	                         .k0 = x->k,
-	                         .count = count,
-	                         .sums = x->sums,
-	                         .window = x->window,
-	                         .image_bytes = x->image_bytes};
-	if (e->be->ops->img_scatter_async(e->be, &x->img, &x->ticket, eb) != IG_E_OK)
-		return false;
-	x->step = XS_SCATTER;
-	return true;
-}
-
-/* Ask for window k of a sequence coming straight from KV-disk. */
-static void eng__in_stage(struct eng *e)
-{
-	struct eng_xfer *x = &e->xi;
-	struct ig_errbuf eb = {0};
-	struct msg q;
-
-	kvc_req_stage(&q, x->key, x->k);
-	x->step = XS_STAGE;
-	x->waiting = true;
-	if (kvc_start(x->c, &q, &eb) != IG_E_OK) {
-		x->waiting = false;
-		x->backoff = 2; /* asked again after the backoff */
-	}
-}
-
-/* The move in ends without the sequence restored: when `s` is given, it is
- * prefilled again (`why`: its record was lost, or did not read back);
- * either way what the tier holds under its key is dropped. */
-static void eng__in_end(struct eng *e, struct eng_seq *s, const char *why)
-{
-	struct eng_xfer *x = &e->xi;
-	struct ig_errbuf eb = {0};
-
-	if (s && eng__replay(e, s, why, &eb) != IG_E_OK)
-		e->st.move_retries++;
-	eng__queue_drop(e, x->key);
-	x->step = XS_IDLE;
-}
-
-/* Every window is in: the sequence resumes where it stopped, and the spent
- * record is dropped (the reply is not waited for). */
-static void eng__in_done(struct eng *e, struct eng_seq *s)
-{
-	struct eng_xfer *x = &e->xi;
-	struct ig_errbuf eb = {0};
-	struct msg q;
-
-	if (!seqimg_reader_done(&x->r) || smp_state_load(&s->rng, x->sampler, &eb) != IG_E_OK) {
-		eng__in_end(e, s, "the image did not read whole");
-		return;
-	}
-	s->ms.pos = x->r.h.tokens;
-	s->sch.phase = s->resume;
-	s->in_tier = false;
-	e->st.moves_in++;
-	e->st.move_in_bytes += x->image_bytes;
-	e->st.move_in_windows += x->windows;
-	eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVED,
-	                                  .id = s->sch.id,
-	                                  .cls = (int)s->sch.cls,
-	                                  .pages = s->sch.pages,
-	                                  .dir_out = false,
-	                                  .tier = x->tier,
-	                                  .bytes = x->image_bytes,
-	                                  .windows = x->windows,
-	                                  .duration_us = clk_mono_us() - x->t0_us,
-	                                  .rounds = e->st.rounds - x->r0,
-	                                  .others_tokens = e->st.decode_tokens - x->d0});
-	eng__seq_event(e, ENG_EV_RESTORED, s);
-	kvc_req_drop(&q, x->key);
-	x->step = XS_DROP;
-	x->waiting = true;
-	if (kvc_start(x->c, &q, &eb) != IG_E_OK)
-		x->step = XS_IDLE, x->waiting = false;
-}
-
-/* The windows in flight are in: the next ones, or the sequence resumes;
- * nothing while the copy runs. */
-static void eng__in_copied(struct eng *e)
-{
-	struct eng_xfer *x = &e->xi;
-	struct eng_seq *s;
-
-	if (x->step != XS_SCATTER || !e->be->ops->xfer_done(e->be, x->ticket))
-		return;
-	{
-		struct ig_errbuf eb;
-
-		if (e->be->ops->xfer_wait(e->be, x->ticket, &eb) != IG_E_OK) {
-			fprintf(stderr, "ignis-gpu-worker: %s\n", eb.msg); /* style rule 5 */
-			abort();
-		}
-	}
-	if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) { /* cancelled meanwhile */
-		eng__in_end(e, NULL, NULL);
-		return;
-	}
-	if (x->img.rc != IG_E_OK) {
-		eng__in_end(e, s, x->img.why);
-		return;
-	}
-	x->k += x->img.count;
-	if (x->k >= x->windows)
-		eng__in_done(e, s);
-	else if (x->staged)
-		eng__in_stage(e); /* the next window's kv_stage, this round */
-	else
-		x->step = XS_READ; /* the next windows next round */
-}
-
-/* The in direction: fetch, then the windows (from KV-RAM as many a round as
- * the in-window takes; from KV-disk one a round, each staged by the daemon),
- * then drop the record. */
-static void eng__in_turn(struct eng *e)
-{
-	struct eng_xfer *x = &e->xi;
-	struct ig_errbuf eb = {0};
-	struct eng_seq *s;
-	struct msg rep, q;
-	bool done = false;
-	int rc;
-
-	if (x->step == XS_SCATTER) { /* the windows in flight first */
-		eng__in_copied(e);
-		return;
-	}
-	if (x->waiting) {
-		rc = kvc_poll(x->c, &rep, &done, &eb);
-		if (!done)
-			return;
-		x->waiting = false;
-		if (x->step == XS_DROP) {
-			x->step = XS_IDLE;
-			return;
-		}
-		if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) {
-			eng__in_end(e, NULL, NULL);
-			return;
-		}
-		if (x->step == XS_STAGE) {
-			if (rc == IG_E_NOTFOUND || rc == IG_E_KV_LOST) {
-				eng__in_end(e, s, eb.msg);
-				return;
-			}
-			if (rc) { /* the daemon is away: the same window, shortly */
-				e->st.move_retries++;
-				x->backoff = 2;
-				return;
-			}
-			{
-				uint64_t at = (uint64_t)x->k * x->window;
-				uint64_t len = x->image_bytes - at < x->window ? x->image_bytes - at
-				                                               : x->window;
-
-				x->sums[x->k] = rep.u.kv_staged.sum;
-				if (rep.u.kv_staged.window != x->k || rep.u.kv_staged.len != len ||
-				    !eng__in_post(e, rep.u.kv_staged.offset, 1, &eb))
-					eng__in_end(e, s,
-					            eb.msg[0] ? eb.msg
-					                      : "the daemon staged another window");
-			}
-			return; /* its copy runs beside the round (eng__in_copied) */
-		}
-		if (rc == IG_E_NOTFOUND || rc == IG_E_KV_LOST || (!rc && !rep.u.kv_seq.complete)) {
-			eng__in_end(e, s, rc ? eb.msg : "incomplete in the tier");
-			return;
-		}
-		if (rc) { /* the daemon is away: ask again shortly */
-			e->st.move_retries++;
-			x->backoff = 2;
-			x->step = XS_IDLE;
-			memmove(e->iq + 1, e->iq, (size_t)e->n_iq * sizeof(*e->iq));
-			e->iq[0] = x->slot;
-			e->n_iq++;
-			return;
-		}
-		x->offset = rep.u.kv_seq.offset;
-		x->image_bytes = rep.u.kv_seq.image_bytes;
-		x->staged = msg_str_eq(rep.u.kv_seq.tier, "disk");
-		x->tier = x->staged ? "disk" : "ram";
-		/* read in the record's own windows (a checksum each) */
-		x->window = rep.u.kv_seq.window_bytes;
-		x->windows = (uint32_t)rep.u.kv_seq.windows;
-		if (!x->staged && (kvc_sums(x->c, x->key, (uint32_t)rep.u.kv_seq.record, x->sums,
-		                            KVC_MAX_WINDOWS, &x->windows, &eb) ||
-		                   x->windows != rep.u.kv_seq.windows)) {
-			eng__in_end(e, s, eb.msg[0] ? eb.msg : "its windows do not add up");
-			return;
-		}
-		for (uint32_t i = 0; i < s->ms.kv.n_pages; i++)
-			x->pages[i] = kvpool_page(e->kv, s->ms.kv.table[i]);
-		seqimg_reader_init(&x->r, e->d->m, e->cfg.fmt,
-		                   &(struct seqimg_parts){x->pages, s->ms.state, x->sampler},
-		                   s->ms.kv.n_pages, e->d->state_bytes, sizeof(x->sampler));
-		x->k = 0;
-		if (x->staged)
-			eng__in_stage(e); /* the first window, this round */
-		else
-			x->step = XS_READ; /* the first window next round */
-		return;
-	}
-	if (x->backoff) {
-		x->backoff--;
-		return;
-	}
-	if (x->step == XS_STAGE) { /* a kv_stage to ask (again) */
-		if (!eng__xfer_seq(e, x, SCHED_MOVING_IN)) {
-			eng__in_end(e, NULL, NULL);
-			return;
-		}
-		eng__in_stage(e);
-		return;
-	}
-	if (x->step == XS_READ) {
-		if (!(s = eng__xfer_seq(e, x, SCHED_MOVING_IN))) {
-			eng__in_end(e, NULL, NULL);
-			return;
-		}
-		/* the record's own windows (its checksums are per window), as
-		 * many as --reuse-move-in-window-bytes takes this round, copied
-		 * beside the round (eng__in_copied) */
-		{
-			uint32_t count = 1;
-
-			while (x->k + count < x->windows &&
-			       (uint64_t)(count + 1) * x->window <= e->cfg.window_in)
-				count++;
-			if (!eng__in_post(e, x->offset + (uint64_t)x->k * x->window, count, &eb))
-				eng__in_end(e, s, eb.msg);
-		}
-		return;
-	}
-	if (x->step != XS_IDLE)
-		return;
-	while (e->n_iq) {
-		uint32_t slot = e->iq[0];
-
-		memmove(e->iq, e->iq + 1, (size_t)--e->n_iq * sizeof(*e->iq));
-		s = &e->seqs[slot];
-		if (!s->used || s->sch.phase != SCHED_MOVING_IN)
-			continue;
-		x->slot = slot;
-		x->id = s->sch.id;
-		x->key = eng__key(e, s->sch.id);
-		x->t0_us = clk_mono_us();
-		x->r0 = e->st.rounds;
-		x->d0 = e->st.decode_tokens;
-		kvc_req_fetch(&q, x->key);
-		x->step = XS_FETCH;
-		x->waiting = true;
-		if (kvc_start(x->c, &q, &eb) != IG_E_OK) {
-			x->step = XS_IDLE;
-			x->waiting = false;
-			e->iq[e->n_iq++] = slot;
-			x->backoff = 2;
-		}
-		return;
-	}
-}
-
 /* Reserve a sequence's whole reservation and a fresh state (an admission
  * or a restore: the plan counted the free pages, so they fit). */
 static int eng__take_pages(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb)
@@ -1087,42 +489,6 @@ static int eng__restores(struct eng *e, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
-/* A victim moves out for one waiting request. When that request no longer
- * waits before the move lands (admitted from room freed elsewhere, say
- * another request ended, or cancelled), the move has no reason left: the
- * victim, which still holds its pages, runs on where it stopped, and what
- * the tier got of it is dropped (the transfer sees the phase change at its
- * next step: eng__xfer_seq). A window being gathered reads the pages on the
- * copy engine: it ends first. */
-static void eng__stop_needless_moves(struct eng *e)
-{
-	for (uint32_t i = 0; i < e->n_slots; i++) {
-		struct eng_seq *s = &e->seqs[i];
-		const struct eng_seq *r;
-
-		if (!s->used || s->sch.phase != SCHED_MOVING_OUT)
-			continue;
-		r = eng__find(e, s->for_id);
-		if (r && r->sch.phase == SCHED_WAITING)
-			continue;
-		eng__xfer_quiet(e, i); /* a window being gathered reads the pages */
-		if (e->xo.step != XS_IDLE && e->xo.step != XS_DROP && e->xo.slot == i &&
-		    e->xo.id == s->sch.id)
-			s->in_tier = false; /* the transfer drops its key */
-		s->sch.phase = s->resume;
-		e->st.moves_stopped++;
-		eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVE_STOPPED,
-		                                  .id = s->sch.id,
-		                                  .for_id = s->for_id,
-		                                  .cls = (int)s->sch.cls,
-		                                  .pages = s->sch.pages,
-		                                  .why = r && r->sch.phase != SCHED_DONE
-		                                             ? "it was admitted from room freed "
-		                                               "elsewhere"
-		                                             : "it ended"});
-	}
-}
-
 static void eng__victims(struct eng *e)
 {
 	uint64_t for_id;
@@ -1153,10 +519,8 @@ int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 
 	/* the window copies posted at the start of the round ran beside its
 	 * compute: their commits go, or the moved sequence resumes, now */
-	if (e->moves) {
-		eng__out_copied(e);
-		eng__in_copied(e);
-	}
+	if (e->moves)
+		engmv_collect(e);
 	return rc;
 }
 
@@ -1167,9 +531,8 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 
 	*ran = 0;
 	if (e->moves) {
-		eng__stop_needless_moves(e);
-		eng__out_turn(e);
-		eng__in_turn(e);
+		engmv_stop_needless(e);
+		engmv_turn(e);
 	}
 	n = eng__snapshot(e);
 	tokens = eng__plan(e, n);

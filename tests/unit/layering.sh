@@ -41,7 +41,7 @@ walk() { # FILE CHAIN
 	done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
 }
 
-for f in gpu-worker/engine.c gpu-worker/engine.h gpu-worker/roundplan.c; do
+for f in gpu-worker/engine.c gpu-worker/engine.h gpu-worker/moves.c gpu-worker/roundplan.c; do
 	walk "$f" "$f"
 done
 ((bad)) && exit 1
