@@ -156,12 +156,32 @@ static void lg__recreate(struct lisguard *g, const char *reason, uint64_t pipes)
 		g->strikes = 0;
 		atomic_fetch_add(&g->recreated, 1);
 	}
+	/* anything that can connect can cause these: a few in full, then a
+	 * summary a period (lg__summary); a failure is always said */
+	if (!rc && !ev_limit_take(&g->limit, clk_mono_ms()))
+		return;
 	ev_begin(&e, rc ? EV_ERROR : EV_WARN, "ignis.proto.listener_recreated");
 	ev_str(&e, "socket", g->url);
 	ev_str(&e, "reason", reason);
 	ev_u64(&e, "retired_pipes", g->ipc_path[0] ? pipes : 0);
 	if (rc)
 		ev_str(&e, "error", eb.msg);
+	ev_end(&e);
+}
+
+/* The re-creations left out of the log this period, once it is over. */
+static void lg__summary(struct lisguard *g, uint64_t now)
+{
+	uint64_t n = ev_limit_due(&g->limit, now);
+	struct ev e;
+
+	if (!n)
+		return;
+	ev_begin(&e, EV_WARN, "ignis.proto.listener_recreated_summary");
+	ev_str(&e, "socket", g->url);
+	ev_u64(&e, "count", n);
+	ev_u64(&e, "period_ms", EV_LIMIT_PERIOD_MS);
+	ev_u64(&e, "total", atomic_load(&g->recreated));
 	ev_end(&e);
 }
 
@@ -204,6 +224,7 @@ static void *lg__checker(void *arg)
 				g->strikes = 0;
 			}
 		}
+		lg__summary(g, now);
 		for (unsigned i = 0; i < g->nretired;) {
 			int64_t excess;
 			uint64_t pipes;

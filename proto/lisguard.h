@@ -25,7 +25,9 @@
  * twice, so the old listener is closed first and its clients redial.
  *
  * Events: ignis.proto.listener_recreated (socket, reason, retired_pipes,
- * error when the new listen failed).
+ * error when the new listen failed), the first EV_LIMIT_BURST of a period,
+ * then one ignis.proto.listener_recreated_summary (count) a period: a
+ * client that repeats the wedge does not fill the log either.
  */
 #ifndef IGNIS_PROTO_LISGUARD_H
 #define IGNIS_PROTO_LISGUARD_H
@@ -38,6 +40,7 @@
 #include <nng/nng.h>
 
 #include "err.h"
+#include "event.h"
 
 /* How often the listener's counters are read: a wedge is cured this long
  * after it happened, at most, plus one bind. */
@@ -80,6 +83,7 @@ struct lisguard {
 	unsigned nretired;
 
 	atomic_uint_fast64_t recreated;
+	struct ev_limit limit; /* of the re-creation events (under mu) */
 	atomic_bool quit;
 	pthread_t thr, pinger;
 	bool thr_on, pinger_on;
