@@ -356,8 +356,9 @@ static int cli_status(const struct cli *c)
 		printf("          context %" PRIu64 " tokens, vocab %u, tokenizer %s, %" PRIu64
 		       " KV pages of %" PRIu64 " tokens, %u lanes, prefill chunk %u, default "
 		       "max_tokens %u\n",
-		       m.context_tokens, m.vocab, m.tokenizer[0] ? m.tokenizer : "none (ids only)",
-		       m.pool_pages, m.page_tokens, m.lanes, m.chunk_tokens, m.default_max_tokens);
+		       m.context_tokens, m.vocab,
+		       strcmp(m.tokenizer, "none") ? m.tokenizer : "none (ids only)", m.pool_pages,
+		       m.page_tokens, m.lanes, m.chunk_tokens, m.default_max_tokens);
 		printf("worker    %s (pid %u), lost %" PRIu64 " times\n", st->worker,
 		       st->worker_pid, st->worker_restarts);
 		printf(

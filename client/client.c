@@ -2,8 +2,9 @@
  * client.c - libignis-client: the front door's protocol (docs/protocol.md,
  * "The front door") over one nng REQ socket (see ignis_client.h).
  *
- * Built on the codec and transport of proto/ and the byte-level tokenizer's
- * stream decoder; the library exports only igc_* (libignis-client.map).
+ * Built on the codec and transport of proto/; the text of the tokens is the
+ * server's (the gpu-worker decodes it: docs/adr/0025), never decoded here.
+ * The library exports only igc_* (libignis-client.map).
  */
 #include "ignis_client.h"
 
@@ -14,7 +15,6 @@
 
 #include "msg.h"
 #include "rtdir.h"
-#include "tokenizer.h"
 #include "transport.h"
 
 #define IGC_TIMEOUT_MS        30000
@@ -25,16 +25,13 @@ struct igc_client {
 	char url[TP_PATH_MAX + 16];
 	int timeout_ms, submit_timeout_ms;
 	struct msg *q; /* the request being sent (struct msg is ~21 KB) */
-	bool have_model;
-	struct igc_model model;
 };
 
 struct igc_stream {
 	struct igc_client *c;
 	uint64_t id;
 	uint32_t next;
-	bool done, text_on;
-	struct tok_stream ts;
+	bool done;
 	uint32_t *ids;
 	char *text;
 	char state[17], finish[17];
@@ -325,8 +322,6 @@ int igc_model_info(struct igc_client *c, struct igc_model *out, struct igc_error
 	out->default_max_tokens = (uint32_t)r->default_max_tokens;
 	out->serving = r->serving;
 	tp_rx_release(&rx);
-	c->model = *out;
-	c->have_model = true;
 	return IG_E_OK;
 }
 
@@ -384,17 +379,10 @@ int igc_stream_open(struct igc_client *c, uint64_t id, struct igc_stream **out,
 	struct igc_stream *s;
 
 	*out = NULL;
-	if (!c->have_model) {
-		struct igc_model m;
-		int rc = igc_model_info(c, &m, err);
-
-		if (rc)
-			return rc;
-	}
 	s = calloc(1, sizeof(*s));
 	if (s) {
 		s->ids = malloc(MSG_IDS_MAX * sizeof(uint32_t));
-		s->text = malloc((size_t)MSG_IDS_MAX * TOK_STREAM_MAX_OUT + TOK_STREAM_MAX_OUT + 1);
+		s->text = malloc((size_t)MSG_TEXT_MAX + 1);
 	}
 	if (!s || !s->ids || !s->text) {
 		if (s) {
@@ -406,8 +394,6 @@ int igc_stream_open(struct igc_client *c, uint64_t id, struct igc_stream **out,
 	}
 	s->c = c;
 	s->id = id;
-	s->text_on = !strcmp(c->model.tokenizer, "byte");
-	tok_stream_init(&s->ts, TOK_SKIP_SPECIAL);
 	*out = s;
 	return IG_E_OK;
 }
@@ -416,9 +402,7 @@ int igc_stream_next(struct igc_stream *s, int wait_ms, struct igc_chunk *out, st
 {
 	struct igc_client *c = s->c;
 	const struct msg_fd_tokens *t;
-	struct ig_errbuf eb;
 	struct tp_rx rx;
-	size_t len = 0;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -455,25 +439,13 @@ int igc_stream_next(struct igc_stream *s, int wait_ms, struct igc_chunk *out, st
 	memcpy(s->ids, t->tokens.v, (size_t)t->tokens.n * sizeof(uint32_t));
 	out->n = t->tokens.n;
 	s->next += t->tokens.n;
-	for (uint32_t i = 0; s->text_on && i < t->tokens.n; i++) {
-		size_t n = 0;
-
-		if (tok_stream_push(&s->ts, t->tokens.v[i], (uint8_t *)s->text + len,
-		                    TOK_STREAM_MAX_OUT, &n, &eb) == IG_E_OK)
-			len += n;
-	}
+	/* the server's text for these tokens, as it is */
+	memcpy(s->text, t->text.p, t->text.n);
+	s->text[t->text.n] = '\0';
+	out->text_len = t->text.n;
 	msg_str_copy(s->state, sizeof(s->state), t->state);
 	msg_str_copy(s->finish, sizeof(s->finish), t->finish);
 	s->done = t->done && s->next >= t->generated;
-	if (s->done && s->text_on) {
-		size_t n = 0;
-
-		if (tok_stream_flush(&s->ts, (uint8_t *)s->text + len, TOK_STREAM_MAX_OUT, &n,
-		                     &eb) == IG_E_OK)
-			len += n;
-	}
-	s->text[len] = '\0';
-	out->text_len = len;
 	out->done = s->done;
 	out->state = s->state;
 	out->finish = s->finish;

@@ -143,9 +143,12 @@ struct igc_chunk {
 	uint32_t from;       /* index of ids[0] among the request's tokens */
 	const uint32_t *ids; /* the new tokens, in order */
 	size_t n;
-	const char *text; /* their text (byte-level tokenizer), valid UTF-8; a
-	                     character split over tokens comes whole in the
-	                     chunk that completes it; specials give none */
+	const char *text; /* the text they add, as the server sent it: valid
+	                     UTF-8 without NUL (a 0 byte is U+FFFD); a character
+	                     split over tokens comes whole, once, in the chunk
+	                     that completes it; specials and models of ids only
+	                     give none; the last chunk of a finished request
+	                     may hold a final incomplete character's U+FFFD */
 	size_t text_len;
 	bool done;          /* the request finished: nothing follows */
 	const char *state;  /* "queued", "waiting", "prefill", "ready", "decode", "done" */
@@ -188,7 +191,7 @@ int igc_status(struct igc_client *c, uint64_t id, struct igc_request *out, struc
 
 struct igc_model {
 	char name[65], backend[17], kv_format[17];
-	char tokenizer[17];  /* "byte", or "" (token ids only) */
+	char tokenizer[17];  /* "bytes" (the byte-level tokenizer), or "none" (ids only) */
 	char worker[17];     /* the gpu-worker's state: running, starting, ... */
 	uint32_t vocab, eos; /* eos UINT32_MAX: none */
 	uint64_t context_tokens, page_tokens, pool_pages;

@@ -6,6 +6,14 @@
  * line, books the KV pool in the plan's pool region, and then serves
  * generation requests (submit, poll, cancel: docs/protocol.md), running one
  * decode round between two looks at its control socket.
+ *
+ * It is where a request's text is decoded (docs/adr/0025): each tokens reply
+ * carries the text its tokens add (tok_text_delta, computed from the
+ * request's output at every poll, so a repeated poll gets the same text),
+ * and a request's stop strings are checked at every token it generates
+ * (the engine's on_token: tok_stops_check), which ends it with finish
+ * "stop", its output cut before the token holding the stop's first byte;
+ * while it runs, polls see all but the tokens that could begin one.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,6 +32,15 @@
 #include "tokenizer.h"
 #include "vplan.h"
 
+/* A request's stop strings, while the engine keeps the request. */
+struct worker_stops {
+	uint64_t id;
+	struct tok_stops st;
+};
+
+_Static_assert(TOK_STOP_MAX == MSG_STOP_MAX && TOK_STOP_BYTES == MSG_STOP_BYTES,
+               "a submit's stop strings fit the tokenizer's");
+
 /* The worker's device, the plan laid out on it, and the model running there. */
 struct worker {
 	const struct svc *svc; /* the control service, while dmn_run runs */
@@ -41,6 +58,15 @@ struct worker {
 	bool kv_ready;
 	struct eng *eng;
 	uint32_t ids[MSG_TEXT_MAX + 1]; /* a text prompt's tokens */
+	/* the stop strings of the requests that have some, in stops[0..n_stops):
+	 * at most one per request the engine keeps (a request it forgot to make
+	 * room leaves a stale entry, reused by the next submit with stops) */
+	struct worker_stops stops[MSG_WORKER_REQUESTS];
+	uint32_t n_stops;
+	/* the text of the reply being built: a poll's, and each of a
+	 * poll_many's requests' */
+	char text[MSG_TEXT_MAX];
+	char many_text[MSG_POLL_MANY_MAX][MSG_POLL_MANY_TEXT];
 	/* moves: two clients of the kvstore daemon, one per direction */
 	char rtdir[RTDIR_PATH_MAX + 1];
 	struct kvc *kv_out, *kv_in;
@@ -51,6 +77,7 @@ static void worker_unload(struct worker *w)
 {
 	eng_destroy(w->eng);
 	w->eng = NULL;
+	w->n_stops = 0; /* the next engine's ids start again at 1 */
 	kvc_close(w->kv_out);
 	kvc_close(w->kv_in);
 	w->kv_out = w->kv_in = NULL;
@@ -82,6 +109,46 @@ static int worker_place(void *ctx, const char *name, const void *src, uint64_t b
 	}
 	*at = dst;
 	return IG_E_OK;
+}
+
+static struct worker_stops *worker_stops_of(struct worker *w, uint64_t id)
+{
+	for (uint32_t i = 0; i < w->n_stops; i++)
+		if (w->stops[i].id == id)
+			return &w->stops[i];
+	return NULL;
+}
+
+static void worker_stops_drop(struct worker *w, struct worker_stops *e)
+{
+	*e = w->stops[--w->n_stops];
+}
+
+/* Keep `st` for request `id` (just admitted): a free entry, else one whose
+ * request the engine forgot (the table holds as many as the engine keeps
+ * requests, and the new one is not in it yet, so one is stale). */
+static void worker_stops_keep(struct worker *w, uint64_t id, const struct tok_stops *st)
+{
+	if (w->n_stops == MSG_WORKER_REQUESTS)
+		for (uint32_t i = w->n_stops; i-- > 0;) {
+			const uint32_t *out;
+			struct eng_status es;
+
+			if (eng_output(w->eng, w->stops[i].id, &out, &es, NULL) == IG_E_NOTFOUND)
+				worker_stops_drop(w, &w->stops[i]);
+		}
+	if (w->n_stops < MSG_WORKER_REQUESTS)
+		w->stops[w->n_stops++] = (struct worker_stops){id, *st};
+}
+
+/* Each generated token: a stop string ends the request before it (the
+ * tokens to keep), or it goes on (n). */
+static uint32_t worker_on_token(void *ctx, uint64_t id, const uint32_t *out, uint32_t n)
+{
+	struct worker *w = ctx;
+	struct worker_stops *e = w->n_stops ? worker_stops_of(w, id) : NULL;
+
+	return e ? tok_stops_check(&e->st, out, n) : n;
 }
 
 static void worker_on_finish(void *ctx, uint64_t id, int finish, uint32_t prompt_tokens,
@@ -233,6 +300,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	    .max_requests = MSG_WORKER_REQUESTS,
 	    .eos = mdesc_eos(&w->f.desc),
 	    .on_finish = worker_on_finish,
+	    .on_token = worker_on_token,
 	    .ctx = w,
 	    .on_event = worker_on_event,
 	};
@@ -394,6 +462,7 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 {
 	struct eng_req r = {0};
 	struct eng_admission adm;
+	struct tok_stops stops = {0};
 	struct ev e;
 	size_t n = 0;
 	int rc;
@@ -409,6 +478,17 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 	rc = worker_class(q->class, &r.cls, eb);
 	if (rc)
 		return rc;
+	if (q->stop.n && w->d.m->tokenizer != MDESC_TOK_BYTES)
+		return ig_errf(
+		    eb, IG_E_PROTO_FIELD_RANGE,
+		    "submit.stop: model '%s' has no byte-level tokenizer (tokenizer %s); "
+		    "stop strings need one",
+		    w->d.m->name, mdesc_tokenizer_name(w->d.m->tokenizer));
+	for (uint32_t i = 0; i < q->stop.n; i++) {
+		rc = tok_stops_add(&stops, q->stop.v[i].text.p, q->stop.v[i].text.n, eb);
+		if (rc)
+			return ig_errprefix(eb, "submit");
+	}
 	if (q->text.n) {
 		if (w->d.m->tokenizer != MDESC_TOK_BYTES)
 			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
@@ -432,12 +512,15 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 	rc = eng_submit(w->eng, &r, &adm, eb);
 	if (rc)
 		return rc;
+	if (stops.n)
+		worker_stops_keep(w, adm.id, &stops);
 	ev_begin(&e, EV_INFO, "ignis.request.submitted");
 	ev_u64(&e, "id", adm.id);
 	ev_str(&e, "class", sched_class_name(r.cls));
 	ev_u64(&e, "prompt_tokens", adm.prompt_tokens);
 	ev_u64(&e, "max_tokens", adm.max_tokens);
 	ev_u64(&e, "reserved_pages", adm.pages);
+	ev_u64(&e, "stop_strings", stops.n);
 	ev_end(&e);
 	reply->type = MSG_SUBMITTED;
 	reply->u.submitted =
@@ -445,27 +528,69 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 	return IG_E_OK;
 }
 
+/* What a poll of request `id` from `from` sees: the output, the tokens a
+ * reader may have (all once done; while running, all but those that could
+ * begin a stop string), its state. */
+static int worker_output(struct worker *w, uint64_t id, uint64_t from, const uint32_t **out,
+                         uint32_t *visible, struct eng_status *st, struct ig_errbuf *eb)
+{
+	int rc = eng_output(w->eng, id, out, st, eb);
+	struct worker_stops *e;
+
+	if (rc)
+		return rc;
+	*visible = st->generated;
+	if (st->phase != SCHED_DONE && (e = worker_stops_of(w, id)) != NULL)
+		*visible = tok_stops_visible(&e->st, *out, st->generated);
+	if (from > *visible)
+		return ig_errf(eb, IG_E_INVAL,
+		               "from: %" PRIu64 "; request %" PRIu64 " has generated %u tokens",
+		               from, id, *visible);
+	return IG_E_OK;
+}
+
+/* Tokens [from, from + max) of what a reader sees, and the text they add
+ * (the request's last reply, once done, with a final tail's U+FFFD): into
+ * ids, text (cap bytes) and ends; *n tokens, *len bytes. */
+static void worker_reply_text(const struct worker *w, const uint32_t *out, uint32_t visible,
+                              const struct eng_status *st, uint32_t from, uint32_t max,
+                              uint32_t *ids, char *text, size_t cap, uint32_t *ends, uint32_t *n,
+                              size_t *len)
+{
+	uint32_t to = visible - from < max ? visible : from + max;
+
+	tok_text_delta(w->d.m->tokenizer, out, from, to, st->phase == SCHED_DONE && to == visible,
+	               text, cap, ends, n, len);
+	if (*n)
+		memcpy(ids, out + from, (size_t)*n * sizeof(uint32_t));
+}
+
 static int worker_poll(struct worker *w, const struct msg_poll *q, struct msg *reply,
                        struct ig_errbuf *eb)
 {
 	struct msg_tokens *t = &reply->u.tokens;
+	const uint32_t *out;
 	struct eng_status st;
+	uint32_t visible;
+	size_t len;
 	int rc;
 
 	if (!w->eng)
 		return ig_errf(eb, IG_E_NOTFOUND,
 		               "poll.id: no request %" PRIu64 " (no model loaded)", q->id);
-	reply->type = MSG_TOKENS;
-	rc = eng_tokens(w->eng, q->id, (uint32_t)q->from, (uint32_t)q->max, t->tokens.v,
-	                &t->tokens.n, &st, eb);
+	rc = worker_output(w, q->id, q->from, &out, &visible, &st, eb);
 	if (rc)
 		return rc;
+	reply->type = MSG_TOKENS;
+	worker_reply_text(w, out, visible, &st, (uint32_t)q->from, (uint32_t)q->max, t->tokens.v,
+	                  w->text, sizeof(w->text), NULL, &t->tokens.n, &len);
 	t->id = q->id;
 	t->from = q->from;
+	t->text = (struct msg_str){w->text, (uint32_t)len};
 	t->state = msg_str_of(sched_phase_name(st.phase));
 	t->done = st.phase == SCHED_DONE;
 	t->finish = msg_str_of(eng_finish_name(st.finish));
-	t->generated = st.generated;
+	t->generated = visible;
 	return IG_E_OK;
 }
 
@@ -527,27 +652,34 @@ static void worker_poll_many(struct worker *w, const struct msg_poll_many *q,
 	for (uint32_t i = 0; i < q->reqs.n; i++) {
 		const struct msg_poll_ent *in = &q->reqs.v[i];
 		struct msg_tokens_ent *t = &r->reqs.v[i];
+		const uint32_t *out = NULL;
 		struct eng_status st;
 		struct ig_errbuf eb;
+		uint32_t visible = 0;
+		size_t len;
 		int rc = IG_E_NOTFOUND;
 
 		memset(t, 0, sizeof(*t));
 		t->id = in->id;
 		t->from = in->from;
 		if (w->eng)
-			rc = eng_tokens(w->eng, in->id, (uint32_t)in->from, MSG_POLL_MANY_IDS,
-			                t->tokens.v, &t->tokens.n, &st, &eb);
+			rc = worker_output(w, in->id, in->from, &out, &visible, &st, &eb);
 		if (rc) {
-			t->tokens.n = 0;
 			t->state = msg_str_of("");
+			t->text = msg_str_of("");
 			t->finish = msg_str_of("");
 			t->code = (uint64_t)rc;
 			continue;
 		}
+		worker_reply_text(w, out, visible, &st, (uint32_t)in->from, MSG_POLL_MANY_IDS,
+		                  t->tokens.v, w->many_text[i], MSG_POLL_MANY_TEXT, t->text_ends.v,
+		                  &t->tokens.n, &len);
+		t->text_ends.n = t->tokens.n;
+		t->text = (struct msg_str){w->many_text[i], (uint32_t)len};
 		t->state = msg_str_of(sched_phase_name(st.phase));
 		t->done = st.phase == SCHED_DONE;
 		t->finish = msg_str_of(eng_finish_name(st.finish));
-		t->generated = st.generated;
+		t->generated = visible;
 	}
 }
 
@@ -574,6 +706,15 @@ static int worker_handle(void *ctx, const struct msg *req, struct msg *reply, st
 		rc = eng_cancel(w->eng, req->u.cancel.id, eb);
 		if (rc)
 			return rc;
+		{
+			const uint32_t *out;
+			struct eng_status es;
+			struct worker_stops *e = worker_stops_of(w, req->u.cancel.id);
+
+			/* forgotten (a cancel of a finished one): its stops go */
+			if (e && eng_output(w->eng, req->u.cancel.id, &out, &es, NULL))
+				worker_stops_drop(w, e);
+		}
 		reply->type = MSG_ACK;
 		reply->u.ack.of = MSG_CANCEL;
 		return IG_E_OK;

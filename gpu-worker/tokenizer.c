@@ -301,6 +301,13 @@ void tok_text_delta(enum mdesc_tokenizer kind, const uint32_t *out, uint32_t fro
 		size_t w = out[i] < 256 ? feed_byte(&h, (uint8_t)out[i], tmp) : 0;
 		size_t tail = end && i + 1 == to && h.n ? sizeof(replacement) : 0;
 
+		if (out[i] == 0) {
+			/* the NUL it emits last: U+FFFD, as no string of the
+			 * protocol holds NUL (the ids say which byte it was) */
+			memcpy(tmp + w - 1, replacement, sizeof(replacement));
+			w += sizeof(replacement) - 1;
+		}
+
 		if (*len + w + tail > cap)
 			return;
 		memcpy(text + *len, tmp, w);

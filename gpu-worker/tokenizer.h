@@ -125,7 +125,9 @@ int tok_stream_flush(struct tok_stream *s, uint8_t *out, size_t cap, size_t *n,
  * whose tokenizer is `kind`: the stream decoder's (TOK_SKIP_SPECIAL) complete
  * characters of out[0..from + k) beyond those of out[0..from), for the k
  * tokens taken. A character split over tokens comes whole with the token
- * that completes it; specials give nothing; kind NONE gives no text at all.
+ * that completes it; specials give nothing; kind NONE gives no text at all;
+ * the byte 0 gives U+FFFD (the protocol's strings hold no NUL; the ids say
+ * which byte it was), so the text is valid UTF-8 without NUL.
  * With `end` (out[0..to) is the whole output of a finished request) and
  * every token taken, an incomplete tail left at the end adds its U+FFFD
  * (tok_stream_flush), also when from == to. Tokens are taken in order while

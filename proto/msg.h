@@ -30,7 +30,7 @@
 
 #include "err.h"
 
-#define MSG_PROTO_VERSION 5u
+#define MSG_PROTO_VERSION 6u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
 #define MSG_MAX_BYTES (64u * 1024u)
@@ -79,7 +79,7 @@ struct msg_str {
 	X(kv_entry, "one sequence held by the kvstore daemon")                                     \
 	X(kv_slot_entry, "one retained host slot in a kv_slot_list_reply")                         \
 	X(ttft_bucket, "one bucket of the time-to-first-token histogram")                          \
-	X(fd_stop, "one stop string of a front-door submit")                                       \
+	X(stop, "one stop string of a submit or an fd_submit")                                     \
 	X(poll_ent, "one request of a poll_many: its id and the first token index wanted")         \
 	X(tokens_ent, "one request's tokens in a tokens_many reply")                               \
 	X(fd_req, "one request in the front door's stats reply")
@@ -236,12 +236,20 @@ struct msg_str {
  * refused above the codec (the codec checks each field alone). The member
  * `class` is a C++ keyword: this header is C only (no extern "C" either).
  *
- * At these limits a submit encodes to at most 37,019 bytes (16,387 of text,
- * 20,485 of ids at 5 bytes each), within MSG_MAX_BYTES. An IDS field is held
+ * At these limits a submit encodes to at most 37,637 bytes (16,387 of text,
+ * 20,485 of ids at 5 bytes each, 8 stop strings), and a tokens reply to
+ * 37,009, within MSG_MAX_BYTES. An IDS field is held
  * inline (4096 x 4 B = 16 KiB), so struct msg is about 16.5 KB: fine on a
  * thread's stack, not in a large array. */
-#define MSG_TEXT_MAX 16384u /* prompt text bytes in one submit */
+#define MSG_TEXT_MAX 16384u /* prompt text bytes in one submit; text in one tokens reply */
 #define MSG_IDS_MAX  4096u  /* token ids in one submit or one tokens reply */
+/* Stop strings: generation ends before the first place the generated text
+ * contains one (byte-level tokenizer only), which is left out of the tokens;
+ * the worker checks them (docs/adr/0025). */
+#define MSG_STOP_MAX   8u  /* stop strings in one submit */
+#define MSG_STOP_BYTES 64u /* bytes of one stop string */
+
+#define MSG_FIELDS_stop(F, R) F(R, STR, text, 1, MSG_STOP_BYTES, _)
 
 #define MSG_FIELDS_submit(F, R)                                                                    \
 	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
@@ -251,7 +259,8 @@ struct msg_str {
 	F(R, F64, temperature, 0.0, 100.0, _)   /* 0: greedy */                                    \
 	F(R, F64, top_p, 0.0, 1.0, _)           /* 1: off */                                       \
 	F(R, U64, top_k, 0, UINT32_MAX, _)      /* 0: off */                                       \
-	F(R, U64, seed, 0, UINT64_MAX, _)
+	F(R, U64, seed, 0, UINT64_MAX, _)                                                          \
+	F(R, ARR, stop, 0, MSG_STOP_MAX, stop)
 
 #define MSG_FIELDS_submitted(F, R)                                                                 \
 	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
@@ -266,12 +275,20 @@ struct msg_str {
 	F(R, U64, max, 1, MSG_IDS_MAX, _)
 
 /* state: "waiting", "prefill", "ready", "decode", "done"; finish: "" while
- * running, then "length", "eos", "context", "cancelled" or "error";
- * generated: tokens generated so far in all. */
+ * running, then "length", "eos", "context", "stop", "cancelled" or "error";
+ * generated: tokens generated so far in all (while a request with stop
+ * strings runs, all but those that could begin one). text: the UTF-8 text
+ * `tokens` add to the output (whole characters: a character split over
+ * tokens comes with the one that completes it; specials and ids-only
+ * models none; a 0 byte as U+FFFD, as no string holds NUL; once done, the
+ * last reply also holds a final incomplete character's U+FFFD). The reply
+ * carries fewer tokens than asked when their text would pass MSG_TEXT_MAX
+ * (never with the byte-level tokenizer: 3 bytes a token at most). */
 #define MSG_FIELDS_tokens(F, R)                                                                    \
 	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
 	F(R, U64, from, 0, UINT32_MAX, _)                                                          \
 	F(R, IDS, tokens, 0, MSG_IDS_MAX, _)                                                       \
+	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
 	F(R, STR, state, 1, 16, _)                                                                 \
 	F(R, BOOL, done, 0, 1, _)                                                                  \
 	F(R, STR, finish, 0, 16, _)                                                                \
@@ -521,23 +538,20 @@ struct msg_str {
 
 /* The front door (supervisor/frontdoor.h; docs/protocol.md, "The front
  * door"): what clients send to the supervisor's client socket. fd_submit is
- * submit plus stop strings: generation ends before the first stop string
- * the generated text contains (byte-level tokenizer only), which is left
- * out of the tokens. */
-#define MSG_STOP_MAX   8u  /* stop strings in one fd_submit */
-#define MSG_STOP_BYTES 64u /* bytes of one stop string */
-/* poll_many: the most requests asked at once, and tokens returned per
- * request. 64 x 64 ids keep tokens_many within ~27 KB on the wire. */
-#define MSG_POLL_MANY_MAX 64u
-#define MSG_POLL_MANY_IDS 64u
+ * submit (stop strings included) as the door forwards it. */
+/* poll_many: the most requests asked at once, tokens and text bytes
+ * returned per request: 64 x (64 ids, their text's ends and 200 bytes of
+ * text, at least the 195 that 64 tokens of the byte-level tokenizer can
+ * add) keep tokens_many within 64 KiB (63,474 B at every limit). */
+#define MSG_POLL_MANY_MAX  64u
+#define MSG_POLL_MANY_IDS  64u
+#define MSG_POLL_MANY_TEXT 200u
 /* fd_poll: the longest a poll waits for new tokens. */
 #define MSG_WAIT_MAX_MS 60000u
 /* Requests the gpu-worker keeps, running or finished and not yet forgotten
  * (a submit beyond them forgets the oldest finished one). The front door
  * never has more there, so none it has not read is ever forgotten. */
 #define MSG_WORKER_REQUESTS 256u
-
-#define MSG_FIELDS_fd_stop(F, R) F(R, STR, text, 1, MSG_STOP_BYTES, _)
 
 #define MSG_FIELDS_fd_submit(F, R)                                                                 \
 	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
@@ -548,7 +562,7 @@ struct msg_str {
 	F(R, F64, top_p, 0.0, 1.0, _)           /* 1: off */                                       \
 	F(R, U64, top_k, 0, UINT32_MAX, _)      /* 0: off */                                       \
 	F(R, U64, seed, 0, UINT64_MAX, _)                                                          \
-	F(R, ARR, stop, 0, MSG_STOP_MAX, fd_stop)
+	F(R, ARR, stop, 0, MSG_STOP_MAX, stop)
 
 /* queued_ms: how long the submit waited for a worker slot. */
 #define MSG_FIELDS_fd_submitted(F, R)                                                              \
@@ -564,12 +578,13 @@ struct msg_str {
 	F(R, U64, max, 1, MSG_IDS_MAX, _)                                                          \
 	F(R, U64, wait_ms, 0, MSG_WAIT_MAX_MS, _)
 
-/* As tokens, plus finish "stop", and for finish "error" the IG_E_* code
- * and message (0 and "" otherwise). */
+/* As tokens (the text is the worker's, forwarded), and for finish "error"
+ * the IG_E_* code and message (0 and "" otherwise). */
 #define MSG_FIELDS_fd_tokens(F, R)                                                                 \
 	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
 	F(R, U64, from, 0, UINT32_MAX, _)                                                          \
 	F(R, IDS, tokens, 0, MSG_IDS_MAX, _)                                                       \
+	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
 	F(R, STR, state, 1, 16, _)                                                                 \
 	F(R, BOOL, done, 0, 1, _)                                                                  \
 	F(R, STR, finish, 0, 16, _)                                                                \
@@ -596,8 +611,8 @@ struct msg_str {
 
 #define MSG_FIELDS_fd_model(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
 
-/* tokenizer: "byte" (ids 0..255 are bytes, 256.. specials) or "" (ids
- * only); eos 2^32-1 when the model has none; serving: a model file is
+/* tokenizer: the model file's, "bytes" (ids 0..255 are bytes, 256..259
+ * specials) or "none" (ids only); eos 2^32-1 when the model has none; serving: a model file is
  * loaded (false for a built-in description: requests are refused); worker:
  * the gpu-worker's state (running, starting, restarting, ...). */
 #define MSG_FIELDS_fd_model_reply(F, R)                                                            \
@@ -657,12 +672,18 @@ struct msg_str {
 #define MSG_FIELDS_poll_many(F, R) F(R, ARR, reqs, 1, MSG_POLL_MANY_MAX, poll_ent)
 
 /* code: 0 when the request was found (then as a tokens reply, at most
- * MSG_POLL_MANY_IDS tokens), else the IG_E_* code a poll would get (7 not
- * found, 2 `from` past the tokens generated) with the other fields empty. */
+ * MSG_POLL_MANY_IDS tokens and MSG_POLL_MANY_TEXT bytes of text), else the
+ * IG_E_* code a poll would get (7 not found, 2 `from` past the tokens
+ * generated) with the other fields empty. text_ends: per token, the bytes
+ * of `text` complete once it is added (a final U+FFFD, once done, follows
+ * the last end), so the door can answer a poll from any index with the
+ * worker's text. */
 #define MSG_FIELDS_tokens_ent(F, R)                                                                \
 	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
 	F(R, U64, from, 0, UINT32_MAX, _)                                                          \
 	F(R, IDS, tokens, 0, MSG_POLL_MANY_IDS, _)                                                 \
+	F(R, STR, text, 0, MSG_POLL_MANY_TEXT, _)                                                  \
+	F(R, IDS, text_ends, 0, MSG_POLL_MANY_IDS, _)                                              \
 	F(R, STR, state, 0, 16, _)                                                                 \
 	F(R, BOOL, done, 0, 1, _)                                                                  \
 	F(R, STR, finish, 0, 16, _)                                                                \

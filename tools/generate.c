@@ -12,8 +12,10 @@
  *
  * The first runs the model in this process. The second submits the prompt to
  * the running gpu-worker over its control socket (submit, then poll from the
- * last token received until done: docs/protocol.md) and prints the text as
- * it comes; --ids prints the token ids instead, one per line.
+ * last token received until done: docs/protocol.md) and prints the text the
+ * worker sends with the tokens as it comes; --ids prints the token ids
+ * instead, one per line. In this process the text is the worker's decoder's
+ * (tok_text_delta), so both print the same bytes.
  *
  * The same arguments give the same text, whatever --threads and --chunk say,
  * and the worker gives the same text as this process.
@@ -143,7 +145,6 @@ static int generate_remote(const struct remote *r, const char *prompt, unsigned 
 	struct ig_errbuf eb;
 	struct msg q = {0};
 	struct tp_rx rx;
-	struct tok_stream ts;
 	nng_socket s;
 	uint64_t id;
 	uint32_t from = 0;
@@ -179,7 +180,6 @@ static int generate_remote(const struct remote *r, const char *prompt, unsigned 
 	}
 	id = rx.m.u.submitted.id;
 	tp_rx_release(&rx);
-	tok_stream_init(&ts, TOK_SKIP_SPECIAL);
 	for (;;) {
 		const struct msg_tokens *t;
 		bool done;
@@ -198,16 +198,10 @@ static int generate_remote(const struct remote *r, const char *prompt, unsigned 
 			return die(eb.msg);
 		}
 		t = &rx.m.u.tokens;
-		for (uint32_t i = 0; i < t->tokens.n; i++) {
-			uint8_t out[TOK_STREAM_MAX_OUT];
-			size_t n;
-
-			if (r->ids)
-				printf("%u\n", t->tokens.v[i]);
-			else if (tok_stream_push(&ts, t->tokens.v[i], out, sizeof(out), &n, &eb) ==
-			         IG_E_OK)
-				fwrite(out, 1, n, stdout);
-		}
+		for (uint32_t i = 0; r->ids && i < t->tokens.n; i++)
+			printf("%u\n", t->tokens.v[i]);
+		if (!r->ids)
+			fwrite(t->text.p, 1, t->text.n, stdout);
 		fflush(stdout);
 		from += t->tokens.n;
 		done = t->done && from == t->generated;
@@ -217,14 +211,8 @@ static int generate_remote(const struct remote *r, const char *prompt, unsigned 
 		if (!t->tokens.n)
 			usleep(2000);
 	}
-	if (!r->ids) {
-		uint8_t out[TOK_STREAM_MAX_OUT];
-		size_t n;
-
-		if (tok_stream_flush(&ts, out, sizeof(out), &n, &eb) == IG_E_OK)
-			fwrite(out, 1, n, stdout);
+	if (!r->ids)
 		putchar('\n');
-	}
 	/* forget the finished request */
 	memset(&q, 0, sizeof(q));
 	q.type = MSG_CANCEL;
@@ -272,8 +260,7 @@ int main(int argc, char **argv)
 	struct be_seq s = {0};
 	struct cpool *pool;
 	struct smp_state st;
-	struct tok_stream ts;
-	uint32_t *ids, pages;
+	uint32_t *ids, *gen, pages, ng = 0;
 	size_t n_ids, ctx;
 	float *logits;
 	void *scratch, *region, *sscratch;
@@ -399,7 +386,8 @@ int main(int argc, char **argv)
 	logits = malloc(f.desc.vocab * sizeof(float));
 	scratch = aligned_alloc(64, (mdl_scratch_bytes(&d, chunk, ctx) + 63) / 64 * 64);
 	sscratch = malloc(smp_scratch_bytes(f.desc.vocab));
-	if (!region || !logits || !scratch || !sscratch)
+	gen = malloc((size_t)max_tokens * sizeof(uint32_t));
+	if (!region || !logits || !scratch || !sscratch || !gen)
 		return die("no host memory for the sequence");
 	if (kvpool_init(&kv, region, mdesc_page_bytes(&f.desc, fmt), pages, &eb) ||
 	    mdl_seq_init(&d, &s, &eb) || cpool_create(&pool, threads, &eb))
@@ -407,7 +395,6 @@ int main(int argc, char **argv)
 	if (!kvpool_try_reserve(&kv, &s.kv, 1, pages, &err))
 		return die("the KV pool cannot hold the sequence");
 	smp_init(&st, &sp);
-	tok_stream_init(&ts, TOK_SKIP_SPECIAL);
 	for (size_t t = 0; t < n_ids; t += chunk) {
 		uint32_t n = (uint32_t)(n_ids - t < chunk ? n_ids - t : chunk);
 
@@ -415,25 +402,30 @@ int main(int argc, char **argv)
 			return die(eb.msg);
 	}
 	for (unsigned g = 0; g < max_tokens; g++) {
-		uint32_t next = smp_pick(&sp, &st, logits, f.desc.vocab, sscratch);
-		uint8_t out[TOK_STREAM_MAX_OUT];
-		size_t n;
+		uint32_t next = smp_pick(&sp, &st, logits, f.desc.vocab, sscratch), n;
+		char out[TOK_TEXT_TOKEN_MAX];
+		size_t len;
 
 		if (next == mdesc_eos(&f.desc))
 			break;
-		if (tok_stream_push(&ts, next, out, sizeof(out), &n, &eb) == IG_E_OK)
-			fwrite(out, 1, n, stdout);
+		gen[ng++] = next;
+		tok_text_delta(f.desc.tokenizer, gen, ng - 1, ng, false, out, sizeof(out), NULL, &n,
+		               &len);
+		fwrite(out, 1, len, stdout);
 		fflush(stdout);
 		if (g + 1 < max_tokens &&
 		    mdl_forward(&d, &s, &next, 1, fmt, &kv, ctx, logits, scratch, pool, &eb))
 			return die(eb.msg);
 	}
 	{
-		uint8_t out[TOK_STREAM_MAX_OUT];
-		size_t n;
+		char out[TOK_TEXT_TOKEN_MAX];
+		uint32_t n;
+		size_t len;
 
-		if (tok_stream_flush(&ts, out, sizeof(out), &n, &eb) == IG_E_OK)
-			fwrite(out, 1, n, stdout);
+		/* the end: an incomplete character's U+FFFD */
+		tok_text_delta(f.desc.tokenizer, gen, ng, ng, true, out, sizeof(out), NULL, &n,
+		               &len);
+		fwrite(out, 1, len, stdout);
 	}
 	putchar('\n');
 	cpool_destroy(pool);
@@ -447,5 +439,6 @@ int main(int argc, char **argv)
 	free(logits);
 	free(scratch);
 	free(sscratch);
+	free(gen);
 	return 0;
 }

@@ -3,7 +3,9 @@
 # dense model, over ipc (the default socket) and tcp.
 #   - ignis-client generate streams the same text as the request run in this
 #     process (greedy and sampled); --ids equals the same prompt as text;
-#     --json is one JSON object per event; stop strings cut the stream
+#     --json is one JSON object per event; stop strings cut the stream; the
+#     door forwards the worker's text (token by token, the same as the
+#     worker's own replies) and decodes nothing
 #   - refusals are typed and name the field; hostile messages (malformed,
 #     oversize, unknown or wrong types, a shutdown) get errors or are
 #     dropped, and the door keeps serving; clients that vanish mid-connect
@@ -22,6 +24,7 @@ gen=$build/tools/ignis-generate
 cli=$build/client/ignis-client
 probe=$build/tests/integration/fd-probe
 load=$build/tests/integration/fd-load
+tprobe=$build/tests/integration/text-probe
 work=$(mktemp -d /tmp/ignis-frontdoor-XXXXXX)
 rt=$work/rt
 events=$work/events.jsonl
@@ -123,6 +126,18 @@ if ((k >= 0)); then
 else
 	echo "   (no printable pair in this model's output: stop strings not checked)"
 fi
+
+step "the door forwards the worker's text: token by token, the worker's own replies"
+# one token a poll on both sockets: the same ids and, reply for reply, the
+# same text (the door splits what it got with the worker's text ends)
+targs=(--prompt hello --max-tokens 120 --temperature 1 --seed 4)
+"$tprobe" worker "$rt" "${targs[@]}" >"$work/tw.jsonl" || fail "text-probe worker"
+"$tprobe" door "$url" "${targs[@]}" >"$work/td.jsonl" || fail "text-probe door"
+cmp -s <(jq -c '[.from, .ids, .text]' "$work/tw.jsonl") <(jq -c '[.from, .ids, .text]' "$work/td.jsonl") ||
+	fail "the door's text differs from the worker's: $(diff <(jq -c '[.from, .ids, .text]' "$work/tw.jsonl") <(jq -c '[.from, .ids, .text]' "$work/td.jsonl") | head -4)"
+"$tprobe" door "$url" "${targs[@]}" --poll-max 7 >"$work/td7.jsonl" || fail "text-probe door, 7 a poll"
+[[ $(jq -r .text "$work/td7.jsonl" | tr -d '\n') == $(jq -r .text "$work/tw.jsonl" | tr -d '\n') ]] ||
+	fail "the door's text, 7 tokens a poll, is not the worker's"
 
 step "refusals are typed and name the field; the door keeps serving"
 out=$("$cli" --runtime-dir "$rt" generate --ids 1,2,999 --max-tokens 3 2>&1) && fail "token 999 accepted"
@@ -266,7 +281,7 @@ refused0=$("$cli" --runtime-dir "$rt" status --json | jq .frontdoor.refused)
 st=$("$cli" --runtime-dir "$rt" status --json) || fail "status --json"
 (($(jq .frontdoor.slot_waits <<<"$st") > 0)) || fail "no submit waited for a slot: $st"
 (($(jq .frontdoor.refused <<<"$st") == refused0)) || fail "requests were refused: $st"
-[[ $(jq -r .model.name <<<"$st") == tiny-dense && $(jq -r .model.tokenizer <<<"$st") == byte ]] ||
+[[ $(jq -r .model.name <<<"$st") == tiny-dense && $(jq -r .model.tokenizer <<<"$st") == bytes ]] ||
 	fail "model description: $st"
 
 step "a worker killed -9 mid-stream: the stream ends with a clear error, no hang"

@@ -3,14 +3,19 @@
 # presets. The supervisor starts the two daemons on a model file; requests go
 # to the worker's control socket (ignis-generate --worker: submit, then poll);
 # every output equals the same request run in this process, alone, while
-# several requests share the worker's rounds; a refused request says why and
-# the worker keeps serving; after a kill -9 the supervisor restarts the
-# worker, which loads the model again and gives the same tokens.
+# several requests share the worker's rounds; the text comes from the
+# worker with the tokens (a character split over two tokens comes whole,
+# once, with the one that completes it) and the worker ends a request at a
+# stop string (finish stop, the tokens cut before it); a refused request
+# says why and the worker keeps serving; after a kill -9 the supervisor
+# restarts the worker, which loads the model again and gives the same
+# tokens.
 #   worker.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: worker.sh BUILD_DIR}
 sup=$build/supervisor/ignis-supervisor
 gen=$build/tools/ignis-generate
+probe=$build/tests/integration/text-probe
 work=$(mktemp -d /tmp/ignis-worker-XXXXXX)
 rt=$work/rt
 events=$work/events.jsonl
@@ -55,6 +60,61 @@ for preset in tiny-dense tiny-moe; do
 	done
 	[[ $(count ignis.request.done) -ge ${#prompts[@]} ]] || fail "$preset: missing done events"
 	[[ -s $work/got.0 ]] || fail "$preset: empty output"
+
+	step "$preset: the text is the worker's, token by token: a split character comes whole, once"
+	# a sampled output long enough to split a two-byte character over two
+	# tokens (a lead byte C2..DF, then a continuation 80..BF): the first
+	# seed that does; every reply's text (one token a poll) concatenated
+	# is the in-process output, byte for byte
+	split=
+	for seed in $(seq 1 30); do
+		"$probe" worker "$rt" --prompt hello --max-tokens 120 --temperature 1 --seed "$seed" \
+			>"$work/text.jsonl" || fail "$preset: text-probe seed $seed"
+		mapfile -t rows < <(jq -r '"\(.ids | if length == 0 then -1 else .[0] end) \(.text)"' \
+			"$work/text.jsonl")
+		for ((k = 1; k < ${#rows[@]}; k++)); do
+			read -r lead ltext <<<"${rows[$((k - 1))]}"
+			read -r cont ctext <<<"${rows[$k]}"
+			if ((lead >= 0xC2 && lead <= 0xDF && cont >= 0x80 && cont <= 0xBF)); then
+				pair=$(printf '%02x%02x' "$lead" "$cont")
+				[[ ${ctext:-} == *"$pair" ]] ||
+					fail "$preset seed $seed: token $k completes $pair, its text is '${ctext:-}'"
+				[[ ${ltext:-} != *"$(printf '%02x' "$lead")" ]] ||
+					fail "$preset seed $seed: the lead byte came alone with token $((k - 1)): '${ltext:-}'"
+				split=$seed
+				break
+			fi
+		done
+		[[ -n $split ]] && break
+	done
+	[[ -n $split ]] || fail "$preset: no two-byte character split over tokens in 30 seeds"
+	"$gen" --model "$work/$preset.gguf" --kv-format "$fmt" --prompt hello --max-tokens 120 \
+		--temperature 1 --seed "$split" >"$work/want.text" || fail "$preset: in-process text"
+	want_hex=$(head -c -1 "$work/want.text" | od -An -tx1 -v | tr -d ' \n')
+	got_hex=$(jq -r .text "$work/text.jsonl" | tr -d '\n')
+	[[ $got_hex == "$want_hex" ]] || fail "$preset seed $split: the worker's text is not the output's"
+	echo "   (seed $split: a character split over two tokens came whole, once)"
+
+	step "$preset: a stop string ends the request at the worker, the tokens cut before it"
+	mapfile -t ids < <(jq -r '.ids[]' "$work/text.jsonl")
+	k=-1
+	for ((j = 2; j + 1 < ${#ids[@]}; j++)); do
+		a=${ids[$j]} b=${ids[$((j + 1))]}
+		if ((a >= 33 && a < 127 && b >= 33 && b < 127)); then
+			prefix=$(printf '%s,' "${ids[@]:0:$j}")
+			[[ ",$prefix" != *",$a,$b,"* ]] && { k=$j; break; }
+		fi
+	done
+	((k >= 0)) || fail "$preset seed $split: no printable pair to stop at"
+	stop=$(printf "\\x$(printf %02x "$a")\\x$(printf %02x "$b")")
+	"$probe" worker "$rt" --prompt hello --max-tokens 120 --temperature 1 --seed "$split" \
+		--stop "$stop" --poll-max 64 >"$work/stop.jsonl" || fail "$preset: the stop request"
+	got=$(jq -r '.ids[]' "$work/stop.jsonl" | tr '\n' ,)
+	[[ $got == "$(printf '%s,' "${ids[@]:0:$k}")" ]] ||
+		fail "$preset: stop '$stop' at $k: got $got"
+	last=$(tail -1 "$work/stop.jsonl")
+	[[ $(jq -r .finish <<<"$last") == stop && $(jq -r .generated <<<"$last") == "$k" ]] ||
+		fail "$preset: stop '$stop': the last reply is $last"
 
 	step "$preset: token ids come back as ids, the same as the text"
 	"$gen" --worker --runtime-dir "$rt" --prompt "${prompts[0]}" --max-tokens 20 --seed 1 --ids \

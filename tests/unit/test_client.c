@@ -67,8 +67,11 @@ static void test_refusals_without_server(void **state)
 }
 
 /* A fake front door: answers fd_model, then fd_tokens in three chunks for
- * request 7 (the UTF-8 of "é" split over two tokens), the last ending in an
- * error; an fd_cancel gets an error reply. */
+ * request 7, each with the text the server sent for it (as the worker does:
+ * "é" split over two tokens comes whole with the one that completes it),
+ * the last ending in an error; an fd_cancel gets an error reply. The ids
+ * are not bytes (a vocabulary of another tokenizer): the client prints the
+ * server's text, it does not decode ids. */
 struct fake {
 	struct tp_listener lis;
 	int served;
@@ -77,7 +80,8 @@ struct fake {
 static void *fake_serve(void *arg)
 {
 	struct fake *f = arg;
-	static const uint32_t chunks[3][2] = {{'h', 0xc3}, {0xa9, '!'}, {257, 0}};
+	static const uint32_t chunks[3][2] = {{1000, 1001}, {1002, 1003}, {1004, 0}};
+	static const char *const texts[3] = {"h", "\xc3\xa9!", ""};
 
 	for (;;) {
 		static struct msg reply;
@@ -93,15 +97,15 @@ static void *fake_serve(void *arg)
 			    (struct msg_fd_model_reply){.model = msg_str_of("fake"),
 			                                .backend = msg_str_of("cpu"),
 			                                .kv_format = msg_str_of("bf16"),
-			                                .vocab = 260,
+			                                .vocab = 2000,
 			                                .context_tokens = 64,
 			                                .page_tokens = 64,
 			                                .pool_pages = 1,
 			                                .lanes = 1,
 			                                .chunk_tokens = 1,
 			                                .default_max_tokens = 1,
-			                                .tokenizer = msg_str_of("byte"),
-			                                .eos = 257,
+			                                .tokenizer = msg_str_of("none"),
+			                                .eos = UINT32_MAX,
 			                                .serving = true,
 			                                .worker = msg_str_of("running")};
 		} else if (rx.m.type == MSG_FD_POLL) {
@@ -113,6 +117,7 @@ static void *fake_serve(void *arg)
 			t->from = rx.m.u.fd_poll.from;
 			t->tokens.n = k < 2 ? 2 : 1;
 			memcpy(t->tokens.v, chunks[k < 3 ? k : 2], t->tokens.n * sizeof(uint32_t));
+			t->text = msg_str_of(texts[k < 3 ? k : 2]);
 			t->state = msg_str_of(k == 2 ? "done" : "decode");
 			t->done = k == 2;
 			t->finish = msg_str_of(k == 2 ? "error" : "");
@@ -151,8 +156,15 @@ static void test_stream_against_a_fake_door(void **state)
 	assert_int_equal(igc_connect(&c, url, NULL, &err), 0);
 	assert_int_equal(igc_stream_open(c, 7, &s, &err), 0);
 	do {
+		static const char *const want[3] = {"h", "\xc3\xa9!", ""};
+		uint32_t k = n / 2;
+
 		rc = igc_stream_next(s, 10, &ch, &err);
 		assert_int_equal(ch.from, n);
+		/* each chunk's text is the server's for it: é once, whole */
+		assert_int_equal(ch.text_len, strlen(want[k]));
+		assert_memory_equal(ch.text, want[k], ch.text_len);
+		assert_int_equal(ch.text[ch.text_len], '\0');
 		n += (uint32_t)ch.n;
 		strncat(text, ch.text, ch.text_len);
 	} while (!rc && !ch.done);
@@ -161,7 +173,7 @@ static void test_stream_against_a_fake_door(void **state)
 	assert_string_equal(ch.finish, "error");
 	assert_string_equal(err.message, "the gpu-worker (pid 1) stopped");
 	assert_int_equal(n, 5);
-	assert_string_equal(text, "h\xc3\xa9!"); /* é whole; the eos gives no text */
+	assert_string_equal(text, "h\xc3\xa9!"); /* é whole; the last token gives no text */
 	assert_int_equal(igc_cancel(c, 7, &err), IGC_E_NOTFOUND);
 	assert_string_equal(err.message, "fd_cancel.id: no request 7");
 	igc_stream_close(s);

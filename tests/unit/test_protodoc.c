@@ -62,13 +62,29 @@ static void ex_tokens(struct msg *m)
 	m->type = MSG_TOKENS;
 	t->id = 1;
 	t->from = 0;
-	t->tokens.n = 2;
-	t->tokens.v[0] = 5;
-	t->tokens.v[1] = UINT32_MAX;
+	t->tokens.n = 3;
+	t->tokens.v[0] = 0xC3; /* the two bytes of "é" */
+	t->tokens.v[1] = 0xA9;
+	t->tokens.v[2] = 257; /* <|eos|> */
+	t->text = msg_str_of("\xC3\xA9");
 	t->state = msg_str_of("done");
 	t->done = true;
 	t->finish = msg_str_of("eos");
-	t->generated = 2;
+	t->generated = 3;
+}
+
+static void ex_submit(struct msg *m)
+{
+	struct msg_submit *q = &m->u.submit;
+
+	m->type = MSG_SUBMIT;
+	q->text = msg_str_of("hi");
+	q->max_tokens = 8;
+	q->class = msg_str_of("interactive");
+	q->temperature = 0.0;
+	q->top_p = 1.0;
+	q->stop.n = 1;
+	q->stop.v[0].text = msg_str_of(".");
 }
 
 static void ex_worker_stats(struct msg *m)
@@ -98,11 +114,8 @@ struct example {
 
 /* The page shows what each one is in the sentence before its block. */
 static const struct example examples[] = {
-    {"hello", ex_hello},
-    {"ping", ex_ping},
-    {"cancel", ex_cancel},
-    {"tokens", ex_tokens},
-    {"worker_stats", ex_worker_stats},
+    {"hello", ex_hello},         {"ping", ex_ping},     {"submit", ex_submit},
+    {"cancel", ex_cancel},       {"tokens", ex_tokens}, {"worker_stats", ex_worker_stats},
     {"fd_submit", ex_fd_submit},
 };
 #define NEXAMPLES (sizeof(examples) / sizeof(examples[0]))

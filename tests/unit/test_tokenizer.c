@@ -672,6 +672,8 @@ static const struct {
      {"a", "", FFFD},
      "a" FFFD},
     {"a lone continuation byte", {0x80, 'b'}, 2, {FFFD, "b"}, FFFD "b"},
+    {"a NUL byte comes as U+FFFD", {'a', 0, 'b'}, 3, {"a", FFFD, "b"}, "a" FFFD "b"},
+    {"a NUL breaking a tail", {0xC3, 0}, 2, {"", FFFD FFFD}, FFFD FFFD},
 };
 
 static void check_delta(const char *what, enum mdesc_tokenizer kind, const uint32_t *ids,
@@ -684,6 +686,8 @@ static void check_delta(const char *what, enum mdesc_tokenizer kind, const uint3
 	tok_text_delta(kind, ids, from, to, end, text, sizeof(text), ends, &n, &len);
 	assert_int_equal(n, to - from);
 	assert_bytes(what, want, strlen(want), text, len);
+	assert_true(valid_utf8((const uint8_t *)text, len));
+	assert_null(memchr(text, 0, len));
 }
 
 static void test_text_delta_rows(void **state)
@@ -776,16 +780,21 @@ static void test_text_delta_random(void **state)
 			uint64_t v = rng_next(&s);
 
 			/* mostly lead and continuation bytes, so characters split */
-			ids[i] = v % 9 == 0  ? 256 + (uint32_t)(v >> 8) % 4
-			         : v % 9 < 4 ? 0x80 + (uint32_t)(v >> 8) % 0x40
-			         : v % 9 < 7 ? 0xC2 + (uint32_t)(v >> 8) % 0x33
-			                     : (uint32_t)(v >> 8) % 256;
+			ids[i] = v % 31 == 0  ? 0
+			         : v % 9 == 0 ? 256 + (uint32_t)(v >> 8) % 4
+			         : v % 9 < 4  ? 0x80 + (uint32_t)(v >> 8) % 0x40
+			         : v % 9 < 7  ? 0xC2 + (uint32_t)(v >> 8) % 0x33
+			                      : (uint32_t)(v >> 8) % 256;
 		}
 		tok_stream_init(&ts, TOK_SKIP_SPECIAL);
 		cum[0] = 0;
 		for (uint32_t i = 0; i < n; i++) {
 			assert_int_equal(
 			    tok_stream_push(&ts, ids[i], chunk, sizeof(chunk), &len, &eb), IG_E_OK);
+			if (ids[i] == 0) { /* the delta's NUL is U+FFFD */
+				memcpy(chunk + len - 1, FFFD, 3);
+				len += 2;
+			}
 			memcpy(all + cum[i], chunk, len);
 			cum[i + 1] = cum[i] + len;
 		}
