@@ -896,7 +896,7 @@ static bool door__grow(struct door_req *r, uint32_t more, uint32_t bytes)
 		r->tend = e;
 		r->cap = cap;
 	}
-	if (r->tlen + bytes > r->tcap || !r->otext) {
+	if (bytes && r->tlen + bytes > r->tcap) {
 		uint32_t cap = r->tcap ? r->tcap : 256;
 		char *t;
 
