@@ -837,22 +837,6 @@ int kvc_write_window(struct kvc *c, struct msg *q, uint64_t seq, uint64_t offset
 	return IG_E_OK;
 }
 
-int kvc_sums(struct kvc *c, uint64_t seq, uint32_t hint, uint64_t *sums, uint32_t cap,
-             uint32_t *windows, struct ig_errbuf *eb)
-{
-	struct arena_map m;
-
-	pthread_mutex_lock(&c->mtx);
-	kvc__adopt_map_locked(c);
-	m = c->map_cur.m;
-	pthread_mutex_unlock(&c->mtx);
-	if (!m.base)
-		return ig_errf(eb, IG_E_NOTFOUND,
-		               "seq %" PRIu64 ": no KV-RAM arena mapped yet from kvstore at '%s'",
-		               seq, c->path);
-	return arena_map_sums(&m, seq, hint, sums, cap, windows, eb);
-}
-
 int kvc_read_window(struct kvc *c, uint64_t seq, uint64_t offset, uint64_t image_bytes,
                     uint64_t window_bytes, uint64_t k, uint64_t sum, void *dst,
                     struct ig_errbuf *eb)

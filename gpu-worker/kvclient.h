@@ -98,7 +98,7 @@
 #define KVC_REDIAL_MS 2000
 /* The most windows a sequence record has (the arena's index: arena.h's
  * ARENA_MAX_WINDOWS, checked in kvclient.c): room for a move in's sums. */
-#define KVC_MAX_WINDOWS 4096u
+#define KVC_MAX_WINDOWS MSG_KV_WINDOWS_MAX
 
 struct kvc;
 
@@ -169,14 +169,9 @@ int kvc_req_commit_window(struct kvc *c, struct msg *q, uint64_t seq, uint64_t o
 int kvc_write_window(struct kvc *c, struct msg *q, uint64_t seq, uint64_t offset,
                      uint64_t image_bytes, uint64_t window_bytes, uint64_t k, const void *src,
                      struct ig_errbuf *eb);
-/* The committed windows' checksums of `seq`, read from the arena's index in
- * the mapping (after a kv_fetch answered complete): sums[k] for k <
- * *windows, 0 for one not committed. IG_E_NOTFOUND when the arena does not
- * hold it (given up meanwhile) or none is mapped. */
-int kvc_sums(struct kvc *c, uint64_t seq, uint32_t hint, uint64_t *sums, uint32_t cap,
-             uint32_t *windows, struct ig_errbuf *eb);
 /* Copy window k of an image at `offset` out of the arena into `dst`,
- * checking its bytes against `sum` (from kvc_sums) in the same pass.
+ * checking its bytes against `sum` (the fetch reply's kv_seq.sums[k]: the
+ * daemon sends each committed window's recorded checksum) in the same pass.
  * IG_E_KV_LOST when they differ: `dst` must not be used (the daemon never
  * re-reads committed bytes; the reader is the check, ADR 0015). */
 int kvc_read_window(struct kvc *c, uint64_t seq, uint64_t offset, uint64_t image_bytes,

@@ -180,9 +180,8 @@ static void mv_out_reserved(struct eng *e, struct eng_seq *s, const struct msg *
 
 	(void)s;
 	x->offset = rep->u.kv_reserved.offset;
+	x->stride = rep->u.kv_reserved.stride;
 	x->tier = msg_str_eq(rep->u.kv_reserved.tier, "disk") ? "disk" : "ram";
-	/* straight to disk: every window through the one staging window */
-	x->stride = !strcmp(x->tier, "disk") ? 0 : x->window;
 	x->k = 0;
 	mv_out_window(e);
 }
@@ -441,7 +440,6 @@ static void mv_in_fetched(struct eng *e, struct eng_seq *s, const struct msg *re
 {
 	struct eng_xfer *x = &e->xi;
 	const struct msg_kv_seq *r = &rep->u.kv_seq;
-	struct ig_errbuf eb = {0};
 
 	if (!r->complete) {
 		mv_in_end(e, s, "incomplete in the tier");
@@ -453,14 +451,12 @@ static void mv_in_fetched(struct eng *e, struct eng_seq *s, const struct msg *re
 	/* read in the record's own windows (a checksum each) */
 	x->window = r->window_bytes;
 	x->windows = (uint32_t)r->windows;
-	/* from disk every window comes through the one staging window */
-	x->stride = !strcmp(x->tier, "disk") ? 0 : x->window;
-	if (x->stride && (kvc_sums(x->c, x->key, (uint32_t)r->record, x->sums, KVC_MAX_WINDOWS,
-	                           &x->windows, &eb) ||
-	                  x->windows != r->windows)) {
-		mv_in_end(e, s, eb.msg[0] ? eb.msg : "its windows do not add up");
+	x->stride = r->stride;
+	if (r->sums.n != r->windows || (x->stride && x->stride != x->window)) {
+		mv_in_end(e, s, "its windows do not add up");
 		return;
 	}
+	memcpy(x->sums, r->sums.v, (size_t)r->sums.n * sizeof(uint64_t));
 	for (uint32_t i = 0; i < s->ms.kv.n_pages; i++)
 		x->pages[i] = kvpool_page(e->kv, s->ms.kv.table[i]);
 	seqimg_reader_init(&x->r, e->d->m, e->cfg.fmt,
@@ -479,11 +475,10 @@ static void mv_in_staged(struct eng *e, struct eng_seq *s, const struct msg *rep
 	struct eng_xfer *x = &e->xi;
 	const struct msg_kv_staged *r = &rep->u.kv_staged;
 
-	if (r->window != x->k || r->len != mv_window_len(x, x->k)) {
+	if (r->window != x->k || r->len != mv_window_len(x, x->k) || r->sum != x->sums[x->k]) {
 		mv_in_end(e, s, "the daemon staged another window");
 		return;
 	}
-	x->sums[x->k] = r->sum;
 	mv_in_scatter(e, s, r->offset, 1);
 }
 

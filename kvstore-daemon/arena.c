@@ -1416,7 +1416,6 @@ static void info_of(const struct arena *a, uint32_t slot, struct arena_info *inf
 	info->meta.window_bytes = r->window_bytes;
 	info->meta.windows = r->windows;
 	info->offset = (uint64_t)(a->data - a->base) + r->first_block * ARENA_BLOCK;
-	info->record = slot;
 	info->reserved = blocks_of(r->image_bytes) * ARENA_BLOCK;
 	info->committed = a->committed[slot];
 	info->complete = a->committed[slot] == r->windows;
@@ -1829,72 +1828,6 @@ void arena_map_close(struct arena_map *m)
 	m->base = NULL;
 	m->bytes = 0;
 	m->fd = -1;
-}
-
-/* Record i of the mapped index, if it holds `seq` live and whole: its
- * window sums (1), or not it (0), or an error (< 0, eb set). */
-static int map_sums_at(const struct arena_hdr *h, const struct arena_srec *recs,
-                       const struct arena_wrec *wrec, uint32_t i, uint64_t seq, uint64_t *sums,
-                       uint32_t cap, uint32_t *windows, struct ig_errbuf *eb)
-{
-	const struct arena_srec *r = &recs[i];
-	struct arena_srec copy;
-
-	if (atomic_load_explicit(&r->state, memory_order_acquire) != SREC_LIVE || r->seq != seq)
-		return 0;
-	/* The daemon may change the record meanwhile (a drop, a give-up):
-	 * take a copy, and trust it only when its checksum holds and it is
-	 * still live afterwards. */
-	memcpy(&copy, (const void *)r, sizeof(copy));
-	atomic_thread_fence(memory_order_acquire);
-	if (copy.seq != seq || srec_check(&copy) != copy.check ||
-	    atomic_load_explicit(&r->state, memory_order_acquire) != SREC_LIVE ||
-	    (uint64_t)copy.wfirst + copy.windows > h->win_cap)
-		return 0;
-	if (copy.windows > cap)
-		return -ig_errf(eb, IG_E_INVAL,
-		                "KV-RAM seq %" PRIu64 " has %u windows, more than the %u asked",
-		                seq, copy.windows, cap);
-	for (uint32_t k = 0; k < copy.windows; k++) {
-		const struct arena_wrec *w = &wrec[copy.wfirst + k];
-
-		sums[k] =
-		    atomic_load_explicit(&w->tag, memory_order_acquire) == copy.gen ? w->sum : 0;
-	}
-	*windows = copy.windows;
-	return 1;
-}
-
-int arena_map_sums(const struct arena_map *m, uint64_t seq, uint32_t hint, uint64_t *sums,
-                   uint32_t cap, uint32_t *windows, struct ig_errbuf *eb)
-{
-	const struct arena_hdr *h = m->base;
-	const struct arena_srec *recs;
-	const struct arena_wrec *wrec;
-	int got = 0;
-
-	if (!m->base)
-		return ig_errf(eb, IG_E_INVAL, "KV-RAM: no arena is mapped");
-	/* The header was checked at map time and the daemon never rewrites
-	 * its layout fields; the bounds are checked again all the same. */
-	if (h->seq_off + (uint64_t)h->seq_cap * sizeof(*recs) > m->bytes ||
-	    h->win_off + (uint64_t)h->win_cap * sizeof(*wrec) > m->bytes)
-		return ig_errf(eb, IG_E_KV_LOST,
-		               "KV-RAM: the arena's index is outside its mapping");
-	recs = (const struct arena_srec *)((const uint8_t *)m->base + h->seq_off);
-	wrec = (const struct arena_wrec *)((const uint8_t *)m->base + h->win_off);
-	/* the record the daemon named first; the whole index only when that
-	 * one no longer holds it (or none was named) */
-	if (hint < h->seq_cap)
-		got = map_sums_at(h, recs, wrec, hint, seq, sums, cap, windows, eb);
-	for (uint32_t i = 0; !got && i < h->seq_cap; i++)
-		if (i != hint)
-			got = map_sums_at(h, recs, wrec, i, seq, sums, cap, windows, eb);
-	if (got < 0)
-		return -got;
-	if (got)
-		return IG_E_OK;
-	return ig_errf(eb, IG_E_NOTFOUND, "KV-RAM: seq %" PRIu64 " is not held", seq);
 }
 
 int arena_map_slot(const struct arena_map *m, uint32_t slot, struct arena_slot_info *out,

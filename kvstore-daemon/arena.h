@@ -75,7 +75,6 @@ struct arena_info {
 	uint32_t committed;        /* windows committed so far */
 	bool complete;
 	uint64_t last_use; /* a counter: larger is more recent */
-	uint32_t record;   /* its index record (a hint for arena_map_sums) */
 };
 
 struct arena_stats {
@@ -262,16 +261,6 @@ struct arena_map {
 };
 int arena_map_open(struct arena_map *m, const char *name, struct ig_errbuf *eb);
 void arena_map_close(struct arena_map *m);
-/* The recorded checksums of `seq`'s windows, read from the index in the
- * mapping (the reader checks each window against them while copying it
- * out): sums[k] for k < *windows, 0 for a window not committed. `hint`: the
- * record the daemon named (kv_seq's `record`), looked at first; the whole
- * index (up to ARENA_SEQ_CAP records, 6 MiB) is searched only when it does
- * not hold `seq` (UINT32_MAX: no hint). IG_E_NOTFOUND when no live record of
- * `seq` is there (dropped or given up meanwhile), IG_E_INVAL when it has
- * more than `cap` windows. */
-int arena_map_sums(const struct arena_map *m, uint64_t seq, uint32_t hint, uint64_t *sums,
-                   uint32_t cap, uint32_t *windows, struct ig_errbuf *eb);
 /* A retained slot as the mapping shows it now (the reader's check after it
  * copied a claimed slot out: still held under the same gen?). IG_E_NOTFOUND
  * when `slot` is past the last one; a torn or changing record reads as

@@ -467,7 +467,7 @@ static int cmd_put(struct ctl *s, uint64_t seq, const char *path, uint64_t windo
 	struct tp_rx rx;
 	struct stat sb;
 	uint64_t offset, windows;
-	bool staged;
+	uint64_t stride; /* bytes between two windows in the arena (0: staged to disk) */
 	FILE *f;
 	int rc;
 
@@ -492,10 +492,11 @@ static int cmd_put(struct ctl *s, uint64_t seq, const char *path, uint64_t windo
 	rc = call_patient(s, &q, MSG_KV_RESERVED, &rx, (uint64_t)sb.st_size > m.bytes, eb);
 	if (rc)
 		goto out;
+	/* where the windows go: the daemon says (straight to KV-disk, every
+	 * window through the one staging window: stride 0) */
 	offset = rx.m.u.kv_reserved.offset;
+	stride = rx.m.u.kv_reserved.stride;
 	windows = rx.m.u.kv_reserved.windows;
-	/* straight to KV-disk: every window through the staging window */
-	staged = msg_str_eq(rx.m.u.kv_reserved.tier, "disk");
 	if (rx.m.u.kv_reserved.given_up)
 		fprintf(stderr, "ignis-kvstore-ctl: KV-RAM gave up seq %" PRIu64 " for this one\n",
 		        rx.m.u.kv_reserved.given_up);
@@ -504,9 +505,9 @@ static int cmd_put(struct ctl *s, uint64_t seq, const char *path, uint64_t windo
 		uint64_t at = k * window, len = (uint64_t)sb.st_size - at < window
 		                                    ? (uint64_t)sb.st_size - at
 		                                    : window;
-		unsigned char *dst = (unsigned char *)m.base + offset + (staged ? 0 : at);
+		unsigned char *dst = (unsigned char *)m.base + offset + k * stride;
 
-		if (offset + (staged ? 0 : at) + len > m.bytes || fread(dst, 1, len, f) != len) {
+		if (offset + k * stride + len > m.bytes || fread(dst, 1, len, f) != len) {
 			rc = ig_errf(eb, IG_E_IO, "reading window %" PRIu64 " of %s", k, path);
 			goto out;
 		}
@@ -522,7 +523,7 @@ static int cmd_put(struct ctl *s, uint64_t seq, const char *path, uint64_t windo
 	}
 	printf("seq %" PRIu64 ": %lld bytes in %" PRIu64 " windows of %" PRIu64
 	       ", committed to KV-%s\n",
-	       seq, (long long)sb.st_size, windows, window, staged ? "disk" : "RAM");
+	       seq, (long long)sb.st_size, windows, window, stride ? "RAM" : "disk");
 out:
 	arena_map_close(&m);
 	fclose(f);
@@ -611,12 +612,11 @@ static int cmd_get(struct ctl *s, uint64_t seq, const char *path, struct ig_errb
 		    ig_errf(eb, IG_E_PROTO_FIELD_RANGE, "the daemon's extent is outside the arena");
 		goto out_rx;
 	}
-	/* every window checked against its recorded checksum before a byte of
-	 * it is written out (the daemon does not re-read committed bytes) */
-	rc = arena_map_sums(&m, seq, (uint32_t)rx.m.u.kv_seq.record, sums, ARENA_MAX_WINDOWS, &n,
-	                    eb);
-	if (rc)
-		goto out_rx;
+	/* every window checked against its recorded checksum (the fetch reply
+	 * carries them) before a byte of it is written out (the daemon does not
+	 * re-read committed bytes) */
+	n = rx.m.u.kv_seq.sums.n;
+	memcpy(sums, rx.m.u.kv_seq.sums.v, (size_t)n * sizeof(uint64_t));
 	for (uint32_t k = 0; k < n; k++) {
 		uint64_t at = (uint64_t)k * rx.m.u.kv_seq.window_bytes;
 		uint64_t len = rx.m.u.kv_seq.image_bytes - at < rx.m.u.kv_seq.window_bytes

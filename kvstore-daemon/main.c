@@ -698,8 +698,16 @@ static int kvs_reserve(struct kvs *k, const struct msg_kv_reserve *q, struct msg
 reply:
 	kvs_touch(k, m.seq);
 	reply->type = MSG_KV_RESERVED;
-	reply->u.kv_reserved =
-	    (struct msg_kv_reserved){m.seq, offset, m.windows, given_up, msg_str_of(tier)};
+	/* where the windows go: one after the other in KV-RAM, all through the
+	 * one staging window straight to disk */
+	reply->u.kv_reserved = (struct msg_kv_reserved){
+	    .seq = m.seq,
+	    .offset = offset,
+	    .stride = strcmp(tier, "disk") ? m.window_bytes : 0,
+	    .windows = m.windows,
+	    .given_up = given_up,
+	    .tier = msg_str_of(tier),
+	};
 	return IG_E_OK;
 }
 
@@ -866,6 +874,9 @@ static int kvs_check_ram(struct kvs *k, const struct arena_info *info, struct ig
 	return IG_E_OK;
 }
 
+_Static_assert(ARENA_MAX_WINDOWS == MSG_KV_WINDOWS_MAX,
+               "a fetch reply carries every window's checksum of a record");
+
 static int kvs_fetch(struct kvs *k, uint64_t seq, struct msg *reply, struct ig_errbuf *eb)
 {
 	struct msg_kv_seq *r = &reply->u.kv_seq;
@@ -897,12 +908,14 @@ static int kvs_fetch(struct kvs *k, uint64_t seq, struct msg *reply, struct ig_e
 		                         .kv_format = m.kv_format,
 		                         .class = msg_str_of(kvs_class_name(m.cls)),
 		                         .offset = g->offset,
+		                         .stride = 0, /* every window through the staging window */
 		                         .image_bytes = m.image_bytes,
 		                         .window_bytes = m.window_bytes,
 		                         .windows = m.windows,
 		                         .committed = m.windows,
-		                         .complete = true,
-		                         .record = UINT32_MAX};
+		                         .complete = true};
+		r->sums.n = m.windows;
+		memcpy(r->sums.v, k->sums, (size_t)m.windows * sizeof(uint64_t));
 		return IG_E_OK;
 	}
 not_found:
@@ -920,12 +933,18 @@ not_found:
 	                         .kv_format = info.meta.kv_format,
 	                         .class = msg_str_of(kvs_class_name(info.meta.cls)),
 	                         .offset = info.offset,
+	                         .stride = info.meta.window_bytes, /* one after the other */
 	                         .image_bytes = info.meta.image_bytes,
 	                         .window_bytes = info.meta.window_bytes,
 	                         .windows = info.meta.windows,
 	                         .committed = info.committed,
-	                         .complete = info.complete,
-	                         .record = info.record};
+	                         .complete = info.complete};
+	/* the recorded checksum of every window (0 for one not committed yet;
+	 * windows may be committed in any order): the reader checks the bytes
+	 * against them while it copies them out (ADR 0015) */
+	r->sums.n = info.meta.windows < ARENA_MAX_WINDOWS ? info.meta.windows : ARENA_MAX_WINDOWS;
+	for (uint32_t i = 0; i < r->sums.n; i++)
+		r->sums.v[i] = k->w[i].len ? k->w[i].sum : 0;
 	return IG_E_OK;
 }
 

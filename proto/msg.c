@@ -30,18 +30,21 @@
 #define MSG__SUB_ARR(sub)        &msg__rec_##sub
 #define MSG__SUB_F64(sub)        NULL
 #define MSG__SUB_IDS(sub)        NULL
+#define MSG__SUB_U64S(sub)       NULL
 #define MSG__ELEMS_U64(R, name)  0
 #define MSG__ELEMS_BOOL(R, name) 0
 #define MSG__ELEMS_STR(R, name)  0
 #define MSG__ELEMS_ARR(R, name)  offsetof(struct msg_##R, name.v)
 #define MSG__ELEMS_F64(R, name)  0
 #define MSG__ELEMS_IDS(R, name)  offsetof(struct msg_##R, name.v)
+#define MSG__ELEMS_U64S(R, name) offsetof(struct msg_##R, name.v)
 #define MSG__OFF_U64(R, name)    offsetof(struct msg_##R, name)
 #define MSG__OFF_BOOL(R, name)   offsetof(struct msg_##R, name)
 #define MSG__OFF_STR(R, name)    offsetof(struct msg_##R, name)
 #define MSG__OFF_ARR(R, name)    offsetof(struct msg_##R, name.n)
 #define MSG__OFF_F64(R, name)    offsetof(struct msg_##R, name)
 #define MSG__OFF_IDS(R, name)    offsetof(struct msg_##R, name.n)
+#define MSG__OFF_U64S(R, name)   offsetof(struct msg_##R, name.n)
 /* Where a declaration's bounds go: F64 bounds are doubles, the rest integers.
  * (Parameters are not named lo/hi: they would replace the designators.) */
 #define MSG__BOUNDS_U64(l, h)  .lo = (l), .hi = (h)
@@ -50,6 +53,7 @@
 #define MSG__BOUNDS_ARR(l, h)  .lo = (l), .hi = (h)
 #define MSG__BOUNDS_F64(l, h)  .flo = (l), .fhi = (h)
 #define MSG__BOUNDS_IDS(l, h)  .lo = (l), .hi = (h)
+#define MSG__BOUNDS_U64S(l, h) .lo = (l), .hi = (h)
 
 #define MSG__FIELD_DESC(R, fkind, fname, flo, fhi, fsub)                                           \
 	{.name = #fname,                                                                           \
@@ -241,6 +245,9 @@ static size_t msg__rec_max(const struct msg_rec *r)
 		case MSG_K_IDS:
 			total += 5 + (size_t)f->hi * 5; /* uint32 at its widest */
 			break;
+		case MSG_K_U64S:
+			total += 5 + (size_t)f->hi * 9; /* uint64 at its widest */
+			break;
 		}
 	}
 	return total;
@@ -407,6 +414,7 @@ static int msg__check_field(const struct msg_field *f, const char *base,
 		rc = msg__check_f64(f, *(const double *)(const void *)at, path, eb);
 		break;
 	case MSG_K_IDS: /* every uint32_t is a valid id */
+	case MSG_K_U64S: /* every uint64_t is a valid element */
 		rc = msg__check_count(f, *(const uint32_t *)(const void *)at, path, eb);
 		break;
 	}
@@ -478,6 +486,15 @@ static void msg__pack_field(msgpack_packer *pk, const struct msg_field *f, const
 		msgpack_pack_array(pk, n);
 		for (uint32_t i = 0; i < n; i++)
 			msgpack_pack_uint32(pk, v[i]);
+		break;
+	}
+	case MSG_K_U64S: {
+		uint32_t n = *(const uint32_t *)(const void *)at;
+		const uint64_t *v = (const uint64_t *)(const void *)(base + f->elems);
+
+		msgpack_pack_array(pk, n);
+		for (uint32_t i = 0; i < n; i++)
+			msgpack_pack_uint64(pk, v[i]);
 		break;
 	}
 	}
@@ -830,6 +847,33 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 		*n = o->via.array.size;
 		return IG_E_OK;
 	}
+	case MSG_K_U64S: {
+		uint32_t *n = (uint32_t *)(void *)at;
+		uint64_t *v = (uint64_t *)(void *)(base + f->elems);
+
+		if (o->type != MSGPACK_OBJECT_ARRAY)
+			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE, "%s: expected an array of uints, got %s",
+			               msg__ps(path).s, msg__objtype(o));
+		/* Before any write: `hi` is the capacity of `v`. */
+		rc = msg__check_count(f, o->via.array.size, path, eb);
+		if (rc)
+			return rc;
+		for (uint32_t i = 0; i < o->via.array.size; i++) {
+			const msgpack_object *e = &o->via.array.ptr[i];
+			struct msg__path sub;
+
+			if (e->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+				v[i] = e->via.u64;
+				continue;
+			}
+			msg__path_push(&sub, path, NULL, (long)i);
+			rc = msg__get_u64(e, &v[i], &sub, eb);
+			if (rc)
+				return rc;
+		}
+		*n = o->via.array.size;
+		return IG_E_OK;
+	}
 	}
 	return ig_errf(eb, IG_E_INVAL, "%s: field kind %d not handled", msg__ps(path).s,
 	               (int)f->kind);
@@ -1023,11 +1067,13 @@ static bool msg__rec_equal(const struct msg_rec *r, const char *a, const char *b
 			if (!(*(const double *)(const void *)x == *(const double *)(const void *)y))
 				return false;
 			break;
-		case MSG_K_IDS: {
+		case MSG_K_IDS:
+		case MSG_K_U64S: {
 			uint32_t n = *(const uint32_t *)(const void *)x;
+			size_t el = f->kind == MSG_K_IDS ? sizeof(uint32_t) : sizeof(uint64_t);
 
 			if (n != *(const uint32_t *)(const void *)y ||
-			    (n && memcmp(a + f->elems, b + f->elems, (size_t)n * sizeof(uint32_t))))
+			    (n && memcmp(a + f->elems, b + f->elems, (size_t)n * el)))
 				return false;
 			break;
 		}

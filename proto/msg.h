@@ -30,7 +30,7 @@
 
 #include "err.h"
 
-#define MSG_PROTO_VERSION 6u
+#define MSG_PROTO_VERSION 7u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
 #define MSG_MAX_BYTES (64u * 1024u)
@@ -44,7 +44,7 @@
  * decoder takes a msgpack float32, float64 or integer, integers converted
  * exactly and refused above 2^53 in magnitude, NaN refused; the encoder
  * always writes float64), IDS a msgpack array of lo..hi token ids, each an
- * integer 0..UINT32_MAX. */
+ * integer 0..UINT32_MAX, U64S a msgpack array of lo..hi uints (checksums). */
 enum msg_kind {
 	MSG_K_U64 = 1,
 	MSG_K_BOOL = 2,
@@ -52,6 +52,7 @@ enum msg_kind {
 	MSG_K_ARR = 4,
 	MSG_K_F64 = 5,
 	MSG_K_IDS = 6,
+	MSG_K_U64S = 7,
 };
 
 /* Integers up to this magnitude convert to a double exactly (F64 fields). */
@@ -321,10 +322,17 @@ struct msg_str {
  * consecutively from `offset`; "disk", KV-RAM cannot take the image and it
  * goes straight to KV-disk: every window is written at `offset` (a staging
  * window of window_bytes), the next only once the previous one's kv_commit
- * is acknowledged (the daemon has copied it into KV-disk). */
+ * is acknowledged (the daemon has copied it into KV-disk). Window k lies at
+ * offset + k x stride: stride is window_bytes in KV-RAM, 0 when every
+ * window passes through one staging window on its way to or from KV-disk.
+ * A record holds at most MSG_KV_WINDOWS_MAX windows (the arena's index:
+ * arena.h checks it). */
+#define MSG_KV_WINDOWS_MAX 4096u
+
 #define MSG_FIELDS_kv_reserved(F, R)                                                               \
 	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
 	F(R, U64, offset, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, stride, 0, UINT32_MAX, _)                                                        \
 	F(R, U64, windows, 1, UINT32_MAX, _)                                                       \
 	F(R, U64, given_up, 0, UINT64_MAX, _)                                                      \
 	F(R, STR, tier, 1, 8, _)
@@ -337,12 +345,13 @@ struct msg_str {
 
 #define MSG_FIELDS_kv_fetch(F, R) F(R, U64, seq, 1, UINT64_MAX, _)
 
-/* tier: where it was found. "ram": the windows are consecutive from
- * `offset`, each window_bytes but the last, their checksums in the arena's
- * index (the reader checks each while copying it out). "disk": it stays on
- * disk and comes back a window at a time (kv_stage), each through the
- * staging window at `offset`; every window's header was checked against the
- * sequence record before this reply. */
+/* tier: where it was found. "ram": window k is at offset + k x stride
+ * (stride = window_bytes), each window_bytes but the last. "disk": it stays
+ * on disk and comes back a window at a time (kv_stage), each through the
+ * staging window at `offset` (stride 0); every window's header was checked
+ * against the sequence record before this reply. sums: every window's
+ * recorded checksum, 0 for one not committed yet; the reader checks each
+ * window against it while copying it out. */
 #define MSG_FIELDS_kv_seq(F, R)                                                                    \
 	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
 	F(R, STR, tier, 1, 8, _)                                                                   \
@@ -350,12 +359,13 @@ struct msg_str {
 	F(R, U64, kv_format, 0, UINT32_MAX, _)                                                     \
 	F(R, STR, class, 1, 16, _)                                                                 \
 	F(R, U64, offset, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, stride, 0, UINT32_MAX, _)                                                        \
 	F(R, U64, image_bytes, 0, UINT64_MAX, _)                                                   \
 	F(R, U64, window_bytes, 1, UINT32_MAX, _)                                                  \
 	F(R, U64, windows, 0, UINT32_MAX, _)                                                       \
 	F(R, U64, committed, 0, UINT32_MAX, _)                                                     \
 	F(R, BOOL, complete, 0, 1, _)                                                              \
-	F(R, U64, record, 0, UINT32_MAX, _) /* "ram": its index record (arena_map_sums's hint) */
+	F(R, U64S, sums, 0, MSG_KV_WINDOWS_MAX, _)
 
 #define MSG_FIELDS_kv_stage(F, R)                                                                  \
 	F(R, U64, seq, 1, UINT64_MAX, _)                                                           \
@@ -711,6 +721,11 @@ struct msg_str {
 	struct {                                                                                   \
 		uint32_t n;                                                                        \
 		uint32_t v[hi];                                                                    \
+	} name;
+#define MSG__CTYPE_U64S(name, hi, sub)                                                             \
+	struct {                                                                                   \
+		uint32_t n;                                                                        \
+		uint64_t v[hi];                                                                    \
 	} name;
 #define MSG__MEMBER(R, kind, name, lo, hi, sub) MSG__CTYPE_##kind(name, hi, sub)
 

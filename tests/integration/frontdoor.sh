@@ -197,7 +197,10 @@ for s in gpu-worker kvstore; do
 	wait_for 5 daemon_counted "$s" ||
 		fail "ignis_proto_rejected_total{socket=$s} does not count 50: $(curl -s "http://$mport/metrics" | grep proto_rejected)"
 done
-curl -s "http://$mport/metrics" | grep -q '^ignis_kv_moves_stopped_total 0$' ||
+# (the page captured first: with pipefail, `curl | grep -q` fails when grep's
+# early exit leaves curl writing to a closed pipe)
+page=$(curl -s "http://$mport/metrics")
+grep -q '^ignis_kv_moves_stopped_total 0$' <<<"$page" ||
 	fail "no ignis_kv_moves_stopped_total on the page"
 wait_for 15 grep -q '"ignis.proto.rejected_summary".*client.sock.*"code":"IG_E_PROTO_MALFORMED"' "$events" ||
 	fail "no summary of the rejections left out"

@@ -261,7 +261,7 @@ k list | grep -q "^13 .*disk .* 6 *6 yes" || fail "seq 13 not whole on disk: $(k
 grep '"event":"ignis.kvstore.spilled"' "$events" | jq -s -e 'map(select(.seq == 13 and .from == "device" and .windows == 6)) | length == 1' >/dev/null ||
 	fail "no spill event for seq 13"
 k get 13 "$work/r.13" >/dev/null && cmp -s "$work/big" "$work/r.13" || fail "seq 13 differs"
-k stats --prom | grep -q '^ignis_kv_disk_spills_total{from="device"} 1$' || fail "spill not counted: $(k stats --prom | grep spills)"
+grep -q '^ignis_kv_disk_spills_total{from="device"} 1$' <<<"$(k stats --prom)" || fail "spill not counted: $(k stats --prom | grep spills)"
 # the disk's ceiling counts a write straight to disk as a whole, at its start
 out=$(k put 14 "$work/big" --window 1048576 2>&1) && fail "12 MiB of disk took two 6 MiB sequences straight"
 grep -qi "full" <<<"$out" || fail "unclear refusal: $out"
@@ -382,7 +382,7 @@ grep '"event":"ignis.kvstore.ram_record_dropped"' "$events" | jq -e -s 'length =
 	fail "no drop event naming seq 21: $(grep ram_record_dropped "$events")"
 grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1 | jq -e '.damaged_sequences == 1' >/dev/null || fail "tiers event: $(grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1)"
 [[ $(stat_of lost) -gt $lost0 ]] || fail "the loss is not counted: lost $(stat_of lost), was $lost0"
-k stats --prom | grep -q '^ignis_kv_disk_failures_total{op="read"} [1-9]' || fail "not on the metrics: $(k stats --prom | grep failures)"
+grep -q '^ignis_kv_disk_failures_total{op="read"} [1-9]' <<<"$(k stats --prom)" || fail "not on the metrics: $(k stats --prom | grep failures)"
 k drop 22 >/dev/null || fail "drop 22"
 
 step "an orderly stop removes KV-RAM's shared memory"

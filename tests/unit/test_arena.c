@@ -625,25 +625,23 @@ static void test_commit_checksum(void **state)
 	struct arena_stats st;
 	uint64_t off = put(a, &m, 0), good = sum_of(arena_base(a), off, &m, 0), bad = good ^ 1;
 	uint64_t sums[8], got = 0;
-	uint32_t n = 0;
 
 	/* The daemon records the writer's checksum without reading the bytes
 	 * (ADR 0015): a wrong one is committed, and the reader's check while
 	 * copying out is what refuses the bytes. */
 	assert_int_equal(arena_commit(a, 5, 0, BLK, bad, &eb), IG_E_OK);
 	assert_int_equal(arena_map_open(&cm, t->name, &eb), IG_E_OK);
-	assert_int_equal(arena_map_sums(&cm, 5, UINT32_MAX, sums, 8, &n, &eb), IG_E_OK);
-	assert_int_equal(n, 3);
-	assert_int_equal(sums[0], bad);
-	assert_int_equal(sums[1], 0); /* not committed */
-	assert_int_equal(sums[2], 0);
-	assert_false(kvcopy_check(out, (uint8_t *)cm.base + off, BLK, sums[0], &got));
+	/* the sums the daemon hands the reader (kv_seq's sums) */
+	assert_int_equal(arena_get(a, 5, &info, w, 8, &eb), IG_E_OK);
+	assert_int_equal(info.meta.windows, 3);
+	assert_int_equal(w[0].sum, bad);
+	assert_int_equal(w[1].sum, 0); /* not committed */
+	assert_int_equal(w[2].sum, 0);
+	assert_false(kvcopy_check(out, (uint8_t *)cm.base + off, BLK, w[0].sum, &got));
 	assert_int_equal(got, good);
 	assert_true(memcmp(out, (uint8_t *)cm.base + off, BLK) == 0); /* copied all the same */
-	assert_int_equal(arena_map_sums(&cm, 5, UINT32_MAX, sums, 2, &n, &eb), IG_E_INVAL);
-	assert_int_equal(arena_map_sums(&cm, 6, UINT32_MAX, sums, 8, &n, &eb), IG_E_NOTFOUND);
 	assert_int_equal(arena_drop(a, 5, &eb), IG_E_OK);
-	assert_int_equal(arena_map_sums(&cm, 5, UINT32_MAX, sums, 8, &n, &eb), IG_E_NOTFOUND);
+	assert_int_equal(arena_get(a, 5, &info, w, 8, &eb), IG_E_NOTFOUND);
 	off = put(a, &m, 0);
 	assert_int_equal(arena_get(a, 5, &info, w, 8, &eb), IG_E_OK);
 	assert_int_equal(info.committed, 0);
@@ -669,15 +667,10 @@ static void test_commit_checksum(void **state)
 	assert_int_equal(commit_k(a, off, &m, 1, &eb), IG_E_OK);
 	assert_int_equal(verify(a, 5), 3);
 	assert_int_equal(arena_pick_victim_ex(a, 0, NULL, 0, NULL, NULL), 5);
-	/* the reader sees every recorded checksum, and each window passes;
-	 * the daemon's record hint finds the same, a wrong hint falls back to
-	 * the whole index */
-	assert_int_equal(arena_map_sums(&cm, 5, info.record, sums, 8, &n, &eb), IG_E_OK);
-	assert_int_equal(n, 3);
-	assert_int_equal(arena_map_sums(&cm, 5, info.record + 1, sums, 8, &n, &eb), IG_E_OK);
-	assert_int_equal(n, 3);
-	assert_int_equal(arena_map_sums(&cm, 6, info.record, sums, 8, &n, &eb), IG_E_NOTFOUND);
-	assert_int_equal(arena_map_sums(&cm, 5, UINT32_MAX, sums, 8, &n, &eb), IG_E_OK);
+	/* every recorded checksum, and each window passes through the mapping */
+	assert_int_equal(arena_get(a, 5, &info, w, 8, &eb), IG_E_OK);
+	for (uint32_t k = 0; k < 3; k++)
+		sums[k] = w[k].sum;
 	for (uint32_t k = 0; k < 3; k++)
 		assert_true(kvcopy_check(out, (uint8_t *)cm.base + off + (uint64_t)k * BLK,
 		                         wlen(&m, k), sums[k], NULL));

@@ -165,6 +165,15 @@ static void fill_rec(const struct msg_rec *r, char *base, enum variant v)
 				ids[j] = v == V_MIN ? 0 : v == V_MAX ? UINT32_MAX : pick_id();
 			break;
 		}
+		case MSG_K_U64S: {
+			uint64_t n = v == V_MIN ? lo : v == V_MAX ? hi : pick(lo, hi);
+			uint64_t *e = (uint64_t *)(void *)(base + f->elems);
+
+			*(uint32_t *)(void *)at = (uint32_t)n;
+			for (uint64_t j = 0; j < n; j++)
+				e[j] = v == V_MIN ? 0 : v == V_MAX ? UINT64_MAX : pick(0, UINT64_MAX);
+			break;
+		}
 		}
 	}
 }
@@ -233,6 +242,8 @@ static void check_rec_decl(const struct msg_rec *r)
 		}
 		if (f->kind == MSG_K_IDS)
 			assert_true(f->hi * sizeof(uint32_t) <= MSG_MAX_BYTES);
+		if (f->kind == MSG_K_U64S)
+			assert_true(f->hi * 9 <= MSG_MAX_BYTES); /* each uint64 at its widest */
 	}
 }
 
@@ -439,6 +450,8 @@ enum mutation {
 	MUT_ID_NEG,    /* IDS: the first id -1 */
 	MUT_ID_FLOAT,  /* IDS: the first id 1.0 */
 	MUT_ID_STR,    /* IDS: the first id "1" */
+	MUT_U_NEG,     /* U64S: the first element -1 */
+	MUT_U_STR,     /* U64S: the first element "1" */
 };
 
 static void pack_key(msgpack_packer *pk, const char *k)
@@ -571,6 +584,27 @@ static void pack_value(msgpack_packer *pk, const struct msg_field *f, const char
 		}
 		break;
 	}
+	case MSG_K_U64S: {
+		uint32_t n = *(const uint32_t *)(const void *)at;
+		const uint64_t *e = (const uint64_t *)(const void *)(base + f->elems);
+		uint32_t emit = mut == MUT_ABOVE   ? (uint32_t)f->hi + 1
+		                : mut == MUT_BELOW ? (uint32_t)f->lo - 1
+		                                   : n;
+		bool bad_first = mut == MUT_U_NEG || mut == MUT_U_STR;
+
+		if (bad_first && emit == 0)
+			emit = 1;
+		msgpack_pack_array(pk, emit);
+		for (uint32_t j = 0; j < emit; j++) {
+			if (j == 0 && mut == MUT_U_NEG)
+				msgpack_pack_int8(pk, -1);
+			else if (j == 0 && mut == MUT_U_STR)
+				pack_key(pk, "1");
+			else
+				msgpack_pack_uint64(pk, j < n ? e[j] : 7);
+		}
+		break;
+	}
 	}
 }
 
@@ -634,7 +668,7 @@ static void expect_code(const char *what, const void *p, size_t n, int want)
 }
 
 #define K(kind) (1u << MSG_K_##kind)
-#define K_ALL   (K(U64) | K(BOOL) | K(STR) | K(ARR) | K(F64) | K(IDS))
+#define K_ALL   (K(U64) | K(BOOL) | K(STR) | K(ARR) | K(F64) | K(IDS) | K(U64S))
 
 /* Per field: the mutation, the kinds it applies to, the code it gets and a
  * word the message must hold besides the message and field names. */
@@ -662,6 +696,8 @@ static const struct {
     {MUT_ID_NEG, "with an id of -1", K(IDS), IG_E_PROTO_FIELD_RANGE, "[0]"},
     {MUT_ID_FLOAT, "with an id of 1.0", K(IDS), IG_E_PROTO_FIELD_TYPE, "[0]"},
     {MUT_ID_STR, "with an id of \"1\"", K(IDS), IG_E_PROTO_FIELD_TYPE, "[0]"},
+    {MUT_U_NEG, "with an element of -1", K(U64S), IG_E_PROTO_FIELD_RANGE, "[0]"},
+    {MUT_U_STR, "with an element \"1\"", K(U64S), IG_E_PROTO_FIELD_TYPE, "[0]"},
 };
 
 /* Whether an accepted other form exists for the F64 value v. */
@@ -816,6 +852,7 @@ static void test_malformed_table(void **state)
 	    {"version 0", "83a17402a17600a373657100", IG_E_PROTO_VERSION},
 	    {"version 5, before the text of tokens", "83a17402a17605a373657100",
 	     IG_E_PROTO_VERSION},
+	    {"version 6, before kv_seq's sums", "83a17402a17606a373657100", IG_E_PROTO_VERSION},
 	    {"unknown type 99", "83a17463a176VVa373657100", IG_E_PROTO_UNKNOWN_TYPE},
 	    {"type 2^32 + 2", "83a174cf0000000100000002a176VVa373657100", IG_E_PROTO_UNKNOWN_TYPE},
 	    {"type key twice", "84a17402a17402a176VVa373657100", IG_E_PROTO_MALFORMED},
@@ -1123,15 +1160,19 @@ static void test_oversize(void **state)
 
 static void test_version_is_reported(void **state)
 {
-	static const char bytes[] = "\x83\xa1t\x02\xa1v\x07\xa3seq\x00";
+	/* a version one past ours: refused, the peer's version reported */
+	static const char bytes[] = {'\x83', '\xa1', 't', '\x02', '\xa1', 'v',
+	                             (char)(MSG_PROTO_VERSION + 1), '\xa3', 's', 'e', 'q', '\x00'};
+	char want[32];
 	struct ig_errbuf eb;
 	struct msg out;
 
 	(void)state;
-	assert_int_equal(msg_decode(bytes, sizeof(bytes) - 1, &out, &eb), IG_E_PROTO_VERSION);
-	assert_int_equal(out.version, 7);
+	assert_int_equal(msg_decode(bytes, sizeof(bytes), &out, &eb), IG_E_PROTO_VERSION);
+	assert_int_equal(out.version, MSG_PROTO_VERSION + 1);
 	assert_int_equal(out.type, MSG_PING);
-	assert_non_null(strstr(eb.msg, "version 7"));
+	snprintf(want, sizeof(want), "version %u", MSG_PROTO_VERSION + 1);
+	assert_non_null(strstr(eb.msg, want));
 }
 
 /* ---- the encoder refuses what the decoder would refuse -------------------- */

@@ -11,7 +11,13 @@
  *     decoder and must be a message at MSG_PROTO_VERSION; every example of
  *     the table is on the page exactly once;
  *   - the sentences that state the current version say MSG_PROTO_VERSION,
- *     and the version history has an entry for it.
+ *     and the version history has an entry for it;
+ *   - a message's row in a table ("| t | `name` | fields | answered by |")
+ *     names the codec's fields of that type, no more and no fewer: a field
+ *     name is a code span that opens the cell or follows ", " outside
+ *     parentheses (a value, "`ram`", follows ": " or "or "; a record,
+ *     "array of `stop`", follows "of "); a row naming none ("the KV tiers:
+ *     below") is a summary and is skipped, and every type has a row.
  *
  * The examples are generated, never hand-edited: after a change of the
  * codec or of MSG_PROTO_VERSION, `IGNIS_UPDATE_GOLDEN=1 meson test -C build
@@ -519,11 +525,133 @@ static void test_mp_end(void **state)
 	}
 }
 
+/* ---- the tables --------------------------------------------------------- */
+
+#define MAX_NAMES 64
+
+/* The field names a row's fields cell [s, e) names (see the top). */
+static int cell_names(const char *s, const char *e, char names[][48], int cap)
+{
+	int depth = 0, n = 0;
+
+	for (const char *p = s; p < e; p++) {
+		if (*p == '(')
+			depth++;
+		else if (*p == ')')
+			depth--;
+		else if (*p == '`') {
+			const char *q = memchr(p + 1, '`', (size_t)(e - p - 1));
+			bool lead = p == s || (p - s >= 2 && p[-2] == ',' && p[-1] == ' ');
+
+			if (!q)
+				break;
+			if (depth == 0 && lead && q - p - 1 < 48 && n < cap) {
+				memcpy(names[n], p + 1, (size_t)(q - p - 1));
+				names[n++][q - p - 1] = '\0';
+			}
+			p = q;
+		}
+	}
+	return n;
+}
+
+static bool has_name(char names[][48], int n, const char *name)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+static void test_tables(void **state)
+{
+	static char names[MAX_NAMES][48];
+	size_t len;
+	char *page = read_page(&len);
+	bool seen[256] = {false};
+	int bad = 0;
+
+	(void)state;
+	for (char *line = page, *next; line && *line; line = next) {
+		char *eol = strchr(line, '\n'), *name, *name_end, *cell, *cell_end;
+		const struct msg_desc *d;
+		unsigned long t;
+		int n;
+
+		next = eol ? eol + 1 : NULL;
+		if (!eol)
+			eol = line + strlen(line);
+		if (strncmp(line, "| ", 2) != 0 || !(line[2] >= '0' && line[2] <= '9'))
+			continue;
+		t = strtoul(line + 2, &name, 10);
+		if (strncmp(name, " | `", 4) != 0 || *name == '-')
+			continue; /* "15-27": a range of types, a summary */
+		name += 4;
+		name_end = memchr(name, '`', (size_t)(eol - name));
+		if (!name_end || strncmp(name_end, "` | ", 4) != 0)
+			continue;
+		cell = name_end + 4;
+		/* the fields cell ends at the last " | " before the answer cell */
+		cell_end = NULL;
+		for (char *p = cell; p + 3 <= eol; p++)
+			if (strncmp(p, " | ", 3) == 0)
+				cell_end = p;
+		if (!cell_end)
+			continue;
+		d = msg_desc_find((uint32_t)t);
+		if (!d) {
+			print_error("%s: a row for type %lu, which the codec does not know\n",
+			            doc_path, t);
+			bad++;
+			continue;
+		}
+		if (strlen(d->rec.name) != (size_t)(name_end - name) ||
+		    strncmp(d->rec.name, name, (size_t)(name_end - name)) != 0) {
+			print_error("%s: type %lu is named `%.*s`; the codec calls it %s\n", doc_path,
+			            t, (int)(name_end - name), name, d->rec.name);
+			bad++;
+		}
+		if (t < 256)
+			seen[t] = true;
+		n = cell_names(cell, cell_end, names, MAX_NAMES);
+		if (n == 0)
+			continue; /* a summary row: the fields are described below */
+		for (uint32_t i = 0; i < d->rec.nfields; i++)
+			if (!has_name(names, n, d->rec.fields[i].name)) {
+				print_error("%s: the row of %s does not name its field `%s`\n", doc_path,
+				            d->rec.name, d->rec.fields[i].name);
+				bad++;
+			}
+		for (int k = 0; k < n; k++) {
+			bool found = false;
+
+			for (uint32_t i = 0; i < d->rec.nfields && !found; i++)
+				found = strcmp(names[k], d->rec.fields[i].name) == 0;
+			if (!found) {
+				print_error("%s: the row of %s names `%s`, which is not one of its "
+				            "fields\n",
+				            doc_path, d->rec.name, names[k]);
+				bad++;
+			}
+		}
+	}
+	for (size_t i = 0; i < msg_ndescs; i++)
+		if (msg_descs[i].type < 256 && !seen[msg_descs[i].type]) {
+			print_error("%s: no table row for type %u (%s)\n", doc_path, msg_descs[i].type,
+			            msg_descs[i].rec.name);
+			bad++;
+		}
+	free(page);
+	if (bad)
+		fail_msg("%d disagreements between the page's tables and the codec", bad);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_mp_end),
 	    cmocka_unit_test(test_examples),
+	    cmocka_unit_test(test_tables),
 	};
 
 	if (argc > 1)
