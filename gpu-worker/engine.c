@@ -338,7 +338,9 @@ static uint32_t eng__snapshot(struct eng *e)
 
 static uint32_t eng__plan(struct eng *e, uint32_t n)
 {
-	const struct sched_cfg cfg = {e->cfg.lanes, e->cfg.chunk, e->moves};
+	/* a state slot a lane: the plan's lane_state line holds `lanes` states (ADR 0027) */
+	const struct sched_cfg cfg = {
+	    .lanes = e->cfg.lanes, .slots = e->cfg.lanes, .chunk = e->cfg.chunk, .moves = e->moves};
 
 	return sched_plan(&cfg, e->snap, n, e->kv->n_free, e->order, &e->r);
 }

@@ -75,6 +75,7 @@ struct sched_seq {
 
 struct sched_cfg {
 	uint32_t lanes; /* decode lanes (1..64) */
+	uint32_t slots; /* state slots (the engine's: lanes; ADR 0027) */
 	uint32_t chunk; /* prefill tokens per round (>= 1) */
 	bool moves;     /* a tier takes victims: a need picks them */
 };

@@ -227,7 +227,7 @@ static void test_rules(void **state)
 		                        .prefill = chunks,
 		                        .restore = restore,
 		                        .victims = victims};
-		struct sched_cfg cfg = {rw->lanes, rw->chunk, false};
+		struct sched_cfg cfg = {.lanes = rw->lanes, .slots = MAXN, .chunk = rw->chunk};
 		uint32_t tokens = sched_plan(&cfg, rw->seqs, rw->n, rw->free_pages, order, &r);
 
 		check_list(rw->what, "admit", rw->admit, r.admit, r.n_admit);
@@ -268,7 +268,7 @@ static void test_rank_is_a_total_order(void **state)
 	                        .prefill = chunks,
 	                        .restore = restore,
 	                        .victims = victims};
-	struct sched_cfg cfg = {1, 64, false};
+	struct sched_cfg cfg = {.lanes = 1, .slots = MAXN, .chunk = 64};
 
 	(void)state;
 	for (int rot = 0; rot < 6; rot++) {
@@ -517,7 +517,7 @@ static void test_moves(void **state)
 		                        .prefill = chunks,
 		                        .restore = restore,
 		                        .victims = victims};
-		struct sched_cfg cfg = {2, 64, true};
+		struct sched_cfg cfg = {.lanes = 2, .slots = MAXN, .chunk = 64, .moves = true};
 
 		sched_plan(&cfg, rw->seqs, rw->n, rw->free_pages, order, &r);
 		check_list(rw->what, "admit", rw->admit, r.admit, r.n_admit);
