@@ -26,6 +26,45 @@ const struct be_ops *backend_find(const char *name, struct ig_errbuf *eb)
 	return NULL;
 }
 
+void be_bind_unreserve(struct be *b, struct be_bind_opts *o)
+{
+	struct be_region *r[] = {&o->workspace, &o->sampling, &o->lane_state};
+
+	for (size_t i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		if (r[i]->base)
+			b->ops->free(b, r[i]->base, r[i]->bytes);
+		*r[i] = (struct be_region){0};
+	}
+}
+
+int be_bind_reserve(struct be *b, const struct mfile *f, struct be_bind_opts *o,
+                    struct ig_errbuf *eb)
+{
+	struct be_needs n;
+	int rc;
+
+	*o = (struct be_bind_opts){.max_round_tokens = o->max_round_tokens,
+	                           .context = o->context,
+	                           .threads = o->threads,
+	                           .states = o->states};
+	rc = b->ops->model_needs(b, f, o, &n, eb);
+	if (!rc && n.workspace_one_pass)
+		rc = b->ops->alloc(b, n.workspace_one_pass, &o->workspace.base, eb);
+	if (!rc)
+		o->workspace.bytes = n.workspace_one_pass;
+	if (!rc && n.sampling_one_pass)
+		rc = b->ops->alloc(b, n.sampling_one_pass, &o->sampling.base, eb);
+	if (!rc)
+		o->sampling.bytes = n.sampling_one_pass;
+	if (!rc && n.lane_state)
+		rc = b->ops->alloc(b, n.lane_state, &o->lane_state.base, eb);
+	if (!rc)
+		o->lane_state.bytes = n.lane_state;
+	if (rc)
+		be_bind_unreserve(b, o);
+	return rc;
+}
+
 #if IGNIS_HAVE_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

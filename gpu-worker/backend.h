@@ -79,7 +79,7 @@ struct seqimg_writer;
 
 /* 2: the transfer stream (copy_*_async, xfer_*). 4: the model, its
  * sequences and the round on devseq.h's types; image windows on the stream. */
-#define BE_ABI_VERSION 4u
+#define BE_ABI_VERSION 5u
 
 /* Copies in flight on the transfer stream at most. A move enqueues one copy
  * per window between two decode rounds and waits for them before the next
@@ -99,12 +99,37 @@ struct be_placer {
 	void *ctx;
 };
 
-/* What a bound model's rounds may hold at most: the backend sizes its
- * scratch and threads once, at model_bind. */
+/* Device memory the caller reserved for a bound model (a plan line's
+ * reservation, layout.h): the backend carves it and allocates nothing. */
+struct be_region {
+	void *base;
+	uint64_t bytes;
+};
+
+/* What a bound model's rounds may hold at most, and the device memory they
+ * run in: the backend sizes its scratch, logits, states and threads once,
+ * at model_bind, inside the three regions, and refuses a region too small
+ * for even the least it can work with (naming the line, what it holds and
+ * what is needed). A region larger than the least is used as far as it
+ * helps: a workspace that cannot hold a whole round's scratch runs the
+ * round in passes of as many tokens as it holds (the same bits: a token's
+ * arithmetic does not depend on the tokens beside it, model_cpu.h). */
 struct be_bind_opts {
 	uint32_t max_round_tokens; /* decode lanes + the prefill chunk */
 	uint64_t context;          /* the longest sequence */
 	uint32_t threads;          /* host threads the backend may use (cpu: its pool) */
+	uint32_t states;           /* sequences holding a state at once (the lanes) */
+	struct be_region workspace;  /* the plan's workspace line: the round scratch */
+	struct be_region sampling;   /* the plan's sampling line: the round's logits */
+	struct be_region lane_state; /* the plan's lane_state line: `states` states */
+};
+
+/* The least each region of be_bind_opts must hold for a model bound with
+ * those options, and what rounds in one pass need (be_ops.model_needs). */
+struct be_needs {
+	uint64_t workspace_min, workspace_one_pass; /* one token's pass; a whole round's */
+	uint64_t sampling_min, sampling_one_pass;   /* one row of logits; every state's */
+	uint64_t lane_state;                        /* `states` states */
 };
 
 /*
@@ -194,13 +219,20 @@ struct be_ops {
 	 * on it, by name. */
 	int (*model_bind)(struct be *b, struct mfile *f, const struct be_placer *placer,
 	                  const struct be_bind_opts *o, struct be_model *m, struct ig_errbuf *eb);
+	/* What model_bind with `o` (its regions ignored) needs of each region,
+	 * for a caller without a plan (a test, a benchmark: be_bind_reserve). */
+	int (*model_needs)(struct be *b, const struct mfile *f, const struct be_bind_opts *o,
+	                   struct be_needs *n, struct ig_errbuf *eb);
 	/* Give back what model_bind took. Idempotent on a zeroed `m`. */
 	void (*model_release)(struct be *b, struct be_model *m);
 	/* A fresh sequence of `m`: position 0, a zeroed state of
-	 * m->state_bytes; its pages are reserved by the caller in s->kv. */
+	 * m->state_bytes in one of the m->states state slots (lane_state);
+	 * IG_E_NOSPACE when every slot is held (the round planner admits no
+	 * more sequences than slots: docs/adr/0027). Its pages are reserved by
+	 * the caller in s->kv. seq_release gives the slot back. */
 	int (*seq_init)(struct be *b, const struct be_model *m, struct be_seq *s,
 	                struct ig_errbuf *eb);
-	void (*seq_release)(struct be *b, struct be_seq *s);
+	void (*seq_release)(struct be *b, const struct be_model *m, struct be_seq *s);
 	/* The image header of `s` (its pages in `kv`, its state, its position,
 	 * `last_token` and `sampler_bytes` of sampler state) and in `pages_out`
 	 * (room for s->kv.n_pages) the device addresses of its pages: what a
@@ -211,7 +243,9 @@ struct be_ops {
 	/* One round of the decoder: every step's tokens through `m`, KV into
 	 * `kv`'s pages, logits out in host memory (vocab floats per step that
 	 * wants them, in step order; the contract of mdl_forward_round, bit for
-	 * bit on the cpu backend). At most o->max_round_tokens tokens. */
+	 * bit on the cpu backend). At most o->max_round_tokens tokens; the
+	 * whole round is checked before any state changes, so a refusal touches
+	 * nothing even when the round runs in passes. */
 	int (*round)(struct be *b, const struct be_model *m, const struct be_step *steps,
 	             uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
 	             uint64_t context, float *logits, struct ig_errbuf *eb);
@@ -221,7 +255,8 @@ struct be_ops {
  * holds `priv`, not `b`); `priv` belongs to the backend. */
 struct be {
 	const struct be_ops *ops;
-	uint64_t capacity, used; /* the cpu backend's simulated device */
+	uint64_t capacity; /* the cpu backend's simulated device */
+	uint64_t used;     /* bytes held through alloc (every backend counts them) */
 	/* Fault injection for tests (style rule 12): the async copy whose
 	 * ticket this is fails when it runs, with IG_E_IO. 0: none. Read at
 	 * enqueue, on the caller's thread. */
@@ -231,6 +266,14 @@ struct be {
 
 /* The backend of that name in this build, or NULL (its message in `eb`). */
 const struct be_ops *backend_find(const char *name, struct ig_errbuf *eb);
+
+/* For a caller without a plan (a test, a benchmark): reserve on `b` the
+ * regions of `o` that model_bind needs for rounds in one pass (model_needs'
+ * *_one_pass and lane_state), and give them back. The worker takes its
+ * regions from the plan's lines instead (layout.h). */
+int be_bind_reserve(struct be *b, const struct mfile *f, struct be_bind_opts *o,
+                    struct ig_errbuf *eb);
+void be_bind_unreserve(struct be *b, struct be_bind_opts *o);
 
 /*
  * Add the backend facts to the worker's ready event:

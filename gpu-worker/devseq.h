@@ -18,7 +18,10 @@
 struct be_model {
 	const struct mdesc *m;  /* its description (the file's) */
 	uint64_t state_bytes;   /* one sequence's fixed-size state (linear layers) */
-	uint64_t scratch_bytes; /* the round scratch the backend holds for it */
+	uint64_t scratch_bytes; /* the round scratch the backend carved for it */
+	uint32_t pass_tokens;   /* tokens a pass of a round holds (the workspace's) */
+	uint32_t logit_rows;    /* rows of logits a pass holds (the sampling line's) */
+	uint32_t states;        /* sequences holding a state at once (lane_state) */
 	uint64_t placed_bytes;  /* device weights placed (through the placer) */
 	uint32_t threads;       /* host threads its rounds use */
 	void *impl;             /* the backend's */

@@ -33,7 +33,7 @@ void eng__release_state(struct eng *e, struct eng_seq *s)
 	eng__xfer_quiet(e, slot);
 	kvpool_free(e->kv, &s->ms.kv);
 	if (s->have_state)
-		e->be->ops->seq_release(e->be, &s->ms);
+		e->be->ops->seq_release(e->be, e->d, &s->ms);
 	s->have_state = false;
 }
 
@@ -422,7 +422,7 @@ int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_err
 	int rc;
 
 	if (s->have_state)
-		e->be->ops->seq_release(e->be, &s->ms);
+		e->be->ops->seq_release(e->be, e->d, &s->ms);
 	s->have_state = false;
 	rc = e->be->ops->seq_init(e->be, e->d, &s->ms, eb);
 	if (rc)

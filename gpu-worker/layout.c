@@ -128,3 +128,37 @@ int layout_check(const struct layout *l, const struct msg_plan *pl, struct ig_er
 		               l->pool_pages, pl->pool_pages);
 	return IG_E_OK;
 }
+
+int layout_take_rest(struct layout *l, enum layout_region_id id, struct be_region *out,
+                     struct ig_errbuf *eb)
+{
+	struct layout_region *r = &l->r[id];
+	uint64_t at = (r->taken + 63u) & ~(uint64_t)63u;
+
+	*out = (struct be_region){0};
+	if (!r->base)
+		return IG_E_OK; /* a line of 0 bytes: the backend says whether it needs it */
+	if (at >= r->bytes)
+		return ig_errf(eb, IG_E_NOMEM,
+		               "the %s line has nothing left of its %" PRIu64 " reserved bytes",
+		               layout_region_name(id), r->bytes);
+	*out = (struct be_region){(char *)r->base + at, r->bytes - at};
+	r->taken = r->bytes;
+	return IG_E_OK;
+}
+
+int layout_check_held(const struct layout *l, struct ig_errbuf *eb)
+{
+	uint64_t held = 0;
+
+	for (int i = 0; i < LAYOUT_NREGIONS; i++)
+		held += l->r[i].bytes;
+	if (l->be->used != held)
+		return ig_errf(eb, IG_E_INVAL,
+		               "the %s backend holds %" PRIu64 " device bytes; the plan's "
+		               "reservations are %" PRIu64 ": %" PRIu64
+		               " bytes were allocated beside the plan",
+		               l->be->ops->name, l->be->used, held,
+		               l->be->used > held ? l->be->used - held : 0);
+	return IG_E_OK;
+}

@@ -48,6 +48,15 @@ void layout_release(struct layout *l);
  * reservation would be exceeded. */
 int layout_take(struct layout *l, enum layout_region_id id, uint64_t bytes, void **out,
                 struct ig_errbuf *eb);
+/* Take what is left of region `id` whole, for the backend to carve (the
+ * workspace, sampling and lane_state lines: be_bind_opts); a line of 0
+ * bytes gives an empty region. */
+int layout_take_rest(struct layout *l, enum layout_region_id id, struct be_region *out,
+                     struct ig_errbuf *eb);
+/* Every device byte the backend holds is inside a region: nothing was
+ * allocated beside the plan (checked again once the model is bound and the
+ * engine made). */
+int layout_check_held(const struct layout *l, struct ig_errbuf *eb);
 /* Compare the reservations with the plan: line by line, and the pool's pages
  * read back from its region. */
 int layout_check(const struct layout *l, const struct msg_plan *pl, struct ig_errbuf *eb);

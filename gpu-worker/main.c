@@ -229,6 +229,7 @@ static int worker_threads(void)
 static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct ig_errbuf *eb)
 {
 	char path[4097], fmt[17];
+	struct be_bind_opts bo;
 	struct eng_cfg cfg;
 	void *pool_base = w->layout.r[LAYOUT_KV_POOL].base;
 	struct ev e;
@@ -262,13 +263,24 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 		            w->be.ops->name);
 		goto fail;
 	}
-	rc = w->be.ops->model_bind(&w->be, &w->f, &(struct be_placer){worker_place, w},
-	                           &(struct be_bind_opts){
-	                               .max_round_tokens = (uint32_t)(pl->lanes + pl->chunk_tokens),
-	                               .context = pl->context_tokens,
-	                               .threads = (uint32_t)worker_threads(),
-	                           },
-	                           &w->d, eb);
+	/* the round scratch, the logits and the sequences' states in the lines
+	 * the plan reserved for them; nothing else of the device is asked for */
+	bo = (struct be_bind_opts){
+	    .max_round_tokens = (uint32_t)(pl->lanes + pl->chunk_tokens),
+	    .context = pl->context_tokens,
+	    .threads = (uint32_t)worker_threads(),
+	    .states = (uint32_t)pl->lanes,
+	};
+	rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_WORKSPACE, &bo.workspace, eb);
+	if (!rc)
+		rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_SAMPLING, &bo.sampling,
+		                      eb);
+	if (!rc)
+		rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_LANE_STATE,
+		                      &bo.lane_state, eb);
+	if (!rc)
+		rc = w->be.ops->model_bind(&w->be, &w->f, &(struct be_placer){worker_place, w}, &bo,
+		                           &w->d, eb);
 	if (rc)
 		goto fail;
 	w->d_bound = true;
@@ -320,6 +332,8 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	if (!cfg.tier_nonce)
 		cfg.tier_nonce = 1;
 	rc = eng_create(&w->eng, &w->be, &w->d, &w->kv, &cfg, eb);
+	if (!rc)
+		rc = layout_check_held(&w->layout, eb);
 	if (rc)
 		goto fail;
 	ev_begin(&e, EV_INFO, "ignis.gpu_worker.model_loaded");
@@ -331,9 +345,13 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	ev_u64(&e, "lanes", cfg.lanes);
 	ev_u64(&e, "prefill_chunk", cfg.chunk);
 	ev_u64(&e, "threads", w->d.threads);
-	/* host memory the rounds use beside the plan (ADR 0009) */
+	/* the rounds' scratch, in the workspace line: a round of more tokens
+	 * than a pass holds runs in passes */
 	ev_u64(&e, "round_scratch_bytes", w->d.scratch_bytes);
 	ev_u64(&e, "workspace_line_bytes", w->layout.r[VPLAN_WORKSPACE].bytes);
+	ev_u64(&e, "round_pass_tokens", w->d.pass_tokens);
+	ev_u64(&e, "logit_rows", w->d.logit_rows);
+	ev_u64(&e, "state_slots", w->d.states);
 	ev_u64(&e, "move_out_window_bytes", cfg.window_out);
 	ev_u64(&e, "move_in_window_bytes", cfg.window_in);
 	ev_end(&e);
@@ -379,6 +397,8 @@ static int worker_lay_out(struct worker *w, const struct msg_plan *pl, struct ig
 	rc = layout_apply(&w->layout, &w->be, pl, eb);
 	if (!rc)
 		rc = layout_check(&w->layout, pl, eb);
+	if (!rc)
+		rc = layout_check_held(&w->layout, eb);
 	if (rc) {
 		layout_release(&w->layout);
 		return rc;

@@ -157,15 +157,14 @@ static size_t mdl__max(size_t a, size_t b)
 	return a > b ? a : b;
 }
 
-size_t mdl_scratch_bytes(const struct mdl *d, uint32_t n_tok, uint64_t max_context)
+size_t mdl_scratch_bytes(const struct mdesc *m, uint32_t n_tok, uint64_t max_context)
 {
 	size_t layer =
-	    mdl__max(lfull_scratch_bytes(d->m, n_tok, max_context),
-	             mdl__max(llin_scratch_bytes(d->m, n_tok), lffn_scratch_bytes(d->m, n_tok)));
+	    mdl__max(lfull_scratch_bytes(m, n_tok, max_context),
+	             mdl__max(llin_scratch_bytes(m, n_tok), lffn_scratch_bytes(m, n_tok)));
 
 	/* x, the final norm's weights and output, then the layers' scratch */
-	return ((size_t)n_tok * d->m->hidden * 4u + 2u * d->m->hidden * 4u + 63u) / 64u * 64u +
-	       layer;
+	return ((size_t)n_tok * m->hidden * 4u + 2u * m->hidden * 4u + 63u) / 64u * 64u + layer;
 }
 
 int mdl_forward(const struct mdl *d, struct be_seq *s, const uint32_t *tokens, uint32_t n_tok,
@@ -179,8 +178,7 @@ int mdl_forward(const struct mdl *d, struct be_seq *s, const uint32_t *tokens, u
 	return mdl_forward_round(d, &one, 1, fmt, kv, max_context, logits, scratch, pool, eb);
 }
 
-/* Everything a round could refuse, checked before any state changes. */
-static int mdl__check_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
+int mdl_check_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
                             uint64_t max_context, struct ig_errbuf *eb)
 {
 	for (uint32_t i = 0; i < n_steps; i++) {
@@ -228,7 +226,7 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 	if (n_steps == 0)
 		return IG_E_OK;
 	mdesc_lin_state(m, &lst);
-	rc = mdl__check_round(d, steps, n_steps, max_context, eb);
+	rc = mdl_check_round(d, steps, n_steps, max_context, eb);
 	if (rc)
 		return rc;
 	for (uint32_t i = 0; i < n_steps; i++)

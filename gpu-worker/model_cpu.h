@@ -67,7 +67,9 @@ void mdl_release(struct mdl *d);
 int mdl_seq_init(const struct mdl *d, struct be_seq *s, struct ig_errbuf *eb);
 void mdl_seq_release(struct be_seq *s);
 
-size_t mdl_scratch_bytes(const struct mdl *d, uint32_t n_tok, uint64_t max_context);
+/* The round scratch of n_tok tokens over contexts of at most max_context:
+ * the residual stream and the head's rows, then the widest layer's. */
+size_t mdl_scratch_bytes(const struct mdesc *m, uint32_t n_tok, uint64_t max_context);
 
 /* The image header of `s` (its pages, linear states, position, last token
  * and `sampler_bytes` of sampler state) and, in `pages_out` (room for
@@ -84,6 +86,12 @@ int mdl_forward(const struct mdl *d, struct be_seq *s, const uint32_t *tokens, u
                 float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb);
 
 /* One sequence's part of a round: struct be_step (devseq.h). */
+
+/* Everything mdl_forward_round could refuse of a round (its tokens, the
+ * context, the reserved pages, no sequence twice), checked before any state
+ * changes: a caller running a round in passes checks the whole round first. */
+int mdl_check_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
+                    uint64_t max_context, struct ig_errbuf *eb);
 
 /*
  * One round of continuous batching: several sequences (each at most once)

@@ -247,7 +247,8 @@ static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, doub
 	                      .eos = UINT32_MAX};
 	struct be_bind_opts bo = {.max_round_tokens = lanes + m->default_chunk,
 	                          .context = ctx,
-	                          .threads = (uint32_t)threads};
+	                          .threads = (uint32_t)threads,
+	                          .states = lanes};
 	struct ig_errbuf eb;
 	struct be_model d;
 	struct kvpool kv;
@@ -256,7 +257,7 @@ static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, doub
 	double tp = 0, td = 0;
 	uint64_t np = 0, nd = 0;
 
-	if (!be.ops || be.ops->open(&be, 1ull << 30, &eb) ||
+	if (!be.ops || be.ops->open(&be, 1ull << 30, &eb) || be_bind_reserve(&be, f, &bo, &eb) ||
 	    be.ops->model_bind(&be, f, NULL, &bo, &d, &eb) ||
 	    be.ops->alloc(&be, (uint64_t)pages * pb, &region, &eb) ||
 	    kvpool_init(&kv, region, pb, pages, &eb) || eng_create(&e, &be, &d, &kv, &cfg, &eb)) {
@@ -302,6 +303,7 @@ static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, doub
 	kvpool_release(&kv);
 	be.ops->free(&be, region, (uint64_t)pages * pb);
 	be.ops->model_release(&be, &d);
+	be_bind_unreserve(&be, &bo);
 	be.ops->close(&be);
 }
 
@@ -1082,7 +1084,8 @@ static int mv_phase(struct eng *e, uint64_t id, struct eng_status *st, struct ig
 /* One engine of the group: its pool, its kvstore clients, its requests. */
 struct mv_side {
 	struct be be;
-	struct be_model d; /* the model, bound on this side's backend */
+	struct be_bind_opts bo; /* its regions, reserved on `be` */
+	struct be_model d;      /* the model, bound on this side's backend */
 	bool d_bound;
 	struct kvpool kv;
 	void *region;
@@ -1125,6 +1128,8 @@ static void mv_side_close(struct mv_side *s)
 	if (s->d_bound)
 		s->be.ops->model_release(&s->be, &s->d);
 	s->d_bound = false;
+	if (s->be_open)
+		be_bind_unreserve(&s->be, &s->bo);
 	if (s->region)
 		s->be.ops->free(&s->be, s->region, s->region_bytes);
 	s->region = NULL;
@@ -1172,12 +1177,13 @@ static int mv_side_open(struct mv_side *s, struct mfile *f, const struct mvd *k,
 		return rc;
 	s->be_open = true;
 	/* one compute thread (bench_moves) */
-	rc = s->be.ops->model_bind(
-	    &s->be, f, NULL,
-	    &(struct be_bind_opts){.max_round_tokens = MV_LANES + dm->default_chunk,
-	                           .context = MV_CONTEXT,
-	                           .threads = 1},
-	    &s->d, eb);
+	s->bo = (struct be_bind_opts){.max_round_tokens = MV_LANES + dm->default_chunk,
+	                              .context = MV_CONTEXT,
+	                              .threads = 1,
+	                              .states = MV_LANES};
+	rc = be_bind_reserve(&s->be, f, &s->bo, eb);
+	if (!rc)
+		rc = s->be.ops->model_bind(&s->be, f, NULL, &s->bo, &s->d, eb);
 	if (rc)
 		return rc;
 	s->d_bound = true;

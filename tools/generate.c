@@ -384,7 +384,7 @@ int main(int argc, char **argv)
 	pages = (uint32_t)((ctx + 63) / 64);
 	region = calloc(pages, mdesc_page_bytes(&f.desc, fmt));
 	logits = malloc(f.desc.vocab * sizeof(float));
-	scratch = aligned_alloc(64, (mdl_scratch_bytes(&d, chunk, ctx) + 63) / 64 * 64);
+	scratch = aligned_alloc(64, (mdl_scratch_bytes(d.m, chunk, ctx) + 63) / 64 * 64);
 	sscratch = malloc(smp_scratch_bytes(f.desc.vocab));
 	gen = malloc((size_t)max_tokens * sizeof(uint32_t));
 	if (!region || !logits || !scratch || !sscratch || !gen)

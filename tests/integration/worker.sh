@@ -41,6 +41,12 @@ for preset in tiny-dense tiny-moe; do
 	placed=$(jq -r .weights_placed_bytes <<<"$loaded")
 	line=$(jq -r .weights_line_bytes <<<"$loaded")
 	((placed > 0 && placed <= line)) || fail "$preset: placed $placed bytes in a line of $line"
+	# the round scratch, logits and states in their lines: a pass holds a
+	# token at least, a state slot per lane (the worker checked that the
+	# device holds nothing beside the plan's reservations)
+	jq -e '.round_pass_tokens >= 1 and .logit_rows >= 1 and .state_slots == .lanes and
+		.round_scratch_bytes <= .workspace_line_bytes' <<<"$loaded" >/dev/null ||
+		fail "$preset: the rounds' memory is not in the plan's lines: $loaded"
 
 	step "$preset: concurrent requests each equal the same request run alone in this process"
 	pids=()

@@ -1,13 +1,15 @@
 /*
  * engrig.h - the engine tests' rig: a tiny preset written as a model file,
  * bound on the cpu backend (rounds of at most RIG_ROUND_TOKENS tokens over
- * contexts of at most RIG_CONTEXT, on `threads` threads), and a KV pool of
+ * contexts of at most RIG_CONTEXT, on `threads` threads; its regions those
+ * of one pass, or the least it takes), and a KV pool of
  * `pages` bf16 pages in the backend's memory. Include after <cmocka.h> and
  * testutil.h.
  */
 #ifndef IGNIS_TESTS_ENGRIG_H
 #define IGNIS_TESTS_ENGRIG_H
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,18 +20,39 @@
 
 #define RIG_ROUND_TOKENS 512u
 #define RIG_CONTEXT      1024u
+#define RIG_STATES       64u /* state slots: as many as an engine test runs at once */
 
 struct rig {
 	struct be be; /* the cpu backend: the pool lives in its memory */
 	struct mfile f;
+	struct be_bind_opts bo; /* the bound model's regions, reserved on `be` */
 	struct be_model d;
 	struct kvpool kv;
 	void *region;
 	uint64_t region_bytes;
 };
 
-static inline void rig_open_threads(struct rig *r, const char *preset, uint32_t pages,
-                                    uint32_t threads)
+/* The least regions model_bind takes instead of those for one pass: a
+ * workspace of one token and room for one row of logits, so that every
+ * round runs a token and a row of logits a pass. */
+static inline void rig_shrink(struct rig *r)
+{
+	struct be_needs n;
+	struct ig_errbuf eb;
+
+	assert_int_equal(r->be.ops->model_needs(&r->be, &r->f, &r->bo, &n, &eb), IG_E_OK);
+	r->be.ops->free(&r->be, r->bo.workspace.base, r->bo.workspace.bytes);
+	r->be.ops->free(&r->be, r->bo.sampling.base, r->bo.sampling.bytes);
+	r->bo.workspace.bytes = n.workspace_min;
+	r->bo.sampling.bytes = n.sampling_min;
+	assert_int_equal(r->be.ops->alloc(&r->be, n.workspace_min, &r->bo.workspace.base, &eb),
+	                 IG_E_OK);
+	assert_int_equal(r->be.ops->alloc(&r->be, n.sampling_min, &r->bo.sampling.base, &eb),
+	                 IG_E_OK);
+}
+
+static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pages,
+                                  uint32_t threads, bool least)
 {
 	char path[128];
 	struct ig_errbuf eb;
@@ -40,19 +63,28 @@ static inline void rig_open_threads(struct rig *r, const char *preset, uint32_t 
 	r->be.ops = backend_find("cpu", &eb);
 	assert_non_null(r->be.ops);
 	assert_int_equal(r->be.ops->open(&r->be, 1ull << 30, &eb), IG_E_OK);
+	r->bo = (struct be_bind_opts){.max_round_tokens = RIG_ROUND_TOKENS,
+	                              .context = RIG_CONTEXT,
+	                              .threads = threads,
+	                              .states = RIG_STATES};
 	if (mfile_write_synthetic(mdesc_find(preset), 5, MFILE_BF16, path, &eb) ||
-	    mfile_open(&r->f, path, &eb) ||
-	    r->be.ops->model_bind(&r->be, &r->f, NULL,
-	                          &(struct be_bind_opts){.max_round_tokens = RIG_ROUND_TOKENS,
-	                                                 .context = RIG_CONTEXT,
-	                                                 .threads = threads},
-	                          &r->d, &eb))
+	    mfile_open(&r->f, path, &eb) || be_bind_reserve(&r->be, &r->f, &r->bo, &eb))
+		fail_msg("%s: %s", preset, eb.msg);
+	if (least)
+		rig_shrink(r);
+	if (r->be.ops->model_bind(&r->be, &r->f, NULL, &r->bo, &r->d, &eb))
 		fail_msg("%s: %s", preset, eb.msg);
 	unlink(path);
 	pb = mdesc_page_bytes(&r->f.desc, MDESC_KV_BF16);
 	r->region_bytes = (uint64_t)pages * pb;
 	assert_int_equal(r->be.ops->alloc(&r->be, r->region_bytes, &r->region, &eb), IG_E_OK);
 	assert_int_equal(kvpool_init(&r->kv, r->region, pb, pages, &eb), IG_E_OK);
+}
+
+static inline void rig_open_threads(struct rig *r, const char *preset, uint32_t pages,
+                                    uint32_t threads)
+{
+	rig_open_sized(r, preset, pages, threads, false);
 }
 
 static inline void rig_open(struct rig *r, const char *preset, uint32_t pages)
@@ -65,6 +97,7 @@ static inline void rig_close(struct rig *r)
 	kvpool_release(&r->kv);
 	r->be.ops->free(&r->be, r->region, r->region_bytes);
 	r->be.ops->model_release(&r->be, &r->d);
+	be_bind_unreserve(&r->be, &r->bo);
 	r->be.ops->close(&r->be);
 	mfile_close(&r->f);
 }

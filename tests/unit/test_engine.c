@@ -56,6 +56,7 @@ static void make_reqs(struct req *q, uint64_t seed)
 struct variant {
 	uint32_t lanes, chunk, threads, pages;
 	uint32_t stagger; /* rounds between submits (0: all at once) */
+	bool least;       /* the backend's least regions: a token and a row a pass */
 };
 
 /* Run the requests through one engine; out[i] gets request i's tokens. */
@@ -136,13 +137,16 @@ static void run(struct rig *r, const struct req *q, const uint32_t *which, uint3
 
 static void exactness(const char *preset)
 {
-	static const struct variant alone = {1, 64, 1, 12, 0};
+	static const struct variant alone = {1, 64, 1, 12, 0, false};
 	static const struct variant vs[] = {
-	    {1, 64, 1, 12, 0},                    /* everyone, one lane */
-	    {4, 7, 2, 12, 0},                     /* four lanes, narrow chunks, two threads */
-	    {8, 200, 2, 12, 0}, {3, 1, 1, 12, 2}, /* one prompt token a round, staggered arrivals */
-	    {2, 13, 3, 4, 1},                     /* a pool of 4 pages: requests wait for room */
-	    {8, 64, 2, 9, 3},
+	    {1, 64, 1, 12, 0, false}, /* everyone, one lane */
+	    {4, 7, 2, 12, 0, false},  /* four lanes, narrow chunks, two threads */
+	    {8, 200, 2, 12, 0, false},
+	    {3, 1, 1, 12, 2, false}, /* one prompt token a round, staggered arrivals */
+	    {2, 13, 3, 4, 1, false}, /* a pool of 4 pages: requests wait for room */
+	    {8, 64, 2, 9, 3, false},
+	    /* rounds cut in passes of one token and one row of logits each */
+	    {4, 64, 2, 12, 0, true}, {8, 200, 1, 12, 1, true},
 	};
 	struct req q[NREQ];
 	uint32_t ref[NREQ][MAXGEN], got[NREQ][MAXGEN], n_ref[NREQ], n_got[NREQ];
@@ -160,16 +164,22 @@ static void exactness(const char *preset)
 	rig_close(&r);
 	for (size_t k = 0; k < sizeof(vs) / sizeof(vs[0]); k++) {
 		/* the variant's threads: the backend's pool, sized at the bind */
-		rig_open_threads(&r, preset, vs[k].pages, vs[k].threads);
+		rig_open_sized(&r, preset, vs[k].pages, vs[k].threads, vs[k].least);
+		if (vs[k].least) {
+			assert_int_equal(r.d.pass_tokens, 1);
+			assert_int_equal(r.d.logit_rows, 1);
+		} else {
+			assert_int_equal(r.d.pass_tokens, RIG_ROUND_TOKENS);
+		}
 		memset(got, 0xff, sizeof(got));
 		run(&r, q, all, NREQ, &vs[k], got, n_got, &st);
 		for (uint32_t i = 0; i < NREQ; i++) {
 			assert_int_equal(n_got[i], n_ref[i]);
 			if (memcmp(got[i], ref[i], n_ref[i] * sizeof(uint32_t)))
-				fail_msg("%s variant %zu (lanes %u chunk %u threads %u pages %u): "
+				fail_msg("%s variant %zu (lanes %u chunk %u threads %u pages %u%s): "
 				         "request %u differs from its run alone",
 				         preset, k, vs[k].lanes, vs[k].chunk, vs[k].threads,
-				         vs[k].pages, i);
+				         vs[k].pages, vs[k].least ? ", a token a pass" : "", i);
 		}
 		/* the rounds really were shared when lanes allow it */
 		if (vs[k].lanes > 1 && vs[k].pages >= 12 && vs[k].stagger == 0)
@@ -459,12 +469,85 @@ static void test_stop_hook(void **state)
 	rig_close(&r);
 }
 
+/* The backend binds a model inside the regions it is given and nowhere
+ * else: each too small by a byte is refused by its line's name, memory that
+ * is not the backend's is refused, and the state slots are exactly
+ * `states` (a sequence past them is refused until one is given back). */
+static void test_bind_regions(void **state)
+{
+	struct rig r;
+	struct be_needs n;
+	struct be_bind_opts o;
+	struct be_model m;
+	struct be_seq s[3];
+	struct ig_errbuf eb;
+	static uint8_t host[1 << 20];
+	uint64_t used;
+
+	(void)state;
+	rig_open(&r, "tiny-dense", 4);
+	o = r.bo;
+	o.states = 2;
+	assert_int_equal(r.be.ops->model_needs(&r.be, &r.f, &o, &n, &eb), IG_E_OK);
+	assert_true(n.workspace_min < n.workspace_one_pass);
+	assert_true(n.sampling_min <= n.sampling_one_pass);
+	assert_true(n.lane_state <= r.bo.lane_state.bytes);
+	{
+		static const struct {
+			const char *line;
+			int which;
+		} rows[] = {{"workspace", 0}, {"sampling", 1}, {"lane_state", 2}};
+
+		for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+			struct be_bind_opts t = o;
+			struct be_region *reg = rows[k].which == 0   ? &t.workspace
+			                        : rows[k].which == 1 ? &t.sampling
+			                                             : &t.lane_state;
+
+			reg->bytes = rows[k].which == 0   ? n.workspace_min - 1
+			             : rows[k].which == 1 ? n.sampling_min - 1
+			                                  : n.lane_state - 1;
+			assert_int_equal(r.be.ops->model_bind(&r.be, &r.f, NULL, &t, &m, &eb),
+			                 IG_E_NOSPACE);
+			if (!strstr(eb.msg, rows[k].line))
+				fail_msg("%s one byte short: %s", rows[k].line, eb.msg);
+			t = o;
+			reg = rows[k].which == 0   ? &t.workspace
+			      : rows[k].which == 1 ? &t.sampling
+			                           : &t.lane_state;
+			reg->base = host;
+			reg->bytes = sizeof(host) < reg->bytes ? sizeof(host) : reg->bytes;
+			assert_int_equal(r.be.ops->model_bind(&r.be, &r.f, NULL, &t, &m, &eb),
+			                 IG_E_INVAL);
+			assert_non_null(strstr(eb.msg, "not device memory"));
+		}
+	}
+	/* bound in the rig's regions with two slots: no device byte more */
+	used = r.be.used;
+	assert_int_equal(r.be.ops->model_bind(&r.be, &r.f, NULL, &o, &m, &eb), IG_E_OK);
+	assert_int_equal(r.be.used, used);
+	assert_int_equal(m.states, 2);
+	memset(s, 0, sizeof(s));
+	assert_int_equal(r.be.ops->seq_init(&r.be, &m, &s[0], &eb), IG_E_OK);
+	assert_int_equal(r.be.ops->seq_init(&r.be, &m, &s[1], &eb), IG_E_OK);
+	assert_true(s[0].state != s[1].state);
+	assert_int_equal(r.be.ops->seq_init(&r.be, &m, &s[2], &eb), IG_E_NOSPACE);
+	assert_non_null(strstr(eb.msg, "lane_state"));
+	r.be.ops->seq_release(&r.be, &m, &s[0]);
+	assert_null(s[0].state);
+	assert_int_equal(r.be.ops->seq_init(&r.be, &m, &s[2], &eb), IG_E_OK);
+	r.be.ops->seq_release(&r.be, &m, &s[1]);
+	r.be.ops->seq_release(&r.be, &m, &s[2]);
+	r.be.ops->model_release(&r.be, &m);
+	rig_close(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_dense_exact), cmocka_unit_test(test_moe_exact),
 	    cmocka_unit_test(test_refusals),    cmocka_unit_test(test_cancel),
-	    cmocka_unit_test(test_stop_hook),
+	    cmocka_unit_test(test_stop_hook),   cmocka_unit_test(test_bind_regions),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

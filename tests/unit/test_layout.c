@@ -157,11 +157,49 @@ static void test_unknown_backend(void **state)
 	assert_non_null(backend_find("cpu", &eb));
 }
 
+/* The rest of a line goes whole to the backend; a byte of the device held
+ * beside the regions fails the worker's check, by how much. */
+static void test_nothing_beside_the_plan(void **state)
+{
+	struct ig_errbuf eb;
+	struct layout l;
+	struct vplan p;
+	struct msg m;
+	struct be be = {.ops = backend_find("cpu", &eb)};
+	struct be_region r;
+	void *a, *extra;
+
+	(void)state;
+	plan_msg("profile=cpu model=tiny-dense", &p, &m);
+	be.ops->open(&be, p.free_bytes, &eb);
+	assert_int_equal(layout_apply(&l, &be, &m.u.plan, &eb), IG_E_OK);
+	assert_int_equal(layout_check_held(&l, &eb), IG_E_OK);
+	assert_int_equal(layout_take(&l, (enum layout_region_id)VPLAN_SAMPLING, 100, &a, &eb),
+	                 IG_E_OK);
+	assert_int_equal(layout_take_rest(&l, (enum layout_region_id)VPLAN_SAMPLING, &r, &eb),
+	                 IG_E_OK);
+	assert_ptr_equal(r.base, (char *)a + 128); /* 64-byte aligned after the 100 */
+	assert_int_equal(r.bytes, l.r[VPLAN_SAMPLING].bytes - 128);
+	assert_int_equal(layout_take_rest(&l, (enum layout_region_id)VPLAN_SAMPLING, &r, &eb),
+	                 IG_E_NOMEM);
+	assert_int_equal(layout_take_rest(&l, (enum layout_region_id)VPLAN_VERIFY_ROUND, &r, &eb),
+	                 IG_E_OK); /* a line of 0 bytes: an empty region */
+	assert_null(r.base);
+	assert_int_equal(be.ops->alloc(&be, 4096, &extra, &eb), IG_E_OK);
+	assert_int_equal(layout_check_held(&l, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "4096 bytes were allocated beside the plan"));
+	be.ops->free(&be, extra, 4096);
+	assert_int_equal(layout_check_held(&l, &eb), IG_E_OK);
+	layout_release(&l);
+	be.ops->close(&be);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_lays_out_both_families),
 	    cmocka_unit_test(test_take_stays_inside_a_line),
+	    cmocka_unit_test(test_nothing_beside_the_plan),
 	    cmocka_unit_test(test_too_small_a_device_names_the_line),
 	    cmocka_unit_test(test_accounting_mismatch_names_the_line),
 	    cmocka_unit_test(test_unknown_backend),

@@ -89,7 +89,7 @@ static void generate(struct rig *r, enum mdesc_kv_format fmt, uint32_t chunk, in
 	struct ig_errbuf eb;
 	float *logits = malloc(r->f.desc.vocab * sizeof(float));
 	void *scratch =
-	    aligned_alloc(64, (mdl_scratch_bytes(&r->d, chunk, CONTEXT) + 63) / 64 * 64);
+	    aligned_alloc(64, (mdl_scratch_bytes(r->d.m, chunk, CONTEXT) + 63) / 64 * 64);
 	int err;
 
 	assert_int_equal(cpool_create(&pool, threads, &eb), IG_E_OK);
@@ -239,7 +239,7 @@ static void sample(struct rig *r, enum mdesc_kv_format fmt, uint32_t move_at,
 	struct ig_errbuf eb;
 	uint32_t toks[64], next = 0;
 	float *logits = malloc(r->f.desc.vocab * sizeof(float));
-	void *scratch = aligned_alloc(64, (mdl_scratch_bytes(&r->d, 64, CONTEXT) + 63) / 64 * 64);
+	void *scratch = aligned_alloc(64, (mdl_scratch_bytes(r->d.m, 64, CONTEXT) + 63) / 64 * 64);
 	void *sscratch = malloc(smp_scratch_bytes(r->f.desc.vocab));
 	int err;
 
