@@ -29,9 +29,17 @@ static uint32_t sched__rank(const struct sched_seq *seqs, uint32_t n, uint32_t *
 	return k;
 }
 
+/* Holds pages and runs in rounds: what a victim may be. */
 static bool sched__holds_pages(const struct sched_seq *s)
 {
 	return s->phase == SCHED_PREFILL || s->phase == SCHED_READY || s->phase == SCHED_DECODE;
+}
+
+/* Holds a state slot: from its admission or restore until it is done or its
+ * move out has landed (ADR 0027). */
+static bool sched__holds_slot(const struct sched_seq *s)
+{
+	return sched__holds_pages(s) || s->phase == SCHED_MOVING_OUT || s->phase == SCHED_MOVING_IN;
 }
 
 /* True when victim a goes before victim b. */
@@ -47,18 +55,20 @@ static bool sched__victim_before(const struct sched_seq *a, const struct sched_s
 }
 
 uint32_t sched_victims(const struct sched_seq *seqs, uint32_t n, uint32_t req, uint64_t need_pages,
-                       uint32_t *out)
+                       bool need_slot, uint32_t *out)
 {
 	uint32_t k = 0, taken = 0;
 	uint64_t covered = 0;
 
-	/* the eligible ones, in victim order (insertion sort: n is small) */
+	/* the eligible ones, in victim order (insertion sort: n is small); each
+	 * holds a slot, so one that frees no page still serves a need of a slot
+	 * alone (when pages are lacking, a victim with pages frees the slot) */
 	for (uint32_t i = 0; i < n; i++) {
 		const struct sched_seq *s = &seqs[i];
 		uint32_t j = k;
 
-		if (i == req || !sched__holds_pages(s) || s->pages == 0 || s->stay ||
-		    !sched_outranks(&seqs[req], s))
+		if (i == req || !sched__holds_pages(s) || (s->pages == 0 && need_pages > 0) ||
+		    s->stay || !sched_outranks(&seqs[req], s))
 			continue;
 		while (j > 0 && sched__victim_before(s, &seqs[out[j - 1]])) {
 			out[j] = out[j - 1];
@@ -67,49 +77,62 @@ uint32_t sched_victims(const struct sched_seq *seqs, uint32_t n, uint32_t req, u
 		out[j] = i;
 		k++;
 	}
-	while (taken < k && covered < need_pages)
+	/* in that order until they cover the pages and the slot (any one does) */
+	while (taken < k && (covered < need_pages || (need_slot && taken == 0)))
 		covered += seqs[out[taken++]].pages;
-	return covered >= need_pages ? taken : 0;
+	if (covered < need_pages || (need_slot && taken == 0))
+		return 0;
+	return taken;
 }
 
 uint32_t sched_plan(const struct sched_cfg *cfg, const struct sched_seq *seqs, uint32_t n,
                     uint64_t free_pages, uint32_t *order, struct sched_round *out)
 {
 	uint32_t live = sched__rank(seqs, n, order), lanes_used = 0, budget = cfg->chunk;
-	bool blocked = false;
-
-	bool moving_out = false;
+	uint32_t slots_held = 0, free_slots;
+	bool blocked = false, moving_out = false;
 
 	out->n_admit = out->n_grant = out->n_decode = out->n_prefill = 0;
 	out->n_restore = out->n_victims = 0;
 	out->need = -1;
 	out->need_pages = 0;
+	out->need_slot = false;
 	out->prefill_tokens = 0;
 	for (uint32_t k = 0; k < live; k++) {
 		lanes_used += seqs[order[k]].phase == SCHED_DECODE;
+		slots_held += sched__holds_slot(&seqs[order[k]]);
 		moving_out |= seqs[order[k]].phase == SCHED_MOVING_OUT;
 	}
+	/* a snapshot holding more than the slots (none the engine makes) frees
+	 * none until enough of them are gone */
+	free_slots = slots_held < cfg->slots ? cfg->slots - slots_held : 0;
 
 	for (uint32_t k = 0; k < live; k++) {
 		uint32_t i = order[k];
 		const struct sched_seq *s = &seqs[i];
 		enum sched_phase ph = s->phase;
 
-		/* 1. admission and restores, strictly in rank order */
+		/* 1. admission and restores, strictly in rank order: pages and a
+		 * slot, all or nothing */
 		if (ph == SCHED_WAITING || ph == SCHED_MOVED) {
-			if (blocked || s->pages > free_pages) {
+			if (blocked || s->pages > free_pages || free_slots == 0) {
+				uint64_t lack = s->pages > free_pages ? s->pages - free_pages : 0;
+				bool lack_slot = free_slots == 0;
+
 				if (!blocked && ph == SCHED_WAITING && cfg->moves && !moving_out) {
-					out->n_victims = sched_victims(
-					    seqs, n, i, s->pages - free_pages, out->victims);
+					out->n_victims = sched_victims(seqs, n, i, lack, lack_slot,
+					                               out->victims);
 					if (out->n_victims) {
 						out->need = (int64_t)i;
-						out->need_pages = s->pages - free_pages;
+						out->need_pages = lack;
+						out->need_slot = lack_slot;
 					}
 				}
 				blocked = true;
 				continue;
 			}
 			free_pages -= s->pages;
+			free_slots--;
 			if (ph == SCHED_MOVED) {
 				out->restore[out->n_restore++] = i;
 				continue; /* out of rounds until its windows are back */
@@ -138,6 +161,7 @@ uint32_t sched_plan(const struct sched_cfg *cfg, const struct sched_seq *seqs, u
 		}
 	}
 	out->pages_after = free_pages;
+	out->slots_after = free_slots;
 	return out->n_decode + out->prefill_tokens;
 }
 

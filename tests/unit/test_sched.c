@@ -29,7 +29,7 @@
 
 struct row {
 	const char *what;
-	uint32_t lanes, chunk, free_pages, n;
+	uint32_t lanes, slots, chunk, free_pages, n;
 	struct sched_seq seqs[MAXN];
 	/* expected, as snapshot indices; -1 ends a list */
 	int admit[MAXN], grant[MAXN], decode[MAXN];
@@ -39,6 +39,7 @@ struct row {
 	} prefill[MAXN];
 	uint32_t tokens;
 	uint64_t pages_after;
+	uint32_t slots_after;
 };
 
 /* id, class, arrival, prompt, pages, prefilled, phase */
@@ -51,8 +52,11 @@ struct row {
 		-1                                                                                 \
 	}
 
+/* Slots are the lanes (the engine's) but where a row says otherwise: a
+ * ready sequence waiting for a lane needs more slots than lanes. */
 static const struct row rows[] = {
     {"nothing live: nothing to do",
+     2,
      2,
      16,
      10,
@@ -63,8 +67,10 @@ static const struct row rows[] = {
      NONE,
      {{-1, 0, 0}},
      0,
-     10},
+     10,
+     2},
     {"a waiting request is admitted and prefills its first chunk",
+     2,
      2,
      16,
      10,
@@ -75,8 +81,10 @@ static const struct row rows[] = {
      NONE,
      {{0, 0, 16}, {-1, 0, 0}},
      16,
-     8},
+     8,
+     1},
     {"rank: interactive before an earlier agent",
+     2,
      2,
      64,
      3,
@@ -87,8 +95,10 @@ static const struct row rows[] = {
      NONE,
      {{1, 0, 10}, {-1, 0, 0}},
      10,
+     1,
      1},
     {"rank: among agents, the earlier first",
+     2,
      2,
      64,
      2,
@@ -99,9 +109,11 @@ static const struct row rows[] = {
      NONE,
      {{1, 0, 10}, {-1, 0, 0}},
      10,
-     0},
+     0,
+     1},
     {"admission is strict: a smaller request ranked below does not pass one that "
      "waits",
+     2,
      2,
      64,
      3,
@@ -112,8 +124,10 @@ static const struct row rows[] = {
      NONE,
      {{-1, 0, 0}},
      0,
-     3},
+     3,
+     2},
     {"all or nothing: exactly the free pages admit; one page short does not",
+     4,
      4,
      64,
      5,
@@ -124,8 +138,10 @@ static const struct row rows[] = {
      NONE,
      {{0, 0, 5}, {1, 0, 5}, {-1, 0, 0}},
      10,
-     0},
+     0,
+     2},
     {"the prefill budget goes in rank order, the highest takes what it needs",
+     4,
      4,
      20,
      0,
@@ -136,9 +152,11 @@ static const struct row rows[] = {
      NONE,
      {{1, 5, 7}, {2, 0, 13}, {-1, 0, 0}},
      20,
-     0},
-    {"ready sequences take free lanes in rank order; lane holders decode",
+     0,
+     1},
+    {"ready sequences take free lanes in rank order; lane holders decode (slots above lanes)",
      2,
+     4,
      8,
      0,
      4,
@@ -148,9 +166,12 @@ static const struct row rows[] = {
      {2, 0, -1},
      {{-1, 0, 0}},
      2,
+     0,
      0},
-    {"a lane holder keeps its lane: an interactive ready one waits for a free lane",
+    {"a lane holder keeps its lane: an interactive ready one waits for a free lane (slots above "
+     "lanes)",
      1,
+     2,
      8,
      0,
      2,
@@ -160,8 +181,10 @@ static const struct row rows[] = {
      {0, -1},
      {{-1, 0, 0}},
      1,
+     0,
      0},
     {"a finished sequence holds no lane: the ready one takes it",
+     1,
      1,
      8,
      4,
@@ -172,9 +195,25 @@ static const struct row rows[] = {
      {1, -1},
      {{-1, 0, 0}},
      1,
-     4},
-    {"decode and prefill share a round",
+     4,
+     0},
+    {"slots == lanes: a ready sequence takes a lane at once",
      2,
+     2,
+     8,
+     0,
+     2,
+     {S(A, 1, 4, 1, 4, D), S(A, 2, 4, 1, 4, R)},
+     NONE,
+     {1, -1},
+     {0, 1, -1},
+     {{-1, 0, 0}},
+     2,
+     0,
+     0},
+    {"decode and prefill share a round",
+     3,
+     3,
      8,
      1,
      3,
@@ -184,8 +223,10 @@ static const struct row rows[] = {
      {0, -1},
      {{2, 3, 6}, {1, 0, 2}, {-1, 0, 0}},
      9,
+     0,
      0},
     {"a request of zero prompt left is ready at admission and takes a lane",
+     2,
      2,
      8,
      2,
@@ -196,7 +237,93 @@ static const struct row rows[] = {
      {0, -1},
      {{-1, 0, 0}},
      1,
+     1,
      1},
+    /* state slots (ADR 0027) */
+    {"every slot taken: a waiting request waits though its pages are free",
+     2,
+     2,
+     8,
+     5,
+     3,
+     {S(A, 1, 4, 1, 4, D), S(A, 2, 4, 1, 4, D), S(I, 3, 4, 1, 0, W)},
+     NONE,
+     NONE,
+     {0, 1, -1},
+     {{-1, 0, 0}},
+     2,
+     5,
+     0},
+    {"a prefilling sequence holds its slot",
+     2,
+     2,
+     8,
+     5,
+     3,
+     {S(A, 1, 4, 1, 4, D), S(A, 2, 30, 1, 4, P), S(I, 3, 4, 1, 0, W)},
+     NONE,
+     NONE,
+     {0, -1},
+     {{1, 4, 8}, {-1, 0, 0}},
+     9,
+     5,
+     0},
+    {"the last slot goes in rank order: an earlier agent waits for an interactive",
+     1,
+     1,
+     8,
+     5,
+     2,
+     {S(A, 1, 4, 1, 0, W), S(I, 2, 4, 1, 0, W)},
+     {1, -1},
+     NONE,
+     NONE,
+     {{1, 0, 4}, {-1, 0, 0}},
+     4,
+     4,
+     0},
+    {"admission stops at the first that lacks a slot: none below passes it",
+     2,
+     2,
+     8,
+     5,
+     4,
+     {S(I, 1, 4, 1, 4, D), S(I, 2, 4, 1, 0, W), S(I, 3, 4, 1, 0, W), S(A, 4, 4, 1, 0, W)},
+     {1, -1},
+     NONE,
+     {0, -1},
+     {{1, 0, 4}, {-1, 0, 0}},
+     5,
+     4,
+     0},
+    {"moving sequences hold their slots; a moved one holds none",
+     3,
+     3,
+     8,
+     5,
+     4,
+     {S(A, 1, 4, 1, 4, MO), S(A, 2, 4, 1, 4, MI), S(A, 3, 4, 1, 4, MV), S(I, 4, 4, 1, 0, W)},
+     {3, -1},
+     NONE,
+     NONE,
+     {{3, 0, 4}, {-1, 0, 0}},
+     4,
+     4,
+     0},
+    {"a moved one ranked above takes the last slot before a newcomer (restored, no tokens)",
+     2,
+     2,
+     8,
+     5,
+     3,
+     {S(I, 1, 4, 1, 4, D), S(I, 2, 4, 1, 4, MV), S(I, 3, 4, 1, 0, W)},
+     NONE,
+     NONE,
+     {0, -1},
+     {{-1, 0, 0}},
+     1,
+     4,
+     0},
 };
 
 static void check_list(const char *what, const char *name, const int *want, const uint32_t *got,
@@ -227,7 +354,7 @@ static void test_rules(void **state)
 		                        .prefill = chunks,
 		                        .restore = restore,
 		                        .victims = victims};
-		struct sched_cfg cfg = {.lanes = rw->lanes, .slots = MAXN, .chunk = rw->chunk};
+		struct sched_cfg cfg = {.lanes = rw->lanes, .slots = rw->slots, .chunk = rw->chunk};
 		uint32_t tokens = sched_plan(&cfg, rw->seqs, rw->n, rw->free_pages, order, &r);
 
 		check_list(rw->what, "admit", rw->admit, r.admit, r.n_admit);
@@ -245,10 +372,12 @@ static void test_rules(void **state)
 				    "%s: chunk %u is seq %u [%u, +%u), expected seq %d [%u, +%u)",
 				    rw->what, i, chunks[i].seq, chunks[i].from, chunks[i].n,
 				    rw->prefill[i].seq, rw->prefill[i].from, rw->prefill[i].n);
-		if (tokens != rw->tokens || r.pages_after != rw->pages_after)
-			fail_msg("%s: %u tokens and %llu pages after, expected %u and %llu",
-			         rw->what, tokens, (unsigned long long)r.pages_after, rw->tokens,
-			         (unsigned long long)rw->pages_after);
+		if (tokens != rw->tokens || r.pages_after != rw->pages_after ||
+		    r.slots_after != rw->slots_after)
+			fail_msg("%s: %u tokens, %llu pages and %u slots after, expected %u, %llu "
+			         "and %u",
+			         rw->what, tokens, (unsigned long long)r.pages_after, r.slots_after,
+			         rw->tokens, (unsigned long long)rw->pages_after, rw->slots_after);
 	}
 }
 
@@ -276,9 +405,16 @@ static void test_rank_is_a_total_order(void **state)
 
 		memmove(s, s + 1, 5 * sizeof(s[0]));
 		s[5] = t;
+		cfg.slots = MAXN;
 		sched_plan(&cfg, s, 6, 100, order, &r);
 		assert_int_equal(r.n_admit, 5);
 		for (int i = 0; i < 5; i++)
+			assert_int_equal(s[admit[i]].id, want[i]);
+		/* three slots: the first three in rank order */
+		cfg.slots = 3;
+		sched_plan(&cfg, s, 6, 100, order, &r);
+		assert_int_equal(r.n_admit, 3);
+		for (int i = 0; i < 3; i++)
 			assert_int_equal(s[admit[i]].id, want[i]);
 	}
 	assert_string_equal(sched_phase_name(SCHED_READY), "ready");
@@ -286,22 +422,25 @@ static void test_rank_is_a_total_order(void **state)
 }
 
 /*
- * Moves (docs/design.md, section 4): one table of needs. Each row: the snapshot, the
- * free pages, and what the round must say: who is admitted, who is restored,
- * who is the need and its victims in order (empty: nothing moves), who
- * decodes. Lanes 2, chunk 64, moves on.
+ * Moves (docs/design.md, section 4): one table of needs. Each row: the state
+ * slots (the lanes too, as the engine has them), the snapshot, the free
+ * pages, and what the round must say: who is admitted, who is restored, who
+ * is the need, what it lacks (pages, a slot) and its victims in order
+ * (empty: nothing moves), who decodes. Chunk 64, moves on.
  */
 struct mrow {
 	const char *what;
-	uint32_t free_pages, n;
+	uint32_t slots, free_pages, n;
 	struct sched_seq seqs[MAXN];
 	int admit[MAXN], restore[MAXN], victims[MAXN], decode[MAXN];
 	int need;
 	uint64_t need_pages;
+	bool need_slot;
 };
 
 static const struct mrow mrows[] = {
     {"an interactive admission moves a decoding agent; the agent decodes this round still",
+     2,
      0,
      2,
      {S(A, 1, 10, 4, 10, D), S(I, 2, 10, 3, 0, W)},
@@ -310,8 +449,10 @@ static const struct mrow mrows[] = {
      {0, -1},
      {0, -1},
      1,
-     3},
+     3,
+     false},
     {"free pages first: a need they cover moves nothing",
+     2,
      3,
      2,
      {S(A, 1, 10, 4, 10, D), S(I, 2, 10, 3, 0, W)},
@@ -320,8 +461,10 @@ static const struct mrow mrows[] = {
      NONE,
      {0, -1},
      -1,
-     0},
+     0,
+     false},
     {"an agent's need never moves an interactive sequence",
+     2,
      0,
      2,
      {S(I, 1, 10, 4, 10, D), S(A, 2, 10, 3, 0, W)},
@@ -330,8 +473,10 @@ static const struct mrow mrows[] = {
      NONE,
      {0, -1},
      -1,
-     0},
+     0,
+     false},
     {"an agent's need never moves an older agent",
+     2,
      0,
      2,
      {S(A, 1, 10, 4, 10, D), S(A, 2, 10, 3, 0, W)},
@@ -340,8 +485,10 @@ static const struct mrow mrows[] = {
      NONE,
      {0, -1},
      -1,
-     0},
+     0,
+     false},
     {"a newer interactive never moves an older one",
+     2,
      0,
      2,
      {S(I, 1, 10, 4, 10, D), S(I, 2, 10, 3, 0, W)},
@@ -350,8 +497,10 @@ static const struct mrow mrows[] = {
      NONE,
      {0, -1},
      -1,
-     0},
+     0,
+     false},
     {"an older interactive moves a newer one",
+     2,
      0,
      2,
      {S(I, 2, 10, 4, 10, D), S(I, 1, 10, 3, 0, W)},
@@ -360,8 +509,10 @@ static const struct mrow mrows[] = {
      {0, -1},
      {0, -1},
      1,
-     3},
+     3,
+     false},
     {"the youngest agent moves first",
+     4,
      0,
      4,
      {S(A, 1, 10, 2, 10, D), S(A, 2, 10, 2, 10, D), S(A, 3, 10, 2, 5, P), S(I, 4, 10, 2, 0, W)},
@@ -370,18 +521,22 @@ static const struct mrow mrows[] = {
      {2, -1},
      {0, 1, -1},
      3,
-     2},
+     2,
+     false},
     {"off the decode round before lane holders, then the latest",
+     4,
      0,
      4,
-     {S(A, 1, 10, 2, 10, R), S(A, 2, 10, 2, 10, D), S(A, 3, 10, 2, 10, D), S(I, 4, 10, 3, 0, W)},
+     {S(A, 1, 10, 2, 5, P), S(A, 2, 10, 2, 10, D), S(A, 3, 10, 2, 10, D), S(I, 4, 10, 3, 0, W)},
      NONE,
      NONE,
      {0, 2, -1},
      {1, 2, -1},
      3,
-     3},
+     3,
+     false},
     {"agents before interactive, whatever their arrival",
+     3,
      0,
      3,
      {S(I, 2, 10, 2, 10, D), S(A, 3, 10, 2, 10, D), S(I, 1, 10, 2, 0, W)},
@@ -390,18 +545,22 @@ static const struct mrow mrows[] = {
      {1, -1},
      {0, 1, -1},
      2,
-     2},
+     2,
+     false},
     {"victims taken in order until they cover the need",
+     4,
      1,
      4,
-     {S(A, 1, 10, 2, 10, D), S(A, 2, 10, 2, 10, D), S(A, 3, 10, 2, 10, R), S(I, 4, 10, 5, 0, W)},
+     {S(A, 1, 10, 2, 10, D), S(A, 2, 10, 2, 10, D), S(A, 3, 10, 2, 5, P), S(I, 4, 10, 5, 0, W)},
      NONE,
      NONE,
      {2, 1, -1},
      {0, 1, -1},
      3,
-     4},
+     4,
+     false},
     {"a need the eligible victims cannot cover moves nothing",
+     3,
      0,
      3,
      {S(I, 1, 10, 4, 10, D), S(A, 2, 10, 2, 10, D), S(I, 3, 10, 5, 0, W)},
@@ -410,8 +569,10 @@ static const struct mrow mrows[] = {
      NONE,
      {0, 1, -1},
      -1,
-     0},
+     0,
+     false},
     {"never a sequence mid-move; while one moves out no new victims",
+     3,
      0,
      3,
      {S(A, 1, 10, 2, 10, MO), S(A, 2, 10, 2, 10, D), S(I, 3, 10, 4, 0, W)},
@@ -420,8 +581,10 @@ static const struct mrow mrows[] = {
      NONE,
      {1, -1},
      -1,
-     0},
+     0,
+     false},
     {"a moved sequence comes back into free room for its whole reservation",
+     2,
      4,
      2,
      {S(A, 1, 10, 4, 10, MV), S(I, 2, 10, 2, 10, D)},
@@ -430,8 +593,10 @@ static const struct mrow mrows[] = {
      NONE,
      {1, -1},
      -1,
-     0},
+     0,
+     false},
     {"a moved sequence does not come back into less than its reservation",
+     2,
      3,
      2,
      {S(A, 1, 10, 4, 10, MV), S(I, 2, 10, 2, 10, D)},
@@ -440,8 +605,10 @@ static const struct mrow mrows[] = {
      NONE,
      {1, -1},
      -1,
-     0},
+     0,
+     false},
     {"a restore never moves anything",
+     2,
      0,
      2,
      {S(I, 1, 10, 4, 10, MV), S(A, 2, 10, 4, 10, D)},
@@ -450,8 +617,10 @@ static const struct mrow mrows[] = {
      NONE,
      {1, -1},
      -1,
-     0},
+     0,
+     false},
     {"a moved agent comes back before a later agent newcomer that would fit sooner",
+     2,
      3,
      2,
      {S(A, 1, 10, 4, 10, MV), S(A, 2, 10, 1, 0, W)},
@@ -460,8 +629,10 @@ static const struct mrow mrows[] = {
      NONE,
      NONE,
      -1,
-     0},
+     0,
+     false},
     {"restores go in rank order, a newcomer ranked above first",
+     3,
      6,
      3,
      {S(A, 2, 10, 3, 10, MV), S(A, 3, 10, 3, 10, MV), S(I, 4, 10, 3, 0, W)},
@@ -470,8 +641,10 @@ static const struct mrow mrows[] = {
      NONE,
      NONE,
      -1,
-     0},
+     0,
+     false},
     {"no ping-pong: a moved victim waits while the need it left for waits",
+     2,
      2,
      2,
      {S(A, 1, 10, 2, 10, MV), S(I, 2, 10, 4, 0, W)},
@@ -480,8 +653,10 @@ static const struct mrow mrows[] = {
      NONE,
      NONE,
      -1,
-     0},
+     0,
+     false},
     {"a victim whose move the tier refused stays: the next one is taken",
+     3,
      0,
      3,
      {S(A, 1, 10, 2, 10, D), {2, A, 2, 10, 2, 10, D, true}, S(I, 3, 10, 2, 0, W)},
@@ -490,8 +665,10 @@ static const struct mrow mrows[] = {
      {0, -1},
      {0, 1, -1},
      2,
-     2},
+     2,
+     false},
     {"moving sequences sit out of rounds and hold no lane",
+     3,
      0,
      3,
      {S(A, 1, 10, 2, 10, MO), S(A, 2, 10, 2, 10, MI), S(A, 3, 10, 2, 10, R)},
@@ -500,7 +677,119 @@ static const struct mrow mrows[] = {
      NONE,
      {2, -1},
      -1,
-     0},
+     0,
+     false},
+    /* state slots (ADR 0027): the need is the pages and the slot it lacks */
+    {"pages free, every slot taken: an interactive request moves the youngest agent for its "
+     "slot",
+     2,
+     5,
+     3,
+     {S(A, 1, 10, 1, 10, D), S(A, 2, 10, 1, 10, D), S(I, 3, 10, 1, 0, W)},
+     NONE,
+     NONE,
+     {1, -1},
+     {0, 1, -1},
+     2,
+     0,
+     true},
+    {"a slot's need takes one off the decode round before a lane holder, older or not",
+     2,
+     5,
+     3,
+     {S(A, 1, 10, 1, 5, P), S(A, 2, 10, 1, 10, D), S(I, 3, 10, 1, 0, W)},
+     NONE,
+     NONE,
+     {0, -1},
+     {1, -1},
+     2,
+     0,
+     true},
+    {"pages and a slot lacking: the victims cover both",
+     2,
+     1,
+     3,
+     {S(A, 1, 10, 2, 10, D), S(A, 2, 10, 1, 10, D), S(I, 3, 10, 3, 0, W)},
+     NONE,
+     NONE,
+     {1, 0, -1},
+     {0, 1, -1},
+     2,
+     2,
+     true},
+    {"a slot's need the eligible cannot cover moves nothing: an agent never moves an "
+     "interactive or older agent for a slot",
+     2,
+     5,
+     3,
+     {S(I, 1, 10, 1, 10, D), S(A, 2, 10, 1, 10, D), S(A, 3, 10, 1, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     {0, 1, -1},
+     -1,
+     0,
+     false},
+    {"the last slot goes in rank order; the next one's need moves an agent",
+     2,
+     5,
+     3,
+     {S(A, 1, 10, 1, 10, D), S(I, 2, 10, 1, 0, W), S(I, 3, 10, 1, 0, W)},
+     {1, -1},
+     NONE,
+     {0, -1},
+     {0, -1},
+     2,
+     0,
+     true},
+    {"a restore with pages but no slot waits and moves nothing",
+     2,
+     5,
+     3,
+     {S(A, 1, 10, 1, 10, D), S(A, 2, 10, 1, 10, D), S(I, 3, 10, 1, 10, MV)},
+     NONE,
+     NONE,
+     NONE,
+     {0, 1, -1},
+     -1,
+     0,
+     false},
+    {"a restore that lacks a slot blocks a newcomer ranked below it, which moves nothing",
+     2,
+     5,
+     4,
+     {S(A, 2, 10, 1, 10, D), S(A, 3, 10, 1, 10, D), S(I, 1, 10, 1, 10, MV), S(I, 4, 10, 1, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     {0, 1, -1},
+     -1,
+     0,
+     false},
+    {"a victim holds its slot until its move lands: no admission, no new victims",
+     2,
+     5,
+     3,
+     {S(A, 1, 10, 1, 10, MO), S(A, 2, 10, 1, 10, D), S(I, 3, 10, 1, 0, W)},
+     NONE,
+     NONE,
+     NONE,
+     {1, -1},
+     -1,
+     0,
+     false},
+    {"a sequence moving in holds its slot: a need for it moves a lane holder",
+     2,
+     5,
+     3,
+     {S(A, 1, 10, 1, 10, MI), S(A, 2, 10, 1, 10, D), S(I, 3, 10, 1, 0, W)},
+     NONE,
+     NONE,
+     {1, -1},
+     {1, -1},
+     2,
+     0,
+     true},
 };
 
 static void test_moves(void **state)
@@ -517,21 +806,25 @@ static void test_moves(void **state)
 		                        .prefill = chunks,
 		                        .restore = restore,
 		                        .victims = victims};
-		struct sched_cfg cfg = {.lanes = 2, .slots = MAXN, .chunk = 64, .moves = true};
+		struct sched_cfg cfg = {
+		    .lanes = rw->slots, .slots = rw->slots, .chunk = 64, .moves = true};
 
 		sched_plan(&cfg, rw->seqs, rw->n, rw->free_pages, order, &r);
 		check_list(rw->what, "admit", rw->admit, r.admit, r.n_admit);
 		check_list(rw->what, "restore", rw->restore, r.restore, r.n_restore);
 		check_list(rw->what, "victims", rw->victims, r.victims, r.n_victims);
 		check_list(rw->what, "decode", rw->decode, r.decode, r.n_decode);
-		if (r.need != rw->need || r.need_pages != rw->need_pages)
-			fail_msg("%s: need %lld (%llu pages), expected %d (%llu)", rw->what,
-			         (long long)r.need, (unsigned long long)r.need_pages, rw->need,
-			         (unsigned long long)rw->need_pages);
+		if (r.need != rw->need || r.need_pages != rw->need_pages ||
+		    r.need_slot != rw->need_slot)
+			fail_msg("%s: need %lld (%llu pages%s), expected %d (%llu%s)", rw->what,
+			         (long long)r.need, (unsigned long long)r.need_pages,
+			         r.need_slot ? " and a slot" : "", rw->need,
+			         (unsigned long long)rw->need_pages,
+			         rw->need_slot ? " and a slot" : "");
 		/* with moves off the same snapshot never picks a victim */
 		cfg.moves = false;
 		sched_plan(&cfg, rw->seqs, rw->n, rw->free_pages, order, &r);
-		if (r.n_victims || r.need != -1)
+		if (r.n_victims || r.need != -1 || r.need_pages || r.need_slot)
 			fail_msg("%s: moves off, yet %u victims", rw->what, r.n_victims);
 	}
 }

@@ -67,14 +67,18 @@
  *
  * Checked in every script, after every round: the free pages are the pool
  * less the whole reservations of the sequences holding pages (a
- * reservation is taken whole at admission or restore and never grows);
- * every victim is chosen for a request that was waiting (only an admission
- * moves anything; a restore never does), ranks below it and held pages
- * outside any transfer. At the end: every request is done; a move, a loss,
- * a refusal or a stop that the script did not expect fails it; every page
- * is back; the tiers hold nothing (what a move left there is dropped);
- * and every request's tokens equal the same request's run alone on a pool
- * where nothing moves (a cancelled one: a prefix of them).
+ * reservation is taken whole at admission or restore and never grows); no
+ * more sequences hold a state slot than there are lanes (the engine's
+ * slots, ADR 0027: a sequence holds one from its admission or restore until
+ * it is done or its move out has landed); every victim is chosen for a
+ * request that was waiting (only an admission moves anything; a restore
+ * never does), ranks below it and held pages outside any transfer, and the
+ * request lacked pages or a slot (the trace says which: ss_need). At the
+ * end: every request is done; a move, a loss, a refusal or a stop that the
+ * script did not expect fails it; every page is back; the tiers hold
+ * nothing (what a move left there is dropped); and every request's tokens
+ * equal the same request's run alone on a pool where nothing moves (a
+ * cancelled one: a prefix of them).
  *
  * Rounds are the scripts' clock. This model's round takes well under a
  * millisecond where a real one takes tens, and the daemon answers in its own
@@ -645,6 +649,7 @@ static void ss_parse(struct ss *s)
 
 /* ---- the run ----------------------------------------------------------------------- */
 
+/* Holds pages, and a state slot with them (roundplan.h). */
 static bool ss_holds_pages(enum sched_phase p)
 {
 	return p == SCHED_PREFILL || p == SCHED_READY || p == SCHED_DECODE ||
@@ -669,6 +674,33 @@ static void ss_mark(struct ss *s, struct ss_req *r, enum ss_ev ev)
 }
 
 static void ss_poll(struct ss *s);
+
+/* What request q lacked when the round's plan chose victims for it: victims
+ * are chosen after the round ran, so the pages and slots of the sequences
+ * that ended in it (none of them a victim) were still held when it was
+ * planned. */
+static void ss_need(struct ss *s, const struct ss_req *q, uint64_t *pages, bool *slot)
+{
+	struct eng_stats st;
+	uint64_t free_pages;
+	uint32_t held = 0;
+
+	eng_stats(s->e, &st);
+	free_pages = st.free_pages;
+	for (uint32_t i = 0; i < s->n_req; i++) {
+		const struct ss_req *r = &s->req[i];
+		/* a cancel comes between rounds: marked in the one before */
+		bool ended_now = r->phase == SCHED_DONE && r->first[SE_DONE] == s->round;
+
+		if (!r->submitted)
+			continue;
+		if (ended_now)
+			free_pages -= r->adm.pages;
+		held += ss_holds_pages(r->phase) || ended_now;
+	}
+	*pages = q->adm.pages > free_pages ? q->adm.pages - free_pages : 0;
+	*slot = held >= s->pool.lanes;
+}
 
 static void ss_violate(struct ss *s, const char *fmt, ...)
 {
@@ -710,17 +742,28 @@ static void ss_on_event(void *ctx, const struct eng_event *ev)
 		ss_mark(s, r, SE_ADMITTED);
 		ss_log(s, "%ld: %s admitted (%u pages)", s->round, r->name, ev->pages);
 		break;
-	case ENG_EV_EVICTED:
+	case ENG_EV_EVICTED: {
+		uint64_t lack = 0;
+		bool lack_slot = false;
+
 		ss_mark(s, r, SE_EVICTED);
 		r->was = (int)r->before;
 		r->last_for = q ? (int)(q - s->req) : -1;
-		ss_log(s, "%ld: %s evicted (was %s) for %s", s->round, r->name, ss_st(r->before),
-		       q ? q->name : "?");
 		if (!q) {
+			ss_log(s, "%ld: %s evicted (was %s) for ?", s->round, r->name,
+			       ss_st(r->before));
 			ss_violate(s, "%s was evicted for request id %llu, not one of the script's",
 			           r->name, (unsigned long long)ev->for_id);
 			break;
 		}
+		ss_need(s, q, &lack, &lack_slot);
+		ss_log(s, "%ld: %s evicted (was %s) for %s (lacks %llu pages%s)", s->round, r->name,
+		       ss_st(r->before), q->name, (unsigned long long)lack,
+		       lack_slot ? ", a slot" : "");
+		if (!lack && !lack_slot)
+			ss_violate(s,
+			           "%s was evicted for %s, which lacked neither pages nor a slot",
+			           r->name, q->name);
 		if (q->n_victims < sizeof(q->victims) / sizeof(q->victims[0]))
 			q->victims[q->n_victims++] = (int)(r - s->req);
 		/* docs/design.md, section 4: only an admission moves anything */
@@ -741,6 +784,7 @@ static void ss_on_event(void *ctx, const struct eng_event *ev)
 			ss_violate(s, "%s (%s) was evicted for %s (%s), which it outranks", r->name,
 			           sched_class_name(r->cls), q->name, sched_class_name(q->cls));
 		break;
+	}
 	case ENG_EV_MOVED:
 		ss_mark(s, r, ev->dir_out ? SE_OUT : SE_IN);
 		if (ev->dir_out)
@@ -828,11 +872,14 @@ static void ss_check_pages(struct ss *s)
 {
 	struct eng_stats st;
 	uint64_t held = 0;
+	uint32_t slots = 0;
 
 	eng_stats(s->e, &st);
 	for (uint32_t i = 0; i < s->n_req; i++)
-		if (s->req[i].submitted && ss_holds_pages(s->req[i].phase))
+		if (s->req[i].submitted && ss_holds_pages(s->req[i].phase)) {
 			held += s->req[i].adm.pages;
+			slots++;
+		}
 	if (st.free_pages + held != s->pool.pages)
 		ss_fail(s, s->line,
 		        "after round %ld: %llu pages free, but the pool of %u less the whole "
@@ -843,6 +890,11 @@ static void ss_check_pages(struct ss *s)
 	if (st.lanes_used > s->pool.lanes)
 		ss_fail(s, s->line, "after round %ld: %u lanes in use of %u", s->round,
 		        st.lanes_used, s->pool.lanes);
+	if (slots > s->pool.lanes)
+		ss_fail(s, s->line,
+		        "after round %ld: %u sequences hold a state slot, of %u (one a lane): one "
+		        "was admitted or restored without a free slot",
+		        s->round, slots, s->pool.lanes);
 }
 
 static void ss_round(struct ss *s)
