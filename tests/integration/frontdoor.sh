@@ -29,6 +29,9 @@ work=$(mktemp -d /tmp/ignis-frontdoor-XXXXXX)
 rt=$work/rt
 events=$work/events.jsonl
 . "$(dirname "$0")/lib.sh"
+# a sanitized build: nng 1.5.2 leaks each wedged listener the guard closes
+# (tests/lsan.supp says what and why); no effect on other builds
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(cd "$(dirname "$0")/.." && pwd)/lsan.supp"
 
 model=$work/tiny.gguf
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -216,6 +219,7 @@ wait_for 20 serving || fail "the door stopped serving after vanished clients"
 cmp -s "$work/after-vanish" "$work/want.1" || fail "different tokens after vanished clients"
 
 step "a wedge again and again: each cured in a fraction of a second, other streams whole"
+wedges_from=$(($(wc -l <"$events") + 1)) # the log's lines from here on
 pids=()
 for i in 0 1 2 3; do
 	"$cli" --runtime-dir "$rt" generate --prompt "a long one" --max-tokens 300 --seed 9 \
@@ -231,14 +235,34 @@ for i in 0 1 2 3; do
 	wait "${pids[$i]}" || fail "stream $i failed under the wedges"
 	cmp -s "$work/under-wedge.$i" "$work/want.long" || fail "stream $i differs under the wedges"
 done
-# each cured, and the log bounded: 5 events in full a period, then a summary
-n=$(grep -c '"ignis.proto.listener_recreated".*client.sock' "$events")
-((n >= 1 && n <= 5)) || fail "$n listener_recreated events for client.sock (1 to 5 a period)"
-wait_for 15 grep -q '"ignis.proto.listener_recreated_summary".*client.sock' "$events" ||
-	fail "no summary of the re-creations left out of the log"
-grep '"ignis.proto.listener_recreated_summary".*client.sock' "$events" | tail -1 |
-	jq -e '.total >= 20' >/dev/null ||
-	fail "fewer than 20 re-creations for 30 wedges: $(grep recreated_summary "$events" | tail -1)"
+# Each cured, and the log bounded: 5 events in full a period, then a summary
+# (EV_LIMIT_BURST, EV_LIMIT_PERIOD_MS). The vanished clients above wedged it
+# too, and a slow (sanitized) run gets here after their period is over and
+# this one's 5 come on top of theirs, so the bound is checked a period at a
+# time: the events are replayed through the limiter. A period starts with an
+# event written in full and lasts 10 s; the first written after it starts the
+# next. (The limiter reads the monotonic clock and the events carry the wall
+# clock to the ms: 20 ms spared at the boundary.) Without the limit, the 30
+# wedges write 20 and more within a second or two.
+recreated() { # client.sock's re-creations and their summaries, in order, as JSON
+	grep -E '"ignis.proto.listener_recreated(_summary)?".*client.sock' "$events" |
+		jq -c 'select(.error == null) | .ms = ((.ts | sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601) * 1000 +
+			(.ts | capture("\\.(?<f>[0-9]+)Z$").f | tonumber))'
+}
+per_period=$(recreated | jq -s '[.[] | select(.event == "ignis.proto.listener_recreated") | .ms] |
+	reduce .[] as $t ({n: 0, max: 0};
+		if .start == null or $t - .start >= 10000 - 20 then .start = $t | .n = 1 else .n += 1 end |
+		.max = ([.max, .n] | max)) | .max')
+((per_period >= 1 && per_period <= 5)) ||
+	fail "$per_period listener_recreated events for client.sock in one period (1 to 5)"
+left_out() { tail -n "+$wedges_from" "$events" | grep -q '"ignis.proto.listener_recreated_summary".*client.sock'; }
+wait_for 15 left_out || fail "no summary of the re-creations left out of the log"
+# the cures the log accounts for: the last summary's total, and those written
+# in full since (the ones held back since come in the next summary)
+cures() { recreated | jq -s 'reduce .[] as $e (0;
+	if $e.event == "ignis.proto.listener_recreated_summary" then $e.total else . + 1 end)'; }
+cured_20() { (($(cures) >= 20)); }
+wait_for 15 cured_20 || fail "fewer than 20 re-creations for 30 wedges: $(cures) in the log"
 "$sup" status --runtime-dir "$rt" >/dev/null || fail "ignis-supervisor status after the wedges"
 
 step "clients killed -9 mid-stream: the others' streams are whole"
