@@ -96,6 +96,11 @@ int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct
 		               "and default max tokens %u (each >= 1)",
 		               cfg->lanes, cfg->chunk, cfg->max_requests,
 		               (unsigned long long)cfg->context, cfg->default_max_tokens);
+	if (d->states < cfg->lanes)
+		return ig_errf(eb, IG_E_INVAL,
+		               "engine: %u lanes, but the model was bound with %u state slots (a "
+		               "running sequence holds one: bind it with states >= lanes)",
+		               cfg->lanes, d->states);
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return ig_errf(eb, IG_E_NOMEM, "no memory for the engine");

@@ -538,6 +538,23 @@ static void test_bind_regions(void **state)
 	assert_int_equal(r.be.ops->seq_init(&r.be, &m, &s[2], &eb), IG_E_OK);
 	r.be.ops->seq_release(&r.be, &m, &s[1]);
 	r.be.ops->seq_release(&r.be, &m, &s[2]);
+	/* an engine of more lanes than the model has state slots is refused */
+	{
+		struct eng_cfg cfg = {.lanes = 3,
+		                      .chunk = 16,
+		                      .context = CONTEXT,
+		                      .default_max_tokens = 8,
+		                      .fmt = MDESC_KV_BF16,
+		                      .max_requests = 4,
+		                      .eos = UINT32_MAX};
+		struct eng *e = NULL;
+
+		assert_int_equal(eng_create(&e, &r.be, &m, &r.kv, &cfg, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "2 state slots"));
+		cfg.lanes = 2;
+		assert_int_equal(eng_create(&e, &r.be, &m, &r.kv, &cfg, &eb), IG_E_OK);
+		eng_destroy(e);
+	}
 	r.be.ops->model_release(&r.be, &m);
 	rig_close(&r);
 }
