@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "event.h" /* ev_json_escape */
+#include "common/event.h" /* ev_json_escape */
 #include "ignis_client.h"
 
 #define CLI_IDS_MAX  4096

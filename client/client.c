@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "msg.h"
-#include "rtdir.h"
-#include "transport.h"
+#include "proto/msg.h"
+#include "common/rtdir.h"
+#include "proto/transport.h"
 
 #define IGC_TIMEOUT_MS        30000
 #define IGC_SUBMIT_TIMEOUT_MS 600000

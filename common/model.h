@@ -23,7 +23,7 @@ enum mdesc_family { MDESC_DENSE = 1, MDESC_MOE = 2 };
 
 enum mdesc_kv_format { MDESC_KV_BF16 = 1, MDESC_KV_COMPACT = 2 };
 
-/* The compact KV format (gpu-worker/kvfmt.h encodes it): one fp16 scale and
+/* The compact KV format (model/kvfmt.h encodes it): one fp16 scale and
  * 64 two-bit codes a group of 64 values, 18 bytes; 72 B a head of 256. The
  * plan sizes pages from these, the encoder writes them: one definition. */
 #define MDESC_KV_GROUP       64u
@@ -31,11 +31,11 @@ enum mdesc_kv_format { MDESC_KV_BF16 = 1, MDESC_KV_COMPACT = 2 };
 
 /*
  * The tokenizer a model's ids belong to: a model file's
- * "tokenizer.ggml.model" (gpu-worker/mfile.c), by name. Never renumber.
+ * "tokenizer.ggml.model" (model/mfile.c), by name. Never renumber.
  *   NONE   "none": token ids only; no text, no stop strings, no end of
  *          sequence (a request runs to its cap).
  *   BYTES  "bytes": the byte-level tokenizer of our synthetic models
- *          (gpu-worker/tokenizer.h): exactly MDESC_BYTES_VOCAB ids, 0..255
+ *          (model/tokenizer.h): exactly MDESC_BYTES_VOCAB ids, 0..255
  *          the bytes, then four specials, <|eos|> MDESC_BYTES_EOS.
  * A BPE vocabulary (the reference models' Qwen3 tokenizer) is not built yet:
  * their descriptions say NONE, and a file naming another tokenizer is
@@ -126,7 +126,7 @@ uint64_t mdesc_kv_head_bytes(enum mdesc_kv_format f, uint32_t head_dim);
  * i.e. bf16 full_layers x kv_heads x 2 x head_dim x 2 B, compact
  * full_layers x kv_heads x 2 x 72 B x head_dim / 256 + the indexer's. */
 uint64_t mdesc_kv_bytes_per_token(const struct mdesc *m, enum mdesc_kv_format f);
-/* ... and per 64-token page: the end of the page layout of gpu-worker/kvfmt.h
+/* ... and per 64-token page: the end of the page layout of model/kvfmt.h
  * (kvfmt_page_bytes gives the same figure from the layout; test_kvfmt). */
 uint64_t mdesc_page_bytes(const struct mdesc *m, enum mdesc_kv_format f);
 /* Pages for `tokens` tokens, rounded up. */

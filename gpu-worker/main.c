@@ -21,16 +21,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "daemon.h"
-#include "engine.h"
-#include "event.h"
-#include "kvclient.h"
-#include "layout.h"
-#include "mfile.h"
-#include "rtdir.h"
-#include "tokenizer.h"
-#include "vplan.h"
+#include "gpu-worker/backend/backend.h"
+#include "proto/daemon.h"
+#include "gpu-worker/engine/engine.h"
+#include "common/event.h"
+#include "gpu-worker/engine/kvclient.h"
+#include "gpu-worker/backend/layout.h"
+#include "model/mfile.h"
+#include "common/rtdir.h"
+#include "model/tokenizer.h"
+#include "common/vplan.h"
 
 /* A request's stop strings, while the engine keeps the request. */
 struct worker_stops {

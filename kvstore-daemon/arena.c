@@ -2,9 +2,11 @@
  * arena.c - KV-RAM (see arena.h): one shared-memory object under /dev/shm
  * holding a header page, the index of what is where, and the data blocks.
  *
- * This file owns the layout of that object and the crash consistency of its
- * index. The daemon is the only index writer (an flock() on the object keeps
- * a second daemon out); clients map it and touch data bytes only.
+ * This file owns the crash consistency of the object's index; the layout
+ * below is declared in kvram/kvram_layout.h, which a client's mapping
+ * (kvram/kvram.c) checks too. The daemon is the only index writer (an flock()
+ * on the object keeps a second daemon out); clients map it and touch data
+ * bytes only.
  *
  * On-shm layout (version 2). On shared memory that outlives the process:
  * never renumber; a change of layout bumps ARENA_LAYOUT_VERSION and an old
@@ -159,13 +161,8 @@
 
 #include <xxhash.h>
 
-#define ARENA_LAYOUT_VERSION 2u /* 2: window checksums are XXH3-64 (ADR 0015) */
-#define ARENA_DIR            "/dev/shm"
-#define ARENA_HDR_BYTES      4096u
-/* Sequence records at most: 65,536 x 96 B = 6 MiB of index. */
-#define ARENA_SEQ_CAP 65536u
-/* Names: a file under /dev/shm, short enough for a path buffer. */
-#define ARENA_NAME_MAX 200u
+#include "kvram/kvram_layout.h"
+
 
 /*
  * Crash points: after every step of a mutation whose order matters (and in
@@ -188,94 +185,6 @@ long arena__crash_countdown;
 #define CRASH_POINT() ((void)0)
 #endif
 
-static const char arena_magic[8] = {'I', 'G', 'N', 'I', 'S', 'K', 'V', 'R'};
-
-enum { SREC_FREE = 0, SREC_LIVE = 1 };
-
-struct arena_hdr {
-	char magic[8];
-	uint32_t version;
-	uint32_t block;
-	uint64_t asked_bytes;
-	uint64_t n_blocks;
-	uint32_t seq_cap;
-	uint32_t win_cap;
-	uint64_t seq_off;
-	uint64_t win_off;
-	uint64_t data_off;
-	uint64_t map_bytes;
-	uint64_t check; /* XXH64 of the bytes before it */
-	_Atomic uint64_t next_gen;
-	_Atomic uint64_t use_clock;
-	_Atomic uint64_t opens;
-};
-
-struct arena_srec {
-	_Atomic uint32_t state;
-	uint32_t windows;
-	uint64_t seq;
-	uint64_t model_id;
-	uint32_t kv_format;
-	uint32_t cls;
-	uint64_t image_bytes;
-	uint32_t window_bytes;
-	uint32_t wfirst;
-	uint64_t first_block;
-	uint64_t gen;
-	uint64_t check; /* XXH64 of bytes 4..63 */
-	_Atomic uint64_t last_use;
-	uint64_t pad[2];
-};
-
-struct arena_wrec {
-	uint64_t sum;
-	_Atomic uint64_t tag;
-};
-
-#define ARENA_SLOTDESC_OFF 128u
-
-struct arena_slotdesc {
-	uint32_t count;
-	uint32_t rec_bytes;
-	uint64_t slot_bytes;
-	uint64_t stride;
-	uint64_t srec_off;
-	uint64_t sdata_off;
-	uint64_t check; /* XXH64 of the bytes before it */
-};
-
-struct arena_rslot {
-	_Atomic uint32_t state;
-	uint32_t kind;
-	uint32_t cls;
-	uint32_t tokens;
-	uint64_t key;
-	uint64_t model_id;
-	uint64_t image_bytes;
-	uint64_t sum;
-	uint64_t gen;
-	uint64_t check; /* XXH64 of bytes 4..55 */
-	_Atomic uint64_t last_use;
-	uint64_t pad[3];
-};
-
-/* On shared memory: never renumber. */
-_Static_assert(offsetof(struct arena_hdr, check) == 72, "header layout");
-_Static_assert(offsetof(struct arena_hdr, opens) == 96, "header layout");
-_Static_assert(sizeof(struct arena_hdr) <= ARENA_HDR_BYTES, "header fits its page");
-_Static_assert(offsetof(struct arena_srec, check) == 64, "record layout");
-_Static_assert(offsetof(struct arena_srec, last_use) == 72, "record layout");
-_Static_assert(sizeof(struct arena_srec) == 96, "record layout");
-_Static_assert(sizeof(struct arena_wrec) == 16, "window record layout");
-_Static_assert(offsetof(struct arena_slotdesc, check) == 40, "slots descriptor layout");
-_Static_assert(ARENA_SLOTDESC_OFF >= sizeof(struct arena_hdr) &&
-                   ARENA_SLOTDESC_OFF + sizeof(struct arena_slotdesc) <= ARENA_HDR_BYTES,
-               "the slots descriptor fits the header page");
-_Static_assert(offsetof(struct arena_rslot, check) == 56, "slot record layout");
-_Static_assert(offsetof(struct arena_rslot, last_use) == 64, "slot record layout");
-_Static_assert(sizeof(struct arena_rslot) == 96, "slot record layout");
-/* Shared between processes: the atomics must not hide a lock. */
-_Static_assert(ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2, "lock-free atomics");
 
 /* A used/free map over n units (blocks or window records); 1 = used. The
  * padding bits of the last word are kept set so a zero word is 64 free
@@ -442,61 +351,10 @@ static uint64_t bm_largest(const struct bmap *b)
 
 /* ---- layout ---- */
 
-struct layout {
-	uint64_t n_blocks;
-	uint32_t seq_cap, win_cap, slots;
-	uint64_t slot_bytes, stride, srec_off, sdata_off;
-	uint64_t seq_off, win_off, data_off, map_bytes;
-};
-
-/* The largest retained slot: keeps every product in range. */
-#define ARENA_SLOT_BYTES_MAX (1ull << 40)
-
-static void layout_of(uint64_t bytes, uint32_t slots, uint64_t slot_bytes, struct layout *l)
-{
-	l->n_blocks = bytes / ARENA_BLOCK;
-	l->seq_cap = (uint32_t)(l->n_blocks < ARENA_SEQ_CAP ? l->n_blocks : ARENA_SEQ_CAP);
-	l->win_cap = (uint32_t)(l->n_blocks + ARENA_MAX_WINDOWS);
-	l->slots = slots;
-	l->slot_bytes = slot_bytes;
-	l->stride = (slot_bytes + ARENA_BLOCK - 1) / ARENA_BLOCK * ARENA_BLOCK;
-	l->srec_off = ARENA_HDR_BYTES;
-	l->seq_off = l->srec_off + (uint64_t)slots * sizeof(struct arena_rslot);
-	l->win_off = l->seq_off + (uint64_t)l->seq_cap * sizeof(struct arena_srec);
-	l->sdata_off = l->win_off + (uint64_t)l->win_cap * sizeof(struct arena_wrec);
-	l->sdata_off = (l->sdata_off + ARENA_BLOCK - 1) / ARENA_BLOCK * ARENA_BLOCK;
-	l->data_off = l->sdata_off + (uint64_t)slots * l->stride;
-	l->map_bytes = l->data_off + l->n_blocks * ARENA_BLOCK;
-}
 
 /* Largest asked size we accept: keeps win_cap within 32 bits and every
  * product in range (2^32 blocks of 64 KiB = 256 TiB). */
 #define ARENA_BYTES_MAX (((uint64_t)UINT32_MAX - ARENA_MAX_WINDOWS) * ARENA_BLOCK)
-
-static uint64_t hdr_check(const struct arena_hdr *h)
-{
-	return XXH64(h, offsetof(struct arena_hdr, check), 0);
-}
-
-static uint64_t sd_check(const struct arena_slotdesc *d)
-{
-	return XXH64(d, offsetof(struct arena_slotdesc, check), 0);
-}
-
-static uint64_t rslot_check(const struct arena_rslot *r)
-{
-	return XXH64((const uint8_t *)r + 4, offsetof(struct arena_rslot, check) - 4, 0);
-}
-
-static uint32_t rslot_state(const struct arena_rslot *r)
-{
-	return atomic_load_explicit(&r->state, memory_order_acquire);
-}
-
-static uint64_t srec_check(const struct arena_srec *r)
-{
-	return XXH64((const uint8_t *)r + 4, offsetof(struct arena_srec, check) - 4, 0);
-}
 
 static uint64_t blocks_of(uint64_t image_bytes)
 {
@@ -529,54 +387,6 @@ static const char *meta_problem(const struct arena_meta *m)
 	return NULL;
 }
 
-static int name_ok(const char *name, struct ig_errbuf *eb)
-{
-	size_t n = name ? strlen(name) : 0;
-
-	if (n == 0 || n > ARENA_NAME_MAX || name[0] == '.')
-		return ig_errf(eb, IG_E_INVAL,
-		               "KV-RAM arena name \"%s\" is not a file name under " ARENA_DIR
-		               " (1-%u characters, not starting with '.')",
-		               name ? name : "(null)", ARENA_NAME_MAX);
-	for (size_t i = 0; i < n; i++) {
-		char c = name[i];
-
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '-' || c == '_' || c == '.'))
-			return ig_errf(eb, IG_E_INVAL,
-			               "KV-RAM arena name \"%s\": only letters, digits, '-', '_' "
-			               "and '.' are allowed",
-			               name);
-	}
-	return IG_E_OK;
-}
-
-static void path_of(char *path, size_t cap, const char *name)
-{
-	snprintf(path, cap, ARENA_DIR "/%s", name);
-}
-
-/* The object must be ours alone: a regular file, owned by us, mode 0600. */
-static int owner_ok(int fd, const char *path, struct stat *st, struct ig_errbuf *eb)
-{
-	if (fstat(fd, st) != 0)
-		return ig_errf(eb, IG_E_IO, "KV-RAM arena \"%s\": fstat: %s", path,
-		               strerror(errno));
-	if (!S_ISREG(st->st_mode))
-		return ig_errf(eb, IG_E_PERM, "KV-RAM arena \"%s\" is not a regular file", path);
-	if (st->st_uid != geteuid())
-		return ig_errf(eb, IG_E_PERM,
-		               "KV-RAM arena \"%s\" belongs to uid %u, not to us (uid %u): "
-		               "remove it or run as its owner",
-		               path, (unsigned)st->st_uid, (unsigned)geteuid());
-	if (st->st_mode & 077)
-		return ig_errf(eb, IG_E_PERM,
-		               "KV-RAM arena \"%s\" has mode %03o: it must be owner-only (0600); "
-		               "chmod 600 it or remove it",
-		               path, (unsigned)(st->st_mode & 0777));
-	return IG_E_OK;
-}
-
 /* Write the header's layout fields and the slots descriptor for `l` (the
  * counters are left as they are). */
 static void hdr_fill(uint8_t *base, uint64_t bytes, const struct layout *l)
@@ -603,107 +413,6 @@ static void hdr_fill(uint8_t *base, uint64_t bytes, const struct layout *l)
 	d->srec_off = l->srec_off;
 	d->sdata_off = l->sdata_off;
 	d->check = sd_check(d);
-}
-
-/*
- * Check a header read from `path` against `asked` bytes (0: any size, the
- * client's case) and the object's size. The header page holds the layout,
- * which follows from the bytes and slots asked, and counters the recovery
- * takes again from the records: so when `repair` is given (the daemon, which
- * knows what it asked) and the header or the slots descriptor fails its
- * checksum on an object that is ours (magic), of this layout version and
- * exactly the size asked, *repair says what to rebuild instead of a
- * refusal. Anything else wrong is refused, naming it.
- */
-static int hdr_ok(const uint8_t *page, const char *path, uint64_t asked, uint32_t slots,
-                  uint64_t slot_bytes, uint64_t size, const char **repair, struct ig_errbuf *eb)
-{
-	const struct arena_hdr *h = (const struct arena_hdr *)page;
-	const struct arena_slotdesc *d = (const struct arena_slotdesc *)(page + ARENA_SLOTDESC_OFF);
-	bool hdr_bad, sd_bad;
-	struct layout l;
-
-	if (repair)
-		*repair = NULL;
-	if (memcmp(h->magic, arena_magic, sizeof(arena_magic)) != 0)
-		return ig_errf(eb, IG_E_CONFIG,
-		               "\"%s\" is not an Ignis KV-RAM arena (no magic): refusing to touch "
-		               "it; remove it or choose another name",
-		               path);
-	if (h->version != ARENA_LAYOUT_VERSION)
-		return ig_errf(eb, IG_E_CONFIG,
-		               "KV-RAM arena \"%s\" has layout version %u, this build reads %u: "
-		               "remove it (its sequences are lost) to start afresh",
-		               path, h->version, ARENA_LAYOUT_VERSION);
-	hdr_bad = h->check != hdr_check(h);
-	sd_bad = d->check != sd_check(d);
-	if (hdr_bad || sd_bad) {
-		char what[160];
-
-		if (hdr_bad)
-			snprintf(what, sizeof(what),
-			         "the header is corrupt (checksum %016" PRIx64
-			         ", stored %016" PRIx64 ")",
-			         hdr_check(h), h->check);
-		else
-			snprintf(what, sizeof(what),
-			         "the retained slots' descriptor is corrupt (checksum %016" PRIx64
-			         ", stored %016" PRIx64 ")",
-			         sd_check(d), d->check);
-		if (!asked || !repair)
-			return ig_errf(
-			    eb, IG_E_KV_LOST,
-			    "KV-RAM arena \"%s\": %s; refusing to serve it: remove it to "
-			    "start empty",
-			    path, what);
-		layout_of(asked, slots, slot_bytes, &l);
-		if (size != l.map_bytes)
-			return ig_errf(eb, IG_E_KV_LOST,
-			               "KV-RAM arena \"%s\": %s, and the object is %" PRIu64
-			               " bytes where %" PRIu64 " bytes with %u retained slots make "
-			               "%" PRIu64
-			               ": nothing to rebuild it from; refusing to serve it: remove "
-			               "it to start empty",
-			               path, what, size, asked, slots, l.map_bytes);
-		*repair = hdr_bad ? "the header" : "the retained slots' descriptor";
-		return IG_E_OK;
-	}
-	if (asked && h->asked_bytes != asked)
-		return ig_errf(eb, IG_E_CONFIG,
-		               "KV-RAM arena \"%s\" holds %" PRIu64 " bytes, asked for %" PRIu64
-		               ": set --reuse-kv-ram-bytes back to %" PRIu64
-		               " or remove the arena (its sequences are lost)",
-		               path, h->asked_bytes, asked, h->asked_bytes);
-	if (asked && (d->count != slots || d->slot_bytes != slot_bytes))
-		return ig_errf(eb, IG_E_CONFIG,
-		               "KV-RAM arena \"%s\" holds %u retained host slots of %" PRIu64
-		               " bytes, asked for %u of %" PRIu64
-		               ": set --reuse-retained-host (and the model) back, or remove the "
-		               "arena (its sequences and slots are lost)",
-		               path, d->count, d->slot_bytes, slots, slot_bytes);
-	if (d->count > ARENA_SLOTS_MAX || d->slot_bytes > ARENA_SLOT_BYTES_MAX ||
-	    (d->count == 0) != (d->slot_bytes == 0))
-		return ig_errf(eb, IG_E_KV_LOST,
-		               "KV-RAM arena \"%s\": %u retained slots of %" PRIu64
-		               " bytes is not a layout this build writes; remove it to start empty",
-		               path, d->count, d->slot_bytes);
-	layout_of(h->asked_bytes, d->count, d->slot_bytes, &l);
-	if (h->block != ARENA_BLOCK || h->n_blocks != l.n_blocks || h->seq_cap != l.seq_cap ||
-	    h->win_cap != l.win_cap || h->seq_off != l.seq_off || h->win_off != l.win_off ||
-	    h->data_off != l.data_off || h->map_bytes != l.map_bytes ||
-	    d->rec_bytes != sizeof(struct arena_rslot) || d->stride != l.stride ||
-	    d->srec_off != l.srec_off || d->sdata_off != l.sdata_off)
-		return ig_errf(eb, IG_E_KV_LOST,
-		               "KV-RAM arena \"%s\": the header's layout does not follow from its "
-		               "%" PRIu64 " bytes; refusing to serve it: remove it to start empty",
-		               path, h->asked_bytes);
-	if (size != h->map_bytes)
-		return ig_errf(eb, IG_E_KV_LOST,
-		               "KV-RAM arena \"%s\" is %" PRIu64
-		               " bytes long, its header says %" PRIu64
-		               "; refusing to serve it: remove it to start empty",
-		               path, size, h->map_bytes);
-	return IG_E_OK;
 }
 
 /* ---- the daemon's side ---- */
@@ -992,17 +701,6 @@ static int allocate(int fd, const char *path, uint64_t bytes, struct ig_errbuf *
 	return IG_E_OK;
 }
 
-static int map_fd(int fd, uint64_t bytes, void **out, const char *path, struct ig_errbuf *eb)
-{
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-
-	if (p == MAP_FAILED)
-		return ig_errf(eb, IG_E_NOMEM, "KV-RAM arena \"%s\": mmap of %" PRIu64 " bytes: %s",
-		               path, bytes, strerror(errno));
-	*out = p;
-	return IG_E_OK;
-}
-
 /* Create the object as an unnamed file, build it, then give it its name.
  * IG_E_BUSY when someone else linked the name first (the caller retries the
  * open). On success a->fd is locked and a->base maps it. */
@@ -1033,7 +731,7 @@ static int create(struct arena *a, const char *path, uint64_t bytes, const struc
 	if (err)
 		goto out_close;
 	CRASH_POINT();
-	err = map_fd(fd, l->map_bytes, &base, path, eb);
+	err = kvram_map_fd(fd, l->map_bytes, &base, path, eb);
 	if (err)
 		goto out_close;
 	/* Fresh tmpfs pages are zero: every record is free, every tag 0. */
@@ -1089,7 +787,7 @@ static int reopen(struct arena *a, const char *path, uint64_t bytes, uint32_t sl
 		return ig_errf(eb, errno == EACCES || errno == ELOOP ? IG_E_PERM : IG_E_IO,
 		               "KV-RAM arena \"%s\": open: %s", path, strerror(errno));
 	}
-	err = owner_ok(fd, path, &st, eb);
+	err = kvram_owner_ok(fd, path, &st, eb);
 	if (err)
 		goto out_close;
 	if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -1108,7 +806,7 @@ static int reopen(struct arena *a, const char *path, uint64_t bytes, uint32_t sl
 		              path, (long long)st.st_size);
 		goto out_close;
 	}
-	err = hdr_ok(page, path, bytes, slots, slot_bytes, (uint64_t)st.st_size, &repair, eb);
+	err = kvram_hdr_ok(page, path, bytes, slots, slot_bytes, (uint64_t)st.st_size, &repair, eb);
 	if (err)
 		goto out_close;
 	if (repair)
@@ -1117,7 +815,7 @@ static int reopen(struct arena *a, const char *path, uint64_t bytes, uint32_t sl
 	err = allocate(fd, path, map, eb);
 	if (err)
 		goto out_close;
-	err = map_fd(fd, map, &base, path, eb);
+	err = kvram_map_fd(fd, map, &base, path, eb);
 	if (err)
 		goto out_close;
 	if (repair) {
@@ -1154,10 +852,10 @@ int arena_open_slots(struct arena **out, const char *name, uint64_t bytes, uint3
 	int err = IG_E_OK;
 
 	*out = NULL;
-	err = name_ok(name, eb);
+	err = kvram_name_ok(name, eb);
 	if (err)
 		return err;
-	path_of(path, sizeof(path), name);
+	kvram_path_of(path, sizeof(path), name);
 	if (bytes < ARENA_BLOCK || bytes > ARENA_BYTES_MAX)
 		return ig_errf(eb, IG_E_CONFIG,
 		               "KV-RAM arena \"%s\": %" PRIu64 " bytes asked; the arena takes "
@@ -1241,11 +939,11 @@ void arena_close(struct arena *a)
 int arena_unlink(const char *name, struct ig_errbuf *eb)
 {
 	char path[sizeof(ARENA_DIR) + ARENA_NAME_MAX + 2];
-	int err = name_ok(name, eb);
+	int err = kvram_name_ok(name, eb);
 
 	if (err)
 		return err;
-	path_of(path, sizeof(path), name);
+	kvram_path_of(path, sizeof(path), name);
 	if (unlink(path) != 0)
 		return ig_errf(eb, errno == ENOENT ? IG_E_NOTFOUND : IG_E_IO,
 		               "removing KV-RAM arena \"%s\": %s", path, strerror(errno));
@@ -1764,109 +1462,3 @@ uint32_t arena_slot_list(struct arena *a, uint32_t first, struct arena_slot_info
 	return n;
 }
 
-/* ---- the worker's side ---- */
-
-int arena_map_open(struct arena_map *m, const char *name, struct ig_errbuf *eb)
-{
-	char path[sizeof(ARENA_DIR) + ARENA_NAME_MAX + 2];
-	static _Thread_local uint8_t page[ARENA_HDR_BYTES];
-	const struct arena_hdr *hp = (const struct arena_hdr *)page;
-	struct stat st;
-	void *base = NULL;
-	int fd, err;
-
-	m->base = NULL;
-	m->bytes = 0;
-	m->fd = -1;
-	err = name_ok(name, eb);
-	if (err)
-		return err;
-	path_of(path, sizeof(path), name);
-	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return ig_errf(eb,
-		               errno == ENOENT                     ? IG_E_NOTFOUND
-		               : errno == EACCES || errno == ELOOP ? IG_E_PERM
-		                                                   : IG_E_IO,
-		               "mapping KV-RAM arena \"%s\": %s%s", path, strerror(errno),
-		               errno == ENOENT ? " (has the kvstore daemon started?)" : "");
-	err = owner_ok(fd, path, &st, eb);
-	if (err)
-		goto out_close;
-	memset(page, 0, sizeof(page));
-	if (pread(fd, page, sizeof(page), 0) != (ssize_t)sizeof(page)) {
-		err = ig_errf(eb, IG_E_CONFIG, "\"%s\" is not an Ignis KV-RAM arena (too short)",
-		              path);
-		goto out_close;
-	}
-	err = hdr_ok(page, path, 0, 0, 0, (uint64_t)st.st_size, NULL, eb);
-	if (err)
-		goto out_close;
-	err = map_fd(fd, hp->map_bytes, &base, path, eb);
-	if (err)
-		goto out_close;
-	/* The whole object stays writable here, index included, though the
-	 * client writes data only: the worker registers the mapping for DMA
-	 * (cudaHostRegister pins for writing and refuses read-only pages). */
-	m->base = base;
-	m->bytes = hp->map_bytes;
-	m->fd = fd;
-	return IG_E_OK;
-
-out_close:
-	close(fd);
-	return err;
-}
-
-void arena_map_close(struct arena_map *m)
-{
-	if (!m || !m->base)
-		return;
-	munmap(m->base, m->bytes);
-	if (m->fd >= 0)
-		close(m->fd);
-	m->base = NULL;
-	m->bytes = 0;
-	m->fd = -1;
-}
-
-int arena_map_slot(const struct arena_map *m, uint32_t slot, struct arena_slot_info *out,
-                   struct ig_errbuf *eb)
-{
-	const struct arena_slotdesc *d;
-	const struct arena_rslot *r;
-	struct arena_rslot copy;
-	uint32_t state;
-
-	if (!m->base)
-		return ig_errf(eb, IG_E_INVAL, "KV-RAM: no arena is mapped");
-	d = (const struct arena_slotdesc *)((const uint8_t *)m->base + ARENA_SLOTDESC_OFF);
-	if (slot >= d->count)
-		return ig_errf(eb, IG_E_NOTFOUND, "retained slot %u: the arena has %u", slot,
-		               d->count);
-	if (d->srec_off + (uint64_t)d->count * sizeof(*r) > m->bytes ||
-	    d->sdata_off + (uint64_t)d->count * d->stride > m->bytes)
-		return ig_errf(eb, IG_E_KV_LOST,
-		               "KV-RAM: the retained slots are outside the mapping");
-	r = (const struct arena_rslot *)((const uint8_t *)m->base + d->srec_off) + slot;
-	memset(out, 0, sizeof(*out));
-	out->slot = slot;
-	out->offset = d->sdata_off + (uint64_t)slot * d->stride;
-	state = atomic_load_explicit(&r->state, memory_order_acquire);
-	memcpy(&copy, (const void *)r, sizeof(copy));
-	atomic_thread_fence(memory_order_acquire);
-	if (state == ARENA_SLOT_FREE || copy.check != rslot_check(&copy) ||
-	    atomic_load_explicit(&r->state, memory_order_acquire) != state)
-		return IG_E_OK; /* free, or changing under us: not to be trusted */
-	out->state = state;
-	out->meta = (struct arena_slot_meta){.key = copy.key,
-	                                     .model_id = copy.model_id,
-	                                     .image_bytes = copy.image_bytes,
-	                                     .kind = copy.kind,
-	                                     .cls = copy.cls,
-	                                     .tokens = copy.tokens};
-	out->gen = copy.gen;
-	out->sum = state == ARENA_SLOT_HELD ? copy.sum : 0;
-	out->last_use = copy.last_use;
-	return IG_E_OK;
-}

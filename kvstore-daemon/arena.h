@@ -8,7 +8,7 @@
  * contents survive a kvstore restart; only a reboot or an explicit removal
  * loses them.
  *
- * A sequence's image (gpu-worker/seqimg.h) goes to KV-RAM as windows:
+ * A sequence's image (model/seqimg.h) goes to KV-RAM as windows:
  *   1. reserve: room for the whole image, one contiguous extent, with the
  *      sequence's identity (seq id, model id, KV format, class) — at once,
  *      or IG_E_NOSPACE ("tier full") without waiting;
@@ -41,16 +41,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "common/err.h"
+#include "kvram/kvram.h"
 
-/* Placement granule: extents are whole multiples of this. */
-#define ARENA_BLOCK (64u * 1024u)
-/* The most windows one sequence may have. */
-#define ARENA_MAX_WINDOWS 4096u
 
-enum arena_class { ARENA_INTERACTIVE = 0, ARENA_AGENT = 1 };
-
-/* What identifies a sequence's image (the header of gpu-worker/seqimg.h
+/* What identifies a sequence's image (the header of model/seqimg.h
  * carries the same). */
 struct arena_meta {
 	uint64_t seq;      /* the worker's sequence id, unique among live ones, != 0 */
@@ -116,29 +111,7 @@ struct arena;
  * meanwhile shows as a miss. Slots survive a restart of the daemon like
  * sequences: a held slot is kept, one still being written is freed.
  */
-enum arena_slot_kind { ARENA_CHECKPOINT = 1, ARENA_PREFIX = 2 };
-enum arena_slot_state { ARENA_SLOT_FREE = 0, ARENA_SLOT_WRITING = 1, ARENA_SLOT_HELD = 2 };
-/* The most retained host slots (--reuse-retained-host's range). */
-#define ARENA_SLOTS_MAX 1024u
 
-struct arena_slot_meta {
-	uint64_t key;      /* the caller's identity of what it holds (e.g. a prompt hash), != 0 */
-	uint64_t model_id; /* seqimg_model_id() */
-	uint64_t image_bytes; /* 1..slot_bytes */
-	uint32_t kind;        /* enum arena_slot_kind */
-	uint32_t cls;         /* enum arena_class */
-	uint32_t tokens;      /* the tokens the image covers */
-};
-
-struct arena_slot_info {
-	struct arena_slot_meta meta;
-	uint32_t slot;   /* its index */
-	uint32_t state;  /* enum arena_slot_state */
-	uint64_t gen;    /* this capture's generation, unique in the object */
-	uint64_t offset; /* of its bytes, from the start of the mapping */
-	uint64_t sum;    /* kvcopy_sum of the image (0 until published) */
-	uint64_t last_use;
-};
 
 /*
  * The daemon's side. Open the shared-memory object `name` (a file name under
@@ -249,23 +222,5 @@ int arena_slot_drop(struct arena *a, uint32_t slot, uint64_t gen, struct ig_errb
  * most cap). */
 uint32_t arena_slot_list(struct arena *a, uint32_t first, struct arena_slot_info *out,
                          uint32_t cap);
-
-/*
- * The worker's (and the operator CLI's) side: map an existing arena to read
- * and write data bytes. The index is the daemon's: a client never writes it.
- */
-struct arena_map {
-	void *base;
-	uint64_t bytes;
-	int fd;
-};
-int arena_map_open(struct arena_map *m, const char *name, struct ig_errbuf *eb);
-void arena_map_close(struct arena_map *m);
-/* A retained slot as the mapping shows it now (the reader's check after it
- * copied a claimed slot out: still held under the same gen?). IG_E_NOTFOUND
- * when `slot` is past the last one; a torn or changing record reads as
- * state free. */
-int arena_map_slot(const struct arena_map *m, uint32_t slot, struct arena_slot_info *out,
-                   struct ig_errbuf *eb);
 
 #endif

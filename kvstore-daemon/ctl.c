@@ -48,11 +48,11 @@
 #include <nng/protocol/reqrep0/req.h>
 
 #include "arena.h"
-#include "bytesize.h"
-#include "kvcopy.h"
-#include "kvmetrics.h"
-#include "rtdir.h"
-#include "transport.h"
+#include "common/bytesize.h"
+#include "kvram/kvcopy.h"
+#include "proto/kvmetrics.h"
+#include "common/rtdir.h"
+#include "proto/transport.h"
 #include "version.h"
 
 /* Each verb: its name, its arguments, what it does. */
@@ -179,7 +179,7 @@ static bool parse_u64(const char *s, uint64_t *out)
  * The connection to the daemon: a REQ socket and its dialer, watched. nng
  * 1.5.2's dialer sometimes stops redialing for good after its daemon was
  * killed -9 and restarted at once (the worker's client has the same guard:
- * gpu-worker/kvclient.c); so before each request the ctl waits for a
+ * gpu-worker/engine/kvclient.c); so before each request the ctl waits for a
  * connection and replaces a dialer that brought none for CTL_REDIAL_MS.
  */
 #define CTL_REDIAL_MS 2000

@@ -87,8 +87,8 @@
 #include <lmdb.h>
 #include <xxhash.h>
 
-#include "bytes.h"
-#include "kvcopy.h"
+#include "common/bytes.h"
+#include "kvram/kvcopy.h"
 
 #define KVDISK_MAGIC      "IGKV"
 #define KVDISK_LAYOUT     2u /* 2: payload checksums are XXH3-64 (ADR 0015) */

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "arena.h"
-#include "err.h"
+#include "common/err.h"
 
 /* Kept free on the volume beside the ceiling (the spec's 10 GiB). */
 #define KVDISK_VOLUME_RESERVE (10ull << 30)

@@ -53,9 +53,9 @@
 #include <time.h>
 
 #include "arena.h"
-#include "daemon.h"
-#include "event.h"
-#include "kvcopy.h"
+#include "proto/daemon.h"
+#include "common/event.h"
+#include "kvram/kvcopy.h"
 #include "kvdisk.h"
 
 /* Keys with this bit are the daemon's staging windows; a sequence's key is

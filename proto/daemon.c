@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "event.h"
-#include "rtdir.h"
+#include "common/event.h"
+#include "common/rtdir.h"
 #include "version.h"
 
 /* Signal flag: the one kind of mutable global the style allows. */

@@ -14,7 +14,7 @@
 
 #include <sys/types.h>
 
-#include "event.h"
+#include "common/event.h"
 #include "service.h"
 
 struct dmn_args {

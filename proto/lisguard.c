@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "event.h"
+#include "common/clock.h"
+#include "common/event.h"
 #include "transport.h"
 
 /* The counters of listener `l` in snapshot `all`: its open pipes, and its

@@ -46,8 +46,8 @@
 
 #include <nng/nng.h>
 
-#include "err.h"
-#include "event.h"
+#include "common/err.h"
+#include "common/event.h"
 
 /* How often the listener's counters are read: a wedge is cured this long
  * after it happened, at most, plus one bind. */

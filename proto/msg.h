@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "common/err.h"
 
 #define MSG_PROTO_VERSION 7u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).

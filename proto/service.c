@@ -5,8 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "event.h"
+#include "common/clock.h"
+#include "common/event.h"
 #include "version.h"
 
 int svc_open(struct svc *s, const char *role, const char *rtdir, const char *name, int watchdog_ms,

@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "event.h"
+#include "common/event.h"
 #include "transport.h"
 
 /* Fill `reply` for `req` and return IG_E_OK, or return an error code with the

@@ -1,7 +1,7 @@
 /* transport.c - nng sockets carrying msg.h messages (see transport.h). */
 #define _GNU_SOURCE
 #include "transport.h"
-#include "clock.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <stdint.h>

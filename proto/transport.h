@@ -18,10 +18,10 @@
 
 #include <nng/nng.h>
 
-#include "err.h"
+#include "common/err.h"
 #include "lisguard.h"
 #include "msg.h"
-#include "rtdir.h"
+#include "common/rtdir.h"
 
 #define TP_PATH_MAX 128
 

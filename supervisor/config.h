@@ -13,9 +13,9 @@
 #ifndef IGNIS_SUPERVISOR_CONFIG_H
 #define IGNIS_SUPERVISOR_CONFIG_H
 
-#include "err.h"
-#include "knobs.h"
-#include "mfile.h"
+#include "common/err.h"
+#include "common/knobs.h"
+#include "model/mfile.h"
 
 struct cfg {
 	struct knob_input in; /* texts point into argv, environ or `file` */

@@ -11,11 +11,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "clock.h"
-#include "event.h"
+#include "common/clock.h"
+#include "common/event.h"
 #include "plan.h" /* PLAN_EXIT_CONFIG */
-#include "rtdir.h"
-#include "transport.h"
+#include "common/rtdir.h"
+#include "proto/transport.h"
 
 static int ctl__connect(const struct sup_opts *o, char *rtdir, nng_socket *s, pid_t *holder_out)
 {

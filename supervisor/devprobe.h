@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "common/err.h"
 
 /* Free bytes of the device CUDA will use (the first of CUDA_VISIBLE_DEVICES,
  * else `index` in PCI order) into *free_bytes and its name.

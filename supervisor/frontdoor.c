@@ -42,12 +42,12 @@
 #include <nng/nng.h>
 #include <nng/protocol/reqrep0/rep.h>
 
-#include "clock.h"
-#include "event.h"
-#include "model.h"
-#include "msg.h"
-#include "service.h"
-#include "transport.h"
+#include "common/clock.h"
+#include "common/event.h"
+#include "common/model.h"
+#include "proto/msg.h"
+#include "proto/service.h"
+#include "proto/transport.h"
 #include "version.h"
 
 enum door_slot_st { SLOT_SPARE, SLOT_RECV, SLOT_SEND, SLOT_PARKED };

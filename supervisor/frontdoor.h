@@ -32,8 +32,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "err.h"
-#include "model.h"
+#include "common/err.h"
+#include "common/model.h"
 
 #define DOOR_RECEIVERS   48    /* contexts always waiting for a request */
 #define DOOR_SLOTS_MAX   4096  /* contexts in all: receiving, answering, parked */

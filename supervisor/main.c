@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "knobs.h"
+#include "common/knobs.h"
 #include "plan.h"
 #include "sup.h"
 #include "version.h"

@@ -4,7 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "kvmetrics.h"
+#include "proto/kvmetrics.h"
 
 const struct met_family met_families[MET__COUNT] = {
 #define MET__ROW(ID, fname, ftype, flabels, fsource, fhelp)                                        \

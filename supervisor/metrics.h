@@ -26,8 +26,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "msg.h"
-#include "vplan.h"
+#include "proto/msg.h"
+#include "common/vplan.h"
 
 enum met_type { MET_COUNTER, MET_GAUGE, MET_HISTOGRAM };
 enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };

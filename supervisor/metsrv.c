@@ -12,10 +12,10 @@
 #include <nng/nng.h>
 #include <nng/supplemental/http/http.h>
 
-#include "clock.h"
-#include "event.h"
+#include "common/clock.h"
+#include "common/event.h"
 #include "metrics.h"
-#include "transport.h"
+#include "proto/transport.h"
 
 /* Prometheus's text exposition format, version 0.0.4. */
 #define METSRV_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"

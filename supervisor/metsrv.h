@@ -25,10 +25,10 @@
 
 #include <stdint.h>
 
-#include "err.h"
-#include "knobs.h"
+#include "common/err.h"
+#include "common/knobs.h"
 #include "proc.h"
-#include "vplan.h"
+#include "common/vplan.h"
 
 /* Figures are gathered this often: a scrape every 15 s (Prometheus's default)
  * sees figures at most about a second old. */

@@ -4,9 +4,9 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "bytesize.h"
+#include "common/bytesize.h"
 #include "devprobe.h"
-#include "event.h"
+#include "common/event.h"
 #include "version.h"
 
 int plan_make(const struct knobs *k, bool for_start, struct vplan *p, struct ig_errbuf *eb)

@@ -9,8 +9,8 @@
 #include <stdio.h>
 
 #include "config.h"
-#include "msg.h"
-#include "vplan.h"
+#include "proto/msg.h"
+#include "common/vplan.h"
 
 /* Exit codes of `plan` (and of a refused `start`). */
 #define PLAN_EXIT_OK      0

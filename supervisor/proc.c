@@ -12,9 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "event.h"
-#include "transport.h"
+#include "common/clock.h"
+#include "common/event.h"
+#include "proto/transport.h"
 #include "version.h"
 
 const char *proc_state_name(enum proc_state s)

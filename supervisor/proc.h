@@ -25,9 +25,9 @@
 
 #include <nng/nng.h>
 
-#include "err.h"
-#include "msg.h"
-#include "rtdir.h"
+#include "common/err.h"
+#include "proto/msg.h"
+#include "common/rtdir.h"
 
 /* Restart backoff: PROC_BACKOFF_MIN_MS doubling per consecutive failure up to
  * PROC_BACKOFF_MAX_MS; a child that stayed up PROC_STABLE_MS resets it. */

@@ -20,16 +20,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "common/clock.h"
 #include "config.h"
 #include "plan.h"
-#include "event.h"
+#include "common/event.h"
 #include "frontdoor.h"
 #include "metsrv.h"
-#include "mfile.h"
+#include "model/mfile.h"
 #include "proc.h"
-#include "rtdir.h"
-#include "service.h"
+#include "common/rtdir.h"
+#include "proto/service.h"
 #include "version.h"
 
 #define SUP_TICK_MS 100

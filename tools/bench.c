@@ -47,18 +47,18 @@
 #include <lmdb.h>
 #include <nng/nng.h>
 
-#include "arena.h"
-#include "kvcopy.h"
-#include "cpu_ops.h"
-#include "cpu_pool.h"
-#include "engine.h"
-#include "gguf.h"
-#include "kvclient.h"
-#include "kvdisk.h"
-#include "mfile.h"
-#include "msg.h"
-#include "seqimg.h"
-#include "transport.h"
+#include "kvstore-daemon/arena.h"
+#include "kvram/kvcopy.h"
+#include "gpu-worker/backend/cpu/cpu_ops.h"
+#include "gpu-worker/backend/cpu/cpu_pool.h"
+#include "gpu-worker/engine/engine.h"
+#include "model/gguf.h"
+#include "gpu-worker/engine/kvclient.h"
+#include "kvstore-daemon/kvdisk.h"
+#include "model/mfile.h"
+#include "proto/msg.h"
+#include "model/seqimg.h"
+#include "proto/transport.h"
 
 static double now(void)
 {

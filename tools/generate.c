@@ -33,12 +33,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bytesize.h"
-#include "model_cpu.h"
-#include "rtdir.h"
-#include "sampler.h"
-#include "tokenizer.h"
-#include "transport.h"
+#include "common/bytesize.h"
+#include "gpu-worker/backend/cpu/model_cpu.h"
+#include "common/rtdir.h"
+#include "gpu-worker/engine/sampler.h"
+#include "model/tokenizer.h"
+#include "proto/transport.h"
 
 static int die(const char *msg)
 {

@@ -44,8 +44,8 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "bytesize.h"
-#include "mfile.h"
+#include "common/bytesize.h"
+#include "model/mfile.h"
 #include "version.h"
 
 #define PROG "ignis-mkmodel"

@@ -20,7 +20,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels.h"
+#include "gpu-worker/backend/cuda/kernels.h"
 
 #define RTOL         1e-5
 #define ATOL         1e-6

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "gpu-worker/backend/cuda/kernels.h"
 
 #define MAXN 8
 

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ignis_client.h"
+#include "client/ignis_client.h"
 
 #define LOAD_SPECS 8
 

@@ -29,8 +29,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "transport.h"
+#include "common/clock.h"
+#include "proto/transport.h"
 
 /* A stream socket connected to the address under `url`, or -1. */
 static int raw_connect(const char *url)

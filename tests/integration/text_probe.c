@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "transport.h"
+#include "proto/transport.h"
 
 struct probe {
 	bool door;

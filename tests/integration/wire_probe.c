@@ -24,7 +24,7 @@
 
 #include <msgpack.h>
 
-#include "transport.h"
+#include "proto/transport.h"
 
 static int vanish(const char *path, int count)
 {

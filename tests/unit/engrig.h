@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "kvpool.h"
-#include "mfile.h"
+#include "gpu-worker/backend/backend.h"
+#include "gpu-worker/backend/kvpool.h"
+#include "model/mfile.h"
 
 #define RIG_ROUND_TOKENS 512u
 #define RIG_CONTEXT      1024u

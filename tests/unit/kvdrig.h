@@ -18,9 +18,9 @@
 
 #include <nng/nng.h>
 
-#include "arena.h"
-#include "msg.h"
-#include "transport.h"
+#include "kvstore-daemon/arena.h"
+#include "proto/msg.h"
+#include "proto/transport.h"
 
 struct daemon {
 	char dir[64], arena[64], disk[96];

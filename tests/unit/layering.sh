@@ -1,48 +1,113 @@
 #!/usr/bin/env bash
-# The engine sees only the backend table: neither it nor anything it
-# includes, transitively, includes a particular backend's headers (the cpu
-# backend's kernels, thread pool, layers and decoder; the cuda kernels) or the
-# kvstore daemon's private code (its arena, KV-disk, copy routines). The
-# daemon's wire contract (proto/) and the model facts (common/) are shared
-# and allowed. Fails naming the include chain.
-#   layering.sh SOURCE_ROOT
+# The layout shows the architecture (docs/adr/0026): every project include
+# names its component, and each component includes only the components
+# below it. In particular the engine sees only the backend table: it
+# reaches no backend's own code (gpu-worker/backend/cpu/, .../cuda/) and
+# nothing of the kvstore daemon's (kvstore-daemon/), even through another
+# header, since no component it may include may include those; the model
+# library includes nothing of gpu-worker/; the KV-RAM object's byte layout
+# (kvram/kvram_layout.h) is read by kvram/ and the daemon's index alone.
+# Fails naming the file, the line and the rule.
+#   layering.sh SOURCE_ROOT       check the tree
+#   layering.sh --self-test       check that each rule fails on a tree that
+#                                 breaks it (a copy with one bad include)
 set -uo pipefail
-root=${1:?usage: layering.sh SOURCE_ROOT}
-cd "$root" || exit 1
 
-dirs=(gpu-worker common proto kvstore-daemon kernels)
-# a particular backend's headers (gpu-worker/, by name) and private trees
-backend_private='^(cpu_ops|cpu_pool|model_cpu|layer_ffn|layer_full|layer_linear|kvfmt|copier)\.h$'
+# component -> the components its files may include (itself always)
+declare -A may=(
+	[common]=''
+	[proto]='common'
+	[kvram]='common'
+	[model]='common kvram'
+	[gpu-worker/backend/cuda]=''
+	[gpu-worker/backend]='common proto model'
+	[gpu-worker/backend/cpu]='common model gpu-worker/backend'
+	[gpu-worker/engine]='common proto kvram model gpu-worker/backend'
+	[gpu-worker]='common proto kvram model gpu-worker/backend gpu-worker/engine'
+	[kvstore-daemon]='common proto kvram'
+	[supervisor]='common proto model'
+	[client]='common proto'
+)
+# tests and tools may include any component (they test and measure them)
+open_dirs='^(tests|tools)(/|$)'
 
-resolve() { # NAME -> the path of the project header it names, or nothing
-	local d
-	for d in "${dirs[@]}"; do
-		[[ -f $d/$1 ]] && { echo "$d/$1"; return; }
-	done
+check() { # ROOT -> 0 when every rule holds
+	local root=$1 bad=0 f d inc n comp allowed line
+	cd "$root" || return 1
+	while IFS= read -r f; do
+		d=$(dirname "$f")
+		n=0
+		while IFS= read -r line; do
+			n=${line%%:*}
+			inc=${line#*:}
+			if [[ $inc != */* ]]; then
+				[[ -f $d/$inc || $inc == version.h ]] && continue
+				echo "FAIL: $f:$n: \"$inc\" is not in $d/: name its component (\"component/$inc\")" >&2
+				bad=1
+				continue
+			fi
+			if [[ ! -f $inc ]]; then
+				echo "FAIL: $f:$n: \"$inc\" is no file of the tree (paths start at the source root)" >&2
+				bad=1
+				continue
+			fi
+			comp=$(dirname "$inc")
+			if [[ $inc == kvram/kvram_layout.h && $d != kvram && $f != kvstore-daemon/arena.c ]]; then
+				echo "FAIL: $f:$n: the KV-RAM object's bytes are kvram/'s and the daemon's index's alone" >&2
+				bad=1
+			fi
+			[[ $d =~ $open_dirs || $comp == "$d" ]] && continue
+			if [[ -z ${may[$d]+set} ]]; then
+				echo "FAIL: $f:$n: $d/ is no component of the layout table (tests/unit/layering.sh)" >&2
+				bad=1
+				continue
+			fi
+			allowed=" ${may[$d]} "
+			if [[ $allowed != *" $comp "* ]]; then
+				echo "FAIL: $f:$n: $d/ includes $inc: $d/ may include only ${may[$d]:-itself}" >&2
+				bad=1
+			fi
+		done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/=\1/p;=' "$f" |
+			sed -n '/^[0-9]/{h;d};/^=/{x;G;s/\n=/:/;p}')
+	done < <(find common proto kvram model gpu-worker kvstore-daemon supervisor client tools tests \
+		-type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) 2>/dev/null | sort)
+	return $bad
 }
 
-bad=0
-declare -A seen
-walk() { # FILE CHAIN
-	local f=$1 chain=$2 inc path
-	while read -r inc; do
-		path=$(resolve "$inc")
-		[[ -n $path ]] || continue # a system header
-		if [[ $path == kvstore-daemon/* || $path == kernels/* ]]; then
-			echo "FAIL: $chain -> $path: the engine reaches the kvstore daemon's or a kernel's private code" >&2
-			bad=1
-		elif [[ $path == gpu-worker/* && $inc =~ $backend_private ]]; then
-			echo "FAIL: $chain -> $path: the engine reaches a backend's own header" >&2
-			bad=1
+self_test() { # each rule, broken once in a copy of the tree, fails the check
+	local src=$1 tmp fails=0 case file line
+	local cases=(
+		'gpu-worker/engine/engine.h|#include "gpu-worker/backend/cpu/model_cpu.h"'
+		'gpu-worker/engine/moves.c|#include "kvstore-daemon/arena.h"'
+		'gpu-worker/backend/backend.h|#include "gpu-worker/backend/cuda/kernels.h"'
+		'model/seqimg.h|#include "gpu-worker/backend/kvpool.h"'
+		'gpu-worker/engine/kvclient.c|#include "kvram/kvram_layout.h"'
+		'gpu-worker/engine/engine.c|#include "err.h"'
+		'supervisor/plan.c|#include "kvstore-daemon/kvdisk.h"'
+	)
+	tmp=$(mktemp -d) || return 1
+	trap 'rm -rf "$tmp"' RETURN
+	for case in "${cases[@]}"; do
+		file=${case%%|*}
+		line=${case#*|}
+		rm -rf "${tmp:?}"/*
+		(cd "$src" && cp -r --parents common proto kvram model gpu-worker kvstore-daemon supervisor client "$tmp"/)
+		printf '%s\n' "$line" >>"$tmp/$file"
+		if (check "$tmp") 2>/dev/null; then
+			echo "FAIL: self-test: $file with $line passed the check" >&2
+			fails=1
 		fi
-		[[ -n ${seen[$path]:-} ]] && continue
-		seen[$path]=1
-		walk "$path" "$chain -> $path"
-	done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+	done
+	(check "$src") || fails=1
+	return $fails
 }
 
-for f in gpu-worker/engine.c gpu-worker/engine.h gpu-worker/moves.c gpu-worker/roundplan.c; do
-	walk "$f" "$f"
-done
-((bad)) && exit 1
-echo "the engine includes no backend's own header and no kvstore daemon private code (${#seen[@]} headers walked)"
+if [[ ${1:-} == --self-test ]]; then
+	src=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
+	self_test "$src" || exit 1
+	echo "layering: every rule fails on a tree that breaks it"
+	exit 0
+fi
+root=${1:?usage: layering.sh SOURCE_ROOT | --self-test [SOURCE_ROOT]}
+(check "$root") || exit 1
+echo "layering: every include names its component; each component includes only those below it"

@@ -16,7 +16,7 @@ for f in supervisor/*.[ch] client/*.[ch]; do
 	while IFS= read -r hit; do
 		echo "FAIL: $f:$hit: the front door and the clients decode nothing" >&2
 		bad=1
-	done < <(grep -nE '#include "tokenizer\.h"|\btok_(stream|decode|encode|text|stops)_?[a-z_]*\(|\bTOK_(VOCAB|EOS|BOS|STREAM_MAX_OUT|SKIP_SPECIAL)\b|vocab == 260|== *"byte"|\b(tok|id|ids\[[^]]*\]) *[<>]=? *256\b' "$f")
+	done < <(grep -nE '#include "(model/)?tokenizer\.h"|\btok_(stream|decode|encode|text|stops)_?[a-z_]*\(|\bTOK_(VOCAB|EOS|BOS|STREAM_MAX_OUT|SKIP_SPECIAL)\b|vocab == 260|== *"byte"|\b(tok|id|ids\[[^]]*\]) *[<>]=? *256\b' "$f")
 done
 ((bad)) && exit 1
 echo "one-decoder: supervisor/ and client/ decode no token"

@@ -35,9 +35,9 @@
 
 #include <xxhash.h>
 
-#include "arena.h"
-#include "knobs.h"
-#include "kvcopy.h"
+#include "kvstore-daemon/arena.h"
+#include "common/knobs.h"
+#include "kvram/kvcopy.h"
 
 #define DEFAULT_SEED 20240611u
 #define BLK          ((uint64_t)ARENA_BLOCK)

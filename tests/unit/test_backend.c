@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
-#include "backend.h"
-#include "kvcopy.h"
-#include "seqimg.h"
+#include "gpu-worker/backend/backend.h"
+#include "kvram/kvcopy.h"
+#include "model/seqimg.h"
 #include "testutil.h"
 
 #define DEFAULT_SEED 20240611u

@@ -19,8 +19,8 @@
 
 #include <cmocka.h>
 
-#include "ignis_client.h"
-#include "transport.h"
+#include "client/ignis_client.h"
+#include "proto/transport.h"
 
 static void test_refusals_without_server(void **state)
 {

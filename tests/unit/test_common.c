@@ -28,11 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bytesize.h"
-#include "clock.h"
-#include "err.h"
-#include "event.h"
-#include "rtdir.h"
+#include "common/bytesize.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/event.h"
+#include "common/rtdir.h"
 
 /* ---- helpers: each names the row that failed ------------------------------- */
 

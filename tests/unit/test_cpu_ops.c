@@ -1,6 +1,6 @@
 /*
- * test_cpu_ops.c - the cpu backend's kernels (gpu-worker/cpu_ops.h) and
- * their thread pool (gpu-worker/cpu_pool.h).
+ * test_cpu_ops.c - the cpu backend's kernels (gpu-worker/backend/cpu/cpu_ops.h) and
+ * their thread pool (gpu-worker/backend/cpu/cpu_pool.h).
  *
  * Three kinds of checks:
  *  - exact: tiny hand-computed cases whose every bit is known (a 2x3 matrix
@@ -31,9 +31,9 @@
 
 #include <cmocka.h>
 
-#include "cpu_ops.h"
-#include "cpu_pool.h"
-#include "gguf.h"
+#include "gpu-worker/backend/cpu/cpu_ops.h"
+#include "gpu-worker/backend/cpu/cpu_pool.h"
+#include "model/gguf.h"
 
 #define DEFAULT_SEED 0x1c9a5eedu
 

@@ -17,10 +17,10 @@
 
 #include <cmocka.h>
 
-#include "engine.h"
+#include "gpu-worker/engine/engine.h"
 #include "testutil.h"
 #include "engrig.h"
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 #define DEFAULT_SEED 29u
 #define CONTEXT      256u

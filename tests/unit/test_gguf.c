@@ -1,5 +1,5 @@
 /*
- * test_gguf.c - the GGUF v3 reader and writer (gpu-worker/gguf.h).
+ * test_gguf.c - the GGUF v3 reader and writer (model/gguf.h).
  *
  *   - a round trip through a file of every value type, arrays of every scalar
  *     type and of strings, and tensors of F32, F16 and BF16 in 1 to 4 dims, at
@@ -39,7 +39,7 @@
 
 #include <cmocka.h>
 
-#include "gguf.h"
+#include "model/gguf.h"
 
 /* The temporary directory of this run (set by the group setup). */
 static char tmpdir[64];

@@ -28,10 +28,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "err.h"
-#include "knobs.h"
-#include "model.h"
+#include "supervisor/config.h"
+#include "common/err.h"
+#include "common/knobs.h"
+#include "common/model.h"
 
 /* ---- environment: no IGNIS_ variable of the table leaks ---------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * test_kvclient.c - the worker's kvstore client (gpu-worker/kvclient.h)
+ * test_kvclient.c - the worker's kvstore client (gpu-worker/engine/kvclient.h)
  * against a real ignis-kvstored (IGNIS_KVSTORED names the binary), started
  * in a private runtime directory and configured by the test as the
  * supervisor would (kv_config over a separate REQ socket): a 4 MiB KV-RAM
@@ -48,9 +48,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "arena.h"
-#include "kvclient.h"
-#include "transport.h"
+#include "kvstore-daemon/arena.h"
+#include "gpu-worker/engine/kvclient.h"
+#include "proto/transport.h"
 
 #define KVC_TEST_POLL_MAX_MS  50
 #define KVC_TEST_ARENA_BYTES  (4u << 20)

@@ -37,8 +37,8 @@
 #include <lmdb.h>
 #include <xxhash.h>
 
-#include "kvcopy.h"
-#include "kvdisk.h"
+#include "kvram/kvcopy.h"
+#include "kvstore-daemon/kvdisk.h"
 
 #define DEFAULT_SEED 20250611ull
 #define MiB          (1ull << 20)

@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "kvfmt.h"
+#include "model/kvfmt.h"
 
 static void test_sizes(void **state)
 {

@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "kvpool.h"
+#include "gpu-worker/backend/kvpool.h"
 
 static void test_pages_for(void **state)
 {

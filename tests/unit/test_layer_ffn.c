@@ -15,8 +15,8 @@
 
 #include <cmocka.h>
 
-#include "gguf.h"
-#include "layer_ffn.h"
+#include "model/gguf.h"
+#include "gpu-worker/backend/cpu/layer_ffn.h"
 
 static uint64_t rng_s;
 

@@ -1,6 +1,6 @@
 /*
  * test_layer_full.c - one full-attention layer over the paged KV pool
- * (gpu-worker/layer_full.h), on tiny-dense shapes.
+ * (gpu-worker/backend/cpu/layer_full.h), on tiny-dense shapes.
  *
  *  - accuracy: bf16 KV against a double-precision reference that keeps its
  *    keys and values contiguous (rounded through bf16, as stored);
@@ -24,12 +24,12 @@
 
 #include <cmocka.h>
 
-#include "cpu_pool.h"
-#include "err.h"
-#include "gguf.h"
-#include "kvpool.h"
-#include "layer_full.h"
-#include "model.h"
+#include "gpu-worker/backend/cpu/cpu_pool.h"
+#include "common/err.h"
+#include "model/gguf.h"
+#include "gpu-worker/backend/kvpool.h"
+#include "gpu-worker/backend/cpu/layer_full.h"
+#include "common/model.h"
 
 #define DEFAULT_SEED 0x1a7e4f11u
 #define N_TOK        150u /* crosses two page boundaries */

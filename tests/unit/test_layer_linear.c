@@ -1,6 +1,6 @@
 /*
  * test_layer_linear.c - the gated delta rule layer on the cpu backend
- * (gpu-worker/layer_linear.h), at the tiny-dense shapes with seeded random
+ * (gpu-worker/backend/cpu/layer_linear.h), at the tiny-dense shapes with seeded random
  * bf16 weights (IGNIS_TEST_SEED, printed).
  *
  *  - accuracy: 40 tokens against a plain double-precision copy of the math,
@@ -23,11 +23,11 @@
 
 #include <cmocka.h>
 
-#include "cpu_pool.h"
-#include "err.h"
-#include "gguf.h"
-#include "layer_linear.h"
-#include "model.h"
+#include "gpu-worker/backend/cpu/cpu_pool.h"
+#include "common/err.h"
+#include "model/gguf.h"
+#include "gpu-worker/backend/cpu/layer_linear.h"
+#include "common/model.h"
 
 #define DEFAULT_SEED 0x11a7e5edu
 #define N_TOK        40u

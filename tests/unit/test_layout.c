@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "layout.h"
-#include "plan.h"
+#include "gpu-worker/backend/layout.h"
+#include "supervisor/plan.h"
 
 /* The plan of `words` ("name=value" flags) as the worker receives it. */
 static void plan_msg(const char *words, struct vplan *p, struct msg *m)

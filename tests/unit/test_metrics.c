@@ -21,8 +21,8 @@
 
 #include <cmocka.h>
 
-#include "kvmetrics.h"
-#include "metrics.h"
+#include "proto/kvmetrics.h"
+#include "supervisor/metrics.h"
 
 #define MAXFAM 64
 

@@ -22,9 +22,9 @@
 
 #include <cmocka.h>
 
-#include "knobs.h"
-#include "mfile.h"
-#include "vplan.h"
+#include "common/knobs.h"
+#include "model/mfile.h"
+#include "common/vplan.h"
 
 static char dir[256];
 

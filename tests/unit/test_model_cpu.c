@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "model_cpu.h"
-#include "sampler.h"
+#include "gpu-worker/backend/cpu/model_cpu.h"
+#include "gpu-worker/engine/sampler.h"
 
 #define CONTEXT 256u
 #define GEN     24u

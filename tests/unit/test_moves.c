@@ -30,13 +30,13 @@
 
 #include <nng/nng.h>
 
-#include "arena.h"
-#include "engine.h"
-#include "kvclient.h"
+#include "kvstore-daemon/arena.h"
+#include "gpu-worker/engine/engine.h"
+#include "gpu-worker/engine/kvclient.h"
 #include "testutil.h"
 #include "engrig.h"
 #include "kvdrig.h"
-#include "transport.h"
+#include "proto/transport.h"
 
 #define DEFAULT_SEED 41u
 #define CONTEXT      256u

@@ -28,7 +28,7 @@
 #include <cmocka.h>
 #include <msgpack.h>
 
-#include "msg.h"
+#include "proto/msg.h"
 
 /* ---- samples generated from the declarations ------------------------------ */
 

@@ -35,7 +35,7 @@
 
 #include <cmocka.h>
 
-#include "msg.h"
+#include "proto/msg.h"
 
 static const char *doc_path = "docs/protocol.md";
 

@@ -29,7 +29,7 @@
 
 #include <cmocka.h>
 
-#include "sampler.h"
+#include "gpu-worker/engine/sampler.h"
 
 #define GAMMA UINT64_C(0x9E3779B97F4A7C15)
 

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "roundplan.h"
+#include "gpu-worker/engine/roundplan.h"
 
 #define I  SCHED_INTERACTIVE
 #define A  SCHED_AGENT

@@ -106,14 +106,14 @@
 
 #include <nng/nng.h>
 
-#include "arena.h"
-#include "clock.h"
-#include "engine.h"
-#include "kvclient.h"
+#include "kvstore-daemon/arena.h"
+#include "common/clock.h"
+#include "gpu-worker/engine/engine.h"
+#include "gpu-worker/engine/kvclient.h"
 #include "testutil.h"
 #include "engrig.h"
 #include "kvdrig.h"
-#include "transport.h"
+#include "proto/transport.h"
 
 #define DEFAULT_SEED 41u
 #define SS_CONTEXT   256u /* 4 pages: small sequences, short moves */

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "kvcopy.h"
-#include "seqimg.h"
+#include "kvram/kvcopy.h"
+#include "model/seqimg.h"
 
 #define PAGES 7
 

@@ -21,9 +21,9 @@
 
 #include <cmocka.h>
 
-#include "clock.h"
-#include "event.h"
-#include "service.h"
+#include "common/clock.h"
+#include "common/event.h"
+#include "proto/service.h"
 
 #include <nng/protocol/reqrep0/rep.h>
 

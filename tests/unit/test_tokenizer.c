@@ -29,7 +29,7 @@
 
 #include <cmocka.h>
 
-#include "tokenizer.h"
+#include "model/tokenizer.h"
 
 #define FFFD "\xEF\xBF\xBD"
 

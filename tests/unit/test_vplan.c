@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "knobs.h"
-#include "vplan.h"
+#include "common/knobs.h"
+#include "common/vplan.h"
 
 #define CARD32 "33140203520"
 #define FN32   "model=flash-next device-free-bytes=" CARD32

@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "cpu_pool.h"
-#include "err.h"
+#include "gpu-worker/backend/cpu/cpu_pool.h"
+#include "common/err.h"
 
 struct rng {
 	uint64_t s;

@@ -1,0 +1,391 @@
+/*
+ * cpu_ops.c - the cpu backend's numeric kernels (cpu_ops.h).
+ *
+ * The matrix product. Work is cut into items of MM_RB outputs x MM_TB tokens;
+ * the pool hands each thread a contiguous range of items, and each item
+ * computes its outputs from start to finish, so which thread runs an item
+ * never changes a bit. Inside an item, i runs in blocks of MM_KB: the block
+ * of MM_RB weight rows is widened from bf16 to fp32 once into `wbuf` and then
+ * serves all the item's tokens; every (output, token) pair keeps its 16 lane
+ * sums in `acc` between blocks. The micro-kernel streams one block of 4 rows
+ * against one token, holding the 4 pairs' lanes in registers (two 8-float
+ * vectors a pair) and loading each x vector once for the 4 rows; the edge
+ * kernel does one row. Both do exactly `lane += w * x` per lane in
+ * increasing i, so the edges of the matrix give the same bits as the middle.
+ *
+ * Why these sizes (measured on the 2-core AMD EPYC build machine, AVX2, no
+ * FMA in use): MM_KB = 256 floats keeps a block's 4 weight rows (4 KiB) and
+ * 16 tokens' x (16 KiB) inside a 32 KiB L1 beside the lanes (4 KiB); larger
+ * blocks ran no faster. MM_RB = 4 rows x 16 lanes = 8 of the 16 AVX2
+ * registers, plus x and temporaries: 1.25 loads per vector multiply-add, where
+ * a 2 rows x 2 tokens tile made the compiler reload both operands (2 loads)
+ * and ran ~30% slower. MM_TB = 16 tokens amortises a block's widening over 16
+ * uses and still leaves items for every thread in a prefill.
+ *
+ * Vectors are GCC/clang vector extensions (element-wise IEEE arithmetic, no
+ * reassociation, no contraction with -ffp-contract=off); on x86-64 the
+ * kernels are also cloned for AVX2 and picked at load time.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+#include "common/err.h"
+
+#define MM_RB 4
+#define MM_TB 16
+#define MM_KB 256
+#define LANES COP_DOT_LANES
+
+_Static_assert(LANES == 16, "the micro-kernels carry a lane set as two 8-float vectors");
+_Static_assert(MM_KB % LANES == 0, "blocks of i hold whole lane sets");
+
+typedef float v8f __attribute__((vector_size(32)));
+
+/* Loads and stores through memcpy: no alignment assumed, no vector passed by
+ * value across a call (that ABI differs with and without AVX). */
+#define LD8(v, p) memcpy(&(v), (p), sizeof(v8f))
+#define ST8(p, v) memcpy((p), &(v), sizeof(v8f))
+
+/*
+ * A kernel is a function of its own: inlined into its caller, register
+ * allocation there spilled the running sums. On x86-64 it is also cloned for
+ * AVX2 (a clone is called through its resolver, so it is never inlined;
+ * clang refuses `noinline` beside `target_clones`).
+ */
+/* ThreadSanitizer instruments the clones' resolver, which the dynamic loader
+ * runs before the sanitizer's runtime is up: a TSan build takes no clones. */
+#if defined(__SANITIZE_THREAD__)
+#define COP_NO_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define COP_NO_CLONES
+#endif
+#endif
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(COP_NO_CLONES)
+#if __has_attribute(target_clones)
+#define KERNEL static __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef KERNEL
+#define KERNEL static __attribute__((noinline))
+#endif
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+static ALWAYS_INLINE float bf16_f32(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/* Step 2 of the order: the fixed tree over 16 lane sums. */
+static float lanes_fold(const float *lane)
+{
+	float s[LANES];
+
+	memcpy(s, lane, sizeof(s));
+	for (int h = LANES / 2; h >= 1; h /= 2)
+		for (int l = 0; l < h; l++)
+			s[l] += s[l + h];
+	return s[0];
+}
+
+/* ---- matrix product ------------------------------------------------------ */
+
+struct mm_job {
+	const uint16_t *w16; /* one of w16 and w32 */
+	const float *w32;
+	const float *x;
+	float *y;
+	size_t n_in, n_out, n_tok;
+	size_t n_tc; /* token chunks of MM_TB */
+};
+
+/*
+ * The micro-kernels: stream i = 0 .. len-1 (a multiple of 16) of 4 weight
+ * rows wr[0..4) (or one row w0) against one token's x, adding into the lane
+ * sums of pair (r, token) at ACC(r, 0). Each pair's 16 lanes are two named
+ * 8-float vectors (named, not arrays, so the compiler keeps them in
+ * registers), and every lane does `lane += w * x` whatever the kernel.
+ */
+#define ACC(r, t)      (acc + ((size_t)(r)*MM_TB + (size_t)(t)) * LANES)
+#define DECL16(v)      v8f v##_0, v##_1
+#define LOAD16(v, p)   (LD8(v##_0, (p)), LD8(v##_1, (p) + 8))
+#define STORE16(p, v)  (ST8((p), v##_0), ST8((p) + 8, v##_1))
+#define MAC16(a, w, x) (a##_0 += w##_0 * x##_0, a##_1 += w##_1 * x##_1)
+
+KERNEL void mk_4x1(const float *const *wr, const float *x, float *acc, size_t len)
+{
+	const float *w0 = wr[0], *w1 = wr[1], *w2 = wr[2], *w3 = wr[3];
+	DECL16(a0);
+	DECL16(a1);
+	DECL16(a2);
+	DECL16(a3);
+
+	LOAD16(a0, ACC(0, 0));
+	LOAD16(a1, ACC(1, 0));
+	LOAD16(a2, ACC(2, 0));
+	LOAD16(a3, ACC(3, 0));
+	for (size_t i = 0; i < len; i += LANES) {
+		DECL16(xv);
+		DECL16(wv);
+
+		LOAD16(xv, x + i);
+		LOAD16(wv, w0 + i);
+		MAC16(a0, wv, xv);
+		LOAD16(wv, w1 + i);
+		MAC16(a1, wv, xv);
+		LOAD16(wv, w2 + i);
+		MAC16(a2, wv, xv);
+		LOAD16(wv, w3 + i);
+		MAC16(a3, wv, xv);
+	}
+	STORE16(ACC(0, 0), a0);
+	STORE16(ACC(1, 0), a1);
+	STORE16(ACC(2, 0), a2);
+	STORE16(ACC(3, 0), a3);
+}
+
+KERNEL void mk_1x1(const float *w0, const float *x0, float *acc, size_t len)
+{
+	DECL16(a);
+
+	LOAD16(a, ACC(0, 0));
+	for (size_t i = 0; i < len; i += LANES) {
+		DECL16(xv);
+		DECL16(wv);
+
+		LOAD16(wv, w0 + i);
+		LOAD16(xv, x0 + i);
+		MAC16(a, wv, xv);
+	}
+	STORE16(ACC(0, 0), a);
+}
+
+static float weight_at(const struct mm_job *j, size_t o, size_t i)
+{
+	size_t k = o * j->n_in + i;
+
+	return j->w16 ? bf16_f32(j->w16[k]) : j->w32[k];
+}
+
+KERNEL void widen_bf16(const uint16_t *src, float *dst, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		dst[i] = bf16_f32(src[i]);
+}
+
+static void mm_item(const struct mm_job *j, size_t rb, size_t tc)
+{
+	float acc[MM_RB * MM_TB * LANES] __attribute__((aligned(32)));
+	float wbuf[MM_RB][MM_KB] __attribute__((aligned(32)));
+	const float *wr[MM_RB];
+	size_t o0 = rb * MM_RB, t0 = tc * MM_TB;
+	size_t nr = j->n_out - o0 < MM_RB ? j->n_out - o0 : MM_RB;
+	size_t nt = j->n_tok - t0 < MM_TB ? j->n_tok - t0 : MM_TB;
+	size_t n_in = j->n_in, m = n_in - n_in % LANES;
+
+	memset(acc, 0, sizeof(acc));
+	for (size_t k0 = 0; k0 < m; k0 += MM_KB) {
+		size_t len = m - k0 < MM_KB ? m - k0 : MM_KB;
+		size_t t, r;
+
+		for (r = 0; r < nr; r++) {
+			if (j->w16) {
+				widen_bf16(j->w16 + (o0 + r) * n_in + k0, wbuf[r], len);
+				wr[r] = wbuf[r];
+			} else {
+				wr[r] = j->w32 + (o0 + r) * n_in + k0;
+			}
+		}
+		for (t = 0; t < nt; t++) {
+			const float *xt = j->x + (t0 + t) * n_in + k0;
+
+			if (nr == MM_RB) {
+				mk_4x1(wr, xt, ACC(0, t), len);
+			} else {
+				for (r = 0; r < nr; r++)
+					mk_1x1(wr[r], xt, ACC(r, t), len);
+			}
+		}
+	}
+
+	for (size_t r = 0; r < nr; r++)
+		for (size_t t = 0; t < nt; t++) {
+			const float *xr = j->x + (t0 + t) * n_in;
+			float s = lanes_fold(ACC(r, t));
+
+			for (size_t i = m; i < n_in; i++)
+				s += weight_at(j, o0 + r, i) * xr[i];
+			j->y[(t0 + t) * j->n_out + o0 + r] = s;
+		}
+}
+
+static void mm_range(void *ctx, size_t begin, size_t end)
+{
+	const struct mm_job *j = ctx;
+
+	for (size_t it = begin; it < end; it++)
+		mm_item(j, it / j->n_tc, it % j->n_tc);
+}
+
+static void mm_run(struct cpool *pool, struct mm_job *j)
+{
+	size_t n_rb = (j->n_out + MM_RB - 1) / MM_RB;
+
+	if (j->n_out == 0 || j->n_tok == 0)
+		return;
+	j->n_tc = (j->n_tok + MM_TB - 1) / MM_TB;
+	/* items in row-block-major order: a thread's consecutive items share
+	 * weight rows, which stay warm in its cache for the next token chunk */
+	cpool_run_sized(pool, n_rb * j->n_tc, (size_t)MM_RB * MM_TB * j->n_in, mm_range, j);
+}
+
+void cop_matmul_bf16(struct cpool *pool, const uint16_t *w, const float *x, float *y, size_t n_in,
+                     size_t n_out, size_t n_tok)
+{
+	struct mm_job j = {.w16 = w, .x = x, .y = y, .n_in = n_in, .n_out = n_out, .n_tok = n_tok};
+
+	mm_run(pool, &j);
+}
+
+void cop_matmul_f32(struct cpool *pool, const float *w, const float *x, float *y, size_t n_in,
+                    size_t n_out, size_t n_tok)
+{
+	struct mm_job j = {.w32 = w, .x = x, .y = y, .n_in = n_in, .n_out = n_out, .n_tok = n_tok};
+
+	mm_run(pool, &j);
+}
+
+float cop_dot_f32(const float *a, const float *b, size_t n)
+{
+	float lane[LANES] = {0};
+	size_t m = n - n % LANES;
+	v8f s0, s1;
+	float s;
+
+	LD8(s0, lane);
+	LD8(s1, lane + 8);
+	for (size_t i = 0; i < m; i += LANES) {
+		v8f a0, a1, b0, b1;
+
+		LD8(a0, a + i);
+		LD8(a1, a + i + 8);
+		LD8(b0, b + i);
+		LD8(b1, b + i + 8);
+		s0 += a0 * b0;
+		s1 += a1 * b1;
+	}
+	ST8(lane, s0);
+	ST8(lane + 8, s1);
+	s = lanes_fold(lane);
+	for (size_t i = m; i < n; i++)
+		s += a[i] * b[i];
+	return s;
+}
+
+/* ---- normalisation, rotation, activations -------------------------------- */
+
+void cop_rmsnorm(const float *x, const float *w, float *y, size_t n, float eps)
+{
+	float ss = cop_dot_f32(x, x, n);
+	float r = 1.0f / sqrtf(ss / (float)n + eps);
+
+	for (size_t i = 0; i < n; i++)
+		y[i] = (x[i] * r) * w[i];
+}
+
+void cop_rmsnorm_rows(const float *x, const float *w, float *y, size_t rows, size_t n, float eps)
+{
+	for (size_t r = 0; r < rows; r++)
+		cop_rmsnorm(x + r * n, w, y + r * n, n, eps);
+}
+
+int cop_rope_neox(float *q, size_t n_heads, size_t head_dim, size_t rot_dims, int64_t pos,
+                  double theta)
+{
+	size_t h = rot_dims / 2;
+
+	if (rot_dims == 0 || rot_dims % 2 || rot_dims > head_dim || !(theta > 0))
+		return IG_E_INVAL;
+	for (size_t i = 0; i < h; i++) {
+		double inv_freq = pow(theta, -(double)(2 * i) / (double)rot_dims);
+		double angle = (double)pos * inv_freq;
+		float c = (float)cos(angle), s = (float)sin(angle);
+
+		for (size_t hd = 0; hd < n_heads; hd++) {
+			float *v = q + hd * head_dim;
+			float x0 = v[i], x1 = v[i + h];
+
+			v[i] = x0 * c - x1 * s;
+			v[i + h] = x0 * s + x1 * c;
+		}
+	}
+	return 0;
+}
+
+int cop_softmax(float *x, size_t n)
+{
+	float m = -INFINITY, sum = 0.0f;
+	bool bad = false;
+
+	if (n == 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (isnan(x[i]) || x[i] == INFINITY)
+			bad = true;
+		else if (x[i] > m)
+			m = x[i];
+	}
+	if (bad) {
+		for (size_t i = 0; i < n; i++)
+			x[i] = NAN;
+		return IG_E_INVAL;
+	}
+	if (m == -INFINITY) {
+		for (size_t i = 0; i < n; i++)
+			x[i] = 0.0f;
+		return IG_E_INVAL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		x[i] = expf(x[i] - m); /* -inf - m = -inf, expf(-inf) = +0 */
+		sum += x[i];
+	}
+	/* sum >= 1: the max entry contributes expf(0) = 1 */
+	for (size_t i = 0; i < n; i++)
+		x[i] = x[i] / sum;
+	return 0;
+}
+
+void cop_swiglu(const float *gate, const float *up, float *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		float g = gate[i];
+
+		out[i] = g / (1.0f + expf(-g)) * up[i];
+	}
+}
+
+void cop_add(const float *a, const float *b, float *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = a[i] + b[i];
+}
+
+void cop_mul(const float *a, const float *b, float *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = a[i] * b[i];
+}
+
+void cop_scale(const float *x, float s, float *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = x[i] * s;
+}

@@ -1,0 +1,120 @@
+/* layer_ffn.c - the feed-forward half of a layer (see layer_ffn.h). */
+#include "layer_ffn.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+#include "model/gguf.h"
+
+static size_t lffn__align(size_t n)
+{
+	return (n + 63u) & ~(size_t)63u;
+}
+
+size_t lffn_scratch_bytes(const struct mdesc *m, uint32_t n_tok)
+{
+	size_t inter = m->family == MDESC_DENSE ? m->ffn_inter : m->expert_inter;
+	size_t sh = m->family == MDESC_DENSE ? 0 : m->shared_inter;
+	size_t f = 0;
+
+	f += lffn__align((size_t)m->hidden * sizeof(float));         /* norm weights */
+	f += lffn__align((size_t)n_tok * m->hidden * sizeof(float)); /* xn */
+	f += 2 * lffn__align((size_t)n_tok * (inter > sh ? inter : sh) * sizeof(float)); /* g, u */
+	f += lffn__align((size_t)n_tok * m->hidden * sizeof(float));                     /* out */
+	f += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)); /* router p */
+	f += lffn__align((size_t)m->hidden * sizeof(float));                /* shexp gate */
+	f += lffn__align((size_t)m->hidden * sizeof(float)); /* one routed expert's output */
+	return f;
+}
+
+static void lffn__widen(const uint16_t *in, float *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = gguf_bf16_to_f32(in[i]);
+}
+
+/* out[n_tok][hidden] = down(silu(gate xn) * up xn) for one set of weights. */
+static void lffn__swiglu(struct cpool *pool, const uint16_t *gate, const uint16_t *up,
+                         const uint16_t *down, const float *xn, size_t hidden, size_t inter,
+                         uint32_t n_tok, float *g, float *u, float *out)
+{
+	cop_matmul_bf16(pool, gate, xn, g, hidden, inter, n_tok);
+	cop_matmul_bf16(pool, up, xn, u, hidden, inter, n_tok);
+	cop_swiglu(g, u, g, (size_t)n_tok * inter);
+	cop_matmul_bf16(pool, down, g, out, inter, hidden, n_tok);
+}
+
+void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x, uint32_t n_tok,
+                  void *scratch, struct cpool *pool, uint32_t *chosen)
+{
+	size_t hidden = m->hidden;
+	size_t inter = m->family == MDESC_DENSE ? m->ffn_inter : m->expert_inter;
+	size_t sh = m->family == MDESC_DENSE ? 0 : m->shared_inter;
+	size_t wide = inter > sh ? inter : sh;
+	char *s = scratch;
+	float *normw = (float *)s;
+	float *xn = (float *)(s += lffn__align(hidden * sizeof(float)));
+	float *g = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
+	float *u = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
+	float *out = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
+	float *p = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
+	float *shg = (float *)(s += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
+	float *eo = (float *)(s + lffn__align((size_t)hidden * sizeof(float)));
+
+	lffn__widen(w->norm, normw, hidden);
+	cop_rmsnorm_rows(x, normw, xn, n_tok, hidden, m->rms_eps);
+	if (m->family == MDESC_DENSE) {
+		lffn__swiglu(pool, w->gate, w->up, w->down, xn, hidden, inter, n_tok, g, u, out);
+		cop_add(x, out, x, (size_t)n_tok * hidden);
+		return;
+	}
+	lffn__widen(w->shexp_gate, shg, hidden);
+	/* The router and the shared expert see every row at once (their weights
+	 * are the same for all tokens; a row's result does not depend on the
+	 * others); the routed experts run token by token, each token on its own
+	 * experts. The additions into a token's row keep their order: its
+	 * experts in rank order, then the gated shared expert. */
+	cop_matmul_bf16(pool, w->router, xn, p, hidden, m->experts, n_tok);
+	lffn__swiglu(pool, w->gate_sh, w->up_sh, w->down_sh, xn, hidden, sh, n_tok, g, u, out);
+	for (uint32_t t = 0; t < n_tok; t++) {
+		const float *xt = xn + (size_t)t * hidden;
+		float *x_t = x + (size_t)t * hidden, *pt = p + (size_t)t * m->experts;
+		float *sh_t = out + (size_t)t * hidden;
+		uint32_t ids[64];
+		float sum = 0.0f, gate_s;
+
+		cop_softmax(pt, m->experts);
+		/* top_k by p, ties to the lower id: selection in a fixed order */
+		for (uint32_t r = 0; r < m->top_k; r++) {
+			uint32_t best = UINT32_MAX;
+
+			for (uint32_t e = 0; e < m->experts; e++) {
+				bool taken = false;
+
+				for (uint32_t q = 0; q < r; q++)
+					taken |= ids[q] == e;
+				if (!taken && (best == UINT32_MAX || pt[e] > pt[best]))
+					best = e;
+			}
+			ids[r] = best;
+			sum += pt[best];
+		}
+		for (uint32_t r = 0; r < m->top_k; r++) {
+			size_t blk = hidden * inter;
+			uint32_t e = ids[r];
+
+			lffn__swiglu(pool, w->gate_exps + e * blk, w->up_exps + e * blk,
+			             w->down_exps + e * blk, xt, hidden, inter, 1, g, u, eo);
+			cop_scale(eo, sum > 0.0f ? pt[e] / sum : 0.0f, eo, hidden);
+			cop_add(x_t, eo, x_t, hidden);
+			if (chosen)
+				chosen[(size_t)t * m->top_k + r] = e;
+		}
+		gate_s = cop_dot_f32(shg, xt, hidden);
+		gate_s = 1.0f / (1.0f + expf(-gate_s));
+		cop_scale(sh_t, gate_s, sh_t, hidden);
+		cop_add(x_t, sh_t, x_t, hidden);
+	}
+}

@@ -1,0 +1,48 @@
+/*
+ * layer_ffn.h - a decoder layer's feed-forward half on the cpu backend:
+ * dense SwiGLU (the 27B's family) or mixture of experts with a shared expert
+ * (Flash-Next's family), for n_tok tokens of the residual stream.
+ *
+ *   xn = rmsnorm(x, ffn_norm)
+ *   dense: x += down(silu(gate xn) * up xn)
+ *   moe:   p = softmax(router xn); the top_k experts by p (ties: lower id),
+ *          weights p_e / sum of the kept p; routed = sum over them, in rank
+ *          order, of w_e down_e(silu(gate_e xn) * up_e xn);
+ *          shared = sigmoid(gate_inp_shexp . xn) down_sh(silu(gate_sh xn) * up_sh xn);
+ *          x += routed, then x += shared.
+ *
+ * Weights are bf16 in GGUF layout (docs/adr/0006). Routed experts are
+ * addressed one by one: expert e of a [n_in, n_out, experts] tensor is the
+ * contiguous block e * n_in * n_out. Every sum runs in a fixed order, so the
+ * result is bit-identical whatever the thread count and whether the tokens
+ * come as one chunk or one by one.
+ */
+#ifndef IGNIS_GPU_WORKER_LAYER_FFN_H
+#define IGNIS_GPU_WORKER_LAYER_FFN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_pool.h"
+#include "common/model.h"
+
+struct lffn_weights {
+	const uint16_t *norm; /* ffn_norm [hidden] */
+	/* dense */
+	const uint16_t *gate, *up, *down;
+	/* moe */
+	const uint16_t *router;                          /* ffn_gate_inp [hidden, experts] */
+	const uint16_t *gate_exps, *up_exps, *down_exps; /* [.., .., experts] */
+	const uint16_t *shexp_gate;                      /* ffn_gate_inp_shexp [hidden] */
+	const uint16_t *gate_sh, *up_sh, *down_sh;
+};
+
+/* Scratch bytes for n_tok tokens. */
+size_t lffn_scratch_bytes(const struct mdesc *m, uint32_t n_tok);
+
+/* x (n_tok x hidden) += the feed-forward of each token. The experts each
+ * token used go to `chosen` (n_tok x top_k ids, in rank order) when not NULL. */
+void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x, uint32_t n_tok,
+                  void *scratch, struct cpool *pool, uint32_t *chosen);
+
+#endif

@@ -1,0 +1,227 @@
+/*
+ * layer_full.c - one full-attention layer's token mixer on the cpu backend
+ * (the math and the exactness rules: layer_full.h; the page layout: kvfmt.h).
+ *
+ * Scratch (floats, in this order):
+ *   norm weights widened to fp32   hidden + 2 head_dim
+ *   xn, later the output proj.     n_tok x hidden
+ *   qg (query and gate)            n_tok x 2 q_heads head_dim
+ *   k, v                           2 x n_tok x kv_heads head_dim
+ *   o (attention output)           n_tok x q_heads head_dim
+ *   per q head: scores + one       q_heads x (max_context + head_dim)
+ *   decoded vector
+ * Tokens are attended one after another, each with a job over its q heads,
+ * so the per-head scratch does not grow with the chunk.
+ */
+#include "layer_full.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+#include "common/err.h"
+#include "model/gguf.h"
+#include "model/kvfmt.h"
+
+size_t lfull_scratch_bytes(const struct mdesc *m, uint32_t n_tok, uint64_t max_context)
+{
+	size_t hd = m->head_dim, qd = (size_t)m->q_heads * hd, kvd = (size_t)m->kv_heads * hd;
+	size_t f = m->hidden + 2 * hd;
+
+	f += (size_t)n_tok * (m->hidden + 2 * qd + 2 * kvd + qd);
+	f += (size_t)m->q_heads * ((size_t)max_context + hd);
+	return f * sizeof(float);
+}
+
+/* What the jobs share. */
+struct lfull_ctx {
+	const struct mdesc *m;
+	uint32_t full_index;
+	enum mdesc_kv_format fmt;
+	const struct kvpool *kv;
+	const struct kvseq *seq;
+	uint64_t pos0;
+	const float *q_norm, *k_norm;
+	float *qg, *k, *v, *o;
+	float *head_scratch; /* per q head: max_context + head_dim floats */
+	size_t head_stride;
+	uint32_t t; /* the attention job's token */
+	float scale;
+};
+
+static unsigned char *slot_addr(const struct lfull_ctx *c, uint64_t pos, uint32_t role, uint32_t kh)
+{
+	unsigned char *page = kvpool_page(c->kv, c->seq->table[pos / KVPOOL_PAGE_TOKENS]);
+
+	return page + kvfmt_page_offset(c->m, c->fmt, c->full_index, role, kh,
+	                                (uint32_t)(pos % KVPOOL_PAGE_TOKENS));
+}
+
+/* Items = tokens: q/k norms, RoPE, then the token's K and V into its page. */
+static void prep_fn(void *ctx, size_t begin, size_t end)
+{
+	const struct lfull_ctx *c = ctx;
+	const struct mdesc *m = c->m;
+	size_t hd = m->head_dim;
+
+	for (size_t t = begin; t < end; t++) {
+		int64_t pos = (int64_t)(c->pos0 + t);
+		float *qg = c->qg + t * 2 * m->q_heads * hd;
+		float *k = c->k + t * m->kv_heads * hd;
+		float *v = c->v + t * m->kv_heads * hd;
+
+		for (uint32_t h = 0; h < m->q_heads; h++) {
+			float *q = qg + (size_t)h * 2 * hd;
+
+			cop_rmsnorm(q, c->q_norm, q, hd, m->rms_eps);
+			/* Arguments checked by lfull_forward: cannot fail. */
+			(void)cop_rope_neox(q, 1, hd, m->rope_dims, pos, m->rope_theta);
+		}
+		cop_rmsnorm_rows(k, c->k_norm, k, m->kv_heads, hd, m->rms_eps);
+		(void)cop_rope_neox(k, m->kv_heads, hd, m->rope_dims, pos, m->rope_theta);
+		for (uint32_t kh = 0; kh < m->kv_heads; kh++) {
+			kvfmt_encode(c->fmt, k + kh * hd, (uint32_t)hd,
+			             slot_addr(c, (uint64_t)pos, 0, kh));
+			kvfmt_encode(c->fmt, v + kh * hd, (uint32_t)hd,
+			             slot_addr(c, (uint64_t)pos, 1, kh));
+		}
+	}
+}
+
+/* Items = q heads of token c->t: attention over the stored positions. */
+static void attn_fn(void *ctx, size_t begin, size_t end)
+{
+	const struct lfull_ctx *c = ctx;
+	const struct mdesc *m = c->m;
+	size_t hd = m->head_dim;
+	uint32_t group = m->q_heads / m->kv_heads;
+	uint64_t n = c->pos0 + c->t + 1; /* positions 0 .. pos */
+
+	for (size_t h = begin; h < end; h++) {
+		const float *q = c->qg + ((size_t)c->t * m->q_heads + h) * 2 * hd;
+		const float *gate = q + hd;
+		float *o = c->o + ((size_t)c->t * m->q_heads + h) * hd;
+		float *s = c->head_scratch + h * c->head_stride;
+		float *dec = s + (c->head_stride - hd);
+		uint32_t kh = (uint32_t)(h / group);
+
+		for (uint64_t j = 0; j < n; j++) {
+			kvfmt_decode(c->fmt, slot_addr(c, j, 0, kh), (uint32_t)hd, dec);
+			s[j] = cop_dot_f32(q, dec, hd) * c->scale;
+		}
+		(void)cop_softmax(s, (size_t)n);
+		for (size_t d = 0; d < hd; d++)
+			o[d] = 0.0f;
+		for (uint64_t j = 0; j < n; j++) {
+			kvfmt_decode(c->fmt, slot_addr(c, j, 1, kh), (uint32_t)hd, dec);
+			for (size_t d = 0; d < hd; d++)
+				o[d] += s[j] * dec[d];
+		}
+		for (size_t d = 0; d < hd; d++)
+			o[d] *= 1.0f / (1.0f + expf(-gate[d]));
+	}
+}
+
+static void widen(const uint16_t *w, float *out, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		out[i] = gguf_bf16_to_f32(w[i]);
+}
+
+int lfull_forward(const struct mdesc *m, uint32_t full_index, const struct lfull_weights *w,
+                  enum mdesc_kv_format fmt, const struct kvpool *kv, const struct kvseq *seq,
+                  uint64_t pos0, float *x, uint32_t n_tok, void *scratch, struct cpool *pool)
+{
+	struct lfull_seg one = {seq, pos0, n_tok};
+
+	return lfull_forward_segs(m, full_index, w, fmt, kv, &one, 1, x, scratch, pool);
+}
+
+int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct lfull_weights *w,
+                       enum mdesc_kv_format fmt, const struct kvpool *kv,
+                       const struct lfull_seg *segs, uint32_t n_segs, float *x, void *scratch,
+                       struct cpool *pool)
+{
+	size_t hd = m->head_dim, hidden = m->hidden;
+	size_t qd = (size_t)m->q_heads * hd, kvd = (size_t)m->kv_heads * hd;
+	uint64_t hb = mdesc_kv_head_bytes(fmt, m->head_dim);
+	uint64_t longest = 0;
+	size_t n_tok = 0, row = 0;
+	struct lfull_ctx c;
+	float *f = scratch, *qg, *k, *v, *o;
+
+	if (full_index >= m->full_layers || m->kv_heads == 0 || m->q_heads % m->kv_heads != 0 ||
+	    hb == 0 || kv->page_bytes < kvfmt_page_kv_bytes(m, fmt))
+		return IG_E_INVAL;
+	if (m->rope_dims == 0 || m->rope_dims % 2 != 0 || m->rope_dims > m->head_dim ||
+	    !(m->rope_theta > 0.0f))
+		return IG_E_INVAL;
+	for (uint32_t i = 0; i < n_segs; i++) {
+		uint64_t end = segs[i].pos0 + segs[i].n_tok;
+
+		if (segs[i].n_tok == 0)
+			continue;
+		if ((end - 1) / KVPOOL_PAGE_TOKENS >= segs[i].seq->n_pages)
+			return IG_E_INVAL;
+		n_tok += segs[i].n_tok;
+		longest = end > longest ? end : longest;
+	}
+	if (n_tok == 0)
+		return 0;
+
+	memset(&c, 0, sizeof(c));
+	c.m = m;
+	c.full_index = full_index;
+	c.fmt = fmt;
+	c.kv = kv;
+	c.scale = (float)(1.0 / sqrt((double)hd));
+
+	float *attn_norm = f;
+	float *q_norm = attn_norm + hidden;
+	float *k_norm = q_norm + hd;
+	float *xn = k_norm + hd;
+	qg = xn + n_tok * hidden;
+	k = qg + n_tok * 2 * qd;
+	v = k + n_tok * kvd;
+	o = v + n_tok * kvd;
+	c.head_scratch = o + n_tok * qd;
+	c.head_stride = (size_t)longest + hd;
+	c.q_norm = q_norm;
+	c.k_norm = k_norm;
+
+	widen(w->attn_norm, attn_norm, hidden);
+	widen(w->attn_q_norm, q_norm, hd);
+	widen(w->attn_k_norm, k_norm, hd);
+
+	/* The projections see every row of the round at once; a row's result
+	 * does not depend on its neighbours (cpu_ops.h). */
+	cop_rmsnorm_rows(x, attn_norm, xn, n_tok, hidden, m->rms_eps);
+	cop_matmul_bf16(pool, w->attn_q, xn, qg, hidden, 2 * qd, n_tok);
+	cop_matmul_bf16(pool, w->attn_k, xn, k, hidden, kvd, n_tok);
+	cop_matmul_bf16(pool, w->attn_v, xn, v, hidden, kvd, n_tok);
+
+	/* Attention sequence by sequence: each over its own pages. */
+	for (uint32_t i = 0; i < n_segs; i++) {
+		if (segs[i].n_tok == 0)
+			continue;
+		c.seq = segs[i].seq;
+		c.pos0 = segs[i].pos0;
+		c.qg = qg + row * 2 * qd;
+		c.k = k + row * kvd;
+		c.v = v + row * kvd;
+		c.o = o + row * qd;
+		/* Every token's K and V stored before any token attends. */
+		cpool_run_sized(pool, segs[i].n_tok,
+		                (size_t)(m->q_heads + 2u * m->kv_heads) * hd * 4u, prep_fn, &c);
+		for (uint32_t t = 0; t < segs[i].n_tok; t++) {
+			c.t = t;
+			cpool_run_sized(pool, m->q_heads, (size_t)(c.pos0 + t + 1) * hd * 2u,
+			                attn_fn, &c);
+		}
+		row += segs[i].n_tok;
+	}
+
+	cop_matmul_bf16(pool, w->attn_output, o, xn, qd, hidden, n_tok);
+	cop_add(x, xn, x, n_tok * hidden);
+	return 0;
+}

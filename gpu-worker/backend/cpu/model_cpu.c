@@ -1,0 +1,320 @@
+/* model_cpu.c - the decoder assembled from its halves (see model_cpu.h). */
+#include "model_cpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_ops.h"
+#include "model/gguf.h"
+
+struct mdl__bind {
+	const struct gguf *g;
+	const struct mdl_placer *placer;
+	struct ig_errbuf *eb;
+	int rc;
+	uint64_t placed;
+};
+
+static const uint16_t *mdl__t(struct mdl__bind *b, const char *name)
+{
+	const struct gguf_tensor *t;
+
+	if (b->rc)
+		return NULL;
+	t = gguf_find_tensor(b->g, name);
+	if (!t) {
+		b->rc = ig_errf(b->eb, IG_E_INVAL, "tensor '%s' is missing", name);
+		return NULL;
+	}
+	if (t->type != GGUF_TENSOR_BF16) {
+		b->rc = ig_errf(b->eb, IG_E_INVAL,
+		                "tensor '%s' is %s; the cpu runtime takes bf16 weights for now "
+		                "(ignis-mkmodel --dtype bf16)",
+		                name, gguf_tensor_type_name(t->type));
+		return NULL;
+	}
+	/* device weights go where the placer puts them; the routed experts
+	 * (ffn_*_exps) stay in host memory, as the plan keeps them */
+	if (b->placer && !strstr(name, "_exps.")) {
+		const void *at = NULL;
+
+		b->rc = b->placer->place(b->placer->ctx, name, t->data, t->n_bytes, &at, b->eb);
+		if (b->rc)
+			return NULL;
+		b->placed += t->n_bytes;
+		return at;
+	}
+	return t->data;
+}
+
+static const uint16_t *mdl__lt(struct mdl__bind *b, uint32_t layer, const char *what)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "blk.%u.%s.weight", layer, what);
+	return mdl__t(b, name);
+}
+
+int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb)
+{
+	return mdl_bind_placed(d, f, NULL, eb);
+}
+
+int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *placer,
+                    struct ig_errbuf *eb)
+{
+	const struct mdesc *m = &f->desc;
+	struct mdl__bind b = {&f->g, placer, eb, 0, 0};
+	uint32_t nf = 0, nl = 0;
+
+	memset(d, 0, sizeof(*d));
+	d->m = m;
+	d->layers = calloc(m->layers, sizeof(*d->layers));
+	if (!d->layers)
+		return ig_errf(eb, IG_E_NOMEM, "no memory for %u layers", m->layers);
+	d->embd = mdl__t(&b, "token_embd.weight");
+	d->out_norm = mdl__t(&b, "output_norm.weight");
+	d->output = mdl__t(&b, "output.weight");
+	for (uint32_t i = 0; i < m->layers && !b.rc; i++) {
+		struct mdl_layer *l = &d->layers[i];
+
+		l->full = mdesc_is_full_layer(m, i);
+		if (l->full) {
+			l->index = nf++;
+			l->fw.attn_norm = mdl__lt(&b, i, "attn_norm");
+			l->fw.attn_q = mdl__lt(&b, i, "attn_q");
+			l->fw.attn_k = mdl__lt(&b, i, "attn_k");
+			l->fw.attn_v = mdl__lt(&b, i, "attn_v");
+			l->fw.attn_q_norm = mdl__lt(&b, i, "attn_q_norm");
+			l->fw.attn_k_norm = mdl__lt(&b, i, "attn_k_norm");
+			l->fw.attn_output = mdl__lt(&b, i, "attn_output");
+		} else {
+			l->index = nl++;
+			l->lw.attn_norm = mdl__lt(&b, i, "attn_norm");
+			l->lw.qkv = mdl__lt(&b, i, "lin_qkv");
+			l->lw.z = mdl__lt(&b, i, "lin_z");
+			l->lw.ba = mdl__lt(&b, i, "lin_ba");
+			l->lw.conv = mdl__lt(&b, i, "lin_conv");
+			l->lw.a_log = mdl__lt(&b, i, "lin_a_log");
+			l->lw.dt_bias = mdl__lt(&b, i, "lin_dt_bias");
+			l->lw.norm = mdl__lt(&b, i, "lin_norm");
+			l->lw.out = mdl__lt(&b, i, "lin_out");
+		}
+		l->ffn.norm = mdl__lt(&b, i, "ffn_norm");
+		if (m->family == MDESC_DENSE) {
+			l->ffn.gate = mdl__lt(&b, i, "ffn_gate");
+			l->ffn.up = mdl__lt(&b, i, "ffn_up");
+			l->ffn.down = mdl__lt(&b, i, "ffn_down");
+		} else {
+			l->ffn.router = mdl__lt(&b, i, "ffn_gate_inp");
+			l->ffn.gate_exps = mdl__lt(&b, i, "ffn_gate_exps");
+			l->ffn.up_exps = mdl__lt(&b, i, "ffn_up_exps");
+			l->ffn.down_exps = mdl__lt(&b, i, "ffn_down_exps");
+			l->ffn.shexp_gate = mdl__lt(&b, i, "ffn_gate_inp_shexp");
+			l->ffn.gate_sh = mdl__lt(&b, i, "ffn_gate_shexp");
+			l->ffn.up_sh = mdl__lt(&b, i, "ffn_up_shexp");
+			l->ffn.down_sh = mdl__lt(&b, i, "ffn_down_shexp");
+		}
+	}
+	d->placed_bytes = b.placed;
+	if (b.rc) {
+		ig_errprefix(eb, "'%s'", f->g.path);
+		mdl_release(d);
+	}
+	return b.rc;
+}
+
+void mdl_release(struct mdl *d)
+{
+	free(d->layers);
+	d->layers = NULL;
+}
+
+int mdl_seq_init(const struct mdl *d, struct be_seq *s, struct ig_errbuf *eb)
+{
+	struct mdesc_lin_state ls;
+	size_t n;
+
+	mdesc_lin_state(d->m, &ls);
+	n = (size_t)ls.floats;
+
+	s->state = calloc(n ? n : 1, sizeof(float));
+	s->pos = 0;
+	if (!s->state)
+		return ig_errf(eb, IG_E_NOMEM, "no memory for a sequence's state");
+	return IG_E_OK;
+}
+
+void mdl_seq_release(struct be_seq *s)
+{
+	free(s->state);
+	s->state = NULL;
+}
+
+static size_t mdl__max(size_t a, size_t b)
+{
+	return a > b ? a : b;
+}
+
+size_t mdl_scratch_bytes(const struct mdesc *m, uint32_t n_tok, uint64_t max_context)
+{
+	size_t layer =
+	    mdl__max(lfull_scratch_bytes(m, n_tok, max_context),
+	             mdl__max(llin_scratch_bytes(m, n_tok), lffn_scratch_bytes(m, n_tok)));
+
+	/* x, the final norm's weights and output, then the layers' scratch */
+	return ((size_t)n_tok * m->hidden * 4u + 2u * m->hidden * 4u + 63u) / 64u * 64u + layer;
+}
+
+int mdl_forward(const struct mdl *d, struct be_seq *s, const uint32_t *tokens, uint32_t n_tok,
+                enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
+                float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb)
+{
+	struct be_step one = {s, tokens, n_tok, true};
+
+	if (n_tok == 0)
+		return IG_E_OK;
+	return mdl_forward_round(d, &one, 1, fmt, kv, max_context, logits, scratch, pool, eb);
+}
+
+int mdl_check_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
+                            uint64_t max_context, struct ig_errbuf *eb)
+{
+	for (uint32_t i = 0; i < n_steps; i++) {
+		const struct be_step *st = &steps[i];
+		uint64_t end = st->s->pos + st->n_tok;
+
+		if (st->n_tok == 0)
+			return ig_errf(eb, IG_E_INVAL, "step %u of the round has no tokens", i);
+		for (uint32_t j = 0; j < i; j++)
+			if (steps[j].s == st->s)
+				return ig_errf(eb, IG_E_INVAL,
+				               "steps %u and %u of the round are the same sequence",
+				               j, i);
+		if (end > max_context)
+			return ig_errf(eb, IG_E_INVAL, "%llu tokens would pass the context of %llu",
+			               (unsigned long long)end, (unsigned long long)max_context);
+		if (d->m->full_layers && (end - 1) / KVPOOL_PAGE_TOKENS >= st->s->kv.n_pages)
+			return ig_errf(eb, IG_E_INVAL,
+			               "a sequence reserved %u pages; %llu tokens need %llu",
+			               st->s->kv.n_pages, (unsigned long long)end,
+			               (unsigned long long)mdesc_pages_for(end));
+		for (uint32_t t = 0; t < st->n_tok; t++)
+			if (st->tokens[t] >= d->m->vocab)
+				return ig_errf(eb, IG_E_INVAL,
+				               "token %u at %u is outside the vocabulary of %u",
+				               st->tokens[t], t, d->m->vocab);
+	}
+	return IG_E_OK;
+}
+
+int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
+                      enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
+                      float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb)
+{
+	enum { SEGS_ON_STACK = 64 };
+	const struct mdesc *m = d->m;
+	size_t h = m->hidden, n_tok = 0, row = 0, n_out = 0;
+	struct lfull_seg fsegs_stack[SEGS_ON_STACK], *fsegs = fsegs_stack;
+	struct llin_seg lsegs_stack[SEGS_ON_STACK], *lsegs = lsegs_stack;
+	struct mdesc_lin_state lst;
+	float *x, *nw;
+	void *ls;
+	int rc;
+
+	if (n_steps == 0)
+		return IG_E_OK;
+	mdesc_lin_state(m, &lst);
+	rc = mdl_check_round(d, steps, n_steps, max_context, eb);
+	if (rc)
+		return rc;
+	for (uint32_t i = 0; i < n_steps; i++)
+		n_tok += steps[i].n_tok;
+	if (n_steps > SEGS_ON_STACK) {
+		fsegs = calloc(n_steps, sizeof(*fsegs));
+		lsegs = calloc(n_steps, sizeof(*lsegs));
+		if (!fsegs || !lsegs) {
+			rc = ig_errf(eb, IG_E_NOMEM, "no memory for a round of %u sequences",
+			             n_steps);
+			goto out;
+		}
+	}
+	x = scratch;
+	nw = x + n_tok * h;
+	ls = (char *)scratch + (n_tok * h * 4u + 2u * h * 4u + 63u) / 64u * 64u;
+
+	for (uint32_t i = 0; i < n_steps; i++) {
+		for (uint32_t t = 0; t < steps[i].n_tok; t++, row++)
+			for (size_t j = 0; j < h; j++)
+				x[row * h + j] =
+				    gguf_bf16_to_f32(d->embd[(size_t)steps[i].tokens[t] * h + j]);
+		fsegs[i] = (struct lfull_seg){&steps[i].s->kv, steps[i].s->pos, steps[i].n_tok};
+	}
+	for (uint32_t i = 0; i < m->layers; i++) {
+		const struct mdl_layer *l = &d->layers[i];
+
+		if (l->full) {
+			rc = lfull_forward_segs(m, l->index, &l->fw, fmt, kv, fsegs, n_steps, x, ls,
+			                        pool);
+		} else {
+			for (uint32_t j = 0; j < n_steps; j++) {
+				float *base = (float *)steps[j].s->state +
+				              l->index * (size_t)lst.layer_floats;
+
+				lsegs[j] =
+				    (struct llin_seg){{base, base + lst.s_floats}, steps[j].n_tok};
+			}
+			rc = llin_forward_segs(m, &l->lw, lsegs, n_steps, x, ls, pool);
+		}
+		if (rc) {
+			/* checked above: a refusal here is a shape the binding let by */
+			rc = ig_errf(eb, rc, "layer %u refused its input", i);
+			goto out;
+		}
+		lffn_forward(m, &l->ffn, x, (uint32_t)n_tok, ls, pool, NULL);
+	}
+	/* The head over the last row of each step that wants logits, at once. */
+	for (size_t j = 0; j < h; j++)
+		nw[j] = gguf_bf16_to_f32(d->out_norm[j]);
+	row = 0;
+	for (uint32_t i = 0; i < n_steps; i++) {
+		row += steps[i].n_tok;
+		if (steps[i].want_logits)
+			cop_rmsnorm(x + (row - 1) * h, nw, (float *)ls + n_out++ * h, h,
+			            m->rms_eps);
+		steps[i].s->pos += steps[i].n_tok;
+	}
+	cop_matmul_bf16(pool, d->output, ls, logits, h, m->vocab, n_out);
+	rc = IG_E_OK;
+out:
+	if (fsegs != fsegs_stack)
+		free(fsegs);
+	if (lsegs != lsegs_stack)
+		free(lsegs);
+	return rc;
+}
+
+void mdl_seq_image(const struct mdl *d, const struct be_seq *s, const struct kvpool *kv,
+                   enum mdesc_kv_format fmt, uint32_t last_token, uint64_t sampler_bytes,
+                   struct seqimg_header *h, void **pages_out)
+{
+	memset(h, 0, sizeof(*h));
+	snprintf(h->model, sizeof(h->model), "%s", d->m->name);
+	h->model_id = seqimg_model_id(d->m);
+	h->kv_format = fmt;
+	h->page_bytes = (uint32_t)mdesc_page_bytes(d->m, fmt);
+	h->tokens = s->pos;
+	/* only the pages that hold tokens travel */
+	h->pages = (uint32_t)((s->pos + 63) / 64);
+	h->last_token = last_token;
+	{
+		struct mdesc_lin_state ls;
+
+		mdesc_lin_state(d->m, &ls);
+		h->state_bytes = ls.bytes;
+	}
+	h->sampler_bytes = sampler_bytes;
+	for (uint32_t i = 0; i < h->pages && i < s->kv.n_pages; i++)
+		pages_out[i] = kvpool_page(kv, s->kv.table[i]);
+}

@@ -1,0 +1,719 @@
+/* engine.c - requests, rounds and outputs (see engine.h). */
+#include "engine_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "kvclient.h"
+#include "model/seqimg.h"
+
+const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS] = ENG_TTFT_BOUNDS_US;
+
+/* Wait for a window copy of the sequence in `slot` on the transfer stream,
+ * if one runs (its pages and state are about to change hands). */
+void eng__xfer_quiet(struct eng *e, uint32_t slot)
+{
+	struct ig_errbuf eb;
+
+	if (e->xo.step == XS_COPY && e->xo.slot == slot)
+		e->be->ops->xfer_wait(e->be, e->xo.ticket, &eb);
+	if (e->xi.step == XS_SCATTER && e->xi.slot == slot)
+		e->be->ops->xfer_wait(e->be, e->xi.ticket, &eb);
+}
+
+void eng__release_state(struct eng *e, struct eng_seq *s)
+{
+	uint32_t slot = (uint32_t)(s - e->seqs);
+
+	/* a window copy of this sequence still running reads or writes its
+	 * pages and state: it ends before they are given back */
+	eng__xfer_quiet(e, slot);
+	kvpool_free(e->kv, &s->ms.kv);
+	if (s->have_state)
+		e->be->ops->seq_release(e->be, e->d, &s->ms);
+	s->have_state = false;
+}
+
+static void eng__forget(struct eng *e, struct eng_seq *s)
+{
+	eng__release_state(e, s);
+	if (s->feed != s->prompt)
+		free(s->feed);
+	free(s->prompt);
+	free(s->out);
+	memset(s, 0, sizeof(*s));
+}
+
+uint64_t eng__key(const struct eng *e, uint64_t id)
+{
+	return ((uint64_t)e->cfg.tier_nonce << 32) | (id & 0xffffffffu);
+}
+
+void eng__queue_drop(struct eng *e, uint64_t key)
+{
+	for (uint32_t i = 0; i < e->n_drops; i++)
+		if (e->drops[i] == key)
+			return;
+	if (e->n_drops < e->cap_drops)
+		e->drops[e->n_drops++] = key;
+}
+
+static void eng__finish(struct eng *e, struct eng_seq *s, enum eng_finish why)
+{
+	if (s->in_tier) {
+		eng__queue_drop(e, eng__key(e, s->sch.id));
+		s->in_tier = false;
+	}
+	eng__release_state(e, s);
+	s->sch.phase = SCHED_DONE;
+	s->finish = why;
+	s->finished_at = ++e->finishes;
+	e->st.finished++;
+	e->st.finished_by[why]++;
+	if (e->cfg.on_finish)
+		e->cfg.on_finish(e->cfg.ctx, s->sch.id, (int)why, s->n_prompt, s->n_out);
+}
+
+int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct kvpool *kv,
+               const struct eng_cfg *cfg, struct ig_errbuf *eb)
+{
+	struct eng *e;
+	uint32_t n;
+
+	*out = NULL;
+	if (!be || !be->ops || !be->ops->round || !d || !d->impl)
+		return ig_errf(eb, IG_E_INVAL,
+		               "the %s backend has no compute for the model yet; accepted: a "
+		               "backend with a round entry (cpu)",
+		               be && be->ops ? be->ops->name : "(none)");
+	if (cfg->lanes < 1 || cfg->lanes > 64 || cfg->chunk < 1 || cfg->max_requests < 1 ||
+	    cfg->context < 1 || cfg->default_max_tokens < 1)
+		return ig_errf(eb, IG_E_INVAL,
+		               "engine: lanes %u (1..64), chunk %u, max_requests %u, context %llu "
+		               "and default max tokens %u (each >= 1)",
+		               cfg->lanes, cfg->chunk, cfg->max_requests,
+		               (unsigned long long)cfg->context, cfg->default_max_tokens);
+	if (d->states < cfg->lanes)
+		return ig_errf(eb, IG_E_INVAL,
+		               "engine: %u lanes, but the model was bound with %u state slots (a "
+		               "running sequence holds one: bind it with states >= lanes)",
+		               cfg->lanes, d->states);
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return ig_errf(eb, IG_E_NOMEM, "no memory for the engine");
+	e->be = be;
+	e->d = d;
+	e->kv = kv;
+	e->cfg = *cfg;
+	e->n_slots = n = cfg->max_requests;
+	/* a round runs every lane holder and at most `chunk` prefill steps */
+	e->max_steps = cfg->lanes + (cfg->chunk < n ? cfg->chunk : n);
+	e->seqs = calloc(n, sizeof(*e->seqs));
+	e->snap = calloc(n, sizeof(*e->snap));
+	e->snap_slot = calloc(n, sizeof(*e->snap_slot));
+	e->order = calloc(n, sizeof(*e->order));
+	e->r.admit = calloc(n, sizeof(uint32_t));
+	e->r.grant = calloc(n, sizeof(uint32_t));
+	e->r.decode = calloc(n, sizeof(uint32_t));
+	e->r.prefill = calloc(n, sizeof(*e->r.prefill));
+	e->r.restore = calloc(n, sizeof(uint32_t));
+	e->r.victims = calloc(n, sizeof(uint32_t));
+	e->vq = calloc(n, sizeof(uint32_t));
+	e->iq = calloc(n, sizeof(uint32_t));
+	e->cap_drops = 2 * n;
+	e->drops = calloc(e->cap_drops, sizeof(uint64_t));
+	e->steps = calloc(e->max_steps, sizeof(*e->steps));
+	e->step_slot = calloc(e->max_steps, sizeof(*e->step_slot));
+	e->logits = calloc((size_t)e->max_steps * d->m->vocab, sizeof(float));
+	e->smp_scratch = malloc(smp_scratch_bytes(d->m->vocab));
+	if (!e->seqs || !e->snap || !e->snap_slot || !e->order || !e->r.admit || !e->r.grant ||
+	    !e->r.decode || !e->r.prefill || !e->steps || !e->step_slot || !e->logits ||
+	    !e->smp_scratch || !e->r.restore || !e->r.victims || !e->vq || !e->iq || !e->drops) {
+		eng_destroy(e);
+		return ig_errf(eb, IG_E_NOMEM, "no memory for an engine of %u requests", n);
+	}
+	e->next_id = 1;
+	if ((cfg->kv_out != NULL) != (cfg->kv_in != NULL) ||
+	    (cfg->kv_out && (!cfg->window_out || !cfg->window_in))) {
+		eng_destroy(e);
+		return ig_errf(eb, IG_E_INVAL,
+		               "engine: moves need both kvstore clients and both window sizes "
+		               "(out %llu, in %llu bytes)",
+		               (unsigned long long)cfg->window_out,
+		               (unsigned long long)cfg->window_in);
+	}
+	if (cfg->kv_out && (cfg->tier_nonce == 0 || cfg->tier_nonce > INT32_MAX)) {
+		eng_destroy(e);
+		return ig_errf(
+		    eb, IG_E_INVAL,
+		    "engine: tier nonce %u; accepted: 1 to 2^31-1 (a key's owner, msg.h)",
+		    cfg->tier_nonce);
+	}
+	if (cfg->kv_out) {
+		struct ig_errbuf e2 = {0};
+		struct msg q;
+
+		e->moves = true;
+		e->xo = (struct eng_xfer){.c = cfg->kv_out, .window = cfg->window_out};
+		e->xi = (struct eng_xfer){.c = cfg->kv_in, .window = cfg->window_in};
+		e->xo.pages = calloc(kv->n_pages ? kv->n_pages : 1, sizeof(void *));
+		e->xi.pages = calloc(kv->n_pages ? kv->n_pages : 1, sizeof(void *));
+		e->xi.sums = calloc(KVC_MAX_WINDOWS, sizeof(uint64_t));
+		if (!e->xo.pages || !e->xi.pages || !e->xi.sums) {
+			eng_destroy(e);
+			return ig_errf(eb, IG_E_NOMEM, "no memory for the engine's moves");
+		}
+		if (!be->ops->img_gather_async || !be->ops->img_scatter_async) {
+			eng_destroy(e);
+			return ig_errf(eb, IG_E_INVAL,
+			               "the %s backend cannot move a sequence's windows (no image "
+			               "copies on its transfer stream)",
+			               be->ops->name);
+		}
+		/* first on the out client: what an earlier worker left in the
+		 * tiers goes (its requests ended with it); the reply is only
+		 * collected, the moves do not wait for it */
+		kvc_req_sweep(&q, cfg->tier_nonce);
+		e->xo.step = XS_DROP;
+		e->xo.waiting = kvc_start(e->xo.c, &q, &e2) == IG_E_OK;
+		if (!e->xo.waiting)
+			e->xo.step = XS_IDLE;
+	}
+	*out = e;
+	return IG_E_OK;
+}
+
+void eng_destroy(struct eng *e)
+{
+	if (!e)
+		return;
+	if (e->moves) { /* a window copy in flight ends first */
+		struct ig_errbuf eb;
+
+		e->be->ops->xfer_wait(e->be, e->xo.ticket, &eb);
+		e->be->ops->xfer_wait(e->be, e->xi.ticket, &eb);
+	}
+	for (uint32_t i = 0; e->seqs && i < e->n_slots; i++)
+		if (e->seqs[i].used)
+			eng__forget(e, &e->seqs[i]);
+	free(e->seqs);
+	free(e->snap);
+	free(e->snap_slot);
+	free(e->order);
+	free(e->r.admit);
+	free(e->r.grant);
+	free(e->r.decode);
+	free(e->r.prefill);
+	free(e->r.restore);
+	free(e->r.victims);
+	free(e->vq);
+	free(e->iq);
+	free(e->drops);
+	free(e->xo.pages);
+	free(e->xi.pages);
+	free(e->xi.sums);
+	free(e->steps);
+	free(e->step_slot);
+	free(e->logits);
+	free(e->smp_scratch);
+	free(e);
+}
+
+struct eng_seq *eng__find(const struct eng *e, uint64_t id)
+{
+	for (uint32_t i = 0; i < e->n_slots; i++)
+		if (e->seqs[i].used && e->seqs[i].sch.id == id)
+			return &e->seqs[i];
+	return NULL;
+}
+
+/* A free slot, forgetting the oldest finished request if need be. */
+static struct eng_seq *eng__slot(struct eng *e)
+{
+	struct eng_seq *oldest = NULL;
+
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		struct eng_seq *s = &e->seqs[i];
+
+		if (!s->used)
+			return s;
+		if (s->sch.phase == SCHED_DONE && (!oldest || s->finished_at < oldest->finished_at))
+			oldest = s;
+	}
+	if (oldest)
+		eng__forget(e, oldest);
+	return oldest;
+}
+
+int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out,
+               struct ig_errbuf *eb)
+{
+	const struct mdesc *m = e->d->m;
+	uint64_t cap = r->max_tokens ? r->max_tokens : e->cfg.default_max_tokens;
+	uint32_t pages;
+	bool cut = false;
+	struct eng_seq *s;
+	int rc;
+
+	if (r->n_prompt == 0)
+		return ig_errf(eb, IG_E_INVAL, "prompt: empty; give at least one token");
+	if (r->n_prompt >= e->cfg.context)
+		return ig_errf(eb, IG_E_REQ_CONTEXT,
+		               "prompt: %u tokens; the context is %llu, and the prompt must leave "
+		               "room for one generated token",
+		               r->n_prompt, (unsigned long long)e->cfg.context);
+	for (uint32_t i = 0; i < r->n_prompt; i++)
+		if (r->prompt[i] >= m->vocab)
+			return ig_errf(eb, IG_E_INVAL,
+			               "prompt[%u]: token %u is outside the vocabulary (0..%u)", i,
+			               r->prompt[i], m->vocab - 1);
+	if (r->cls != SCHED_INTERACTIVE && r->cls != SCHED_AGENT)
+		return ig_errf(eb, IG_E_INVAL, "class: %d; accepted: interactive, agent",
+		               (int)r->cls);
+	rc = smp_params_check(&r->smp, m->vocab, eb);
+	if (rc)
+		return rc;
+	if (r->n_prompt + cap > e->cfg.context) {
+		cap = e->cfg.context - r->n_prompt;
+		cut = true;
+	}
+	pages = kvpool_pages_for(r->n_prompt, cap, e->cfg.context);
+	if (m->full_layers && pages > e->kv->n_pages)
+		return ig_errf(eb, IG_E_REQ_POOL,
+		               "prompt %u + max_tokens %llu tokens reserve %u pages; the whole KV "
+		               "pool has %u (%llu tokens): lower max_tokens or the prompt",
+		               r->n_prompt, (unsigned long long)cap, pages, e->kv->n_pages,
+		               (unsigned long long)e->kv->n_pages * KVPOOL_PAGE_TOKENS);
+	if (!m->full_layers)
+		pages = 0;
+	s = eng__slot(e);
+	if (!s)
+		return ig_errf(eb, IG_E_BUSY,
+		               "%u requests are running, the most this worker keeps; try again "
+		               "when one finishes",
+		               e->n_slots);
+	s->prompt = malloc((size_t)r->n_prompt * sizeof(uint32_t));
+	s->out = malloc((size_t)cap * sizeof(uint32_t));
+	if (!s->prompt || !s->out) {
+		free(s->prompt);
+		free(s->out);
+		s->prompt = s->out = NULL;
+		return ig_errf(eb, IG_E_NOMEM, "no memory for a request of %u + %llu tokens",
+		               r->n_prompt, (unsigned long long)cap);
+	}
+	memcpy(s->prompt, r->prompt, (size_t)r->n_prompt * sizeof(uint32_t));
+	s->feed = s->prompt;
+	s->n_prompt = r->n_prompt;
+	s->used = true;
+	s->sch = (struct sched_seq){.id = e->next_id++,
+	                            .cls = r->cls,
+	                            .arrival = ++e->arrivals,
+	                            .prompt = r->n_prompt,
+	                            .pages = pages,
+	                            .prefilled = 0,
+	                            .phase = SCHED_WAITING};
+	s->smp = r->smp;
+	smp_init(&s->rng, &r->smp);
+	s->cap = (uint32_t)cap;
+	s->cap_cut = cut;
+	s->submit_us = clk_mono_us();
+	e->st.submitted++;
+	e->st.prompt_tokens += r->n_prompt;
+	*out = (struct eng_admission){s->sch.id, r->n_prompt, (uint32_t)cap, pages};
+	return IG_E_OK;
+}
+
+/* The planner's view of the live requests, in e->snap (slots in snap_slot). */
+static uint32_t eng__snapshot(struct eng *e)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		if (!e->seqs[i].used || e->seqs[i].sch.phase == SCHED_DONE)
+			continue;
+		e->snap[n] = e->seqs[i].sch;
+		e->snap[n].stay = e->seqs[i].stay_until > e->st.rounds;
+		e->snap_slot[n++] = i;
+	}
+	return n;
+}
+
+static uint32_t eng__plan(struct eng *e, uint32_t n)
+{
+	/* a state slot a lane: the plan's lane_state line holds `lanes` states (ADR 0027) */
+	const struct sched_cfg cfg = {
+	    .lanes = e->cfg.lanes, .slots = e->cfg.lanes, .chunk = e->cfg.chunk, .moves = e->moves};
+
+	return sched_plan(&cfg, e->snap, n, e->kv->n_free, e->order, &e->r);
+}
+
+bool eng_busy(struct eng *e)
+{
+	if (e->moves &&
+	    (e->xo.step != XS_IDLE || e->xi.step != XS_IDLE || e->n_vq || e->n_iq || e->n_drops))
+		return true;
+	e->r.n_restore = e->r.n_victims = 0;
+	return eng__plan(e, eng__snapshot(e)) > 0 || e->r.n_restore > 0 || e->r.n_victims > 0;
+}
+
+static void eng__stop(struct eng *e, struct eng_seq *s, uint32_t keep);
+
+/* Take the sampled token of a step that produced logits. */
+static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
+{
+	uint32_t tok = smp_pick(&s->smp, &s->rng, logits, e->d->m->vocab, e->smp_scratch);
+
+	s->out[s->n_out++] = tok;
+	e->st.generated_tokens++;
+	if (s->n_out == 1) {
+		/* one clock read per request: the first token's latency */
+		uint64_t us = clk_mono_us() - s->submit_us;
+		uint32_t b = 0;
+
+		while (b < ENG_TTFT_NBOUNDS && us > eng_ttft_bounds_us[b])
+			b++;
+		e->st.ttft[b]++;
+		e->st.ttft_sum_us += us;
+	}
+	if (e->cfg.on_token) {
+		uint32_t keep = e->cfg.on_token(e->cfg.ctx, s->sch.id, s->out, s->n_out);
+
+		if (keep < s->n_out) {
+			eng__stop(e, s, keep);
+			return;
+		}
+	}
+	if (tok == e->cfg.eos)
+		eng__finish(e, s, ENG_EOS);
+	else if (s->n_out >= s->cap)
+		eng__finish(e, s, s->cap_cut ? ENG_CONTEXT : ENG_LENGTH);
+}
+
+/* ---- moves (engine.h; ADR 0017) ---------------------------------------------- */
+
+void eng__event(struct eng *e, const struct eng_event *ev)
+{
+	if (e->cfg.on_event)
+		e->cfg.on_event(e->cfg.ctx, ev);
+}
+
+void eng__seq_event(struct eng *e, enum eng_event_kind kind, const struct eng_seq *s)
+{
+	eng__event(e, &(struct eng_event){.kind = kind,
+	                                  .id = s->sch.id,
+	                                  .for_id = s->for_id,
+	                                  .cls = (int)s->sch.cls,
+	                                  .pages = s->sch.pages});
+}
+
+/* Is the sequence a transfer is working on still the one, in that phase? */
+struct eng_seq *eng__xfer_seq(struct eng *e, const struct eng_xfer *x, enum sched_phase ph)
+{
+	struct eng_seq *s = &e->seqs[x->slot];
+
+	return s->used && s->sch.id == x->id && s->sch.phase == ph ? s : NULL;
+}
+
+/* Its tier record is gone (given up, lost, or the move in failed): prefill
+ * it again from the start in the pages it holds, the tokens it generated
+ * replayed (the last one is fed by the next decode, as before the move). */
+int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_errbuf *eb)
+{
+	uint32_t n = s->n_prompt + (s->n_out ? s->n_out - 1 : 0);
+	uint32_t *feed = s->feed;
+	int rc;
+
+	if (s->have_state)
+		e->be->ops->seq_release(e->be, e->d, &s->ms);
+	s->have_state = false;
+	rc = e->be->ops->seq_init(e->be, e->d, &s->ms, eb);
+	if (rc)
+		return rc;
+	s->have_state = true;
+	if (n > s->n_prompt) {
+		feed = malloc((size_t)n * sizeof(uint32_t));
+		if (!feed)
+			return ig_errf(eb, IG_E_NOMEM, "no memory to replay request %llu",
+			               (unsigned long long)s->sch.id);
+		memcpy(feed, s->prompt, (size_t)s->n_prompt * sizeof(uint32_t));
+		memcpy(feed + s->n_prompt, s->out, (size_t)(n - s->n_prompt) * sizeof(uint32_t));
+		if (s->feed != s->prompt)
+			free(s->feed);
+	} else {
+		feed = s->prompt;
+	}
+	s->feed = feed;
+	s->sch.prompt = n;
+	s->sch.prefilled = 0;
+	s->replay_skip = s->n_out > 0;
+	s->sch.phase = SCHED_PREFILL;
+	s->in_tier = false;
+	e->st.lost++;
+	eng__event(e, &(struct eng_event){.kind = ENG_EV_LOST,
+	                                  .id = s->sch.id,
+	                                  .cls = (int)s->sch.cls,
+	                                  .pages = s->sch.pages,
+	                                  .why = why});
+	return IG_E_OK;
+}
+
+/* Reserve a sequence's whole reservation and a fresh state (an admission
+ * or a restore: the plan counted the free pages, so they fit). */
+static int eng__take_pages(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb)
+{
+	int err = 0, rc;
+
+	if (!kvpool_try_reserve(e->kv, &s->ms.kv, (uint32_t)s->sch.id, s->sch.pages, &err))
+		return ig_errf(eb, err ? err : IG_E_INVAL,
+		               "request %llu: %u pages did not fit where the plan saw %u free",
+		               (unsigned long long)s->sch.id, s->sch.pages, e->kv->n_free);
+	rc = e->be->ops->seq_init(e->be, e->d, &s->ms, eb);
+	if (rc) {
+		kvpool_free(e->kv, &s->ms.kv);
+		return rc;
+	}
+	s->have_state = true;
+	return IG_E_OK;
+}
+
+/* Apply the plan's restores (pages reserved now, windows later) and its
+ * victims (after the round's compute: they ran this round still). */
+static int eng__restores(struct eng *e, struct ig_errbuf *eb)
+{
+	for (uint32_t k = 0; k < e->r.n_restore; k++) {
+		uint32_t slot = e->snap_slot[e->r.restore[k]];
+		struct eng_seq *s = &e->seqs[slot];
+		int rc = eng__take_pages(e, s, eb);
+
+		if (rc)
+			return rc;
+		s->sch.phase = SCHED_MOVING_IN;
+		e->iq[e->n_iq++] = slot;
+	}
+	return IG_E_OK;
+}
+
+static void eng__victims(struct eng *e)
+{
+	uint64_t for_id;
+
+	if (!e->r.n_victims || e->r.need < 0)
+		return;
+	for_id = e->snap[e->r.need].id;
+	for (uint32_t k = 0; k < e->r.n_victims; k++) {
+		uint32_t slot = e->snap_slot[e->r.victims[k]];
+		struct eng_seq *s = &e->seqs[slot];
+
+		if (!s->used || (s->sch.phase != SCHED_PREFILL && s->sch.phase != SCHED_READY &&
+		                 s->sch.phase != SCHED_DECODE))
+			continue; /* finished this round */
+		s->resume = s->sch.phase == SCHED_PREFILL ? SCHED_PREFILL : SCHED_READY;
+		s->sch.phase = SCHED_MOVING_OUT;
+		s->for_id = for_id;
+		e->vq[e->n_vq++] = slot;
+		eng__seq_event(e, ENG_EV_EVICTED, s);
+	}
+}
+
+static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb);
+
+int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
+{
+	int rc = eng__round(e, ran, eb);
+
+	/* the window copies posted at the start of the round ran beside its
+	 * compute: their commits go, or the moved sequence resumes, now */
+	if (e->moves)
+		engmv_collect(e);
+	return rc;
+}
+
+static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
+{
+	uint32_t n = 0, n_steps = 0, n_logits = 0, tokens;
+	int rc;
+
+	*ran = 0;
+	if (e->moves) {
+		engmv_stop_needless(e);
+		engmv_turn(e);
+	}
+	n = eng__snapshot(e);
+	tokens = eng__plan(e, n);
+	rc = eng__restores(e, eb);
+	if (rc)
+		return rc;
+	/* admissions: the plan counted the free pages, so each fits */
+	for (uint32_t k = 0; k < e->r.n_admit; k++) {
+		struct eng_seq *s = &e->seqs[e->snap_slot[e->r.admit[k]]];
+
+		rc = eng__take_pages(e, s, eb);
+		if (rc)
+			return rc;
+		s->sch.phase = SCHED_PREFILL;
+		e->st.admitted++;
+		eng__seq_event(e, ENG_EV_ADMITTED, s);
+	}
+	for (uint32_t k = 0; k < e->r.n_grant; k++)
+		e->seqs[e->snap_slot[e->r.grant[k]]].sch.phase = SCHED_DECODE;
+	if (tokens == 0) {
+		eng__victims(e);
+		return IG_E_OK;
+	}
+	/* the batch: decode tokens first, then the prefill chunks */
+	for (uint32_t k = 0; k < e->r.n_decode; k++) {
+		uint32_t slot = e->snap_slot[e->r.decode[k]];
+		struct eng_seq *s = &e->seqs[slot];
+
+		e->step_slot[n_steps] = slot;
+		e->steps[n_steps++] = (struct be_step){&s->ms, &s->out[s->n_out - 1], 1, true};
+		n_logits++;
+	}
+	for (uint32_t k = 0; k < e->r.n_prefill; k++) {
+		const struct sched_chunk *c = &e->r.prefill[k];
+		uint32_t slot = e->snap_slot[c->seq];
+		struct eng_seq *s = &e->seqs[slot];
+		/* the end of a replay takes no logits: its token was generated */
+		bool last = c->from + c->n == s->sch.prompt && !s->replay_skip;
+
+		e->step_slot[n_steps] = slot;
+		e->steps[n_steps++] = (struct be_step){&s->ms, s->feed + c->from, c->n, last};
+		n_logits += last;
+	}
+	rc = e->be->ops->round(e->be, e->d, e->steps, n_steps, e->cfg.fmt, e->kv, e->cfg.context,
+	                       e->logits, eb);
+	if (rc)
+		return rc;
+	n_logits = 0;
+	for (uint32_t k = 0; k < n_steps; k++) {
+		struct eng_seq *s = &e->seqs[e->step_slot[k]];
+
+		if (s->sch.phase == SCHED_PREFILL) {
+			s->sch.prefilled += e->steps[k].n_tok;
+			if (s->sch.prefilled < s->sch.prompt)
+				continue;
+			s->sch.phase = SCHED_READY;
+			if (s->replay_skip) {
+				s->replay_skip = false;
+				continue;
+			}
+		}
+		eng__emit(e, s, e->logits + (size_t)n_logits++ * e->d->m->vocab);
+	}
+	eng__victims(e);
+	e->st.rounds++;
+	e->st.decode_tokens += e->r.n_decode;
+	e->st.prefill_tokens += e->r.prefill_tokens;
+	*ran = tokens;
+	return IG_E_OK;
+}
+
+int eng_tokens(const struct eng *e, uint64_t id, uint32_t from, uint32_t max, uint32_t *out,
+               uint32_t *n, struct eng_status *st, struct ig_errbuf *eb)
+{
+	const struct eng_seq *s = eng__find(e, id);
+	uint32_t k;
+
+	*n = 0;
+	if (!s)
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "id: no request %llu (finished ones are kept "
+		               "until forgotten)",
+		               (unsigned long long)id);
+	if (from > s->n_out)
+		return ig_errf(eb, IG_E_INVAL, "from: %u; request %llu has generated %u tokens",
+		               from, (unsigned long long)id, s->n_out);
+	k = s->n_out - from < max ? s->n_out - from : max;
+	memcpy(out, s->out + from, (size_t)k * sizeof(uint32_t));
+	*n = k;
+	st->phase = s->sch.phase;
+	st->finish = s->finish;
+	st->generated = s->n_out;
+	return IG_E_OK;
+}
+
+int eng_output(const struct eng *e, uint64_t id, const uint32_t **out, struct eng_status *st,
+               struct ig_errbuf *eb)
+{
+	const struct eng_seq *s = eng__find(e, id);
+
+	*out = NULL;
+	if (!s)
+		return ig_errf(eb, IG_E_NOTFOUND,
+		               "id: no request %llu (finished ones are kept "
+		               "until forgotten)",
+		               (unsigned long long)id);
+	*out = s->n_out ? s->out : NULL;
+	st->phase = s->sch.phase;
+	st->finish = s->finish;
+	st->generated = s->n_out;
+	return IG_E_OK;
+}
+
+/* End a running request at its first `keep` tokens (a stop string found by
+ * cfg.on_token): the tokens after are dropped, finish ENG_STOP. */
+static void eng__stop(struct eng *e, struct eng_seq *s, uint32_t keep)
+{
+	s->n_out = keep;
+	eng__finish(e, s, ENG_STOP);
+}
+
+int eng_cancel(struct eng *e, uint64_t id, struct ig_errbuf *eb)
+{
+	struct eng_seq *s = eng__find(e, id);
+
+	if (!s)
+		return ig_errf(eb, IG_E_NOTFOUND, "id: no request %llu", (unsigned long long)id);
+	if (s->sch.phase == SCHED_DONE)
+		eng__forget(e, s);
+	else
+		eng__finish(e, s, ENG_CANCELLED);
+	return IG_E_OK;
+}
+
+void eng_stats(const struct eng *e, struct eng_stats *st)
+{
+	*st = e->st;
+	st->live = st->waiting = st->lanes_used = st->prefill = st->ready = 0;
+	st->moving_out = st->moved = st->moving_in = 0;
+	st->pending_pages = 0;
+	for (uint32_t i = 0; i < e->n_slots; i++) {
+		const struct eng_seq *s = &e->seqs[i];
+
+		if (!s->used || s->sch.phase == SCHED_DONE)
+			continue;
+		st->live++;
+		st->waiting += s->sch.phase == SCHED_WAITING;
+		st->prefill += s->sch.phase == SCHED_PREFILL;
+		st->ready += s->sch.phase == SCHED_READY;
+		st->lanes_used += s->sch.phase == SCHED_DECODE;
+		st->moving_out += s->sch.phase == SCHED_MOVING_OUT;
+		st->moved += s->sch.phase == SCHED_MOVED;
+		st->moving_in += s->sch.phase == SCHED_MOVING_IN;
+		if (s->sch.phase == SCHED_WAITING)
+			st->pending_pages += s->sch.pages;
+	}
+	st->free_pages = e->kv->n_free;
+}
+
+const char *eng_finish_name(enum eng_finish f)
+{
+	switch (f) {
+	case ENG_RUNNING:
+		return "";
+	case ENG_LENGTH:
+		return "length";
+	case ENG_CONTEXT:
+		return "context";
+	case ENG_EOS:
+		return "eos";
+	case ENG_CANCELLED:
+		return "cancelled";
+	case ENG_STOP:
+		return "stop";
+	}
+	return "error";
+}

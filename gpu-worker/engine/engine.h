@@ -1,0 +1,233 @@
+/*
+ * engine.h - requests, rounds and outputs on one model and one KV pool: the
+ * part of the gpu-worker that applies the planner's rounds (roundplan.h) to a
+ * model bound on a backend. It sees only the backend table (backend.h) and
+ * its neutral types (devseq.h): no backend's own type, no device memory read
+ * or written but through the table.
+ *
+ * A request is submitted with its prompt as token ids, its cap and its
+ * sampling; it is checked at once (a prompt longer than the context, or a
+ * reservation larger than the whole pool, is refused naming the figures;
+ * anything else waits for room and is never refused for it). Each call of
+ * eng_round runs one round: admissions, lanes, one decode token per lane
+ * holder and the prefill chunks, all as one batch. Outputs are kept per
+ * request until it is forgotten (eng_forget, or a cancel of a finished one),
+ * read from any index as often as wanted: a reader that lost a reply asks
+ * again from the same index and gets the same tokens.
+ *
+ * Exactness: a request's tokens depend only on the model, its prompt and its
+ * sampling (seed included), never on the lanes, the chunk width or the other
+ * requests in flight (tests/unit/test_engine.c).
+ *
+ * Moves (issue 7; docs/design.md, section 4; ADR 0017). With the kvstore daemon's
+ * clients in the configuration, a waiting request that does not fit makes
+ * room: the planner picks victims (roundplan.h), each sits out of rounds and
+ * goes to KV-RAM (straight to KV-disk when KV-RAM cannot take it) as a
+ * sequence image (seqimg.h) a window at a time, one window per round per
+ * direction, each copied beside the round's compute on the backend's
+ * transfer stream (be_ops.img_gather_async, img_scatter_async); its pages
+ * are given back once its last window is committed, and the requester is
+ * admitted then. A moved sequence comes back in rank order into free room
+ * for its whole reservation, up to the in-window a round from KV-RAM or a
+ * window a round from KV-disk, and resumes where it stopped (a lane holder
+ * takes a lane again, a half-prefilled one goes on prefilling): the
+ * same tokens as if it had never moved. A sequence whose record the tier
+ * lost (given up with KV-disk off, or found torn or corrupt) is prefilled
+ * again from the start, its generated tokens replayed: still the same
+ * tokens. The kvstore daemon dying mid-move loses nothing: a move out that
+ * did not land leaves the victim its pages; the clients resend to the
+ * restarted daemon and a move in starts again.
+ *
+ * Not thread-safe: one thread submits, runs rounds and reads.
+ */
+#ifndef IGNIS_GPU_WORKER_ENGINE_H
+#define IGNIS_GPU_WORKER_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu-worker/backend/backend.h"
+#include "gpu-worker/backend/devseq.h"
+#include "gpu-worker/backend/kvpool.h"
+#include "roundplan.h"
+#include "sampler.h"
+
+struct kvc;
+
+/* What the engine tells its owner (the worker's events; may be ignored). */
+enum eng_event_kind {
+	ENG_EV_ADMITTED = 1, /* pages reserved, prefill starts */
+	ENG_EV_EVICTED,      /* chosen as a victim for `for_id`: its move out starts */
+	ENG_EV_MOVED,        /* a move ended: out (dir_out) or in, `bytes` in `windows` */
+	ENG_EV_RESTORED,     /* back on the device, resuming */
+	ENG_EV_LOST,         /* its tier record is gone: prefilled again from the start */
+	ENG_EV_MOVE_REFUSED, /* the tier had no room for it: it stays, and runs on */
+	ENG_EV_MOVE_STOPPED, /* its need went (admitted from room freed elsewhere, or
+	                        gone) before the move landed: it keeps its pages and
+	                        runs on, the tier drops what it got */
+};
+
+struct eng_event {
+	enum eng_event_kind kind;
+	uint64_t id, for_id;
+	int cls; /* enum sched_class */
+	uint32_t pages;
+	bool dir_out;     /* ENG_EV_MOVED */
+	const char *tier; /* "ram" or "disk" (where a move in found it) */
+	uint64_t bytes, duration_us;
+	/* ENG_EV_MOVED: the rounds the move spanned, from its first request to
+	 * the round that saw it land, and the decode tokens the other
+	 * sequences made in them (a move never stops the others) */
+	uint64_t rounds, others_tokens;
+	uint32_t windows;
+	const char *why; /* ENG_EV_LOST */
+};
+
+struct eng_cfg {
+	uint32_t lanes;              /* decode lanes, 1..64 */
+	uint32_t chunk;              /* prefill tokens per round, >= 1 */
+	uint64_t context;            /* the most tokens of one sequence */
+	uint32_t default_max_tokens; /* a request's cap when it gives none */
+	enum mdesc_kv_format fmt;
+	uint32_t max_requests; /* live plus finished-and-kept; >= 1 */
+	uint32_t eos;          /* the token that ends a generation, or UINT32_MAX */
+	/* Told when a request finishes (may be NULL): the worker's event. */
+	void (*on_finish)(void *ctx, uint64_t id, int finish, uint32_t prompt_tokens,
+	                  uint32_t generated);
+	/* Told each token a request generates, before its end of sequence and
+	 * its cap are looked at (may be NULL): the request's id and its output
+	 * out[0..n), the new token last. Returns n to go on, or the tokens to
+	 * keep (< n): the request ends there with finish ENG_STOP, its output
+	 * cut (the worker's stop strings). */
+	uint32_t (*on_token)(void *ctx, uint64_t id, const uint32_t *out, uint32_t n);
+	void *ctx;
+	/* Moves: two clients of the kvstore daemon, one per direction (both
+	 * NULL: no moves, a request that does not fit waits), and the window
+	 * sizes (--reuse-move-out-window-bytes, --reuse-move-in-window-bytes). */
+	struct kvc *kv_out, *kv_in;
+	uint64_t window_out, window_in;
+	/* A nonce that keeps this engine's keys in the tiers apart from an
+	 * earlier worker's (a restarted worker's ids start again at 1). */
+	uint32_t tier_nonce; /* the owner in every key (1..2^31-1, msg.h kv_sweep) */
+	void (*on_event)(void *ctx, const struct eng_event *ev);
+};
+
+struct eng_req {
+	const uint32_t *prompt;
+	uint32_t n_prompt;   /* >= 1 */
+	uint32_t max_tokens; /* 0: cfg.default_max_tokens */
+	enum sched_class cls;
+	struct smp_params smp;
+};
+
+/* What a submit answers. */
+struct eng_admission {
+	uint64_t id;
+	uint32_t prompt_tokens, max_tokens, pages;
+};
+
+enum eng_finish {
+	ENG_RUNNING = 0,
+	ENG_LENGTH,    /* its max_tokens */
+	ENG_CONTEXT,   /* its cap was cut at the context and reached */
+	ENG_EOS,       /* the model said end */
+	ENG_CANCELLED, /* a cancel */
+	ENG_STOP,      /* cfg.on_token cut it (a stop string) */
+};
+
+struct eng_status {
+	enum sched_phase phase;
+	enum eng_finish finish;
+	uint32_t generated;
+};
+
+/* Time to first token (submit to the first generated token), counted in
+ * buckets whose upper bounds are these microseconds, the last one +Inf:
+ * Prometheus's usual latency ladder, stretched to 2 minutes because a request
+ * may wait long for room. */
+#define ENG_TTFT_BOUNDS_US                                                                         \
+	{                                                                                          \
+		5000u, 10000u, 25000u, 50000u, 100000u, 250000u, 500000u, 1000000u, 2500000u,      \
+		    5000000u, 10000000u, 30000000u, 60000000u, 120000000u                          \
+	}
+#define ENG_TTFT_NBOUNDS  14
+#define ENG_TTFT_NBUCKETS (ENG_TTFT_NBOUNDS + 1)
+
+/* Counters since eng_create, and the state now (live .. pending_pages). */
+struct eng_stats {
+	uint64_t rounds, decode_tokens, prefill_tokens, admitted, finished;
+	uint64_t submitted;                 /* requests accepted by eng_submit */
+	uint64_t prompt_tokens;             /* of the accepted requests */
+	uint64_t generated_tokens;          /* every token emitted, cancelled requests' included */
+	uint64_t finished_by[ENG_STOP + 1]; /* by enum eng_finish (ENG_RUNNING: 0) */
+	/* not cumulative: ttft[i] counts first tokens within (bound i-1, bound i] */
+	uint64_t ttft[ENG_TTFT_NBUCKETS];
+	uint64_t ttft_sum_us;
+	uint32_t live, waiting, lanes_used;
+	uint32_t prefill, ready; /* live requests in those phases (decode: lanes_used) */
+	uint64_t free_pages;
+	uint64_t pending_pages; /* what the waiting requests will reserve */
+	/* moves */
+	uint64_t moves_out, moves_in, move_out_bytes, move_in_bytes;
+	uint64_t move_out_windows, move_in_windows;
+	uint64_t lost;                         /* records the tier lost: prefilled again */
+	uint64_t move_retries;                 /* reserves refused (tier full) or moves restarted */
+	uint64_t moves_stopped;                /* moves out whose need went before they landed */
+	uint32_t moving_out, moved, moving_in; /* live requests in those phases */
+};
+
+/* The bucket bounds above, for readers of eng_stats.ttft. */
+extern const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS];
+
+struct eng;
+
+/* An engine over model `d`, bound on backend `be` (be_ops.model_bind, with
+ * rounds of at most cfg->lanes + cfg->chunk tokens), and `kv` (all borrowed;
+ * they outlive it), running its rounds on the backend's compute and its
+ * moves' window copies on the backend's transfer stream. IG_E_INVAL naming
+ * the backend when it has no compute for the model (or, with moves, no image
+ * copies). */
+int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct kvpool *kv,
+               const struct eng_cfg *cfg, struct ig_errbuf *eb);
+void eng_destroy(struct eng *e);
+
+/* Check and queue a request. IG_E_INVAL naming the field (prompt empty, a
+ * token outside the vocabulary, sampling out of range), IG_E_REQ_CONTEXT
+ * when the prompt leaves no room in the context for one token, IG_E_REQ_POOL
+ * when its reservation is larger than the whole pool, IG_E_BUSY
+ * when max_requests are live. A finished request is forgotten, oldest
+ * first, to make a slot. */
+int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out,
+               struct ig_errbuf *eb);
+
+/* Run one round. *ran is the tokens it ran (0: nothing to do until a submit
+ * or a cancel). An error is the model's or host memory's, named in eb. */
+int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb);
+
+/* True when a round would run something (a move in progress included). */
+bool eng_busy(struct eng *e);
+
+/* Up to `max` output tokens of request `id` from index `from` (0 is its
+ * first generated token) into out; *n how many; st its state.
+ * IG_E_NOTFOUND for an unknown or forgotten id; IG_E_INVAL for `from` past
+ * what it generated. */
+int eng_tokens(const struct eng *e, uint64_t id, uint32_t from, uint32_t max, uint32_t *out,
+               uint32_t *n, struct eng_status *st, struct ig_errbuf *eb);
+
+/* The output of request `id` as the engine holds it: *out points at its
+ * st->generated tokens (NULL when none), valid until the next eng_round,
+ * eng_submit or eng_cancel. IG_E_NOTFOUND for an unknown or forgotten id
+ * (eb may be NULL). */
+int eng_output(const struct eng *e, uint64_t id, const uint32_t **out, struct eng_status *st,
+               struct ig_errbuf *eb);
+
+/* Stop a running request (its pages go back at once; its output so far is
+ * kept, finish ENG_CANCELLED), or forget a finished one. IG_E_NOTFOUND for
+ * an unknown id. */
+int eng_cancel(struct eng *e, uint64_t id, struct ig_errbuf *eb);
+
+void eng_stats(const struct eng *e, struct eng_stats *st);
+
+const char *eng_finish_name(enum eng_finish f);
+
+#endif

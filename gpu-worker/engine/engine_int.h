@@ -1,0 +1,133 @@
+/*
+ * engine_int.h - what engine.c and moves.c share inside the engine: its
+ * private state and the helpers both call. Not a public header: engine.h is.
+ */
+#ifndef IGNIS_GPU_WORKER_ENGINE_INT_H
+#define IGNIS_GPU_WORKER_ENGINE_INT_H
+
+#include "engine.h"
+#include "model/seqimg.h"
+
+/* Rounds a victim whose move the tier refused stays off the victim list. */
+#define ENG_STAY_ROUNDS 256u
+
+struct eng_seq {
+	bool used;
+	struct sched_seq sch; /* the planner's view; sch.id is the request id */
+	struct be_seq ms;     /* pages and fixed-size state while admitted */
+	bool have_state;
+	struct smp_params smp;
+	struct smp_state rng;
+	uint32_t *prompt;
+	uint32_t *out, n_out, cap;
+	bool cap_cut; /* cap shortened to fit the context */
+	enum eng_finish finish;
+	uint64_t finished_at; /* finish order: the oldest is forgotten first */
+	uint64_t submit_us;   /* clk_mono_us at its submit, for the time to first token */
+	/* moves */
+	uint32_t n_prompt;       /* the request's prompt (sch.prompt counts a replay) */
+	uint32_t *feed;          /* what prefill feeds: the prompt, or a replay */
+	bool replay_skip;        /* the replay ends on a token already generated */
+	enum sched_phase resume; /* where a moved sequence goes on */
+	bool in_tier;            /* the kvstore may hold a record of it */
+	uint64_t for_id;         /* the need it was moved for */
+	uint64_t stay_until;     /* not a victim before this round (a move refused) */
+};
+
+/* One direction of moves: one sequence at a time, one window in flight. */
+enum eng_xstep {
+	XS_IDLE = 0,
+	XS_RESERVE, /* out: kv_reserve sent */
+	XS_COMMIT,  /* out: window k written, its kv_commit sent */
+	XS_FETCH,   /* in: kv_fetch sent */
+	XS_READ,    /* in: reading window k, one a round */
+	XS_STAGE,   /* in, from KV-disk: kv_stage of window k sent */
+	XS_COPY,    /* out: window k being gathered into the arena (transfer stream) */
+	XS_SCATTER, /* in: windows k.. being scattered into the pages (transfer stream) */
+	XS_DROP,    /* a kv_drop sent (after a restore, or for a cancelled one) */
+};
+
+struct eng_xfer {
+	struct kvc *c;
+	uint64_t window;
+	enum eng_xstep step;
+	bool waiting; /* a request is in flight on c */
+	uint32_t slot;
+	uint64_t id, key;
+	uint64_t offset, image_bytes, t0_us;
+	uint64_t r0, d0; /* the engine's rounds and decode tokens at the start */
+	uint32_t k, windows;
+	const char *tier;
+	uint64_t stride; /* bytes between two windows in the arena: the window's
+	                    size, or 0 when every window passes through one
+	                    staging window (KV-disk) */
+	struct seqimg_writer w;
+	struct seqimg_reader r;
+	void **pages; /* the pool's page count */
+	uint8_t sampler[SMP_STATE_BYTES];
+	uint64_t *sums;   /* KVC_MAX_WINDOWS */
+	uint32_t backoff; /* rounds to wait before asking again (tier full) */
+	/* the window copy in flight (XS_COPY, XS_SCATTER) on the backend's
+	 * transfer stream, and its ticket: its results are read once done */
+	struct be_img img;
+	uint64_t ticket;
+};
+
+struct eng {
+	struct be *be;
+	const struct be_model *d;
+	struct kvpool *kv;
+	struct eng_cfg cfg;
+	struct eng_seq *seqs;
+	uint32_t n_slots;
+	uint64_t next_id, arrivals, finishes;
+
+	/* per round, sized once */
+	struct sched_seq *snap;
+	uint32_t *snap_slot, *order;
+	struct sched_round r;
+	struct be_step *steps;
+	uint32_t *step_slot;
+	float *logits;
+	struct smp_scratch *smp_scratch;
+	uint32_t max_steps;
+
+	struct eng_stats st;
+
+	/* moves: their window copies go on the backend's transfer stream,
+	 * beside the rounds */
+	bool moves;
+	struct eng_xfer xo, xi;
+	uint32_t *vq, n_vq; /* victims to move out, in order (slots) */
+	uint32_t *iq, n_iq; /* restores to move in, in rank order (slots) */
+	/* tier keys to drop when the out client is free, each once; room for
+	 * one per request slot and as many more (a key past that stays in the
+	 * tier until the next worker's sweep) */
+	uint64_t *drops;
+	uint32_t n_drops, cap_drops;
+};
+
+/* engine.c */
+struct eng_seq *eng__find(const struct eng *e, uint64_t id);
+uint64_t eng__key(const struct eng *e, uint64_t id);
+void eng__queue_drop(struct eng *e, uint64_t key);
+void eng__event(struct eng *e, const struct eng_event *ev);
+void eng__seq_event(struct eng *e, enum eng_event_kind kind, const struct eng_seq *s);
+/* Is the sequence a transfer is working on still the one, in that phase? */
+struct eng_seq *eng__xfer_seq(struct eng *e, const struct eng_xfer *x, enum sched_phase ph);
+/* Wait for a window copy of the sequence in `slot`, if one runs. */
+void eng__xfer_quiet(struct eng *e, uint32_t slot);
+/* Its pages and state back (after any copy of them in flight). */
+void eng__release_state(struct eng *e, struct eng_seq *s);
+/* Prefill it again from the start, its generated tokens replayed. */
+int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_errbuf *eb);
+
+/* moves.c: the two move state machines */
+/* Each direction's turn, at the start of a round. */
+void engmv_turn(struct eng *e);
+/* The window copies posted this round, collected after its compute. */
+void engmv_collect(struct eng *e);
+/* Stop the moves out whose need went before they landed. */
+void engmv_stop_needless(struct eng *e);
+
+#endif

@@ -1,0 +1,164 @@
+/*
+ * mfile.h - model files of our family (GGUF, architecture "ignis-hybrid"):
+ * the description a file carries, checked against the tensors it holds, and
+ * the writer of synthetic models with seeded random weights (ignis-mkmodel).
+ *
+ * The metadata keys are declared once (MFILE_KEYS in mfile.c, published as
+ * mfile_keys[]); the reader, the writer, the checks and ignis-mkmodel's
+ * --set all walk that table. Beside them a file names its family
+ * ("ignis.family") and its tokenizer (MFILE_TOKENIZER_KEY), both strings. The tensor list is the
+ * model description's (mdesc_for_each_tensor): a file must hold exactly those tensors, with exactly
+ * those dims, in f32, f16 or bf16. docs/adr/0006.
+ *
+ * Synthetic models are written through the GGUF writer's streaming mode:
+ * each tensor's values are generated chunk by chunk straight into the
+ * writer's buffer (splitmix64 allows a jump to any element), so memory use
+ * does not depend on the model's size and a reference shape of tens of GB
+ * costs the same few MiB as a tiny one.
+ */
+#ifndef IGNIS_GPU_WORKER_MFILE_H
+#define IGNIS_GPU_WORKER_MFILE_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "gguf.h"
+#include "common/model.h"
+
+#define MFILE_ARCH "ignis-hybrid"
+
+/* The largest value a U32 key may take (2^24): two shapes multiplied (a
+ * matrix, 2^48 elements) always fit in 64 bits with room for the sums; a
+ * product of three (an expert tensor) that would pass 2^63 elements is
+ * refused by the GGUF layer as an overflow, never wrapped. */
+#define MFILE_DIM_MAX (1u << 24)
+
+/* The key naming a file's tokenizer, GGUF's own: "bytes" (the byte-level
+ * tokenizer, exactly MDESC_BYTES_VOCAB ids) or "none" (token ids only). A
+ * file without it, or naming another, is refused (docs/adr/0025); the
+ * writer writes the description's (mdesc_tokenizer_name). */
+#define MFILE_TOKENIZER_KEY "tokenizer.ggml.model"
+
+struct mfile {
+	struct gguf g;
+	struct mdesc desc; /* shapes and figures from the file; name points into `name` */
+	char name[64];
+};
+
+/* Open and check `path`. On success the caller owns `f` until mfile_close;
+ * f->desc describes the file (weights and experts summed from its tensors). */
+int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb);
+void mfile_close(struct mfile *f);
+
+/* ---- the metadata table ---------------------------------------------------- */
+
+/* One metadata key of a model file and the mdesc field it fills. */
+struct mfile_key {
+	const char *key;     /* "ignis.block_count" */
+	const char *field;   /* "layers": the struct mdesc field, ignis-mkmodel's --set name */
+	enum gguf_type type; /* GGUF_TYPE_UINT32, _UINT64 or _FLOAT32 */
+	int family;          /* 0: every model; MDESC_DENSE or MDESC_MOE: that family only */
+	size_t offset;       /* of the field in struct mdesc */
+	uint64_t min, max;   /* integers: the accepted range; FLOAT32: finite and > 0 */
+};
+
+/* In file order (the order the writer emits them). Static storage. */
+extern const struct mfile_key mfile_keys[];
+extern const size_t mfile_nkeys;
+
+/* The row whose key or field is `name`, or NULL. */
+const struct mfile_key *mfile_key_find(const char *name);
+/* True when `k` applies to models of `family`. */
+bool mfile_key_applies(const struct mfile_key *k, enum mdesc_family family);
+/* The field of `k` in `m`, widened (U32 and U64 keys). */
+uint64_t mfile_key_get(const struct mdesc *m, const struct mfile_key *k);
+/* True when `a` and `b` agree on the family, the tokenizer and every key
+ * that applies: the same file description (figures carried beside them are
+ * not compared). */
+bool mfile_same_shape(const struct mdesc *a, const struct mdesc *b);
+
+/*
+ * The checks mfile_open applies to the description a file states: every key
+ * in its range, the shapes the plan and the runtime divide by or need to
+ * agree (heads, rotary dims, the compact KV group, at least one
+ * full-attention layer, lanes, experts), the tokenizer (one of ours; the
+ * byte-level one with its MDESC_BYTES_VOCAB ids), derived figures without
+ * overflow.
+ * IG_E_INVAL with "inconsistent description: " and the keys (and fields) at
+ * fault with their values and what is accepted; the caller prefixes the
+ * subject. Only the fields the keys fill are read.
+ */
+int mfile_check_desc(const struct mdesc *m, struct ig_errbuf *eb);
+
+/* ---- synthetic models ------------------------------------------------------ */
+
+/* Element types a synthetic model can be written in. */
+enum mfile_dtype {
+	MFILE_BF16 = GGUF_TENSOR_BF16,
+	MFILE_F16 = GGUF_TENSOR_F16,
+	MFILE_F32 = GGUF_TENSOR_F32
+};
+
+/* What a synthetic file of a description would be, computed without writing. */
+struct mfile_synthetic {
+	/* The description mfile_open gives for the file: the keys' fields of
+	 * the source, every figure derived or summed from the tensors at the
+	 * dtype, exactly as from the file (figures the source carries are not
+	 * in a file and are not copied). `desc.name` is the source's name. */
+	struct mdesc desc;
+	uint64_t file_bytes; /* the exact size of the file */
+	uint64_t n_tensors;
+	uint64_t data_bytes; /* the tensors' bytes, padding excluded */
+};
+
+/*
+ * Describe the file mfile_write_synthetic(m, ..., dtype, ...) would write:
+ * `m` is checked (mfile_check_desc), the writer's layout computed (the
+ * same code as the write's), nothing is written. `out->desc.name` points at
+ * m->name.
+ */
+int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
+                             struct mfile_synthetic *out, struct ig_errbuf *eb);
+
+/*
+ * The synthetic values: elements [first, first + n) of tensor `name` of a
+ * model drawn from `seed`, in `dtype`, into `out` (n x 2 or 4 bytes).
+ * `fan_in` is the tensor's dims[0]. Each tensor is its own splitmix64 stream
+ * keyed by the seed and the name; element i is the stream's (i+1)-th output
+ * mapped to [-1, 1), then scaled by 1/sqrt(fan_in) for matrices, or set near
+ * 1 for norms, in (0, 2.8] for decay logs, small for dt biases (ADR 0006).
+ * Any range gives the bytes the whole tensor has there.
+ */
+void mfile_synthetic_fill(uint64_t seed, enum mfile_dtype dtype, const char *name, uint64_t fan_in,
+                          uint64_t first, size_t n, void *out);
+
+/* Optional settings of a synthetic write; all zero gives the defaults. */
+struct mfile_wopts {
+	size_t chunk_bytes; /* the writer's chunk; 0: GGUF_WRITE_CHUNK */
+	/* When non-NULL and set (by a signal handler), the write stops at the
+	 * next chunk: IG_E_IO "interrupted", no file, no temporary file. */
+	volatile sig_atomic_t *stop;
+	/* When set: called after each chunk of tensor data with the bytes
+	 * generated so far and the tensors' total (mfile_synthetic.data_bytes). */
+	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	void *progress_ctx;
+	/* Fault injection for tests: gguf_writer.write_fn. */
+	ssize_t (*write_fn)(int fd, const void *buf, size_t n);
+};
+
+/*
+ * Write a model of description `m` with weights drawn from `seed` (the same
+ * seed gives the same bytes) to `path`, atomically (gguf_writer_write): the
+ * description is checked as mfile_synthetic_describe does, so every file
+ * written opens with mfile_open. Memory use is the writer's chunk plus the
+ * tensor list, whatever the model's size. `o` may be NULL.
+ */
+int mfile_write_synthetic_opts(const struct mdesc *m, uint64_t seed, enum mfile_dtype dtype,
+                               const char *path, const struct mfile_wopts *o, struct ig_errbuf *eb);
+/* The same with the defaults. */
+int mfile_write_synthetic(const struct mdesc *m, uint64_t seed, enum mfile_dtype dtype,
+                          const char *path, struct ig_errbuf *eb);
+
+#endif
