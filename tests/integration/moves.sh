@@ -69,8 +69,10 @@ scenario() { # tag [big]
 	wait_for 20 tokens_seen "$tag.a1" 4 || fail "$tag: agent 1 does not decode"
 	wait_for 20 tokens_seen "$tag.a2" 4 || fail "$tag: agent 2 does not decode"
 	if [[ -n $big ]]; then
-		# long enough to hold its pages until the big one has asked for room
-		gen "$tag.i" --ids "$(ids 100 107)" --max-tokens 300 --temperature 0.7 --seed 5 &
+		# long enough to hold its pages until the big one's moves have
+		# landed (a move to disk of 85 windows took up to 283 rounds here:
+		# were its need met by an end first, the move would be stopped)
+		gen "$tag.i" --ids "$(ids 100 107)" --max-tokens 900 --temperature 0.7 --seed 5 &
 		local p3=$!
 		sleep 0.05
 		gen "$tag.j" --ids "$(ids 120 144)" --max-tokens 900 ||
@@ -163,25 +165,43 @@ stop
 step "KV-disk off, KV-RAM for one image: a victim given up is prefilled again, the same tokens"
 # (an image is about 215 KiB of state and 32 KiB a page, 4-7 blocks of 64
 # KiB here: 8 blocks hold one, never two)
-start 1920tok --reuse-kv-disk-bytes 0 --reuse-kv-ram-bytes 512K
-scenario giveup big
-same_as_ref giveup refbig a1 a2 i j
-[[ $(count ignis.request.evicted) -ge 2 ]] || fail "two victims expected: $(grep evicted "$events")"
-grep -q '"event":"ignis.request.lost"' "$events" || fail "nothing was given up"
+# A move whose need went before it landed is stopped (docs/design.md,
+# section 4): on a slow machine the scenario may then not reach the tier it
+# tests. Such a try runs again (its tokens are checked all the same).
+stopped_again() { # try what
+	grep -q '"event":"ignis.kv.move_stopped"' "$events" && (($1 < 3)) || return 1
+	echo "   (try $1: a move was stopped when its need went, so $2; again)"
+}
+for try in 1 2 3; do
+	start 1920tok --reuse-kv-disk-bytes 0 --reuse-kv-ram-bytes 512K
+	scenario giveup big
+	same_as_ref giveup refbig a1 a2 i j
+	if [[ $(count ignis.request.evicted) -ge 2 ]] && grep -q '"event":"ignis.request.lost"' "$events"; then
+		break
+	fi
+	stopped_again "$try" "nothing was given up" && { stop; continue; }
+	[[ $(count ignis.request.evicted) -ge 2 ]] || fail "two victims expected: $(grep evicted "$events")"
+	fail "nothing was given up"
+done
 stop
 step "KV-disk on, KV-RAM for one image: the next victim goes straight to disk and comes back from there to the device; the same tokens"
 export IGNIS_TEST_KVDISK_IGNORE_VOLUME=1 # a small ceiling, whatever the CI disk's free space
-start 1920tok --reuse-kv-disk-bytes 64M --reuse-kv-disk-path "$work/disk" --reuse-kv-ram-bytes 512K
-scenario disk big
-same_as_ref disk refbig a1 a2 i j
-[[ $(count ignis.request.evicted) -ge 2 ]] || fail "two victims expected: $(grep evicted "$events")"
-grep -q '"event":"ignis.request.lost"' "$events" && fail "a sequence was lost with KV-disk on"
 # (jq -s: jq 1.6's -e judges only the last input)
 moved() { grep '"event":"ignis.kv.move"' "$events" | jq -s -e "map(select($1)) | length > 0" >/dev/null; }
-moved '.direction == "out" and .tier == "disk"' ||
-	fail "nothing went straight to disk: $(grep -E 'kv.move|demot|spill' "$events" | cut -c1-200)"
-moved '.direction == "in" and .tier == "disk"' ||
+for try in 1 2 3; do
+	start 1920tok --reuse-kv-disk-bytes 64M --reuse-kv-disk-path "$work/disk" --reuse-kv-ram-bytes 512K
+	scenario disk big
+	same_as_ref disk refbig a1 a2 i j
+	grep -q '"event":"ignis.request.lost"' "$events" && fail "a sequence was lost with KV-disk on"
+	if moved '.direction == "out" and .tier == "disk"' && moved '.direction == "in" and .tier == "disk"'; then
+		break
+	fi
+	stopped_again "$try" "nothing went to disk and back" && { stop; rm -rf "$work/disk"; continue; }
+	[[ $(count ignis.request.evicted) -ge 2 ]] || fail "two victims expected: $(grep evicted "$events")"
+	moved '.direction == "out" and .tier == "disk"' ||
+		fail "nothing went straight to disk: $(grep -E 'kv.move|demot|spill' "$events" | cut -c1-200)"
 	fail "nothing came back from disk: $(grep -E 'kv.move|demot|spill' "$events" | cut -c1-200)"
+done
 grep -q '"event":"ignis.kvstore.spilled".*"from":"device"' "$events" || fail "the daemon did not say it spilled from the device"
 stop
 
