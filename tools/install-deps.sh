@@ -19,6 +19,12 @@ pkgs=(gcc libc6-dev make pkg-config meson ninja-build cmake
 if [[ "${1:-}" == "--fuzz" ]]; then
 	pkgs+=(clang libclang-rt-dev)
 fi
+# npm installs the tests' oracle, llama.cpp's prebuilt libraries
+# (tools/install-oracle.sh); a Node.js that is already here (with its own
+# npm) is used as it is.
+if ! command -v npm >/dev/null; then
+	pkgs+=(nodejs npm)
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -3,10 +3,15 @@
 #   build/         CUDA where nvcc is found (auto): every suite (unit, integration, gpu)
 #   build-nocuda/  -Dcuda=disabled: every suite but gpu
 #   build-asan/    -Dcuda=disabled, ASan + UBSan: the unit suite
+# The oracle first (tools/install-oracle.sh, into .deps/oracle).
 # Ends with one line "N passed, N failed, N skipped" over all three.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tools/install-deps.sh || exit 1
+# The oracle (llama.cpp's prebuilt libraries, from the npm registry): the
+# tests that compare with it say they are skipped when it could not be
+# installed, and the summary counts them.
+tools/install-oracle.sh >/dev/null || echo "test: the oracle is not installed: its tests are skipped" >&2
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH=/usr/local/cuda/bin:$PATH
 export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
