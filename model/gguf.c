@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "quant.h"
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "gguf.c reads and writes little-endian GGUF files by memcpy: a little-endian host is needed"
 #endif
@@ -86,7 +88,37 @@ size_t gguf_tensor_type_size(uint32_t type)
 	return 0;
 }
 
-#define ACCEPTED_TENSOR_TYPES "F32 (0), F16 (1), BF16 (30)"
+/*
+ * The bytes of a tensor of `type` with `ne` elements whose first dim (a row)
+ * is `dim0`: rows are whole blocks of the type (quant.h). 0 with `why` set
+ * when the type is not one we read, a row is not whole blocks, or the count
+ * overflows 2^63-1.
+ */
+static uint64_t tensor_bytes(uint32_t type, uint64_t dim0, uint64_t ne, char *why, size_t cap)
+{
+	const struct quant_type *q = quant_type_of(type);
+
+	if (!q) {
+		snprintf(why, cap, "type %s (%" PRIu32 "), which is not accepted; accepted: %s",
+		         gguf_tensor_type_name(type), type, quant_accepted());
+		return 0;
+	}
+	if (dim0 % q->block_elems) {
+		snprintf(why, cap,
+		         "type %s with rows of %" PRIu64 " elements: a row of %s is whole blocks "
+		         "of %" PRIu32 " elements",
+		         q->name, dim0, q->name, q->block_elems);
+		return 0;
+	}
+	if (ne / q->block_elems > (uint64_t)INT64_MAX / q->block_bytes) {
+		snprintf(why, cap,
+		         "%" PRIu64 " elements of %s overflow the byte count; at most 2^63-1 bytes "
+		         "are accepted",
+		         ne, q->name);
+		return 0;
+	}
+	return ne / q->block_elems * q->block_bytes;
+}
 
 /* ---- strings ------------------------------------------------------------- */
 
@@ -413,7 +445,7 @@ static int rd_tensor(struct rd *r, struct gguf_tensor *t, size_t idx)
 	char q[QCAP];
 	struct gguf_str name;
 	uint32_t type;
-	size_t tsize;
+	char why[256];
 	uint64_t ne;
 	int rc;
 
@@ -456,12 +488,6 @@ static int rd_tensor(struct rd *r, struct gguf_tensor *t, size_t idx)
 			return rd_fail(r,
 			               "%s has dim %" PRIu32 " equal to 0; every dim is at least 1",
 			               r->what, i);
-	tsize = gguf_tensor_type_size(type);
-	if (tsize == 0)
-		return rd_fail(r,
-		               "%s has type %s (%" PRIu32 "), which is not accepted; accepted: %s",
-		               r->what, gguf_tensor_type_name(type), type, ACCEPTED_TENSOR_TYPES);
-	t->type = (enum gguf_tensor_type)type;
 	ne = 1;
 	for (uint32_t i = 0; i < t->n_dims; i++) {
 		if (t->dims[i] > (uint64_t)INT64_MAX / ne)
@@ -472,13 +498,11 @@ static int rd_tensor(struct rd *r, struct gguf_tensor *t, size_t idx)
 			               r->what, t->dims[0], t->dims[1], t->dims[2], t->dims[3]);
 		ne *= t->dims[i];
 	}
-	if (ne > (uint64_t)INT64_MAX / tsize)
-		return rd_fail(r,
-		               "%s: %" PRIu64 " elements of %s overflow the byte count; at most "
-		               "2^63-1 bytes are accepted",
-		               r->what, ne, gguf_tensor_type_name(type));
+	t->n_bytes = tensor_bytes(type, t->dims[0], ne, why, sizeof(why));
+	if (t->n_bytes == 0)
+		return rd_fail(r, "%s has %s", r->what, why);
+	t->type = (enum gguf_tensor_type)type;
 	t->n_elements = ne;
-	t->n_bytes = ne * tsize;
 	return 0;
 }
 
@@ -1080,7 +1104,7 @@ struct gguf_wtensor {
 	uint32_t type;
 	uint32_t n_dims;
 	uint64_t dims[GGUF_MAX_DIMS];
-	uint64_t n_bytes;
+	uint64_t n_elements, n_bytes;
 	uint64_t offset;
 	const void *data;  /* referenced bytes, or NULL when `fill` produces them */
 	gguf_fill_fn fill; /* see gguf_writer_add_tensor_fill */
@@ -1403,8 +1427,8 @@ static int w_add_tensor(struct gguf_writer *w, const char *name, uint32_t type, 
                         const uint64_t *dims, const void *data, gguf_fill_fn fill, void *ctx)
 {
 	struct gguf_wtensor *t;
-	size_t tsize;
-	uint64_t ne = 1;
+	char why[256];
+	uint64_t ne = 1, n_bytes;
 	int rc;
 
 	if (w->err.code)
@@ -1412,12 +1436,6 @@ static int w_add_tensor(struct gguf_writer *w, const char *name, uint32_t type, 
 	rc = w_check_name(w, "tensor name", name);
 	if (rc)
 		return rc;
-	tsize = gguf_tensor_type_size(type);
-	if (tsize == 0)
-		return w_fail(w, IG_E_INVAL,
-		              "gguf writer: tensor '%s' has type %s (%" PRIu32
-		              "), which is not accepted; accepted: %s",
-		              name, gguf_tensor_type_name(type), type, ACCEPTED_TENSOR_TYPES);
 	if (n_dims < 1 || n_dims > GGUF_MAX_DIMS || !dims)
 		return w_fail(w, IG_E_INVAL,
 		              "gguf writer: tensor '%s' has n_dims %" PRIu32 "; accepted: 1 to %u",
@@ -1435,11 +1453,9 @@ static int w_add_tensor(struct gguf_writer *w, const char *name, uint32_t type, 
 			              name);
 		ne *= dims[i];
 	}
-	if (ne > (uint64_t)INT64_MAX / tsize)
-		return w_fail(w, IG_E_INVAL,
-		              "gguf writer: tensor '%s': the byte count overflows; at most 2^63-1 "
-		              "bytes are accepted",
-		              name);
+	n_bytes = tensor_bytes(type, dims[0], ne, why, sizeof(why));
+	if (n_bytes == 0)
+		return w_fail(w, IG_E_INVAL, "gguf writer: tensor '%s' has %s", name, why);
 	if (!data && !fill)
 		return w_fail(w, IG_E_INVAL, "gguf writer: tensor '%s': NULL data", name);
 	if (!grow((void **)&w->tensors, &w->cap_tensors, w->n_tensors + 1, sizeof(*w->tensors)))
@@ -1454,7 +1470,8 @@ static int w_add_tensor(struct gguf_writer *w, const char *name, uint32_t type, 
 	t->n_dims = n_dims;
 	for (uint32_t i = 0; i < GGUF_MAX_DIMS; i++)
 		t->dims[i] = i < n_dims ? dims[i] : 1;
-	t->n_bytes = ne * tsize;
+	t->n_bytes = n_bytes;
+	t->n_elements = ne;
 	t->data = data;
 	t->fill = fill;
 	t->fill_ctx = ctx;
@@ -1615,7 +1632,7 @@ static int put_filled(struct wout *o, const struct gguf_wtensor *t, size_t chunk
 	view.type = (enum gguf_tensor_type)t->type;
 	view.n_dims = t->n_dims;
 	memcpy(view.dims, t->dims, sizeof(view.dims));
-	view.n_elements = t->n_bytes / gguf_tensor_type_size(t->type);
+	view.n_elements = t->n_elements;
 	view.n_bytes = t->n_bytes;
 	view.offset = t->offset;
 	for (uint64_t off = 0; off < t->n_bytes && !o->err; off += chunk) {

@@ -74,10 +74,18 @@ enum gguf_type {
 };
 #define GGUF_TYPE_COUNT 13u
 
-/* The ggml tensor types Ignis accepts (ggml's numbers; never renumber). */
+/* ggml tensor types by ggml's numbers (never renumber). The container reads
+ * every type model/quant.h reads (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K,
+ * Q6_K: rows of whole blocks) and refuses the others by name; what a model
+ * runs is the model's loader to say. */
 enum gguf_tensor_type {
 	GGUF_TENSOR_F32 = 0,
 	GGUF_TENSOR_F16 = 1,
+	GGUF_TENSOR_Q4_0 = 2,
+	GGUF_TENSOR_Q8_0 = 8,
+	GGUF_TENSOR_Q4_K = 12,
+	GGUF_TENSOR_Q5_K = 13,
+	GGUF_TENSOR_Q6_K = 14,
 	GGUF_TENSOR_BF16 = 30,
 };
 
@@ -228,7 +236,8 @@ const char *gguf_type_name(uint32_t type);
 size_t gguf_type_size(uint32_t type);
 /* ggml's name of a tensor type ("BF16", "Q4_0"); "unknown" for others. */
 const char *gguf_tensor_type_name(uint32_t type);
-/* Bytes per element of an accepted tensor type; 0 for every other type. */
+/* Bytes per element of F32, F16 and BF16; 0 for block types and others
+ * (a tensor's bytes: gguf_tensor.n_bytes). */
 size_t gguf_tensor_type_size(uint32_t type);
 
 /* ---- conversions --------------------------------------------------------- */

@@ -478,9 +478,13 @@ static void m_bytes_overflow(struct tspec *s)
 	s->t[0].dims[0] = 1ull << 31; /* 2^62 elements of 4 bytes */
 	s->t[0].dims[1] = 1ull << 31;
 }
-static void m_type_q4_0(struct tspec *s)
+static void m_type_q4_1(struct tspec *s)
 {
-	s->t[1].type = 2;
+	s->t[1].type = 3;
+}
+static void m_part_block(struct tspec *s)
+{
+	s->t[1].type = 2; /* Q4_0: blocks of 32, and the row is 16 */
 }
 static void m_type_unknown(struct tspec *s)
 {
@@ -623,10 +627,14 @@ static const struct mrow mrows[] = {
      m_bytes_overflow,
      IG_E_INVAL,
      {"tensor 't.f32'", "4611686018427387904 elements of F32", "overflow"}},
-    {"type Q4_0",
-     m_type_q4_0,
+    {"type Q4_1",
+     m_type_q4_1,
      IG_E_INVAL,
-     {"tensor 't.f16'", "type Q4_0 (2)", "accepted: F32 (0), F16 (1), BF16 (30)"}},
+     {"tensor 't.f16'", "type Q4_1 (3)", "accepted: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K"}},
+    {"a row that is not whole blocks",
+     m_part_block,
+     IG_E_INVAL,
+     {"tensor 't.f16'", "Q4_0 with rows of 16 elements", "whole blocks of 32"}},
     {"type 200", m_type_unknown, IG_E_INVAL, {"tensor 't.f16'", "type unknown (200)"}},
     {"misaligned offset",
      m_misaligned,
@@ -1160,11 +1168,17 @@ static int w_align_str(struct gguf_writer *w)
 {
 	return gguf_writer_add_str(w, GGUF_KEY_ALIGNMENT, "32");
 }
-static int w_q4_0(struct gguf_writer *w)
+static int w_q4_1(struct gguf_writer *w)
 {
 	uint64_t d[] = {32};
 
-	return gguf_writer_add_tensor(w, "q", 2, 1, d, wdata);
+	return gguf_writer_add_tensor(w, "q", 3, 1, d, wdata);
+}
+static int w_part_block(struct gguf_writer *w)
+{
+	uint64_t d[] = {128, 2};
+
+	return gguf_writer_add_tensor(w, "q", GGUF_TENSOR_Q6_K, 2, d, wdata);
 }
 static int w_ndims0(struct gguf_writer *w)
 {
@@ -1244,10 +1258,14 @@ static void test_writer_refusals(void **state)
 	    {"alignment 0", w_align_0, IG_E_INVAL, {"general.alignment 0", "power of two"}},
 	    {"alignment UINT64", w_align_u64, IG_E_INVAL, {"must be UINT32, not UINT64"}},
 	    {"alignment STRING", w_align_str, IG_E_INVAL, {"must be UINT32, not STRING"}},
-	    {"type Q4_0",
-	     w_q4_0,
+	    {"type Q4_1",
+	     w_q4_1,
 	     IG_E_INVAL,
-	     {"'q' has type Q4_0 (2)", "F32 (0), F16 (1), BF16 (30)"}},
+	     {"'q' has type Q4_1 (3)", "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K"}},
+	    {"a row that is not whole blocks",
+	     w_part_block,
+	     IG_E_INVAL,
+	     {"Q6_K with rows of 128 elements", "whole blocks of 256"}},
 	    {"n_dims 0", w_ndims0, IG_E_INVAL, {"n_dims 0", "1 to 4"}},
 	    {"n_dims 5", w_ndims5, IG_E_INVAL, {"n_dims 5", "1 to 4"}},
 	    {"a zero dim", w_zero_dim, IG_E_INVAL, {"dim 1 equal to 0"}},
@@ -1295,6 +1313,53 @@ static void test_writer_refusals(void **state)
 		gguf_writer_release(&w);
 	}
 	assert_int_equal(failures, 0);
+}
+
+/* Block types: a tensor's bytes are its rows' whole blocks (model/quant.h),
+ * written and read back byte for byte. */
+static void test_block_types(void **state)
+{
+	static const struct {
+		const char *name;
+		uint32_t type, n_dims;
+		uint64_t dims[3], bytes;
+	} ts[] = {
+	    {"q8", GGUF_TENSOR_Q8_0, 2, {64, 2, 1}, 4 * 34},
+	    {"q4", GGUF_TENSOR_Q4_0, 2, {32, 4, 1}, 4 * 18},
+	    {"q4k", GGUF_TENSOR_Q4_K, 2, {256, 3, 1}, 3 * 144},
+	    {"q5k", GGUF_TENSOR_Q5_K, 1, {512, 1, 1}, 2 * 176},
+	    {"q6k", GGUF_TENSOR_Q6_K, 3, {256, 1, 2}, 2 * 210},
+	};
+	static uint8_t data[5][432];
+	struct gguf_writer w;
+	struct ig_errbuf eb = {0};
+	struct gguf g;
+	char path[256];
+
+	(void)state;
+	gguf_writer_init(&w);
+	for (size_t i = 0; i < 5; i++) {
+		for (size_t k = 0; k < sizeof(data[i]); k++)
+			data[i][k] = (uint8_t)(k * 7 + i * 31);
+		assert_int_equal(gguf_writer_add_tensor(&w, ts[i].name, ts[i].type, ts[i].n_dims,
+		                                        ts[i].dims, data[i]),
+		                 0);
+	}
+	path_in(path, sizeof(path), "blocks.gguf");
+	assert_int_equal(gguf_writer_write(&w, path, &eb), 0);
+	gguf_writer_release(&w);
+	assert_int_equal(gguf_open(&g, path, &eb), 0);
+	for (size_t i = 0; i < 5; i++) {
+		const struct gguf_tensor *t = gguf_find_tensor(&g, ts[i].name);
+
+		assert_non_null(t);
+		assert_int_equal(t->type, ts[i].type);
+		assert_int_equal(t->n_bytes, ts[i].bytes);
+		assert_int_equal(t->n_elements, ts[i].dims[0] * ts[i].dims[1] * ts[i].dims[2]);
+		assert_memory_equal(t->data, data[i], ts[i].bytes);
+	}
+	gguf_close(&g);
+	unlink(path);
 }
 
 static void test_writer_io(void **state)
@@ -2029,6 +2094,7 @@ int main(void)
 	    cmocka_unit_test(test_roundtrip),
 	    cmocka_unit_test(test_getters),
 	    cmocka_unit_test(test_writer_refusals),
+	    cmocka_unit_test(test_block_types),
 	    cmocka_unit_test(test_writer_io),
 	    cmocka_unit_test(test_writer_fill_matches_referenced),
 	    cmocka_unit_test(test_writer_bounded_memory),
