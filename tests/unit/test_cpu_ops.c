@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "gpu-worker/backend/cpu/cpu_ops.h"
+#include "model/quant.h"
 #include "gpu-worker/backend/cpu/cpu_pool.h"
 #include "model/gguf.h"
 
@@ -443,6 +444,68 @@ static void test_matmul_random(void **state)
 		free(wf);
 		free(w);
 	}
+	for (int k = 0; k < 3; k++)
+		cpool_destroy(pools[k]);
+}
+
+/*
+ * Weights of every type model/quant.h reads: cop_matmul gives the bits of
+ * cop_matmul_f32 on the decoded weights (hence the documented order), with
+ * 1, 2 and 3 threads, rows and tokens off the item edges; an embedding row
+ * decodes as the whole matrix does.
+ */
+static void test_matmul_types(void **state)
+{
+	static const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
+	                                 QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+	static const struct mm_shape shapes[] = {{256, 5, 3}, {512, 9, 17}, {768, 4, 1}, {1280, 13, 33}};
+	struct rng rg = {test_seed("matmul types")};
+	struct cpool *pools[3] = {pool_of(1), pool_of(2), pool_of(3)};
+	(void)state;
+
+	for (size_t ti = 0; ti < sizeof(types) / sizeof(types[0]); ti++)
+		for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+			size_t n_in = shapes[s].n_in, n_out = shapes[s].n_out, n_tok = shapes[s].n_tok;
+			size_t ny = n_out * n_tok, row_bytes = quant_row_bytes(types[ti], n_in);
+			float *src = xmalloc(n_in * n_out * sizeof(float));
+			float *wf = xmalloc(n_in * n_out * sizeof(float));
+			float *x = xmalloc(n_in * n_tok * sizeof(float));
+			float *row = xmalloc(n_in * sizeof(float));
+			uint8_t *wq = xmalloc(row_bytes * n_out);
+			float *y[4];
+
+			assert_int_not_equal(row_bytes, 0);
+			for (size_t i = 0; i < n_in * n_out; i++)
+				src[i] = rng_unif(&rg, -1, 1);
+			for (size_t i = 0; i < n_in * n_tok; i++)
+				x[i] = rng_unif(&rg, -2, 2);
+			quant_quantize(types[ti], src, wq, n_in * n_out);
+			quant_dequantize(types[ti], wq, wf, n_in * n_out);
+			for (int k = 0; k < 4; k++) {
+				y[k] = xmalloc((ny + 8) * sizeof(float));
+				memset(y[k], 0xa5, (ny + 8) * sizeof(float));
+			}
+			for (int k = 0; k < 3; k++)
+				cop_matmul(pools[k], (struct cop_w){.p = wq, .type = types[ti]}, x, y[k],
+				           n_in, n_out, n_tok);
+			cop_matmul_f32(pools[1], wf, x, y[3], n_in, n_out, n_tok);
+			for (int k = 0; k < 3; k++)
+				if (memcmp(y[k], y[3], (ny + 8) * sizeof(float)))
+					fail_msg("%s %zux%zu, %zu tokens, %d threads: not the bits of "
+					         "the decoded weights",
+					         quant_type_of(types[ti])->name, n_in, n_out, n_tok, k + 1);
+			for (size_t o = 0; o < n_out; o++) {
+				cop_row((struct cop_w){.p = wq, .type = types[ti]}, n_in, o, row);
+				assert_memory_equal(row, wf + o * n_in, n_in * sizeof(float));
+			}
+			for (int k = 0; k < 4; k++)
+				free(y[k]);
+			free(wq);
+			free(row);
+			free(x);
+			free(wf);
+			free(src);
+		}
 	for (int k = 0; k < 3; k++)
 		cpool_destroy(pools[k]);
 }
@@ -876,6 +939,7 @@ int main(void)
 	    cmocka_unit_test(test_matmul_2x3),
 	    cmocka_unit_test(test_matmul_empty),
 	    cmocka_unit_test(test_matmul_random),
+	    cmocka_unit_test(test_matmul_types),
 	    cmocka_unit_test(test_matmul_special_values),
 	    cmocka_unit_test(test_matmul_speed),
 	    cmocka_unit_test(test_rmsnorm_exact),

@@ -33,6 +33,7 @@
 
 #include "cpu_ops.h"
 #include "common/err.h"
+#include "model/quant.h"
 
 #define MM_RB 4
 #define MM_TB 16
@@ -99,8 +100,11 @@ static float lanes_fold(const float *lane)
 /* ---- matrix product ------------------------------------------------------ */
 
 struct mm_job {
-	const uint16_t *w16; /* one of w16 and w32 */
+	const uint16_t *w16; /* one of w16, w32 and wq */
 	const float *w32;
+	const uint8_t *wq; /* a block type's rows of `row_bytes`, `blk` elements in `blk_bytes` */
+	uint32_t qtype, blk, blk_bytes;
+	size_t row_bytes;
 	const float *x;
 	float *y;
 	size_t n_in, n_out, n_tok;
@@ -172,6 +176,13 @@ static float weight_at(const struct mm_job *j, size_t o, size_t i)
 {
 	size_t k = o * j->n_in + i;
 
+	if (j->wq) { /* its block, decoded */
+		float b[QUANT_BLOCK_MAX];
+
+		quant_dequantize(j->qtype, j->wq + o * j->row_bytes + i / j->blk * j->blk_bytes, b,
+		                 j->blk);
+		return b[i % j->blk];
+	}
 	return j->w16 ? bf16_f32(j->w16[k]) : j->w32[k];
 }
 
@@ -199,6 +210,11 @@ static void mm_item(const struct mm_job *j, size_t rb, size_t tc)
 		for (r = 0; r < nr; r++) {
 			if (j->w16) {
 				widen_bf16(j->w16 + (o0 + r) * n_in + k0, wbuf[r], len);
+				wr[r] = wbuf[r];
+			} else if (j->wq) { /* k0 and len are whole blocks: MM_KB is */
+				quant_dequantize(j->qtype,
+				                 j->wq + (o0 + r) * j->row_bytes + k0 / j->blk * j->blk_bytes,
+				                 wbuf[r], len);
 				wr[r] = wbuf[r];
 			} else {
 				wr[r] = j->w32 + (o0 + r) * n_in + k0;
@@ -261,6 +277,33 @@ void cop_matmul_f32(struct cpool *pool, const float *w, const float *x, float *y
 	struct mm_job j = {.w32 = w, .x = x, .y = y, .n_in = n_in, .n_out = n_out, .n_tok = n_tok};
 
 	mm_run(pool, &j);
+}
+
+_Static_assert(MM_KB % QUANT_BLOCK_MAX == 0, "a block of i is whole blocks of every type");
+
+void cop_matmul(struct cpool *pool, struct cop_w w, const float *x, float *y, size_t n_in,
+                size_t n_out, size_t n_tok)
+{
+	const struct quant_type *t = quant_type_of(w.type);
+	struct mm_job j = {.x = x, .y = y, .n_in = n_in, .n_out = n_out, .n_tok = n_tok};
+
+	if (w.type == QUANT_BF16) {
+		j.w16 = w.p;
+	} else if (w.type == QUANT_F32) {
+		j.w32 = w.p;
+	} else {
+		j.wq = w.p;
+		j.qtype = w.type;
+		j.blk = t->block_elems;
+		j.blk_bytes = t->block_bytes;
+		j.row_bytes = (size_t)quant_row_bytes(w.type, n_in);
+	}
+	mm_run(pool, &j);
+}
+
+void cop_row(struct cop_w w, size_t n_in, size_t r, float *out)
+{
+	quant_dequantize(w.type, (const uint8_t *)w.p + r * quant_row_bytes(w.type, n_in), out, n_in);
 }
 
 float cop_dot_f32(const float *a, const float *b, size_t n)

@@ -63,6 +63,32 @@ void cop_matmul_bf16(struct cpool *pool, const uint16_t *w, const float *x, floa
 void cop_matmul_f32(struct cpool *pool, const float *w, const float *x, float *y, size_t n_in,
                     size_t n_out, size_t n_tok);
 
+/* A weight matrix as a model file holds it: GGUF's [n_in, n_out] layout in
+ * one of the types model/quant.h reads (F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+ * Q5_K, Q6_K), each row whole blocks of its type. */
+struct cop_w {
+	const void *p;
+	uint32_t type; /* enum quant_type_id */
+};
+
+/* bf16 weights as a cop_w */
+#define COP_W_BF16(ptr) ((struct cop_w){.p = (ptr), .type = 30u /* QUANT_BF16 */})
+
+/*
+ * y = x W^T for weights of any of those types. Each row is decoded exactly
+ * (model/quant.h: a block type's blocks, bit for bit as ggml decodes them)
+ * MM_KB elements at a time into the item's buffer, never as a copy of the
+ * matrix, then summed in the order above: the same bits as cop_matmul_f32 on
+ * the decoded weights, whatever the type, threads or blocking. n_in must be
+ * whole blocks of the type (the model's loader checks it).
+ */
+void cop_matmul(struct cpool *pool, struct cop_w w, const float *x, float *y, size_t n_in,
+                size_t n_out, size_t n_tok);
+
+/* Row `r` of a [n_in, rows] matrix of weights `w`, decoded into out[0..n_in)
+ * (an embedding's lookup). */
+void cop_row(struct cop_w w, size_t n_in, size_t r, float *out);
+
 /* sum_i a[i] * b[i] in the order above. */
 float cop_dot_f32(const float *a, const float *b, size_t n);
 
