@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant.h"
+
 /*
  * The metadata of a model file: X(key, mdesc field, type, family, min, max).
  * family 0: every model; MDESC_DENSE or MDESC_MOE: that family only. min and
@@ -469,10 +471,39 @@ enum mfile__kind { MFILE__MATRIX, MFILE__NORM, MFILE__A_LOG, MFILE__DT_BIAS };
 void mfile_synthetic_fill(uint64_t seed, enum mfile_dtype dtype, const char *name, uint64_t fan_in,
                           uint64_t first, size_t n, void *out)
 {
+	unsigned char *o = out;
+	float v[256];
+
+	for (size_t done = 0; done < n;) {
+		size_t k = n - done < 256 ? n - done : 256;
+
+		mfile_synthetic_values(seed, name, fan_in, first + done, k, v);
+		for (size_t i = 0; i < k; i++, done++) {
+			uint16_t h;
+
+			switch (dtype) {
+			case MFILE_F32:
+				memcpy(o + 4 * done, &v[i], 4);
+				break;
+			case MFILE_F16:
+				h = gguf_f32_to_f16(v[i]);
+				memcpy(o + 2 * done, &h, 2);
+				break;
+			default:
+				h = gguf_f32_to_bf16(v[i]);
+				memcpy(o + 2 * done, &h, 2);
+				break;
+			}
+		}
+	}
+}
+
+void mfile_synthetic_values(uint64_t seed, const char *name, uint64_t fan_in, uint64_t first,
+                            size_t n, float *out)
+{
 	enum mfile__kind kind = MFILE__MATRIX;
 	uint64_t state = seed;
 	float scale = 1.0f / sqrtf((float)fan_in);
-	unsigned char *o = out;
 
 	if (strstr(name, "norm") || strstr(name, "gate_inp_shexp"))
 		kind = MFILE__NORM;
@@ -491,7 +522,6 @@ void mfile_synthetic_fill(uint64_t seed, enum mfile_dtype dtype, const char *nam
 		uint64_t z = mfile__mix(state + i * MFILE_GAMMA);
 		float u = (float)(z >> 40) / (float)(1u << 24) * 2.0f - 1.0f;
 		float v;
-		uint16_t h;
 
 		switch (kind) {
 		case MFILE__NORM:
@@ -507,20 +537,21 @@ void mfile_synthetic_fill(uint64_t seed, enum mfile_dtype dtype, const char *nam
 			v = u * scale;
 			break;
 		}
-		switch (dtype) {
-		case MFILE_F32:
-			memcpy(o + 4 * i, &v, 4);
-			break;
-		case MFILE_F16:
-			h = gguf_f32_to_f16(v);
-			memcpy(o + 2 * i, &h, 2);
-			break;
-		default:
-			h = gguf_f32_to_bf16(v);
-			memcpy(o + 2 * i, &h, 2);
-			break;
-		}
+		out[i] = v;
 	}
+}
+
+uint32_t mfile_tensor_type(enum mfile_dtype dtype, const char *name, uint32_t n_dims,
+                           const uint64_t dims[4])
+{
+	const struct quant_type *q = quant_type_of((uint32_t)dtype);
+
+	if (!q || q->block_elems == 1)
+		return (uint32_t)dtype;
+	if (n_dims < 2 || dims[0] % q->block_elems || strstr(name, "norm") ||
+	    strstr(name, "_conv") || strstr(name, "gate_inp"))
+		return GGUF_TENSOR_BF16;
+	return (uint32_t)dtype;
 }
 
 /* One synthetic write (or description): the writer, the stream's settings and
@@ -536,22 +567,56 @@ struct mfile__gen {
 	struct mfile__sum sum;
 };
 
-static size_t mfile__esize(enum mfile_dtype dtype)
+/* Bytes [offset, offset + n) of a block type's tensor: the blocks that hold
+ * them, encoded a run at a time (the writer's chunks need not fall on
+ * blocks). */
+static int mfile__fill_blocks(const struct mfile__gen *g, const struct gguf_tensor *t,
+                              const struct quant_type *q, uint64_t offset, uint8_t *buf, size_t n,
+                              struct ig_errbuf *eb)
 {
-	return dtype == MFILE_F32 ? 4 : 2;
+	enum { RUN = 64 }; /* blocks a run */
+	float *v = malloc((size_t)RUN * q->block_elems * sizeof(float));
+	uint8_t *enc = malloc((size_t)RUN * q->block_bytes);
+	uint64_t b0 = offset / q->block_bytes, b1 = (offset + n + q->block_bytes - 1) / q->block_bytes;
+
+	if (!v || !enc) {
+		free(v);
+		free(enc);
+		return ig_errf(eb, IG_E_NOMEM, "no memory to encode tensor '%s'", t->name);
+	}
+	for (uint64_t b = b0; b < b1; b += RUN) {
+		uint64_t nb = b1 - b < RUN ? b1 - b : RUN;
+		uint64_t from = b * q->block_bytes, to = (b + nb) * q->block_bytes;
+		uint64_t lo = from > offset ? from : offset, hi = to < offset + n ? to : offset + n;
+
+		mfile_synthetic_values(g->seed, t->name, t->dims[0], b * q->block_elems,
+		                       (size_t)(nb * q->block_elems), v);
+		quant_quantize(q->id, v, enc, nb * q->block_elems);
+		memcpy(buf + (lo - offset), enc + (lo - from), (size_t)(hi - lo));
+	}
+	free(v);
+	free(enc);
+	return 0;
 }
 
 static int mfile__fill(void *ctx, const struct gguf_tensor *t, uint64_t offset, void *buf, size_t n,
                        struct ig_errbuf *eb)
 {
 	struct mfile__gen *g = ctx;
-	size_t esize = mfile__esize(g->dtype);
+	const struct quant_type *q = quant_type_of(t->type);
 
 	if (g->o && g->o->stop && *g->o->stop)
 		return ig_errf(eb, IG_E_IO, "interrupted at tensor '%s' (%llu of %llu bytes made)",
 		               t->name, (unsigned long long)g->done, (unsigned long long)g->total);
-	mfile_synthetic_fill(g->seed, g->dtype, t->name, t->dims[0], offset / esize, n / esize,
-	                     buf);
+	if (q->block_elems > 1) {
+		int rc = mfile__fill_blocks(g, t, q, offset, buf, n, eb);
+
+		if (rc)
+			return rc;
+	} else {
+		mfile_synthetic_fill(g->seed, (enum mfile_dtype)t->type, t->name, t->dims[0],
+		                     offset / q->block_bytes, n / q->block_bytes, buf);
+	}
 	g->done += n;
 	if (g->o && g->o->progress)
 		g->o->progress(g->o->progress_ctx, g->done, g->total);
@@ -562,15 +627,16 @@ static void mfile__add_one(void *ctx, const char *name, uint32_t n_dims, const u
                            bool expert)
 {
 	struct mfile__gen *g = ctx;
-	uint64_t bytes = mfile__esize(g->dtype);
+	uint32_t type = mfile_tensor_type(g->dtype, name, n_dims, dims);
+	uint64_t bytes = quant_row_bytes(type, dims[0]);
 
-	for (uint32_t i = 0; i < n_dims; i++)
+	for (uint32_t i = 1; i < n_dims; i++)
 		bytes *= dims[i]; /* checked by mfile_check_desc's bounds and the writer */
 	g->total += bytes;
 	g->n_tensors++;
 	if (g->desc)
 		mfile__account(g->desc, &g->sum, name, bytes, expert);
-	gguf_writer_add_tensor_fill(g->w, name, (uint32_t)g->dtype, n_dims, dims, mfile__fill, g);
+	gguf_writer_add_tensor_fill(g->w, name, type, n_dims, dims, mfile__fill, g);
 }
 
 /* Check `m` and fill the writer: the metadata, then every tensor as a

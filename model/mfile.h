@@ -94,12 +94,28 @@ int mfile_check_desc(const struct mdesc *m, struct ig_errbuf *eb);
 
 /* ---- synthetic models ------------------------------------------------------ */
 
-/* Element types a synthetic model can be written in. */
+/* Tensor types a synthetic model can be written in (ggml's numbers). */
 enum mfile_dtype {
 	MFILE_BF16 = GGUF_TENSOR_BF16,
 	MFILE_F16 = GGUF_TENSOR_F16,
-	MFILE_F32 = GGUF_TENSOR_F32
+	MFILE_F32 = GGUF_TENSOR_F32,
+	MFILE_Q8_0 = GGUF_TENSOR_Q8_0,
+	MFILE_Q4_0 = GGUF_TENSOR_Q4_0,
+	MFILE_Q4_K = GGUF_TENSOR_Q4_K,
+	MFILE_Q5_K = GGUF_TENSOR_Q5_K,
+	MFILE_Q6_K = GGUF_TENSOR_Q6_K,
 };
+
+/*
+ * The type tensor `name` (n_dims, dims) takes in a file written at `dtype`.
+ * F32, F16 and BF16: every tensor. A block type (as llama.cpp's quantizer
+ * does with 1-D tensors, and with the router, which picks experts on small
+ * differences): the matrices whose rows are whole blocks of it, the
+ * embedding and the output included; norms, the convolution, the decay and
+ * bias vectors, the routers and the shared expert's gate stay BF16.
+ */
+uint32_t mfile_tensor_type(enum mfile_dtype dtype, const char *name, uint32_t n_dims,
+                           const uint64_t dims[4]);
 
 /* What a synthetic file of a description would be, computed without writing. */
 struct mfile_synthetic {
@@ -133,6 +149,10 @@ int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
  */
 void mfile_synthetic_fill(uint64_t seed, enum mfile_dtype dtype, const char *name, uint64_t fan_in,
                           uint64_t first, size_t n, void *out);
+/* The same values as floats, before any rounding to a type (what a block
+ * type's blocks encode). */
+void mfile_synthetic_values(uint64_t seed, const char *name, uint64_t fan_in, uint64_t first,
+                            size_t n, float *out);
 
 /* Optional settings of a synthetic write; all zero gives the defaults. */
 struct mfile_wopts {

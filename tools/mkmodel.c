@@ -2,7 +2,7 @@
  * ignis-mkmodel - write a synthetic model of our family (GGUF "ignis-hybrid")
  * with seeded random weights, at any shape.
  *
- *   ignis-mkmodel --preset NAME (-o FILE | --dry-run) [--seed N] [--dtype bf16|f16|f32]
+ *   ignis-mkmodel --preset NAME (-o FILE | --dry-run) [--seed N] [--dtype TYPE]
  *                 [--set KEY=VALUE[,KEY=VALUE...]]... [--tokenizer bytes|none]
  *                 [--name NAME]
  *
@@ -70,9 +70,21 @@ struct mk {
 	unsigned next_pct; /* progress: the next percentage to report */
 };
 
+/* --dtype's words, ggml's names in lower case */
+static const struct {
+	const char *name;
+	enum mfile_dtype dtype;
+} mk_dtypes[] = {{"bf16", MFILE_BF16}, {"f16", MFILE_F16},   {"f32", MFILE_F32},
+                 {"q8_0", MFILE_Q8_0}, {"q4_0", MFILE_Q4_0}, {"q4_k", MFILE_Q4_K},
+                 {"q5_k", MFILE_Q5_K}, {"q6_k", MFILE_Q6_K}};
+#define MK_DTYPES_TEXT "bf16, f16, f32, q8_0, q4_0, q4_k, q5_k, q6_k"
+
 static const char *mk_dtype_name(enum mfile_dtype d)
 {
-	return d == MFILE_F32 ? "f32" : d == MFILE_F16 ? "f16" : "bf16";
+	for (size_t i = 0; i < sizeof(mk_dtypes) / sizeof(mk_dtypes[0]); i++)
+		if (mk_dtypes[i].dtype == d)
+			return mk_dtypes[i].name;
+	return "?";
 }
 
 static const char *mk_family_name(int family)
@@ -82,7 +94,7 @@ static const char *mk_family_name(int family)
 
 #define USAGE                                                                                      \
 	"usage: " PROG " --preset NAME (-o FILE | --dry-run) [--seed N]\n"                         \
-	"                     [--dtype bf16|f16|f32] [--set KEY=VALUE[,KEY=VALUE...]]...\n"        \
+	"                     [--dtype TYPE] [--set KEY=VALUE[,KEY=VALUE...]]...\n"        \
 	"                     [--tokenizer bytes|none] [--name NAME]\n"
 
 static void usage(FILE *f, bool full)
@@ -102,7 +114,9 @@ static void usage(FILE *f, bool full)
 	    "  -o, --output FILE   where to write, atomically (a failed write leaves nothing)\n"
 	    "  -s, --seed N        the weights' seed (default 1): the same arguments give the\n"
 	    "                      same bytes\n"
-	    "  -d, --dtype T       bf16 (default), f16 or f32\n"
+	    "  -d, --dtype T       bf16 (default), f16, f32, or a block type: q8_0, q4_0,\n"
+	    "                      q4_k, q5_k, q6_k (the matrices whose rows are whole\n"
+	    "                      blocks; norms, convolution, decay, bias and router BF16)\n"
 	    "      --set K=V,...   change keys of the preset's description (below); repeatable,\n"
 	    "                      the last value of a key wins; integers take K/M/G/T suffixes\n"
 	    "      --tokenizer T   bytes (the byte-level tokenizer: exactly 260 ids) or none\n"
@@ -481,18 +495,20 @@ int main(int argc, char **argv)
 			}
 			break;
 		case 'd':
-			if (!strcmp(optarg, "bf16"))
-				mk.dtype = MFILE_BF16;
-			else if (!strcmp(optarg, "f16"))
-				mk.dtype = MFILE_F16;
-			else if (!strcmp(optarg, "f32"))
-				mk.dtype = MFILE_F32;
-			else {
-				fprintf(stderr, PROG ": --dtype '%s'; accepted: bf16, f16, f32\n",
+		{
+			size_t i = 0;
+
+			while (i < sizeof(mk_dtypes) / sizeof(mk_dtypes[0]) &&
+			       strcmp(optarg, mk_dtypes[i].name))
+				i++;
+			if (i == sizeof(mk_dtypes) / sizeof(mk_dtypes[0])) {
+				fprintf(stderr, PROG ": --dtype '%s'; accepted: " MK_DTYPES_TEXT "\n",
 				        optarg);
 				rc = 2;
 				goto out;
 			}
+			mk.dtype = mk_dtypes[i].dtype;
+		}
 			break;
 		case 'S':
 			sets[nsets++] = optarg;

@@ -51,6 +51,9 @@ static inline void rig_shrink(struct rig *r)
 	                 IG_E_OK);
 }
 
+/* The type the rig's model file is written in (ignis-mkmodel --dtype). */
+static enum mfile_dtype rig_dtype = MFILE_BF16;
+
 static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pages,
                                   uint32_t threads, bool least)
 {
@@ -67,7 +70,7 @@ static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pa
 	                              .context = RIG_CONTEXT,
 	                              .threads = threads,
 	                              .states = RIG_STATES};
-	if (mfile_write_synthetic(mdesc_find(preset), 5, MFILE_BF16, path, &eb) ||
+	if (mfile_write_synthetic(mdesc_find(preset), 5, rig_dtype, path, &eb) ||
 	    mfile_open(&r->f, path, &eb) || be_bind_reserve(&r->be, &r->f, &r->bo, &eb))
 		fail_msg("%s: %s", preset, eb.msg);
 	if (least)

@@ -135,7 +135,7 @@ static void run(struct rig *r, const struct req *q, const uint32_t *which, uint3
 	eng_destroy(e);
 }
 
-static void exactness(const char *preset)
+static void exactness(const char *preset, enum mfile_dtype dtype, size_t n_variants)
 {
 	static const struct variant alone = {1, 64, 1, 12, 0, false};
 	static const struct variant vs[] = {
@@ -154,6 +154,7 @@ static void exactness(const char *preset)
 	struct eng_stats st;
 	struct rig r;
 
+	rig_dtype = dtype;
 	make_reqs(q, test_seed(preset));
 	rig_open(&r, preset, 12);
 	for (uint32_t i = 0; i < NREQ; i++) {
@@ -162,7 +163,7 @@ static void exactness(const char *preset)
 		assert_int_equal(st.decode_tokens, n_ref[i] - 1);
 	}
 	rig_close(&r);
-	for (size_t k = 0; k < sizeof(vs) / sizeof(vs[0]); k++) {
+	for (size_t k = 0; k < sizeof(vs) / sizeof(vs[0]) && k < n_variants; k++) {
 		/* the variant's threads: the backend's pool, sized at the bind */
 		rig_open_sized(&r, preset, vs[k].pages, vs[k].threads, vs[k].least);
 		if (vs[k].least) {
@@ -191,18 +192,30 @@ static void exactness(const char *preset)
 		              (unsigned long long)st.prefill_tokens);
 		rig_close(&r);
 	}
+	rig_dtype = MFILE_BF16;
 }
 
 static void test_dense_exact(void **state)
 {
 	(void)state;
-	exactness("tiny-dense");
+	exactness("tiny-dense", MFILE_BF16, SIZE_MAX);
 }
 
 static void test_moe_exact(void **state)
 {
 	(void)state;
-	exactness("tiny-moe");
+	exactness("tiny-moe", MFILE_BF16, SIZE_MAX);
+}
+
+/* Quantized weights (the matrices in a block type, read in place): a
+ * request's tokens still do not depend on lanes, chunks, threads, waiting
+ * for room or passes of one token. */
+static void test_quantized_exact(void **state)
+{
+	(void)state;
+	exactness("tiny-dense", MFILE_Q8_0, 5);
+	exactness("tiny-moe", MFILE_Q4_K, 5);
+	exactness("tiny-dense", MFILE_Q6_K, 3);
 }
 
 /* Refusals at submit name the field; nothing is queued. */
@@ -563,6 +576,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_dense_exact), cmocka_unit_test(test_moe_exact),
+	    cmocka_unit_test(test_quantized_exact),
 	    cmocka_unit_test(test_refusals),    cmocka_unit_test(test_cancel),
 	    cmocka_unit_test(test_stop_hook),   cmocka_unit_test(test_bind_regions),
 	};

@@ -40,6 +40,9 @@ static double bf(uint16_t h)
 	return gguf_bf16_to_f32(h);
 }
 
+/* a bf16 matrix's elements */
+#define W(m) ((const uint16_t *)(m).p)
+
 struct set {
 	struct lffn_weights w;
 	uint16_t *all[12];
@@ -59,19 +62,19 @@ static void make(const struct mdesc *m, struct set *s)
 	memset(s, 0, sizeof(*s));
 	s->w.norm = add(s, bf16_rand(h, 0.1f, 1.0f));
 	if (m->family == MDESC_DENSE) {
-		s->w.gate = add(s, bf16_rand(h * m->ffn_inter, 0.08f, 0));
-		s->w.up = add(s, bf16_rand(h * m->ffn_inter, 0.08f, 0));
-		s->w.down = add(s, bf16_rand(h * m->ffn_inter, 0.05f, 0));
+		s->w.gate = COP_W_BF16(add(s, bf16_rand(h * m->ffn_inter, 0.08f, 0)));
+		s->w.up = COP_W_BF16(add(s, bf16_rand(h * m->ffn_inter, 0.08f, 0)));
+		s->w.down = COP_W_BF16(add(s, bf16_rand(h * m->ffn_inter, 0.05f, 0)));
 		return;
 	}
-	s->w.router = add(s, bf16_rand(h * m->experts, 0.2f, 0));
-	s->w.gate_exps = add(s, bf16_rand(h * m->expert_inter * m->experts, 0.08f, 0));
-	s->w.up_exps = add(s, bf16_rand(h * m->expert_inter * m->experts, 0.08f, 0));
-	s->w.down_exps = add(s, bf16_rand(h * m->expert_inter * m->experts, 0.1f, 0));
+	s->w.router = COP_W_BF16(add(s, bf16_rand(h * m->experts, 0.2f, 0)));
+	s->w.gate_exps = COP_W_BF16(add(s, bf16_rand(h * m->expert_inter * m->experts, 0.08f, 0)));
+	s->w.up_exps = COP_W_BF16(add(s, bf16_rand(h * m->expert_inter * m->experts, 0.08f, 0)));
+	s->w.down_exps = COP_W_BF16(add(s, bf16_rand(h * m->expert_inter * m->experts, 0.1f, 0)));
 	s->w.shexp_gate = add(s, bf16_rand(h, 0.1f, 0));
-	s->w.gate_sh = add(s, bf16_rand(h * m->shared_inter, 0.08f, 0));
-	s->w.up_sh = add(s, bf16_rand(h * m->shared_inter, 0.08f, 0));
-	s->w.down_sh = add(s, bf16_rand(h * m->shared_inter, 0.1f, 0));
+	s->w.gate_sh = COP_W_BF16(add(s, bf16_rand(h * m->shared_inter, 0.08f, 0)));
+	s->w.up_sh = COP_W_BF16(add(s, bf16_rand(h * m->shared_inter, 0.08f, 0)));
+	s->w.down_sh = COP_W_BF16(add(s, bf16_rand(h * m->shared_inter, 0.1f, 0)));
 }
 
 static void drop(struct set *s)
@@ -101,10 +104,10 @@ static void reference(const struct mdesc *m, const struct lffn_weights *w, const
 				double g = 0, u = 0;
 
 				for (size_t i = 0; i < h; i++) {
-					g += bf(w->gate[j * h + i]) * xn[i];
-					u += bf(w->up[j * h + i]) * xn[i];
+					g += bf(W(w->gate)[j * h + i]) * xn[i];
+					u += bf(W(w->up)[j * h + i]) * xn[i];
 				}
-				acc += bf(w->down[o * m->ffn_inter + j]) * (g / (1 + exp(-g)) * u);
+				acc += bf(W(w->down)[o * m->ffn_inter + j]) * (g / (1 + exp(-g)) * u);
 			}
 			out[o] += acc;
 		}
@@ -116,7 +119,7 @@ static void reference(const struct mdesc *m, const struct lffn_weights *w, const
 		for (uint32_t e = 0; e < m->experts; e++) {
 			p[e] = 0;
 			for (size_t i = 0; i < h; i++)
-				p[e] += bf(w->router[e * h + i]) * xn[i];
+				p[e] += bf(W(w->router)[e * h + i]) * xn[i];
 			mx = p[e] > mx ? p[e] : mx;
 		}
 		for (uint32_t e = 0; e < m->experts; e++)
@@ -135,10 +138,10 @@ static void reference(const struct mdesc *m, const struct lffn_weights *w, const
 					double g = 0, u = 0;
 
 					for (size_t i = 0; i < h; i++) {
-						g += bf(w->gate_exps[e * blk + j * h + i]) * xn[i];
-						u += bf(w->up_exps[e * blk + j * h + i]) * xn[i];
+						g += bf(W(w->gate_exps)[e * blk + j * h + i]) * xn[i];
+						u += bf(W(w->up_exps)[e * blk + j * h + i]) * xn[i];
 					}
-					acc += bf(w->down_exps[e * blk + o * m->expert_inter + j]) *
+					acc += bf(W(w->down_exps)[e * blk + o * m->expert_inter + j]) *
 					       (g / (1 + exp(-g)) * u);
 				}
 				out[o] += p[ids[r]] / sum / kept * acc;
@@ -150,10 +153,10 @@ static void reference(const struct mdesc *m, const struct lffn_weights *w, const
 					double g = 0, u = 0;
 
 					for (size_t i = 0; i < h; i++) {
-						g += bf(w->gate_sh[j * h + i]) * xn[i];
-						u += bf(w->up_sh[j * h + i]) * xn[i];
+						g += bf(W(w->gate_sh)[j * h + i]) * xn[i];
+						u += bf(W(w->up_sh)[j * h + i]) * xn[i];
 					}
-					acc += bf(w->down_sh[o * m->shared_inter + j]) *
+					acc += bf(W(w->down_sh)[o * m->shared_inter + j]) *
 					       (g / (1 + exp(-g)) * u);
 				}
 				out[o] += sg * acc;
@@ -245,7 +248,7 @@ static void test_ties_go_to_the_lower_id(void **state)
 	rng_s = 7;
 	make(m, &s);
 	/* a zero router: every expert ties; the lowest ids win, in order */
-	memset((void *)s.w.router, 0, h * m->experts * 2);
+	memset((void *)s.w.router.p, 0, h * m->experts * 2);
 	for (size_t i = 0; i < h; i++)
 		x[i] = 0.5f;
 	run(m, &s, x, y, 1, 1, 1, chosen);

@@ -106,14 +106,14 @@ static void fix_init(struct fix *f, const char *what)
 	f->norm = rand_bf16(&r, f->dv, 0.9f, 1.1f);
 	f->wout = rand_bf16(&r, f->lv * f->dv * f->hidden, -so, so);
 	f->w = (struct llin_weights){.attn_norm = f->attn_norm,
-	                             .qkv = f->wqkv,
-	                             .z = f->wz,
-	                             .ba = f->wba,
+	                             .qkv = COP_W_BF16(f->wqkv),
+	                             .z = COP_W_BF16(f->wz),
+	                             .ba = COP_W_BF16(f->wba),
 	                             .conv = f->conv,
 	                             .a_log = f->a_log,
 	                             .dt_bias = f->dt_bias,
 	                             .norm = f->norm,
-	                             .out = f->wout};
+	                             .out = COP_W_BF16(f->wout)};
 	f->x = xmalloc(N_TOK * f->hidden * sizeof(float));
 	for (size_t i = 0; i < N_TOK * f->hidden; i++)
 		f->x[i] = rng_unif(&r, -1.0f, 1.0f);

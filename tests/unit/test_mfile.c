@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 
 #include "common/knobs.h"
 #include "model/mfile.h"
+#include "model/quant.h"
 #include "common/vplan.h"
 
 static char dir[256];
@@ -228,6 +230,8 @@ static void test_tiny_bytes_pinned(void **state)
 	    {"tiny-dense", MFILE_F16, 5543296, 0x55914be5ec514bc9ull},
 	    {"tiny-dense", MFILE_F32, 11082240, 0x6d0a114d7120d3c2ull},
 	    {"tiny-moe", MFILE_BF16, 30617824, 0x029b4d629e924d4eull},
+	    {"tiny-dense", MFILE_Q8_0, 2955136, 0x6d6c38550ab2cebfull},
+	    {"tiny-dense", MFILE_Q4_K, 1574784, 0x9be1f2fd698f5d36ull},
 	    /* tiny-moe f16 0x415dc9a2356877fa, f32 0xbc2006319e14a5bb: the same
 	     * conversions as tiny-dense's, not rerun for time */
 	};
@@ -536,6 +540,74 @@ static void write_desc(const struct mdesc *m, enum mfile_dtype dt, size_t chunk,
 		fail_msg("write %s: %s", m->name, eb.msg);
 }
 
+static void assert_same_file(const char *a, const char *b);
+
+/*
+ * Block types (ignis-mkmodel --dtype q8_0 ...): each tensor in the type
+ * mfile_tensor_type gives it, block-type matrices among them, whose decoded
+ * values are the synthetic values within a quantization step; the bytes do
+ * not depend on the writer's chunk (which does not fall on blocks); the
+ * loader's figures are the tensors' real bytes.
+ */
+static void test_block_dtypes(void **state)
+{
+	static const enum mfile_dtype dts[] = {MFILE_Q8_0, MFILE_Q4_0, MFILE_Q4_K, MFILE_Q5_K,
+	                                       MFILE_Q6_K};
+	const struct mdesc *m = mdesc_find("tiny-dense");
+
+	(void)state;
+	for (size_t d = 0; d < sizeof(dts) / sizeof(dts[0]); d++) {
+		const struct quant_type *q = quant_type_of((uint32_t)dts[d]);
+		struct ig_errbuf eb;
+		struct mfile f;
+		char path[320];
+		size_t blocks = 0;
+		uint64_t sum = 0;
+
+		write_desc(m, dts[d], 0, "q.gguf");
+		write_desc(m, dts[d], 1024, "q-chunked.gguf"); /* no block type divides it */
+		assert_same_file("q.gguf", "q-chunked.gguf");
+		path_of(path, sizeof(path), "q.gguf");
+		if (mfile_open(&f, path, &eb))
+			fail_msg("%s: %s", q->name, eb.msg);
+		for (size_t i = 0; i < f.g.n_tensors; i++) {
+			const struct gguf_tensor *t = gguf_tensor_at(&f.g, i);
+			uint32_t want = mfile_tensor_type(dts[d], t->name, t->n_dims, t->dims);
+
+			if (t->type != want)
+				fail_msg("%s: tensor %s is %s, mfile_tensor_type says %s", q->name,
+				         t->name, gguf_tensor_type_name(t->type),
+				         gguf_tensor_type_name(want));
+			sum += t->n_bytes;
+			if (t->type != (uint32_t)dts[d])
+				continue;
+			blocks++;
+			/* its first row: within a step of the values it encodes */
+			{
+				size_t n = (size_t)t->dims[0];
+				float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+				float amax = 0.0f;
+
+				assert_non_null(x);
+				assert_non_null(y);
+				mfile_synthetic_values(1, t->name, t->dims[0], 0, n, x);
+				quant_dequantize(t->type, t->data, y, n);
+				for (size_t k = 0; k < n; k++)
+					amax = fmaxf(amax, fabsf(x[k]));
+				for (size_t k = 0; k < n; k++)
+					if (fabsf(y[k] - x[k]) > amax / 3.0f + 1e-6f)
+						fail_msg("%s: %s[%zu] is %g, encodes %g", q->name, t->name, k,
+						         (double)y[k], (double)x[k]);
+				free(x);
+				free(y);
+			}
+		}
+		assert_true(blocks >= 4);
+		assert_int_equal(mdesc_weight_bytes(&f.desc) <= sum, true);
+		mfile_close(&f);
+	}
+}
+
 static void assert_same_file(const char *a, const char *b)
 {
 	size_t na, nb;
@@ -660,11 +732,12 @@ static void test_describe_is_the_file(void **state)
 {
 	struct mdesc cm = custom_moe(), cd = custom_dense(5, 700, 256, 300);
 	const struct mdesc *models[] = {mdesc_find("tiny-dense"), mdesc_find("tiny-moe"), &cm, &cd};
-	static const enum mfile_dtype dts[] = {MFILE_BF16, MFILE_F16, MFILE_F32};
+	static const enum mfile_dtype dts[] = {MFILE_BF16, MFILE_F16,  MFILE_F32,
+	                                       MFILE_Q8_0, MFILE_Q4_K, MFILE_Q6_K};
 
 	(void)state;
 	for (size_t i = 0; i < 4; i++)
-		for (size_t d = 0; d < (i == 1 ? 1u : 3u); d++) { /* tiny-moe: bf16 */
+		for (size_t d = 0; d < (i == 1 ? 1u : 6u); d++) { /* tiny-moe: bf16 */
 			struct mfile_synthetic s;
 			struct ig_errbuf eb;
 			struct mfile f;
@@ -979,6 +1052,7 @@ int main(void)
 	    cmocka_unit_test(test_same_seed_same_bytes),
 	    cmocka_unit_test(test_tiny_bytes_pinned),
 	    cmocka_unit_test(test_dtypes),
+	    cmocka_unit_test(test_block_dtypes),
 	    cmocka_unit_test(test_malformed_files),
 	    cmocka_unit_test(test_truncated_and_foreign),
 	    cmocka_unit_test(test_stream_equals_in_memory),

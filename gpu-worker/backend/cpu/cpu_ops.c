@@ -301,6 +301,12 @@ void cop_matmul(struct cpool *pool, struct cop_w w, const float *x, float *y, si
 	mm_run(pool, &j);
 }
 
+struct cop_w cop_w_rows(struct cop_w w, size_t n_in, size_t rows)
+{
+	w.p = (const uint8_t *)w.p + rows * quant_row_bytes(w.type, n_in);
+	return w;
+}
+
 void cop_row(struct cop_w w, size_t n_in, size_t r, float *out)
 {
 	quant_dequantize(w.type, (const uint8_t *)w.p + r * quant_row_bytes(w.type, n_in), out, n_in);

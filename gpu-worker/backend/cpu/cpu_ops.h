@@ -85,6 +85,10 @@ struct cop_w {
 void cop_matmul(struct cpool *pool, struct cop_w w, const float *x, float *y, size_t n_in,
                 size_t n_out, size_t n_tok);
 
+/* The matrix that starts `rows` rows of n_in elements into `w` (an
+ * expert's slice of a [n_in, rows, experts] tensor). */
+struct cop_w cop_w_rows(struct cop_w w, size_t n_in, size_t rows);
+
 /* Row `r` of a [n_in, rows] matrix of weights `w`, decoded into out[0..n_in)
  * (an embedding's lookup). */
 void cop_row(struct cop_w w, size_t n_in, size_t r, float *out);

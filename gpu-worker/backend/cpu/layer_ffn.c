@@ -36,14 +36,14 @@ static void lffn__widen(const uint16_t *in, float *out, size_t n)
 }
 
 /* out[n_tok][hidden] = down(silu(gate xn) * up xn) for one set of weights. */
-static void lffn__swiglu(struct cpool *pool, const uint16_t *gate, const uint16_t *up,
-                         const uint16_t *down, const float *xn, size_t hidden, size_t inter,
+static void lffn__swiglu(struct cpool *pool, struct cop_w gate, struct cop_w up,
+                         struct cop_w down, const float *xn, size_t hidden, size_t inter,
                          uint32_t n_tok, float *g, float *u, float *out)
 {
-	cop_matmul_bf16(pool, gate, xn, g, hidden, inter, n_tok);
-	cop_matmul_bf16(pool, up, xn, u, hidden, inter, n_tok);
+	cop_matmul(pool, gate, xn, g, hidden, inter, n_tok);
+	cop_matmul(pool, up, xn, u, hidden, inter, n_tok);
 	cop_swiglu(g, u, g, (size_t)n_tok * inter);
-	cop_matmul_bf16(pool, down, g, out, inter, hidden, n_tok);
+	cop_matmul(pool, down, g, out, inter, hidden, n_tok);
 }
 
 void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x, uint32_t n_tok,
@@ -76,7 +76,7 @@ void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x,
 	 * others); the routed experts run token by token, each token on its own
 	 * experts. The additions into a token's row keep their order: its
 	 * experts in rank order, then the gated shared expert. */
-	cop_matmul_bf16(pool, w->router, xn, p, hidden, m->experts, n_tok);
+	cop_matmul(pool, w->router, xn, p, hidden, m->experts, n_tok);
 	lffn__swiglu(pool, w->gate_sh, w->up_sh, w->down_sh, xn, hidden, sh, n_tok, g, u, out);
 	for (uint32_t t = 0; t < n_tok; t++) {
 		const float *xt = xn + (size_t)t * hidden;
@@ -102,11 +102,14 @@ void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x,
 			sum += pt[best];
 		}
 		for (uint32_t r = 0; r < m->top_k; r++) {
-			size_t blk = hidden * inter;
 			uint32_t e = ids[r];
 
-			lffn__swiglu(pool, w->gate_exps + e * blk, w->up_exps + e * blk,
-			             w->down_exps + e * blk, xt, hidden, inter, 1, g, u, eo);
+			/* expert e: inter rows of hidden (gate, up), hidden rows of
+			 * inter (down) into each [.., .., experts] tensor */
+			lffn__swiglu(pool, cop_w_rows(w->gate_exps, hidden, (size_t)e * inter),
+			             cop_w_rows(w->up_exps, hidden, (size_t)e * inter),
+			             cop_w_rows(w->down_exps, inter, (size_t)e * hidden), xt, hidden,
+			             inter, 1, g, u, eo);
 			cop_scale(eo, sum > 0.0f ? pt[e] / sum : 0.0f, eo, hidden);
 			cop_add(x_t, eo, x_t, hidden);
 			if (chosen)

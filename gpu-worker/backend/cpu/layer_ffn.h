@@ -23,18 +23,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu_ops.h"
 #include "cpu_pool.h"
 #include "common/model.h"
 
 struct lffn_weights {
-	const uint16_t *norm; /* ffn_norm [hidden] */
+	const uint16_t *norm; /* ffn_norm [hidden], bf16 */
 	/* dense */
-	const uint16_t *gate, *up, *down;
+	struct cop_w gate, up, down;
 	/* moe */
-	const uint16_t *router;                          /* ffn_gate_inp [hidden, experts] */
-	const uint16_t *gate_exps, *up_exps, *down_exps; /* [.., .., experts] */
-	const uint16_t *shexp_gate;                      /* ffn_gate_inp_shexp [hidden] */
-	const uint16_t *gate_sh, *up_sh, *down_sh;
+	struct cop_w router;                          /* ffn_gate_inp [hidden, experts] */
+	struct cop_w gate_exps, up_exps, down_exps;   /* [.., .., experts] */
+	const uint16_t *shexp_gate;                   /* ffn_gate_inp_shexp [hidden], bf16 */
+	struct cop_w gate_sh, up_sh, down_sh;
 };
 
 /* Scratch bytes for n_tok tokens. */

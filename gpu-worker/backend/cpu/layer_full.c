@@ -196,9 +196,9 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 	/* The projections see every row of the round at once; a row's result
 	 * does not depend on its neighbours (cpu_ops.h). */
 	cop_rmsnorm_rows(x, attn_norm, xn, n_tok, hidden, m->rms_eps);
-	cop_matmul_bf16(pool, w->attn_q, xn, qg, hidden, 2 * qd, n_tok);
-	cop_matmul_bf16(pool, w->attn_k, xn, k, hidden, kvd, n_tok);
-	cop_matmul_bf16(pool, w->attn_v, xn, v, hidden, kvd, n_tok);
+	cop_matmul(pool, w->attn_q, xn, qg, hidden, 2 * qd, n_tok);
+	cop_matmul(pool, w->attn_k, xn, k, hidden, kvd, n_tok);
+	cop_matmul(pool, w->attn_v, xn, v, hidden, kvd, n_tok);
 
 	/* Attention sequence by sequence: each over its own pages. */
 	for (uint32_t i = 0; i < n_segs; i++) {
@@ -221,7 +221,7 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 		row += segs[i].n_tok;
 	}
 
-	cop_matmul_bf16(pool, w->attn_output, o, xn, qd, hidden, n_tok);
+	cop_matmul(pool, w->attn_output, o, xn, qd, hidden, n_tok);
 	cop_add(x, xn, x, n_tok * hidden);
 	return 0;
 }

@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu_ops.h"
 #include "cpu_pool.h"
 #include "gpu-worker/backend/kvpool.h"
 #include "common/model.h"
@@ -47,12 +48,12 @@
  * (w[o * n_in + i]). Borrowed: the caller keeps them alive for the call. */
 struct lfull_weights {
 	const uint16_t *attn_norm;   /* [hidden] */
-	const uint16_t *attn_q;      /* hidden -> 2 * q_heads * head_dim (query, gate) */
-	const uint16_t *attn_k;      /* hidden -> kv_heads * head_dim */
-	const uint16_t *attn_v;      /* hidden -> kv_heads * head_dim */
+	struct cop_w attn_q;         /* hidden -> 2 * q_heads * head_dim (query, gate) */
+	struct cop_w attn_k;         /* hidden -> kv_heads * head_dim */
+	struct cop_w attn_v;         /* hidden -> kv_heads * head_dim */
 	const uint16_t *attn_q_norm; /* [head_dim] */
 	const uint16_t *attn_k_norm; /* [head_dim] */
-	const uint16_t *attn_output; /* q_heads * head_dim -> hidden */
+	struct cop_w attn_output;    /* q_heads * head_dim -> hidden */
 };
 
 /* Scratch bytes lfull_forward needs for chunks of up to `n_tok` tokens at

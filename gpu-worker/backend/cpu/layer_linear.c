@@ -274,9 +274,9 @@ int llin_forward_segs(const struct mdesc *m, const struct llin_weights *w,
 
 	/* The projections over every row of the round at once. */
 	cop_rmsnorm_rows(x, s.attn_norm, s.xn, n, d.hidden, m->rms_eps);
-	cop_matmul_bf16(pool, w->qkv, s.xn, s.qkv, d.hidden, d.qkv, n);
-	cop_matmul_bf16(pool, w->z, s.xn, s.z, d.hidden, d.lvdv, n);
-	cop_matmul_bf16(pool, w->ba, s.xn, s.ba, d.hidden, 2 * d.lv, n);
+	cop_matmul(pool, w->qkv, s.xn, s.qkv, d.hidden, d.qkv, n);
+	cop_matmul(pool, w->z, s.xn, s.z, d.hidden, d.lvdv, n);
+	cop_matmul(pool, w->ba, s.xn, s.ba, d.hidden, 2 * d.lv, n);
 
 	/* The conv and the recurrence sequence by sequence, each on its own
 	 * state and rows. */
@@ -299,7 +299,7 @@ int llin_forward_segs(const struct mdesc *m, const struct llin_weights *w,
 	}
 
 	/* lin_out into xn (no longer needed), then the residual add. */
-	cop_matmul_bf16(pool, w->out, s.o, s.xn, d.lvdv, d.hidden, n);
+	cop_matmul(pool, w->out, s.o, s.xn, d.lvdv, d.hidden, n);
 	cop_add(x, s.xn, x, n * d.hidden);
 	return 0;
 }

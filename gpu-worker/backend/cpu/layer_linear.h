@@ -49,6 +49,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu_ops.h"
 #include "cpu_pool.h"
 #include "common/model.h"
 
@@ -56,14 +57,14 @@
  * mapped or loaded for as long as the struct is used. */
 struct llin_weights {
 	const uint16_t *attn_norm; /* [hidden] */
-	const uint16_t *qkv;       /* [hidden -> 2*lk*dk + lv*dv] */
-	const uint16_t *z;         /* [hidden -> lv*dv] */
-	const uint16_t *ba;        /* [hidden -> 2*lv]: b then a */
+	struct cop_w qkv;          /* [hidden -> 2*lk*dk + lv*dv] */
+	struct cop_w z;            /* [hidden -> lv*dv] */
+	struct cop_w ba;           /* [hidden -> 2*lv]: b then a */
 	const uint16_t *conv;      /* [K, qkv]: channel c, tap i at c*K + i */
 	const uint16_t *a_log;     /* [lv] */
 	const uint16_t *dt_bias;   /* [lv] */
 	const uint16_t *norm;      /* [dv] */
-	const uint16_t *out;       /* [lv*dv -> hidden] */
+	struct cop_w out;          /* [lv*dv -> hidden] */
 };
 
 /* One sequence's state in one linear layer (layout above); the caller owns

@@ -7,6 +7,7 @@
 
 #include "cpu_ops.h"
 #include "model/gguf.h"
+#include "model/quant.h"
 
 struct mdl__bind {
 	const struct gguf *g;
@@ -16,7 +17,10 @@ struct mdl__bind {
 	uint64_t placed;
 };
 
-static const uint16_t *mdl__t(struct mdl__bind *b, const char *name)
+/* A tensor's bytes where the worker keeps them; `matrix`: any type the
+ * matrix product reads (model/quant.h), else (norms, the convolution, decay
+ * and bias vectors) bf16, as ignis-mkmodel writes them at every dtype. */
+static const void *mdl__t(struct mdl__bind *b, const char *name, bool matrix, uint32_t *type)
 {
 	const struct gguf_tensor *t;
 
@@ -27,13 +31,17 @@ static const uint16_t *mdl__t(struct mdl__bind *b, const char *name)
 		b->rc = ig_errf(b->eb, IG_E_INVAL, "tensor '%s' is missing", name);
 		return NULL;
 	}
-	if (t->type != GGUF_TENSOR_BF16) {
+	if (matrix ? !quant_type_of(t->type) || !quant_row_bytes(t->type, t->dims[0])
+	           : t->type != GGUF_TENSOR_BF16) {
 		b->rc = ig_errf(b->eb, IG_E_INVAL,
-		                "tensor '%s' is %s; the cpu runtime takes bf16 weights for now "
-		                "(ignis-mkmodel --dtype bf16)",
-		                name, gguf_tensor_type_name(t->type));
+		                "tensor '%s' is %s; the cpu runtime takes %s here "
+		                "(ignis-mkmodel --dtype writes them so)",
+		                name, gguf_tensor_type_name(t->type),
+		                matrix ? quant_accepted() : "BF16");
 		return NULL;
 	}
+	if (type)
+		*type = t->type;
 	/* device weights go where the placer puts them; the routed experts
 	 * (ffn_*_exps) stay in host memory, as the plan keeps them */
 	if (b->placer && !strstr(name, "_exps.")) {
@@ -48,13 +56,26 @@ static const uint16_t *mdl__t(struct mdl__bind *b, const char *name)
 	return t->data;
 }
 
-static const uint16_t *mdl__lt(struct mdl__bind *b, uint32_t layer, const char *what)
+static const uint16_t *mdl__vec(struct mdl__bind *b, const char *name)
 {
-	char name[64];
-
-	snprintf(name, sizeof(name), "blk.%u.%s.weight", layer, what);
-	return mdl__t(b, name);
+	return mdl__t(b, name, false, NULL);
 }
+
+static struct cop_w mdl__mat(struct mdl__bind *b, const char *name)
+{
+	struct cop_w w = {.type = QUANT_BF16};
+
+	w.p = mdl__t(b, name, true, &w.type);
+	return w;
+}
+
+static const char *mdl__ln(char *name, size_t cap, uint32_t layer, const char *what)
+{
+	snprintf(name, cap, "blk.%u.%s.weight", layer, what);
+	return name;
+}
+#define LVEC(i, what) mdl__vec(&b, mdl__ln(nm, sizeof(nm), (i), (what)))
+#define LMAT(i, what) mdl__mat(&b, mdl__ln(nm, sizeof(nm), (i), (what)))
 
 int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb)
 {
@@ -67,54 +88,55 @@ int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *pla
 	const struct mdesc *m = &f->desc;
 	struct mdl__bind b = {&f->g, placer, eb, 0, 0};
 	uint32_t nf = 0, nl = 0;
+	char nm[64];
 
 	memset(d, 0, sizeof(*d));
 	d->m = m;
 	d->layers = calloc(m->layers, sizeof(*d->layers));
 	if (!d->layers)
 		return ig_errf(eb, IG_E_NOMEM, "no memory for %u layers", m->layers);
-	d->embd = mdl__t(&b, "token_embd.weight");
-	d->out_norm = mdl__t(&b, "output_norm.weight");
-	d->output = mdl__t(&b, "output.weight");
+	d->embd = mdl__mat(&b, "token_embd.weight");
+	d->out_norm = mdl__vec(&b, "output_norm.weight");
+	d->output = mdl__mat(&b, "output.weight");
 	for (uint32_t i = 0; i < m->layers && !b.rc; i++) {
 		struct mdl_layer *l = &d->layers[i];
 
 		l->full = mdesc_is_full_layer(m, i);
 		if (l->full) {
 			l->index = nf++;
-			l->fw.attn_norm = mdl__lt(&b, i, "attn_norm");
-			l->fw.attn_q = mdl__lt(&b, i, "attn_q");
-			l->fw.attn_k = mdl__lt(&b, i, "attn_k");
-			l->fw.attn_v = mdl__lt(&b, i, "attn_v");
-			l->fw.attn_q_norm = mdl__lt(&b, i, "attn_q_norm");
-			l->fw.attn_k_norm = mdl__lt(&b, i, "attn_k_norm");
-			l->fw.attn_output = mdl__lt(&b, i, "attn_output");
+			l->fw.attn_norm = LVEC(i, "attn_norm");
+			l->fw.attn_q = LMAT(i, "attn_q");
+			l->fw.attn_k = LMAT(i, "attn_k");
+			l->fw.attn_v = LMAT(i, "attn_v");
+			l->fw.attn_q_norm = LVEC(i, "attn_q_norm");
+			l->fw.attn_k_norm = LVEC(i, "attn_k_norm");
+			l->fw.attn_output = LMAT(i, "attn_output");
 		} else {
 			l->index = nl++;
-			l->lw.attn_norm = mdl__lt(&b, i, "attn_norm");
-			l->lw.qkv = mdl__lt(&b, i, "lin_qkv");
-			l->lw.z = mdl__lt(&b, i, "lin_z");
-			l->lw.ba = mdl__lt(&b, i, "lin_ba");
-			l->lw.conv = mdl__lt(&b, i, "lin_conv");
-			l->lw.a_log = mdl__lt(&b, i, "lin_a_log");
-			l->lw.dt_bias = mdl__lt(&b, i, "lin_dt_bias");
-			l->lw.norm = mdl__lt(&b, i, "lin_norm");
-			l->lw.out = mdl__lt(&b, i, "lin_out");
+			l->lw.attn_norm = LVEC(i, "attn_norm");
+			l->lw.qkv = LMAT(i, "lin_qkv");
+			l->lw.z = LMAT(i, "lin_z");
+			l->lw.ba = LMAT(i, "lin_ba");
+			l->lw.conv = LVEC(i, "lin_conv");
+			l->lw.a_log = LVEC(i, "lin_a_log");
+			l->lw.dt_bias = LVEC(i, "lin_dt_bias");
+			l->lw.norm = LVEC(i, "lin_norm");
+			l->lw.out = LMAT(i, "lin_out");
 		}
-		l->ffn.norm = mdl__lt(&b, i, "ffn_norm");
+		l->ffn.norm = LVEC(i, "ffn_norm");
 		if (m->family == MDESC_DENSE) {
-			l->ffn.gate = mdl__lt(&b, i, "ffn_gate");
-			l->ffn.up = mdl__lt(&b, i, "ffn_up");
-			l->ffn.down = mdl__lt(&b, i, "ffn_down");
+			l->ffn.gate = LMAT(i, "ffn_gate");
+			l->ffn.up = LMAT(i, "ffn_up");
+			l->ffn.down = LMAT(i, "ffn_down");
 		} else {
-			l->ffn.router = mdl__lt(&b, i, "ffn_gate_inp");
-			l->ffn.gate_exps = mdl__lt(&b, i, "ffn_gate_exps");
-			l->ffn.up_exps = mdl__lt(&b, i, "ffn_up_exps");
-			l->ffn.down_exps = mdl__lt(&b, i, "ffn_down_exps");
-			l->ffn.shexp_gate = mdl__lt(&b, i, "ffn_gate_inp_shexp");
-			l->ffn.gate_sh = mdl__lt(&b, i, "ffn_gate_shexp");
-			l->ffn.up_sh = mdl__lt(&b, i, "ffn_up_shexp");
-			l->ffn.down_sh = mdl__lt(&b, i, "ffn_down_shexp");
+			l->ffn.router = LMAT(i, "ffn_gate_inp");
+			l->ffn.gate_exps = LMAT(i, "ffn_gate_exps");
+			l->ffn.up_exps = LMAT(i, "ffn_up_exps");
+			l->ffn.down_exps = LMAT(i, "ffn_down_exps");
+			l->ffn.shexp_gate = LVEC(i, "ffn_gate_inp_shexp");
+			l->ffn.gate_sh = LMAT(i, "ffn_gate_shexp");
+			l->ffn.up_sh = LMAT(i, "ffn_up_shexp");
+			l->ffn.down_sh = LMAT(i, "ffn_down_shexp");
 		}
 	}
 	d->placed_bytes = b.placed;
@@ -246,9 +268,7 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 
 	for (uint32_t i = 0; i < n_steps; i++) {
 		for (uint32_t t = 0; t < steps[i].n_tok; t++, row++)
-			for (size_t j = 0; j < h; j++)
-				x[row * h + j] =
-				    gguf_bf16_to_f32(d->embd[(size_t)steps[i].tokens[t] * h + j]);
+			cop_row(d->embd, h, steps[i].tokens[t], x + row * h);
 		fsegs[i] = (struct lfull_seg){&steps[i].s->kv, steps[i].s->pos, steps[i].n_tok};
 	}
 	for (uint32_t i = 0; i < m->layers; i++) {
@@ -285,7 +305,7 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 			            m->rms_eps);
 		steps[i].s->pos += steps[i].n_tok;
 	}
-	cop_matmul_bf16(pool, d->output, ls, logits, h, m->vocab, n_out);
+	cop_matmul(pool, d->output, ls, logits, h, m->vocab, n_out);
 	rc = IG_E_OK;
 out:
 	if (fsegs != fsegs_stack)

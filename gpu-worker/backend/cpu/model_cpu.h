@@ -33,7 +33,8 @@ struct mdl_layer {
 
 struct mdl {
 	const struct mdesc *m;
-	const uint16_t *embd, *out_norm, *output;
+	struct cop_w embd, output; /* token_embd [hidden, vocab], output [hidden, vocab] */
+	const uint16_t *out_norm;  /* bf16 */
 	struct mdl_layer *layers;
 	uint64_t placed_bytes; /* weights copied by a placer (mdl_bind_placed) */
 };
