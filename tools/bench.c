@@ -829,6 +829,9 @@ static void bench_kvstore(int reps)
 #define MV_CYCLE_ROOM 256u
 #define MV_ASK_PROMPT 32u /* I: one page */
 #define MV_LANES      3u  /* B, C and D hold them all: A waits off the lanes */
+/* B, C, D, A (ready off the lanes) and I each hold a state (ADR 0027): more
+ * slots than lanes, so that only pages make A move, as the scenario says */
+#define MV_SLOTS (MV_LANES + 2u)
 #define MV_ARENA      (32ull << 20)
 #define MV_MAX_ROUNDS 4096u
 #define MV_MAX_CYCLES 32u
@@ -1153,6 +1156,7 @@ static int mv_side_open(struct mv_side *s, struct mfile *f, const struct mvd *k,
 	const uint64_t pb = mdesc_page_bytes(dm, MDESC_KV_BF16);
 	static uint32_t longp[MV_LONG_PROMPT], otherp[3][MV_OTHER_PROMPT];
 	struct eng_cfg cfg = {.lanes = MV_LANES,
+	                      .slots = MV_SLOTS,
 	                      .chunk = dm->default_chunk,
 	                      .context = MV_CONTEXT,
 	                      .default_max_tokens = 1,
@@ -1180,7 +1184,7 @@ static int mv_side_open(struct mv_side *s, struct mfile *f, const struct mvd *k,
 	s->bo = (struct be_bind_opts){.max_round_tokens = MV_LANES + dm->default_chunk,
 	                              .context = MV_CONTEXT,
 	                              .threads = 1,
-	                              .states = MV_LANES};
+	                              .states = MV_SLOTS};
 	rc = be_bind_reserve(&s->be, f, &s->bo, eb);
 	if (!rc)
 		rc = s->be.ops->model_bind(&s->be, f, NULL, &s->bo, &s->d, eb);

@@ -96,11 +96,12 @@ int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct
 		               "and default max tokens %u (each >= 1)",
 		               cfg->lanes, cfg->chunk, cfg->max_requests,
 		               (unsigned long long)cfg->context, cfg->default_max_tokens);
-	if (d->states < cfg->lanes)
+	if (d->states < cfg->lanes || d->states < cfg->slots || (cfg->slots && cfg->slots < cfg->lanes))
 		return ig_errf(eb, IG_E_INVAL,
-		               "engine: %u lanes, but the model was bound with %u state slots (a "
-		               "running sequence holds one: bind it with states >= lanes)",
-		               cfg->lanes, d->states);
+		               "engine: %u lanes and %u slots, but the model was bound with %u "
+		               "state slots (a running sequence holds one: bind it with states >= "
+		               "slots >= lanes; slots 0 means lanes)",
+		               cfg->lanes, cfg->slots, d->states);
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return ig_errf(eb, IG_E_NOMEM, "no memory for the engine");
@@ -343,9 +344,12 @@ static uint32_t eng__snapshot(struct eng *e)
 
 static uint32_t eng__plan(struct eng *e, uint32_t n)
 {
-	/* a state slot a lane: the plan's lane_state line holds `lanes` states (ADR 0027) */
-	const struct sched_cfg cfg = {
-	    .lanes = e->cfg.lanes, .slots = e->cfg.lanes, .chunk = e->cfg.chunk, .moves = e->moves};
+	/* a state slot a lane: the plan's lane_state line holds `lanes` states
+	 * (ADR 0027); more only where the caller bound more (cfg.slots) */
+	const struct sched_cfg cfg = {.lanes = e->cfg.lanes,
+	                              .slots = e->cfg.slots ? e->cfg.slots : e->cfg.lanes,
+	                              .chunk = e->cfg.chunk,
+	                              .moves = e->moves};
 
 	return sched_plan(&cfg, e->snap, n, e->kv->n_free, e->order, &e->r);
 }

@@ -85,6 +85,11 @@ struct eng_event {
 
 struct eng_cfg {
 	uint32_t lanes;              /* decode lanes, 1..64 */
+	/* Sequences that may hold a backend state at once (ADR 0027); 0: `lanes`,
+	 * what the plan's lane_state line holds and the worker runs. More than
+	 * lanes only where the model was bound with that many states (a
+	 * benchmark keeping a prefilled sequence off the lanes). */
+	uint32_t slots;
 	uint32_t chunk;              /* prefill tokens per round, >= 1 */
 	uint64_t context;            /* the most tokens of one sequence */
 	uint32_t default_max_tokens; /* a request's cap when it gives none */

@@ -567,6 +567,18 @@ static void test_bind_regions(void **state)
 		cfg.lanes = 2;
 		assert_int_equal(eng_create(&e, &r.be, &m, &r.kv, &cfg, &eb), IG_E_OK);
 		eng_destroy(e);
+		/* slots: at most the states bound, at least the lanes */
+		cfg.lanes = 1;
+		cfg.slots = 3;
+		assert_int_equal(eng_create(&e, &r.be, &m, &r.kv, &cfg, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "3 slots"));
+		cfg.lanes = 2;
+		cfg.slots = 1;
+		assert_int_equal(eng_create(&e, &r.be, &m, &r.kv, &cfg, &eb), IG_E_INVAL);
+		cfg.lanes = 1;
+		cfg.slots = 2;
+		assert_int_equal(eng_create(&e, &r.be, &m, &r.kv, &cfg, &eb), IG_E_OK);
+		eng_destroy(e);
 	}
 	r.be.ops->model_release(&r.be, &m);
 	rig_close(&r);
