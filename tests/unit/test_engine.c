@@ -207,15 +207,18 @@ static void test_moe_exact(void **state)
 	exactness("tiny-moe", MFILE_BF16, SIZE_MAX);
 }
 
-/* Quantized weights (the matrices in a block type, read in place): a
- * request's tokens still do not depend on lanes, chunks, threads, waiting
- * for room or passes of one token. */
-static void test_quantized_exact(void **state)
+/* Other tensor types (the matrices in a block type, read in place; every
+ * tensor in F32 or F16, vectors included): a request's tokens still do not
+ * depend on lanes, chunks, threads, waiting for room or passes of one
+ * token. */
+static void test_types_exact(void **state)
 {
 	(void)state;
-	exactness("tiny-dense", MFILE_Q8_0, 5);
-	exactness("tiny-moe", MFILE_Q4_K, 5);
-	exactness("tiny-dense", MFILE_Q6_K, 3);
+	exactness("tiny-dense", MFILE_Q8_0, 4);
+	exactness("tiny-moe", MFILE_Q4_K, 3);
+	exactness("tiny-dense", MFILE_Q6_K, 2);
+	exactness("tiny-dense", MFILE_F32, 2);
+	exactness("tiny-moe", MFILE_F16, 2);
 }
 
 /* Refusals at submit name the field; nothing is queued. */
@@ -588,7 +591,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_dense_exact), cmocka_unit_test(test_moe_exact),
-	    cmocka_unit_test(test_quantized_exact),
+	    cmocka_unit_test(test_types_exact),
 	    cmocka_unit_test(test_refusals),    cmocka_unit_test(test_cancel),
 	    cmocka_unit_test(test_stop_hook),   cmocka_unit_test(test_bind_regions),
 	};

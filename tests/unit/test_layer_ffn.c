@@ -60,7 +60,7 @@ static void make(const struct mdesc *m, struct set *s)
 	size_t h = m->hidden;
 
 	memset(s, 0, sizeof(*s));
-	s->w.norm = add(s, bf16_rand(h, 0.1f, 1.0f));
+	s->w.norm = COP_W_BF16(add(s, bf16_rand(h, 0.1f, 1.0f)));
 	if (m->family == MDESC_DENSE) {
 		s->w.gate = COP_W_BF16(add(s, bf16_rand(h * m->ffn_inter, 0.08f, 0)));
 		s->w.up = COP_W_BF16(add(s, bf16_rand(h * m->ffn_inter, 0.08f, 0)));
@@ -71,7 +71,7 @@ static void make(const struct mdesc *m, struct set *s)
 	s->w.gate_exps = COP_W_BF16(add(s, bf16_rand(h * m->expert_inter * m->experts, 0.08f, 0)));
 	s->w.up_exps = COP_W_BF16(add(s, bf16_rand(h * m->expert_inter * m->experts, 0.08f, 0)));
 	s->w.down_exps = COP_W_BF16(add(s, bf16_rand(h * m->expert_inter * m->experts, 0.1f, 0)));
-	s->w.shexp_gate = add(s, bf16_rand(h, 0.1f, 0));
+	s->w.shexp_gate = COP_W_BF16(add(s, bf16_rand(h, 0.1f, 0)));
 	s->w.gate_sh = COP_W_BF16(add(s, bf16_rand(h * m->shared_inter, 0.08f, 0)));
 	s->w.up_sh = COP_W_BF16(add(s, bf16_rand(h * m->shared_inter, 0.08f, 0)));
 	s->w.down_sh = COP_W_BF16(add(s, bf16_rand(h * m->shared_inter, 0.1f, 0)));
@@ -93,7 +93,7 @@ static void reference(const struct mdesc *m, const struct lffn_weights *w, const
 	for (size_t i = 0; i < h; i++)
 		ss += (double)x_in[i] * x_in[i];
 	for (size_t i = 0; i < h; i++)
-		xn[i] = (double)x_in[i] / sqrt(ss / (double)h + m->rms_eps) * bf(w->norm[i]);
+		xn[i] = (double)x_in[i] / sqrt(ss / (double)h + m->rms_eps) * bf(W(w->norm)[i]);
 	for (size_t i = 0; i < h; i++)
 		out[i] = x_in[i];
 	if (m->family == MDESC_DENSE) {
@@ -127,7 +127,7 @@ static void reference(const struct mdesc *m, const struct lffn_weights *w, const
 		for (uint32_t r = 0; r < m->top_k; r++)
 			kept += p[ids[r]] / sum;
 		for (size_t i = 0; i < h; i++)
-			sg += bf(w->shexp_gate[i]) * xn[i];
+			sg += bf(W(w->shexp_gate)[i]) * xn[i];
 		sg = 1 / (1 + exp(-sg));
 		for (size_t o = 0; o < h; o++) {
 			for (uint32_t r = 0; r < m->top_k; r++) {

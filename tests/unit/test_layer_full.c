@@ -82,8 +82,9 @@ static void fix_init(struct fix *f)
 	f->t[5] = rand_bf16(&r, m->head_dim, 0.5f, 1.5f);
 	f->t[6] = rand_bf16(&r, qd * h, -2 * a, 2 * a);
 	f->w =
-	    (struct lfull_weights){f->t[0],          COP_W_BF16(f->t[1]), COP_W_BF16(f->t[2]),
-	                           COP_W_BF16(f->t[3]), f->t[4], f->t[5], COP_W_BF16(f->t[6])};
+	    (struct lfull_weights){COP_W_BF16(f->t[0]), COP_W_BF16(f->t[1]), COP_W_BF16(f->t[2]),
+	                           COP_W_BF16(f->t[3]), COP_W_BF16(f->t[4]), COP_W_BF16(f->t[5]),
+	                           COP_W_BF16(f->t[6])};
 	f->x0 = xmalloc((size_t)N_TOK * h * sizeof(float));
 	for (size_t i = 0; i < (size_t)N_TOK * h; i++)
 		f->x0[i] = rng_unif(&r, -1.0f, 1.0f);
@@ -233,16 +234,16 @@ static void ref_layer(const struct fix *f, double *out)
 
 		for (size_t i = 0; i < h; i++)
 			xn[i] = f->x0[t * h + i];
-		ref_rmsnorm(xn, f->w.attn_norm, h, m->rms_eps);
+		ref_rmsnorm(xn, f->w.attn_norm.p, h, m->rms_eps);
 		ref_matvec(f->w.attn_q.p, xn, q, h, 2 * qd);
 		ref_matvec(f->w.attn_k.p, xn, k, h, kvd);
 		ref_matvec(f->w.attn_v.p, xn, v, h, kvd);
 		for (size_t hh = 0; hh < m->q_heads; hh++) {
-			ref_rmsnorm(q + hh * 2 * hd, f->w.attn_q_norm, hd, m->rms_eps);
+			ref_rmsnorm(q + hh * 2 * hd, f->w.attn_q_norm.p, hd, m->rms_eps);
 			ref_rope(q + hh * 2 * hd, m->rope_dims, t, m->rope_theta);
 		}
 		for (size_t kh = 0; kh < m->kv_heads; kh++) {
-			ref_rmsnorm(k + kh * hd, f->w.attn_k_norm, hd, m->rms_eps);
+			ref_rmsnorm(k + kh * hd, f->w.attn_k_norm.p, hd, m->rms_eps);
 			ref_rope(k + kh * hd, m->rope_dims, t, m->rope_theta);
 		}
 		for (size_t i = 0; i < kvd; i++) {

@@ -105,14 +105,14 @@ static void fix_init(struct fix *f, const char *what)
 	f->dt_bias = rand_bf16(&r, f->lv, -0.5f, 0.5f);
 	f->norm = rand_bf16(&r, f->dv, 0.9f, 1.1f);
 	f->wout = rand_bf16(&r, f->lv * f->dv * f->hidden, -so, so);
-	f->w = (struct llin_weights){.attn_norm = f->attn_norm,
+	f->w = (struct llin_weights){.attn_norm = COP_W_BF16(f->attn_norm),
 	                             .qkv = COP_W_BF16(f->wqkv),
 	                             .z = COP_W_BF16(f->wz),
 	                             .ba = COP_W_BF16(f->wba),
-	                             .conv = f->conv,
-	                             .a_log = f->a_log,
-	                             .dt_bias = f->dt_bias,
-	                             .norm = f->norm,
+	                             .conv = COP_W_BF16(f->conv),
+	                             .a_log = COP_W_BF16(f->a_log),
+	                             .dt_bias = COP_W_BF16(f->dt_bias),
+	                             .norm = COP_W_BF16(f->norm),
 	                             .out = COP_W_BF16(f->wout)};
 	f->x = xmalloc(N_TOK * f->hidden * sizeof(float));
 	for (size_t i = 0; i < N_TOK * f->hidden; i++)

@@ -37,8 +37,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu_pool.h"
+#include "model/quant.h"
 
 /* Lanes of the dot-product order above: part of the numeric contract. */
 #define COP_DOT_LANES 16
@@ -72,7 +74,7 @@ struct cop_w {
 };
 
 /* bf16 weights as a cop_w */
-#define COP_W_BF16(ptr) ((struct cop_w){.p = (ptr), .type = 30u /* QUANT_BF16 */})
+#define COP_W_BF16(ptr) ((struct cop_w){.p = (ptr), .type = QUANT_BF16})
 
 /*
  * y = x W^T for weights of any of those types. Each row is decoded exactly
@@ -88,6 +90,22 @@ void cop_matmul(struct cpool *pool, struct cop_w w, const float *x, float *y, si
 /* The matrix that starts `rows` rows of n_in elements into `w` (an
  * expert's slice of a [n_in, rows, experts] tensor). */
 struct cop_w cop_w_rows(struct cop_w w, size_t n_in, size_t rows);
+
+/* Element i of a vector of weights (norms, the convolution, decay and bias
+ * vectors): F32, F16 or BF16, never a block type (the loader checks). */
+static inline float cop_at(struct cop_w w, size_t i)
+{
+	if (w.type == QUANT_BF16) {
+		uint32_t u = (uint32_t)((const uint16_t *)w.p)[i] << 16;
+		float f;
+
+		memcpy(&f, &u, sizeof(f));
+		return f;
+	}
+	if (w.type == QUANT_F16)
+		return quant_f16_to_f32(((const uint16_t *)w.p)[i]);
+	return ((const float *)w.p)[i];
+}
 
 /* Row `r` of a [n_in, rows] matrix of weights `w`, decoded into out[0..n_in)
  * (an embedding's lookup). */

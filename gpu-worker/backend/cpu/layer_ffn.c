@@ -29,12 +29,6 @@ size_t lffn_scratch_bytes(const struct mdesc *m, uint32_t n_tok)
 	return f;
 }
 
-static void lffn__widen(const uint16_t *in, float *out, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		out[i] = gguf_bf16_to_f32(in[i]);
-}
-
 /* out[n_tok][hidden] = down(silu(gate xn) * up xn) for one set of weights. */
 static void lffn__swiglu(struct cpool *pool, struct cop_w gate, struct cop_w up,
                          struct cop_w down, const float *xn, size_t hidden, size_t inter,
@@ -63,14 +57,14 @@ void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x,
 	float *shg = (float *)(s += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
 	float *eo = (float *)(s + lffn__align((size_t)hidden * sizeof(float)));
 
-	lffn__widen(w->norm, normw, hidden);
+	cop_row(w->norm, hidden, 0, normw);
 	cop_rmsnorm_rows(x, normw, xn, n_tok, hidden, m->rms_eps);
 	if (m->family == MDESC_DENSE) {
 		lffn__swiglu(pool, w->gate, w->up, w->down, xn, hidden, inter, n_tok, g, u, out);
 		cop_add(x, out, x, (size_t)n_tok * hidden);
 		return;
 	}
-	lffn__widen(w->shexp_gate, shg, hidden);
+	cop_row(w->shexp_gate, hidden, 0, shg);
 	/* The router and the shared expert see every row at once (their weights
 	 * are the same for all tokens; a row's result does not depend on the
 	 * others); the routed experts run token by token, each token on its own

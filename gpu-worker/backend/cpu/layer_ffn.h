@@ -28,13 +28,13 @@
 #include "common/model.h"
 
 struct lffn_weights {
-	const uint16_t *norm; /* ffn_norm [hidden], bf16 */
+	struct cop_w norm;    /* ffn_norm [hidden] */
 	/* dense */
 	struct cop_w gate, up, down;
 	/* moe */
 	struct cop_w router;                          /* ffn_gate_inp [hidden, experts] */
 	struct cop_w gate_exps, up_exps, down_exps;   /* [.., .., experts] */
-	const uint16_t *shexp_gate;                   /* ffn_gate_inp_shexp [hidden], bf16 */
+	struct cop_w shexp_gate;                      /* ffn_gate_inp_shexp [hidden] */
 	struct cop_w gate_sh, up_sh, down_sh;
 };
 

@@ -122,12 +122,6 @@ static void attn_fn(void *ctx, size_t begin, size_t end)
 	}
 }
 
-static void widen(const uint16_t *w, float *out, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		out[i] = gguf_bf16_to_f32(w[i]);
-}
-
 int lfull_forward(const struct mdesc *m, uint32_t full_index, const struct lfull_weights *w,
                   enum mdesc_kv_format fmt, const struct kvpool *kv, const struct kvseq *seq,
                   uint64_t pos0, float *x, uint32_t n_tok, void *scratch, struct cpool *pool)
@@ -189,9 +183,9 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 	c.q_norm = q_norm;
 	c.k_norm = k_norm;
 
-	widen(w->attn_norm, attn_norm, hidden);
-	widen(w->attn_q_norm, q_norm, hd);
-	widen(w->attn_k_norm, k_norm, hd);
+	cop_row(w->attn_norm, hidden, 0, attn_norm);
+	cop_row(w->attn_q_norm, hd, 0, q_norm);
+	cop_row(w->attn_k_norm, hd, 0, k_norm);
 
 	/* The projections see every row of the round at once; a row's result
 	 * does not depend on its neighbours (cpu_ops.h). */

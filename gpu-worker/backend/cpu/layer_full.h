@@ -47,12 +47,12 @@
 /* One full-attention layer's weights, bf16, GGUF [n_in, n_out] layout
  * (w[o * n_in + i]). Borrowed: the caller keeps them alive for the call. */
 struct lfull_weights {
-	const uint16_t *attn_norm;   /* [hidden] */
+	struct cop_w attn_norm;      /* [hidden] */
 	struct cop_w attn_q;         /* hidden -> 2 * q_heads * head_dim (query, gate) */
 	struct cop_w attn_k;         /* hidden -> kv_heads * head_dim */
 	struct cop_w attn_v;         /* hidden -> kv_heads * head_dim */
-	const uint16_t *attn_q_norm; /* [head_dim] */
-	const uint16_t *attn_k_norm; /* [head_dim] */
+	struct cop_w attn_q_norm;    /* [head_dim] */
+	struct cop_w attn_k_norm;    /* [head_dim] */
 	struct cop_w attn_output;    /* q_heads * head_dim -> hidden */
 };
 

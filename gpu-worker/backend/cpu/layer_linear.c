@@ -52,14 +52,6 @@ static int llin_dims_of(const struct mdesc *m, struct llin_dims *d)
 	return 0;
 }
 
-static float bf16_to_f32(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
 
 static size_t round_floats(size_t n)
 {
@@ -145,7 +137,7 @@ static void llin_conv_items(void *ctx, size_t begin, size_t end)
 	size_t K = d->K, keep = K - 1;
 
 	for (size_t c = begin; c < end; c++) {
-		const uint16_t *wc = j->w->conv + c * K;
+		const struct cop_w wc = cop_w_rows(j->w->conv, K, c); /* the channel's taps */
 		float *win = j->st->conv + c * keep;
 
 		for (size_t t = 0; t < j->n; t++) {
@@ -153,8 +145,8 @@ static void llin_conv_items(void *ctx, size_t begin, size_t end)
 			float y = 0.0f;
 
 			for (size_t i = 0; i < keep; i++)
-				y += bf16_to_f32(wc[i]) * win[i];
-			y += bf16_to_f32(wc[keep]) * *u;
+				y += cop_at(wc, i) * win[i];
+			y += cop_at(wc, keep) * *u;
 			if (keep) {
 				memmove(win, win + 1, (keep - 1) * sizeof(float));
 				win[keep - 1] = *u;
@@ -190,8 +182,8 @@ static void llin_head_token(const struct llin_job *j, size_t h, size_t t, float 
 	float *o = j->s->o + t * d->lvdv + h * dv;
 	float b = j->s->ba[t * 2 * d->lv + h], a = j->s->ba[t * 2 * d->lv + d->lv + h];
 	float beta = 1.0f / (1.0f + expf(-b));
-	float sp = llin_softplus(a + bf16_to_f32(j->w->dt_bias[h]));
-	float alpha = expf(-(expf(bf16_to_f32(j->w->a_log[h])) * sp));
+	float sp = llin_softplus(a + cop_at(j->w->dt_bias, h));
+	float alpha = expf(-(expf(cop_at(j->w->a_log, h)) * sp));
 
 	llin_l2norm(row + kh * dk, q, dk, 1.0f / sqrtf((float)dk));
 	llin_l2norm(row + d->lk * dk + kh * dk, k, dk, 1.0f);
@@ -267,10 +259,8 @@ int llin_forward_segs(const struct mdesc *m, const struct llin_weights *w,
 	if (!n)
 		return 0;
 	llin_scratch_layout(&d, n, scratch, &s);
-	for (size_t i = 0; i < d.hidden; i++)
-		s.attn_norm[i] = bf16_to_f32(w->attn_norm[i]);
-	for (size_t i = 0; i < d.dv; i++)
-		s.norm[i] = bf16_to_f32(w->norm[i]);
+	cop_row(w->attn_norm, d.hidden, 0, s.attn_norm);
+	cop_row(w->norm, d.dv, 0, s.norm);
 
 	/* The projections over every row of the round at once. */
 	cop_rmsnorm_rows(x, s.attn_norm, s.xn, n, d.hidden, m->rms_eps);

@@ -56,14 +56,14 @@
 /* One linear layer's weights: bf16, pointers into memory the caller keeps
  * mapped or loaded for as long as the struct is used. */
 struct llin_weights {
-	const uint16_t *attn_norm; /* [hidden] */
+	struct cop_w attn_norm;    /* [hidden] */
 	struct cop_w qkv;          /* [hidden -> 2*lk*dk + lv*dv] */
 	struct cop_w z;            /* [hidden -> lv*dv] */
 	struct cop_w ba;           /* [hidden -> 2*lv]: b then a */
-	const uint16_t *conv;      /* [K, qkv]: channel c, tap i at c*K + i */
-	const uint16_t *a_log;     /* [lv] */
-	const uint16_t *dt_bias;   /* [lv] */
-	const uint16_t *norm;      /* [dv] */
+	struct cop_w conv;         /* [K, qkv]: channel c, tap i at c*K + i */
+	struct cop_w a_log;        /* [lv] */
+	struct cop_w dt_bias;      /* [lv] */
+	struct cop_w norm;         /* [dv] */
 	struct cop_w out;          /* [lv*dv -> hidden] */
 };
 

@@ -19,7 +19,7 @@ struct mdl__bind {
 
 /* A tensor's bytes where the worker keeps them; `matrix`: any type the
  * matrix product reads (model/quant.h), else (norms, the convolution, decay
- * and bias vectors) bf16, as ignis-mkmodel writes them at every dtype. */
+ * and bias vectors) F32, F16 or BF16: vectors are read element by element. */
 static const void *mdl__t(struct mdl__bind *b, const char *name, bool matrix, uint32_t *type)
 {
 	const struct gguf_tensor *t;
@@ -32,12 +32,13 @@ static const void *mdl__t(struct mdl__bind *b, const char *name, bool matrix, ui
 		return NULL;
 	}
 	if (matrix ? !quant_type_of(t->type) || !quant_row_bytes(t->type, t->dims[0])
-	           : t->type != GGUF_TENSOR_BF16) {
+	           : t->type != GGUF_TENSOR_BF16 && t->type != GGUF_TENSOR_F16 &&
+	                 t->type != GGUF_TENSOR_F32) {
 		b->rc = ig_errf(b->eb, IG_E_INVAL,
 		                "tensor '%s' is %s; the cpu runtime takes %s here "
 		                "(ignis-mkmodel --dtype writes them so)",
 		                name, gguf_tensor_type_name(t->type),
-		                matrix ? quant_accepted() : "BF16");
+		                matrix ? quant_accepted() : "F32, F16 or BF16");
 		return NULL;
 	}
 	if (type)
@@ -56,9 +57,12 @@ static const void *mdl__t(struct mdl__bind *b, const char *name, bool matrix, ui
 	return t->data;
 }
 
-static const uint16_t *mdl__vec(struct mdl__bind *b, const char *name)
+static struct cop_w mdl__vec(struct mdl__bind *b, const char *name)
 {
-	return mdl__t(b, name, false, NULL);
+	struct cop_w w = {.type = QUANT_BF16};
+
+	w.p = mdl__t(b, name, false, &w.type);
+	return w;
 }
 
 static struct cop_w mdl__mat(struct mdl__bind *b, const char *name)
@@ -295,8 +299,7 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 		lffn_forward(m, &l->ffn, x, (uint32_t)n_tok, ls, pool, NULL);
 	}
 	/* The head over the last row of each step that wants logits, at once. */
-	for (size_t j = 0; j < h; j++)
-		nw[j] = gguf_bf16_to_f32(d->out_norm[j]);
+	cop_row(d->out_norm, h, 0, nw);
 	row = 0;
 	for (uint32_t i = 0; i < n_steps; i++) {
 		row += steps[i].n_tok;

@@ -34,7 +34,7 @@ struct mdl_layer {
 struct mdl {
 	const struct mdesc *m;
 	struct cop_w embd, output; /* token_embd [hidden, vocab], output [hidden, vocab] */
-	const uint16_t *out_norm;  /* bf16 */
+	struct cop_w out_norm;     /* [hidden] */
 	struct mdl_layer *layers;
 	uint64_t placed_bytes; /* weights copied by a placer (mdl_bind_placed) */
 };
