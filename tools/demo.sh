@@ -51,8 +51,12 @@ else
 fi
 
 echo "== 1. three agent requests, together, in the background"
+# (greedy: on the embedded default, tasks 3 and 5 run about 400 tokens before
+# an end of sequence, so they still hold their pages when the interactive
+# request comes, and it makes one of them move; task 8 ended after 152, in
+# a race with the interactive request's arrival on a fast machine)
 agents=()
-for i in 3 8 1; do
+for i in 3 5 1; do
 	max=400
 	[[ $i == 1 ]] && max=64
 	"$cli" "${rt[@]}" generate --class agent --prompt "agent task $i: summarise the log" \
@@ -63,7 +67,7 @@ done
 # the interactive request comes once every agent decodes (holds its pages)
 for _ in $(seq 200); do
 	n=0
-	for i in 3 8 1; do
+	for i in 3 5 1; do
 		jq -s -e 'any(.[]; .event == "tokens")' "$tmp/agent.$i.jsonl" >/dev/null 2>&1 && n=$((n + 1))
 	done
 	((n == 3)) && break
@@ -73,7 +77,7 @@ echo "== 2. an interactive request, streamed as it comes"
 "$cli" "${rt[@]}" generate --prompt "hello, who are you?" --max-tokens 150
 wait "${agents[@]}"
 echo "== 3. what each agent request got"
-for i in 3 8 1; do
+for i in 3 5 1; do
 	jq -r 'select(.event == "done") |
 		"   agent \(.id): \(.generated) tokens, finish \(.finish), \(.tokens_per_s) tokens/s"' \
 		"$tmp/agent.$i.jsonl"
@@ -86,7 +90,7 @@ if [[ -n $own_pid ]]; then
 		elif .event == "ignis.request.evicted" then
 			"   request \(.id) (\(.class)) makes room for request \(.for)"
 		else "   request \(.id) restored: it goes on where it stopped" end' || echo "   none this time"
-	for i in 3 8 1; do
+	for i in 3 5 1; do
 		jq -r 'select(.event == "state") | .state' "$tmp/agent.$i.jsonl" | tr '\n' ' ' |
 			grep -q moving_out && echo "   agent task $i's stream showed: $(jq -r 'select(.event == "state") | .state' "$tmp/agent.$i.jsonl" | tr '\n' ' ')"
 	done
