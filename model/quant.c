@@ -94,9 +94,13 @@ uint16_t quant_f32_to_f16(float f)
 	return (uint16_t)(sign | h);
 }
 
-static float half_at(const uint8_t *p)
+static inline float half_at(const uint8_t *p)
 {
-	return quant_f16_to_f32((uint16_t)(p[0] | (p[1] << 8)));
+	uint32_t h = (uint32_t)(p[0] | (p[1] << 8)), exp = (h >> 10) & 0x1fu;
+
+	if (exp != 0 && exp != 31) /* a normal half: the common case, no branch further */
+		return f32_of(((h & 0x8000u) << 16) | ((exp + 112u) << 23) | ((h & 0x3ffu) << 13));
+	return quant_f16_to_f32((uint16_t)h);
 }
 
 static void half_put(uint8_t *p, float f)
@@ -109,21 +113,19 @@ static void half_put(uint8_t *p, float f)
 
 /* ---- blocks: decode, one block into y ---- */
 
-static void dq_q4_0(const uint8_t *b, float *y)
+static inline __attribute__((always_inline)) void dq_q4_0(const uint8_t *restrict b, float *restrict y)
 {
 	const float d = half_at(b);
 	const uint8_t *qs = b + 2;
 
-	for (int j = 0; j < 16; j++) {
-		const int x0 = (qs[j] & 0x0f) - 8;
-		const int x1 = (qs[j] >> 4) - 8;
-
-		y[j] = (float)x0 * d;
-		y[j + 16] = (float)x1 * d;
-	}
+	/* ggml's one loop over j, as two: the same operations per element */
+	for (int j = 0; j < 16; j++)
+		y[j] = (float)((qs[j] & 0x0f) - 8) * d;
+	for (int j = 0; j < 16; j++)
+		y[j + 16] = (float)((qs[j] >> 4) - 8) * d;
 }
 
-static void dq_q8_0(const uint8_t *b, float *y)
+static inline __attribute__((always_inline)) void dq_q8_0(const uint8_t *restrict b, float *restrict y)
 {
 	const float d = half_at(b);
 	const int8_t *qs = (const int8_t *)(b + 2);
@@ -144,7 +146,7 @@ static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 	}
 }
 
-static void dq_q4_k(const uint8_t *b, float *y)
+static inline __attribute__((always_inline)) void dq_q4_k(const uint8_t *restrict b, float *restrict y)
 {
 	const float d = half_at(b), min = half_at(b + 2);
 	const uint8_t *scales = b + 4, *q = b + 16;
@@ -163,7 +165,7 @@ static void dq_q4_k(const uint8_t *b, float *y)
 	}
 }
 
-static void dq_q5_k(const uint8_t *b, float *y)
+static inline __attribute__((always_inline)) void dq_q5_k(const uint8_t *restrict b, float *restrict y)
 {
 	const float d = half_at(b), min = half_at(b + 2);
 	const uint8_t *scales = b + 4, *qh = b + 16, *ql = b + 48;
@@ -184,24 +186,32 @@ static void dq_q5_k(const uint8_t *b, float *y)
 	}
 }
 
-static void dq_q6_k(const uint8_t *b, float *y)
+/* Q6_K: ggml's `d * sc * q`, left to right, so (d * sc) once per
+ * sub-block of 16 and then times q is the same operations. Written a
+ * sub-block at a time so that the loops vectorise. */
+static inline __attribute__((always_inline)) void dq_q6_k(const uint8_t *restrict b, float *restrict y)
 {
 	const float d = half_at(b + 208);
 	const uint8_t *ql = b, *qh = b + 128;
 	const int8_t *sc = (const int8_t *)(b + 192);
 
 	for (int n = 0; n < (int)QUANT_QK_K; n += 128, y += 128, ql += 64, qh += 32, sc += 8) {
-		for (int l = 0; l < 32; l++) {
-			const int is = l / 16;
-			const int8_t q1 = (int8_t)((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
-			const int8_t q2 = (int8_t)((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-			const int8_t q3 = (int8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-			const int8_t q4 = (int8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+		for (int half = 0; half < 2; half++) { /* l in [16 half, 16 half + 16) */
+			const int o = 16 * half;
+			const float d1 = d * (float)sc[half + 0], d2 = d * (float)sc[half + 2];
+			const float d3 = d * (float)sc[half + 4], d4 = d * (float)sc[half + 6];
 
-			y[l + 0] = d * (float)sc[is + 0] * (float)q1;
-			y[l + 32] = d * (float)sc[is + 2] * (float)q2;
-			y[l + 64] = d * (float)sc[is + 4] * (float)q3;
-			y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+			for (int l = o; l < o + 16; l++) {
+				const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+				const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+				const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+				const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+
+				y[l + 0] = d1 * (float)q1;
+				y[l + 32] = d2 * (float)q2;
+				y[l + 64] = d3 * (float)q3;
+				y[l + 96] = d4 * (float)q4;
+			}
 		}
 	}
 }
@@ -237,15 +247,63 @@ static void dq_block(const struct quant_type *t, const uint8_t *b, float *y)
 	}
 }
 
-void quant_dequantize(uint32_t id, const void *src, float *dst, uint64_t n)
+/* The decoders are cloned for AVX2 on x86-64 and picked at load time: the
+ * same IEEE operations in the same order (no contraction), so the same bits
+ * (as cpu_ops.c does; not under ThreadSanitizer, whose runtime is not up
+ * when the loader runs a clone's resolver). */
+#if defined(__SANITIZE_THREAD__)
+#define QUANT_NO_CLONES
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define QUANT_NO_CLONES
+#endif
+#endif
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(QUANT_NO_CLONES)
+#if __has_attribute(target_clones)
+#define QUANT_CLONED __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef QUANT_CLONED
+#define QUANT_CLONED
+#endif
+
+/* One type's blocks, the type resolved once per call. */
+#define DQ_RUN(fn, elems, bytes)                                                                   \
+	for (uint64_t i = 0; i + (elems) <= n; i += (elems), b += (bytes))                        \
+		fn(b, dst + i)
+
+QUANT_CLONED void quant_dequantize(uint32_t id, const void *src, float *dst, uint64_t n)
 {
-	const struct quant_type *t = quant_type_of(id);
 	const uint8_t *b = src;
 
-	if (!t)
-		return;
-	for (uint64_t i = 0; i + t->block_elems <= n; i += t->block_elems, b += t->block_bytes)
-		dq_block(t, b, dst + i);
+	switch (id) {
+	case QUANT_Q8_0:
+		DQ_RUN(dq_q8_0, 32, 34);
+		break;
+	case QUANT_Q4_0:
+		DQ_RUN(dq_q4_0, 32, 18);
+		break;
+	case QUANT_Q4_K:
+		DQ_RUN(dq_q4_k, QUANT_QK_K, 144);
+		break;
+	case QUANT_Q5_K:
+		DQ_RUN(dq_q5_k, QUANT_QK_K, 176);
+		break;
+	case QUANT_Q6_K:
+		DQ_RUN(dq_q6_k, QUANT_QK_K, 210);
+		break;
+	case QUANT_BF16:
+		for (uint64_t i = 0; i < n; i++, b += 2)
+			dst[i] = f32_of((uint32_t)(b[0] | (b[1] << 8)) << 16);
+		break;
+	case QUANT_F16:
+		for (uint64_t i = 0; i < n; i++, b += 2)
+			dst[i] = half_at(b);
+		break;
+	case QUANT_F32:
+		memcpy(dst, src, n * sizeof(float));
+		break;
+	}
 }
 
 float quant_dot(uint32_t id, const void *row, const float *x, uint64_t n)

@@ -3,7 +3,7 @@
  * measured in the same run against the machine's own memcpy, so the figures
  * travel between machines better than absolute times do.
  *
- *   ignis-bench [--quick] [seqimg|matmul|codec|model|kvstore|moves ...]   (default: all)
+ *   ignis-bench [--quick] [seqimg|matmul|codec|model|types|kvstore|moves ...]   (default: all)
  *   ignis-bench --help
  *
  * 1. sequence images: a 64 MiB image written and read back through 12 MiB
@@ -347,6 +347,67 @@ static void bench_model(int reps)
 		}
 		mfile_close(&f);
 	}
+}
+
+/*
+ * Tensor types: the same dense shape (8 layers, hidden 1024, 2816
+ * intermediate: 156 MB in bf16, past the caches) written in bf16 and in
+ * block types, prefill and decode at 1 and 4 lanes, the types interleaved
+ * within each repetition (the shared VM's drift falls on all alike), best of
+ * the repetitions; ratios against bf16 from the same run.
+ */
+static void bench_types(int reps)
+{
+	static const struct {
+		const char *name;
+		enum mfile_dtype dt;
+	} types[] = {{"bf16", MFILE_BF16}, {"q8_0", MFILE_Q8_0}, {"q6_k", MFILE_Q6_K},
+	             {"q4_k", MFILE_Q4_K}, {"q4_0", MFILE_Q4_0}};
+	enum { NT = sizeof(types) / sizeof(types[0]) };
+	static const uint32_t lanes[] = {1, 4};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+	struct mdesc m = *mdesc_find("tiny-dense");
+	struct mfile f[NT];
+	double bp[2][NT] = {{0}}, bd[2][NT] = {{0}};
+
+	m.layers = 8;
+	m.hidden = 1024;
+	m.ffn_inter = 2816;
+	m.name = "bench-dense-1024";
+	for (size_t t = 0; t < NT; t++) {
+		char path[128];
+		struct ig_errbuf eb;
+
+		snprintf(path, sizeof(path), "/tmp/ignis-bench-types-%s-%d.gguf", types[t].name,
+		         (int)getpid());
+		if (mfile_write_synthetic(&m, 1, types[t].dt, path, &eb) ||
+		    mfile_open(&f[t], path, &eb)) {
+			fprintf(stderr, "ignis-bench: types: %s\n", eb.msg);
+			unlink(path);
+			exit(1);
+		}
+		unlink(path);
+	}
+	for (int r = 0; r < reps; r++)
+		for (size_t l = 0; l < 2; l++)
+			for (size_t t = 0; t < NT; t++) {
+				double tp, td;
+
+				bench_model_lanes(&f[t], lanes[l], threads, &tp, &td);
+				bp[l][t] = tp > bp[l][t] ? tp : bp[l][t];
+				bd[l][t] = td > bd[l][t] ? td : bd[l][t];
+			}
+	for (size_t l = 0; l < 2; l++)
+		for (size_t t = 0; t < NT; t++)
+			printf("types    %-4s %4.0f MB %d threads, %u lane%s: prefill %6.0f tok/s "
+			       "(%.2fx bf16), decode %5.0f tok/s (%.2fx bf16)\n",
+			       types[t].name, (double)mdesc_weight_bytes(&f[t].desc) / 1e6, threads,
+			       lanes[l], lanes[l] > 1 ? "s" : " ", bp[l][t],
+			       bp[l][0] > 0 ? bp[l][t] / bp[l][0] : 0, bd[l][t],
+			       bd[l][0] > 0 ? bd[l][t] / bd[l][0] : 0);
+	for (size_t t = 0; t < NT; t++)
+		mfile_close(&f[t]);
 }
 
 /* ---- kvstore: KV-RAM and KV-disk against memcpy and raw LMDB -------------- */
@@ -1582,7 +1643,7 @@ static void bench_moves(int reps)
 
 static void usage(FILE *f)
 {
-	fputs("usage: ignis-bench [--quick] [seqimg|matmul|codec|model|kvstore|moves ...]\n", f);
+	fputs("usage: ignis-bench [--quick] [seqimg|matmul|codec|model|types|kvstore|moves ...]\n", f);
 	if (f != stdout)
 		return;
 	fputs("\n"
@@ -1593,6 +1654,7 @@ static void usage(FILE *f)
 	      "  matmul   the cpu bf16 matrix product 4096 x 4096, 1 and 16 tokens\n"
 	      "  codec    control messages encoded and decoded per second\n"
 	      "  model    prefill and decode tokens per second of the tiny presets\n"
+	      "  types    the same 156 MB dense shape in bf16 and block types, against bf16\n"
 	      "  kvstore  KV-RAM and KV-disk windows (192 MiB in /dev/shm, 0.8 GiB in $TMPDIR)\n"
 	      "  moves    other lanes' round latency while a sequence moves (ignis-kvstored:\n"
 	      "           $IGNIS_KVSTORED, else the build tree's)\n"
@@ -1612,6 +1674,7 @@ int main(int argc, char **argv)
 	    {"matmul", bench_matmul},
 	    {"codec", bench_codec},
 	    {"model", bench_model},
+	    {"types", bench_types},
 	    /* needs room for 192 MiB in /dev/shm and about 0.8 GiB under $TMPDIR */
 	    {"kvstore", bench_kvstore},
 	    /* starts ignis-kvstored ($IGNIS_KVSTORED, else the build tree's) */
