@@ -146,29 +146,14 @@ static void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 	}
 }
 
-static inline __attribute__((always_inline)) void dq_q4_k(const uint8_t *restrict b, float *restrict y)
+/* Q4_K and Q5_K (`five`: the fifth bits in qh, 32 bytes before the low
+ * nibbles): eight sub-blocks of 32, x = d * sc * q - dmin * m, with q's fifth
+ * bit adding 16 (0 for Q4_K: the same value, so the same operations). */
+static inline __attribute__((always_inline)) void dq_k45(const uint8_t *restrict b,
+                                                        float *restrict y, int five)
 {
 	const float d = half_at(b), min = half_at(b + 2);
-	const uint8_t *scales = b + 4, *q = b + 16;
-	uint8_t sc, m;
-
-	for (int j = 0, is = 0; j < (int)QUANT_QK_K; j += 64, is += 2, q += 32) {
-		scale_min_k4(is, scales, &sc, &m);
-		const float d1 = d * (float)sc, m1 = min * (float)m;
-		scale_min_k4(is + 1, scales, &sc, &m);
-		const float d2 = d * (float)sc, m2 = min * (float)m;
-
-		for (int l = 0; l < 32; l++)
-			*y++ = d1 * (float)(q[l] & 0x0f) - m1;
-		for (int l = 0; l < 32; l++)
-			*y++ = d2 * (float)(q[l] >> 4) - m2;
-	}
-}
-
-static inline __attribute__((always_inline)) void dq_q5_k(const uint8_t *restrict b, float *restrict y)
-{
-	const float d = half_at(b), min = half_at(b + 2);
-	const uint8_t *scales = b + 4, *qh = b + 16, *ql = b + 48;
+	const uint8_t *scales = b + 4, *qh = b + 16, *ql = b + (five ? 48 : 16);
 	uint8_t sc, m, u1 = 1, u2 = 2;
 
 	for (int j = 0, is = 0; j < (int)QUANT_QK_K; j += 64, is += 2, ql += 32) {
@@ -178,12 +163,24 @@ static inline __attribute__((always_inline)) void dq_q5_k(const uint8_t *restric
 		const float d2 = d * (float)sc, m2 = min * (float)m;
 
 		for (int l = 0; l < 32; l++)
-			*y++ = d1 * (float)((ql[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
+			*y++ = d1 * (float)((ql[l] & 0x0f) + (five && (qh[l] & u1) ? 16 : 0)) - m1;
 		for (int l = 0; l < 32; l++)
-			*y++ = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+			*y++ = d2 * (float)((ql[l] >> 4) + (five && (qh[l] & u2) ? 16 : 0)) - m2;
 		u1 = (uint8_t)(u1 << 2);
 		u2 = (uint8_t)(u2 << 2);
 	}
+}
+
+static inline __attribute__((always_inline)) void dq_q4_k(const uint8_t *restrict b,
+                                                         float *restrict y)
+{
+	dq_k45(b, y, 0);
+}
+
+static inline __attribute__((always_inline)) void dq_q5_k(const uint8_t *restrict b,
+                                                         float *restrict y)
+{
+	dq_k45(b, y, 1);
 }
 
 /* Q6_K: ggml's `d * sc * q`, left to right, so (d * sc) once per
