@@ -111,8 +111,14 @@ static bool metsrv__ask(struct metsrv *m, struct metsrv__peer *p, uint32_t type,
 	memset(&req, 0, sizeof(req));
 	req.type = type; /* worker_stats and kv_stats: one field, seq 0 */
 	rc = tp_call(p->sock, &req, &m->rx, eb);
-	if (rc)
+	if (rc) {
+		/* a fresh socket for the next gathering: nothing of a hung or
+		 * restarted daemon's connection (a pending request, a dialer
+		 * backing off) is carried over to its successor */
+		nng_close(p->sock);
+		p->sock_open = false;
 		return false;
+	}
 	if (m->rx.m.type != want) {
 		ig_errf(eb, IG_E_PROTO_UNEXPECTED, "answered %s with '%s'; expected '%s'",
 		        msg_type_name(type), msg_type_name(m->rx.m.type), msg_type_name(want));

@@ -170,7 +170,7 @@ kill -9 "$kv"
 kill -CONT "$kv" 2>/dev/null
 wait_for 15 metric_is 'ignis_process_restarts_total{role="kvstore"}' 1 ||
 	fail "restarts $(metric 'ignis_process_restarts_total{role="kvstore"}')"
-wait_for 10 metric_is 'ignis_stats_up{source="kvstore"}' 1 || fail "the restarted kvstore's figures are not back"
+wait_for 20 metric_is 'ignis_stats_up{source="kvstore"}' 1 || fail "the restarted kvstore's figures are not back"
 # (the process table and the daemon's figures are gathered apart: the figures
 # may come back a gathering before the supervisor marks the process up)
 wait_for 5 metric_is 'ignis_process_up{role="kvstore"}' 1 || fail "the restarted kvstore is not up"
