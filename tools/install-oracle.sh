@@ -20,7 +20,9 @@ command -v npm >/dev/null || { echo "install-oracle: npm is missing (tools/insta
 mkdir -p "$dest"
 cp "$src/package.json" "$src/package-lock.json" "$dest/"
 # --ignore-scripts: nothing of the package runs here; we load its libraries
-if ! (cd "$dest" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2); then
+# bounded: an unreachable registry costs at most a few minutes, never the run
+if ! (cd "$dest" && timeout 300 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error \
+	--fetch-timeout=60000 --fetch-retries=1 >&2); then
 	echo "install-oracle: npm ci failed in $dest (the npm registry must be reachable)" >&2
 	exit 1
 fi
