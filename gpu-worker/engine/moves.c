@@ -649,8 +649,15 @@ void engmv_stop_needless(struct eng *e)
 			continue;
 		eng__xfer_quiet(e, i); /* a window being gathered reads the pages */
 		if (e->xo.step != XS_IDLE && e->xo.step != XS_DROP && e->xo.slot == i &&
-		    e->xo.id == s->sch.id)
+		    e->xo.id == s->sch.id) {
 			s->in_tier = false; /* the transfer drops its key */
+			/* ... and belongs to no sequence any more: were the victim
+			 * evicted again before the transfer's pending answer came,
+			 * the transfer would otherwise pass for the new move and
+			 * land the image it captured at the first eviction, behind
+			 * what the victim decoded since (ids start at 1) */
+			e->xo.id = 0;
+		}
 		s->sch.phase = s->resume;
 		e->st.moves_stopped++;
 		eng__event(e, &(struct eng_event){.kind = ENG_EV_MOVE_STOPPED,

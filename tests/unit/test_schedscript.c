@@ -147,7 +147,7 @@ static const char *const ss_ev_names[SE_N] = {
     "lost",     "refused", "stopped", "first",   "decode", "done",
 };
 
-enum ss_opk { OK_POOL, OK_SUBMIT, OK_ROUNDS, OK_UNTIL, OK_CANCEL, OK_FINISH, OK_EXPECT };
+enum ss_opk { OK_POOL, OK_SUBMIT, OK_ROUNDS, OK_UNTIL, OK_CANCEL, OK_FINISH, OK_EXPECT, OK_DAEMON };
 
 enum ss_expk {
 	EX_STATE,
@@ -621,6 +621,12 @@ static void ss_parse(struct ss *s)
 		} else if (!strcmp(w[0], "cancel") && n == 2) {
 			o->k = OK_CANCEL;
 			o->req = ss_req_of(s, line, w[1]);
+		} else if (!strcmp(w[0], "daemon") && n == 2 &&
+		           (!strcmp(w[1], "stop") || !strcmp(w[1], "cont"))) {
+			/* the kvstore daemon stopped (SIGSTOP: its answers wait) or
+			 * let go on */
+			o->k = OK_DAEMON;
+			o->n = !strcmp(w[1], "cont");
 		} else if (!strcmp(w[0], "finish") &&
 		           (n == 1 || (n == 3 && !strcmp(w[1], "within")))) {
 			o->k = OK_FINISH;
@@ -632,7 +638,7 @@ static void ss_parse(struct ss *s)
 			ss_fail(s, line,
 			        "'%s': not an operation, or not in its form; accepted: pool, "
 			        "submit, rounds N, until NAME STATE|EVENT [within N], cancel "
-			        "NAME, finish [within N], expect ...",
+			        "NAME, daemon stop|cont, finish [within N], expect ...",
 			        w[0]);
 		}
 		s->n_ops++;
@@ -1352,6 +1358,10 @@ static void test_script(void **state)
 			ss_poll(s);
 			break;
 		}
+		case OK_DAEMON:
+			kill(s->k.pid, o->n ? SIGCONT : SIGSTOP);
+			ss_log(s, "%ld: the kvstore daemon %s", s->round, o->n ? "goes on" : "stopped");
+			break;
 		case OK_FINISH:
 			ss_finish(s, o->n);
 			break;
