@@ -76,18 +76,6 @@ const char *gguf_tensor_type_name(uint32_t type)
 	return "unknown";
 }
 
-size_t gguf_tensor_type_size(uint32_t type)
-{
-	switch (type) {
-	case GGUF_TENSOR_F32:
-		return 4;
-	case GGUF_TENSOR_F16:
-	case GGUF_TENSOR_BF16:
-		return 2;
-	}
-	return 0;
-}
-
 /*
  * The bytes of a tensor of `type` with `ne` elements whose first dim (a row)
  * is `dim0`: rows are whole blocks of the type (quant.h). 0 with `why` set

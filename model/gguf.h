@@ -236,9 +236,6 @@ const char *gguf_type_name(uint32_t type);
 size_t gguf_type_size(uint32_t type);
 /* ggml's name of a tensor type ("BF16", "Q4_0"); "unknown" for others. */
 const char *gguf_tensor_type_name(uint32_t type);
-/* Bytes per element of F32, F16 and BF16; 0 for block types and others
- * (a tensor's bytes: gguf_tensor.n_bytes). */
-size_t gguf_tensor_type_size(uint32_t type);
 
 /* ---- conversions --------------------------------------------------------- */
 

@@ -227,37 +227,6 @@ static inline __attribute__((always_inline)) void dq_q6_k(const uint8_t *restric
 	}
 }
 
-/* Decode the block at `b` (t's layout) into `y`, t->block_elems floats. */
-static void dq_block(const struct quant_type *t, const uint8_t *b, float *y)
-{
-	switch (t->id) {
-	case QUANT_F32:
-		memcpy(y, b, 4);
-		break;
-	case QUANT_F16:
-		y[0] = half_at(b);
-		break;
-	case QUANT_BF16:
-		y[0] = f32_of((uint32_t)(b[0] | (b[1] << 8)) << 16);
-		break;
-	case QUANT_Q4_0:
-		dq_q4_0(b, y);
-		break;
-	case QUANT_Q8_0:
-		dq_q8_0(b, y);
-		break;
-	case QUANT_Q4_K:
-		dq_q4_k(b, y);
-		break;
-	case QUANT_Q5_K:
-		dq_q5_k(b, y);
-		break;
-	case QUANT_Q6_K:
-		dq_q6_k(b, y);
-		break;
-	}
-}
-
 /* The decoders are cloned for AVX2 on x86-64 and picked at load time: the
  * same IEEE operations in the same order (no contraction), so the same bits
  * (as cpu_ops.c does; not under ThreadSanitizer, whose runtime is not up
@@ -315,22 +284,6 @@ QUANT_CLONED void quant_dequantize(uint32_t id, const void *src, float *dst, uin
 		memcpy(dst, src, n * sizeof(float));
 		break;
 	}
-}
-
-float quant_dot(uint32_t id, const void *row, const float *x, uint64_t n)
-{
-	const struct quant_type *t = quant_type_of(id);
-	const uint8_t *b = row;
-	float y[QUANT_BLOCK_MAX], sum = 0.0f;
-
-	if (!t)
-		return 0.0f;
-	for (uint64_t i = 0; i + t->block_elems <= n; i += t->block_elems, b += t->block_bytes) {
-		dq_block(t, b, y);
-		for (uint32_t k = 0; k < t->block_elems; k++)
-			sum += y[k] * x[i + k];
-	}
-	return sum;
 }
 
 /* ---- blocks: encode (ours) ---- */

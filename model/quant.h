@@ -73,10 +73,6 @@ uint64_t quant_row_bytes(uint32_t id, uint64_t n);
 void quant_dequantize(uint32_t id, const void *src, float *dst, uint64_t n);
 /* Encode `n` elements (whole blocks) of `src` into `dst` (ours: see above). */
 void quant_quantize(uint32_t id, const float *src, void *dst, uint64_t n);
-/* The dot product of a row's `n` elements with `x`: each block decoded into
- * registers as quant_dequantize decodes it (never a copy of the row), the
- * products summed in element order. A reference for the kernels. */
-float quant_dot(uint32_t id, const void *row, const float *x, uint64_t n);
 
 /* IEEE half <-> float, exactly (to: round to nearest even). */
 float quant_f16_to_f32(uint16_t h);

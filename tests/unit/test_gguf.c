@@ -40,9 +40,16 @@
 #include <cmocka.h>
 
 #include "model/gguf.h"
+#include "model/quant.h"
 
 /* The temporary directory of this run (set by the group setup). */
 static char tmpdir[64];
+
+/* Bytes of one element of F32, F16 or BF16 (0 for a block type). */
+static uint64_t elem_bytes(uint32_t type)
+{
+	return quant_row_bytes(type, 1);
+}
 
 static void path_in(char *out, size_t cap, const char *name)
 {
@@ -943,7 +950,7 @@ static void roundtrip(uint32_t alignment)
 	assert_int_equal(gguf_writer_add_arr(&w, "a.empty", GGUF_TYPE_UINT32, NULL, 0), 0);
 	assert_int_equal(gguf_writer_add_arr_str(&w, "a.empty_str", NULL, 0), 0);
 	for (size_t i = 0; i < nt; i++) {
-		uint64_t bytes = gguf_tensor_type_size(rt_tensors[i].type);
+		uint64_t bytes = elem_bytes(rt_tensors[i].type);
 
 		for (uint32_t d = 0; d < rt_tensors[i].n_dims; d++)
 			bytes *= rt_tensors[i].dims[d];
@@ -1043,7 +1050,7 @@ static void roundtrip(uint32_t alignment)
 			ne *= want;
 		}
 		assert_int_equal(t->n_elements, ne);
-		assert_int_equal(t->n_bytes, ne * gguf_tensor_type_size(t->type));
+		assert_int_equal(t->n_bytes, ne * elem_bytes(t->type));
 		assert_int_equal(t->offset % alignment, 0);
 		assert_int_equal(((const unsigned char *)t->data - g.base) % alignment, 0);
 		assert_int_equal((uintptr_t)t->data % alignment,
@@ -1436,7 +1443,7 @@ static unsigned char sbyte(size_t i, uint64_t j)
 
 static uint64_t sbytes(size_t i)
 {
-	uint64_t n = gguf_tensor_type_size(stens[i].type);
+	uint64_t n = elem_bytes(stens[i].type);
 
 	for (uint32_t d = 0; d < stens[i].n_dims; d++)
 		n *= stens[i].dims[d];
@@ -1461,7 +1468,7 @@ static int fill_stens(void *ctx, const struct gguf_tensor *t, uint64_t off, void
 
 	l->calls++;
 	if (i >= NSTENS || t->data || off != l->next[i] || off % l->chunk || n == 0 ||
-	    n > l->chunk || n % gguf_tensor_type_size(t->type) || off + n > t->n_bytes ||
+	    n > l->chunk || n % elem_bytes(t->type) || off + n > t->n_bytes ||
 	    t->n_bytes != sbytes(i) || t->type != stens[i].type)
 		l->bad++;
 	if (l->fail_at && l->calls == l->fail_at)
@@ -2079,8 +2086,9 @@ static void test_names(void **state)
 	assert_string_equal(gguf_tensor_type_name(8), "Q8_0");
 	assert_string_equal(gguf_tensor_type_name(4), "unknown");
 	assert_string_equal(gguf_tensor_type_name(1000), "unknown");
-	assert_int_equal(gguf_tensor_type_size(GGUF_TENSOR_BF16), 2);
-	assert_int_equal(gguf_tensor_type_size(8), 0);
+	assert_int_equal(elem_bytes(GGUF_TENSOR_BF16), 2);
+	assert_int_equal(elem_bytes(GGUF_TENSOR_F32), 4);
+	assert_int_equal(elem_bytes(8), 0); /* Q8_0: one element is no whole block */
 }
 
 int main(void)

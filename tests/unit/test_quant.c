@@ -357,34 +357,12 @@ static void test_raw_bytes(void **state)
 	}
 }
 
-/* The dot product reads the blocks in place and sums in element order. */
-static void test_dot(void **state)
-{
-	(void)state;
-	rng_state = 99;
-	static const uint32_t ids[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q4_0,
-	                               QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
-	for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
-		float w[ROW], x[ROW], y[ROW], sum = 0.0f;
-		uint8_t q[ROW * 4];
-
-		fill(w, ROW, 0);
-		fill(x, ROW, 1);
-		quant_quantize(ids[i], w, q, ROW);
-		quant_dequantize(ids[i], q, y, ROW);
-		for (uint32_t k = 0; k < ROW; k++)
-			sum += y[k] * x[k];
-		float d = quant_dot(ids[i], q, x, ROW);
-		assert_memory_equal(&d, &sum, sizeof(float));
-	}
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sizes),  cmocka_unit_test(test_halves),
 		cmocka_unit_test(test_bf16),   cmocka_unit_test(test_blocks),
-		cmocka_unit_test(test_raw_bytes), cmocka_unit_test(test_dot),
+		cmocka_unit_test(test_raw_bytes),
 	};
 	int failed = cmocka_run_group_tests(tests, load_oracle, NULL);
 

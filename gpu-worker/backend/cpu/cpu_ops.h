@@ -1,7 +1,8 @@
 /*
  * cpu_ops.h - the cpu backend's numeric kernels for the decoder: matrix
- * products with bf16 (or fp32) weights, RMSNorm, NeoX RoPE, softmax, SwiGLU
- * and a few element-wise helpers.
+ * products with weights of any type model/quant.h reads (bf16, fp32, ggml's
+ * blocks), RMSNorm, NeoX RoPE, softmax, SwiGLU and a few element-wise
+ * helpers.
  *
  * Exactness first. Every kernel is deterministic: a given input gives the
  * same bits on every run, for every thread count, and on every x86-64 CPU
