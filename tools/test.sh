@@ -46,6 +46,17 @@ for d in build build-nocuda build-asan; do
 		 \(map(select(. == "SKIP")) | length)"' "$log" | tr '\n' ' ')
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
 done
+# A failed test's name and the last lines it printed go just above the
+# summary, so that a log's tail says which test failed and how.
+for d in build build-nocuda build-asan; do
+	log=$d/meson-logs/testlog.json
+	[[ -f $log ]] || continue
+	jq -rs --arg d "$d" '.[] | select(.result == "FAIL" or .result == "TIMEOUT" or
+		.result == "ERROR" or .result == "UNEXPECTEDPASS") |
+		"FAILED \($d): \(.name) (\(.result), \(.duration | floor) s); its last lines:",
+		((.stdout // "") | split("\n") | map(select(length > 0)) | .[-8:][] | "  | " + .[0:200])' \
+		"$log" >&2
+done
 [[ $fail -gt 0 ]] && status=1
 echo "$pass passed, $fail failed, $skip skipped"
 exit $status
