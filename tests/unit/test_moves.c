@@ -125,8 +125,9 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 	uint32_t next = 0, round = 0;
 	struct ig_errbuf eb = {0};
 	struct eng *e;
-	bool killed = false;
+	bool killed = false, reconnected = false;
 	long moving_rounds = 0, in_rounds = 0;
+	uint64_t windows_at_kill = 0;
 
 	memset(ev, 0, sizeof(*ev));
 	*decoded_during_move = 0;
@@ -171,11 +172,19 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 			daemon_start(o->k);
 			daemon_configure(o->k);
 			killed = true;
-			/* the clients' time to find the restarted daemon, rounds
-			 * held: on a loaded machine that takes longer than the other
-			 * agent has tokens left, and its end would meet the need and
-			 * stop the move (ADR 0017) instead of letting it land */
-			usleep(300000);
+			windows_at_kill = after.move_out_windows + after.move_in_windows;
+		}
+		/* Until a window moves again after the kill, the clients are
+		 * finding the restarted daemon (their dialer's watchdog may take
+		 * seconds on a loaded machine): each round then waits 100 ms, so
+		 * the other agent cannot run out of tokens meanwhile; its end
+		 * would meet the need and stop the move (ADR 0017) instead of
+		 * letting it land, and the test would not see what it is for. */
+		if (killed && !reconnected) {
+			reconnected = after.move_out_windows + after.move_in_windows > windows_at_kill ||
+			              !(after.moving_out || after.moving_in);
+			if (!reconnected)
+				usleep(100000);
 		}
 		round++;
 		if (next == n && !eng_busy(e))
