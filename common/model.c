@@ -333,13 +333,15 @@ const char *mdesc_tokenizer_name(enum mdesc_tokenizer t)
 		return "none";
 	case MDESC_TOK_BYTES:
 		return "bytes";
+	case MDESC_TOK_GPT2:
+		return "gpt2";
 	}
 	return "?";
 }
 
 bool mdesc_tokenizer_of(const char *name, size_t len, enum mdesc_tokenizer *out)
 {
-	static const enum mdesc_tokenizer all[] = {MDESC_TOK_NONE, MDESC_TOK_BYTES};
+	static const enum mdesc_tokenizer all[] = {MDESC_TOK_NONE, MDESC_TOK_BYTES, MDESC_TOK_GPT2};
 
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
 		const char *n = mdesc_tokenizer_name(all[i]);
@@ -354,6 +356,8 @@ bool mdesc_tokenizer_of(const char *name, size_t len, enum mdesc_tokenizer *out)
 
 uint32_t mdesc_eos(const struct mdesc *m)
 {
+	if (m->tokenizer == MDESC_TOK_GPT2)
+		return m->eos_id;
 	return m->tokenizer == MDESC_TOK_BYTES ? MDESC_BYTES_EOS : UINT32_MAX;
 }
 
@@ -382,9 +386,10 @@ void mdesc_for_each_tensor(const struct mdesc *m, mdesc_tensor_fn fn, void *ctx)
 
 		mdesc__t(fn, ctx, l, "attn_norm", 1, h, 1, 1, false);
 		if (mdesc_is_full_layer(m, i)) {
-			/* the query projection carries the output gate: 2 x q_heads x hd */
-			mdesc__t(fn, ctx, l, "attn_q", 2, h, 2ull * m->q_heads * m->head_dim, 1,
-			         false);
+			/* the query projection carries the output gate: 2 x q_heads x hd
+			 * (ungated: q_heads x hd) */
+			mdesc__t(fn, ctx, l, "attn_q", 2, h,
+			         (m->attn_ungated ? 1ull : 2ull) * m->q_heads * m->head_dim, 1, false);
 			mdesc__t(fn, ctx, l, "attn_k", 2, h, (uint64_t)m->kv_heads * m->head_dim, 1,
 			         false);
 			mdesc__t(fn, ctx, l, "attn_v", 2, h, (uint64_t)m->kv_heads * m->head_dim, 1,
@@ -426,7 +431,8 @@ void mdesc_for_each_tensor(const struct mdesc *m, mdesc_tensor_fn fn, void *ctx)
 		}
 	}
 	mdesc__t(fn, ctx, -1, "output_norm", 1, h, 1, 1, false);
-	mdesc__t(fn, ctx, -1, "output", 2, h, m->vocab, 1, false);
+	if (!m->tied_output)
+		mdesc__t(fn, ctx, -1, "output", 2, h, m->vocab, 1, false);
 }
 
 struct mdesc__sum {

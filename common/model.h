@@ -37,11 +37,12 @@ enum mdesc_kv_format { MDESC_KV_BF16 = 1, MDESC_KV_COMPACT = 2 };
  *   BYTES  "bytes": the byte-level tokenizer of our synthetic models
  *          (model/tokenizer.h): exactly MDESC_BYTES_VOCAB ids, 0..255
  *          the bytes, then four specials, <|eos|> MDESC_BYTES_EOS.
- * A BPE vocabulary (the reference models' Qwen3 tokenizer) is not built yet:
- * their descriptions say NONE, and a file naming another tokenizer is
- * refused (docs/adr/0025).
+ *   GPT2   "gpt2": the byte-level BPE a real model file carries
+ *          (model/bpe.h: its tokens, merges and end-of-generation ids come
+ *          from the file; the eos below is the file's eos_token_id).
+ * A file naming another tokenizer is refused (docs/adr/0025).
  */
-enum mdesc_tokenizer { MDESC_TOK_NONE = 1, MDESC_TOK_BYTES = 2 };
+enum mdesc_tokenizer { MDESC_TOK_NONE = 1, MDESC_TOK_BYTES = 2, MDESC_TOK_GPT2 = 3 };
 
 #define MDESC_BYTES_VOCAB 260u
 #define MDESC_BYTES_EOS   257u
@@ -55,11 +56,22 @@ enum mdesc_tokenizer { MDESC_TOK_NONE = 1, MDESC_TOK_BYTES = 2 };
 /* Tokens per KV page on every model. */
 #define MDESC_PAGE_TOKENS 64u
 
+/*
+ * The layout a model file uses (its general.architecture):
+ *   IGNIS  "ignis-hybrid": ours (ignis.* keys), hybrid layers, the output
+ *          gate in attn_q, an output matrix of its own;
+ *   QWEN3  "qwen3": llama.cpp's Qwen3 (qwen3.* keys): every layer full
+ *          attention with QK-norm, no output gate, the output matrix tied
+ *          to the embedding when the file has none (docs/adr/0031).
+ */
+enum mdesc_arch { MDESC_ARCH_IGNIS = 0, MDESC_ARCH_QWEN3 = 1 };
+
 struct mdesc {
 	const char *name;  /* "qwen3.8-27b" */
 	const char *alias; /* "27b" */
 	const char *doc;
 	enum mdesc_family family;
+	enum mdesc_arch arch;
 
 	/* Shapes. */
 	uint32_t layers;      /* all layers */
@@ -68,6 +80,7 @@ struct mdesc {
 	uint32_t q_heads, kv_heads, head_dim;
 	uint32_t vocab;
 	enum mdesc_tokenizer tokenizer; /* what the ids mean (text, end of sequence) */
+	uint32_t eos_id;                /* GPT2: the file's eos_token_id (UINT32_MAX: none) */
 	uint32_t ffn_inter;             /* DENSE: intermediate size */
 	uint32_t experts, top_k;        /* MOE: experts per layer, routed per token */
 	uint32_t expert_inter;          /* MOE: expert intermediate size */
@@ -79,6 +92,8 @@ struct mdesc {
 	uint32_t lin_k_heads, lin_v_heads, lin_dk, lin_dv; /* gated delta rule */
 	uint32_t conv_kernel;                              /* its short convolution */
 	uint32_t rope_dims;                                /* rotary dims of head_dim */
+	bool attn_ungated; /* attn_q holds the query only (no output gate) */
+	bool tied_output;  /* no output matrix: the embedding's rows give the logits */
 	float rope_theta, rms_eps;
 
 	/* Figures of the weights (bytes). */

@@ -561,6 +561,8 @@ static int load_tokens(struct bpe *b, const struct gguf *g, struct ig_errbuf *eb
 	uint32_t n;
 	int rc;
 
+	if (!gguf_find_kv(g, KEY_TOKENS))
+		return ig_errf(eb, IG_E_INVAL, "%s: missing (the vocabulary)", KEY_TOKENS);
 	if ((rc = gguf_get_arr(g, KEY_TOKENS, GGUF_TYPE_STRING, &toks, eb)))
 		return rc;
 	if (toks.n < 256 || toks.n > BPE_MAX_TOKENS)
@@ -656,6 +658,9 @@ static int load_merges(struct bpe *b, const struct gguf *g, struct ig_errbuf *eb
 	struct gguf_arr m;
 	int rc;
 
+	if (!gguf_find_kv(g, KEY_MERGES))
+		return ig_errf(eb, IG_E_INVAL, "%s: missing (a byte-level BPE needs its merges)",
+		               KEY_MERGES);
 	if ((rc = gguf_get_arr(g, KEY_MERGES, GGUF_TYPE_STRING, &m, eb)))
 		return rc;
 	if (m.n >= UINT32_MAX)

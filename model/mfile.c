@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bpe.h"
 #include "quant.h"
 
 /*
@@ -101,7 +102,8 @@ static float mfile__key_f32(const struct mdesc *m, const struct mfile_key *k)
 
 bool mfile_same_shape(const struct mdesc *a, const struct mdesc *b)
 {
-	if (a->family != b->family || a->tokenizer != b->tokenizer)
+	if (a->family != b->family || a->tokenizer != b->tokenizer || a->arch != b->arch ||
+	    a->attn_ungated != b->attn_ungated || a->tied_output != b->tied_output)
 		return false;
 	for (size_t i = 0; i < mfile_nkeys; i++) {
 		const struct mfile_key *k = &mfile_keys[i];
@@ -119,6 +121,22 @@ bool mfile_same_shape(const struct mdesc *a, const struct mdesc *b)
 #define KF(field)    mfile_key_find(#field)->key, #field
 #define INCONSISTENT "inconsistent description: "
 
+/* Every layer full attention (llama.cpp's qwen3): the linear layers' keys
+ * have nothing to describe. */
+static bool mfile__no_linear(const struct mdesc *d)
+{
+	return d->full_interval == 1;
+}
+
+static bool mfile__lin_key(const struct mfile_key *k)
+{
+	return k->offset == offsetof(struct mdesc, lin_k_heads) ||
+	       k->offset == offsetof(struct mdesc, lin_v_heads) ||
+	       k->offset == offsetof(struct mdesc, lin_dk) ||
+	       k->offset == offsetof(struct mdesc, lin_dv) ||
+	       k->offset == offsetof(struct mdesc, conv_kernel);
+}
+
 int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 {
 	struct mdesc_lin_state lin;
@@ -127,7 +145,7 @@ int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 		const struct mfile_key *k = &mfile_keys[i];
 		uint64_t v;
 
-		if (!mfile_key_applies(k, d->family))
+		if (!mfile_key_applies(k, d->family) || (mfile__no_linear(d) && mfile__lin_key(k)))
 			continue;
 		if (k->type == GGUF_TYPE_FLOAT32) {
 			float f = mfile__key_f32(d, k);
@@ -147,10 +165,11 @@ int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 			               k->key, k->field, (unsigned long long)v,
 			               (unsigned long long)k->min, (unsigned long long)k->max);
 	}
-	if (d->tokenizer != MDESC_TOK_NONE && d->tokenizer != MDESC_TOK_BYTES)
+	if (d->tokenizer != MDESC_TOK_NONE && d->tokenizer != MDESC_TOK_BYTES &&
+	    d->tokenizer != MDESC_TOK_GPT2)
 		return ig_errf(eb, IG_E_INVAL,
 		               INCONSISTENT MFILE_TOKENIZER_KEY " (tokenizer) is %d; accepted: "
-		                                                "none, bytes",
+		                                                "none, bytes, gpt2",
 		               (int)d->tokenizer);
 	if (d->tokenizer == MDESC_TOK_BYTES && d->vocab != MDESC_BYTES_VOCAB)
 		return ig_errf(eb, IG_E_INVAL,
@@ -163,7 +182,7 @@ int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 		return ig_errf(eb, IG_E_INVAL,
 		               INCONSISTENT "%s (%s) %u is not a multiple of %s (%s) %u",
 		               KF(q_heads), d->q_heads, KF(kv_heads), d->kv_heads);
-	if (d->lin_v_heads % d->lin_k_heads)
+	if (!mfile__no_linear(d) && d->lin_v_heads % d->lin_k_heads)
 		return ig_errf(eb, IG_E_INVAL,
 		               INCONSISTENT "%s (%s) %u is not a multiple of %s (%s) %u",
 		               KF(lin_v_heads), d->lin_v_heads, KF(lin_k_heads), d->lin_k_heads);
@@ -207,6 +226,114 @@ int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 
 /* ---- reading -------------------------------------------------------------- */
 
+/* ---- llama.cpp's layouts --------------------------------------------------- */
+
+/* A key "<arch>.<suffix>" as a uint32; `def` when absent and not required. */
+static int mfile__arch_u32(const struct mfile *f, const char *suffix, bool required, uint32_t def,
+                           uint32_t *out, struct ig_errbuf *eb)
+{
+	char key[96];
+	int rc;
+
+	snprintf(key, sizeof key, MFILE_ARCH_QWEN3 ".%s", suffix);
+	*out = def;
+	if (!gguf_find_kv(&f->g, key)) {
+		if (required)
+			return ig_errf(eb, IG_E_INVAL, "'%s': key %s is missing", f->g.path, key);
+		return IG_E_OK;
+	}
+	rc = gguf_get_u32(&f->g, key, out, eb);
+	if (!rc && (*out == 0 || *out > MFILE_DIM_MAX))
+		rc = ig_errf(eb, IG_E_INVAL, "'%s': %s is %u; accepted: 1 to %u", f->g.path, key,
+		             *out, MFILE_DIM_MAX);
+	return rc ? ig_errprefix(eb, "'%s'", f->g.path) : IG_E_OK;
+}
+
+static int mfile__arch_f32(const struct mfile *f, const char *suffix, bool required, float def,
+                           float *out, struct ig_errbuf *eb)
+{
+	char key[96];
+	int rc;
+
+	snprintf(key, sizeof key, MFILE_ARCH_QWEN3 ".%s", suffix);
+	*out = def;
+	if (!gguf_find_kv(&f->g, key)) {
+		if (required)
+			return ig_errf(eb, IG_E_INVAL, "'%s': key %s is missing", f->g.path, key);
+		return IG_E_OK;
+	}
+	rc = gguf_get_f32(&f->g, key, out, eb);
+	return rc ? ig_errprefix(eb, "'%s'", f->g.path) : IG_E_OK;
+}
+
+/*
+ * llama.cpp's "qwen3" (a dense transformer: every layer full attention with
+ * QK-norm and NeoX RoPE over the whole head, no output gate, SwiGLU; the
+ * output tied to the embedding when the file has no output.weight). What
+ * such a file does not carry, Ignis's per-model knobs, takes the defaults
+ * of docs/adr/0031; the context is the file's context_length.
+ */
+static int mfile__meta_qwen3(struct mfile *f, struct ig_errbuf *eb)
+{
+	struct mdesc *d = &f->desc;
+	const struct gguf_tensor *embd = gguf_find_tensor(&f->g, "token_embd.weight");
+	struct gguf_str s;
+	uint32_t vlen;
+	int rc;
+
+	d->family = MDESC_DENSE;
+	d->arch = MDESC_ARCH_QWEN3;
+	d->attn_ungated = true;
+	d->full_interval = 1;
+	if ((rc = mfile__arch_u32(f, "block_count", true, 0, &d->layers, eb)) ||
+	    (rc = mfile__arch_u32(f, "embedding_length", true, 0, &d->hidden, eb)) ||
+	    (rc = mfile__arch_u32(f, "feed_forward_length", true, 0, &d->ffn_inter, eb)) ||
+	    (rc = mfile__arch_u32(f, "attention.head_count", true, 0, &d->q_heads, eb)) ||
+	    (rc = mfile__arch_u32(f, "attention.head_count_kv", false, d->q_heads, &d->kv_heads,
+	                          eb)) ||
+	    (rc = mfile__arch_u32(f, "attention.key_length", false, d->hidden / d->q_heads,
+	                          &d->head_dim, eb)) ||
+	    (rc = mfile__arch_u32(f, "attention.value_length", false, d->head_dim, &vlen, eb)) ||
+	    (rc = mfile__arch_u32(f, "rope.dimension_count", false, d->head_dim, &d->rope_dims,
+	                          eb)) ||
+	    (rc = mfile__arch_u32(f, "context_length", true, 0, &d->default_context, eb)) ||
+	    (rc = mfile__arch_f32(f, "rope.freq_base", false, 10000.0f, &d->rope_theta, eb)) ||
+	    (rc = mfile__arch_f32(f, "attention.layer_norm_rms_epsilon", true, 0, &d->rms_eps,
+	                          eb)))
+		return rc;
+	if (vlen != d->head_dim || d->rope_dims != d->head_dim)
+		return ig_errf(eb, IG_E_INVAL,
+		               "'%s': " MFILE_ARCH_QWEN3 ".attention.value_length %u and "
+		               ".rope.dimension_count %u must equal the key length %u (as llama.cpp's "
+		               "qwen3 requires)",
+		               f->g.path, vlen, d->rope_dims, d->head_dim);
+	if (!embd || embd->n_dims != 2)
+		return ig_errf(eb, IG_E_INVAL, "'%s': tensor 'token_embd.weight' (2 dims) is missing",
+		               f->g.path);
+	if (embd->dims[1] > MFILE_DIM_MAX)
+		return ig_errf(eb, IG_E_INVAL, "'%s': a vocabulary of %llu rows; accepted: up to %u",
+		               f->g.path, (unsigned long long)embd->dims[1], MFILE_DIM_MAX);
+	d->vocab = (uint32_t)embd->dims[1];
+	d->tied_output = gguf_find_tensor(&f->g, "output.weight") == NULL;
+	d->default_lanes = d->max_lanes = MFILE_QWEN3_LANES;
+	d->default_chunk = MFILE_QWEN3_CHUNK;
+	d->default_max_tokens = MFILE_QWEN3_MAX_TOKENS;
+	if (gguf_get_str(&f->g, "general.name", &s, eb) == IG_E_OK)
+		snprintf(f->name, sizeof(f->name), "%.*s", (int)(s.len > 63 ? 63 : s.len), s.ptr);
+	else
+		snprintf(f->name, sizeof(f->name), "%s", f->g.path);
+	d->name = d->alias = f->name;
+	d->doc = "a llama.cpp qwen3 file";
+	rc = gguf_get_str(&f->g, MFILE_TOKENIZER_KEY, &s, eb);
+	if (rc || s.len != 4 || memcmp(s.ptr, "gpt2", 4))
+		return ig_errf(eb, IG_E_INVAL,
+		               "'%s': a qwen3 file carries its vocabulary (" MFILE_TOKENIZER_KEY
+		               " gpt2)",
+		               f->g.path);
+	d->tokenizer = MDESC_TOK_GPT2;
+	return IG_E_OK;
+}
+
 static int mfile__meta(struct mfile *f, struct ig_errbuf *eb)
 {
 	struct mdesc *d = &f->desc;
@@ -215,10 +342,12 @@ static int mfile__meta(struct mfile *f, struct ig_errbuf *eb)
 
 	rc = gguf_get_str(&f->g, "general.architecture", &s, eb);
 	if (rc)
-		return ig_errprefix(eb, "'%s' is not a model of ours", f->g.path);
+		return ig_errprefix(eb, "'%s' is not a model file", f->g.path);
+	if (s.len == strlen(MFILE_ARCH_QWEN3) && !memcmp(s.ptr, MFILE_ARCH_QWEN3, s.len))
+		return mfile__meta_qwen3(f, eb);
 	if (s.len != strlen(MFILE_ARCH) || memcmp(s.ptr, MFILE_ARCH, s.len))
 		return ig_errf(eb, IG_E_INVAL,
-		               "'%s' is a '%.*s' model; accepted: architecture '" MFILE_ARCH "'",
+		               "'%s' is a '%.*s' model; accepted: architecture " MFILE_ARCHS,
 		               f->g.path, (int)(s.len > 64 ? 64 : s.len), s.ptr);
 	rc = gguf_get_str(&f->g, "ignis.family", &s, eb);
 	if (rc)
@@ -242,16 +371,15 @@ static int mfile__meta(struct mfile *f, struct ig_errbuf *eb)
 	if (rc == IG_E_NOTFOUND)
 		return ig_errf(eb, IG_E_INVAL,
 		               "'%s' names no tokenizer (no key " MFILE_TOKENIZER_KEY
-		               "); accepted: none (token ids only) or bytes (the byte-level "
-		               "tokenizer)",
+		               "); accepted: none (token ids only), bytes (the byte-level "
+		               "tokenizer) or gpt2 (a byte-level BPE)",
 		               f->g.path);
 	if (rc)
 		return rc;
 	if (!mdesc_tokenizer_of(s.ptr, s.len, &d->tokenizer))
 		return ig_errf(eb, IG_E_INVAL,
 		               "'%s': " MFILE_TOKENIZER_KEY " '%.*s'; accepted: none (token ids "
-		               "only) or bytes (the byte-level tokenizer): no other vocabulary is "
-		               "built yet",
+		               "only), bytes (the byte-level tokenizer) or gpt2 (a byte-level BPE)",
 		               f->g.path, (int)(s.len > 32 ? 32 : s.len), s.ptr);
 
 	for (size_t i = 0; i < mfile_nkeys; i++) {
@@ -399,6 +527,25 @@ static void mfile__find_one(void *ctx, const char *name, uint32_t n_dims, const 
 		x->found = true;
 }
 
+/* A gpt2 vocabulary: it must open (model/bpe.h) and hold exactly the
+ * embedding's rows; its eos is the description's. */
+static int mfile__vocab(struct mfile *f, struct ig_errbuf *eb)
+{
+	struct bpe *b;
+	int rc = bpe_open(&b, &f->g, eb);
+
+	if (rc)
+		return ig_errprefix(eb, "'%s'", f->g.path);
+	if (bpe_info(b)->n_tokens != f->desc.vocab)
+		rc = ig_errf(eb, IG_E_INVAL,
+		             "'%s': the vocabulary has %u tokens and the embedding %u rows; they "
+		             "must be equal",
+		             f->g.path, bpe_info(b)->n_tokens, f->desc.vocab);
+	f->desc.eos_id = bpe_info(b)->eos;
+	bpe_close(b);
+	return rc;
+}
+
 int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb)
 {
 	struct mfile__check c;
@@ -432,14 +579,18 @@ int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb)
 			mdesc_for_each_tensor(&f->desc, mfile__find_one, &find);
 			if (!find.found)
 				rc = ig_errf(eb, IG_E_INVAL,
-				             "'%s': tensor '%s' is not part of an %s model", path,
-				             find.name, MFILE_ARCH);
+				             "'%s': tensor '%s' is not part of a %s model", path,
+				             find.name,
+				             f->desc.arch == MDESC_ARCH_QWEN3 ? MFILE_ARCH_QWEN3
+				                                              : MFILE_ARCH);
 		}
 		if (!rc)
 			rc = ig_errf(eb, IG_E_INVAL,
 			             "'%s': %zu tensors where the description has %llu", path,
 			             (size_t)f->g.n_tensors, (unsigned long long)c.expected);
 	}
+	if (!rc && f->desc.tokenizer == MDESC_TOK_GPT2)
+		rc = mfile__vocab(f, eb);
 	if (!rc)
 		return IG_E_OK;
 out_close:
@@ -565,6 +716,7 @@ struct mfile__gen {
 	uint64_t n_tensors;
 	struct mdesc *desc; /* describe: the figures summed here, or NULL */
 	struct mfile__sum sum;
+	bool vectors_f32; /* 1-D tensors in F32, as llama.cpp's converter writes them */
 };
 
 /* Bytes [offset, offset + n) of a block type's tensor: the blocks that hold
@@ -627,7 +779,8 @@ static void mfile__add_one(void *ctx, const char *name, uint32_t n_dims, const u
                            bool expert)
 {
 	struct mfile__gen *g = ctx;
-	uint32_t type = mfile_tensor_type(g->dtype, name, n_dims, dims);
+	uint32_t type = g->vectors_f32 && n_dims == 1 ? GGUF_TENSOR_F32
+	                                              : mfile_tensor_type(g->dtype, name, n_dims, dims);
 	uint64_t bytes = quant_row_bytes(type, dims[0]);
 
 	for (uint32_t i = 1; i < n_dims; i++)
@@ -637,6 +790,124 @@ static void mfile__add_one(void *ctx, const char *name, uint32_t n_dims, const u
 	if (g->desc)
 		mfile__account(g->desc, &g->sum, name, bytes, expert);
 	gguf_writer_add_tensor_fill(g->w, name, type, n_dims, dims, mfile__fill, g);
+}
+
+/* The synthetic gpt2 vocabulary of a qwen3 file: GPT-2's 256 byte
+ * characters in byte order (so id b is the byte b), then <|endoftext|>,
+ * <|im_start|> and <|im_end|> (control), then "[PAD<id>]" (unused) up to
+ * the model's rows; no merges. Its bos and padding are <|endoftext|>, its
+ * eos <|im_end|>, as in Qwen3's files. */
+static void mfile__synthetic_vocab(struct gguf_writer *w, uint32_t n)
+{
+	static const char *const specials[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+	char(*text)[16] = calloc(n, sizeof(*text));
+	const char **toks = calloc(n, sizeof(*toks));
+	int32_t *types = calloc(n, sizeof(*types));
+
+	if (!text || !toks || !types) {
+		gguf_writer_add_str(w, "", ""); /* an empty key: the writer's error */
+		goto out;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (i < 256) {
+			unsigned k = 0, b = i;
+			uint32_t cp;
+
+			if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff))
+				cp = b;
+			else {
+				for (unsigned j = 0; j < b; j++)
+					k += !((j >= 0x21 && j <= 0x7e) || (j >= 0xa1 && j <= 0xac) ||
+					       (j >= 0xae && j <= 0xff));
+				cp = 0x100 + k;
+			}
+			if (cp < 0x80)
+				text[i][0] = (char)cp;
+			else {
+				text[i][0] = (char)(0xc0 | cp >> 6);
+				text[i][1] = (char)(0x80 | (cp & 0x3f));
+			}
+			types[i] = BPE_NORMAL;
+		} else if (i < 256 + 3) {
+			snprintf(text[i], sizeof text[i], "%s", specials[i - 256]);
+			types[i] = BPE_CONTROL;
+		} else {
+			snprintf(text[i], sizeof text[i], "[PAD%u]", i);
+			types[i] = BPE_UNUSED;
+		}
+		toks[i] = text[i];
+	}
+	gguf_writer_add_str(w, MFILE_TOKENIZER_KEY, "gpt2");
+	gguf_writer_add_str(w, "tokenizer.ggml.pre", "qwen2");
+	gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, n);
+	gguf_writer_add_arr(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, n);
+	gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", NULL, 0);
+	gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 256);
+	gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", MFILE_QWEN3_EOS);
+	gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", 256);
+	gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false);
+out:
+	free(text);
+	free(toks);
+	free(types);
+}
+
+/* A qwen3 file as llama.cpp's converter writes one: its keys, the
+ * synthetic vocabulary, the tensors (no output.weight: tied). */
+static int mfile__build_qwen3(const struct mdesc *m, struct mfile__gen *g, struct ig_errbuf *eb)
+{
+	struct gguf_writer *w = g->w;
+
+	g->vectors_f32 = true;
+	if (m->family != MDESC_DENSE || m->full_interval != 1 || !m->attn_ungated ||
+	    !m->tied_output || m->tokenizer != MDESC_TOK_GPT2 || m->rope_dims != m->head_dim ||
+	    m->vocab < MFILE_QWEN3_VOCAB)
+		return ig_errf(eb, IG_E_INVAL,
+		               "synthetic model '%s': not a qwen3 shape (mfile_as_qwen3 makes one)",
+		               m->name);
+	gguf_writer_add_str(w, "general.architecture", MFILE_ARCH_QWEN3);
+	gguf_writer_add_str(w, "general.name", m->name);
+	gguf_writer_add_u32(w, "qwen3.block_count", m->layers);
+	gguf_writer_add_u32(w, "qwen3.context_length", m->default_context);
+	gguf_writer_add_u32(w, "qwen3.embedding_length", m->hidden);
+	gguf_writer_add_u32(w, "qwen3.feed_forward_length", m->ffn_inter);
+	gguf_writer_add_u32(w, "qwen3.attention.head_count", m->q_heads);
+	gguf_writer_add_u32(w, "qwen3.attention.head_count_kv", m->kv_heads);
+	gguf_writer_add_u32(w, "qwen3.attention.key_length", m->head_dim);
+	gguf_writer_add_u32(w, "qwen3.attention.value_length", m->head_dim);
+	gguf_writer_add_u32(w, "qwen3.rope.dimension_count", m->rope_dims);
+	gguf_writer_add_f32(w, "qwen3.rope.freq_base", m->rope_theta);
+	gguf_writer_add_f32(w, "qwen3.attention.layer_norm_rms_epsilon", m->rms_eps);
+	gguf_writer_add_u64(w, "ignis.seed", g->seed);
+	mfile__synthetic_vocab(w, m->vocab);
+	mdesc_for_each_tensor(m, mfile__add_one, g);
+	if (w->err.code) {
+		if (eb)
+			*eb = w->err;
+		return ig_errprefix(eb, "synthetic model '%s'", m->name);
+	}
+	return IG_E_OK;
+}
+
+void mfile_as_qwen3(const struct mdesc *src, struct mdesc *out)
+{
+	*out = *src;
+	out->family = MDESC_DENSE;
+	out->arch = MDESC_ARCH_QWEN3;
+	out->attn_ungated = true;
+	out->tied_output = true;
+	out->full_interval = 1;
+	out->full_layers = src->layers;
+	out->lin_k_heads = out->lin_v_heads = out->lin_dk = out->lin_dv = out->conv_kernel = 0;
+	out->rope_dims = src->head_dim;
+	out->tokenizer = MDESC_TOK_GPT2;
+	out->eos_id = MFILE_QWEN3_EOS;
+	if (out->vocab < MFILE_QWEN3_VOCAB)
+		out->vocab = MFILE_QWEN3_VOCAB;
+	out->fixed_lanes = out->default_lanes = out->max_lanes = MFILE_QWEN3_LANES;
+	out->default_chunk = MFILE_QWEN3_CHUNK;
+	out->default_max_tokens = MFILE_QWEN3_MAX_TOKENS;
+	out->weight_bytes = out->state_image_bytes = 0;
 }
 
 /* Check `m` and fill the writer: the metadata, then every tensor as a
@@ -649,6 +920,8 @@ static int mfile__build(const struct mdesc *m, struct mfile__gen *g, struct ig_e
 	rc = mfile_check_desc(m, eb);
 	if (rc)
 		return ig_errprefix(eb, "synthetic model '%s'", m->name);
+	if (m->arch == MDESC_ARCH_QWEN3)
+		return mfile__build_qwen3(m, g, eb);
 	gguf_writer_add_str(w, "general.architecture", MFILE_ARCH);
 	gguf_writer_add_str(w, "general.name", m->name);
 	gguf_writer_add_str(w, "ignis.family", m->family == MDESC_DENSE ? "dense" : "moe");
@@ -685,6 +958,10 @@ int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
 	memset(out, 0, sizeof(*out));
 	out->desc.family = m->family;
 	out->desc.tokenizer = m->tokenizer;
+	out->desc.arch = m->arch;
+	out->desc.attn_ungated = m->attn_ungated;
+	out->desc.tied_output = m->tied_output;
+	out->desc.eos_id = m->eos_id;
 	for (size_t i = 0; i < mfile_nkeys; i++)
 		if (mfile_key_applies(&mfile_keys[i], m->family))
 			memcpy((char *)&out->desc + mfile_keys[i].offset,

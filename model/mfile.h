@@ -28,6 +28,18 @@
 #include "common/model.h"
 
 #define MFILE_ARCH "ignis-hybrid"
+/* llama.cpp's architectures that load (docs/adr/0031), and all of them. */
+#define MFILE_ARCH_QWEN3 "qwen3"
+#define MFILE_ARCHS      "ignis-hybrid or qwen3"
+/* What a qwen3 file does not carry, Ignis's knobs: 4 fixed decode lanes, a
+ * prefill chunk of 512 tokens, 512 tokens when a request names no cap. */
+#define MFILE_QWEN3_LANES      4u
+#define MFILE_QWEN3_CHUNK      512u
+#define MFILE_QWEN3_MAX_TOKENS 512u
+/* A synthetic qwen3 file's vocabulary: the 256 byte tokens, <|endoftext|>,
+ * <|im_start|>, <|im_end|> (its eos); more rows are padding. */
+#define MFILE_QWEN3_VOCAB 259u
+#define MFILE_QWEN3_EOS   258u
 
 /* The largest value a U32 key may take (2^24): two shapes multiplied (a
  * matrix, 2^48 elements) always fit in 64 bits with room for the sums; a
@@ -116,6 +128,15 @@ enum mfile_dtype {
  */
 uint32_t mfile_tensor_type(enum mfile_dtype dtype, const char *name, uint32_t n_dims,
                            const uint64_t dims[4]);
+
+/*
+ * The shapes of a dense description `src` in llama.cpp's qwen3 layout, for
+ * synthetic files that llama.cpp loads too: every layer full attention, no
+ * output gate, the output tied to the embedding, rotary over the whole
+ * head, the synthetic gpt2 vocabulary (at least MFILE_QWEN3_VOCAB rows), and
+ * the knobs a qwen3 file gives (MFILE_QWEN3_*). Its name stays src's.
+ */
+void mfile_as_qwen3(const struct mdesc *src, struct mdesc *out);
 
 /* What a synthetic file of a description would be, computed without writing. */
 struct mfile_synthetic {

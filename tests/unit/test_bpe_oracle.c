@@ -15,6 +15,7 @@
  * random texts drawn from the same pieces, with special parsing on and off
  * and BOS asked for, then those ids decoded back by both. Without the
  * oracle or the vocabulary the test says so and exits 77, meson's skip.
+ * libllama's declarations: llama_oracle.h.
  */
 #include <dlfcn.h>
 #include <setjmp.h>
@@ -32,94 +33,30 @@
 #include "model/bpe.h"
 #include "model/gguf.h"
 #include "model/hfvocab.h"
+#include "llama_oracle.h"
 
-/*
- * llama_model_params as libllama of the pinned package (3.22.1, llama.cpp
- * "v0.5.0") declares it: passed and returned by value, so the layout must be
- * exact; checked against llama_model_default_params' known defaults before
- * any use (a different layout fails the test rather than loading garbage).
- */
-struct lmparams {
-	void *devices;
-	const void *tensor_buft_overrides;
-	int32_t n_gpu_layers;
-	int32_t split_mode;
-	int32_t load_mode;
-	int32_t lazy_mode;
-	int32_t main_gpu;
-	const float *tensor_split;
-	void *progress_callback;
-	void *progress_callback_user_data;
-	const void *kv_overrides;
-	bool vocab_only, check_tensors, use_extra_bufts, no_host, no_alloc, load_mtp;
-};
-
-static struct {
-	void *lib;
-	struct lmparams (*defaults)(void);
-	void *(*load)(const char *path, struct lmparams p);
-	void (*free_model)(void *m);
-	const void *(*vocab)(const void *m);
-	int32_t (*n_tokens)(const void *v);
-	int32_t (*tokenize)(const void *v, const char *text, int32_t len, int32_t *ids, int32_t cap,
-	                    bool add_special, bool parse_special);
-	int32_t (*piece)(const void *v, int32_t id, char *buf, int32_t len, int32_t lstrip,
-	                 bool special);
-	int32_t (*detokenize)(const void *v, const int32_t *ids, int32_t n, char *text, int32_t cap,
-	                      bool remove_special, bool unparse_special);
-	bool (*is_eog)(const void *v, int32_t id);
-	void (*log_set)(void (*cb)(int level, const char *text, void *ud), void *ud);
-} ll;
+static struct llo ll;
 
 static char dir[] = "/tmp/test-bpe-oracle.XXXXXX";
 static const char *vocab_json;
 
-static void quiet(int level, const char *text, void *ud)
-{
-	(void)level, (void)text, (void)ud;
-}
-
-static void *sym(const char *name)
-{
-	void *p = dlsym(ll.lib, name);
-
-	if (!p)
-		fail_msg("libllama has no %s", name);
-	return p;
-}
-
-#define SYM(field, name) (*(void **)&ll.field = sym(name))
-
 static int setup(void **state)
 {
-	const char *d = getenv("IGNIS_ORACLE_LIB_DIR");
-	char path[4096];
+	int rc;
 
 	(void)state;
 	if (!mkdtemp(dir))
 		return -1;
 	vocab_json = getenv("IGNIS_QWEN3_TOKENIZER");
-	if (!d || !*d || !vocab_json || access(vocab_json, R_OK))
+	if (!vocab_json || access(vocab_json, R_OK))
 		return 0;
-	snprintf(path, sizeof(path), "%s/libllama.v0.5.0.so", d);
-	if (access(path, R_OK))
-		return 0;
-	ll.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!ll.lib) {
-		print_error("cannot load the oracle %s: %s\n", path, dlerror());
+	rc = llo_open(&ll);
+	if (rc < 0) {
+		print_error("the oracle: %s\n", ll.why);
 		return -1;
 	}
-	SYM(defaults, "llama_model_default_params");
-	SYM(load, "llama_model_load_from_file");
-	SYM(free_model, "llama_model_free");
-	SYM(vocab, "llama_model_get_vocab");
-	SYM(n_tokens, "llama_vocab_n_tokens");
-	SYM(tokenize, "llama_tokenize");
-	SYM(piece, "llama_token_to_piece");
-	SYM(detokenize, "llama_detokenize");
-	SYM(is_eog, "llama_vocab_is_eog");
-	SYM(log_set, "llama_log_set");
-	ll.log_set(quiet, NULL);
+	if (rc == 0)
+		ll.lib = NULL;
 	return 0;
 }
 
@@ -267,7 +204,7 @@ static void compare_vocab(const char *pre)
 	struct hfvocab_stats st;
 	struct gguf_writer w;
 	struct ig_errbuf eb = {0};
-	struct lmparams p;
+	struct llo_model_params p;
 	struct gguf g;
 	struct bpe *b;
 	char path[256];
@@ -286,11 +223,7 @@ static void compare_vocab(const char *pre)
 		fail_msg("%s: %s", path, eb.msg);
 	gguf_close(&g); /* the tokenizer keeps its own copies */
 
-	p = ll.defaults();
-	if (p.n_gpu_layers != -1 || p.split_mode != 1 || p.load_mode != -1 || p.lazy_mode != 1 ||
-	    p.main_gpu != 0 || p.vocab_only || p.check_tensors || !p.use_extra_bufts || p.no_host ||
-	    p.no_alloc || p.load_mtp || p.devices || p.kv_overrides)
-		fail_msg("libllama's llama_model_params is not the layout this test declares");
+	p = ll.model_defaults();
 	p.vocab_only = true;
 	m = ll.load(path, p);
 	if (!m)

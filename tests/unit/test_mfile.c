@@ -316,7 +316,7 @@ static void rewrite(const char *src, const char *dst, enum mut mut, const char *
 			continue;
 		}
 		if (hit && mut == M_TOKENIZER) {
-			gguf_writer_add_str(&w, kv->key, "gpt2"); /* a BPE vocabulary */
+			gguf_writer_add_str(&w, kv->key, "llama"); /* a SentencePiece one */
 			continue;
 		}
 		if (hit && mut == M_VOCAB300) {
@@ -339,6 +339,22 @@ static void rewrite(const char *src, const char *dst, enum mut mut, const char *
 			break;
 		case GGUF_TYPE_STRING:
 			gguf_writer_add_strn(&w, kv->key, kv->v.str.ptr, kv->v.str.len);
+			break;
+		case GGUF_TYPE_BOOL:
+			gguf_writer_add_bool(&w, kv->key, kv->v.b);
+			break;
+		case GGUF_TYPE_ARRAY:
+			if (kv->v.arr.type == GGUF_TYPE_STRING) {
+				gguf_writer_add_arr_strn(&w, kv->key, kv->v.arr.strs, kv->v.arr.n);
+			} else {
+				size_t bytes = kv->v.arr.n * gguf_type_size(kv->v.arr.type);
+				void *copy = malloc(bytes ? bytes : 1); /* aligned for add_arr */
+
+				assert_non_null(copy);
+				memcpy(copy, kv->v.arr.data, bytes);
+				gguf_writer_add_arr(&w, kv->key, kv->v.arr.type, copy, kv->v.arr.n);
+				free(copy);
+			}
 			break;
 		default:
 			fail_msg("unexpected kv type %d", kv->type);
@@ -413,7 +429,7 @@ static void test_malformed_files(void **state)
 	    {"a tokenizer not built",
 	     M_TOKENIZER,
 	     "tokenizer.ggml.model",
-	     {"tokenizer.ggml.model 'gpt2'", "accepted: none (token ids only) or bytes"}},
+	     {"tokenizer.ggml.model 'llama'", "accepted: none (token ids only), bytes"}},
 	    {"the byte-level tokenizer with 300 ids",
 	     M_VOCAB300,
 	     "ignis.vocab_size",
@@ -451,6 +467,57 @@ static void test_malformed_files(void **state)
 		}
 	}
 	assert_int_equal(failures, 0);
+}
+
+/* llama.cpp's qwen3 layout: a synthetic file in it opens with the
+ * description it was written from (every layer full attention, no gate,
+ * tied output, the gpt2 vocabulary and its eos), as describe says; a file
+ * short of a key, or whose vocabulary does not fill the embedding, is
+ * refused naming it. */
+static void test_qwen3_layout(void **state)
+{
+	struct mdesc q3;
+	struct mfile_synthetic syn;
+	struct ig_errbuf eb = {0};
+	struct mfile f;
+	char path[320];
+
+	(void)state;
+	mfile_as_qwen3(mdesc_find("tiny-dense"), &q3);
+	path_of(path, sizeof(path), "q3.gguf");
+	if (mfile_write_synthetic(&q3, 5, MFILE_Q8_0, path, &eb))
+		fail_msg("%s", eb.msg);
+	if (mfile_open(&f, path, &eb))
+		fail_msg("%s", eb.msg);
+	assert_int_equal(f.desc.arch, MDESC_ARCH_QWEN3);
+	assert_int_equal(f.desc.tokenizer, MDESC_TOK_GPT2);
+	assert_true(f.desc.attn_ungated);
+	assert_true(f.desc.tied_output);
+	assert_null(gguf_find_tensor(&f.g, "output.weight"));
+	assert_int_equal(f.desc.full_layers, q3.layers);
+	assert_int_equal(mdesc_eos(&f.desc), MFILE_QWEN3_EOS);
+	assert_int_equal(gguf_find_tensor(&f.g, "blk.0.attn_q.weight")->dims[1],
+	                 (uint64_t)q3.q_heads * q3.head_dim);
+	assert_int_equal(gguf_find_tensor(&f.g, "blk.0.attn_norm.weight")->type, GGUF_TENSOR_F32);
+	assert_true(mfile_same_shape(&f.desc, &q3));
+	assert_int_equal(mfile_synthetic_describe(&q3, MFILE_Q8_0, &syn, &eb), IG_E_OK);
+	assert_int_equal(syn.desc.weight_bytes, f.desc.weight_bytes);
+	assert_int_equal(mdesc_state_image_bytes(&f.desc), MDESC_STATE_IMAGE_HEADER);
+	mfile_close(&f);
+
+	rewrite("q3.gguf", "q3bad.gguf", M_DROP_KEY, "qwen3.block_count");
+	path_of(path, sizeof(path), "q3bad.gguf");
+	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "qwen3.block_count is missing"));
+	rewrite("q3.gguf", "q3bad.gguf", M_DROP_KEY, "tokenizer.ggml.merges");
+	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "tokenizer.ggml.merges"));
+	q3.vocab = 300; /* 259 tokens and 41 padding: still the embedding's rows */
+	path_of(path, sizeof(path), "q3pad.gguf");
+	if (mfile_write_synthetic(&q3, 5, MFILE_BF16, path, &eb) || mfile_open(&f, path, &eb))
+		fail_msg("%s", eb.msg);
+	assert_int_equal(f.desc.vocab, 300);
+	mfile_close(&f);
 }
 
 static void test_truncated_and_foreign(void **state)
@@ -1055,6 +1122,7 @@ int main(void)
 	    cmocka_unit_test(test_block_dtypes),
 	    cmocka_unit_test(test_malformed_files),
 	    cmocka_unit_test(test_truncated_and_foreign),
+	    cmocka_unit_test(test_qwen3_layout),
 	    cmocka_unit_test(test_stream_equals_in_memory),
 	    cmocka_unit_test(test_bounded_memory),
 	    cmocka_unit_test(test_describe_is_the_file),

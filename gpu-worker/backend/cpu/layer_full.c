@@ -5,7 +5,8 @@
  * Scratch (floats, in this order):
  *   norm weights widened to fp32   hidden + 2 head_dim
  *   xn, later the output proj.     n_tok x hidden
- *   qg (query and gate)            n_tok x 2 q_heads head_dim
+ *   qg (query and gate)            n_tok x 2 q_heads head_dim (the gate's half
+ *                                  unused when attn_q holds no gate)
  *   k, v                           2 x n_tok x kv_heads head_dim
  *   o (attention output)           n_tok x q_heads head_dim
  *   per q head: scores + one       q_heads x (max_context + head_dim)
@@ -47,6 +48,8 @@ struct lfull_ctx {
 	size_t head_stride;
 	uint32_t t; /* the attention job's token */
 	float scale;
+	size_t qs; /* floats a q head takes in qg: 2 head_dim (query, gate), or
+	              head_dim when attn_q holds no gate */
 };
 
 static unsigned char *slot_addr(const struct lfull_ctx *c, uint64_t pos, uint32_t role, uint32_t kh)
@@ -66,12 +69,12 @@ static void prep_fn(void *ctx, size_t begin, size_t end)
 
 	for (size_t t = begin; t < end; t++) {
 		int64_t pos = (int64_t)(c->pos0 + t);
-		float *qg = c->qg + t * 2 * m->q_heads * hd;
+		float *qg = c->qg + t * m->q_heads * c->qs;
 		float *k = c->k + t * m->kv_heads * hd;
 		float *v = c->v + t * m->kv_heads * hd;
 
 		for (uint32_t h = 0; h < m->q_heads; h++) {
-			float *q = qg + (size_t)h * 2 * hd;
+			float *q = qg + (size_t)h * c->qs;
 
 			cop_rmsnorm(q, c->q_norm, q, hd, m->rms_eps);
 			/* Arguments checked by lfull_forward: cannot fail. */
@@ -98,8 +101,8 @@ static void attn_fn(void *ctx, size_t begin, size_t end)
 	uint64_t n = c->pos0 + c->t + 1; /* positions 0 .. pos */
 
 	for (size_t h = begin; h < end; h++) {
-		const float *q = c->qg + ((size_t)c->t * m->q_heads + h) * 2 * hd;
-		const float *gate = q + hd;
+		const float *q = c->qg + ((size_t)c->t * m->q_heads + h) * c->qs;
+		const float *gate = m->attn_ungated ? NULL : q + hd;
 		float *o = c->o + ((size_t)c->t * m->q_heads + h) * hd;
 		float *s = c->head_scratch + h * c->head_stride;
 		float *dec = s + (c->head_stride - hd);
@@ -117,8 +120,9 @@ static void attn_fn(void *ctx, size_t begin, size_t end)
 			for (size_t d = 0; d < hd; d++)
 				o[d] += s[j] * dec[d];
 		}
-		for (size_t d = 0; d < hd; d++)
-			o[d] *= 1.0f / (1.0f + expf(-gate[d]));
+		if (gate)
+			for (size_t d = 0; d < hd; d++)
+				o[d] *= 1.0f / (1.0f + expf(-gate[d]));
 	}
 }
 
@@ -169,13 +173,14 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 	c.fmt = fmt;
 	c.kv = kv;
 	c.scale = (float)(1.0 / sqrt((double)hd));
+	c.qs = m->attn_ungated ? hd : 2 * hd;
 
 	float *attn_norm = f;
 	float *q_norm = attn_norm + hidden;
 	float *k_norm = q_norm + hd;
 	float *xn = k_norm + hd;
 	qg = xn + n_tok * hidden;
-	k = qg + n_tok * 2 * qd;
+	k = qg + n_tok * 2 * qd; /* room for the gate whether or not there is one */
 	v = k + n_tok * kvd;
 	o = v + n_tok * kvd;
 	c.head_scratch = o + n_tok * qd;
@@ -190,7 +195,7 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 	/* The projections see every row of the round at once; a row's result
 	 * does not depend on its neighbours (cpu_ops.h). */
 	cop_rmsnorm_rows(x, attn_norm, xn, n_tok, hidden, m->rms_eps);
-	cop_matmul(pool, w->attn_q, xn, qg, hidden, 2 * qd, n_tok);
+	cop_matmul(pool, w->attn_q, xn, qg, hidden, m->q_heads * c.qs, n_tok);
 	cop_matmul(pool, w->attn_k, xn, k, hidden, kvd, n_tok);
 	cop_matmul(pool, w->attn_v, xn, v, hidden, kvd, n_tok);
 
@@ -200,7 +205,7 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 			continue;
 		c.seq = segs[i].seq;
 		c.pos0 = segs[i].pos0;
-		c.qg = qg + row * 2 * qd;
+		c.qg = qg + row * m->q_heads * c.qs;
 		c.k = k + row * kvd;
 		c.v = v + row * kvd;
 		c.o = o + row * qd;

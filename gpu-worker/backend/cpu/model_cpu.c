@@ -101,7 +101,8 @@ int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *pla
 		return ig_errf(eb, IG_E_NOMEM, "no memory for %u layers", m->layers);
 	d->embd = mdl__mat(&b, "token_embd.weight");
 	d->out_norm = mdl__vec(&b, "output_norm.weight");
-	d->output = mdl__mat(&b, "output.weight");
+	/* tied: the embedding's rows give the logits (llama.cpp's qwen3 files) */
+	d->output = m->tied_output ? d->embd : mdl__mat(&b, "output.weight");
 	for (uint32_t i = 0; i < m->layers && !b.rc; i++) {
 		struct mdl_layer *l = &d->layers[i];
 
