@@ -260,7 +260,10 @@ struct knobs {
 	X("IGNIS_UPDATE_GOLDEN",                                                                   \
 	  "test_msg, test_protodoc: rewrite the golden bytes, the examples")                       \
 	X("IGNIS_SEED", "test_gguf: the seed of the random corruptions")                           \
-	X("IGNIS_ORACLE_LIB_DIR", "test_quant: llama.cpp's libraries (tools/install-oracle.sh)")   \
+	X("IGNIS_ORACLE_LIB_DIR",                                                                  \
+	  "the oracle tests: llama.cpp's libraries (tools/install-oracle.sh)")                     \
+	X("IGNIS_QWEN3_TOKENIZER",                                                                 \
+	  "test_bpe_oracle: the Qwen3 tokenizer.json (tools/install-oracle.sh)")                   \
 	X("IGNIS_SCHED_*", "test_schedscript: the scripts, a filter, a trace")                     \
 	X("IGNIS_TEST_*", "tests and the daemons' test hooks (IGNIS_TEST_SEED, "                   \
 	                  "IGNIS_TEST_KVDISK_IGNORE_VOLUME)")
