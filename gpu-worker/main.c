@@ -29,6 +29,7 @@
 #include "gpu-worker/backend/layout.h"
 #include "model/mfile.h"
 #include "common/rtdir.h"
+#include "model/bpe.h"
 #include "model/tokenizer.h"
 #include "common/vplan.h"
 
@@ -52,6 +53,8 @@ struct worker {
 
 	struct mfile f;
 	bool f_open;
+	struct bpe *bpe;        /* a gpt2 vocabulary's tokenizer (model/bpe.h), or NULL */
+	struct tok_vocab vocab; /* what the model's ids mean as text */
 	struct be_model d; /* bound on `be` (be_ops.model_bind) */
 	bool d_bound;
 	struct kvpool kv;
@@ -87,6 +90,8 @@ static void worker_unload(struct worker *w)
 	if (w->d_bound)
 		w->be.ops->model_release(&w->be, &w->d);
 	w->d_bound = false;
+	bpe_close(w->bpe);
+	w->bpe = NULL;
 	if (w->f_open)
 		mfile_close(&w->f);
 	w->f_open = false;
@@ -148,7 +153,16 @@ static uint32_t worker_on_token(void *ctx, uint64_t id, const uint32_t *out, uin
 	struct worker *w = ctx;
 	struct worker_stops *e = w->n_stops ? worker_stops_of(w, id) : NULL;
 
-	return e ? tok_stops_check(&e->st, out, n) : n;
+	return e ? tok_stops_check(&e->st, &w->vocab, out, n) : n;
+}
+
+/* A real vocabulary's other end-of-generation tokens (<|endoftext|> beside
+ * Qwen's eos <|im_end|>). */
+static bool worker_is_eog(void *ctx, uint32_t tok)
+{
+	struct worker *w = ctx;
+
+	return w->bpe && bpe_is_eog(w->bpe, tok);
 }
 
 static void worker_on_finish(void *ctx, uint64_t id, int finish, uint32_t prompt_tokens,
@@ -251,6 +265,21 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	if (rc)
 		return rc;
 	w->f_open = true;
+	if (w->f.desc.tokenizer == MDESC_TOK_GPT2) {
+		rc = bpe_open(&w->bpe, &w->f.g, eb);
+		if (rc) {
+			ig_errprefix(eb, "%s", path);
+			goto fail;
+		}
+	}
+	tok_vocab_init(&w->vocab, w->f.desc.tokenizer, w->bpe);
+	if (w->vocab.token_max > MSG_POLL_MANY_TEXT) {
+		rc = ig_errf(eb, IG_E_INVAL,
+		             "%s: a token of its vocabulary can add %zu bytes of text; a reply "
+		             "carries %u a request",
+		             path, w->vocab.token_max, MSG_POLL_MANY_TEXT);
+		goto fail;
+	}
 	if (!msg_str_eq(pl->model, w->f.desc.name)) {
 		rc = ig_errf(eb, IG_E_INVAL, "the plan is for model '%.*s'; %s holds '%s'",
 		             (int)pl->model.n, pl->model.p, path, w->f.desc.name);
@@ -313,6 +342,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	    .eos = mdesc_eos(&w->f.desc),
 	    .on_finish = worker_on_finish,
 	    .on_token = worker_on_token,
+	    .is_eog = worker_is_eog,
 	    .ctx = w,
 	    .on_event = worker_on_event,
 	};
@@ -498,24 +528,30 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 	rc = worker_class(q->class, &r.cls, eb);
 	if (rc)
 		return rc;
-	if (q->stop.n && w->d.m->tokenizer != MDESC_TOK_BYTES)
-		return ig_errf(
-		    eb, IG_E_PROTO_FIELD_RANGE,
-		    "submit.stop: model '%s' has no byte-level tokenizer (tokenizer %s); "
-		    "stop strings need one",
-		    w->d.m->name, mdesc_tokenizer_name(w->d.m->tokenizer));
+	if (q->stop.n && w->vocab.kind == MDESC_TOK_NONE)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "submit.stop: model '%s' has no tokenizer (tokenizer none); stop "
+		               "strings need one",
+		               w->d.m->name);
 	for (uint32_t i = 0; i < q->stop.n; i++) {
 		rc = tok_stops_add(&stops, q->stop.v[i].text.p, q->stop.v[i].text.n, eb);
 		if (rc)
 			return ig_errprefix(eb, "submit");
 	}
 	if (q->text.n) {
-		if (w->d.m->tokenizer != MDESC_TOK_BYTES)
+		if (w->vocab.kind == MDESC_TOK_NONE)
 			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-			               "submit.text: model '%s' has no byte-level tokenizer "
-			               "(tokenizer %s); send `prompt` token ids",
-			               w->d.m->name, mdesc_tokenizer_name(w->d.m->tokenizer));
-		rc = tok_encode(q->text.p, q->text.n, 0, w->ids, MSG_TEXT_MAX + 1, &n, eb);
+			               "submit.text: model '%s' has no tokenizer (tokenizer none); "
+			               "send `prompt` token ids",
+			               w->d.m->name);
+		/* a real vocabulary as llama.cpp's server reads a prompt: its
+		 * special tokens' text becomes them, BOS where the file asks */
+		if (w->bpe)
+			rc = bpe_encode(w->bpe, q->text.p, q->text.n,
+			                BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, w->ids, MSG_TEXT_MAX + 1,
+			                &n, eb);
+		else
+			rc = tok_encode(q->text.p, q->text.n, 0, w->ids, MSG_TEXT_MAX + 1, &n, eb);
 		if (rc)
 			return rc;
 		r.prompt = w->ids;
@@ -561,7 +597,7 @@ static int worker_output(struct worker *w, uint64_t id, uint64_t from, const uin
 		return rc;
 	*visible = st->generated;
 	if (st->phase != SCHED_DONE && (e = worker_stops_of(w, id)) != NULL)
-		*visible = tok_stops_visible(&e->st, *out, st->generated);
+		*visible = tok_stops_visible(&e->st, &w->vocab, *out, st->generated);
 	if (from > *visible)
 		return ig_errf(eb, IG_E_INVAL,
 		               "from: %" PRIu64 "; request %" PRIu64 " has generated %u tokens",
@@ -579,7 +615,7 @@ static void worker_reply_text(const struct worker *w, const uint32_t *out, uint3
 {
 	uint32_t to = visible - from < max ? visible : from + max;
 
-	tok_text_delta(w->d.m->tokenizer, out, from, to, st->phase == SCHED_DONE && to == visible,
+	tok_text_delta(&w->vocab, out, from, to, st->phase == SCHED_DONE && to == visible,
 	               text, cap, ends, n, len);
 	if (*n)
 		memcpy(ids, out + from, (size_t)*n * sizeof(uint32_t));

@@ -623,6 +623,10 @@ static int load_tokens(struct bpe *b, const struct gguf *g, struct ig_errbuf *eb
 			memcpy(out, t, len);
 			m = len;
 		}
+		if (m > BPE_PIECE_MAX)
+			return ig_errf(eb, IG_E_INVAL,
+			               "%s: token %u stands for %zu bytes; accepted: up to %u",
+			               KEY_TOKENS, i, m, BPE_PIECE_MAX);
 		b->piece_off[i + 1] = b->piece_off[i] + m;
 		b->info.n_specials += b->type[i] == BPE_CONTROL || b->type[i] == BPE_USER_DEFINED ||
 		                      b->type[i] == BPE_UNKNOWN;

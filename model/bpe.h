@@ -64,6 +64,7 @@ enum bpe_pre {
 #define BPE_NONE       UINT32_MAX /* no such token */
 #define BPE_MAX_TOKENS (1u << 24)
 #define BPE_MAX_EOG    16u
+#define BPE_PIECE_MAX  256u /* the most bytes a token may stand for */
 
 struct bpe_info {
 	uint32_t n_tokens, n_merges, n_specials;

@@ -12,6 +12,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "bpe.h"
+
 static const char *const special_names[TOK_VOCAB - 256] = {
     "<|bos|>",
     "<|eos|>",
@@ -21,6 +23,7 @@ static const char *const special_names[TOK_VOCAB - 256] = {
 
 _Static_assert(sizeof("<|bos|>") - 1 == TOK_SPECIAL_NAME_LEN, "special names are 7 bytes");
 _Static_assert(TOK_STREAM_MAX_OUT == 3 + TOK_SPECIAL_NAME_LEN, "U+FFFD then a name");
+_Static_assert(TOK_PIECE_MAX == BPE_PIECE_MAX, "one bound on a token's bytes");
 
 static const uint8_t replacement[3] = {0xEF, 0xBF, 0xBD}; /* U+FFFD */
 
@@ -269,16 +272,92 @@ int tok_stream_flush(struct tok_stream *s, uint8_t *out, size_t cap, size_t *n,
 
 /* ---- a request's text and its stop strings ---------------------------------- */
 
-void tok_text_delta(enum mdesc_tokenizer kind, const uint32_t *out, uint32_t from, uint32_t to,
+/* A byte token adds at most 6 bytes and a final tail's U+FFFD. */
+const struct tok_vocab tok_vocab_bytes = {MDESC_TOK_BYTES, NULL, 9};
+const struct tok_vocab tok_vocab_none = {MDESC_TOK_NONE, NULL, 0};
+
+static const uint8_t byte_values[256] = {
+#define B4(i) (i), (i) + 1, (i) + 2, (i) + 3
+#define B16(i) B4(i), B4((i) + 4), B4((i) + 8), B4((i) + 12)
+#define B64(i) B16(i), B16((i) + 16), B16((i) + 32), B16((i) + 48)
+    B64(0), B64(64), B64(128), B64(192)
+#undef B64
+#undef B16
+#undef B4
+};
+
+void tok_piece(const struct tok_vocab *v, uint32_t id, const uint8_t **p, size_t *n)
+{
+	*p = NULL;
+	*n = 0;
+	if (v->kind == MDESC_TOK_BYTES && id < 256) {
+		*p = &byte_values[id];
+		*n = 1;
+	} else if (v->kind == MDESC_TOK_GPT2 && v->bpe) {
+		bpe_piece(v->bpe, id, false, p, n);
+	}
+}
+
+void tok_vocab_init(struct tok_vocab *v, enum mdesc_tokenizer kind, const struct bpe *bpe)
+{
+	*v = kind == MDESC_TOK_BYTES ? tok_vocab_bytes : tok_vocab_none;
+	if (kind != MDESC_TOK_GPT2 || !bpe)
+		return;
+	*v = (struct tok_vocab){MDESC_TOK_GPT2, bpe, 0};
+	/* Each piece decoded from an empty state, a NUL counted as its U+FFFD:
+	 * a held tail before it turns into at most 3 more bytes than that
+	 * (its own bytes, or one U+FFFD, in place of the U+FFFDs its first
+	 * continuation bytes would be alone), and a final tail's U+FFFD 3. */
+	for (uint32_t id = 0; id < bpe_info(bpe)->n_tokens; id++) {
+		const uint8_t *p;
+		size_t n, w = 0;
+		struct held h = {{0}, 0};
+		uint8_t one[6];
+
+		tok_piece(v, id, &p, &n);
+		for (size_t j = 0; j < n; j++) {
+			size_t got = feed_byte(&h, p[j], one);
+
+			for (size_t q = 0; q < got; q++)
+				w += one[q] ? 1 : sizeof(replacement);
+		}
+		if (w + 6 > v->token_max)
+			v->token_max = w + 6;
+	}
+}
+
+/* The last (up to) `want` bytes of the text of out[0..n), newest first,
+ * with the index of the token each came from. */
+static uint32_t last_bytes(const struct tok_vocab *v, const uint32_t *out, uint32_t n,
+                           uint32_t want, uint8_t *b, uint32_t *at)
+{
+	uint32_t k = 0;
+
+	for (uint32_t i = n; i-- > 0 && k < want;) {
+		const uint8_t *p;
+		size_t len;
+
+		tok_piece(v, out[i], &p, &len);
+		while (len-- > 0 && k < want) {
+			b[k] = p[len];
+			if (at)
+				at[k] = i;
+			k++;
+		}
+	}
+	return k;
+}
+
+void tok_text_delta(const struct tok_vocab *v, const uint32_t *out, uint32_t from, uint32_t to,
                     bool end, char *text, size_t cap, uint32_t *ends, uint32_t *n, size_t *len)
 {
-	uint8_t tmp[6], last[3];
+	uint8_t tmp[TOK_TEXT_TOKEN_MAX], last[3];
 	struct held h = {{0}, 0};
-	unsigned k = 0;
+	uint32_t k;
 
 	*n = 0;
 	*len = 0;
-	if (kind != MDESC_TOK_BYTES) {
+	if (v->kind == MDESC_TOK_NONE) {
 		/* ids only: no token has text */
 		for (uint32_t i = from; i < to; i++) {
 			if (ends)
@@ -292,22 +371,29 @@ void tok_text_delta(enum mdesc_tokenizer kind, const uint32_t *out, uint32_t fro
 	 * continues a tail), so feeding the last 3 bytes before `from` to an
 	 * empty decoder leaves the tail the whole output left (test_tokenizer
 	 * checks it against the stream). */
-	for (uint32_t i = from; i-- > 0 && k < 3;)
-		if (out[i] < 256)
-			last[k++] = (uint8_t)out[i];
+	k = last_bytes(v, out, from, 3, last, NULL);
 	while (k)
 		feed_byte(&h, last[--k], tmp);
 	for (uint32_t i = from; i < to; i++) {
-		size_t w = out[i] < 256 ? feed_byte(&h, (uint8_t)out[i], tmp) : 0;
-		size_t tail = end && i + 1 == to && h.n ? sizeof(replacement) : 0;
+		const uint8_t *p;
+		size_t pn, w = 0, tail;
 
-		if (out[i] == 0) {
-			/* the NUL it emits last: U+FFFD, as no string of the
-			 * protocol holds NUL (the ids say which byte it was) */
-			memcpy(tmp + w - 1, replacement, sizeof(replacement));
-			w += sizeof(replacement) - 1;
+		tok_piece(v, out[i], &p, &pn);
+		for (size_t j = 0; j < pn; j++) {
+			uint8_t one[6];
+			size_t got = feed_byte(&h, p[j], one);
+
+			for (size_t q = 0; q < got; q++) {
+				if (one[q] == 0) {
+					/* a NUL: U+FFFD, as no string of the protocol
+					 * holds NUL (the ids say which byte it was) */
+					memcpy(tmp + w, replacement, sizeof(replacement));
+					w += sizeof(replacement);
+				} else
+					tmp[w++] = one[q];
+			}
 		}
-
+		tail = end && i + 1 == to && h.n ? sizeof(replacement) : 0;
 		if (*len + w + tail > cap)
 			return;
 		memcpy(text + *len, tmp, w);
@@ -342,19 +428,21 @@ int tok_stops_add(struct tok_stops *st, const void *s, size_t len, struct ig_err
 	return IG_E_OK;
 }
 
-uint32_t tok_stops_check(const struct tok_stops *st, const uint32_t *out, uint32_t n)
+uint32_t tok_stops_check(const struct tok_stops *st, const struct tok_vocab *v,
+                         const uint32_t *out, uint32_t n)
 {
 	uint8_t b[TOK_STOP_BYTES];   /* the last bytes, newest first */
 	uint32_t at[TOK_STOP_BYTES]; /* ... and the token each came from */
-	uint32_t k = 0;
+	const uint8_t *p;
+	size_t pn;
+	uint32_t k;
 
-	if (!st || !st->n || !n || out[n - 1] >= 256)
+	if (!st || !st->n || !n)
 		return n;
-	for (uint32_t i = n; i-- > 0 && k < st->longest;)
-		if (out[i] < 256) {
-			b[k] = (uint8_t)out[i];
-			at[k++] = i;
-		}
+	tok_piece(v, out[n - 1], &p, &pn);
+	if (!pn)
+		return n; /* only a token with bytes can end a stop string */
+	k = last_bytes(v, out, n, st->longest, b, at);
 	for (uint32_t i = 0; i < st->n; i++) {
 		uint32_t len = st->len[i], j = 0;
 
@@ -368,17 +456,14 @@ uint32_t tok_stops_check(const struct tok_stops *st, const uint32_t *out, uint32
 	return n;
 }
 
-uint32_t tok_stops_visible(const struct tok_stops *st, const uint32_t *out, uint32_t n)
+uint32_t tok_stops_visible(const struct tok_stops *st, const struct tok_vocab *v,
+                           const uint32_t *out, uint32_t n)
 {
-	uint32_t hold, found = 0, first = n;
+	uint8_t b[TOK_STOP_BYTES];
+	uint32_t at[TOK_STOP_BYTES], k;
 
-	if (!st || !st->n)
+	if (!st || !st->n || st->longest < 2)
 		return n;
-	hold = st->longest - 1;
-	for (uint32_t i = n; hold && i-- > 0 && found < hold;)
-		if (out[i] < 256) {
-			found++;
-			first = i;
-		}
-	return first;
+	k = last_bytes(v, out, n, st->longest - 1, b, at);
+	return k ? at[k - 1] : n;
 }

@@ -116,13 +116,42 @@ int tok_stream_flush(struct tok_stream *s, uint8_t *out, size_t cap, size_t *n,
 
 /* ---- a request's text and its stop strings ---------------------------------- */
 
-/* The most text one token adds to a delta: U+FFFD for a tail it breaks and
- * U+FFFD for itself (6 bytes), then a final tail's U+FFFD (3). */
-#define TOK_TEXT_TOKEN_MAX 9u
+struct bpe;
+
+/* What a model's ids mean as text: the tokenizer's kind and, for GPT2, the
+ * model file's BPE (model/bpe.h), which must outlive the struct. */
+struct tok_vocab {
+	enum mdesc_tokenizer kind;
+	const struct bpe *bpe;
+	/* The most text one token of this vocabulary can add to a delta (its
+	 * piece decoded, a U+FFFD for a tail it breaks and for a final one):
+	 * tok_text_delta takes at least one token when cap is this large. */
+	size_t token_max;
+};
+
+/* The byte-level tokenizer's and "ids only". */
+extern const struct tok_vocab tok_vocab_bytes, tok_vocab_none;
+
+/* A model's: `bpe` for GPT2 (else NULL); token_max computed over its
+ * vocabulary. */
+void tok_vocab_init(struct tok_vocab *v, enum mdesc_tokenizer kind, const struct bpe *bpe);
+
+/* The longest piece a token may stand for (bpe_open refuses a vocabulary
+ * with a longer one; Qwen3's longest is 128 bytes). */
+#define TOK_PIECE_MAX 256u
+
+/* The bytes token `id` adds to a request's text: BYTES a byte (ids below
+ * 256; specials none), GPT2 its piece without control tokens' text
+ * (bpe_piece), NONE nothing. *p is NULL when *n is 0. */
+void tok_piece(const struct tok_vocab *v, uint32_t id, const uint8_t **p, size_t *n);
+
+/* The most text one token adds to a delta: a U+FFFD for each byte of its
+ * piece and one for a tail it breaks, then a final tail's U+FFFD. */
+#define TOK_TEXT_TOKEN_MAX (3u * (TOK_PIECE_MAX + 1u) + 3u)
 
 /*
  * The text that tokens out[from..to) add to the output out[0..to) of a model
- * whose tokenizer is `kind`: the stream decoder's (TOK_SKIP_SPECIAL) complete
+ * whose ids mean `v`: the stream decoder's (TOK_SKIP_SPECIAL) complete
  * characters of out[0..from + k) beyond those of out[0..from), for the k
  * tokens taken. A character split over tokens comes whole with the token
  * that completes it; specials give nothing; kind NONE gives no text at all;
@@ -132,14 +161,14 @@ int tok_stream_flush(struct tok_stream *s, uint8_t *out, size_t cap, size_t *n,
  * every token taken, an incomplete tail left at the end adds its U+FFFD
  * (tok_stream_flush), also when from == to. Tokens are taken in order while
  * their text fits in `cap` bytes: *n of them (to - from when all fit, at
- * least one when cap >= TOK_TEXT_TOKEN_MAX), *len bytes into text. With
+ * least one when cap >= v->token_max, at most TOK_TEXT_TOKEN_MAX), *len bytes into text. With
  * `ends` (room for to - from), ends[i] is the text's bytes once token
  * from + i is added (the final tail's U+FFFD not counted). The decoder's
  * state at `from` is found from the bytes before it (at most 3 matter), so
  * the same arguments always give the same text: a reader that asks again
  * from the same index gets it again.
  */
-void tok_text_delta(enum mdesc_tokenizer kind, const uint32_t *out, uint32_t from, uint32_t to,
+void tok_text_delta(const struct tok_vocab *v, const uint32_t *out, uint32_t from, uint32_t to,
                     bool end, char *text, size_t cap, uint32_t *ends, uint32_t *n, size_t *len);
 
 /* Stop strings of a request: at most 8, each 1..64 bytes (the protocol's
@@ -159,18 +188,20 @@ struct tok_stops {
 int tok_stops_add(struct tok_stops *st, const void *s, size_t len, struct ig_errbuf *eb);
 
 /*
- * Once out[n - 1] joined the output out[0..n) (the byte-level tokenizer's
- * ids: below 256 a byte, above a special with none): n when no stop string
- * ends the output's bytes there, else the tokens to keep, those before the
- * token that holds the first byte of the first stop string (in the order
- * added) that does. Only a byte can end one. NULL or no stop strings: n.
+ * Once out[n - 1] joined the output out[0..n) (ids meaning `v`): n when no
+ * stop string ends the output's bytes (the tokens' pieces, tok_piece)
+ * there, else the tokens to keep, those before the token that holds the
+ * first byte of the first stop string (in the order added) that does. Only
+ * a token with bytes can end one. NULL or no stop strings: n.
  */
-uint32_t tok_stops_check(const struct tok_stops *st, const uint32_t *out, uint32_t n);
+uint32_t tok_stops_check(const struct tok_stops *st, const struct tok_vocab *v,
+                         const uint32_t *out, uint32_t n);
 
 /* The tokens of a running request's output out[0..n) a reader may see: all
  * but the token holding the first of the last (longest - 1) bytes and those
  * after it, which could still begin a stop string. NULL or no stop strings:
  * n. A finished request shows all its (kept) tokens. */
-uint32_t tok_stops_visible(const struct tok_stops *st, const uint32_t *out, uint32_t n);
+uint32_t tok_stops_visible(const struct tok_stops *st, const struct tok_vocab *v,
+                           const uint32_t *out, uint32_t n);
 
 #endif

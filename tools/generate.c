@@ -37,6 +37,7 @@
 #include "gpu-worker/backend/cpu/model_cpu.h"
 #include "common/rtdir.h"
 #include "gpu-worker/engine/sampler.h"
+#include "model/bpe.h"
 #include "model/tokenizer.h"
 #include "proto/transport.h"
 
@@ -255,6 +256,8 @@ int main(int argc, char **argv)
 	int threads = 1, c, err;
 	struct ig_errbuf eb;
 	struct mfile f;
+	struct bpe *bpe = NULL;
+	struct tok_vocab vocab;
 	struct mdl d;
 	struct kvpool kv;
 	struct be_seq s = {0};
@@ -367,19 +370,24 @@ int main(int argc, char **argv)
 		return die(eb.msg);
 	if (smp_params_check(&sp, f.desc.vocab, &eb))
 		return die(eb.msg);
-	if (f.desc.tokenizer != MDESC_TOK_BYTES) {
+	if (f.desc.tokenizer == MDESC_TOK_NONE) {
 		fprintf(stderr,
-		        "ignis-generate: '%s' has no byte-level tokenizer (tokenizer %s): a text "
-		        "prompt needs one\n",
-		        model, mdesc_tokenizer_name(f.desc.tokenizer));
+		        "ignis-generate: '%s' has no tokenizer (tokenizer none): a text prompt "
+		        "needs one\n",
+		        model);
 		return 1;
 	}
+	if (f.desc.tokenizer == MDESC_TOK_GPT2 && bpe_open(&bpe, &f.g, &eb))
+		return die(eb.msg);
+	tok_vocab_init(&vocab, f.desc.tokenizer, bpe);
 	n_ids = strlen(prompt);
 	ctx = n_ids + max_tokens;
 	if (ctx > f.desc.default_context)
 		return die("the prompt and --max-tokens pass the model's context");
 	ids = malloc((n_ids + 1) * sizeof(uint32_t));
-	if (tok_encode(prompt, n_ids, 0, ids, n_ids + 1, &n_ids, &eb))
+	if (bpe ? bpe_encode(bpe, prompt, n_ids, BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, ids, n_ids + 1,
+	                     &n_ids, &eb)
+	        : tok_encode(prompt, n_ids, 0, ids, n_ids + 1, &n_ids, &eb))
 		return die(eb.msg);
 	pages = (uint32_t)((ctx + 63) / 64);
 	region = calloc(pages, mdesc_page_bytes(&f.desc, fmt));
@@ -406,10 +414,10 @@ int main(int argc, char **argv)
 		char out[TOK_TEXT_TOKEN_MAX];
 		size_t len;
 
-		if (next == mdesc_eos(&f.desc))
+		if (next == mdesc_eos(&f.desc) || (bpe && bpe_is_eog(bpe, next)))
 			break;
 		gen[ng++] = next;
-		tok_text_delta(f.desc.tokenizer, gen, ng - 1, ng, false, out, sizeof(out), NULL, &n,
+		tok_text_delta(&vocab, gen, ng - 1, ng, false, out, sizeof(out), NULL, &n,
 		               &len);
 		fwrite(out, 1, len, stdout);
 		fflush(stdout);
@@ -423,7 +431,7 @@ int main(int argc, char **argv)
 		size_t len;
 
 		/* the end: an incomplete character's U+FFFD */
-		tok_text_delta(f.desc.tokenizer, gen, ng, ng, true, out, sizeof(out), NULL, &n,
+		tok_text_delta(&vocab, gen, ng, ng, true, out, sizeof(out), NULL, &n,
 		               &len);
 		fwrite(out, 1, len, stdout);
 	}
@@ -433,6 +441,7 @@ int main(int argc, char **argv)
 	kvpool_free(&kv, &s.kv);
 	kvpool_release(&kv);
 	mdl_release(&d);
+	bpe_close(bpe);
 	mfile_close(&f);
 	free(ids);
 	free(region);

@@ -95,7 +95,7 @@ static const char *mk_family_name(int family)
 #define USAGE                                                                                      \
 	"usage: " PROG " --preset NAME (-o FILE | --dry-run) [--seed N]\n"                         \
 	"                     [--dtype TYPE] [--set KEY=VALUE[,KEY=VALUE...]]...\n"        \
-	"                     [--tokenizer bytes|none] [--name NAME]\n"
+	"                     [--tokenizer bytes|none] [--name NAME] [--layout ignis|qwen3]\n"
 
 static void usage(FILE *f, bool full)
 {
@@ -122,6 +122,10 @@ static void usage(FILE *f, bool full)
 	    "      --tokenizer T   bytes (the byte-level tokenizer: exactly 260 ids) or none\n"
 	    "                      (token ids only: no text, no end of sequence); default:\n"
 	    "                      the preset's\n"
+	    "      --layout L      ignis (default: ours, " MFILE_ARCH ") or qwen3 (llama.cpp's\n"
+	    "                      qwen3 layout of a dense preset's shapes: every layer full\n"
+	    "                      attention, no output gate, output tied to the embedding,\n"
+	    "                      a synthetic gpt2 vocabulary; llama.cpp loads it too)\n"
 	    "      --name NAME     the model's name in the file, 1 to 63 bytes (default: the\n"
 	    "                      preset's, or PRESET-custom when --set changed the shape);\n"
 	    "                      a built-in model's name only with that model's shape\n"
@@ -456,10 +460,11 @@ int main(int argc, char **argv)
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"tokenizer", required_argument, NULL, 'T'},
+	    {"layout", required_argument, NULL, 'L'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct mk mk = {.dtype = MFILE_BF16, .seed = 1};
-	const char *preset = NULL, *name = NULL, *tokenizer = NULL;
+	const char *preset = NULL, *name = NULL, *tokenizer = NULL, *layout = "ignis";
 	char **sets = calloc((size_t)argc + 1, sizeof(char *));
 	int nsets = 0, c, rc;
 	struct mfile_synthetic s;
@@ -519,6 +524,9 @@ int main(int argc, char **argv)
 		case 'T':
 			tokenizer = optarg;
 			break;
+		case 'L':
+			layout = optarg;
+			break;
 		case 'n':
 			mk.dry_run = true;
 			break;
@@ -560,6 +568,21 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	rc = mk_apply_sets(&mk, sets, nsets);
+	if (!rc && strcmp(layout, "ignis")) {
+		struct mdesc q3;
+
+		if (strcmp(layout, "qwen3")) {
+			fprintf(stderr, PROG ": --layout '%s'; accepted: ignis, qwen3\n", layout);
+			rc = 2;
+		} else if (mk.m.family != MDESC_DENSE || tokenizer) {
+			fprintf(stderr, PROG ": --layout qwen3 takes a dense preset and its own gpt2 "
+			                     "vocabulary (no --tokenizer)\n");
+			rc = 2;
+		} else {
+			mfile_as_qwen3(&mk.m, &q3);
+			mk.m = q3;
+		}
+	}
 	if (!rc)
 		rc = mk_name(&mk, name);
 	if (rc)

@@ -390,7 +390,7 @@ static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
 			return;
 		}
 	}
-	if (tok == e->cfg.eos)
+	if (tok == e->cfg.eos || (e->cfg.is_eog && e->cfg.is_eog(e->cfg.ctx, tok)))
 		eng__finish(e, s, ENG_EOS);
 	else if (s->n_out >= s->cap)
 		eng__finish(e, s, s->cap_cut ? ENG_CONTEXT : ENG_LENGTH);

@@ -96,6 +96,10 @@ struct eng_cfg {
 	enum mdesc_kv_format fmt;
 	uint32_t max_requests; /* live plus finished-and-kept; >= 1 */
 	uint32_t eos;          /* the token that ends a generation, or UINT32_MAX */
+	/* Other tokens that end one (may be NULL): a real vocabulary's
+	 * end-of-generation set (model/bpe.h), e.g. <|endoftext|> beside
+	 * Qwen's eos <|im_end|>. Kept in the output as eos is; ENG_EOS. */
+	bool (*is_eog)(void *ctx, uint32_t tok);
 	/* Told when a request finishes (may be NULL): the worker's event. */
 	void (*on_finish)(void *ctx, uint64_t id, int finish, uint32_t prompt_tokens,
 	                  uint32_t generated);

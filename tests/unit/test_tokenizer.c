@@ -683,7 +683,8 @@ static void check_delta(const char *what, enum mdesc_tokenizer kind, const uint3
 	uint32_t ends[64], n;
 	size_t len;
 
-	tok_text_delta(kind, ids, from, to, end, text, sizeof(text), ends, &n, &len);
+	tok_text_delta(kind == MDESC_TOK_BYTES ? &tok_vocab_bytes : &tok_vocab_none, ids, from, to,
+	               end, text, sizeof(text), ends, &n, &len);
 	assert_int_equal(n, to - from);
 	assert_bytes(what, want, strlen(want), text, len);
 	assert_true(valid_utf8((const uint8_t *)text, len));
@@ -721,7 +722,7 @@ static void test_text_delta_rows(void **state)
 	{
 		static const uint32_t ids[] = {'h', 0xC3, 0xA9, TOK_PAD, '!'};
 
-		tok_text_delta(MDESC_TOK_BYTES, ids, 0, 5, true, text, sizeof(text), ends, &n,
+		tok_text_delta(&tok_vocab_bytes, ids, 0, 5, true, text, sizeof(text), ends, &n,
 		               &len);
 		assert_int_equal(n, 5);
 		assert_int_equal(len, 4);
@@ -735,7 +736,7 @@ static void test_text_delta_rows(void **state)
 	{
 		static const uint32_t ids[] = {0xC3, 0xA9, 'a'};
 
-		tok_text_delta(MDESC_TOK_NONE, ids, 0, 3, true, text, sizeof(text), ends, &n, &len);
+		tok_text_delta(&tok_vocab_none, ids, 0, 3, true, text, sizeof(text), ends, &n, &len);
 		assert_int_equal(n, 3);
 		assert_int_equal(len, 0);
 		assert_int_equal(ends[2], 0);
@@ -744,13 +745,13 @@ static void test_text_delta_rows(void **state)
 	{
 		static const uint32_t ids[] = {'a', 'b', 0xE2, 0x82, 0xAC, 'c'};
 
-		tok_text_delta(MDESC_TOK_BYTES, ids, 0, 6, true, text, 1, NULL, &n, &len);
+		tok_text_delta(&tok_vocab_bytes, ids, 0, 6, true, text, 1, NULL, &n, &len);
 		assert_int_equal(n, 1);
 		assert_bytes("cap 1", "a", 1, text, len);
-		tok_text_delta(MDESC_TOK_BYTES, ids, 1, 6, true, text, 3, NULL, &n, &len);
+		tok_text_delta(&tok_vocab_bytes, ids, 1, 6, true, text, 3, NULL, &n, &len);
 		assert_int_equal(n, 3); /* b and two bytes held: the euro sign does not fit */
 		assert_bytes("cap 3", "b", 1, text, len);
-		tok_text_delta(MDESC_TOK_BYTES, ids, 0, 6, true, text, TOK_TEXT_TOKEN_MAX, NULL, &n,
+		tok_text_delta(&tok_vocab_bytes, ids, 0, 6, true, text, TOK_TEXT_TOKEN_MAX, NULL, &n,
 		               &len);
 		assert_int_equal(n, 6);
 	}
@@ -806,7 +807,7 @@ static void test_text_delta_random(void **state)
 
 			to = from + (uint32_t)(rng_next(&s) % (n - from + 1));
 			end = to == n && rng_next(&s) % 2;
-			tok_text_delta(MDESC_TOK_BYTES, ids, from, to, end, text, sizeof(text),
+			tok_text_delta(&tok_vocab_bytes, ids, from, to, end, text, sizeof(text),
 			               ends, &k, &len);
 			if (k != to - from || len != cum[to] - cum[from] + (end ? tail : 0) ||
 			    memcmp(text, all + cum[from], len))
@@ -865,7 +866,7 @@ static void test_stops_rows(void **state)
 			                               strlen(stop_rows[r].stops[i]), &eb),
 			                 IG_E_OK);
 		for (uint32_t n = 1; n <= stop_rows[r].n && !at; n++) {
-			uint32_t k = tok_stops_check(&st, stop_rows[r].ids, n);
+			uint32_t k = tok_stops_check(&st, &tok_vocab_bytes, stop_rows[r].ids, n);
 
 			if (k < n) {
 				at = n;
@@ -877,10 +878,10 @@ static void test_stops_rows(void **state)
 		if (at != stop_rows[r].at || keep != stop_rows[r].keep)
 			fail_msg("%s: cut at %u keeping %u; expected at %u keeping %u",
 			         stop_rows[r].name, at, keep, stop_rows[r].at, stop_rows[r].keep);
-		if (tok_stops_visible(&st, stop_rows[r].ids, stop_rows[r].n) !=
+		if (tok_stops_visible(&st, &tok_vocab_bytes, stop_rows[r].ids, stop_rows[r].n) !=
 		    stop_rows[r].visible)
 			fail_msg("%s: %u visible; expected %u", stop_rows[r].name,
-			         tok_stops_visible(&st, stop_rows[r].ids, stop_rows[r].n),
+			         tok_stops_visible(&st, &tok_vocab_bytes, stop_rows[r].ids, stop_rows[r].n),
 			         stop_rows[r].visible);
 	}
 	/* one-byte stop strings hold nothing back; none at all: everything */
@@ -889,11 +890,11 @@ static void test_stops_rows(void **state)
 		struct tok_stops st = {0};
 		struct ig_errbuf eb;
 
-		assert_int_equal(tok_stops_visible(NULL, ids, 3), 3);
-		assert_int_equal(tok_stops_check(NULL, ids, 3), 3);
-		assert_int_equal(tok_stops_visible(&st, ids, 3), 3);
+		assert_int_equal(tok_stops_visible(NULL, &tok_vocab_bytes, ids, 3), 3);
+		assert_int_equal(tok_stops_check(NULL, &tok_vocab_bytes, ids, 3), 3);
+		assert_int_equal(tok_stops_visible(&st, &tok_vocab_bytes, ids, 3), 3);
 		assert_int_equal(tok_stops_add(&st, "z", 1, &eb), IG_E_OK);
-		assert_int_equal(tok_stops_visible(&st, ids, 3), 3);
+		assert_int_equal(tok_stops_visible(&st, &tok_vocab_bytes, ids, 3), 3);
 	}
 }
 

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Integration: a model file in llama.cpp's qwen3 layout (ignis-mkmodel
+# --layout qwen3: every layer full attention, no output gate, the output tied
+# to the embedding, a gpt2 vocabulary) served by the whole system. The
+# worker reads the file's vocabulary, encodes text prompts with it (the text
+# of its special tokens becomes them, as llama.cpp's server does), decodes
+# the stream with it and ends a request at its end-of-generation tokens;
+# every output equals the same request run in this process
+# (ignis-generate), greedy and sampled, while several share the rounds, in
+# both KV formats. ignis-vocab shows the same vocabulary.
+#   qwen3.sh BUILD_DIR
+set -uo pipefail
+build=${1:?usage: qwen3.sh BUILD_DIR}
+sup=$build/supervisor/ignis-supervisor
+gen=$build/tools/ignis-generate
+voc=$build/tools/ignis-vocab
+work=$(mktemp -d /tmp/ignis-qwen3-XXXXXX)
+rt=$work/rt
+events=$work/events.jsonl
+. "$(dirname "$0")/lib.sh"
+
+m=$work/q3.gguf
+"$build/tools/ignis-mkmodel" --preset tiny-dense --layout qwen3 --dtype q8_0 --seed 5 -o "$m" \
+	2>/dev/null || fail "mkmodel --layout qwen3"
+
+step "ignis-vocab reads the file's vocabulary: its size, its end-of-generation tokens"
+info=$("$voc" info "$m") || fail "ignis-vocab info"
+grep -qx "tokens 260" <<<"$info" || fail "vocabulary: $info"
+grep -qx "end of generation 256:<|endoftext|> 258:<|im_end|>" <<<"$info" || fail "eog: $info"
+ids=$(printf '<|im_start|>user\nhi' | "$voc" encode "$m" --parse-special) || fail "encode"
+[[ $ids == "257 117 115 101 114 10 104 105" ]] || fail "encode with specials: $ids"
+ids=$(printf '<|im_start|>' | "$voc" encode "$m") || fail "encode"
+[[ $(wc -w <<<"$ids") == 12 ]] || fail "control tokens' text without --parse-special: $ids"
+
+prompts=("<|im_start|>user
+hello<|im_end|>
+<|im_start|>assistant
+" "plain text, é ü 中文 and 🙂" "x")
+for fmt in bf16 compact; do
+	step "$fmt: the worker loads the qwen3 file"
+	rm -rf "$rt"
+	: >"$events"
+	"$sup" start --runtime-dir "$rt" --model "$m" --model-kv-format "$fmt" \
+		--model-max-context 512 >"$events" 2>&1 &
+	sup_pid=$!
+	wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "$fmt: no start"
+	grep -q '"ignis.gpu_worker.model_loaded"' "$events" || fail "$fmt: no model_loaded event"
+
+	step "$fmt: concurrent text requests each equal the same request run alone in this process"
+	pids=()
+	for i in "${!prompts[@]}"; do
+		args=(--prompt "${prompts[$i]}" --max-tokens $((24 + 9 * i)) --seed $((i + 3)))
+		((i % 2)) && args+=(--temperature 0.9 --top-p 0.95 --top-k 40)
+		"$gen" --model "$m" --kv-format "$fmt" "${args[@]}" >"$work/want.$i" ||
+			fail "$fmt: in-process generate $i"
+		"$gen" --worker --runtime-dir "$rt" "${args[@]}" >"$work/got.$i" &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}" || fail "$fmt: worker generate $i failed"
+		cmp -s "$work/want.$i" "$work/got.$i" ||
+			fail "$fmt: request $i differs: $(od -c "$work/got.$i" | head -3) vs $(od -c "$work/want.$i" | head -3)"
+	done
+	[[ -s $work/got.0 ]] || fail "$fmt: empty output"
+	n=$(grep -c '"ignis.request.submitted"' "$events")
+	((n >= ${#prompts[@]})) || fail "$fmt: $n submitted"
+	# the chat prompt as the worker counted it: its special tokens' text
+	# became them (ignis-vocab's count, which the bytes alone would pass)
+	want=$(printf '%s' "${prompts[0]}" | "$voc" encode "$m" --parse-special --add-special | wc -w)
+	bytes=$(printf '%s' "${prompts[0]}" | wc -c)
+	((want < bytes)) || fail "$fmt: the chat prompt's specials were not parsed ($want ids)"
+	grep '"ignis.request.submitted"' "$events" | jq -s -e --argjson w "$want" \
+		'any(.[]; .prompt_tokens == $w)' >/dev/null ||
+		fail "$fmt: no request of $want prompt tokens"
+	kill -TERM "$sup_pid"
+	wait "$sup_pid"
+	sup_pid=
+done
+echo "qwen3 integration: all steps passed"
