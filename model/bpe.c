@@ -54,7 +54,7 @@ static bool byte_prints(unsigned b)
 	return (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
 }
 
-static uint32_t byte_char(unsigned b)
+uint32_t bpe_byte_char(unsigned b)
 {
 	uint32_t k = 0;
 
@@ -75,7 +75,7 @@ static int char_byte(uint32_t cp)
 		for (unsigned i = 0; i < sizeof inv / sizeof inv[0]; i++)
 			inv[i] = -1;
 		for (unsigned b = 0; b < 256; b++)
-			inv[byte_char(b)] = (int16_t)b;
+			inv[bpe_byte_char(b)] = (int16_t)b;
 		__atomic_store_n(&ready, true, __ATOMIC_RELEASE);
 	}
 	return cp < sizeof inv / sizeof inv[0] ? inv[cp] : -1;
@@ -645,7 +645,7 @@ static int load_tokens(struct bpe *b, const struct gguf *g, struct ig_errbuf *eb
 	qsort_r(b->specials, b->info.n_specials, sizeof(uint32_t), special_cmp, b);
 	for (unsigned byte = 0; byte < 256; byte++) {
 		uint8_t u[4];
-		unsigned l = utf8_put(byte_char(byte), u);
+		unsigned l = utf8_put(bpe_byte_char(byte), u);
 
 		b->byte_id[byte] = bpe_find(b, u, l);
 		if (b->byte_id[byte] == BPE_NONE)

@@ -91,6 +91,10 @@ void bpe_close(struct bpe *b);
 
 const struct bpe_info *bpe_info(const struct bpe *b);
 
+/* GPT-2's byte alphabet: the character that stands for byte `b` (0..255)
+ * in a normal token's text. */
+uint32_t bpe_byte_char(unsigned b);
+
 /* The name of a pre-tokenizer ("qwen2"). */
 const char *bpe_pre_name(enum bpe_pre pre);
 

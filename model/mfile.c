@@ -228,40 +228,47 @@ int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 
 /* ---- llama.cpp's layouts --------------------------------------------------- */
 
-/* A key "<arch>.<suffix>" as a uint32; `def` when absent and not required. */
+/* The key "qwen3.<suffix>" into key[]: found, or absent (an error when
+ * `required`). */
+static int mfile__arch_key(const struct mfile *f, const char *suffix, bool required, char *key,
+                           size_t cap, bool *found, struct ig_errbuf *eb)
+{
+	snprintf(key, cap, MFILE_ARCH_QWEN3 ".%s", suffix);
+	*found = gguf_find_kv(&f->g, key) != NULL;
+	if (!*found && required)
+		return ig_errf(eb, IG_E_INVAL, "'%s': key %s is missing", f->g.path, key);
+	return IG_E_OK;
+}
+
+/* A uint32 key, 1 to MFILE_DIM_MAX; `def` when absent and not required. */
 static int mfile__arch_u32(const struct mfile *f, const char *suffix, bool required, uint32_t def,
                            uint32_t *out, struct ig_errbuf *eb)
 {
 	char key[96];
-	int rc;
+	bool found;
+	int rc = mfile__arch_key(f, suffix, required, key, sizeof key, &found, eb);
 
-	snprintf(key, sizeof key, MFILE_ARCH_QWEN3 ".%s", suffix);
 	*out = def;
-	if (!gguf_find_kv(&f->g, key)) {
-		if (required)
-			return ig_errf(eb, IG_E_INVAL, "'%s': key %s is missing", f->g.path, key);
-		return IG_E_OK;
-	}
+	if (rc || !found)
+		return rc;
 	rc = gguf_get_u32(&f->g, key, out, eb);
 	if (!rc && (*out == 0 || *out > MFILE_DIM_MAX))
-		rc = ig_errf(eb, IG_E_INVAL, "'%s': %s is %u; accepted: 1 to %u", f->g.path, key,
-		             *out, MFILE_DIM_MAX);
+		return ig_errf(eb, IG_E_INVAL, "'%s': %s is %u; accepted: 1 to %u", f->g.path, key,
+		               *out, MFILE_DIM_MAX);
 	return rc ? ig_errprefix(eb, "'%s'", f->g.path) : IG_E_OK;
 }
 
+/* A float32 key; `def` when absent and not required. */
 static int mfile__arch_f32(const struct mfile *f, const char *suffix, bool required, float def,
                            float *out, struct ig_errbuf *eb)
 {
 	char key[96];
-	int rc;
+	bool found;
+	int rc = mfile__arch_key(f, suffix, required, key, sizeof key, &found, eb);
 
-	snprintf(key, sizeof key, MFILE_ARCH_QWEN3 ".%s", suffix);
 	*out = def;
-	if (!gguf_find_kv(&f->g, key)) {
-		if (required)
-			return ig_errf(eb, IG_E_INVAL, "'%s': key %s is missing", f->g.path, key);
-		return IG_E_OK;
-	}
+	if (rc || !found)
+		return rc;
 	rc = gguf_get_f32(&f->g, key, out, eb);
 	return rc ? ig_errprefix(eb, "'%s'", f->g.path) : IG_E_OK;
 }
@@ -810,17 +817,8 @@ static void mfile__synthetic_vocab(struct gguf_writer *w, uint32_t n)
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		if (i < 256) {
-			unsigned k = 0, b = i;
-			uint32_t cp;
+			uint32_t cp = bpe_byte_char(i);
 
-			if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff))
-				cp = b;
-			else {
-				for (unsigned j = 0; j < b; j++)
-					k += !((j >= 0x21 && j <= 0x7e) || (j >= 0xa1 && j <= 0xac) ||
-					       (j >= 0xae && j <= 0xff));
-				cp = 0x100 + k;
-			}
 			if (cp < 0x80)
 				text[i][0] = (char)cp;
 			else {
