@@ -920,6 +920,11 @@ static int mfile__build(const struct mdesc *m, struct mfile__gen *g, struct ig_e
 		return ig_errprefix(eb, "synthetic model '%s'", m->name);
 	if (m->arch == MDESC_ARCH_QWEN3)
 		return mfile__build_qwen3(m, g, eb);
+	if (m->tokenizer == MDESC_TOK_GPT2)
+		return ig_errf(eb, IG_E_INVAL,
+		               "synthetic model '%s': an " MFILE_ARCH " file has no gpt2 vocabulary to "
+		               "write (tokenizer bytes or none; the qwen3 layout writes one)",
+		               m->name);
 	gguf_writer_add_str(w, "general.architecture", MFILE_ARCH);
 	gguf_writer_add_str(w, "general.name", m->name);
 	gguf_writer_add_str(w, "ignis.family", m->family == MDESC_DENSE ? "dense" : "moe");

@@ -562,8 +562,12 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	mk.m = *mk.preset;
-	if (tokenizer && !mdesc_tokenizer_of(tokenizer, strlen(tokenizer), &mk.m.tokenizer)) {
-		fprintf(stderr, PROG ": --tokenizer '%s'; accepted: bytes, none\n", tokenizer);
+	if (tokenizer && (!mdesc_tokenizer_of(tokenizer, strlen(tokenizer), &mk.m.tokenizer) ||
+	                  mk.m.tokenizer == MDESC_TOK_GPT2)) {
+		fprintf(stderr,
+		        PROG ": --tokenizer '%s'; accepted: bytes, none (--layout qwen3 writes a gpt2 "
+		             "vocabulary of its own)\n",
+		        tokenizer);
 		rc = 2;
 		goto out;
 	}
