@@ -194,6 +194,99 @@ static void compare(enum mfile_dtype dtype, double tol_frac, const char *what)
 	unlink(path);
 }
 
+/* Free-running greedy in f32: each side feeds back its own pick; the
+ * tokens are equal for FREE_STEPS steps. (On a random model a near tie
+ * could still part them; the smallest gap met is printed, and the test
+ * says where and by how much if they part.) */
+#define FREE_STEPS 64u
+
+static void free_run(uint64_t seed)
+{
+	const struct mdesc *src = mdesc_find("tiny-dense");
+	struct mdesc q3;
+	struct ig_errbuf eb = {0};
+	struct mfile f;
+	struct mdl d;
+	struct kvpool kv;
+	struct be_seq s;
+	struct cpool *pool;
+	struct llo_model_params mp;
+	struct llo_context_params cp;
+	void *lm, *lc, *region, *scratch;
+	float *ours, least = INFINITY;
+	char path[256];
+	int32_t tok[16];
+	uint32_t pages = CTX / 64;
+	int err = 0;
+
+	mfile_as_qwen3(src, &q3);
+	snprintf(path, sizeof path, "%s/qwen3-free.gguf", dir);
+	if (mfile_write_synthetic(&q3, seed, MFILE_F32, path, &eb) || mfile_open(&f, path, &eb) ||
+	    mdl_bind(&d, &f, &eb))
+		fail_msg("free run: %s", eb.msg);
+	mp = ll.model_defaults();
+	mp.n_gpu_layers = 0;
+	cp = ll.context_defaults();
+	cp.n_ctx = CTX;
+	cp.n_batch = cp.n_ubatch = 64;
+	cp.n_threads = cp.n_threads_batch = 2;
+	cp.type_k = cp.type_v = 0;
+	cp.flash_attn_type = 0;
+	if (!(lm = ll.load(path, mp)) || !(lc = ll.init_context(lm, cp)))
+		fail_msg("free run: llama.cpp could not load %s", path);
+	region = calloc(pages, mdesc_page_bytes(&f.desc, MDESC_KV_BF16));
+	scratch = aligned_alloc(64, (mdl_scratch_bytes(d.m, 64, CTX) + 63) / 64 * 64);
+	ours = malloc(f.desc.vocab * sizeof(float));
+	assert_true(region && scratch && ours);
+	if (kvpool_init(&kv, region, mdesc_page_bytes(&f.desc, MDESC_KV_BF16), pages, &eb) ||
+	    mdl_seq_init(&d, &s, &eb) || cpool_create(&pool, 2, &eb))
+		fail_msg("%s", eb.msg);
+	assert_true(kvpool_try_reserve(&kv, &s.kv, 1, pages, &err));
+	for (uint32_t i = 0; i < 16; i++)
+		tok[i] = (int32_t)("The tiny model. "[i]);
+	{
+		int32_t mine = 0, theirs = 0, *feed = tok, n = 16;
+
+		for (uint32_t step = 0; step < FREE_STEPS; step++) {
+			float gap, ogap;
+			int32_t mine_fed = mine;
+
+			if (step) {
+				feed = &mine_fed;
+				n = 1;
+			}
+			if (mdl_forward(&d, &s, (const uint32_t *)feed, (uint32_t)n, MDESC_KV_BF16, &kv,
+			                CTX, ours, scratch, pool, &eb))
+				fail_msg("%s", eb.msg);
+			if (step)
+				feed = &theirs;
+			if (ll.decode(lc, ll.batch_one(feed, n)))
+				fail_msg("free run: llama_decode failed at step %u", step);
+			theirs = (int32_t)argmax(ll.logits_ith(lc, -1), f.desc.vocab, &gap);
+			mine = (int32_t)argmax(ours, f.desc.vocab, &ogap);
+			least = gap < least ? gap : least;
+			if (mine != theirs)
+				fail_msg("free run: step %u: we pick %d, llama.cpp %d (its top-two gap "
+				         "%g)",
+				         step, mine, theirs, (double)gap);
+		}
+	}
+	print_message("# free-running greedy, f32: %u tokens equal (smallest top-two gap %g)\n",
+	              FREE_STEPS, (double)least);
+	cpool_destroy(pool);
+	mdl_seq_release(&s);
+	kvpool_free(&kv, &s.kv);
+	kvpool_release(&kv);
+	mdl_release(&d);
+	mfile_close(&f);
+	ll.free_context(lc);
+	ll.free_model(lm);
+	free(region);
+	free(scratch);
+	free(ours);
+	unlink(path);
+}
+
 static void test_qwen3_f32(void **state)
 {
 	(void)state;
@@ -203,6 +296,7 @@ static void test_qwen3_f32(void **state)
 		skip();
 	}
 	compare(MFILE_F32, 1e-2, "f32"); /* measured: 0.0025 of the spread */
+	free_run(11);
 }
 
 /* Block types: llama.cpp multiplies them against activations it rounds to
