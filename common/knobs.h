@@ -264,6 +264,8 @@ struct knobs {
 	  "the oracle tests: llama.cpp's libraries (tools/install-oracle.sh)")                     \
 	X("IGNIS_QWEN3_TOKENIZER",                                                                 \
 	  "test_bpe_oracle: the Qwen3 tokenizer.json (tools/install-oracle.sh)")                   \
+	X("IGNIS_QWEN3_TOKENIZER_CONFIG",                                                          \
+	  "test_chat: Qwen3's tokenizer_config.json, its chat template")                           \
 	X("IGNIS_SCHED_*", "test_schedscript: the scripts, a filter, a trace")                     \
 	X("IGNIS_TEST_*", "tests and the daemons' test hooks (IGNIS_TEST_SEED, "                   \
 	                  "IGNIS_TEST_KVDISK_IGNORE_VOLUME)")

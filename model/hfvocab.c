@@ -195,6 +195,25 @@ int hfvocab_add(struct gguf_writer *w, const char *path, const struct hfvocab_op
 		}
 	}
 	gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", o->add_bos);
+	if (o->config) {
+		json_error_t ce;
+		json_t *cfg = json_load_file(o->config, 0, &ce);
+		json_t *tmpl = json_object_get(cfg, "chat_template");
+
+		if (!cfg) {
+			rc = ig_errf(eb, IG_E_IO, "%s: line %d, column %d: %s", o->config, ce.line,
+			             ce.column, ce.text);
+			goto out;
+		}
+		if (!json_is_string(tmpl)) {
+			json_decref(cfg);
+			rc = ig_errf(eb, IG_E_INVAL, "%s: no chat_template string", o->config);
+			goto out;
+		}
+		gguf_writer_add_strn(w, "tokenizer.chat_template", json_string_value(tmpl),
+		                     json_string_length(tmpl));
+		json_decref(cfg);
+	}
 	if (w->err.code)
 		rc = ig_errf(eb, w->err.code, "%s", w->err.msg);
 out:

@@ -10,6 +10,7 @@
  *   tokenizer.ggml.merges      "left right", in rank order (either JSON form)
  *   tokenizer.ggml.{bos,eos,padding}_token_id   from the token texts given
  *   tokenizer.ggml.add_bos_token
+ *   tokenizer.chat_template    from tokenizer_config.json, when given
  *
  * Used by ignis-vocab (tools/vocab.c) and the tests: real vocabularies for
  * the files we write, so that llama.cpp and we read the same tokenizer.
@@ -28,6 +29,9 @@ struct hfvocab_opts {
 	uint32_t n_vocab;               /* ids written (the model's rows); 0: the tokens' */
 	const char *bos, *eos, *pad;    /* token texts; NULL: the key is not written */
 	bool add_bos;
+	/* A Hugging Face tokenizer_config.json whose chat_template becomes
+	 * tokenizer.chat_template; NULL: none written. */
+	const char *config;
 };
 
 /* What was read, for the caller's report. */

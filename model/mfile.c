@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bpe.h"
+#include "chat.h"
 #include "quant.h"
 
 /*
@@ -535,11 +536,22 @@ static void mfile__find_one(void *ctx, const char *name, uint32_t n_dims, const 
 }
 
 /* A gpt2 vocabulary: it must open (model/bpe.h) and hold exactly the
- * embedding's rows; its eos is the description's. */
+ * embedding's rows; its eos is the description's. A chat template, when
+ * the file has one, must be one we render (model/chat.h). */
 static int mfile__vocab(struct mfile *f, struct ig_errbuf *eb)
 {
+	const struct gguf_kv *tmpl = gguf_find_kv(&f->g, "tokenizer.chat_template");
+	struct chat_template ct;
 	struct bpe *b;
-	int rc = bpe_open(&b, &f->g, eb);
+	int rc;
+
+	if (tmpl && (tmpl->type != GGUF_TYPE_STRING ||
+	             chat_template_of(tmpl->v.str.ptr, tmpl->v.str.len, &ct, eb)))
+		return tmpl->type != GGUF_TYPE_STRING
+		           ? ig_errf(eb, IG_E_INVAL, "'%s': tokenizer.chat_template is not a string",
+		                     f->g.path)
+		           : ig_errprefix(eb, "'%s': tokenizer.chat_template", f->g.path);
+	rc = bpe_open(&b, &f->g, eb);
 
 	if (rc)
 		return ig_errprefix(eb, "'%s'", f->g.path);
@@ -844,6 +856,11 @@ static void mfile__synthetic_vocab(struct gguf_writer *w, uint32_t n)
 	gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", MFILE_QWEN3_EOS);
 	gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", 256);
 	gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false);
+	/* ChatML, as Qwen2.5's template writes it (no thinking switch) */
+	gguf_writer_add_str(w, "tokenizer.chat_template",
+	                    "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
+	                    "'\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
+	                    "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
 out:
 	free(text);
 	free(toks);

@@ -4,6 +4,7 @@
  *
  *   ignis-vocab convert TOKENIZER.json -o OUT.gguf [--arch NAME] [--pre NAME]
  *               [--n-vocab N] [--bos TEXT] [--eos TEXT] [--pad TEXT] [--add-bos]
+ *               [--config TOKENIZER_CONFIG.json]
  *   ignis-vocab encode MODEL.gguf [--parse-special] [--add-special]  < text
  *   ignis-vocab decode MODEL.gguf [--special] ID...
  *   ignis-vocab info MODEL.gguf
@@ -12,7 +13,8 @@
  * "qwen3", and the tokenizer keys as llama.cpp's converter writes them:
  * model/hfvocab.h) from a Hugging Face tokenizer.json, so that a real
  * vocabulary can go into the files we write and llama.cpp can read it
- * (vocab_only). encode prints the ids of its standard input, one line,
+ * (vocab_only), with the chat template of tokenizer_config.json when
+ * given. encode prints the ids of its standard input, one line,
  * space-separated; decode writes the bytes of the ids' pieces (model/bpe.h)
  * as they are; info prints what the tokenizer holds.
  *
@@ -35,6 +37,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: " PROG " convert TOKENIZER.json -o OUT.gguf [--arch NAME] [--pre NAME]\n"
 	           "                   [--n-vocab N] [--bos TEXT] [--eos TEXT] [--pad TEXT] "
 	           "[--add-bos]\n"
+	           "                   [--config TOKENIZER_CONFIG.json]\n"
 	           "       " PROG " encode MODEL.gguf [--parse-special] [--add-special] < text\n"
 	           "       " PROG " decode MODEL.gguf [--special] ID...\n"
 	           "       " PROG " info MODEL.gguf\n");
@@ -47,7 +50,7 @@ static int convert(int argc, char **argv)
 	    {"pre", required_argument, NULL, 'p'},    {"n-vocab", required_argument, NULL, 'n'},
 	    {"bos", required_argument, NULL, 'b'},    {"eos", required_argument, NULL, 'e'},
 	    {"pad", required_argument, NULL, 'd'},    {"add-bos", no_argument, NULL, 'B'},
-	    {NULL, 0, NULL, 0}};
+	    {"config", required_argument, NULL, 'c'}, {NULL, 0, NULL, 0}};
 	struct hfvocab_opts o = {0};
 	struct hfvocab_stats st;
 	struct gguf_writer w;
@@ -76,6 +79,7 @@ static int convert(int argc, char **argv)
 		case 'e': o.eos = optarg; break;
 		case 'd': o.pad = optarg; break;
 		case 'B': o.add_bos = true; break;
+		case 'c': o.config = optarg; break;
 		default: usage(stderr); return 2;
 		}
 	}

@@ -60,6 +60,10 @@ struct llo_batch {
 	int8_t *logits;
 };
 
+struct llo_chat_message {
+	const char *role, *content;
+};
+
 struct llo {
 	void *lib;
 	void (*backend_init)(void);
@@ -83,6 +87,8 @@ struct llo {
 	                      bool remove_special, bool unparse_special);
 	bool (*is_eog)(const void *v, int32_t id);
 	void (*log_set)(void (*cb)(int level, const char *text, void *ud), void *ud);
+	int32_t (*chat_apply)(const char *tmpl, const struct llo_chat_message *chat, size_t n,
+	                      bool add_ass, char *buf, int32_t len);
 	char dir[4096];
 	char why[512]; /* llo_open's failure */
 };
@@ -143,7 +149,8 @@ static int llo_open(struct llo *o)
 	    !llo__sym(o, &o->piece, "llama_token_to_piece") ||
 	    !llo__sym(o, &o->detokenize, "llama_detokenize") ||
 	    !llo__sym(o, &o->is_eog, "llama_vocab_is_eog") ||
-	    !llo__sym(o, &o->log_set, "llama_log_set"))
+	    !llo__sym(o, &o->log_set, "llama_log_set") ||
+	    !llo__sym(o, &o->chat_apply, "llama_chat_apply_template"))
 		return -1;
 	mp = o->model_defaults();
 	if (mp.n_gpu_layers != -1 || mp.split_mode != 1 || mp.load_mode != -1 || mp.lazy_mode != 1 ||

@@ -512,6 +512,10 @@ static void test_qwen3_layout(void **state)
 	rewrite("q3.gguf", "q3bad.gguf", M_DROP_KEY, "tokenizer.ggml.merges");
 	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
 	assert_non_null(strstr(eb.msg, "tokenizer.ggml.merges"));
+	/* a chat template we do not render is refused at load, by name */
+	rewrite("q3.gguf", "q3bad.gguf", M_ARCH, "tokenizer.chat_template");
+	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "tokenizer.chat_template: a chat template we do not render"));
 	q3.vocab = 300; /* 259 tokens and 41 padding: still the embedding's rows */
 	path_of(path, sizeof(path), "q3pad.gguf");
 	if (mfile_write_synthetic(&q3, 5, MFILE_BF16, path, &eb) || mfile_open(&f, path, &eb))
