@@ -3,7 +3,8 @@
  * measured in the same run against the machine's own memcpy, so the figures
  * travel between machines better than absolute times do.
  *
- *   ignis-bench [--quick] [seqimg|matmul|codec|model|types|kvstore|moves ...]   (default: all)
+ *   ignis-bench [--quick] [seqimg|matmul|codec|model|types|llama|kvstore|moves ...]
+ *   (default: all)
  *   ignis-bench --help
  *
  * 1. sequence images: a 64 MiB image written and read back through 12 MiB
@@ -59,6 +60,7 @@
 #include "proto/msg.h"
 #include "model/seqimg.h"
 #include "proto/transport.h"
+#include "tests/unit/llama_oracle.h"
 
 static double now(void)
 {
@@ -408,6 +410,173 @@ static void bench_types(int reps)
 			       bd[l][0] > 0 ? bd[l][t] / bd[l][0] : 0);
 	for (size_t t = 0; t < NT; t++)
 		mfile_close(&f[t]);
+}
+
+/* ---- llama: ours against llama.cpp on the same qwen3 files ---------------- */
+
+/* llama.cpp on `path` at `lanes` sequences: PROMPT tokens each prefilled in
+ * one batch, then GEN decode steps of one token a sequence (greedy). */
+static int bench_llama_side(struct llo *ll, void *lm, uint32_t lanes, int threads,
+                            double *prefill_tps, double *decode_tps)
+{
+	enum { PROMPT = 128, GEN = 64 };
+	struct llo_context_params cp = ll->context_defaults();
+	struct llo_batch b;
+	void *lc;
+	double t;
+	int32_t last[8];
+
+	cp.n_ctx = lanes * 256;
+	cp.n_batch = cp.n_ubatch = lanes * PROMPT;
+	cp.n_seq_max = lanes;
+	cp.n_threads = cp.n_threads_batch = threads;
+	if (!(lc = ll->init_context(lm, cp)))
+		return -1;
+	b = ll->batch_init((int32_t)(lanes * PROMPT), 0, (int32_t)lanes);
+	b.n_tokens = 0;
+	for (uint32_t i = 0; i < lanes; i++)
+		for (uint32_t k = 0; k < PROMPT; k++) {
+			int32_t j = b.n_tokens++;
+
+			b.token[j] = (int32_t)((k * 7 + i * 13) % 256);
+			b.pos[j] = (int32_t)k;
+			b.n_seq_id[j] = 1;
+			b.seq_id[j][0] = (int32_t)i;
+			b.logits[j] = k + 1 == PROMPT;
+		}
+	t = now();
+	if (ll->decode(lc, b))
+		goto fail;
+	*prefill_tps = lanes * PROMPT / (now() - t);
+	for (uint32_t i = 0; i < lanes; i++)
+		last[i] = 0;
+	t = now();
+	for (uint32_t g = 0; g < GEN; g++) {
+		b.n_tokens = 0;
+		for (uint32_t i = 0; i < lanes; i++) {
+			int32_t j = b.n_tokens++;
+
+			b.token[j] = last[i];
+			b.pos[j] = (int32_t)(PROMPT + g);
+			b.n_seq_id[j] = 1;
+			b.seq_id[j][0] = (int32_t)i;
+			b.logits[j] = 1;
+		}
+		if (ll->decode(lc, b))
+			goto fail;
+		for (uint32_t i = 0; i < lanes; i++) {
+			const float *lg = ll->logits_ith(lc, (int32_t)i);
+			int32_t best = 0;
+
+			for (int32_t v = 1; v < 256; v++)
+				best = lg[v] > lg[best] ? v : best;
+			last[i] = best;
+		}
+	}
+	*decode_tps = (double)lanes * GEN / (now() - t);
+	ll->batch_free(b);
+	ll->free_context(lc);
+	return 0;
+fail:
+	ll->batch_free(b);
+	ll->free_context(lc);
+	return -1;
+}
+
+/*
+ * The same dense shape in llama.cpp's qwen3 layout (4 layers, hidden 2048,
+ * 5632 intermediate, 16 heads over 8 KV heads of 128: 377 MB in bf16, past
+ * the caches), written in bf16, Q8_0 and Q4_K, run by our cpu backend (the
+ * engine's rounds, bf16 KV) and by llama.cpp (libllama from the oracle,
+ * its defaults) with the same threads: prefill and decode tokens per second
+ * at 1 and 4 sequences, the two sides interleaved (which goes first
+ * alternates) within each repetition, best of the repetitions.
+ */
+static void bench_llama(int reps)
+{
+	static const struct {
+		const char *name;
+		enum mfile_dtype dt;
+	} types[] = {{"bf16", MFILE_BF16}, {"q8_0", MFILE_Q8_0}, {"q4_k", MFILE_Q4_K}};
+	enum { NT = sizeof(types) / sizeof(types[0]) };
+	static const uint32_t lanes[] = {1, 4};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+	struct mdesc src = *mdesc_find("tiny-dense"), m;
+	struct llo ll;
+	char path[NT][128];
+	struct mfile f[NT];
+	void *lm[NT];
+	double op[2][NT] = {{0}}, od[2][NT] = {{0}}, lp[2][NT] = {{0}}, ld[2][NT] = {{0}};
+	int rc;
+
+	if (!getenv("IGNIS_ORACLE_LIB_DIR"))
+		setenv("IGNIS_ORACLE_LIB_DIR",
+		       ".deps/oracle/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64", 0);
+	rc = llo_open(&ll);
+	if (rc <= 0) {
+		printf("llama    skipped: %s\n",
+		       rc < 0 ? ll.why : "llama.cpp is not installed (tools/install-oracle.sh)");
+		return;
+	}
+	src.layers = 4;
+	src.hidden = 2048;
+	src.ffn_inter = 5632;
+	src.q_heads = 16;
+	src.kv_heads = 8;
+	src.head_dim = 128;
+	src.name = "bench-qwen3-2048";
+	mfile_as_qwen3(&src, &m);
+	for (size_t t = 0; t < NT; t++) {
+		struct llo_model_params mp = ll.model_defaults();
+		struct ig_errbuf eb;
+
+		snprintf(path[t], sizeof(path[t]), "/tmp/ignis-bench-llama-%s-%d.gguf",
+		         types[t].name, (int)getpid());
+		if (mfile_write_synthetic(&m, 1, types[t].dt, path[t], &eb) ||
+		    mfile_open(&f[t], path[t], &eb)) {
+			fprintf(stderr, "ignis-bench: llama: %s\n", eb.msg);
+			exit(1);
+		}
+		mp.n_gpu_layers = 0;
+		if (!(lm[t] = ll.load(path[t], mp))) {
+			fprintf(stderr, "ignis-bench: llama: llama.cpp could not load %s\n", path[t]);
+			exit(1);
+		}
+	}
+	for (int r = 0; r < reps; r++)
+		for (size_t l = 0; l < 2; l++)
+			for (size_t t = 0; t < NT; t++)
+				for (int side = 0; side < 2; side++) {
+					double tp = 0, td = 0;
+
+					if ((side + r) % 2 == 0) {
+						bench_model_lanes(&f[t], lanes[l], threads, &tp, &td);
+						op[l][t] = tp > op[l][t] ? tp : op[l][t];
+						od[l][t] = td > od[l][t] ? td : od[l][t];
+					} else {
+						if (bench_llama_side(&ll, lm[t], lanes[l], threads, &tp, &td)) {
+							fprintf(stderr, "ignis-bench: llama: llama.cpp failed\n");
+							exit(1);
+						}
+						lp[l][t] = tp > lp[l][t] ? tp : lp[l][t];
+						ld[l][t] = td > ld[l][t] ? td : ld[l][t];
+					}
+				}
+	for (size_t l = 0; l < 2; l++)
+		for (size_t t = 0; t < NT; t++)
+			printf("llama    %-4s %4.0f MB %d threads, %u seq%s: prefill %6.0f vs %6.0f tok/s "
+			       "(%.2fx), decode %5.1f vs %5.1f tok/s (%.2fx)\n",
+			       types[t].name, (double)mdesc_weight_bytes(&f[t].desc) / 1e6, threads,
+			       lanes[l], lanes[l] > 1 ? "s" : " ", op[l][t], lp[l][t],
+			       lp[l][t] > 0 ? op[l][t] / lp[l][t] : 0, od[l][t], ld[l][t],
+			       ld[l][t] > 0 ? od[l][t] / ld[l][t] : 0);
+	for (size_t t = 0; t < NT; t++) {
+		ll.free_model(lm[t]);
+		mfile_close(&f[t]);
+		unlink(path[t]);
+	}
+	dlclose(ll.lib);
 }
 
 /* ---- kvstore: KV-RAM and KV-disk against memcpy and raw LMDB -------------- */
@@ -1643,7 +1812,9 @@ static void bench_moves(int reps)
 
 static void usage(FILE *f)
 {
-	fputs("usage: ignis-bench [--quick] [seqimg|matmul|codec|model|types|kvstore|moves ...]\n", f);
+	fputs("usage: ignis-bench [--quick] [seqimg|matmul|codec|model|types|llama|kvstore|moves "
+	      "...]\n",
+	      f);
 	if (f != stdout)
 		return;
 	fputs("\n"
@@ -1655,6 +1826,8 @@ static void usage(FILE *f)
 	      "  codec    control messages encoded and decoded per second\n"
 	      "  model    prefill and decode tokens per second of the tiny presets\n"
 	      "  types    the same 156 MB dense shape in bf16 and block types, against bf16\n"
+	      "  llama    a 377 MB qwen3 shape in bf16, Q8_0 and Q4_K: ours against llama.cpp\n"
+	      "           (the oracle's libllama) on the same files and threads\n"
 	      "  kvstore  KV-RAM and KV-disk windows (192 MiB in /dev/shm, 0.8 GiB in $TMPDIR)\n"
 	      "  moves    other lanes' round latency while a sequence moves (ignis-kvstored:\n"
 	      "           $IGNIS_KVSTORED, else the build tree's)\n"
@@ -1675,6 +1848,8 @@ int main(int argc, char **argv)
 	    {"codec", bench_codec},
 	    {"model", bench_model},
 	    {"types", bench_types},
+	    /* llama.cpp from the oracle (tools/install-oracle.sh); says so without it */
+	    {"llama", bench_llama},
 	    /* needs room for 192 MiB in /dev/shm and about 0.8 GiB under $TMPDIR */
 	    {"kvstore", bench_kvstore},
 	    /* starts ignis-kvstored ($IGNIS_KVSTORED, else the build tree's) */

@@ -7,7 +7,7 @@
  * their layouts are declared here field for field, in our words, and
  * llo_open checks them against the library's known defaults before any use:
  * a different layout fails the test instead of loading garbage. Header-only:
- * each oracle test includes it once.
+ * each oracle test includes it once, and ignis-bench's llama part.
  */
 #ifndef IGNIS_TESTS_LLAMA_ORACLE_H
 #define IGNIS_TESTS_LLAMA_ORACLE_H
@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 struct llo_model_params {
@@ -89,6 +91,8 @@ struct llo {
 	void (*log_set)(void (*cb)(int level, const char *text, void *ud), void *ud);
 	int32_t (*chat_apply)(const char *tmpl, const struct llo_chat_message *chat, size_t n,
 	                      bool add_ass, char *buf, int32_t len);
+	struct llo_batch (*batch_init)(int32_t n_tokens, int32_t embd, int32_t n_seq_max);
+	void (*batch_free)(struct llo_batch b);
 	char dir[4096];
 	char why[512]; /* llo_open's failure */
 };
@@ -150,7 +154,9 @@ static int llo_open(struct llo *o)
 	    !llo__sym(o, &o->detokenize, "llama_detokenize") ||
 	    !llo__sym(o, &o->is_eog, "llama_vocab_is_eog") ||
 	    !llo__sym(o, &o->log_set, "llama_log_set") ||
-	    !llo__sym(o, &o->chat_apply, "llama_chat_apply_template"))
+	    !llo__sym(o, &o->chat_apply, "llama_chat_apply_template") ||
+	    !llo__sym(o, &o->batch_init, "llama_batch_init") ||
+	    !llo__sym(o, &o->batch_free, "llama_batch_free"))
 		return -1;
 	mp = o->model_defaults();
 	if (mp.n_gpu_layers != -1 || mp.split_mode != 1 || mp.load_mode != -1 || mp.lazy_mode != 1 ||
