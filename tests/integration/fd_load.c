@@ -14,8 +14,9 @@
  * passed, 1 otherwise.
  *
  * `fill` (CLIENTS above the worker's 256 slots): once the server says a
- * submit waited for a slot (fd_stats slot_waits) with some still queued,
- * every request is cancelled as soon as its id is known. Then every client
+ * submit waited for a slot (fd_stats slot_waits), every request is
+ * cancelled as soon as its id is known (MAX_TOKENS long enough that 256 are
+ * still running when the last clients come, however slowly they come). Then every client
  * must have been admitted (none refused), and every stream must be a prefix
  * of its reference (cancelled) or all of it.
  */
@@ -182,13 +183,13 @@ static int load_fill(struct load *l, unsigned clients)
 			fprintf(stderr, "fd-load: stats: %s\n", err.message);
 			return 1;
 		}
-		if (st->slot_waits > l->slot_waits0 && st->queued > 0)
+		if (st->slot_waits > l->slot_waits0)
 			break;
 		if (tries > 600) {
 			fprintf(stderr,
-			        "fd-load: no submit waited for a worker slot (%u running, %u "
-			        "queued)\n",
-			        st->live, st->queued);
+			        "fd-load: no submit waited for a worker slot in 60 s (%u running, "
+			        "%u queued, %u of %u clients done)\n",
+			        st->live, st->queued, l->finished, clients);
 			return 1;
 		}
 		nanosleep(&(struct timespec){0, 100000000L}, NULL);
