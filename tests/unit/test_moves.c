@@ -377,10 +377,20 @@ static void test_give_up_prefills_again(void **state)
 	fill(&q[1], &g, 60, 60, SCHED_AGENT, false, 0);       /* 2 pages */
 	fill(&q[2], &g, 60, 30, SCHED_INTERACTIVE, true, 5);  /* 2 pages: moves agent 2 */
 	fill(&q[3], &g, 60, 30, SCHED_INTERACTIVE, false, 6); /* 2 pages: moves agent 1 */
-	/* room in KV-RAM for one image only (an image is about 242 KiB: 4 blocks) */
-	moved_as_alone("given up and prefilled again", q, 4, &o, 5 * (uint64_t)ARENA_BLOCK, &ev,
-	               &st, &during);
-	assert_int_equal(ev.evicted, 2);
+	/* room in KV-RAM for one image only (an image is about 242 KiB: 4 blocks).
+	 * The second victim is refused only while the first is still in
+	 * KV-RAM; on a loaded machine the first can be back before that (the
+	 * first interactive request done, its pages free): then nothing is
+	 * given up and the run says nothing about replays, so it runs again,
+	 * up to three times, the tokens checked every time. */
+	for (int tries = 0; tries < 3; tries++) {
+		moved_as_alone("given up and prefilled again", q, 4, &o, 5 * (uint64_t)ARENA_BLOCK,
+		               &ev, &st, &during);
+		assert_int_equal(ev.evicted, 2);
+		if (ev.lost >= 1)
+			break;
+		print_message("# give-up: both victims fitted in KV-RAM this time; again\n");
+	}
 	assert_true(ev.lost >= 1);
 	assert_true(st.lost >= 1);
 }
