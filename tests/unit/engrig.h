@@ -53,10 +53,14 @@ static inline void rig_shrink(struct rig *r)
 
 /* The type the rig's model file is written in (ignis-mkmodel --dtype). */
 static enum mfile_dtype rig_dtype = MFILE_BF16;
+/* When set, the preset's shapes in llama.cpp's qwen3 layout (mfile_as_qwen3). */
+static bool rig_qwen3;
 
 static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pages,
                                   uint32_t threads, bool least)
 {
+	const struct mdesc *src = mdesc_find(preset);
+	struct mdesc q3;
 	char path[128];
 	struct ig_errbuf eb;
 	uint64_t pb;
@@ -70,7 +74,11 @@ static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pa
 	                              .context = RIG_CONTEXT,
 	                              .threads = threads,
 	                              .states = RIG_STATES};
-	if (mfile_write_synthetic(mdesc_find(preset), 5, rig_dtype, path, &eb) ||
+	if (rig_qwen3) {
+		mfile_as_qwen3(src, &q3);
+		src = &q3;
+	}
+	if (mfile_write_synthetic(src, 5, rig_dtype, path, &eb) ||
 	    mfile_open(&r->f, path, &eb) || be_bind_reserve(&r->be, &r->f, &r->bo, &eb))
 		fail_msg("%s: %s", preset, eb.msg);
 	if (least)

@@ -211,6 +211,16 @@ static void test_moe_exact(void **state)
  * tensor in F32 or F16, vectors included): a request's tokens still do not
  * depend on lanes, chunks, threads, waiting for room or passes of one
  * token. */
+/* llama.cpp's qwen3 layout (every layer full attention, no output gate,
+ * tied output, the gpt2 vocabulary's rows): the same guarantee. */
+static void test_qwen3_exact(void **state)
+{
+	(void)state;
+	rig_qwen3 = true;
+	exactness("tiny-dense", MFILE_Q8_0, 6);
+	rig_qwen3 = false;
+}
+
 static void test_types_exact(void **state)
 {
 	(void)state;
@@ -592,6 +602,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_dense_exact), cmocka_unit_test(test_moe_exact),
 	    cmocka_unit_test(test_types_exact),
+	    cmocka_unit_test(test_qwen3_exact),
 	    cmocka_unit_test(test_refusals),    cmocka_unit_test(test_cancel),
 	    cmocka_unit_test(test_stop_hook),   cmocka_unit_test(test_bind_regions),
 	};

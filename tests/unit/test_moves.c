@@ -474,6 +474,17 @@ static void test_straight_to_disk_killed_in(void **state)
 	straight_to_disk("back from disk, daemon killed mid-move in", 0, 3);
 }
 
+/* The same moves on llama.cpp's qwen3 layout (every layer full attention:
+ * an image of KV pages and no linear state), with and without a kill -9 of
+ * the daemon mid-move: the same tokens. */
+static void test_qwen3_moves(void **state)
+{
+	rig_qwen3 = true;
+	test_interactive_moves_decoding_agent(state);
+	test_daemon_killed_mid_move(state);
+	rig_qwen3 = false;
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -484,6 +495,7 @@ int main(void)
 	    cmocka_unit_test(test_straight_to_disk),
 	    cmocka_unit_test(test_straight_to_disk_killed_out),
 	    cmocka_unit_test(test_straight_to_disk_killed_in),
+	    cmocka_unit_test(test_qwen3_moves),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
