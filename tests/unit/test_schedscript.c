@@ -250,6 +250,8 @@ struct ss {
 	char violation[512];  /* the first broken invariant, found in a callback */
 	char log[SS_LOG][72]; /* what happened, for the report of a failure */
 	uint32_t n_log;
+	uint64_t windows_seen; /* the moves' windows at the last round */
+	uint32_t stall;        /* rounds since a move last moved a window */
 };
 
 static void ss_log(struct ss *s, const char *fmt, ...)
@@ -919,10 +921,21 @@ static void ss_round(struct ss *s)
 		ss_fail(s, s->line, "round %ld: %s", s->round, s->violation);
 	ss_check_pages(s);
 	/* the daemon's moment to answer (see the top of the file); an idle
-	 * round waits for it a little more */
+	 * round waits for it a little more, and while a move makes no
+	 * progress each round waits twice as long as the last, up to 32 ms (a
+	 * loaded machine's daemon can take many of these rounds for a window:
+	 * one CI emulation saw a 4-window move last 100 rounds, long enough for
+	 * the other agent to finish and stop it) */
 	eng_stats(s->e, &st);
-	if (ran == 0 || st.moving_out || st.moving_in)
-		usleep(ran == 0 ? 1000 : 500);
+	if (st.moving_out || st.moving_in) {
+		uint64_t w = st.move_out_windows + st.move_in_windows;
+
+		s->stall = w != s->windows_seen ? 0 : s->stall < 6 ? s->stall + 1 : 6;
+		s->windows_seen = w;
+		usleep(500u << s->stall);
+	} else if (ran == 0) {
+		usleep(1000);
+	}
 }
 
 static bool ss_all_done(const struct ss *s)
