@@ -64,6 +64,10 @@ static int vplan__refuse(struct vplan *p, uint64_t shortfall, const char *knobs,
 /* The knob that sets the budget in this plan. */
 static const char *vplan__budget_knob(const struct vplan *p)
 {
+	/* the cpu backend's simulated device: its size is a knob too, the first
+	 * one to turn for a real model */
+	if (p->derived && p->free_named && !p->cuda)
+		return "--device-free-bytes, --vram-headroom-bytes";
 	return p->derived ? "--vram-headroom-bytes" : "--vram-budget-bytes";
 }
 

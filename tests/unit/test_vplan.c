@@ -423,6 +423,7 @@ static const struct row rows[] = {
      0,
      0,
      {0}},
+    /* the simulated device's size is the first knob a refusal names */
     {"tiny-dense below its minimum refuses",
      "profile=cpu backend=cpu device-free-bytes=12M",
      IG_E_PLAN_REFUSED,
@@ -430,7 +431,7 @@ static const struct row rows[] = {
      0,
      0,
      0,
-     {"short by"}},
+     {"short by", "Turn: --device-free-bytes, --vram-headroom-bytes"}},
 };
 
 static void test_rows(void **state)
