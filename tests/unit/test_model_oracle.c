@@ -80,92 +80,127 @@ static uint32_t argmax(const float *v, uint32_t n, float *gap)
 	return best;
 }
 
-/* One file, one prompt: our logits against llama.cpp's, step by step. */
-static void compare(enum mfile_dtype dtype, double tol_frac, const char *what)
-{
-	const struct mdesc *src = mdesc_find("tiny-dense");
-	struct mdesc q3;
-	struct ig_errbuf eb = {0};
+/* One synthetic qwen3 file open on both sides: our decoder with a
+ * sequence on a bf16 KV pool, and a llama.cpp context (f32 K and V). */
+struct pair {
+	char path[256];
 	struct mfile f;
 	struct mdl d;
 	struct kvpool kv;
 	struct be_seq s;
 	struct cpool *pool;
-	struct llo_model_params mp;
-	struct llo_context_params cp;
 	void *lm, *lc, *region, *scratch;
 	float *ours;
-	char path[256];
-	int32_t prompt[40];
-	uint32_t pages = CTX / 64, agreed = 0, checked = 0;
+	const float *theirs;
+	uint32_t vocab;
+};
+
+static void pair_open(struct pair *p, enum mfile_dtype dtype, uint64_t seed, const char *what)
+{
+	struct mdesc q3;
+	struct ig_errbuf eb = {0};
+	struct llo_model_params mp = ll.model_defaults();
+	struct llo_context_params cp = ll.context_defaults();
+	uint32_t pages = CTX / 64;
 	int err = 0;
-	double worst = 0;
 
-	mfile_as_qwen3(src, &q3);
-	snprintf(path, sizeof path, "%s/qwen3-%s.gguf", dir, what);
-	if (mfile_write_synthetic(&q3, 11, dtype, path, &eb))
+	memset(p, 0, sizeof(*p));
+	mfile_as_qwen3(mdesc_find("tiny-dense"), &q3);
+	snprintf(p->path, sizeof p->path, "%s/qwen3-%s.gguf", dir, what);
+	if (mfile_write_synthetic(&q3, seed, dtype, p->path, &eb) ||
+	    mfile_open(&p->f, p->path, &eb) || mdl_bind(&p->d, &p->f, &eb))
 		fail_msg("%s: %s", what, eb.msg);
-	if (mfile_open(&f, path, &eb) || mdl_bind(&d, &f, &eb))
-		fail_msg("%s: %s", what, eb.msg);
-	assert_int_equal(f.desc.arch, MDESC_ARCH_QWEN3);
-	assert_true(f.desc.tied_output);
-	assert_int_equal(f.desc.full_layers, f.desc.layers);
-	assert_int_equal(f.desc.eos_id, MFILE_QWEN3_EOS);
-	assert_true(mfile_same_shape(&f.desc, &q3));
+	assert_int_equal(p->f.desc.arch, MDESC_ARCH_QWEN3);
+	assert_true(p->f.desc.tied_output);
+	assert_int_equal(p->f.desc.full_layers, p->f.desc.layers);
+	assert_int_equal(p->f.desc.eos_id, MFILE_QWEN3_EOS);
+	assert_true(mfile_same_shape(&p->f.desc, &q3));
+	p->vocab = p->f.desc.vocab;
 
-	mp = ll.model_defaults();
 	mp.n_gpu_layers = 0;
-	if (!(lm = ll.load(path, mp)))
-		fail_msg("%s: llama.cpp could not load %s", what, path);
-	cp = ll.context_defaults();
+	if (!(p->lm = ll.load(p->path, mp)))
+		fail_msg("%s: llama.cpp could not load %s", what, p->path);
 	cp.n_ctx = CTX;
 	cp.n_batch = cp.n_ubatch = 64;
 	cp.n_threads = cp.n_threads_batch = 2;
 	cp.type_k = cp.type_v = 0; /* f32 */
 	cp.flash_attn_type = 0;    /* off: f32 K and V */
-	if (!(lc = ll.init_context(lm, cp)))
+	if (!(p->lc = ll.init_context(p->lm, cp)))
 		fail_msg("%s: llama.cpp could not make a context", what);
 
-	region = calloc(pages, mdesc_page_bytes(&f.desc, MDESC_KV_BF16));
-	scratch = aligned_alloc(64, (mdl_scratch_bytes(d.m, 64, CTX) + 63) / 64 * 64);
-	ours = malloc(f.desc.vocab * sizeof(float));
-	assert_non_null(region);
-	assert_non_null(scratch);
-	assert_non_null(ours);
-	if (kvpool_init(&kv, region, mdesc_page_bytes(&f.desc, MDESC_KV_BF16), pages, &eb) ||
-	    mdl_seq_init(&d, &s, &eb) || cpool_create(&pool, 2, &eb))
+	p->region = calloc(pages, mdesc_page_bytes(&p->f.desc, MDESC_KV_BF16));
+	p->scratch = aligned_alloc(64, (mdl_scratch_bytes(p->d.m, 64, CTX) + 63) / 64 * 64);
+	p->ours = malloc(p->vocab * sizeof(float));
+	assert_true(p->region && p->scratch && p->ours);
+	if (kvpool_init(&p->kv, p->region, mdesc_page_bytes(&p->f.desc, MDESC_KV_BF16), pages,
+	                &eb) ||
+	    mdl_seq_init(&p->d, &p->s, &eb) || cpool_create(&p->pool, 2, &eb))
 		fail_msg("%s", eb.msg);
-	assert_true(kvpool_try_reserve(&kv, &s.kv, 1, pages, &err));
+	assert_true(kvpool_try_reserve(&p->kv, &p->s.kv, 1, pages, &err));
+}
 
+/* Feed each side its tokens (the same ones, or each its own pick): the
+ * logits of the last in p->ours and p->theirs. */
+static void pair_step(struct pair *p, const int32_t *mine, const int32_t *theirs, int32_t n,
+                      const char *what, uint32_t step)
+{
+	struct ig_errbuf eb = {0};
+
+	if (mdl_forward(&p->d, &p->s, (const uint32_t *)mine, (uint32_t)n, MDESC_KV_BF16, &p->kv,
+	                CTX, p->ours, p->scratch, p->pool, &eb))
+		fail_msg("%s: %s", what, eb.msg);
+	if (ll.decode(p->lc, ll.batch_one((int32_t *)theirs, n)))
+		fail_msg("%s: llama_decode failed at step %u", what, step);
+	p->theirs = ll.logits_ith(p->lc, -1);
+	assert_non_null(p->theirs);
+}
+
+static void pair_close(struct pair *p)
+{
+	cpool_destroy(p->pool);
+	mdl_seq_release(&p->s);
+	kvpool_free(&p->kv, &p->s.kv);
+	kvpool_release(&p->kv);
+	mdl_release(&p->d);
+	mfile_close(&p->f);
+	ll.free_context(p->lc);
+	ll.free_model(p->lm);
+	free(p->region);
+	free(p->scratch);
+	free(p->ours);
+	unlink(p->path);
+}
+
+/* One file, one prompt: our logits against llama.cpp's, step by step. */
+static void compare(enum mfile_dtype dtype, double tol_frac, const char *what)
+{
+	static struct pair p;
+	int32_t prompt[40];
+	uint32_t agreed = 0, checked = 0;
+	double worst = 0;
+
+	pair_open(&p, dtype, 11, what);
 	for (uint32_t i = 0; i < 40; i++)
 		prompt[i] = (int32_t)((i * 37u + 11u) % 256u); /* byte tokens */
 	for (uint32_t step = 0; step <= STEPS; step++) {
 		const int32_t *feed = step ? &prompt[39] : prompt;
-		int32_t n = step ? 1 : 40;
-		const float *theirs;
 		float lo = INFINITY, hi = -INFINITY, gap, ogap;
 		double tol, diff = 0;
 		uint32_t pick, opick;
 
-		if (mdl_forward(&d, &s, (const uint32_t *)feed, (uint32_t)n, MDESC_KV_BF16, &kv, CTX,
-		                ours, scratch, pool, &eb))
-			fail_msg("%s: %s", what, eb.msg);
-		if (ll.decode(lc, ll.batch_one((int32_t *)feed, n)))
-			fail_msg("%s: llama_decode failed at step %u", what, step);
-		theirs = ll.logits_ith(lc, -1);
-		assert_non_null(theirs);
-		for (uint32_t i = 0; i < f.desc.vocab; i++) {
-			lo = theirs[i] < lo ? theirs[i] : lo;
-			hi = theirs[i] > hi ? theirs[i] : hi;
-			diff = fmax(diff, fabs((double)theirs[i] - ours[i]));
+		pair_step(&p, feed, feed, step ? 1 : 40, what, step);
+		for (uint32_t i = 0; i < p.vocab; i++) {
+			lo = p.theirs[i] < lo ? p.theirs[i] : lo;
+			hi = p.theirs[i] > hi ? p.theirs[i] : hi;
+			diff = fmax(diff, fabs((double)p.theirs[i] - p.ours[i]));
 		}
 		tol = tol_frac * (hi - lo);
 		worst = fmax(worst, diff / (hi - lo));
 		if (diff > tol)
 			fail_msg("%s: step %u: logits differ by %g, spread %g (tolerance %g)", what,
 			         step, diff, (double)(hi - lo), tol);
-		pick = argmax(theirs, f.desc.vocab, &gap);
-		opick = argmax(ours, f.desc.vocab, &ogap);
+		pick = argmax(p.theirs, p.vocab, &gap);
+		opick = argmax(p.ours, p.vocab, &ogap);
 		if (gap > 2 * tol) {
 			checked++;
 			if (pick != opick)
@@ -179,19 +214,7 @@ static void compare(enum mfile_dtype dtype, double tol_frac, const char *what)
 	              "%u of %u clear picks\n",
 	              what, worst, STEPS + 1, agreed, checked);
 	assert_true(checked > STEPS / 2);
-
-	cpool_destroy(pool);
-	mdl_seq_release(&s);
-	kvpool_free(&kv, &s.kv);
-	kvpool_release(&kv);
-	mdl_release(&d);
-	mfile_close(&f);
-	ll.free_context(lc);
-	ll.free_model(lm);
-	free(region);
-	free(scratch);
-	free(ours);
-	unlink(path);
+	pair_close(&p);
 }
 
 /* Free-running greedy in f32: each side feeds back its own pick; the
@@ -202,89 +225,30 @@ static void compare(enum mfile_dtype dtype, double tol_frac, const char *what)
 
 static void free_run(uint64_t seed)
 {
-	const struct mdesc *src = mdesc_find("tiny-dense");
-	struct mdesc q3;
-	struct ig_errbuf eb = {0};
-	struct mfile f;
-	struct mdl d;
-	struct kvpool kv;
-	struct be_seq s;
-	struct cpool *pool;
-	struct llo_model_params mp;
-	struct llo_context_params cp;
-	void *lm, *lc, *region, *scratch;
-	float *ours, least = INFINITY;
-	char path[256];
-	int32_t tok[16];
-	uint32_t pages = CTX / 64;
-	int err = 0;
+	static struct pair p;
+	int32_t prompt[16], mine = 0, theirs = 0;
+	float least = INFINITY;
 
-	mfile_as_qwen3(src, &q3);
-	snprintf(path, sizeof path, "%s/qwen3-free.gguf", dir);
-	if (mfile_write_synthetic(&q3, seed, MFILE_F32, path, &eb) || mfile_open(&f, path, &eb) ||
-	    mdl_bind(&d, &f, &eb))
-		fail_msg("free run: %s", eb.msg);
-	mp = ll.model_defaults();
-	mp.n_gpu_layers = 0;
-	cp = ll.context_defaults();
-	cp.n_ctx = CTX;
-	cp.n_batch = cp.n_ubatch = 64;
-	cp.n_threads = cp.n_threads_batch = 2;
-	cp.type_k = cp.type_v = 0;
-	cp.flash_attn_type = 0;
-	if (!(lm = ll.load(path, mp)) || !(lc = ll.init_context(lm, cp)))
-		fail_msg("free run: llama.cpp could not load %s", path);
-	region = calloc(pages, mdesc_page_bytes(&f.desc, MDESC_KV_BF16));
-	scratch = aligned_alloc(64, (mdl_scratch_bytes(d.m, 64, CTX) + 63) / 64 * 64);
-	ours = malloc(f.desc.vocab * sizeof(float));
-	assert_true(region && scratch && ours);
-	if (kvpool_init(&kv, region, mdesc_page_bytes(&f.desc, MDESC_KV_BF16), pages, &eb) ||
-	    mdl_seq_init(&d, &s, &eb) || cpool_create(&pool, 2, &eb))
-		fail_msg("%s", eb.msg);
-	assert_true(kvpool_try_reserve(&kv, &s.kv, 1, pages, &err));
+	pair_open(&p, MFILE_F32, seed, "free");
 	for (uint32_t i = 0; i < 16; i++)
-		tok[i] = (int32_t)("The tiny model. "[i]);
-	{
-		int32_t mine = 0, theirs = 0, *feed = tok, n = 16;
+		prompt[i] = (int32_t)("The tiny model. "[i]);
+	for (uint32_t step = 0; step < FREE_STEPS; step++) {
+		float gap, ogap;
 
-		for (uint32_t step = 0; step < FREE_STEPS; step++) {
-			float gap, ogap;
-			int32_t mine_fed = mine;
-
-			if (step) {
-				feed = &mine_fed;
-				n = 1;
-			}
-			if (mdl_forward(&d, &s, (const uint32_t *)feed, (uint32_t)n, MDESC_KV_BF16, &kv,
-			                CTX, ours, scratch, pool, &eb))
-				fail_msg("%s", eb.msg);
-			if (step)
-				feed = &theirs;
-			if (ll.decode(lc, ll.batch_one(feed, n)))
-				fail_msg("free run: llama_decode failed at step %u", step);
-			theirs = (int32_t)argmax(ll.logits_ith(lc, -1), f.desc.vocab, &gap);
-			mine = (int32_t)argmax(ours, f.desc.vocab, &ogap);
-			least = gap < least ? gap : least;
-			if (mine != theirs)
-				fail_msg("free run: step %u: we pick %d, llama.cpp %d (its top-two gap "
-				         "%g)",
-				         step, mine, theirs, (double)gap);
-		}
+		if (step)
+			pair_step(&p, &mine, &theirs, 1, "free run", step);
+		else
+			pair_step(&p, prompt, prompt, 16, "free run", step);
+		theirs = (int32_t)argmax(p.theirs, p.vocab, &gap);
+		mine = (int32_t)argmax(p.ours, p.vocab, &ogap);
+		least = gap < least ? gap : least;
+		if (mine != theirs)
+			fail_msg("free run: step %u: we pick %d, llama.cpp %d (its top-two gap %g)",
+			         step, mine, theirs, (double)gap);
 	}
 	print_message("# free-running greedy, f32: %u tokens equal (smallest top-two gap %g)\n",
 	              FREE_STEPS, (double)least);
-	cpool_destroy(pool);
-	mdl_seq_release(&s);
-	kvpool_free(&kv, &s.kv);
-	kvpool_release(&kv);
-	mdl_release(&d);
-	mfile_close(&f);
-	ll.free_context(lc);
-	ll.free_model(lm);
-	free(region);
-	free(scratch);
-	free(ours);
-	unlink(path);
+	pair_close(&p);
 }
 
 static void test_qwen3_f32(void **state)
