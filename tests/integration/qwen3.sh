@@ -32,6 +32,13 @@ ids=$(printf '<|im_start|>user\nhi' | "$voc" encode "$m" --parse-special) || fai
 ids=$(printf '<|im_start|>' | "$voc" encode "$m") || fail "encode"
 [[ $(wc -w <<<"$ids") == 12 ]] || fail "control tokens' text without --parse-special: $ids"
 
+step "a bad file is refused before anything starts, naming what is wrong"
+head -c $(($(stat -c %s "$m") * 3 / 4)) "$m" >"$work/cut.gguf"
+out=$(timeout 20 "$sup" start --runtime-dir "$rt" --model "$work/cut.gguf" 2>&1) &&
+	fail "a truncated file started"
+grep -q "cut.gguf': truncated: tensor '.*' needs file bytes" <<<"$out" || fail "unclear refusal: $out"
+grep -q '"ignis.supervisor.child_started"' <<<"$out" && fail "a daemon was started for a bad file"
+
 prompts=("<|im_start|>user
 hello<|im_end|>
 <|im_start|>assistant
