@@ -29,6 +29,10 @@
 
 #include <cmocka.h>
 
+#include <unistd.h>
+
+#include "model/bpe.h"
+#include "model/gguf.h"
 #include "model/tokenizer.h"
 
 #define FFFD "\xEF\xBF\xBD"
@@ -919,6 +923,130 @@ static void test_stops_limits(void **state)
 	assert_int_equal(st.n, TOK_STOP_MAX);
 }
 
+/* ---- a real vocabulary's pieces (tok_vocab over model/bpe.h) ------------------- */
+
+/* A small gpt2 vocabulary: the 256 byte tokens (id b is byte b), then
+ * " hello", the first two bytes of U+4E2D (E4 B8: half a character), "a",
+ * NUL and "b" in one token, and <|im_end|> (control: no text). */
+enum { G_HELLO = 256, G_HALF, G_ANUL, G_END, G_N };
+
+static struct bpe *gpt2_vocab(void)
+{
+	static char texts[G_N][24];
+	const char *toks[G_N];
+	int32_t types[G_N];
+	struct gguf_writer w;
+	struct ig_errbuf eb = {0};
+	struct gguf g;
+	struct bpe *b;
+	char path[64];
+
+	for (unsigned i = 0; i < G_N; i++) {
+		uint32_t cps[8], n = 0;
+
+		if (i < 256)
+			cps[n++] = bpe_byte_char(i);
+		else if (i == G_HELLO) {
+			cps[n++] = bpe_byte_char(' ');
+			for (const char *c = "hello"; *c; c++)
+				cps[n++] = (uint8_t)*c;
+		} else if (i == G_HALF) {
+			cps[n++] = bpe_byte_char(0xe4);
+			cps[n++] = bpe_byte_char(0xb8);
+		} else if (i == G_ANUL) {
+			cps[n++] = 'a';
+			cps[n++] = bpe_byte_char(0);
+			cps[n++] = 'b';
+		}
+		if (i == G_END)
+			strcpy(texts[i], "<|im_end|>");
+		else
+			for (uint32_t k = 0, at = 0; k < n; k++) {
+				if (cps[k] < 0x80)
+					texts[i][at++] = (char)cps[k];
+				else {
+					texts[i][at++] = (char)(0xc0 | cps[k] >> 6);
+					texts[i][at++] = (char)(0x80 | (cps[k] & 0x3f));
+				}
+			}
+		toks[i] = texts[i];
+		types[i] = i == G_END ? 3 : 1;
+	}
+	snprintf(path, sizeof path, "/tmp/test-tokenizer-%d.gguf", (int)getpid());
+	gguf_writer_init(&w);
+	gguf_writer_add_str(&w, "tokenizer.ggml.model", "gpt2");
+	gguf_writer_add_str(&w, "tokenizer.ggml.pre", "qwen2");
+	gguf_writer_add_arr_str(&w, "tokenizer.ggml.tokens", toks, G_N);
+	gguf_writer_add_arr(&w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, G_N);
+	gguf_writer_add_arr_str(&w, "tokenizer.ggml.merges", NULL, 0);
+	if (gguf_writer_write(&w, path, &eb) || gguf_open(&g, path, &eb) || bpe_open(&b, &g, &eb))
+		fail_msg("%s", eb.msg);
+	gguf_writer_release(&w);
+	gguf_close(&g);
+	unlink(path);
+	return b;
+}
+
+static void test_gpt2_pieces(void **state)
+{
+	struct bpe *b = gpt2_vocab();
+	struct tok_vocab v;
+	const uint32_t out[] = {G_HELLO, G_HALF, 0xad, 'x', G_END, G_ANUL, G_HALF};
+	char text[256];
+	uint32_t ends[8], n;
+	size_t len;
+	const uint8_t *p;
+	size_t pn;
+	struct tok_stops st = {0};
+
+	(void)state;
+	tok_vocab_init(&v, MDESC_TOK_GPT2, b);
+	/* the longest piece (" hello", 6 bytes) and 6 more */
+	assert_int_equal(v.token_max, 12);
+	tok_piece(&v, G_HELLO, &p, &pn);
+	assert_int_equal(pn, 6);
+	assert_memory_equal(p, " hello", 6);
+	tok_piece(&v, G_END, &p, &pn);
+	assert_int_equal(pn, 0); /* a control token has no text */
+
+	/* half a character held until the byte token that completes it; the
+	 * control token adds nothing; a NUL comes as U+FFFD; the final half
+	 * comes as U+FFFD at the end */
+	tok_text_delta(&v, out, 0, 7, true, text, sizeof text, ends, &n, &len);
+	assert_int_equal(n, 7);
+	assert_bytes("pieces", " hello\xe4\xb8\xadxa" FFFD "b" FFFD,
+	             strlen(" hello\xe4\xb8\xadxa" FFFD "b" FFFD), text, len);
+	assert_int_equal(ends[0], 6);
+	assert_int_equal(ends[1], 6);  /* held */
+	assert_int_equal(ends[2], 9);  /* the character, whole */
+	assert_int_equal(ends[4], 10); /* <|im_end|>: nothing */
+	/* asked again from the middle: the held half is found from the bytes
+	 * before */
+	tok_text_delta(&v, out, 2, 4, false, text, sizeof text, ends, &n, &len);
+	assert_int_equal(n, 2);
+	assert_bytes("from the middle", "\xe4\xb8\xadx", 4, text, len);
+	/* too little room for the first token: none taken */
+	tok_text_delta(&v, out, 0, 1, false, text, 5, ends, &n, &len);
+	assert_int_equal(n, 0);
+
+	/* a stop string across pieces: "lo" + the character's first two bytes
+	 * end at the half token; the tokens kept end before " hello" */
+	assert_int_equal(tok_stops_add(&st, "lo\xe4\xb8", 4, NULL), IG_E_OK);
+	assert_int_equal(tok_stops_check(&st, &v, out, 1), 1);
+	assert_int_equal(tok_stops_check(&st, &v, out, 2), 0);
+	/* while running, the last 3 bytes could begin it: " hello" holds them
+	 * after one token; after four (B8, AD, 'x' last) the half token does */
+	assert_int_equal(tok_stops_visible(&st, &v, out, 1), 0);
+	assert_int_equal(tok_stops_visible(&st, &v, out, 4), 1);
+	/* a control token cannot end one, even after bytes that do */
+	{
+		const uint32_t ctl[] = {G_HELLO, G_HALF, G_END};
+
+		assert_int_equal(tok_stops_check(&st, &v, ctl, 3), 3);
+	}
+	bpe_close(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -933,6 +1061,7 @@ int main(void)
 	    cmocka_unit_test(test_text_delta_random),
 	    cmocka_unit_test(test_stops_rows),
 	    cmocka_unit_test(test_stops_limits),
+	    cmocka_unit_test(test_gpt2_pieces),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
