@@ -23,6 +23,9 @@
 #define KEY_TYPES  "tokenizer.ggml.token_type"
 #define KEY_MERGES "tokenizer.ggml.merges"
 
+/* GPT-2's alphabet uses the characters below this (bpe_byte_char). */
+#define ALPHABET_CHARS (0x100 + 68)
+
 struct merge_slot {
 	uint64_t pair;   /* left << 32 | right */
 	uint32_t rank;   /* UINT32_MAX: empty */
@@ -41,6 +44,7 @@ struct bpe {
 	struct merge_slot *merges;
 	uint64_t merge_mask;
 	uint32_t byte_id[256];  /* the token of each byte's character */
+	int16_t byte_of[ALPHABET_CHARS]; /* the alphabet read back */
 	uint32_t *specials;     /* control, user-defined and unknown ids, longest text first */
 };
 
@@ -65,20 +69,14 @@ uint32_t bpe_byte_char(unsigned b)
 	return 0x100 + k;
 }
 
-/* The byte a character of the alphabet stands for, or -1. */
-static int char_byte(uint32_t cp)
+/* The alphabet read back: the byte each character below 0x100 + 68 stands
+ * for, or -1 (filled by bpe_open). */
+static void alphabet_inverse(int16_t inv[ALPHABET_CHARS])
 {
-	static int16_t inv[0x100 + 68];
-	static bool ready;
-
-	if (!ready) { /* idempotent: racing threads write the same values */
-		for (unsigned i = 0; i < sizeof inv / sizeof inv[0]; i++)
-			inv[i] = -1;
-		for (unsigned b = 0; b < 256; b++)
-			inv[bpe_byte_char(b)] = (int16_t)b;
-		__atomic_store_n(&ready, true, __ATOMIC_RELEASE);
-	}
-	return cp < sizeof inv / sizeof inv[0] ? inv[cp] : -1;
+	for (unsigned i = 0; i < ALPHABET_CHARS; i++)
+		inv[i] = -1;
+	for (unsigned b = 0; b < 256; b++)
+		inv[bpe_byte_char(b)] = (int16_t)b;
 }
 
 /* ---- UTF-8, read as llama.cpp reads it ------------------------------------------ */
@@ -477,17 +475,17 @@ static int special_cmp(const void *pa, const void *pb, void *ctx)
 }
 
 /* A normal token's piece: its text read back through the byte alphabet. */
-static int normal_piece(const char *t, size_t len, uint8_t *out, size_t *n)
+static int normal_piece(const struct bpe *b, const char *t, size_t len, uint8_t *out, size_t *n)
 {
 	size_t at = 0;
 
 	*n = 0;
 	while (at < len) {
-		size_t was = at;
+		/* invalid UTF-8 reads as U+FFFD, no character of the alphabet */
 		uint32_t cp = utf8_next((const uint8_t *)t, len, &at);
-		int byte = char_byte(cp);
+		int byte = cp < ALPHABET_CHARS ? b->byte_of[cp] : -1;
 
-		if (byte < 0 || (cp == 0xfffd && at - was == 1))
+		if (byte < 0)
 			return -1;
 		out[(*n)++] = (uint8_t)byte;
 	}
@@ -579,6 +577,7 @@ static int load_tokens(struct bpe *b, const struct gguf *g, struct ig_errbuf *eb
 	for (uint32_t i = 0; i < n; i++)
 		text_bytes += toks.strs[i].len;
 	b->info.n_tokens = n;
+	alphabet_inverse(b->byte_of);
 	b->text = malloc(text_bytes ? text_bytes : 1);
 	b->piece = malloc(text_bytes ? text_bytes : 1); /* a piece is never longer */
 	b->text_off = calloc((size_t)n + 1, sizeof(uint64_t));
@@ -611,7 +610,7 @@ static int load_tokens(struct bpe *b, const struct gguf *g, struct ig_errbuf *eb
 		switch (b->type[i]) {
 		case BPE_NORMAL:
 		case BPE_BYTE:
-			if (normal_piece(t, len, out, &m))
+			if (normal_piece(b, t, len, out, &m))
 				return ig_errf(eb, IG_E_INVAL,
 				               "%s: token %u ('%.*s') is a normal token with a "
 				               "character outside the byte-level alphabet",

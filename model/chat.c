@@ -53,11 +53,14 @@ int chat_render(const struct chat_template *t, const struct chat_msg *msgs, size
 	*len = 0;
 	if (flags & ~(unsigned)(CHAT_GENERATION_PROMPT | CHAT_NO_THINKING))
 		return ig_errf(eb, IG_E_INVAL, "chat_render: unknown flags 0x%x", flags);
-	if ((flags & CHAT_NO_THINKING) && (!(flags & CHAT_GENERATION_PROMPT) || !t->thinking))
+	if ((flags & CHAT_NO_THINKING) && !t->thinking)
 		return ig_errf(eb, IG_E_INVAL,
-		               "thinking off needs the generation prompt and a template that can "
-		               "turn it off (enable_thinking); this one %s",
-		               t->thinking ? "was not asked for the prompt" : "cannot");
+		               "thinking off: this chat template cannot turn thinking off (it has "
+		               "no enable_thinking)");
+	if ((flags & CHAT_NO_THINKING) && !(flags & CHAT_GENERATION_PROMPT))
+		return ig_errf(eb, IG_E_INVAL,
+		               "thinking off closes the assistant's reasoning: it needs the "
+		               "generation prompt");
 	for (size_t i = 0; i < n; i++) {
 		puts_(&s, "<|im_start|>");
 		put(&s, msgs[i].role, msgs[i].role_len);

@@ -824,7 +824,8 @@ static void mfile__synthetic_vocab(struct gguf_writer *w, uint32_t n)
 	int32_t *types = calloc(n, sizeof(*types));
 
 	if (!text || !toks || !types) {
-		gguf_writer_add_str(w, "", ""); /* an empty key: the writer's error */
+		/* the writer's first failure: every later add and the write refuse */
+		ig_errf(&w->err, IG_E_NOMEM, "no memory for a vocabulary of %u tokens", n);
 		goto out;
 	}
 	for (uint32_t i = 0; i < n; i++) {

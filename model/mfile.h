@@ -1,14 +1,18 @@
 /*
- * mfile.h - model files of our family (GGUF, architecture "ignis-hybrid"):
- * the description a file carries, checked against the tensors it holds, and
- * the writer of synthetic models with seeded random weights (ignis-mkmodel).
+ * mfile.h - model files: our family (GGUF, architecture "ignis-hybrid") and
+ * llama.cpp's "qwen3" (docs/adr/0031): the description a file carries,
+ * checked against the tensors it holds, and the writer of synthetic models
+ * with seeded random weights in either layout (ignis-mkmodel).
  *
- * The metadata keys are declared once (MFILE_KEYS in mfile.c, published as
+ * Our metadata keys are declared once (MFILE_KEYS in mfile.c, published as
  * mfile_keys[]); the reader, the writer, the checks and ignis-mkmodel's
  * --set all walk that table. Beside them a file names its family
- * ("ignis.family") and its tokenizer (MFILE_TOKENIZER_KEY), both strings. The tensor list is the
- * model description's (mdesc_for_each_tensor): a file must hold exactly those tensors, with exactly
- * those dims, in f32, f16 or bf16. docs/adr/0006.
+ * ("ignis.family") and its tokenizer (MFILE_TOKENIZER_KEY), both strings. A
+ * qwen3 file is read by its own keys into the same description. The tensor
+ * list is the description's (mdesc_for_each_tensor): a file must hold
+ * exactly those tensors, with exactly those dims, in a type quant.h reads.
+ * A gpt2 vocabulary and a chat template are checked at open (bpe.h, chat.h).
+ * docs/adr/0006.
  *
  * Synthetic models are written through the GGUF writer's streaming mode:
  * each tensor's values are generated chunk by chunk straight into the

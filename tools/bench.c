@@ -464,6 +464,8 @@ static int bench_llama_side(struct llo *ll, void *lm, uint32_t lanes, int thread
 		}
 		if (ll->decode(lc, b))
 			goto fail;
+		/* the next token: the best byte token (its only use is to be fed
+		 * back; ours feeds back its greedy pick too) */
 		for (uint32_t i = 0; i < lanes; i++) {
 			const float *lg = ll->logits_ith(lc, (int32_t)i);
 			int32_t best = 0;

@@ -211,8 +211,8 @@ static int decode(int argc, char **argv)
 		const uint8_t *p;
 		size_t n;
 
-		if (*end || !*argv[i] || !bpe_piece(b, (uint32_t)id, special, &p, &n) ||
-		    id > UINT32_MAX) {
+		if (*end || !*argv[i] || id > UINT32_MAX ||
+		    !bpe_piece(b, (uint32_t)id, special, &p, &n)) {
 			fprintf(stderr, PROG ": '%s' is not a token id below %u\n", argv[i],
 			        bpe_info(b)->n_tokens);
 			rc = 2;
