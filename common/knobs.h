@@ -262,6 +262,9 @@ struct knobs {
 	X("IGNIS_SEED", "test_gguf: the seed of the random corruptions")                           \
 	X("IGNIS_ORACLE_LIB_DIR",                                                                  \
 	  "the oracle tests: llama.cpp's libraries (tools/install-oracle.sh)")                     \
+	X("IGNIS_ORACLE_LOG", "the oracle tests: llama.cpp's log on stderr")                        \
+	X("IGNIS_ORACLE_MEASURE",                                                                  \
+	  "test_model_oracle: print each row's discrepancy, assert nothing")                       \
 	X("IGNIS_QWEN3_TOKENIZER",                                                                 \
 	  "test_bpe_oracle: the Qwen3 tokenizer.json (tools/install-oracle.sh)")                   \
 	X("IGNIS_QWEN3_TOKENIZER_CONFIG",                                                          \

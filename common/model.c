@@ -362,16 +362,77 @@ uint32_t mdesc_eos(const struct mdesc *m)
 }
 
 /* One tensor: "blk.<layer>.<what>" or a global name. */
-static void mdesc__t(mdesc_tensor_fn fn, void *ctx, int layer, const char *what, uint32_t n,
-                     uint64_t d0, uint64_t d1, uint64_t d2, bool expert)
+const char *mdesc_arch_name(enum mdesc_arch a)
+{
+	static const char *const names[MDESC_ARCH_COUNT] = {"ignis-hybrid", "qwen3", "qwen35",
+	                                                     "qwen35moe", "qwen3next"};
+
+	return (unsigned)a < MDESC_ARCH_COUNT ? names[a] : NULL;
+}
+
+enum mdesc_lin_ba mdesc_lin_ba(const struct mdesc *m)
+{
+	switch (m->arch) {
+	case MDESC_ARCH_QWEN35:
+	case MDESC_ARCH_QWEN35MOE:
+		return MDESC_BA_SPLIT;
+	case MDESC_ARCH_QWEN3NEXT:
+		return MDESC_BA_GROUPED;
+	default:
+		return MDESC_BA_FUSED;
+	}
+}
+
+bool mdesc_lin_tiled(const struct mdesc *m)
+{
+	return m->arch == MDESC_ARCH_QWEN35 || m->arch == MDESC_ARCH_QWEN35MOE;
+}
+
+bool mdesc_lin_a_neg(const struct mdesc *m)
+{
+	return m->arch == MDESC_ARCH_QWEN35 || m->arch == MDESC_ARCH_QWEN35MOE ||
+	       m->arch == MDESC_ARCH_QWEN3NEXT;
+}
+
+/* Our name, llama.cpp's (the hybrids'), and its suffix. */
+static const struct {
+	const char *ours, *theirs, *suffix;
+} mdesc__llama_names[] = {
+    {"ffn_norm", "post_attention_norm", ".weight"}, {"lin_qkv", "attn_qkv", ".weight"},
+    {"lin_z", "attn_gate", ".weight"},         {"lin_ba", "ssm_ba", ".weight"},
+    {"lin_beta", "ssm_beta", ".weight"},       {"lin_alpha", "ssm_alpha", ".weight"},
+    {"lin_conv", "ssm_conv1d", ".weight"},     {"lin_a_log", "ssm_a", ""},
+    {"lin_dt_bias", "ssm_dt", ".bias"},        {"lin_norm", "ssm_norm", ".weight"},
+    {"lin_out", "ssm_out", ".weight"},
+};
+
+void mdesc_tensor_name(const struct mdesc *m, int layer, const char *what, char *out, size_t cap)
+{
+	const char *name = what, *suffix = ".weight";
+
+	/* qwen3 has no linear layers and keeps ffn_norm; the hybrids rename */
+	if (m->arch != MDESC_ARCH_IGNIS && m->arch != MDESC_ARCH_QWEN3)
+		for (size_t i = 0; i < sizeof(mdesc__llama_names) / sizeof(mdesc__llama_names[0]);
+		     i++)
+			if (!strcmp(what, mdesc__llama_names[i].ours)) {
+				name = mdesc__llama_names[i].theirs;
+				suffix = mdesc__llama_names[i].suffix;
+				break;
+			}
+	if (layer >= 0)
+		snprintf(out, cap, "blk.%d.%s%s", layer, name, suffix);
+	else
+		snprintf(out, cap, "%s%s", name, suffix);
+}
+
+static void mdesc__t(const struct mdesc *m, mdesc_tensor_fn fn, void *ctx, int layer,
+                     const char *what, uint32_t n, uint64_t d0, uint64_t d1, uint64_t d2,
+                     bool expert)
 {
 	const uint64_t dims[4] = {d0, d1, d2, 1};
 	char name[64];
 
-	if (layer >= 0)
-		snprintf(name, sizeof(name), "blk.%d.%s.weight", layer, what);
-	else
-		snprintf(name, sizeof(name), "%s.weight", what);
+	mdesc_tensor_name(m, layer, what, name, sizeof name);
 	fn(ctx, name, n, dims, expert);
 }
 
@@ -380,59 +441,58 @@ void mdesc_for_each_tensor(const struct mdesc *m, mdesc_tensor_fn fn, void *ctx)
 	uint64_t h = m->hidden,
 	         qkv = 2ull * m->lin_k_heads * m->lin_dk + (uint64_t)m->lin_v_heads * m->lin_dv;
 
-	mdesc__t(fn, ctx, -1, "token_embd", 2, h, m->vocab, 1, false);
+#define T(...) mdesc__t(m, fn, ctx, __VA_ARGS__)
+	T(-1, "token_embd", 2, h, m->vocab, 1, false);
 	for (uint32_t i = 0; i < m->layers; i++) {
 		int l = (int)i;
 
-		mdesc__t(fn, ctx, l, "attn_norm", 1, h, 1, 1, false);
+		T(l, "attn_norm", 1, h, 1, 1, false);
 		if (mdesc_is_full_layer(m, i)) {
 			/* the query projection carries the output gate: 2 x q_heads x hd
 			 * (ungated: q_heads x hd) */
-			mdesc__t(fn, ctx, l, "attn_q", 2, h,
-			         (m->attn_ungated ? 1ull : 2ull) * m->q_heads * m->head_dim, 1, false);
-			mdesc__t(fn, ctx, l, "attn_k", 2, h, (uint64_t)m->kv_heads * m->head_dim, 1,
-			         false);
-			mdesc__t(fn, ctx, l, "attn_v", 2, h, (uint64_t)m->kv_heads * m->head_dim, 1,
-			         false);
-			mdesc__t(fn, ctx, l, "attn_q_norm", 1, m->head_dim, 1, 1, false);
-			mdesc__t(fn, ctx, l, "attn_k_norm", 1, m->head_dim, 1, 1, false);
-			mdesc__t(fn, ctx, l, "attn_output", 2, (uint64_t)m->q_heads * m->head_dim,
-			         h, 1, false);
+			T(l, "attn_q", 2, h, (m->attn_ungated ? 1ull : 2ull) * m->q_heads * m->head_dim,
+			  1, false);
+			T(l, "attn_k", 2, h, (uint64_t)m->kv_heads * m->head_dim, 1, false);
+			T(l, "attn_v", 2, h, (uint64_t)m->kv_heads * m->head_dim, 1, false);
+			T(l, "attn_q_norm", 1, m->head_dim, 1, 1, false);
+			T(l, "attn_k_norm", 1, m->head_dim, 1, 1, false);
+			T(l, "attn_output", 2, (uint64_t)m->q_heads * m->head_dim, h, 1, false);
 		} else {
-			mdesc__t(fn, ctx, l, "lin_qkv", 2, h, qkv, 1, false);
-			mdesc__t(fn, ctx, l, "lin_z", 2, h, (uint64_t)m->lin_v_heads * m->lin_dv, 1,
-			         false);
-			mdesc__t(fn, ctx, l, "lin_ba", 2, h, 2ull * m->lin_v_heads, 1, false);
-			mdesc__t(fn, ctx, l, "lin_conv", 2, m->conv_kernel, qkv, 1, false);
-			mdesc__t(fn, ctx, l, "lin_a_log", 1, m->lin_v_heads, 1, 1, false);
-			mdesc__t(fn, ctx, l, "lin_dt_bias", 1, m->lin_v_heads, 1, 1, false);
-			mdesc__t(fn, ctx, l, "lin_norm", 1, m->lin_dv, 1, 1, false);
-			mdesc__t(fn, ctx, l, "lin_out", 2, (uint64_t)m->lin_v_heads * m->lin_dv, h,
-			         1, false);
+			T(l, "lin_qkv", 2, h, qkv, 1, false);
+			T(l, "lin_z", 2, h, (uint64_t)m->lin_v_heads * m->lin_dv, 1, false);
+			if (mdesc_lin_ba(m) == MDESC_BA_SPLIT) {
+				T(l, "lin_beta", 2, h, m->lin_v_heads, 1, false);
+				T(l, "lin_alpha", 2, h, m->lin_v_heads, 1, false);
+			} else {
+				T(l, "lin_ba", 2, h, 2ull * m->lin_v_heads, 1, false);
+			}
+			T(l, "lin_conv", 2, m->conv_kernel, qkv, 1, false);
+			T(l, "lin_a_log", 1, m->lin_v_heads, 1, 1, false);
+			T(l, "lin_dt_bias", 1, m->lin_v_heads, 1, 1, false);
+			T(l, "lin_norm", 1, m->lin_dv, 1, 1, false);
+			T(l, "lin_out", 2, (uint64_t)m->lin_v_heads * m->lin_dv, h, 1, false);
 		}
-		mdesc__t(fn, ctx, l, "ffn_norm", 1, h, 1, 1, false);
+		T(l, "ffn_norm", 1, h, 1, 1, false);
 		if (m->family == MDESC_DENSE) {
-			mdesc__t(fn, ctx, l, "ffn_gate", 2, h, m->ffn_inter, 1, false);
-			mdesc__t(fn, ctx, l, "ffn_up", 2, h, m->ffn_inter, 1, false);
-			mdesc__t(fn, ctx, l, "ffn_down", 2, m->ffn_inter, h, 1, false);
+			T(l, "ffn_gate", 2, h, m->ffn_inter, 1, false);
+			T(l, "ffn_up", 2, h, m->ffn_inter, 1, false);
+			T(l, "ffn_down", 2, m->ffn_inter, h, 1, false);
 		} else {
 			/* experts are the slowest dimension: one expert is contiguous */
-			mdesc__t(fn, ctx, l, "ffn_gate_inp", 2, h, m->experts, 1, false);
-			mdesc__t(fn, ctx, l, "ffn_gate_exps", 3, h, m->expert_inter, m->experts,
-			         true);
-			mdesc__t(fn, ctx, l, "ffn_up_exps", 3, h, m->expert_inter, m->experts,
-			         true);
-			mdesc__t(fn, ctx, l, "ffn_down_exps", 3, m->expert_inter, h, m->experts,
-			         true);
-			mdesc__t(fn, ctx, l, "ffn_gate_inp_shexp", 1, h, 1, 1, false);
-			mdesc__t(fn, ctx, l, "ffn_gate_shexp", 2, h, m->shared_inter, 1, false);
-			mdesc__t(fn, ctx, l, "ffn_up_shexp", 2, h, m->shared_inter, 1, false);
-			mdesc__t(fn, ctx, l, "ffn_down_shexp", 2, m->shared_inter, h, 1, false);
+			T(l, "ffn_gate_inp", 2, h, m->experts, 1, false);
+			T(l, "ffn_gate_exps", 3, h, m->expert_inter, m->experts, true);
+			T(l, "ffn_up_exps", 3, h, m->expert_inter, m->experts, true);
+			T(l, "ffn_down_exps", 3, m->expert_inter, h, m->experts, true);
+			T(l, "ffn_gate_inp_shexp", 1, h, 1, 1, false);
+			T(l, "ffn_gate_shexp", 2, h, m->shared_inter, 1, false);
+			T(l, "ffn_up_shexp", 2, h, m->shared_inter, 1, false);
+			T(l, "ffn_down_shexp", 2, m->shared_inter, h, 1, false);
 		}
 	}
-	mdesc__t(fn, ctx, -1, "output_norm", 1, h, 1, 1, false);
+	T(-1, "output_norm", 1, h, 1, 1, false);
 	if (!m->tied_output)
-		mdesc__t(fn, ctx, -1, "output", 2, h, m->vocab, 1, false);
+		T(-1, "output", 2, h, m->vocab, 1, false);
+#undef T
 }
 
 struct mdesc__sum {

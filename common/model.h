@@ -58,13 +58,33 @@ enum mdesc_tokenizer { MDESC_TOK_NONE = 1, MDESC_TOK_BYTES = 2, MDESC_TOK_GPT2 =
 
 /*
  * The layout a model file uses (its general.architecture):
- *   IGNIS  "ignis-hybrid": ours (ignis.* keys), hybrid layers, the output
- *          gate in attn_q, an output matrix of its own;
- *   QWEN3  "qwen3": llama.cpp's Qwen3 (qwen3.* keys): every layer full
- *          attention with QK-norm, no output gate, the output matrix tied
- *          to the embedding when the file has none (docs/adr/0031).
+ *   IGNIS      "ignis-hybrid": ours (ignis.* keys), hybrid layers, the output
+ *              gate in attn_q, an output matrix of its own;
+ *   QWEN3      "qwen3": llama.cpp's Qwen3 (qwen3.* keys): every layer full
+ *              attention with QK-norm, no output gate, the output matrix tied
+ *              to the embedding when the file has none (docs/adr/0031);
+ *   QWEN35     "qwen35": llama.cpp's dense hybrid (Qwen3.5's 27B kind);
+ *   QWEN35MOE  "qwen35moe": its MoE hybrid;
+ *   QWEN3NEXT  "qwen3next": Qwen3-Next's MoE hybrid (docs/adr/0033).
+ * The three hybrids compute what ours computes; they differ in names and
+ * storage: mdesc_tensor_name, mdesc_lin_ba, mdesc_lin_tiled,
+ * mdesc_lin_a_neg. Never renumber (a state image's model id hashes it).
  */
-enum mdesc_arch { MDESC_ARCH_IGNIS = 0, MDESC_ARCH_QWEN3 = 1 };
+enum mdesc_arch {
+	MDESC_ARCH_IGNIS = 0,
+	MDESC_ARCH_QWEN3 = 1,
+	MDESC_ARCH_QWEN35 = 2,
+	MDESC_ARCH_QWEN35MOE = 3,
+	MDESC_ARCH_QWEN3NEXT = 4,
+};
+#define MDESC_ARCH_COUNT 5
+
+/* How a linear layer's beta and alpha projections are stored:
+ *   FUSED   ours: lin_ba [hidden -> 2 lv], every b then every a;
+ *   SPLIT   qwen35*: ssm_beta and ssm_alpha, [hidden -> lv] each;
+ *   GROUPED qwen3next: ssm_ba [hidden -> 2 lv], per key head its r = lv/lk
+ *           b then its r a. */
+enum mdesc_lin_ba { MDESC_BA_FUSED = 0, MDESC_BA_SPLIT = 1, MDESC_BA_GROUPED = 2 };
 
 struct mdesc {
 	const char *name;  /* "qwen3.8-27b" */
@@ -94,6 +114,8 @@ struct mdesc {
 	uint32_t rope_dims;                                /* rotary dims of head_dim */
 	bool attn_ungated; /* attn_q holds the query only (no output gate) */
 	bool tied_output;  /* no output matrix: the embedding's rows give the logits */
+	uint32_t mtp_layers; /* a llama.cpp file's multi-token-prediction blocks after the
+	                        trunk (blk.<layers>...): not run, their tensors not read */
 	float rope_theta, rms_eps;
 
 	/* Figures of the weights (bytes). */
@@ -206,6 +228,25 @@ uint32_t mdesc_eos(const struct mdesc *m);
 typedef void (*mdesc_tensor_fn)(void *ctx, const char *name, uint32_t n_dims,
                                 const uint64_t dims[4], bool expert);
 void mdesc_for_each_tensor(const struct mdesc *m, mdesc_tensor_fn fn, void *ctx);
+
+/* "ignis-hybrid", "qwen3", ... (general.architecture); NULL for none. */
+const char *mdesc_arch_name(enum mdesc_arch a);
+/* The storage conventions of a layout's linear layers (enum mdesc_lin_ba
+ * above; tiled: value head h reads key head h mod lk, where ours and
+ * qwen3next read h / (lv / lk); a_neg: the decay tensor holds -exp(A_log),
+ * ours holds A_log). */
+enum mdesc_lin_ba mdesc_lin_ba(const struct mdesc *m);
+bool mdesc_lin_tiled(const struct mdesc *m);
+bool mdesc_lin_a_neg(const struct mdesc *m);
+/*
+ * The name a file of m's layout gives a tensor we call `what` in layer
+ * `layer` (-1: none): "blk.3.ffn_norm.weight" for ours, the same tensor
+ * "blk.3.post_attention_norm.weight" in a qwen35 file, lin_a_log "blk.N.ssm_a",
+ * lin_dt_bias "blk.N.ssm_dt.bias". Our names: those of
+ * mdesc_for_each_tensor's ignis-hybrid list, and lin_beta/lin_alpha for a
+ * SPLIT layout. Truncated to `cap`.
+ */
+void mdesc_tensor_name(const struct mdesc *m, int layer, const char *what, char *out, size_t cap);
 
 /* Bytes of the device weights (experts excluded) and of every expert: as
  * carried, or derived from the tensor list at bf16 when the field is 0. */

@@ -229,21 +229,21 @@ int mfile_check_desc(const struct mdesc *d, struct ig_errbuf *eb)
 
 /* ---- llama.cpp's layouts --------------------------------------------------- */
 
-/* The key "qwen3.<suffix>" into key[]: found, or absent (an error when
- * `required`). */
+/* The key "<arch>.<suffix>" into key[] (the layout f->desc.arch names):
+ * found, or absent (an error when `required`). */
 static int mfile__arch_key(const struct mfile *f, const char *suffix, bool required, char *key,
                            size_t cap, bool *found, struct ig_errbuf *eb)
 {
-	snprintf(key, cap, MFILE_ARCH_QWEN3 ".%s", suffix);
+	snprintf(key, cap, "%s.%s", mdesc_arch_name(f->desc.arch), suffix);
 	*found = gguf_find_kv(&f->g, key) != NULL;
 	if (!*found && required)
 		return ig_errf(eb, IG_E_INVAL, "'%s': key %s is missing", f->g.path, key);
 	return IG_E_OK;
 }
 
-/* A uint32 key, 1 to MFILE_DIM_MAX; `def` when absent and not required. */
-static int mfile__arch_u32(const struct mfile *f, const char *suffix, bool required, uint32_t def,
-                           uint32_t *out, struct ig_errbuf *eb)
+/* A uint32 key, lo to MFILE_DIM_MAX; `def` when absent and not required. */
+static int mfile__arch_u32_from(const struct mfile *f, const char *suffix, bool required,
+                                uint32_t def, uint32_t lo, uint32_t *out, struct ig_errbuf *eb)
 {
 	char key[96];
 	bool found;
@@ -253,10 +253,16 @@ static int mfile__arch_u32(const struct mfile *f, const char *suffix, bool requi
 	if (rc || !found)
 		return rc;
 	rc = gguf_get_u32(&f->g, key, out, eb);
-	if (!rc && (*out == 0 || *out > MFILE_DIM_MAX))
-		return ig_errf(eb, IG_E_INVAL, "'%s': %s is %u; accepted: 1 to %u", f->g.path, key,
-		               *out, MFILE_DIM_MAX);
+	if (!rc && (*out < lo || *out > MFILE_DIM_MAX))
+		return ig_errf(eb, IG_E_INVAL, "'%s': %s is %u; accepted: %u to %u", f->g.path, key,
+		               *out, lo, MFILE_DIM_MAX);
 	return rc ? ig_errprefix(eb, "'%s'", f->g.path) : IG_E_OK;
+}
+
+static int mfile__arch_u32(const struct mfile *f, const char *suffix, bool required, uint32_t def,
+                           uint32_t *out, struct ig_errbuf *eb)
+{
+	return mfile__arch_u32_from(f, suffix, required, def, 1, out, eb);
 }
 
 /* A float32 key; `def` when absent and not required. */
@@ -275,27 +281,126 @@ static int mfile__arch_f32(const struct mfile *f, const char *suffix, bool requi
 }
 
 /*
- * llama.cpp's "qwen3" (a dense transformer: every layer full attention with
- * QK-norm and NeoX RoPE over the whole head, no output gate, SwiGLU; the
- * output tied to the embedding when the file has no output.weight). What
- * such a file does not carry, Ignis's per-model knobs, takes the defaults
- * of docs/adr/0031; the context is the file's context_length.
+ * Which layers are full attention: "<arch>.attention.recurrent_layers" (a
+ * bool per block, MTP blocks included) when the file has it, else
+ * "<arch>.full_attention_interval" (default 4, as llama.cpp). We run the
+ * periodic pattern (layer i full when (i + 1) % interval == 0): an array
+ * that is not one is refused, saying so.
  */
-static int mfile__meta_qwen3(struct mfile *f, struct ig_errbuf *eb)
+static int mfile__pattern(struct mfile *f, uint32_t blocks, struct ig_errbuf *eb)
+{
+	struct mdesc *d = &f->desc;
+	char key[96];
+	bool found;
+	struct gguf_arr arr;
+	const uint8_t *rec;
+	uint32_t interval = 0;
+	int rc = mfile__arch_key(f, "attention.recurrent_layers", false, key, sizeof key, &found,
+	                         eb);
+
+	if (rc)
+		return rc;
+	if (!found)
+		return mfile__arch_u32(f, "full_attention_interval", false, 4, &d->full_interval,
+		                       eb);
+	rc = gguf_get_arr(&f->g, key, GGUF_TYPE_BOOL, &arr, eb);
+	if (rc)
+		return ig_errprefix(eb, "'%s'", f->g.path);
+	if (arr.n != blocks)
+		return ig_errf(eb, IG_E_INVAL, "'%s': %s has %llu entries; the file has %u blocks",
+		               f->g.path, key, (unsigned long long)arr.n, blocks);
+	rec = arr.data;
+	for (uint32_t i = 0; i < d->layers && !interval; i++)
+		if (!rec[i])
+			interval = i + 1;
+	for (uint32_t i = 0; i < d->layers; i++)
+		if (!interval || (rec[i] != 0) != ((i + 1) % interval != 0))
+			return ig_errf(eb, IG_E_INVAL,
+			               "'%s': %s: layer %u is %s; Ignis runs one full-attention layer "
+			               "every N (layer i full when (i + 1) %% N == 0), with at least "
+			               "one",
+			               f->g.path, key, i, rec[i] ? "linear" : "full attention");
+	d->full_interval = interval;
+	return IG_E_OK;
+}
+
+/* The keys of a hybrid (qwen35, qwen35moe, qwen3next) beyond qwen3's:
+ * MTP blocks, the layer pattern, the gated delta rule, the experts. */
+static int mfile__meta_hybrid(struct mfile *f, uint32_t blocks, struct ig_errbuf *eb)
+{
+	struct mdesc *d = &f->desc;
+	const char *arch = mdesc_arch_name(d->arch);
+	uint32_t inner, ff = 0;
+	int rc;
+
+	d->attn_ungated = false;
+	if ((rc = mfile__arch_u32_from(f, "nextn_predict_layers", false, 0, 0, &d->mtp_layers,
+	                               eb)))
+		return rc;
+	if (d->mtp_layers >= blocks)
+		return ig_errf(eb, IG_E_INVAL,
+		               "'%s': %s.nextn_predict_layers %u leaves no layer of %s.block_count %u",
+		               f->g.path, arch, d->mtp_layers, arch, blocks);
+	d->layers = blocks - d->mtp_layers;
+	if ((rc = mfile__pattern(f, blocks, eb)) ||
+	    (rc = mfile__arch_u32(f, "ssm.conv_kernel", true, 0, &d->conv_kernel, eb)) ||
+	    (rc = mfile__arch_u32(f, "ssm.state_size", true, 0, &d->lin_dk, eb)) ||
+	    (rc = mfile__arch_u32(f, "ssm.group_count", true, 0, &d->lin_k_heads, eb)) ||
+	    (rc = mfile__arch_u32(f, "ssm.time_step_rank", true, 0, &d->lin_v_heads, eb)) ||
+	    (rc = mfile__arch_u32(f, "ssm.inner_size", true, 0, &inner, eb)))
+		return rc;
+	/* llama.cpp's graphs take the value head's length to be the state size */
+	if ((uint64_t)d->lin_v_heads * d->lin_dk != inner)
+		return ig_errf(eb, IG_E_INVAL,
+		               "'%s': %s.ssm.inner_size %u is not ssm.time_step_rank %u x "
+		               "ssm.state_size %u (the value heads' length must be the key heads')",
+		               f->g.path, arch, inner, d->lin_v_heads, d->lin_dk);
+	d->lin_dv = d->lin_dk;
+	if (d->arch == MDESC_ARCH_QWEN35) {
+		d->family = MDESC_DENSE;
+		return mfile__arch_u32(f, "feed_forward_length", true, 0, &d->ffn_inter, eb);
+	}
+	d->family = MDESC_MOE;
+	if ((rc = mfile__arch_u32(f, "feed_forward_length", false, 0, &ff, eb)) ||
+	    (rc = mfile__arch_u32(f, "expert_count", true, 0, &d->experts, eb)) ||
+	    (rc = mfile__arch_u32(f, "expert_used_count", true, 0, &d->top_k, eb)) ||
+	    (rc = mfile__arch_u32(f, "expert_feed_forward_length", true, 0, &d->expert_inter,
+	                          eb)) ||
+	    (rc = mfile__arch_u32(f, "expert_shared_feed_forward_length", ff == 0, ff,
+	                          &d->shared_inter, eb)))
+		return rc;
+	/* Ignis's MoE knobs, which a llama.cpp file does not carry (ADR 0033) */
+	d->prefetch_width = d->top_k;
+	d->indexer_key_bytes = 0;
+	d->default_retained_host = MFILE_LLAMA_MOE_RETAINED_HOST;
+	d->offload_pool_pages = MFILE_LLAMA_MOE_POOL_PAGES;
+	d->cache_floor_bytes = MFILE_LLAMA_MOE_FLOOR;
+	return IG_E_OK;
+}
+
+/*
+ * llama.cpp's layouts: "qwen3" (a dense transformer: every layer full
+ * attention with QK-norm and NeoX RoPE over the whole head, no output gate,
+ * SwiGLU) and the hybrids "qwen35", "qwen35moe", "qwen3next" (gated full
+ * attention every N layers, the gated delta rule between, a dense or MoE
+ * feed-forward); the output tied to the embedding when the file has no
+ * output.weight. What such a file does not carry, Ignis's per-model knobs,
+ * takes the defaults of docs/adr/0031 and 0033; the context is the file's
+ * context_length.
+ */
+static int mfile__meta_llama(struct mfile *f, enum mdesc_arch arch, struct ig_errbuf *eb)
 {
 	struct mdesc *d = &f->desc;
 	const struct gguf_tensor *embd = gguf_find_tensor(&f->g, "token_embd.weight");
+	const char *an = mdesc_arch_name(arch);
 	struct gguf_str s;
-	uint32_t vlen;
+	uint32_t vlen, blocks;
 	int rc;
 
+	d->arch = arch;
 	d->family = MDESC_DENSE;
-	d->arch = MDESC_ARCH_QWEN3;
-	d->attn_ungated = true;
-	d->full_interval = 1;
-	if ((rc = mfile__arch_u32(f, "block_count", true, 0, &d->layers, eb)) ||
+	if ((rc = mfile__arch_u32(f, "block_count", true, 0, &blocks, eb)) ||
 	    (rc = mfile__arch_u32(f, "embedding_length", true, 0, &d->hidden, eb)) ||
-	    (rc = mfile__arch_u32(f, "feed_forward_length", true, 0, &d->ffn_inter, eb)) ||
 	    (rc = mfile__arch_u32(f, "attention.head_count", true, 0, &d->q_heads, eb)) ||
 	    (rc = mfile__arch_u32(f, "attention.head_count_kv", false, d->q_heads, &d->kv_heads,
 	                          eb)) ||
@@ -309,12 +414,25 @@ static int mfile__meta_qwen3(struct mfile *f, struct ig_errbuf *eb)
 	    (rc = mfile__arch_f32(f, "attention.layer_norm_rms_epsilon", true, 0, &d->rms_eps,
 	                          eb)))
 		return rc;
-	if (vlen != d->head_dim || d->rope_dims != d->head_dim)
+	if (vlen != d->head_dim)
 		return ig_errf(eb, IG_E_INVAL,
-		               "'%s': " MFILE_ARCH_QWEN3 ".attention.value_length %u and "
-		               ".rope.dimension_count %u must equal the key length %u (as llama.cpp's "
-		               "qwen3 requires)",
-		               f->g.path, vlen, d->rope_dims, d->head_dim);
+		               "'%s': %s.attention.value_length %u must equal the key length %u (as "
+		               "llama.cpp's %s requires)",
+		               f->g.path, an, vlen, d->head_dim, an);
+	if (arch == MDESC_ARCH_QWEN3) {
+		d->attn_ungated = true;
+		d->full_interval = 1;
+		d->layers = blocks;
+		if ((rc = mfile__arch_u32(f, "feed_forward_length", true, 0, &d->ffn_inter, eb)))
+			return rc;
+		if (d->rope_dims != d->head_dim)
+			return ig_errf(eb, IG_E_INVAL,
+			               "'%s': qwen3.rope.dimension_count %u must equal the key length "
+			               "%u (as llama.cpp's qwen3 requires)",
+			               f->g.path, d->rope_dims, d->head_dim);
+	} else if ((rc = mfile__meta_hybrid(f, blocks, eb))) {
+		return rc;
+	}
 	if (!embd || embd->n_dims != 2)
 		return ig_errf(eb, IG_E_INVAL, "'%s': tensor 'token_embd.weight' (2 dims) is missing",
 		               f->g.path);
@@ -323,7 +441,12 @@ static int mfile__meta_qwen3(struct mfile *f, struct ig_errbuf *eb)
 		               f->g.path, (unsigned long long)embd->dims[1], MFILE_DIM_MAX);
 	d->vocab = (uint32_t)embd->dims[1];
 	d->tied_output = gguf_find_tensor(&f->g, "output.weight") == NULL;
-	d->default_lanes = d->max_lanes = MFILE_QWEN3_LANES;
+	if (d->family == MDESC_DENSE) {
+		d->default_lanes = d->max_lanes = MFILE_QWEN3_LANES;
+	} else {
+		d->default_lanes = MFILE_LLAMA_MOE_LANES;
+		d->max_lanes = MFILE_LLAMA_MOE_MAX_LANES;
+	}
 	d->default_chunk = MFILE_QWEN3_CHUNK;
 	d->default_max_tokens = MFILE_QWEN3_MAX_TOKENS;
 	if (gguf_get_str(&f->g, "general.name", &s, eb) == IG_E_OK)
@@ -331,13 +454,13 @@ static int mfile__meta_qwen3(struct mfile *f, struct ig_errbuf *eb)
 	else
 		snprintf(f->name, sizeof(f->name), "%s", f->g.path);
 	d->name = d->alias = f->name;
-	d->doc = "a llama.cpp qwen3 file";
+	d->doc = "a llama.cpp model file";
 	rc = gguf_get_str(&f->g, MFILE_TOKENIZER_KEY, &s, eb);
 	if (rc || s.len != 4 || memcmp(s.ptr, "gpt2", 4))
 		return ig_errf(eb, IG_E_INVAL,
-		               "'%s': a qwen3 file carries its vocabulary (" MFILE_TOKENIZER_KEY
+		               "'%s': a %s file carries its vocabulary (" MFILE_TOKENIZER_KEY
 		               " gpt2)",
-		               f->g.path);
+		               f->g.path, an);
 	d->tokenizer = MDESC_TOK_GPT2;
 	return IG_E_OK;
 }
@@ -351,8 +474,9 @@ static int mfile__meta(struct mfile *f, struct ig_errbuf *eb)
 	rc = gguf_get_str(&f->g, "general.architecture", &s, eb);
 	if (rc)
 		return ig_errprefix(eb, "'%s' is not a model file", f->g.path);
-	if (s.len == strlen(MFILE_ARCH_QWEN3) && !memcmp(s.ptr, MFILE_ARCH_QWEN3, s.len))
-		return mfile__meta_qwen3(f, eb);
+	for (int a = MDESC_ARCH_QWEN3; a < MDESC_ARCH_COUNT; a++)
+		if (s.len == strlen(mdesc_arch_name(a)) && !memcmp(s.ptr, mdesc_arch_name(a), s.len))
+			return mfile__meta_llama(f, (enum mdesc_arch)a, eb);
 	if (s.len != strlen(MFILE_ARCH) || memcmp(s.ptr, MFILE_ARCH, s.len))
 		return ig_errf(eb, IG_E_INVAL,
 		               "'%s' is a '%.*s' model; accepted: architecture " MFILE_ARCHS,
@@ -517,6 +641,15 @@ static void mfile__derive(struct mdesc *d)
 	}
 }
 
+/* A tensor of an MTP block: "blk.<i>." with i past the trunk's layers. */
+static bool mfile__is_mtp(const struct mdesc *d, const char *name)
+{
+	unsigned layer;
+
+	return d->mtp_layers && sscanf(name, "blk.%u.", &layer) == 1 && layer >= d->layers &&
+	       layer - d->layers < d->mtp_layers;
+}
+
 struct mfile__find {
 	struct mfile *f;
 	const char *name;
@@ -588,7 +721,11 @@ int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb)
 	c.eb = eb;
 	mdesc_for_each_tensor(&f->desc, mfile__check_one, &c);
 	rc = c.rc;
-	if (!rc && c.expected != f->g.n_tensors) {
+	/* the MTP blocks' tensors are not read (and not checked) */
+	for (size_t i = 0; i < f->g.n_tensors; i++)
+		if (mfile__is_mtp(&f->desc, gguf_tensor_at(&f->g, i)->name))
+			f->mtp_tensors++;
+	if (!rc && c.expected != f->g.n_tensors - f->mtp_tensors) {
 		/* every expected tensor is there: name one that is not expected */
 		struct mfile__find find = {.f = f};
 
@@ -596,18 +733,17 @@ int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb)
 			find.name = gguf_tensor_at(&f->g, i)->name;
 			find.found = false;
 			mdesc_for_each_tensor(&f->desc, mfile__find_one, &find);
-			if (!find.found)
+			if (!find.found && !mfile__is_mtp(&f->desc, find.name))
 				rc = ig_errf(eb, IG_E_INVAL,
 				             "'%s': tensor '%s' is not part of a %s model", path,
-				             find.name,
-				             f->desc.arch == MDESC_ARCH_QWEN3 ? MFILE_ARCH_QWEN3
-				                                              : MFILE_ARCH);
+				             find.name, mdesc_arch_name(f->desc.arch));
 		}
 		if (!rc)
 			rc = ig_errf(eb, IG_E_INVAL,
 			             "'%s': %zu tensors where the description has %llu", path,
 			             (size_t)f->g.n_tensors, (unsigned long long)c.expected);
 	}
+
 	if (!rc && f->desc.tokenizer == MDESC_TOK_GPT2)
 		rc = mfile__vocab(f, eb);
 	if (!rc)
@@ -636,7 +772,7 @@ static inline uint64_t mfile__mix(uint64_t z)
 	return z ^ (z >> 31);
 }
 
-enum mfile__kind { MFILE__MATRIX, MFILE__NORM, MFILE__A_LOG, MFILE__DT_BIAS };
+enum mfile__kind { MFILE__MATRIX, MFILE__NORM, MFILE__A_LOG, MFILE__A_NEG, MFILE__DT_BIAS };
 
 void mfile_synthetic_fill(uint64_t seed, enum mfile_dtype dtype, const char *name, uint64_t fan_in,
                           uint64_t first, size_t n, void *out)
@@ -675,11 +811,15 @@ void mfile_synthetic_values(uint64_t seed, const char *name, uint64_t fan_in, ui
 	uint64_t state = seed;
 	float scale = 1.0f / sqrtf((float)fan_in);
 
+	size_t len = strlen(name);
+
 	if (strstr(name, "norm") || strstr(name, "gate_inp_shexp"))
 		kind = MFILE__NORM;
 	else if (strstr(name, "a_log"))
 		kind = MFILE__A_LOG;
-	else if (strstr(name, "dt_bias"))
+	else if (len >= 6 && !strcmp(name + len - 6, ".ssm_a"))
+		kind = MFILE__A_NEG; /* llama.cpp's: -exp(A_log) */
+	else if (strstr(name, "dt_bias") || strstr(name, "ssm_dt"))
 		kind = MFILE__DT_BIAS;
 	/* each tensor its own stream: the seed and the name */
 	for (const char *p = name; *p; p++)
@@ -699,6 +839,9 @@ void mfile_synthetic_values(uint64_t seed, const char *name, uint64_t fan_in, ui
 			break;
 		case MFILE__A_LOG:
 			v = 1.4f + 1.4f * u;
+			break;
+		case MFILE__A_NEG:
+			v = -expf(1.4f + 1.4f * u);
 			break;
 		case MFILE__DT_BIAS:
 			v = 0.1f * u;
@@ -770,6 +913,51 @@ static int mfile__fill_blocks(const struct mfile__gen *g, const struct gguf_tens
 	return 0;
 }
 
+/* The type tensor `name` takes in the file being made. */
+static uint32_t mfile__type(const struct mfile__gen *g, const char *name, uint32_t n_dims,
+                            const uint64_t dims[4])
+{
+	/* llama.cpp's layouts: what its converter always writes in F32 (vectors,
+	 * norms, the routers, the convolution) */
+	if (g->vectors_f32 && (n_dims == 1 || strstr(name, "_norm.weight") ||
+	                       strstr(name, "ffn_gate_inp") || strstr(name, "ssm_conv1d")))
+		return GGUF_TENSOR_F32;
+	return mfile_tensor_type(g->dtype, name, n_dims, dims);
+}
+
+/* A widened file's F32 bytes [offset, offset + n): the values tensor t
+ * decodes to at the type it would have (mfile_wopts.widen), encoded and
+ * decoded a run of whole blocks at a time (a row is whole blocks). */
+static int mfile__fill_widened(const struct mfile__gen *g, const struct gguf_tensor *t,
+                               uint64_t offset, uint8_t *buf, size_t n, struct ig_errbuf *eb)
+{
+	enum { RUN = 64 }; /* blocks a run */
+	const struct quant_type *q =
+	    quant_type_of(mfile__type(g, t->name, t->n_dims, t->dims));
+	size_t be = q->block_elems;
+	float *v = malloc(RUN * be * sizeof(float));
+	uint8_t *enc = malloc((size_t)RUN * q->block_bytes);
+	uint64_t e0 = offset / 4, e1 = (offset + n) / 4; /* the writer cuts on elements */
+
+	if (!v || !enc) {
+		free(v);
+		free(enc);
+		return ig_errf(eb, IG_E_NOMEM, "no memory to widen tensor '%s'", t->name);
+	}
+	for (uint64_t b = e0 / be; b * be < e1; b += RUN) {
+		uint64_t from = b * be, to = from + RUN * be;
+		uint64_t lo = from > e0 ? from : e0, hi = to < e1 ? to : e1;
+
+		mfile_synthetic_values(g->seed, t->name, t->dims[0], from, RUN * be, v);
+		quant_quantize(q->id, v, enc, RUN * be);
+		quant_dequantize(q->id, enc, v, RUN * be);
+		memcpy(buf + (lo - e0) * 4, v + (lo - from), (size_t)(hi - lo) * 4);
+	}
+	free(v);
+	free(enc);
+	return 0;
+}
+
 static int mfile__fill(void *ctx, const struct gguf_tensor *t, uint64_t offset, void *buf, size_t n,
                        struct ig_errbuf *eb)
 {
@@ -779,7 +967,12 @@ static int mfile__fill(void *ctx, const struct gguf_tensor *t, uint64_t offset, 
 	if (g->o && g->o->stop && *g->o->stop)
 		return ig_errf(eb, IG_E_IO, "interrupted at tensor '%s' (%llu of %llu bytes made)",
 		               t->name, (unsigned long long)g->done, (unsigned long long)g->total);
-	if (q->block_elems > 1) {
+	if (g->o && g->o->widen) {
+		int rc = mfile__fill_widened(g, t, offset, buf, n, eb);
+
+		if (rc)
+			return rc;
+	} else if (q->block_elems > 1) {
 		int rc = mfile__fill_blocks(g, t, q, offset, buf, n, eb);
 
 		if (rc)
@@ -798,8 +991,7 @@ static void mfile__add_one(void *ctx, const char *name, uint32_t n_dims, const u
                            bool expert)
 {
 	struct mfile__gen *g = ctx;
-	uint32_t type = g->vectors_f32 && n_dims == 1 ? GGUF_TENSOR_F32
-	                                              : mfile_tensor_type(g->dtype, name, n_dims, dims);
+	uint32_t type = g->o && g->o->widen ? GGUF_TENSOR_F32 : mfile__type(g, name, n_dims, dims);
 	uint64_t bytes = quant_row_bytes(type, dims[0]);
 
 	for (uint32_t i = 1; i < n_dims; i++)
@@ -868,32 +1060,75 @@ out:
 	free(types);
 }
 
-/* A qwen3 file as llama.cpp's converter writes one: its keys, the
- * synthetic vocabulary, the tensors (no output.weight: tied). */
-static int mfile__build_qwen3(const struct mdesc *m, struct mfile__gen *g, struct ig_errbuf *eb)
+/* M-RoPE's sections for `pairs` rotary pairs, as Qwen3.5's [11, 11, 10, 0]
+ * for 32: section j holds the pairs i with i % 3 == j, so each pair takes
+ * its angle from a section (with a text position in all three, the same
+ * angle NeoX gives it). */
+static void mfile__rope_sections(uint32_t pairs, int32_t out[4])
+{
+	for (uint32_t j = 0; j < 3; j++)
+		out[j] = (int32_t)((pairs + 2 - j) / 3);
+	out[3] = 0;
+}
+
+/* A file of llama.cpp's layouts as its converter writes one: the keys of
+ * the architecture, the synthetic vocabulary, the tensors (1-D ones and the
+ * convolution in F32, no output.weight: tied). */
+static int mfile__build_llama(const struct mdesc *m, struct mfile__gen *g, struct ig_errbuf *eb)
 {
 	struct gguf_writer *w = g->w;
+	const char *an = mdesc_arch_name(m->arch);
+	bool hybrid = m->arch != MDESC_ARCH_QWEN3;
+	char k[96];
 
+#define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", an, (suffix)), k)
 	g->vectors_f32 = true;
-	if (m->family != MDESC_DENSE || m->full_interval != 1 || !m->attn_ungated ||
-	    !m->tied_output || m->tokenizer != MDESC_TOK_GPT2 || m->rope_dims != m->head_dim ||
-	    m->vocab < MFILE_QWEN3_VOCAB)
+	if (!m->tied_output || m->tokenizer != MDESC_TOK_GPT2 || m->vocab < MFILE_QWEN3_VOCAB ||
+	    m->mtp_layers ||
+	    (hybrid ? m->attn_ungated || m->lin_dk != m->lin_dv ||
+	                  m->family != (m->arch == MDESC_ARCH_QWEN35 ? MDESC_DENSE : MDESC_MOE)
+	            : m->family != MDESC_DENSE || m->full_interval != 1 || !m->attn_ungated ||
+	                  m->rope_dims != m->head_dim))
 		return ig_errf(eb, IG_E_INVAL,
-		               "synthetic model '%s': not a qwen3 shape (mfile_as_qwen3 makes one)",
-		               m->name);
-	gguf_writer_add_str(w, "general.architecture", MFILE_ARCH_QWEN3);
+		               "synthetic model '%s': not a %s shape (mfile_as_layout makes one)",
+		               m->name, an);
+	gguf_writer_add_str(w, "general.architecture", an);
 	gguf_writer_add_str(w, "general.name", m->name);
-	gguf_writer_add_u32(w, "qwen3.block_count", m->layers);
-	gguf_writer_add_u32(w, "qwen3.context_length", m->default_context);
-	gguf_writer_add_u32(w, "qwen3.embedding_length", m->hidden);
-	gguf_writer_add_u32(w, "qwen3.feed_forward_length", m->ffn_inter);
-	gguf_writer_add_u32(w, "qwen3.attention.head_count", m->q_heads);
-	gguf_writer_add_u32(w, "qwen3.attention.head_count_kv", m->kv_heads);
-	gguf_writer_add_u32(w, "qwen3.attention.key_length", m->head_dim);
-	gguf_writer_add_u32(w, "qwen3.attention.value_length", m->head_dim);
-	gguf_writer_add_u32(w, "qwen3.rope.dimension_count", m->rope_dims);
-	gguf_writer_add_f32(w, "qwen3.rope.freq_base", m->rope_theta);
-	gguf_writer_add_f32(w, "qwen3.attention.layer_norm_rms_epsilon", m->rms_eps);
+	gguf_writer_add_u32(w, KEY("block_count"), m->layers);
+	gguf_writer_add_u32(w, KEY("context_length"), m->default_context);
+	gguf_writer_add_u32(w, KEY("embedding_length"), m->hidden);
+	gguf_writer_add_u32(w, KEY("feed_forward_length"),
+	                    m->family == MDESC_DENSE ? m->ffn_inter : m->shared_inter);
+	gguf_writer_add_u32(w, KEY("attention.head_count"), m->q_heads);
+	gguf_writer_add_u32(w, KEY("attention.head_count_kv"), m->kv_heads);
+	gguf_writer_add_u32(w, KEY("attention.key_length"), m->head_dim);
+	gguf_writer_add_u32(w, KEY("attention.value_length"), m->head_dim);
+	gguf_writer_add_u32(w, KEY("rope.dimension_count"), m->rope_dims);
+	gguf_writer_add_f32(w, KEY("rope.freq_base"), m->rope_theta);
+	gguf_writer_add_f32(w, KEY("attention.layer_norm_rms_epsilon"), m->rms_eps);
+	if (hybrid) {
+		if (m->arch != MDESC_ARCH_QWEN3NEXT) {
+			int32_t sec[4];
+
+			mfile__rope_sections(m->rope_dims / 2, sec);
+			gguf_writer_add_arr(w, KEY("rope.dimension_sections"), GGUF_TYPE_INT32, sec,
+			                    4);
+		}
+		gguf_writer_add_u32(w, KEY("full_attention_interval"), m->full_interval);
+		gguf_writer_add_u32(w, KEY("ssm.conv_kernel"), m->conv_kernel);
+		gguf_writer_add_u32(w, KEY("ssm.state_size"), m->lin_dk);
+		gguf_writer_add_u32(w, KEY("ssm.group_count"), m->lin_k_heads);
+		gguf_writer_add_u32(w, KEY("ssm.time_step_rank"), m->lin_v_heads);
+		gguf_writer_add_u32(w, KEY("ssm.inner_size"), m->lin_v_heads * m->lin_dv);
+		if (m->family == MDESC_MOE) {
+			gguf_writer_add_u32(w, KEY("expert_count"), m->experts);
+			gguf_writer_add_u32(w, KEY("expert_used_count"), m->top_k);
+			gguf_writer_add_u32(w, KEY("expert_feed_forward_length"), m->expert_inter);
+			gguf_writer_add_u32(w, KEY("expert_shared_feed_forward_length"),
+			                    m->shared_inter);
+		}
+	}
+#undef KEY
 	gguf_writer_add_u64(w, "ignis.seed", g->seed);
 	mfile__synthetic_vocab(w, m->vocab);
 	mdesc_for_each_tensor(m, mfile__add_one, g);
@@ -905,25 +1140,70 @@ static int mfile__build_qwen3(const struct mdesc *m, struct mfile__gen *g, struc
 	return IG_E_OK;
 }
 
-void mfile_as_qwen3(const struct mdesc *src, struct mdesc *out)
+int mfile_as_layout(const struct mdesc *src, enum mdesc_arch arch, struct mdesc *out,
+                    struct ig_errbuf *eb)
 {
+	const char *an = mdesc_arch_name(arch);
+
+	if (arch == MDESC_ARCH_IGNIS || !an)
+		return ig_errf(eb, IG_E_INVAL, "mfile_as_layout: %d is not one of llama.cpp's layouts",
+		               (int)arch);
+	if (src->family != (arch == MDESC_ARCH_QWEN3 || arch == MDESC_ARCH_QWEN35 ? MDESC_DENSE
+	                                                                         : MDESC_MOE))
+		return ig_errf(eb, IG_E_INVAL,
+		               "model '%s' is %s; the %s layout is %s (accepted: qwen3 and qwen35 "
+		               "for a dense model, qwen35moe and qwen3next for a moe one)",
+		               src->name, src->family == MDESC_DENSE ? "dense" : "moe", an,
+		               arch == MDESC_ARCH_QWEN3 || arch == MDESC_ARCH_QWEN35 ? "dense" : "moe");
+	if (arch != MDESC_ARCH_QWEN3 && src->lin_dk != src->lin_dv)
+		return ig_errf(eb, IG_E_INVAL,
+		               "model '%s': linear key length %u and value length %u differ; "
+		               "llama.cpp's %s takes them equal",
+		               src->name, src->lin_dk, src->lin_dv, an);
 	*out = *src;
-	out->family = MDESC_DENSE;
-	out->arch = MDESC_ARCH_QWEN3;
-	out->attn_ungated = true;
+	out->arch = arch;
 	out->tied_output = true;
-	out->full_interval = 1;
-	out->full_layers = src->layers;
-	out->lin_k_heads = out->lin_v_heads = out->lin_dk = out->lin_dv = out->conv_kernel = 0;
-	out->rope_dims = src->head_dim;
+	out->mtp_layers = 0;
 	out->tokenizer = MDESC_TOK_GPT2;
 	out->eos_id = MFILE_QWEN3_EOS;
 	if (out->vocab < MFILE_QWEN3_VOCAB)
 		out->vocab = MFILE_QWEN3_VOCAB;
-	out->fixed_lanes = out->default_lanes = out->max_lanes = MFILE_QWEN3_LANES;
 	out->default_chunk = MFILE_QWEN3_CHUNK;
 	out->default_max_tokens = MFILE_QWEN3_MAX_TOKENS;
 	out->weight_bytes = out->state_image_bytes = 0;
+	if (arch == MDESC_ARCH_QWEN3) {
+		out->attn_ungated = true;
+		out->full_interval = 1;
+		out->full_layers = src->layers;
+		out->lin_k_heads = out->lin_v_heads = out->lin_dk = out->lin_dv = 0;
+		out->conv_kernel = 0;
+		out->rope_dims = src->head_dim;
+	} else {
+		out->attn_ungated = false;
+	}
+	if (out->family == MDESC_DENSE) {
+		out->fixed_lanes = out->default_lanes = out->max_lanes = MFILE_QWEN3_LANES;
+	} else {
+		out->fixed_lanes = 0;
+		out->default_lanes = MFILE_LLAMA_MOE_LANES;
+		out->max_lanes = MFILE_LLAMA_MOE_MAX_LANES;
+		out->prefetch_width = out->top_k;
+		out->indexer_key_bytes = 0;
+		out->default_retained_host = MFILE_LLAMA_MOE_RETAINED_HOST;
+		out->default_kv_disk_bytes = 0;
+		out->offload_pool_pages = MFILE_LLAMA_MOE_POOL_PAGES;
+		out->cache_floor_bytes = MFILE_LLAMA_MOE_FLOOR;
+		out->expert_host_bytes = out->heaviest_layer_expert_bytes = 0;
+	}
+	return IG_E_OK;
+}
+
+void mfile_as_qwen3(const struct mdesc *src, struct mdesc *out)
+{
+	struct mdesc dense = *src;
+
+	dense.family = MDESC_DENSE; /* qwen3 is dense; its shapes are src's */
+	mfile_as_layout(&dense, MDESC_ARCH_QWEN3, out, NULL);
 }
 
 /* Check `m` and fill the writer: the metadata, then every tensor as a
@@ -936,8 +1216,8 @@ static int mfile__build(const struct mdesc *m, struct mfile__gen *g, struct ig_e
 	rc = mfile_check_desc(m, eb);
 	if (rc)
 		return ig_errprefix(eb, "synthetic model '%s'", m->name);
-	if (m->arch == MDESC_ARCH_QWEN3)
-		return mfile__build_qwen3(m, g, eb);
+	if (m->arch != MDESC_ARCH_IGNIS)
+		return mfile__build_llama(m, g, eb);
 	if (m->tokenizer == MDESC_TOK_GPT2)
 		return ig_errf(eb, IG_E_INVAL,
 		               "synthetic model '%s': an " MFILE_ARCH " file has no gpt2 vocabulary to "

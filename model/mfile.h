@@ -34,12 +34,21 @@
 #define MFILE_ARCH "ignis-hybrid"
 /* llama.cpp's architectures that load (docs/adr/0031), and all of them. */
 #define MFILE_ARCH_QWEN3 "qwen3"
-#define MFILE_ARCHS      "ignis-hybrid or qwen3"
+#define MFILE_ARCHS      "ignis-hybrid, qwen3, qwen35, qwen35moe or qwen3next"
 /* What a qwen3 file does not carry, Ignis's knobs: 4 fixed decode lanes, a
  * prefill chunk of 512 tokens, 512 tokens when a request names no cap. */
 #define MFILE_QWEN3_LANES      4u
 #define MFILE_QWEN3_CHUNK      512u
 #define MFILE_QWEN3_MAX_TOKENS 512u
+/* The MoE hybrids' (qwen35moe, qwen3next) knobs, which the file does not
+ * carry (docs/adr/0033): decode lanes 4 by default, up to 8; 8 retained host
+ * slots; an offloaded pool of 8192 pages; the expert cache's floor 12 GiB,
+ * or every expert's bytes when they weigh less. */
+#define MFILE_LLAMA_MOE_LANES         4u
+#define MFILE_LLAMA_MOE_MAX_LANES     8u
+#define MFILE_LLAMA_MOE_RETAINED_HOST 8u
+#define MFILE_LLAMA_MOE_POOL_PAGES    8192u
+#define MFILE_LLAMA_MOE_FLOOR         (12ull << 30)
 /* A synthetic qwen3 file's vocabulary: the 256 byte tokens, <|endoftext|>,
  * <|im_start|>, <|im_end|> (its eos); more rows are padding. */
 #define MFILE_QWEN3_VOCAB 259u
@@ -61,6 +70,7 @@ struct mfile {
 	struct gguf g;
 	struct mdesc desc; /* shapes and figures from the file; name points into `name` */
 	char name[64];
+	uint64_t mtp_tensors; /* tensors of MTP blocks: in the file, not read */
 };
 
 /* Open and check `path`. On success the caller owns `f` until mfile_close;
@@ -141,6 +151,16 @@ uint32_t mfile_tensor_type(enum mfile_dtype dtype, const char *name, uint32_t n_
  * the knobs a qwen3 file gives (MFILE_QWEN3_*). Its name stays src's.
  */
 void mfile_as_qwen3(const struct mdesc *src, struct mdesc *out);
+/*
+ * The same for any of llama.cpp's layouts (docs/adr/0033): qwen3 as above;
+ * qwen35 a dense src's hybrid shapes with a gated attention (the output
+ * gate in attn_q, as ours), qwen35moe and qwen3next a moe src's; the MoE
+ * knobs of a llama.cpp file (MFILE_LLAMA_MOE_*). IG_E_INVAL naming what
+ * does not fit: the family, or linear key and value lengths that differ
+ * (llama.cpp takes them equal). `eb` may be NULL.
+ */
+int mfile_as_layout(const struct mdesc *src, enum mdesc_arch arch, struct mdesc *out,
+                    struct ig_errbuf *eb);
 
 /* What a synthetic file of a description would be, computed without writing. */
 struct mfile_synthetic {
@@ -189,6 +209,11 @@ struct mfile_wopts {
 	 * generated so far and the tensors' total (mfile_synthetic.data_bytes). */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	/* When set: every tensor F32, holding exactly the values its tensor at
+	 * the dtype decodes to (a block type's blocks encoded and decoded). The
+	 * same model as the dtype's file, which a peer computes in f32: the
+	 * oracle's reference for our own decoding (test_model_oracle). */
+	bool widen;
 	/* Fault injection for tests: gguf_writer.write_fn. */
 	ssize_t (*write_fn)(int fd, const void *buf, size_t n);
 };

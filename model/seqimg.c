@@ -18,11 +18,18 @@ uint64_t seqimg_model_id(const struct mdesc *m)
 	    m->kv_heads, m->head_dim,     m->vocab,       m->ffn_inter,        m->experts,
 	    m->top_k,    m->expert_inter, m->lin_k_heads, m->lin_v_heads,      m->lin_dk,
 	    m->lin_dv,   m->conv_kernel,  m->rope_dims,   m->indexer_key_bytes};
-	unsigned char buf[sizeof(f)];
+	unsigned char buf[sizeof(f) + 4];
+	size_t n = sizeof(f);
 
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
 		le_put32(buf + 4 * i, f[i]);
-	return XXH64(buf, sizeof(buf), 0x49474e4953ull /* "IGNIS" */);
+	/* the layout too (value-head order, decay storage differ): appended
+	 * for llama.cpp's, so our own files' ids stay what they were */
+	if (m->arch != MDESC_ARCH_IGNIS) {
+		le_put32(buf + n, (uint32_t)m->arch);
+		n += 4;
+	}
+	return XXH64(buf, n, 0x49474e4953ull /* "IGNIS" */);
 }
 
 static void seqimg__encode(unsigned char *b, const struct seqimg_header *h)

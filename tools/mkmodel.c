@@ -95,7 +95,7 @@ static const char *mk_family_name(int family)
 #define USAGE                                                                                      \
 	"usage: " PROG " --preset NAME (-o FILE | --dry-run) [--seed N]\n"                         \
 	"                     [--dtype TYPE] [--set KEY=VALUE[,KEY=VALUE...]]...\n"        \
-	"                     [--tokenizer bytes|none] [--name NAME] [--layout ignis|qwen3]\n"
+	"                     [--tokenizer bytes|none] [--name NAME] [--layout L]\n"
 
 static void usage(FILE *f, bool full)
 {
@@ -122,10 +122,12 @@ static void usage(FILE *f, bool full)
 	    "      --tokenizer T   bytes (the byte-level tokenizer: exactly 260 ids) or none\n"
 	    "                      (token ids only: no text, no end of sequence); default:\n"
 	    "                      the preset's\n"
-	    "      --layout L      ignis (default: ours, " MFILE_ARCH ") or qwen3 (llama.cpp's\n"
-	    "                      qwen3 layout of a dense preset's shapes: every layer full\n"
-	    "                      attention, no output gate, output tied to the embedding,\n"
-	    "                      a synthetic gpt2 vocabulary; llama.cpp loads it too)\n"
+	    "      --layout L      ignis (default: ours, " MFILE_ARCH ") or one of llama.cpp's,\n"
+	    "                      which llama.cpp loads too (output tied to the embedding, a\n"
+	    "                      synthetic gpt2 vocabulary): qwen3 (a dense preset's shapes,\n"
+	    "                      every layer full attention, no output gate), qwen35 (a\n"
+	    "                      dense preset's hybrid), qwen35moe or qwen3next (a moe\n"
+	    "                      preset's hybrid)\n"
 	    "      --name NAME     the model's name in the file, 1 to 63 bytes (default: the\n"
 	    "                      preset's, or PRESET-custom when --set changed the shape);\n"
 	    "                      a built-in model's name only with that model's shape\n"
@@ -565,26 +567,39 @@ int main(int argc, char **argv)
 	if (tokenizer && (!mdesc_tokenizer_of(tokenizer, strlen(tokenizer), &mk.m.tokenizer) ||
 	                  mk.m.tokenizer == MDESC_TOK_GPT2)) {
 		fprintf(stderr,
-		        PROG ": --tokenizer '%s'; accepted: bytes, none (--layout qwen3 writes a gpt2 "
-		             "vocabulary of its own)\n",
+		        PROG ": --tokenizer '%s'; accepted: bytes, none (a llama.cpp --layout writes a "
+		             "gpt2 vocabulary of its own)\n",
 		        tokenizer);
 		rc = 2;
 		goto out;
 	}
 	rc = mk_apply_sets(&mk, sets, nsets);
 	if (!rc && strcmp(layout, "ignis")) {
-		struct mdesc q3;
+		struct mdesc lm;
+		struct ig_errbuf leb = {0};
+		int arch = MDESC_ARCH_QWEN3;
 
-		if (strcmp(layout, "qwen3")) {
-			fprintf(stderr, PROG ": --layout '%s'; accepted: ignis, qwen3\n", layout);
+		while (arch < MDESC_ARCH_COUNT && strcmp(layout, mdesc_arch_name(arch)))
+			arch++;
+		if (arch == MDESC_ARCH_COUNT) {
+			fprintf(stderr,
+			        PROG ": --layout '%s'; accepted: ignis, qwen3, qwen35, qwen35moe, "
+			             "qwen3next\n",
+			        layout);
 			rc = 2;
-		} else if (mk.m.family != MDESC_DENSE || tokenizer) {
-			fprintf(stderr, PROG ": --layout qwen3 takes a dense preset and its own gpt2 "
-			                     "vocabulary (no --tokenizer)\n");
+		} else if (tokenizer) {
+			fprintf(stderr, PROG ": --layout %s writes its own gpt2 vocabulary (no "
+			                     "--tokenizer)\n",
+			        layout);
+			rc = 2;
+		} else if (arch == MDESC_ARCH_QWEN3 && mk.m.family != MDESC_DENSE) {
+			fprintf(stderr, PROG ": --layout qwen3 takes a dense preset\n");
+			rc = 2;
+		} else if (mfile_as_layout(&mk.m, (enum mdesc_arch)arch, &lm, &leb)) {
+			fprintf(stderr, PROG ": --layout %s: %s\n", layout, leb.msg);
 			rc = 2;
 		} else {
-			mfile_as_qwen3(&mk.m, &q3);
-			mk.m = q3;
+			mk.m = lm;
 		}
 	}
 	if (!rc)

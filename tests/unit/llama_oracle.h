@@ -97,9 +97,13 @@ struct llo {
 	char why[512]; /* llo_open's failure */
 };
 
+/* llama.cpp's log: silent, or on stderr when IGNIS_ORACLE_LOG is set (to
+ * see why it refused a file). */
 static void llo__quiet(int level, const char *text, void *ud)
 {
-	(void)level, (void)text, (void)ud;
+	(void)level, (void)ud;
+	if (getenv("IGNIS_ORACLE_LOG"))
+		fputs(text, stderr);
 }
 
 static bool llo__sym(struct llo *o, void *field, const char *name)

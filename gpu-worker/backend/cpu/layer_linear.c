@@ -24,8 +24,6 @@
 #include "cpu_ops.h"
 #include "common/err.h"
 
-/* Added under the square root of the q/k L2 norm (Qwen3-Next's l2norm). */
-#define LLIN_L2_EPS 1e-6f
 /* softplus(s) = s above this, as torch's softplus threshold: log1p(exp(s))
  * equals s in fp32 there, and exp would overflow further up. */
 #define LLIN_SOFTPLUS_THRESHOLD 20.0f
@@ -34,6 +32,8 @@
 
 struct llin_dims {
 	size_t hidden, lk, lv, dk, dv, K, qkv, lvdv;
+	enum mdesc_lin_ba ba; /* how b and a are stored */
+	bool tiled, a_neg;    /* mdesc_lin_tiled, mdesc_lin_a_neg */
 };
 
 static int llin_dims_of(const struct mdesc *m, struct llin_dims *d)
@@ -49,6 +49,9 @@ static int llin_dims_of(const struct mdesc *m, struct llin_dims *d)
 	d->K = m->conv_kernel;
 	d->lvdv = d->lv * d->dv;
 	d->qkv = 2 * d->lk * d->dk + d->lvdv;
+	d->ba = mdesc_lin_ba(m);
+	d->tiled = mdesc_lin_tiled(m);
+	d->a_neg = mdesc_lin_a_neg(m);
 	return 0;
 }
 
@@ -78,6 +81,10 @@ void llin_state_zero(const struct mdesc *m, struct llin_state *st)
 struct llin_scratch {
 	float *attn_norm, *norm, *xn, *qkv, *z, *ba, *o, *work;
 	size_t work_per_head;
+	/* token t's b values at b + t * ba_stride, its a values at a + ...
+	 * (indexed as llin_head_token says): views into ba */
+	float *b, *a;
+	size_t ba_stride;
 };
 
 static size_t llin_scratch_layout(const struct llin_dims *d, size_t n, float *base,
@@ -156,10 +163,11 @@ static void llin_conv_items(void *ctx, size_t begin, size_t end)
 	}
 }
 
-/* dst[i] = (src[i] * r) * scale with r the inverse L2 norm (layer_linear.h). */
-static void llin_l2norm(const float *src, float *dst, size_t n, float scale)
+/* dst[i] = (src[i] * r) * scale with r the inverse L2 norm (layer_linear.h):
+ * eps is the model's rms epsilon, as Qwen3-Next's l2norm and llama.cpp's. */
+static void llin_l2norm(const float *src, float *dst, size_t n, float scale, float eps)
 {
-	float r = 1.0f / sqrtf(cop_dot_f32(src, src, n) + LLIN_L2_EPS);
+	float r = 1.0f / sqrtf(cop_dot_f32(src, src, n) + eps);
 
 	for (size_t i = 0; i < n; i++)
 		dst[i] = (src[i] * r) * scale;
@@ -174,19 +182,23 @@ static float llin_softplus(float s)
 static void llin_head_token(const struct llin_job *j, size_t h, size_t t, float *work)
 {
 	const struct llin_dims *d = j->d;
-	size_t dk = d->dk, dv = d->dv, kh = h / (d->lv / d->lk);
+	size_t dk = d->dk, dv = d->dv, r = d->lv / d->lk, kh = d->tiled ? h % d->lk : h / r;
 	const float *row = j->s->qkv + t * d->qkv;
 	const float *v = row + 2 * d->lk * dk + h * dv;
 	float *q = work, *k = work + dk, *kv = work + 2 * dk;
 	float *S = j->st->S + h * dk * dv;
 	float *o = j->s->o + t * d->lvdv + h * dv;
-	float b = j->s->ba[t * 2 * d->lv + h], a = j->s->ba[t * 2 * d->lv + d->lv + h];
+	/* b_h and a_h where the layout keeps them (llin_forward_segs) */
+	size_t at = d->ba == MDESC_BA_GROUPED ? h / r * 2 * r + h % r : h;
+	float b = j->s->b[t * j->s->ba_stride + at], a = j->s->a[t * j->s->ba_stride + at];
 	float beta = 1.0f / (1.0f + expf(-b));
 	float sp = llin_softplus(a + cop_at(j->w->dt_bias, h));
-	float alpha = expf(-(expf(cop_at(j->w->a_log, h)) * sp));
+	/* -(e * sp) and sp * (-e) are the same bits: one line for both storages */
+	float alpha = d->a_neg ? expf(sp * cop_at(j->w->a_log, h))
+	                       : expf(-(expf(cop_at(j->w->a_log, h)) * sp));
 
-	llin_l2norm(row + kh * dk, q, dk, 1.0f / sqrtf((float)dk));
-	llin_l2norm(row + d->lk * dk + kh * dk, k, dk, 1.0f);
+	llin_l2norm(row + kh * dk, q, dk, 1.0f / sqrtf((float)dk), j->eps);
+	llin_l2norm(row + d->lk * dk + kh * dk, k, dk, 1.0f, j->eps);
 
 	/* Decay, and kv[j] = sum_i S[i][j] * k[i] in increasing i. */
 	for (size_t jj = 0; jj < dv; jj++)
@@ -266,7 +278,13 @@ int llin_forward_segs(const struct mdesc *m, const struct llin_weights *w,
 	cop_rmsnorm_rows(x, s.attn_norm, s.xn, n, d.hidden, m->rms_eps);
 	cop_matmul(pool, w->qkv, s.xn, s.qkv, d.hidden, d.qkv, n);
 	cop_matmul(pool, w->z, s.xn, s.z, d.hidden, d.lvdv, n);
-	cop_matmul(pool, w->ba, s.xn, s.ba, d.hidden, 2 * d.lv, n);
+	if (d.ba == MDESC_BA_SPLIT) {
+		/* b rows [n][lv], then a rows [n][lv] */
+		cop_matmul(pool, w->ba, s.xn, s.ba, d.hidden, d.lv, n);
+		cop_matmul(pool, w->alpha, s.xn, s.ba + n * d.lv, d.hidden, d.lv, n);
+	} else {
+		cop_matmul(pool, w->ba, s.xn, s.ba, d.hidden, 2 * d.lv, n);
+	}
 
 	/* The conv and the recurrence sequence by sequence, each on its own
 	 * state and rows. */
@@ -278,7 +296,17 @@ int llin_forward_segs(const struct mdesc *m, const struct llin_weights *w,
 		part = s;
 		part.qkv = s.qkv + row * d.qkv;
 		part.z = s.z + row * d.lvdv;
-		part.ba = s.ba + row * 2 * d.lv;
+		if (d.ba == MDESC_BA_SPLIT) {
+			part.b = s.ba + row * d.lv;
+			part.a = s.ba + (n + row) * d.lv;
+			part.ba_stride = d.lv;
+		} else {
+			/* FUSED: every b then every a; GROUPED: a key head's r b then
+			 * its r a, so a_h sits r after b_h */
+			part.b = s.ba + row * 2 * d.lv;
+			part.a = part.b + (d.ba == MDESC_BA_GROUPED ? d.lv / d.lk : d.lv);
+			part.ba_stride = 2 * d.lv;
+		}
 		part.o = s.o + row * d.lvdv;
 		job = (struct llin_job){
 		    .d = &d, .w = w, .st = &st, .s = &part, .n = segs[i].n_tok, .eps = m->rms_eps};

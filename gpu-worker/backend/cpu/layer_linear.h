@@ -8,17 +8,22 @@
  * names of docs/adr/0006 (blk.N.*, bf16, GGUF [n_in, n_out]):
  *
  *   1. xn  = rmsnorm(x, attn_norm, eps)                    (cop_rmsnorm)
- *   2. qkv = lin_qkv . xn;  z = lin_z . xn;  ba = lin_ba . xn (cop_matmul_bf16)
- *      qkv = [q: lk*dk | k: lk*dk | v: lv*dv], ba = [b: lv | a: lv]
+ *   2. qkv = lin_qkv . xn;  z = lin_z . xn;  ba = lin_ba . xn (cop_matmul)
+ *      qkv = [q: lk*dk | k: lk*dk | v: lv*dv], ba = [b: lv | a: lv]; a
+ *      llama.cpp layout (mdesc_lin_ba) stores b and a in two matrices
+ *      (SPLIT) or per key head (GROUPED): b_h and a_h are the same values
  *   3. per channel c of qkv, the causal depthwise convolution over the last
  *      K inputs u (the conv state holds the previous K-1, zeros at the start):
  *        y = +0;  y += w[c*K + i] * u_c(t - (K-1) + i)  for i = 0 .. K-1
  *      then silu(y) = y / (1 + expf(-y));
- *   4. per key head: q, k L2-normalised, r = 1 / sqrtf(cop_dot_f32(x, x) + 1e-6),
+ *   4. per key head: q, k L2-normalised, r = 1 / sqrtf(cop_dot_f32(x, x) + eps),
  *      q[i] = (q[i] * r) * (1 / sqrtf(dk)),  k[i] = k[i] * r;
- *   5. per value head h (key head h / (lv / lk)), state S_h [dk][dv] fp32:
+ *   5. per value head h (key head h / (lv / lk); h mod lk when
+ *      mdesc_lin_tiled), state S_h [dk][dv] fp32:
  *        beta = 1 / (1 + expf(-b_h));
  *        g = -(expf(a_log_h) * softplus(a_h + dt_bias_h)),  alpha = expf(g)
+ *        (a file holding A = -exp(A_log) (mdesc_lin_a_neg): g = softplus(..) * A,
+ *        the same bits when A is exactly -expf(a_log));
  *        (softplus(s) = s for s > 20, else log1pf(expf(s)));
  *        S = alpha * S;
  *        kv[j] = sum_i S[i][j] * k[i]            (i increasing, from +0)
@@ -59,9 +64,12 @@ struct llin_weights {
 	struct cop_w attn_norm;    /* [hidden] */
 	struct cop_w qkv;          /* [hidden -> 2*lk*dk + lv*dv] */
 	struct cop_w z;            /* [hidden -> lv*dv] */
-	struct cop_w ba;           /* [hidden -> 2*lv]: b then a */
+	struct cop_w ba;           /* [hidden -> 2*lv]: b then a (mdesc_lin_ba FUSED),
+	                              per key head its b then its a (GROUPED); SPLIT:
+	                              [hidden -> lv], b only */
+	struct cop_w alpha;        /* SPLIT: [hidden -> lv], a */
 	struct cop_w conv;         /* [K, qkv]: channel c, tap i at c*K + i */
-	struct cop_w a_log;        /* [lv] */
+	struct cop_w a_log;        /* [lv]: A_log, or -exp(A_log) (mdesc_lin_a_neg) */
 	struct cop_w dt_bias;      /* [lv] */
 	struct cop_w norm;         /* [dv] */
 	struct cop_w out;          /* [lv*dv -> hidden] */

@@ -73,13 +73,15 @@ static struct cop_w mdl__mat(struct mdl__bind *b, const char *name)
 	return w;
 }
 
-static const char *mdl__ln(char *name, size_t cap, uint32_t layer, const char *what)
+/* The file's name of our tensor `what` of layer `layer` (mdesc_tensor_name). */
+static const char *mdl__ln(const struct mdesc *m, char *name, size_t cap, uint32_t layer,
+                           const char *what)
 {
-	snprintf(name, cap, "blk.%u.%s.weight", layer, what);
+	mdesc_tensor_name(m, (int)layer, what, name, cap);
 	return name;
 }
-#define LVEC(i, what) mdl__vec(&b, mdl__ln(nm, sizeof(nm), (i), (what)))
-#define LMAT(i, what) mdl__mat(&b, mdl__ln(nm, sizeof(nm), (i), (what)))
+#define LVEC(i, what) mdl__vec(&b, mdl__ln(m, nm, sizeof(nm), (i), (what)))
+#define LMAT(i, what) mdl__mat(&b, mdl__ln(m, nm, sizeof(nm), (i), (what)))
 
 int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb)
 {
@@ -121,7 +123,12 @@ int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *pla
 			l->lw.attn_norm = LVEC(i, "attn_norm");
 			l->lw.qkv = LMAT(i, "lin_qkv");
 			l->lw.z = LMAT(i, "lin_z");
-			l->lw.ba = LMAT(i, "lin_ba");
+			if (mdesc_lin_ba(m) == MDESC_BA_SPLIT) {
+				l->lw.ba = LMAT(i, "lin_beta");
+				l->lw.alpha = LMAT(i, "lin_alpha");
+			} else {
+				l->lw.ba = LMAT(i, "lin_ba");
+			}
 			l->lw.conv = LVEC(i, "lin_conv");
 			l->lw.a_log = LVEC(i, "lin_a_log");
 			l->lw.dt_bias = LVEC(i, "lin_dt_bias");
