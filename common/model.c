@@ -279,13 +279,16 @@ uint64_t mdesc_class_set_bytes(const struct mdesc *m)
 
 uint64_t mdesc_min_expert_bytes(const struct mdesc *m)
 {
-	uint64_t gu = m->class_record_bytes[0], dn = m->class_record_bytes[MDESC_EXPERT_WIDTHS];
+	uint64_t gu = 0, dn = 0;
 
-	for (int i = 1; i < MDESC_EXPERT_WIDTHS; i++) {
-		if (m->class_record_bytes[i] < gu)
-			gu = m->class_record_bytes[i];
-		if (m->class_record_bytes[MDESC_EXPERT_WIDTHS + i] < dn)
-			dn = m->class_record_bytes[MDESC_EXPERT_WIDTHS + i];
+	/* a class of 0 bytes is one a file does not have (mfile.c) */
+	for (int i = 0; i < MDESC_EXPERT_WIDTHS; i++) {
+		uint64_t g = m->class_record_bytes[i], d = m->class_record_bytes[MDESC_EXPERT_WIDTHS + i];
+
+		if (g && (!gu || g < gu))
+			gu = g;
+		if (d && (!dn || d < dn))
+			dn = d;
 	}
 	return gu + dn;
 }

@@ -369,6 +369,10 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	ev_begin(&e, EV_INFO, "ignis.gpu_worker.model_loaded");
 	ev_str(&e, "model", w->f.desc.name);
 	ev_str(&e, "path", path);
+	ev_str(&e, "architecture", mdesc_arch_name(w->f.desc.arch));
+	/* a llama.cpp file's multi-token-prediction blocks: not run */
+	ev_u64(&e, "mtp_layers_skipped", w->f.desc.mtp_layers);
+	ev_u64(&e, "mtp_tensors_skipped", w->f.mtp_tensors);
 	ev_u64(&e, "weights_placed_bytes", w->d.placed_bytes);
 	ev_u64(&e, "weights_line_bytes", w->layout.r[VPLAN_WEIGHTS].bytes);
 	ev_u64(&e, "kv_pool_pages", pl->pool_pages);

@@ -1781,7 +1781,7 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, struct ig_errbuf 
 		put_u64(&o, t->offset);
 	}
 	pad_to(&o, data_offset);
-	for (size_t i = 0; i < w->n_tensors && !o.err; i++) {
+	for (size_t i = 0; i < w->n_tensors && !o.err && !w->sparse; i++) {
 		const struct gguf_wtensor *t = &w->tensors[i];
 
 		pad_to(&o, data_offset + t->offset);
@@ -1793,8 +1793,16 @@ int gguf_writer_write(struct gguf_writer *w, const char *path, struct ig_errbuf 
 			put(&o, t->data, (size_t)t->n_bytes);
 		}
 	}
-	pad_to(&o, file_bytes);
+	if (!w->sparse)
+		pad_to(&o, file_bytes);
 	flush(&o);
+	/* sparse: the data section is a hole of its size (it reads as zeros) */
+	if (w->sparse && !o.err) {
+		if (ftruncate(fd, (off_t)file_bytes) != 0)
+			o.err = errno ? errno : EIO;
+		else
+			o.done = file_bytes;
+	}
 	if (!o.err && o.done != file_bytes)
 		o.err = EIO; /* cannot happen: every byte handed over went out */
 	if (o.err) {

@@ -302,6 +302,11 @@ struct gguf_writer {
 	/* Fault injection for tests: called instead of write(2) when set; it may
 	 * write part and fail with errno as write(2) does. NULL in normal use. */
 	ssize_t (*write_fn)(int fd, const void *buf, size_t n);
+	/* When set: no tensor data is produced (no fill is called, no data
+	 * read); the data section is left a hole of its exact size, which reads
+	 * as zeros and takes no room on file systems that keep holes. A file of
+	 * a real shape's exact layout for plans, written in a moment. */
+	bool sparse;
 };
 
 void gguf_writer_init(struct gguf_writer *w);

@@ -641,6 +641,71 @@ static void mfile__derive(struct mdesc *d)
 	}
 }
 
+/*
+ * A llama.cpp MoE file's expert classes are its own (docs/adr/0033): a class
+ * is a projection and the tensor type(s) it is stored in, its record one
+ * expert's bytes of it, 4 KiB padded: classes 0..3 the distinct gate+up
+ * pairs of types met over the layers, 4..7 the distinct down types (a
+ * Q4_K_M file: gate_up Q4_K; down Q4_K and Q6_K), the rest 0. `type_of`
+ * gives a tensor's type by name. More than four of either is refused.
+ */
+static int mfile__real_classes(struct mdesc *d, uint32_t (*type_of)(void *ctx, const char *name),
+                               void *ctx, struct ig_errbuf *eb)
+{
+	uint32_t gu_key[MDESC_EXPERT_WIDTHS], dn_key[MDESC_EXPERT_WIDTHS];
+	unsigned n_gu = 0, n_dn = 0;
+	char nm[64];
+
+	memset(d->class_record_bytes, 0, sizeof d->class_record_bytes);
+	for (uint32_t l = 0; l < d->layers; l++) {
+		uint32_t tg, tu, td, key;
+		uint64_t b;
+		unsigned i;
+
+		mdesc_tensor_name(d, (int)l, "ffn_gate_exps", nm, sizeof nm);
+		tg = type_of(ctx, nm);
+		mdesc_tensor_name(d, (int)l, "ffn_up_exps", nm, sizeof nm);
+		tu = type_of(ctx, nm);
+		mdesc_tensor_name(d, (int)l, "ffn_down_exps", nm, sizeof nm);
+		td = type_of(ctx, nm);
+		key = tg << 16 | tu;
+		for (i = 0; i < n_gu && gu_key[i] != key; i++)
+			;
+		if (i == n_gu) {
+			if (n_gu == MDESC_EXPERT_WIDTHS)
+				return ig_errf(eb, IG_E_INVAL,
+				               "the experts' gate and up projections come in more than "
+				               "%u pairs of types; accepted: up to %u",
+				               MDESC_EXPERT_WIDTHS, MDESC_EXPERT_WIDTHS);
+			gu_key[n_gu++] = key;
+			b = (quant_row_bytes(tg, d->hidden) + quant_row_bytes(tu, d->hidden)) *
+			    d->expert_inter;
+			d->class_record_bytes[i] = (uint32_t)((b + 4095u) / 4096u * 4096u);
+		}
+		for (i = 0; i < n_dn && dn_key[i] != td; i++)
+			;
+		if (i == n_dn) {
+			if (n_dn == MDESC_EXPERT_WIDTHS)
+				return ig_errf(eb, IG_E_INVAL,
+				               "the experts' down projections come in more than %u "
+				               "types; accepted: up to %u",
+				               MDESC_EXPERT_WIDTHS, MDESC_EXPERT_WIDTHS);
+			dn_key[n_dn++] = td;
+			b = quant_row_bytes(td, d->expert_inter) * (uint64_t)d->hidden;
+			d->class_record_bytes[MDESC_EXPERT_WIDTHS + i] =
+			    (uint32_t)((b + 4095u) / 4096u * 4096u);
+		}
+	}
+	return IG_E_OK;
+}
+
+static uint32_t mfile__file_type(void *ctx, const char *name)
+{
+	const struct gguf_tensor *t = gguf_find_tensor(ctx, name);
+
+	return t ? t->type : GGUF_TENSOR_BF16;
+}
+
 /* A tensor of an MTP block: "blk.<i>." with i past the trunk's layers. */
 static bool mfile__is_mtp(const struct mdesc *d, const char *name)
 {
@@ -744,6 +809,9 @@ int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb)
 			             (size_t)f->g.n_tensors, (unsigned long long)c.expected);
 	}
 
+	if (!rc && f->desc.arch != MDESC_ARCH_IGNIS && f->desc.family == MDESC_MOE &&
+	    (rc = mfile__real_classes(&f->desc, mfile__file_type, &f->g, eb)))
+		ig_errprefix(eb, "'%s'", path);
 	if (!rc && f->desc.tokenizer == MDESC_TOK_GPT2)
 		rc = mfile__vocab(f, eb);
 	if (!rc)
@@ -854,17 +922,59 @@ void mfile_synthetic_values(uint64_t seed, const char *name, uint64_t fan_in, ui
 	}
 }
 
-uint32_t mfile_tensor_type(enum mfile_dtype dtype, const char *name, uint32_t n_dims,
-                           const uint64_t dims[4])
+/* llama.cpp's use_more_bits: the first and last eighth of n, and every
+ * third between. */
+static bool mfile__more_bits(uint32_t i, uint32_t n)
 {
-	const struct quant_type *q = quant_type_of((uint32_t)dtype);
+	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
 
+/* A Q4_K_M file's type for a matrix whose rows are whole Q4_K blocks, by
+ * llama.cpp's recipe (its llama_tensor_get_type, the rules that apply to
+ * these layouts): the output (and a tied embedding, which serves as it)
+ * Q6_K; attn_v and attn_qkv Q6_K on use_more_bits of their index among
+ * them (one per layer in llama.cpp's layouts, one per full layer in ours);
+ * every ffn_down (dense, the experts', the shared expert's) Q6_K on
+ * use_more_bits of its layer; the rest Q4_K. */
+static uint32_t mfile__q4_k_m(const struct mdesc *m, const char *name)
+{
+	unsigned layer = 0;
+	bool in_layer = sscanf(name, "blk.%u.", &layer) == 1;
+
+	if (!strcmp(name, "output.weight") || (m->tied_output && !strcmp(name, "token_embd.weight")))
+		return GGUF_TENSOR_Q6_K;
+	if (in_layer && (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight"))) {
+		uint32_t i = layer, n = m->layers;
+
+		if (m->arch == MDESC_ARCH_IGNIS) { /* attn_v in the full layers only */
+			i = (layer + 1) / m->full_interval - 1;
+			n = m->layers / m->full_interval;
+		}
+		return mfile__more_bits(i, n) ? GGUF_TENSOR_Q6_K : GGUF_TENSOR_Q4_K;
+	}
+	if (in_layer && strstr(name, "ffn_down"))
+		return mfile__more_bits(layer, m->layers) ? GGUF_TENSOR_Q6_K : GGUF_TENSOR_Q4_K;
+	return GGUF_TENSOR_Q4_K;
+}
+
+uint32_t mfile_tensor_type(const struct mdesc *m, enum mfile_dtype dtype, const char *name,
+                           uint32_t n_dims, const uint64_t dims[4])
+{
+	const struct quant_type *q =
+	    quant_type_of(dtype == MFILE_Q4_K_M ? GGUF_TENSOR_Q4_K : (uint32_t)dtype);
+
+	/* llama.cpp's layouts: what its converter always writes in F32 (vectors,
+	 * norms, the routers, the convolution) */
+	if (m->arch != MDESC_ARCH_IGNIS &&
+	    (n_dims == 1 || strstr(name, "_norm.weight") || strstr(name, "ffn_gate_inp") ||
+	     strstr(name, "ssm_conv1d")))
+		return GGUF_TENSOR_F32;
 	if (!q || q->block_elems == 1)
 		return (uint32_t)dtype;
 	if (n_dims < 2 || dims[0] % q->block_elems || strstr(name, "norm") ||
 	    strstr(name, "_conv") || strstr(name, "gate_inp"))
 		return GGUF_TENSOR_BF16;
-	return (uint32_t)dtype;
+	return dtype == MFILE_Q4_K_M ? mfile__q4_k_m(m, name) : (uint32_t)dtype;
 }
 
 /* One synthetic write (or description): the writer, the stream's settings and
@@ -877,8 +987,8 @@ struct mfile__gen {
 	uint64_t done, total; /* tensor bytes generated, of all */
 	uint64_t n_tensors;
 	struct mdesc *desc; /* describe: the figures summed here, or NULL */
+	const struct mdesc *m; /* the description being written */
 	struct mfile__sum sum;
-	bool vectors_f32; /* 1-D tensors in F32, as llama.cpp's converter writes them */
 };
 
 /* Bytes [offset, offset + n) of a block type's tensor: the blocks that hold
@@ -917,12 +1027,7 @@ static int mfile__fill_blocks(const struct mfile__gen *g, const struct gguf_tens
 static uint32_t mfile__type(const struct mfile__gen *g, const char *name, uint32_t n_dims,
                             const uint64_t dims[4])
 {
-	/* llama.cpp's layouts: what its converter always writes in F32 (vectors,
-	 * norms, the routers, the convolution) */
-	if (g->vectors_f32 && (n_dims == 1 || strstr(name, "_norm.weight") ||
-	                       strstr(name, "ffn_gate_inp") || strstr(name, "ssm_conv1d")))
-		return GGUF_TENSOR_F32;
-	return mfile_tensor_type(g->dtype, name, n_dims, dims);
+	return mfile_tensor_type(g->m, g->dtype, name, n_dims, dims);
 }
 
 /* A widened file's F32 bytes [offset, offset + n): the values tensor t
@@ -1082,7 +1187,6 @@ static int mfile__build_llama(const struct mdesc *m, struct mfile__gen *g, struc
 	char k[96];
 
 #define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", an, (suffix)), k)
-	g->vectors_f32 = true;
 	if (!m->tied_output || m->tokenizer != MDESC_TOK_GPT2 || m->vocab < MFILE_QWEN3_VOCAB ||
 	    m->mtp_layers ||
 	    (hybrid ? m->attn_ungated || m->lin_dk != m->lin_dv ||
@@ -1213,6 +1317,7 @@ static int mfile__build(const struct mdesc *m, struct mfile__gen *g, struct ig_e
 	struct gguf_writer *w = g->w;
 	int rc;
 
+	g->m = m;
 	rc = mfile_check_desc(m, eb);
 	if (rc)
 		return ig_errprefix(eb, "synthetic model '%s'", m->name);
@@ -1249,6 +1354,36 @@ static int mfile__build(const struct mdesc *m, struct mfile__gen *g, struct ig_e
 	return IG_E_OK;
 }
 
+/* The type a tensor of the description being made takes (its dims are
+ * the tensor list's). */
+struct mfile__named {
+	const char *name;
+	uint32_t type;
+	bool found;
+	const struct mfile__gen *g;
+};
+
+static void mfile__type_one(void *ctx, const char *name, uint32_t n_dims, const uint64_t dims[4],
+                            bool expert)
+{
+	struct mfile__named *x = ctx;
+
+	(void)expert;
+	if (!x->found && !strcmp(name, x->name)) {
+		x->found = true;
+		x->type = mfile__type(x->g, name, n_dims, dims);
+	}
+}
+
+static uint32_t mfile__gen_type(void *ctx, const char *name)
+{
+	const struct mfile__gen *g = ctx;
+	struct mfile__named x = {name, GGUF_TENSOR_BF16, false, g};
+
+	mdesc_for_each_tensor(g->m, mfile__type_one, &x);
+	return x.type;
+}
+
 int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
                              struct mfile_synthetic *out, struct ig_errbuf *eb)
 {
@@ -1275,6 +1410,8 @@ int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
 	if (!rc)
 		mfile__derive(&out->desc); /* before the sums, which it zeroes */
 	rc = mfile__build(m, &g, eb);
+	if (!rc && m->arch != MDESC_ARCH_IGNIS && m->family == MDESC_MOE)
+		rc = mfile__real_classes(&out->desc, mfile__gen_type, &g, eb);
 	if (!rc)
 		rc = gguf_writer_file_size(&w, &out->file_bytes, eb);
 	if (!rc) {
@@ -1296,6 +1433,7 @@ int mfile_write_synthetic_opts(const struct mdesc *m, uint64_t seed, enum mfile_
 	if (o) {
 		w.chunk_bytes = o->chunk_bytes;
 		w.write_fn = o->write_fn;
+		w.sparse = o->sparse;
 	}
 	rc = mfile__build(m, &g, eb);
 	if (!rc)

@@ -130,18 +130,24 @@ enum mfile_dtype {
 	MFILE_Q4_K = GGUF_TENSOR_Q4_K,
 	MFILE_Q5_K = GGUF_TENSOR_Q5_K,
 	MFILE_Q6_K = GGUF_TENSOR_Q6_K,
+	/* not a tensor type: llama.cpp's Q4_K_M mix (mfile_tensor_type) */
+	MFILE_Q4_K_M = 1015,
 };
 
 /*
- * The type tensor `name` (n_dims, dims) takes in a file written at `dtype`.
- * F32, F16 and BF16: every tensor. A block type (as llama.cpp's quantizer
- * does with 1-D tensors, and with the router, which picks experts on small
- * differences): the matrices whose rows are whole blocks of it, the
- * embedding and the output included; norms, the convolution, the decay and
- * bias vectors, the routers and the shared expert's gate stay BF16.
+ * The type tensor `name` (n_dims, dims) of a model `m` takes in a file
+ * written at `dtype`. F32, F16 and BF16: every tensor. A block type (as
+ * llama.cpp's quantizer does with 1-D tensors, and with the router, which
+ * picks experts on small differences): the matrices whose rows are whole
+ * blocks of it, the embedding and the output included; norms, the
+ * convolution, the decay and bias vectors, the routers and the shared
+ * expert's gate stay BF16. MFILE_Q4_K_M: Q4_K and Q6_K as llama.cpp's
+ * Q4_K_M recipe gives them (attn_v, attn_qkv, ffn_down by layer; the output).
+ * llama.cpp's layouts (m->arch): vectors, norms, routers and the
+ * convolution F32, as its converter writes them.
  */
-uint32_t mfile_tensor_type(enum mfile_dtype dtype, const char *name, uint32_t n_dims,
-                           const uint64_t dims[4]);
+uint32_t mfile_tensor_type(const struct mdesc *m, enum mfile_dtype dtype, const char *name,
+                           uint32_t n_dims, const uint64_t dims[4]);
 
 /*
  * The shapes of a dense description `src` in llama.cpp's qwen3 layout, for
@@ -214,6 +220,10 @@ struct mfile_wopts {
 	 * same model as the dtype's file, which a peer computes in f32: the
 	 * oracle's reference for our own decoding (test_model_oracle). */
 	bool widen;
+	/* When set: the tensors' bytes are a hole (gguf_writer.sparse): the
+	 * file has the layout, the description and the exact size of the
+	 * model, all-zero weights, and takes no room. */
+	bool sparse;
 	/* Fault injection for tests: gguf_writer.write_fn. */
 	ssize_t (*write_fn)(int fd, const void *buf, size_t n);
 };

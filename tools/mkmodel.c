@@ -76,8 +76,9 @@ static const struct {
 	enum mfile_dtype dtype;
 } mk_dtypes[] = {{"bf16", MFILE_BF16}, {"f16", MFILE_F16},   {"f32", MFILE_F32},
                  {"q8_0", MFILE_Q8_0}, {"q4_0", MFILE_Q4_0}, {"q4_k", MFILE_Q4_K},
-                 {"q5_k", MFILE_Q5_K}, {"q6_k", MFILE_Q6_K}};
-#define MK_DTYPES_TEXT "bf16, f16, f32, q8_0, q4_0, q4_k, q5_k, q6_k"
+                 {"q5_k", MFILE_Q5_K}, {"q6_k", MFILE_Q6_K},
+                 {"q4_k_m", MFILE_Q4_K_M}};
+#define MK_DTYPES_TEXT "bf16, f16, f32, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m"
 
 static const char *mk_dtype_name(enum mfile_dtype d)
 {
@@ -95,7 +96,7 @@ static const char *mk_family_name(int family)
 #define USAGE                                                                                      \
 	"usage: " PROG " --preset NAME (-o FILE | --dry-run) [--seed N]\n"                         \
 	"                     [--dtype TYPE] [--set KEY=VALUE[,KEY=VALUE...]]...\n"        \
-	"                     [--tokenizer bytes|none] [--name NAME] [--layout L]\n"
+	"                     [--tokenizer bytes|none] [--name NAME] [--layout L] [--sparse]\n"
 
 static void usage(FILE *f, bool full)
 {
@@ -116,7 +117,9 @@ static void usage(FILE *f, bool full)
 	    "                      same bytes\n"
 	    "  -d, --dtype T       bf16 (default), f16, f32, or a block type: q8_0, q4_0,\n"
 	    "                      q4_k, q5_k, q6_k (the matrices whose rows are whole\n"
-	    "                      blocks; norms, convolution, decay, bias and router BF16)\n"
+	    "                      blocks; norms, convolution, decay, bias and router BF16,\n"
+	    "                      F32 in llama.cpp's layouts), or q4_k_m (Q4_K and Q6_K as\n"
+	    "                      llama.cpp's Q4_K_M recipe mixes them)\n"
 	    "      --set K=V,...   change keys of the preset's description (below); repeatable,\n"
 	    "                      the last value of a key wins; integers take K/M/G/T suffixes\n"
 	    "      --tokenizer T   bytes (the byte-level tokenizer: exactly 260 ids) or none\n"
@@ -131,6 +134,9 @@ static void usage(FILE *f, bool full)
 	    "      --name NAME     the model's name in the file, 1 to 63 bytes (default: the\n"
 	    "                      preset's, or PRESET-custom when --set changed the shape);\n"
 	    "                      a built-in model's name only with that model's shape\n"
+	    "      --sparse        write the tensors' bytes as a hole: the file has the exact\n"
+	    "                      layout, description and size, all-zero weights, and takes\n"
+	    "                      only its header's room (for plans of real shapes)\n"
 	    "  -n, --dry-run       print the description, the tensor count and the exact file\n"
 	    "                      size (and, with -o, the free space there); write nothing\n"
 	    "  -h, --help          this text\n"
@@ -463,6 +469,7 @@ int main(int argc, char **argv)
 	    {"version", no_argument, NULL, 'V'},
 	    {"tokenizer", required_argument, NULL, 'T'},
 	    {"layout", required_argument, NULL, 'L'},
+	    {"sparse", no_argument, NULL, 'Z'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct mk mk = {.dtype = MFILE_BF16, .seed = 1};
@@ -531,6 +538,9 @@ int main(int argc, char **argv)
 			break;
 		case 'n':
 			mk.dry_run = true;
+			break;
+		case 'Z':
+			wo.sparse = true;
 			break;
 		case 'h':
 			usage(stdout, true);
@@ -627,7 +637,7 @@ int main(int argc, char **argv)
 	}
 	bsize_format(a, sizeof(a), s.file_bytes);
 	bsize_format(b, sizeof(b), free_bytes);
-	if (s.file_bytes > free_bytes) {
+	if (s.file_bytes > free_bytes && !wo.sparse) {
 		fprintf(stderr,
 		        PROG ": '%s' needs %llu bytes (%s), the volume of '%s' has %llu free (%s): "
 		             "free space there or write elsewhere\n",
@@ -643,7 +653,7 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	wo.stop = &mk_stop;
-	if (s.file_bytes >= (1ull << 30)) { /* progress where it takes a while */
+	if (s.file_bytes >= (1ull << 30) && !wo.sparse) { /* progress where it takes a while */
 		wo.progress = mk_progress;
 		wo.progress_ctx = &mk;
 		mk.next_pct = 5;
@@ -655,8 +665,12 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto out;
 	}
-	fprintf(stderr, PROG ": wrote %s (%s, %s, seed %llu, %llu bytes)\n", mk.out, mk.name,
-	        mk_dtype_name(mk.dtype), mk.seed, (unsigned long long)s.file_bytes);
+	if (wo.sparse)
+		fprintf(stderr, PROG ": wrote %s (%s, %s, sparse: all-zero weights, %llu bytes)\n",
+		        mk.out, mk.name, mk_dtype_name(mk.dtype), (unsigned long long)s.file_bytes);
+	else
+		fprintf(stderr, PROG ": wrote %s (%s, %s, seed %llu, %llu bytes)\n", mk.out,
+		        mk.name, mk_dtype_name(mk.dtype), mk.seed, (unsigned long long)s.file_bytes);
 	rc = 0;
 out:
 	free(sets);

@@ -53,8 +53,10 @@ static inline void rig_shrink(struct rig *r)
 
 /* The type the rig's model file is written in (ignis-mkmodel --dtype). */
 static enum mfile_dtype rig_dtype = MFILE_BF16;
-/* When set, the preset's shapes in llama.cpp's qwen3 layout (mfile_as_qwen3). */
-static bool rig_qwen3;
+/* When not IGNIS, the preset's shapes in that llama.cpp layout
+ * (mfile_as_layout: qwen3 or qwen35 for a dense preset, qwen35moe or
+ * qwen3next for a moe one). */
+static enum mdesc_arch rig_arch = MDESC_ARCH_IGNIS;
 
 static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pages,
                                   uint32_t threads, bool least)
@@ -74,8 +76,9 @@ static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pa
 	                              .context = RIG_CONTEXT,
 	                              .threads = threads,
 	                              .states = RIG_STATES};
-	if (rig_qwen3) {
-		mfile_as_qwen3(src, &q3);
+	if (rig_arch != MDESC_ARCH_IGNIS) {
+		if (mfile_as_layout(src, rig_arch, &q3, &eb))
+			fail_msg("%s: %s", preset, eb.msg);
 		src = &q3;
 	}
 	if (mfile_write_synthetic(src, 5, rig_dtype, path, &eb) ||

@@ -216,9 +216,21 @@ static void test_moe_exact(void **state)
 static void test_qwen3_exact(void **state)
 {
 	(void)state;
-	rig_qwen3 = true;
+	rig_arch = MDESC_ARCH_QWEN3;
 	exactness("tiny-dense", MFILE_Q8_0, 6);
-	rig_qwen3 = false;
+	rig_arch = MDESC_ARCH_IGNIS;
+}
+
+/* llama.cpp's hybrids (value heads tiled or grouped, beta/alpha split or
+ * grouped, -exp(A_log)): the same guarantee, lanes of a MoE included. */
+static void test_hybrids_exact(void **state)
+{
+	(void)state;
+	rig_arch = MDESC_ARCH_QWEN3NEXT;
+	exactness("tiny-moe", MFILE_Q4_K_M, 6);
+	rig_arch = MDESC_ARCH_QWEN35;
+	exactness("tiny-dense", MFILE_BF16, 3);
+	rig_arch = MDESC_ARCH_IGNIS;
 }
 
 static void test_types_exact(void **state)
@@ -603,6 +615,7 @@ int main(void)
 	    cmocka_unit_test(test_dense_exact), cmocka_unit_test(test_moe_exact),
 	    cmocka_unit_test(test_types_exact),
 	    cmocka_unit_test(test_qwen3_exact),
+	    cmocka_unit_test(test_hybrids_exact),
 	    cmocka_unit_test(test_refusals),    cmocka_unit_test(test_cancel),
 	    cmocka_unit_test(test_stop_hook),   cmocka_unit_test(test_bind_regions),
 	};

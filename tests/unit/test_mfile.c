@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -281,8 +282,15 @@ enum mut {
 	M_ZERO_SHAPE,
 	M_HEADS,
 	M_TOKENIZER,
-	M_VOCAB300
+	M_VOCAB300,
+	M_SET_U32,  /* the key takes mut_u32 */
+	M_ADD_U32,  /* a new key `what` = mut_u32 */
+	M_ADD_BOOLS /* a new key `what`: mut_bools[0 .. mut_nbools) */
 };
+
+static uint32_t mut_u32;
+static bool mut_bools[8];
+static size_t mut_nbools;
 
 static void rewrite(const char *src, const char *dst, enum mut mut, const char *what)
 {
@@ -323,6 +331,10 @@ static void rewrite(const char *src, const char *dst, enum mut mut, const char *
 			gguf_writer_add_u32(&w, kv->key, 300);
 			continue;
 		}
+		if (hit && mut == M_SET_U32) {
+			gguf_writer_add_u32(&w, kv->key, mut_u32);
+			continue;
+		}
 		if (hit && mut == M_HEADS) {
 			gguf_writer_add_u32(&w, kv->key, 3); /* 4 query heads over 3 KV heads */
 			continue;
@@ -360,6 +372,10 @@ static void rewrite(const char *src, const char *dst, enum mut mut, const char *
 			fail_msg("unexpected kv type %d", kv->type);
 		}
 	}
+	if (mut == M_ADD_U32)
+		gguf_writer_add_u32(&w, what, mut_u32);
+	if (mut == M_ADD_BOOLS)
+		gguf_writer_add_arr(&w, what, GGUF_TYPE_BOOL, mut_bools, mut_nbools);
 	for (size_t i = 0; i < g.n_tensors; i++) {
 		const struct gguf_tensor *t = gguf_tensor_at(&g, i);
 		bool hit = !strcmp(t->name, what);
@@ -524,6 +540,189 @@ static void test_qwen3_layout(void **state)
 	mfile_close(&f);
 }
 
+/* Open `name`, expecting a refusal whose message holds `words`. */
+static void refused(const char *name, const char *words)
+{
+	struct ig_errbuf eb = {0};
+	struct mfile f;
+	char path[320];
+
+	path_of(path, sizeof(path), name);
+	if (mfile_open(&f, path, &eb) == IG_E_OK) {
+		mfile_close(&f);
+		fail_msg("%s opened; expected a refusal with '%s'", name, words);
+	}
+	if (!strstr(eb.msg, words))
+		fail_msg("%s: '%s' does not say '%s'", name, eb.msg, words);
+}
+
+/*
+ * llama.cpp's hybrids (docs/adr/0033): a synthetic file of each opens with
+ * the description it was written from and the one describe gives (the
+ * figures summed from its tensors, a MoE file's own expert classes), in
+ * llama.cpp's names and storage (ssm_a without .weight, split or grouped
+ * beta/alpha, post_attention_norm, F32 vectors, norms, routers and
+ * convolution), in llama.cpp's Q4_K_M mix; a sparse write is the same file
+ * without its bytes; MTP blocks are counted and skipped; what does not fit
+ * is refused naming the key or tensor.
+ */
+static void test_llama_hybrids(void **state)
+{
+	static const struct {
+		enum mdesc_arch arch;
+		const char *preset, *name;
+	} rows[] = {{MDESC_ARCH_QWEN35, "tiny-dense", "qwen35"},
+	            {MDESC_ARCH_QWEN35MOE, "tiny-moe", "qwen35moe"},
+	            {MDESC_ARCH_QWEN3NEXT, "tiny-moe", "qwen3next"}};
+	struct ig_errbuf eb = {0};
+	char path[320], key[96], file[64], bad[64];
+
+	(void)state;
+	for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
+		const char *an = rows[r].name;
+		bool moe = rows[r].arch != MDESC_ARCH_QWEN35;
+		struct mdesc m;
+		struct mfile_synthetic syn;
+		struct mfile_wopts wo = {.sparse = true};
+		struct mfile f, fs;
+		struct stat st;
+		uint32_t down_l2, down_l0;
+
+		if (mfile_as_layout(mdesc_find(rows[r].preset), rows[r].arch, &m, &eb))
+			fail_msg("%s", eb.msg);
+		m.layers = 4; /* 1 full, 3 linear, whatever the preset */
+		snprintf(file, sizeof file, "%s.gguf", an);
+		path_of(path, sizeof(path), file);
+		if (mfile_write_synthetic(&m, 3, MFILE_Q4_K_M, path, &eb) ||
+		    mfile_open(&f, path, &eb))
+			fail_msg("%s: %s", an, eb.msg);
+		assert_int_equal(f.desc.arch, rows[r].arch);
+		assert_true(mfile_same_shape(&f.desc, &m));
+		assert_false(f.desc.attn_ungated);
+		assert_int_equal(f.desc.full_layers, m.layers / m.full_interval);
+		assert_int_equal(mfile_synthetic_describe(&m, MFILE_Q4_K_M, &syn, &eb), IG_E_OK);
+		assert_int_equal(syn.desc.weight_bytes, f.desc.weight_bytes);
+		assert_int_equal(syn.desc.expert_host_bytes, f.desc.expert_host_bytes);
+		assert_memory_equal(syn.desc.class_record_bytes, f.desc.class_record_bytes,
+		                    sizeof f.desc.class_record_bytes);
+		assert_int_equal(gguf_find_tensor(&f.g, "blk.0.ssm_a")->type, GGUF_TENSOR_F32);
+		assert_int_equal(gguf_find_tensor(&f.g, "blk.0.ssm_conv1d.weight")->type,
+		                 GGUF_TENSOR_F32);
+		assert_non_null(gguf_find_tensor(&f.g, "blk.0.ssm_dt.bias"));
+		assert_non_null(gguf_find_tensor(&f.g, "blk.3.post_attention_norm.weight"));
+		assert_null(gguf_find_tensor(&f.g, "blk.3.ffn_norm.weight"));
+		assert_true((gguf_find_tensor(&f.g, "blk.0.ssm_beta.weight") != NULL) ==
+		            (rows[r].arch != MDESC_ARCH_QWEN3NEXT));
+		assert_true((gguf_find_tensor(&f.g, "blk.0.ssm_ba.weight") != NULL) ==
+		            (rows[r].arch == MDESC_ARCH_QWEN3NEXT));
+		/* Q4_K_M: ffn_down Q6_K on llama.cpp's use_more_bits (of 4 layers:
+		 * 2 and 3), Q4_K elsewhere; where rows are not whole blocks, BF16 */
+		down_l0 = gguf_find_tensor(&f.g, moe ? "blk.0.ffn_down_shexp.weight"
+		                                     : "blk.0.ffn_down.weight")->type;
+		down_l2 = gguf_find_tensor(&f.g, moe ? "blk.2.ffn_down_shexp.weight"
+		                                     : "blk.2.ffn_down.weight")->type;
+		if (!moe) {
+			assert_int_equal(down_l0, GGUF_TENSOR_Q4_K);
+			assert_int_equal(down_l2, GGUF_TENSOR_Q6_K);
+			assert_int_equal(gguf_find_tensor(&f.g, "blk.2.attn_qkv.weight")->type,
+			                 GGUF_TENSOR_Q6_K);
+			assert_int_equal(gguf_find_tensor(&f.g, "blk.1.attn_qkv.weight")->type,
+			                 GGUF_TENSOR_Q4_K);
+		} else {
+			/* 64-wide rows: BF16; the experts' gate_up one class, down one */
+			assert_int_equal(down_l0, GGUF_TENSOR_BF16);
+			assert_int_equal(gguf_find_tensor(&f.g, "blk.0.ffn_gate_inp.weight")->type,
+			                 GGUF_TENSOR_F32);
+			assert_int_equal(f.desc.class_record_bytes[0],
+			                 (2 * quant_row_bytes(GGUF_TENSOR_Q4_K, m.hidden) * m.expert_inter +
+			                  4095) / 4096 * 4096);
+			assert_int_equal(f.desc.class_record_bytes[1], 0);
+			assert_int_equal(f.desc.class_record_bytes[4],
+			                 (2ull * m.expert_inter * m.hidden + 4095) / 4096 * 4096);
+			assert_int_equal(f.desc.class_record_bytes[5], 0);
+			assert_int_equal(mdesc_min_expert_bytes(&f.desc),
+			                 f.desc.class_record_bytes[0] + f.desc.class_record_bytes[4]);
+		}
+		/* sparse: the same file without its bytes */
+		snprintf(file, sizeof file, "%s-sparse.gguf", an);
+		path_of(path, sizeof(path), file);
+		if (mfile_write_synthetic_opts(&m, 3, MFILE_Q4_K_M, path, &wo, &eb) ||
+		    mfile_open(&fs, path, &eb))
+			fail_msg("%s sparse: %s", an, eb.msg);
+		assert_int_equal(stat(path, &st), 0);
+		assert_int_equal((uint64_t)st.st_size, syn.file_bytes);
+		assert_int_equal(fs.desc.weight_bytes, f.desc.weight_bytes);
+		assert_memory_equal(fs.desc.class_record_bytes, f.desc.class_record_bytes,
+		                    sizeof f.desc.class_record_bytes);
+		assert_int_equal(((const uint8_t *)gguf_find_tensor(&fs.g, "output_norm.weight")->data)[0],
+		                 0);
+		mfile_close(&fs);
+		mfile_close(&f);
+
+		/* refusals, each naming what is wrong */
+		snprintf(file, sizeof file, "%s.gguf", an);
+		snprintf(bad, sizeof bad, "%s-bad.gguf", an);
+		snprintf(key, sizeof key, "%s.ssm.state_size", an);
+		rewrite(file, bad, M_DROP_KEY, key);
+		refused(bad, "ssm.state_size is missing");
+		snprintf(key, sizeof key, "%s.ssm.inner_size", an);
+		mut_u32 = 100;
+		rewrite(file, bad, M_SET_U32, key);
+		refused(bad, "ssm.inner_size 100 is not ssm.time_step_rank");
+		/* layer 1 full says every second layer; layer 3 then is too */
+		snprintf(key, sizeof key, "%s.attention.recurrent_layers", an);
+		memcpy(mut_bools, (bool[]){true, false, true, true}, 4 * sizeof(bool));
+		mut_nbools = 4;
+		rewrite(file, bad, M_ADD_BOOLS, key);
+		refused(bad, "layer 3 is linear; Ignis runs one full-attention layer every N");
+		mut_nbools = 3;
+		rewrite(file, bad, M_ADD_BOOLS, key);
+		refused(bad, "has 3 entries; the file has 4 blocks");
+		/* the array, when periodic, is the pattern */
+		memcpy(mut_bools, (bool[]){true, true, true, false}, 4 * sizeof(bool));
+		mut_nbools = 4;
+		rewrite(file, bad, M_ADD_BOOLS, key);
+		path_of(path, sizeof(path), bad);
+		if (mfile_open(&f, path, &eb))
+			fail_msg("%s: %s", an, eb.msg);
+		assert_int_equal(f.desc.full_interval, 4);
+		mfile_close(&f);
+		rewrite(file, bad, M_DIMS, "blk.0.ssm_norm.weight");
+		refused(bad, "tensor 'blk.0.ssm_norm.weight' has dims");
+		rewrite(file, bad, M_DROP_TENSOR, "blk.1.ssm_a");
+		refused(bad, "tensor 'blk.1.ssm_a' is missing");
+		/* an MTP block: counted in block_count, named by nextn_predict_layers,
+		 * its tensors skipped; without that key the same tensor is foreign */
+		rewrite(file, bad, M_EXTRA_TENSOR, "blk.4.nextn.eh_proj.weight");
+		refused(bad, "tensor 'blk.4.nextn.eh_proj.weight' is not part of a");
+		snprintf(key, sizeof key, "%s.block_count", an);
+		mut_u32 = 5;
+		rewrite(bad, "mtp1.gguf", M_SET_U32, key);
+		snprintf(key, sizeof key, "%s.nextn_predict_layers", an);
+		mut_u32 = 1;
+		rewrite("mtp1.gguf", "mtp2.gguf", M_ADD_U32, key);
+		path_of(path, sizeof(path), "mtp2.gguf");
+		if (mfile_open(&f, path, &eb))
+			fail_msg("%s mtp: %s", an, eb.msg);
+		assert_int_equal(f.desc.layers, 4);
+		assert_int_equal(f.desc.mtp_layers, 1);
+		assert_int_equal(f.mtp_tensors, 1);
+		mfile_close(&f);
+		mut_u32 = 5;
+		rewrite("mtp1.gguf", "mtp2.gguf", M_ADD_U32, key);
+		refused("mtp2.gguf", "nextn_predict_layers 5 leaves no layer");
+	}
+	/* a layout we do not run names the five we do */
+	rewrite("qwen35.gguf", "foreign.gguf", M_ARCH, "general.architecture");
+	refused("foreign.gguf", "accepted: architecture ignis-hybrid, qwen3, qwen35, qwen35moe or "
+	                        "qwen3next");
+	/* a dense preset is no MoE layout, and the reverse */
+	assert_int_equal(mfile_as_layout(mdesc_find("tiny-dense"), MDESC_ARCH_QWEN3NEXT, &(struct mdesc){0},
+	                                 &eb),
+	                 IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "the qwen3next layout is moe"));
+}
+
 static void test_truncated_and_foreign(void **state)
 {
 	struct ig_errbuf eb;
@@ -643,7 +842,7 @@ static void test_block_dtypes(void **state)
 			fail_msg("%s: %s", q->name, eb.msg);
 		for (size_t i = 0; i < f.g.n_tensors; i++) {
 			const struct gguf_tensor *t = gguf_tensor_at(&f.g, i);
-			uint32_t want = mfile_tensor_type(dts[d], t->name, t->n_dims, t->dims);
+			uint32_t want = mfile_tensor_type(&f.desc, dts[d], t->name, t->n_dims, t->dims);
 
 			if (t->type != want)
 				fail_msg("%s: tensor %s is %s, mfile_tensor_type says %s", q->name,
@@ -1127,6 +1326,7 @@ int main(void)
 	    cmocka_unit_test(test_malformed_files),
 	    cmocka_unit_test(test_truncated_and_foreign),
 	    cmocka_unit_test(test_qwen3_layout),
+	    cmocka_unit_test(test_llama_hybrids),
 	    cmocka_unit_test(test_stream_equals_in_memory),
 	    cmocka_unit_test(test_bounded_memory),
 	    cmocka_unit_test(test_describe_is_the_file),

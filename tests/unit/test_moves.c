@@ -479,10 +479,20 @@ static void test_straight_to_disk_killed_in(void **state)
  * the daemon mid-move: the same tokens. */
 static void test_qwen3_moves(void **state)
 {
-	rig_qwen3 = true;
+	rig_arch = MDESC_ARCH_QWEN3;
 	test_interactive_moves_decoding_agent(state);
 	test_daemon_killed_mid_move(state);
-	rig_qwen3 = false;
+	rig_arch = MDESC_ARCH_IGNIS;
+}
+
+/* And on llama.cpp's qwen35 layout (the dense hybrid: KV pages and the
+ * linear state, its value heads tiled over the key heads): the same tokens. */
+static void test_qwen35_moves(void **state)
+{
+	rig_arch = MDESC_ARCH_QWEN35;
+	test_interactive_moves_decoding_agent(state);
+	test_daemon_killed_mid_move(state);
+	rig_arch = MDESC_ARCH_IGNIS;
 }
 
 int main(void)
@@ -496,6 +506,7 @@ int main(void)
 	    cmocka_unit_test(test_straight_to_disk_killed_out),
 	    cmocka_unit_test(test_straight_to_disk_killed_in),
 	    cmocka_unit_test(test_qwen3_moves),
+	    cmocka_unit_test(test_qwen35_moves),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
