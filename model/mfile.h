@@ -1,16 +1,18 @@
 /*
  * mfile.h - model files: our family (GGUF, architecture "ignis-hybrid") and
- * llama.cpp's "qwen3" (docs/adr/0031): the description a file carries,
- * checked against the tensors it holds, and the writer of synthetic models
- * with seeded random weights in either layout (ignis-mkmodel).
+ * llama.cpp's "qwen3" (docs/adr/0031), "qwen35", "qwen35moe" and
+ * "qwen3next" (docs/adr/0033): the description a file carries, checked
+ * against the tensors it holds, and the writer of synthetic models with
+ * seeded random weights in any of these layouts (ignis-mkmodel).
  *
  * Our metadata keys are declared once (MFILE_KEYS in mfile.c, published as
  * mfile_keys[]); the reader, the writer, the checks and ignis-mkmodel's
  * --set all walk that table. Beside them a file names its family
  * ("ignis.family") and its tokenizer (MFILE_TOKENIZER_KEY), both strings. A
- * qwen3 file is read by its own keys into the same description. The tensor
- * list is the description's (mdesc_for_each_tensor): a file must hold
- * exactly those tensors, with exactly those dims, in a type quant.h reads.
+ * llama.cpp file is read by its own keys into the same description. The
+ * tensor list is the description's (mdesc_for_each_tensor, in the layout's
+ * names): a file must hold exactly those tensors, with exactly those dims,
+ * in a type quant.h reads, and the tensors of its MTP blocks (not read).
  * A gpt2 vocabulary and a chat template are checked at open (bpe.h, chat.h).
  * docs/adr/0006.
  *
@@ -32,7 +34,7 @@
 #include "common/model.h"
 
 #define MFILE_ARCH "ignis-hybrid"
-/* llama.cpp's architectures that load (docs/adr/0031), and all of them. */
+/* llama.cpp's first architecture (docs/adr/0031), and all that load. */
 #define MFILE_ARCH_QWEN3 "qwen3"
 #define MFILE_ARCHS      "ignis-hybrid, qwen3, qwen35, qwen35moe or qwen3next"
 /* What a qwen3 file does not carry, Ignis's knobs: 4 fixed decode lanes, a

@@ -227,8 +227,9 @@ static inline __attribute__((always_inline)) void dq_q6_k(const uint8_t *restric
 	}
 }
 
-/* The decoders are cloned for AVX2 on x86-64 and picked at load time: the
- * same IEEE operations in the same order (no contraction), so the same bits
+/* The decoders are cloned for AVX2 and AVX-512 on x86-64 and picked at load
+ * time: the same IEEE operations in the same order (no contraction), so the
+ * same bits
  * (as cpu_ops.c does; not under ThreadSanitizer, whose runtime is not up
  * when the loader runs a clone's resolver). */
 #if defined(__SANITIZE_THREAD__)
@@ -240,7 +241,7 @@ static inline __attribute__((always_inline)) void dq_q6_k(const uint8_t *restric
 #endif
 #if defined(__x86_64__) && defined(__has_attribute) && !defined(QUANT_NO_CLONES)
 #if __has_attribute(target_clones)
-#define QUANT_CLONED __attribute__((target_clones("avx2", "default")))
+#define QUANT_CLONED __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 #endif
 #ifndef QUANT_CLONED

@@ -412,7 +412,7 @@ static void bench_types(int reps)
 		mfile_close(&f[t]);
 }
 
-/* ---- llama: ours against llama.cpp on the same qwen3 files ---------------- */
+/* ---- llama: ours against llama.cpp on the same files ---------------------- */
 
 /* llama.cpp on `path` at `lanes` sequences: PROMPT tokens each prefilled in
  * one batch, then GEN decode steps of one token a sequence (greedy). */
@@ -488,13 +488,15 @@ fail:
 /*
  * The same dense shape in llama.cpp's qwen3 layout (4 layers, hidden 2048,
  * 5632 intermediate, 16 heads over 8 KV heads of 128: 377 MB in bf16, past
- * the caches), written in bf16, Q8_0 and Q4_K, run by our cpu backend (the
- * engine's rounds, bf16 KV) and by llama.cpp (libllama from the oracle,
- * its defaults) with the same threads: prefill and decode tokens per second
- * at 1 and 4 sequences, the two sides interleaved (which goes first
+ * the caches), and in its qwen35 layout (the same, with 3 of the 4 layers
+ * the gated delta rule: 8 key heads, 16 value heads of 128; 400 MB),
+ * written in bf16, Q8_0 and Q4_K, run by our cpu backend (the engine's
+ * rounds, bf16 KV) and by llama.cpp (libllama from the oracle, its
+ * defaults) with the same threads: prefill and decode tokens per second at
+ * 1 and 4 sequences, the two sides interleaved (which goes first
  * alternates) within each repetition, best of the repetitions.
  */
-static void bench_llama(int reps)
+static void bench_llama_layout(int reps, enum mdesc_arch arch)
 {
 	static const struct {
 		const char *name;
@@ -527,8 +529,15 @@ static void bench_llama(int reps)
 	src.q_heads = 16;
 	src.kv_heads = 8;
 	src.head_dim = 128;
-	src.name = "bench-qwen3-2048";
-	mfile_as_qwen3(&src, &m);
+	src.name = arch == MDESC_ARCH_QWEN3 ? "bench-qwen3-2048" : "bench-qwen35-2048";
+	src.lin_k_heads = 8;
+	src.lin_v_heads = 16;
+	src.lin_dk = src.lin_dv = 128;
+	src.rope_dims = 32;
+	if (mfile_as_layout(&src, arch, &m, NULL)) {
+		fprintf(stderr, "ignis-bench: llama: no %s shape\n", mdesc_arch_name(arch));
+		exit(1);
+	}
 	for (size_t t = 0; t < NT; t++) {
 		struct llo_model_params mp = ll.model_defaults();
 		struct ig_errbuf eb;
@@ -567,9 +576,10 @@ static void bench_llama(int reps)
 				}
 	for (size_t l = 0; l < 2; l++)
 		for (size_t t = 0; t < NT; t++)
-			printf("llama    %-4s %4.0f MB %d threads, %u seq%s: prefill %6.0f vs %6.0f tok/s "
-			       "(%.2fx), decode %5.1f vs %5.1f tok/s (%.2fx)\n",
-			       types[t].name, (double)mdesc_weight_bytes(&f[t].desc) / 1e6, threads,
+			printf("llama    %-6s %-4s %-6s %4.0f MB %d threads, %u seq%s: prefill %6.0f vs "
+			       "%6.0f tok/s (%.2fx), decode %5.1f vs %5.1f tok/s (%.2fx)\n",
+			       mdesc_arch_name(arch), types[t].name, cop_kernels(),
+			       (double)mdesc_weight_bytes(&f[t].desc) / 1e6, threads,
 			       lanes[l], lanes[l] > 1 ? "s" : " ", op[l][t], lp[l][t],
 			       lp[l][t] > 0 ? op[l][t] / lp[l][t] : 0, od[l][t], ld[l][t],
 			       ld[l][t] > 0 ? od[l][t] / ld[l][t] : 0);
@@ -579,6 +589,12 @@ static void bench_llama(int reps)
 		unlink(path[t]);
 	}
 	dlclose(ll.lib);
+}
+
+static void bench_llama(int reps)
+{
+	bench_llama_layout(reps, MDESC_ARCH_QWEN3);
+	bench_llama_layout(reps, MDESC_ARCH_QWEN35);
 }
 
 /* ---- kvstore: KV-RAM and KV-disk against memcpy and raw LMDB -------------- */
@@ -1814,7 +1830,7 @@ static void bench_moves(int reps)
 
 static void usage(FILE *f)
 {
-	fputs("usage: ignis-bench [--quick] [seqimg|matmul|codec|model|types|llama|kvstore|moves "
+	fputs("usage: ignis-bench [--quick] [--base-kernels] [seqimg|matmul|codec|model|types|llama|kvstore|moves "
 	      "...]\n",
 	      f);
 	if (f != stdout)
@@ -1828,12 +1844,15 @@ static void usage(FILE *f)
 	      "  codec    control messages encoded and decoded per second\n"
 	      "  model    prefill and decode tokens per second of the tiny presets\n"
 	      "  types    the same 156 MB dense shape in bf16 and block types, against bf16\n"
-	      "  llama    a 377 MB qwen3 shape in bf16, Q8_0 and Q4_K: ours against llama.cpp\n"
+	      "  llama    a 377 MB qwen3 shape and a 400 MB qwen35 one in bf16, Q8_0 and Q4_K:\n"
+	      "           ours against llama.cpp\n"
 	      "           (the oracle's libllama) on the same files and threads\n"
 	      "  kvstore  KV-RAM and KV-disk windows (192 MiB in /dev/shm, 0.8 GiB in $TMPDIR)\n"
 	      "  moves    other lanes' round latency while a sequence moves (ignis-kvstored:\n"
 	      "           $IGNIS_KVSTORED, else the build tree's)\n"
 	      "  --quick  two repetitions instead of five\n"
+	      "  --base-kernels  the matrix product's baseline kernels, not the CPU's best\n"
+	      "           (AVX-512 where it has it): the same bits, to compare speeds\n"
 	      "  -h, --help  this text\n"
 	      "Exit status: 0 measured, 1 a part failed, 2 bad usage.\n",
 	      f);
@@ -1871,6 +1890,10 @@ int main(int argc, char **argv)
 		}
 		if (!strcmp(argv[i], "--quick")) {
 			reps = 2;
+			continue;
+		}
+		if (!strcmp(argv[i], "--base-kernels")) {
+			cop_kernels_force(COP_KERNELS_BASE);
 			continue;
 		}
 		if (argv[i][0] == '-') {

@@ -458,7 +458,8 @@ static void test_matmul_types(void **state)
 {
 	static const uint32_t types[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0,
 	                                 QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
-	static const struct mm_shape shapes[] = {{256, 5, 3}, {512, 9, 17}, {768, 4, 1}, {1280, 13, 33}};
+	static const struct mm_shape shapes[] = {{256, 5, 3}, {512, 9, 17}, {768, 4, 1},
+	                                         {1280, 13, 33}, {512, 7, 1}, {2048, 3, 1}};
 	struct rng rg = {test_seed("matmul types")};
 	struct cpool *pools[3] = {pool_of(1), pool_of(2), pool_of(3)};
 	(void)state;
@@ -581,9 +582,9 @@ static void test_matmul_speed(void **state)
 			if (dt < best)
 				best = dt;
 		}
-		print_message("# matmul bf16 4096x4096, %2zu token(s), %d thread(s): best of %2d: "
+		print_message("# matmul bf16 4096x4096 (%s), %2zu token(s), %d thread(s): best of %2d: "
 		              "%7.2f ms, %6.2f GFLOP/s (information, not a check%s)\n",
-		              rows[r].n_tok, rows[r].threads, reps, best * 1e3,
+		              cop_kernels(), rows[r].n_tok, rows[r].threads, reps, best * 1e3,
 		              2.0 * (double)n * (double)n * (double)rows[r].n_tok / best * 1e-9,
 		              SANITIZED ? "; sanitized build" : "");
 		cpool_destroy(p);
@@ -591,6 +592,20 @@ static void test_matmul_speed(void **state)
 	free(y);
 	free(x);
 	free(w);
+}
+
+/* The baseline kernels where the CPU picked others (AVX-512): the same
+ * documented bits, checked the same way. */
+static void test_matmul_base_kernels(void **state)
+{
+	int was = cop_kernels_force(COP_KERNELS_BASE);
+
+	print_message("# the CPU's kernels: %s; now the baseline's\n",
+	              was == COP_KERNELS_AVX512 ? "avx512" : "base");
+	test_matmul_random(state);
+	test_matmul_types(state);
+	cop_kernels_force(COP_KERNELS_BEST);
+	assert_int_equal(cop_kernels_force(COP_KERNELS_BEST), was);
 }
 
 /* ---- RMSNorm ------------------------------------------------------------------- */
@@ -941,6 +956,7 @@ int main(void)
 	    cmocka_unit_test(test_matmul_random),
 	    cmocka_unit_test(test_matmul_types),
 	    cmocka_unit_test(test_matmul_special_values),
+	    cmocka_unit_test(test_matmul_base_kernels),
 	    cmocka_unit_test(test_matmul_speed),
 	    cmocka_unit_test(test_rmsnorm_exact),
 	    cmocka_unit_test(test_rmsnorm_random),

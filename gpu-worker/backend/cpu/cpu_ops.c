@@ -24,10 +24,16 @@
  *
  * Vectors are GCC/clang vector extensions (element-wise IEEE arithmetic, no
  * reassociation, no contraction with -ffp-contract=off); on x86-64 the
- * kernels are also cloned for AVX2 and picked at load time.
+ * kernels are also cloned for AVX2 and AVX-512 and picked at load time; the
+ * 4-row kernels have AVX-512 builds of their own (16 lanes, one register),
+ * picked at load (cop_kernels). bf16 rows are widened in registers by the
+ * 4-row kernels, through `wbuf` by the edge kernel.
  */
 #include <math.h>
 #include <stdbool.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <stdint.h>
 #include <string.h>
 
@@ -53,7 +59,7 @@ typedef float v8f __attribute__((vector_size(32)));
 /*
  * A kernel is a function of its own: inlined into its caller, register
  * allocation there spilled the running sums. On x86-64 it is also cloned for
- * AVX2 (a clone is called through its resolver, so it is never inlined;
+ * AVX2 and AVX-512 (a clone is called through its resolver, so it is never inlined;
  * clang refuses `noinline` beside `target_clones`).
  */
 /* ThreadSanitizer instruments the clones' resolver, which the dynamic loader
@@ -67,7 +73,7 @@ typedef float v8f __attribute__((vector_size(32)));
 #endif
 #if defined(__x86_64__) && defined(__has_attribute) && !defined(COP_NO_CLONES)
 #if __has_attribute(target_clones)
-#define KERNEL static __attribute__((target_clones("avx2", "default")))
+#define KERNEL static __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 #endif
 #ifndef KERNEL
@@ -172,6 +178,251 @@ KERNEL void mk_1x1(const float *w0, const float *x0, float *acc, size_t len)
 	STORE16(ACC(0, 0), a);
 }
 
+/*
+ * bf16 weights read in place: the same kernels with each 8 weights widened
+ * in registers (zero-extend, shift: exact) instead of through `wbuf`. The
+ * same `lane += w * x`, so the same bits as widening first.
+ */
+typedef uint16_t v8u16 __attribute__((vector_size(16)));
+typedef uint32_t v8u32 __attribute__((vector_size(32)));
+
+/* v (a v8f) = the 8 bf16 at p widened (no vector crosses a call: ABI). */
+#define WIDEN8(v, p)                                                                               \
+	do {                                                                                       \
+		v8u16 h_;                                                                          \
+		v8u32 u_;                                                                          \
+                                                                                                   \
+		memcpy(&h_, (p), sizeof(h_));                                                      \
+		u_ = __builtin_convertvector(h_, v8u32) << 16;                                     \
+		memcpy(&(v), &u_, sizeof(v));                                                      \
+	} while (0)
+#define WIDEN16(v, p)                                                                              \
+	do {                                                                                       \
+		WIDEN8(v##_0, (p));                                                                \
+		WIDEN8(v##_1, (p) + 8);                                                            \
+	} while (0)
+
+KERNEL void mk_4x1_bf16(const uint16_t *const *wr, const float *x, float *acc, size_t len)
+{
+	const uint16_t *w0 = wr[0], *w1 = wr[1], *w2 = wr[2], *w3 = wr[3];
+	DECL16(a0);
+	DECL16(a1);
+	DECL16(a2);
+	DECL16(a3);
+
+	LOAD16(a0, ACC(0, 0));
+	LOAD16(a1, ACC(1, 0));
+	LOAD16(a2, ACC(2, 0));
+	LOAD16(a3, ACC(3, 0));
+	for (size_t i = 0; i < len; i += LANES) {
+		DECL16(xv);
+		DECL16(wv);
+
+		LOAD16(xv, x + i);
+		WIDEN16(wv, w0 + i);
+		MAC16(a0, wv, xv);
+		WIDEN16(wv, w1 + i);
+		MAC16(a1, wv, xv);
+		WIDEN16(wv, w2 + i);
+		MAC16(a2, wv, xv);
+		WIDEN16(wv, w3 + i);
+		MAC16(a3, wv, xv);
+	}
+	STORE16(ACC(0, 0), a0);
+	STORE16(ACC(1, 0), a1);
+	STORE16(ACC(2, 0), a2);
+	STORE16(ACC(3, 0), a3);
+}
+
+/*
+ * AVX-512 (x86-64, chosen at load when the CPU has it): a pair's 16 lanes
+ * are one 16-float register instead of two 8-float ones. Lane l still adds
+ * p[l], p[l + 16], ... in increasing i with a rounded multiply then a
+ * rounded add (no fused multiply-add), so the bits are the other kernels'.
+ */
+#if defined(__x86_64__) && !defined(COP_NO_CLONES) && defined(__has_attribute)
+#if __has_attribute(target)
+#define COP_X512 1
+#endif
+#endif
+
+#ifdef COP_X512
+#define X512 static __attribute__((target("avx512f"), noinline))
+
+X512 void mk512_4x1(const float *const *wr, const float *x, float *acc, size_t len)
+{
+	const float *w0 = wr[0], *w1 = wr[1], *w2 = wr[2], *w3 = wr[3];
+	__m512 a0 = _mm512_loadu_ps(ACC(0, 0)), a1 = _mm512_loadu_ps(ACC(1, 0));
+	__m512 a2 = _mm512_loadu_ps(ACC(2, 0)), a3 = _mm512_loadu_ps(ACC(3, 0));
+
+	for (size_t i = 0; i < len; i += LANES) {
+		__m512 xv = _mm512_loadu_ps(x + i);
+
+		a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_loadu_ps(w0 + i), xv));
+		a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_loadu_ps(w1 + i), xv));
+		a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_loadu_ps(w2 + i), xv));
+		a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_loadu_ps(w3 + i), xv));
+	}
+	_mm512_storeu_ps(ACC(0, 0), a0);
+	_mm512_storeu_ps(ACC(1, 0), a1);
+	_mm512_storeu_ps(ACC(2, 0), a2);
+	_mm512_storeu_ps(ACC(3, 0), a3);
+}
+
+/* 16 bf16 at p widened exactly: zero-extend to 32 bits, shift into place. */
+#define WIDEN512(p)                                                                                \
+	_mm512_castsi512_ps(                                                                       \
+	    _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+
+X512 void mk512_4x1_bf16(const uint16_t *const *wr, const float *x, float *acc, size_t len)
+{
+	const uint16_t *w0 = wr[0], *w1 = wr[1], *w2 = wr[2], *w3 = wr[3];
+	__m512 a0 = _mm512_loadu_ps(ACC(0, 0)), a1 = _mm512_loadu_ps(ACC(1, 0));
+	__m512 a2 = _mm512_loadu_ps(ACC(2, 0)), a3 = _mm512_loadu_ps(ACC(3, 0));
+
+	for (size_t i = 0; i < len; i += LANES) {
+		__m512 xv = _mm512_loadu_ps(x + i);
+
+		a0 = _mm512_add_ps(a0, _mm512_mul_ps(WIDEN512(w0 + i), xv));
+		a1 = _mm512_add_ps(a1, _mm512_mul_ps(WIDEN512(w1 + i), xv));
+		a2 = _mm512_add_ps(a2, _mm512_mul_ps(WIDEN512(w2 + i), xv));
+		a3 = _mm512_add_ps(a3, _mm512_mul_ps(WIDEN512(w3 + i), xv));
+	}
+	_mm512_storeu_ps(ACC(0, 0), a0);
+	_mm512_storeu_ps(ACC(1, 0), a1);
+	_mm512_storeu_ps(ACC(2, 0), a2);
+	_mm512_storeu_ps(ACC(3, 0), a3);
+}
+
+/*
+ * Block types decoded in registers, one row against one token (decode):
+ * each weight is ggml's value computed as quant.c computes it (Q8_0
+ * (float)q * d; Q4_K d1 * (float)q - m1 with d1 = d * (float)sc and
+ * m1 = dmin * (float)m per sub-block of 32), then `lane += w * x` as
+ * everywhere: the same bits as decoding into `wbuf` first. `row` is the
+ * row's first block of the stretch, `len` elements (whole blocks).
+ */
+/* The half at p as a float, exactly (quant.h's conversion; normal halves
+ * inline, the rest through it). */
+static inline float cop__half(const uint8_t *p)
+{
+	uint32_t h = (uint32_t)(p[0] | (p[1] << 8)), e = (h >> 10) & 0x1fu, u;
+	float f;
+
+	if (e == 0 || e == 31)
+		return quant_f16_to_f32((uint16_t)h);
+	u = ((h & 0x8000u) << 16) | ((e + 112u) << 23) | ((h & 0x3ffu) << 13);
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+X512 void mk512_q8_0(const uint8_t *row, const float *x, float *acc, size_t len)
+{
+	__m512 a = _mm512_loadu_ps(acc);
+
+	for (size_t i = 0; i < len; i += 32, row += 34) {
+		__m512 d = _mm512_set1_ps(cop__half(row));
+		__m512 w0 = _mm512_mul_ps(
+		    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + 2)))),
+		    d);
+		__m512 w1 = _mm512_mul_ps(
+		    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + 18)))),
+		    d);
+
+		a = _mm512_add_ps(a, _mm512_mul_ps(w0, _mm512_loadu_ps(x + i)));
+		a = _mm512_add_ps(a, _mm512_mul_ps(w1, _mm512_loadu_ps(x + i + 16)));
+	}
+	_mm512_storeu_ps(acc, a);
+}
+
+X512 void mk512_q4_k(const uint8_t *row, const float *x, float *acc, size_t len)
+{
+	__m512 a = _mm512_loadu_ps(acc);
+	const __m512i lo4 = _mm512_set1_epi32(0x0f);
+
+	for (size_t i = 0; i < len; i += QUANT_QK_K, row += 144) {
+		const float d = cop__half(row), dmin = cop__half(row + 2);
+		const uint8_t *sc = row + 4, *ql = row + 16;
+
+		for (int j = 0; j < 4; j++, ql += 32) { /* 64 elements: 32 low nibbles, 32 high */
+			for (int h = 0; h < 2; h++) {
+				int is = 2 * j + h;
+				uint8_t s6, m6;
+
+				if (is < 4) {
+					s6 = sc[is] & 63;
+					m6 = sc[is + 4] & 63;
+				} else {
+					s6 = (uint8_t)((sc[is + 4] & 0x0f) | ((sc[is - 4] >> 6) << 4));
+					m6 = (uint8_t)((sc[is + 4] >> 4) | ((sc[is] >> 6) << 4));
+				}
+				__m512 dv = _mm512_set1_ps(d * (float)s6), mv = _mm512_set1_ps(dmin * (float)m6);
+				const float *xs = x + i + 64 * j + 32 * h;
+
+				for (int k = 0; k < 2; k++) {
+					__m512i q = _mm512_cvtepu8_epi32(
+					    _mm_loadu_si128((const __m128i *)(ql + 16 * k)));
+					__m512 w;
+
+					q = h ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, lo4);
+					w = _mm512_sub_ps(_mm512_mul_ps(dv, _mm512_cvtepi32_ps(q)), mv);
+					a = _mm512_add_ps(a, _mm512_mul_ps(w, _mm512_loadu_ps(xs + 16 * k)));
+				}
+			}
+		}
+	}
+	_mm512_storeu_ps(acc, a);
+}
+#endif
+
+/* The kernels in use: COP_KERNELS_* (cop_kernels_force). */
+static int cop__kernels;
+
+__attribute__((constructor)) static void cop__detect(void)
+{
+	cop__kernels = COP_KERNELS_BASE;
+#ifdef COP_X512
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f"))
+		cop__kernels = COP_KERNELS_AVX512;
+#endif
+}
+
+const char *cop_kernels(void)
+{
+	return cop__kernels == COP_KERNELS_AVX512 ? "avx512" : "base";
+}
+
+int cop_kernels_force(int which)
+{
+	int was = cop__kernels;
+
+	if (which == COP_KERNELS_BASE)
+		cop__kernels = which;
+	else if (which == COP_KERNELS_BEST)
+		cop__detect();
+	return was;
+}
+
+/* The 4-row kernel over one token: f32 rows, or bf16 rows in place. */
+static ALWAYS_INLINE void mk4(const float *const *wr, const uint16_t *const *wr16, const float *x,
+                              float *acc, size_t len)
+{
+#ifdef COP_X512
+	if (cop__kernels == COP_KERNELS_AVX512) {
+		if (wr16)
+			mk512_4x1_bf16(wr16, x, acc, len);
+		else
+			mk512_4x1(wr, x, acc, len);
+		return;
+	}
+#endif
+	if (wr16)
+		mk_4x1_bf16(wr16, x, acc, len);
+	else
+		mk_4x1(wr, x, acc, len);
+}
+
 static float weight_at(const struct mm_job *j, size_t o, size_t i)
 {
 	size_t k = o * j->n_in + i;
@@ -194,9 +445,10 @@ KERNEL void widen_bf16(const uint16_t *src, float *dst, size_t n)
 
 static void mm_item(const struct mm_job *j, size_t rb, size_t tc)
 {
-	float acc[MM_RB * MM_TB * LANES] __attribute__((aligned(32)));
-	float wbuf[MM_RB][MM_KB] __attribute__((aligned(32)));
+	float acc[MM_RB * MM_TB * LANES] __attribute__((aligned(64)));
+	float wbuf[MM_RB][MM_KB] __attribute__((aligned(64)));
 	const float *wr[MM_RB];
+	const uint16_t *wr16[MM_RB];
 	size_t o0 = rb * MM_RB, t0 = tc * MM_TB;
 	size_t nr = j->n_out - o0 < MM_RB ? j->n_out - o0 : MM_RB;
 	size_t nt = j->n_tok - t0 < MM_TB ? j->n_tok - t0 : MM_TB;
@@ -207,8 +459,28 @@ static void mm_item(const struct mm_job *j, size_t rb, size_t tc)
 		size_t len = m - k0 < MM_KB ? m - k0 : MM_KB;
 		size_t t, r;
 
+#ifdef COP_X512
+		/* one token of a Q8_0 or Q4_K matrix: decoded in registers */
+		if (j->wq && nt == 1 && cop__kernels == COP_KERNELS_AVX512 &&
+		    (j->qtype == QUANT_Q8_0 || j->qtype == QUANT_Q4_K)) {
+			const float *xt = j->x + t0 * n_in + k0;
+
+			for (r = 0; r < nr; r++) {
+				const uint8_t *row =
+				    j->wq + (o0 + r) * j->row_bytes + k0 / j->blk * j->blk_bytes;
+
+				if (j->qtype == QUANT_Q8_0)
+					mk512_q8_0(row, xt, ACC(r, 0), len);
+				else
+					mk512_q4_k(row, xt, ACC(r, 0), len);
+			}
+			continue;
+		}
+#endif
 		for (r = 0; r < nr; r++) {
-			if (j->w16) {
+			if (j->w16 && nr == MM_RB) { /* read in place by the 4-row kernels */
+				wr16[r] = j->w16 + (o0 + r) * n_in + k0;
+			} else if (j->w16) {
 				widen_bf16(j->w16 + (o0 + r) * n_in + k0, wbuf[r], len);
 				wr[r] = wbuf[r];
 			} else if (j->wq) { /* k0 and len are whole blocks: MM_KB is */
@@ -224,7 +496,7 @@ static void mm_item(const struct mm_job *j, size_t rb, size_t tc)
 			const float *xt = j->x + (t0 + t) * n_in + k0;
 
 			if (nr == MM_RB) {
-				mk_4x1(wr, xt, ACC(0, t), len);
+				mk4(wr, j->w16 ? wr16 : NULL, xt, ACC(0, t), len);
 			} else {
 				for (r = 0; r < nr; r++)
 					mk_1x1(wr[r], xt, ACC(r, t), len);

@@ -6,9 +6,10 @@
  *
  * Exactness first. Every kernel is deterministic: a given input gives the
  * same bits on every run, for every thread count, and on every x86-64 CPU
- * (the matrix product may pick an AVX2 build of itself at run time; it does
- * the same IEEE operations in the same order as the baseline one, and the
- * library is built with -ffp-contract=off, so no multiply-add is ever fused).
+ * (the matrix product may pick an AVX2 or an AVX-512 build of itself at run
+ * time; it does the same IEEE operations in the same order as the baseline
+ * one, and the library is built with -ffp-contract=off, so no multiply-add
+ * is ever fused).
  * Only the transcendental functions (expf, sin, cos, pow) come from libm and
  * are as deterministic as the libm in use.
  *
@@ -45,6 +46,22 @@
 
 /* Lanes of the dot-product order above: part of the numeric contract. */
 #define COP_DOT_LANES 16
+
+/*
+ * The matrix product's kernels: the baseline (8-float vectors, with an AVX2
+ * build picked at load), or AVX-512 (one 16-float register a lane set) when
+ * the CPU has it, chosen at load. Every one computes the order above with
+ * the same IEEE operations: the same bits. cop_kernels names the set in
+ * use ("avx512" or "base"); cop_kernels_force picks COP_KERNELS_BASE, or
+ * COP_KERNELS_BEST (what the CPU allows), and returns the previous one
+ * (tests and benchmarks compare them; not thread-safe against running
+ * products).
+ */
+#define COP_KERNELS_BASE   0
+#define COP_KERNELS_AVX512 1
+#define COP_KERNELS_BEST   -1
+const char *cop_kernels(void);
+int cop_kernels_force(int which);
 
 /*
  * y = x W^T for bf16 weights as GGUF lays out a [n_in, n_out] tensor:
