@@ -7,7 +7,8 @@
 # the stream with it and ends a request at its end-of-generation tokens;
 # every output equals the same request run in this process
 # (ignis-generate), greedy and sampled, while several share the rounds, in
-# both KV formats. ignis-vocab shows the same vocabulary.
+# both KV formats. ignis-vocab shows the same vocabulary. Then a qwen3next
+# file (the MoE hybrid) the same way.
 #   qwen3.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: qwen3.sh BUILD_DIR}
@@ -83,4 +84,32 @@ for fmt in bf16 compact; do
 	wait "$sup_pid"
 	sup_pid=
 done
+step "a qwen3next file (a MoE hybrid, llama.cpp's Q4_K_M mix) served: the same text as in process"
+mn=$work/q3n.gguf
+"$build/tools/ignis-mkmodel" --preset tiny-moe --layout qwen3next --dtype q4_k_m --seed 7 -o "$mn" \
+	2>/dev/null || fail "mkmodel --layout qwen3next"
+rm -rf "$rt"
+: >"$events"
+"$sup" start --runtime-dir "$rt" --model "$mn" --model-max-context 512 >"$events" 2>&1 &
+sup_pid=$!
+wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "qwen3next: no start"
+grep '"ignis.gpu_worker.model_loaded"' "$events" | jq -e '.architecture == "qwen3next" and
+	.mtp_layers_skipped == 0' >/dev/null || fail "qwen3next: model_loaded: $(grep model_loaded "$events")"
+pids=()
+for i in 0 1; do
+	args=(--prompt "${prompts[$i]}" --max-tokens $((20 + 7 * i)) --seed $((i + 5)))
+	((i % 2)) && args+=(--temperature 0.8 --top-k 30)
+	"$gen" --model "$mn" --kv-format compact "${args[@]}" >"$work/want.$i" ||
+		fail "qwen3next: in-process generate $i"
+	"$gen" --worker --runtime-dir "$rt" "${args[@]}" >"$work/got.$i" &
+	pids+=($!)
+done
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || fail "qwen3next: worker generate $i failed"
+	cmp -s "$work/want.$i" "$work/got.$i" || fail "qwen3next: request $i differs"
+done
+[[ -s $work/got.0 ]] || fail "qwen3next: empty output"
+kill -TERM "$sup_pid"
+wait "$sup_pid"
+sup_pid=
 echo "qwen3 integration: all steps passed"

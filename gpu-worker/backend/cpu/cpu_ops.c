@@ -26,8 +26,9 @@
  * reassociation, no contraction with -ffp-contract=off); on x86-64 the
  * kernels are also cloned for AVX2 and AVX-512 and picked at load time; the
  * 4-row kernels have AVX-512 builds of their own (16 lanes, one register),
- * picked at load (cop_kernels). bf16 rows are widened in registers by the
- * 4-row kernels, through `wbuf` by the edge kernel.
+ * picked at load (cop_kernels), which widen bf16 rows in registers and
+ * decode Q8_0 and Q4_K rows in registers for one token; the rest goes
+ * through `wbuf`.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -176,62 +177,6 @@ KERNEL void mk_1x1(const float *w0, const float *x0, float *acc, size_t len)
 		MAC16(a, wv, xv);
 	}
 	STORE16(ACC(0, 0), a);
-}
-
-/*
- * bf16 weights read in place: the same kernels with each 8 weights widened
- * in registers (zero-extend, shift: exact) instead of through `wbuf`. The
- * same `lane += w * x`, so the same bits as widening first.
- */
-typedef uint16_t v8u16 __attribute__((vector_size(16)));
-typedef uint32_t v8u32 __attribute__((vector_size(32)));
-
-/* v (a v8f) = the 8 bf16 at p widened (no vector crosses a call: ABI). */
-#define WIDEN8(v, p)                                                                               \
-	do {                                                                                       \
-		v8u16 h_;                                                                          \
-		v8u32 u_;                                                                          \
-                                                                                                   \
-		memcpy(&h_, (p), sizeof(h_));                                                      \
-		u_ = __builtin_convertvector(h_, v8u32) << 16;                                     \
-		memcpy(&(v), &u_, sizeof(v));                                                      \
-	} while (0)
-#define WIDEN16(v, p)                                                                              \
-	do {                                                                                       \
-		WIDEN8(v##_0, (p));                                                                \
-		WIDEN8(v##_1, (p) + 8);                                                            \
-	} while (0)
-
-KERNEL void mk_4x1_bf16(const uint16_t *const *wr, const float *x, float *acc, size_t len)
-{
-	const uint16_t *w0 = wr[0], *w1 = wr[1], *w2 = wr[2], *w3 = wr[3];
-	DECL16(a0);
-	DECL16(a1);
-	DECL16(a2);
-	DECL16(a3);
-
-	LOAD16(a0, ACC(0, 0));
-	LOAD16(a1, ACC(1, 0));
-	LOAD16(a2, ACC(2, 0));
-	LOAD16(a3, ACC(3, 0));
-	for (size_t i = 0; i < len; i += LANES) {
-		DECL16(xv);
-		DECL16(wv);
-
-		LOAD16(xv, x + i);
-		WIDEN16(wv, w0 + i);
-		MAC16(a0, wv, xv);
-		WIDEN16(wv, w1 + i);
-		MAC16(a1, wv, xv);
-		WIDEN16(wv, w2 + i);
-		MAC16(a2, wv, xv);
-		WIDEN16(wv, w3 + i);
-		MAC16(a3, wv, xv);
-	}
-	STORE16(ACC(0, 0), a0);
-	STORE16(ACC(1, 0), a1);
-	STORE16(ACC(2, 0), a2);
-	STORE16(ACC(3, 0), a3);
 }
 
 /*
@@ -404,7 +349,9 @@ int cop_kernels_force(int which)
 	return was;
 }
 
-/* The 4-row kernel over one token: f32 rows, or bf16 rows in place. */
+/* The 4-row kernel over one token: f32 rows, or (AVX-512 only: the
+ * baseline's widening in registers measured slower than through `wbuf`)
+ * bf16 rows in place. */
 static ALWAYS_INLINE void mk4(const float *const *wr, const uint16_t *const *wr16, const float *x,
                               float *acc, size_t len)
 {
@@ -417,10 +364,8 @@ static ALWAYS_INLINE void mk4(const float *const *wr, const uint16_t *const *wr1
 		return;
 	}
 #endif
-	if (wr16)
-		mk_4x1_bf16(wr16, x, acc, len);
-	else
-		mk_4x1(wr, x, acc, len);
+	(void)wr16;
+	mk_4x1(wr, x, acc, len);
 }
 
 static float weight_at(const struct mm_job *j, size_t o, size_t i)
@@ -478,7 +423,8 @@ static void mm_item(const struct mm_job *j, size_t rb, size_t tc)
 		}
 #endif
 		for (r = 0; r < nr; r++) {
-			if (j->w16 && nr == MM_RB) { /* read in place by the 4-row kernels */
+			if (j->w16 && nr == MM_RB && cop__kernels == COP_KERNELS_AVX512) {
+				/* read in place by the AVX-512 4-row kernel */
 				wr16[r] = j->w16 + (o0 + r) * n_in + k0;
 			} else if (j->w16) {
 				widen_bf16(j->w16 + (o0 + r) * n_in + k0, wbuf[r], len);
@@ -496,7 +442,8 @@ static void mm_item(const struct mm_job *j, size_t rb, size_t tc)
 			const float *xt = j->x + (t0 + t) * n_in + k0;
 
 			if (nr == MM_RB) {
-				mk4(wr, j->w16 ? wr16 : NULL, xt, ACC(0, t), len);
+				mk4(wr, j->w16 && cop__kernels == COP_KERNELS_AVX512 ? wr16 : NULL, xt,
+				    ACC(0, t), len);
 			} else {
 				for (r = 0; r < nr; r++)
 					mk_1x1(wr[r], xt, ACC(r, t), len);
