@@ -1,0 +1,784 @@
+/* oai.c - OpenAI's HTTP API, its JSON half (see oai.h). */
+#include "oai.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+void oai_errf(struct oai_err *err, int status, const char *param, const char *code,
+              const char *fmt, ...)
+{
+	va_list ap;
+
+	err->status = status;
+	err->type = status == 404   ? "not_found_error"
+	            : status == 503 ? "service_unavailable_error"
+	            : status >= 500 ? "server_error"
+	                            : "invalid_request_error";
+	snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+	snprintf(err->code, sizeof err->code, "%s", code ? code : "");
+	va_start(ap, fmt);
+	vsnprintf(err->message, sizeof err->message, fmt, ap);
+	va_end(ap);
+}
+
+void oai_req_free(struct oai_req *r)
+{
+	free(r->prompt);
+	free(r->prompt_ids);
+	for (size_t i = 0; i < r->n_messages; i++)
+		free(r->messages[i].text);
+	free(r->messages);
+	for (size_t i = 0; i < r->n_stop; i++)
+		free(r->stop[i]);
+	memset(r, 0, sizeof(*r));
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+struct oai__in {
+	struct oai_req *r;
+	const struct oai_limits *lim;
+	struct oai_err *err;
+	bool stream_options; /* seen; valid only with stream true */
+};
+
+/* The JSON type's name, for messages. */
+static const char *oai__type(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
+	case JSON_INTEGER:
+		return "an integer";
+	case JSON_REAL:
+		return "a number";
+	case JSON_TRUE:
+	case JSON_FALSE:
+		return "a boolean";
+	default:
+		return "null";
+	}
+}
+
+static int oai__bad(struct oai__in *in, const char *param, const json_t *v, const char *accepted)
+{
+	oai_errf(in->err, 400, param, "invalid_value", "'%s' is %s; accepted: %s", param,
+	         oai__type(v), accepted);
+	return -1;
+}
+
+static char *oai__dup(const char *s, size_t n)
+{
+	char *d = malloc(n + 1);
+
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = '\0';
+	}
+	return d;
+}
+
+static int oai__nomem(struct oai__in *in)
+{
+	oai_errf(in->err, 500, NULL, NULL, "out of memory reading the request");
+	return -1;
+}
+
+static int oai__model(struct oai__in *in, const char *k, json_t *v)
+{
+	if (!json_is_string(v) || !json_string_length(v) ||
+	    json_string_length(v) >= sizeof in->r->model)
+		return oai__bad(in, k, v, "the model's name, a string of 1 to 127 bytes");
+	memcpy(in->r->model, json_string_value(v), json_string_length(v) + 1);
+	return 0;
+}
+
+/* An integer lo..hi into *out. */
+static int oai__int(struct oai__in *in, const char *k, json_t *v, int64_t lo, int64_t hi,
+                    int64_t *out)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+		if (json_is_integer(v))
+			oai_errf(in->err, 400, k, "invalid_value",
+			         "'%s' is %lld; accepted: an integer from %lld to %lld", k,
+			         (long long)json_integer_value(v), (long long)lo, (long long)hi);
+		else
+			oai_errf(in->err, 400, k, "invalid_value",
+			         "'%s' is %s; accepted: an integer from %lld to %lld", k, oai__type(v),
+			         (long long)lo, (long long)hi);
+		return -1;
+	}
+	*out = json_integer_value(v);
+	return 0;
+}
+
+static int oai__max_tokens(struct oai__in *in, const char *k, json_t *v)
+{
+	int64_t n;
+
+	if (json_is_null(v))
+		return 0;
+	if (oai__int(in, k, v, 1, in->lim->max_tokens, &n))
+		return -1;
+	in->r->max_tokens = (uint32_t)n;
+	return 0;
+}
+
+/* A number lo..hi (lo itself excluded when `open`). */
+static int oai__num(struct oai__in *in, const char *k, json_t *v, double lo, double hi, bool open,
+                    float *out)
+{
+	double d;
+
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_number(v))
+		return oai__bad(in, k, v, open ? "a number above 0, at most 1" : "a number from 0 to 2");
+	d = json_number_value(v);
+	if (!(d >= lo && d <= hi) || (open && d == lo)) {
+		oai_errf(in->err, 400, k, "invalid_value", "'%s' is %g; accepted: %s", k, d,
+		         open ? "a number above 0, at most 1" : "a number from 0 to 2");
+		return -1;
+	}
+	*out = (float)d;
+	return 0;
+}
+
+static int oai__temperature(struct oai__in *in, const char *k, json_t *v)
+{
+	return oai__num(in, k, v, 0.0, 2.0, false, &in->r->temperature);
+}
+
+static int oai__top_p(struct oai__in *in, const char *k, json_t *v)
+{
+	return oai__num(in, k, v, 0.0, 1.0, true, &in->r->top_p);
+}
+
+static int oai__top_k(struct oai__in *in, const char *k, json_t *v)
+{
+	int64_t n;
+
+	if (json_is_null(v))
+		return 0;
+	if (oai__int(in, k, v, 0, in->lim->vocab, &n))
+		return -1;
+	in->r->top_k = (uint32_t)n;
+	return 0;
+}
+
+static int oai__seed(struct oai__in *in, const char *k, json_t *v)
+{
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_integer(v))
+		return oai__bad(in, k, v, "an integer");
+	in->r->seed_set = true;
+	in->r->seed = json_integer_value(v);
+	return 0;
+}
+
+static int oai__stop_one(struct oai__in *in, const char *k, json_t *v)
+{
+	size_t n = json_string_length(v);
+
+	if (!json_is_string(v) || n == 0 || n > 256)
+		return oai__bad(in, k, v, "a string of 1 to 256 bytes, or an array of up to 4");
+	if (!(in->r->stop[in->r->n_stop] = oai__dup(json_string_value(v), n)))
+		return oai__nomem(in);
+	in->r->n_stop++;
+	return 0;
+}
+
+static int oai__stop(struct oai__in *in, const char *k, json_t *v)
+{
+	size_t i;
+	json_t *s;
+
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_array(v))
+		return oai__stop_one(in, k, v);
+	if (json_array_size(v) > 4) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "'%s' holds %zu strings; accepted: up to 4", k, json_array_size(v));
+		return -1;
+	}
+	json_array_foreach(v, i, s)
+		if (oai__stop_one(in, k, s))
+			return -1;
+	return 0;
+}
+
+static int oai__stream(struct oai__in *in, const char *k, json_t *v)
+{
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v))
+		return oai__bad(in, k, v, "true or false");
+	in->r->stream = json_is_true(v);
+	return 0;
+}
+
+static int oai__stream_options(struct oai__in *in, const char *k, json_t *v)
+{
+	const char *key;
+	json_t *x;
+
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_object(v))
+		return oai__bad(in, k, v, "an object {\"include_usage\": true or false}");
+	json_object_foreach(v, key, x) {
+		if (strcmp(key, "include_usage") || !json_is_boolean(x))
+			return oai__bad(in, k, v, "an object {\"include_usage\": true or false}");
+		in->r->include_usage = json_is_true(x);
+	}
+	in->stream_options = true;
+	return 0;
+}
+
+static int oai__n(struct oai__in *in, const char *k, json_t *v)
+{
+	if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 1))
+		return 0;
+	oai_errf(in->err, 400, k, "unsupported_value",
+	         "'%s' asks for more than one choice; accepted: 1 (one choice a request)", k);
+	return -1;
+}
+
+static int oai__ignis(struct oai__in *in, const char *k, json_t *v)
+{
+	const char *key;
+	json_t *x;
+	static const char accepted[] = "an object {\"class\": \"interactive\" or \"agent\"}";
+
+	if (!json_is_object(v))
+		return oai__bad(in, k, v, accepted);
+	json_object_foreach(v, key, x) {
+		if (strcmp(key, "class") || !json_is_string(x) ||
+		    (strcmp(json_string_value(x), "interactive") &&
+		     strcmp(json_string_value(x), "agent"))) {
+			oai_errf(in->err, 400, "ignis.class", "invalid_value",
+			         "'ignis' holds '%s'; accepted: %s", key, accepted);
+			return -1;
+		}
+		in->r->agent = !strcmp(json_string_value(x), "agent");
+	}
+	return 0;
+}
+
+static int oai__kwargs(struct oai__in *in, const char *k, json_t *v)
+{
+	const char *key;
+	json_t *x;
+	static const char accepted[] = "an object {\"enable_thinking\": true or false}";
+
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_object(v))
+		return oai__bad(in, k, v, accepted);
+	json_object_foreach(v, key, x) {
+		if (strcmp(key, "enable_thinking") || !json_is_boolean(x)) {
+			oai_errf(in->err, 400, k, "invalid_value", "'%s' holds '%s'; accepted: %s", k,
+			         key, accepted);
+			return -1;
+		}
+		in->r->thinking_set = true;
+		in->r->thinking = json_is_true(x);
+	}
+	return 0;
+}
+
+/* A content: a string, or text parts joined. */
+static int oai__content(struct oai__in *in, json_t *v, struct oai_message *m)
+{
+	static const char accepted[] = "a string, or an array of {\"type\": \"text\", \"text\": ...}";
+	size_t i, n = 0;
+	json_t *p;
+
+	if (json_is_string(v)) {
+		m->len = json_string_length(v);
+		m->text = oai__dup(json_string_value(v), m->len);
+		return m->text ? 0 : oai__nomem(in);
+	}
+	if (!json_is_array(v))
+		return oai__bad(in, "messages.content", v, accepted);
+	json_array_foreach(v, i, p) {
+		json_t *t = json_object_get(p, "type"), *x = json_object_get(p, "text");
+
+		if (!json_is_object(p) || !json_is_string(t) || strcmp(json_string_value(t), "text") ||
+		    !json_is_string(x) || json_object_size(p) != 2) {
+			oai_errf(in->err, 400, "messages.content", "invalid_value",
+			         "part %zu of a message's content is not a text part; accepted: %s "
+			         "(no images or audio)",
+			         i, accepted);
+			return -1;
+		}
+		n += json_string_length(x);
+	}
+	if (!(m->text = malloc(n + 1)))
+		return oai__nomem(in);
+	n = 0;
+	json_array_foreach(v, i, p) {
+		json_t *x = json_object_get(p, "text");
+
+		memcpy(m->text + n, json_string_value(x), json_string_length(x));
+		n += json_string_length(x);
+	}
+	m->text[n] = '\0';
+	m->len = n;
+	return 0;
+}
+
+static int oai__messages(struct oai__in *in, const char *k, json_t *v)
+{
+	static const char *const roles[] = {"system", "developer", "user", "assistant"};
+	size_t i, total = 0;
+	json_t *m;
+
+	if (!json_is_array(v) || !json_array_size(v))
+		return oai__bad(in, k, v, "a non-empty array of messages");
+	if (json_array_size(v) > in->lim->max_messages) {
+		oai_errf(in->err, 413, k, "context_length_exceeded",
+		         "'%s' holds %zu messages; accepted: up to %zu", k, json_array_size(v),
+		         in->lim->max_messages);
+		return -1;
+	}
+	if (!(in->r->messages = calloc(json_array_size(v), sizeof(*in->r->messages))))
+		return oai__nomem(in);
+	json_array_foreach(v, i, m) {
+		struct oai_message *om = &in->r->messages[i];
+		const char *key, *role;
+		json_t *x, *c = NULL;
+		size_t ri = 0;
+
+		in->r->n_messages = i + 1;
+		if (!json_is_object(m))
+			return oai__bad(in, k, m, "messages as objects {\"role\", \"content\"}");
+		json_object_foreach(m, key, x) {
+			if (!strcmp(key, "content"))
+				c = x;
+			else if (strcmp(key, "role") && strcmp(key, "name")) {
+				oai_errf(in->err, 400, "messages", "unsupported_value",
+				         "message %zu has '%s'; accepted: role, content and name (no "
+				         "tool calls)",
+				         i, key);
+				return -1;
+			}
+		}
+		x = json_object_get(m, "role");
+		role = json_is_string(x) ? json_string_value(x) : "";
+		while (ri < 4 && strcmp(role, roles[ri]))
+			ri++;
+		if (ri == 4) {
+			oai_errf(in->err, 400, "messages.role", "invalid_value",
+			         "message %zu has role '%s'; accepted: system, developer, user, "
+			         "assistant",
+			         i, role);
+			return -1;
+		}
+		snprintf(om->role, sizeof om->role, "%s", roles[ri]);
+		if (!c) {
+			oai_errf(in->err, 400, "messages.content", "invalid_value",
+			         "message %zu has no content; accepted: a string or text parts", i);
+			return -1;
+		}
+		if (oai__content(in, c, om))
+			return -1;
+		total += om->len;
+	}
+	if (total > in->lim->max_text) {
+		oai_errf(in->err, 413, k, "context_length_exceeded",
+		         "the messages hold %zu bytes; accepted: up to %zu", total,
+		         in->lim->max_text);
+		return -1;
+	}
+	return 0;
+}
+
+/* Token ids: an array of integers below the vocabulary. */
+static int oai__ids(struct oai__in *in, const char *k, json_t *v)
+{
+	size_t i, n = json_array_size(v);
+	json_t *x;
+
+	if (n == 0)
+		return oai__bad(in, k, v, "a non-empty prompt");
+	if (n > in->lim->max_prompt_ids) {
+		oai_errf(in->err, 413, k, "context_length_exceeded",
+		         "the prompt holds %zu token ids; accepted: up to %zu", n,
+		         in->lim->max_prompt_ids);
+		return -1;
+	}
+	if (!(in->r->prompt_ids = malloc(n * sizeof(uint32_t))))
+		return oai__nomem(in);
+	json_array_foreach(v, i, x) {
+		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+		    json_integer_value(x) >= (json_int_t)in->lim->vocab) {
+			oai_errf(in->err, 400, k, "invalid_value",
+			         "token %zu of the prompt is not a token id; accepted: integers from 0 "
+			         "to %u",
+			         i, in->lim->vocab - 1);
+			return -1;
+		}
+		in->r->prompt_ids[i] = (uint32_t)json_integer_value(x);
+	}
+	in->r->n_prompt_ids = n;
+	return 0;
+}
+
+static int oai__prompt(struct oai__in *in, const char *k, json_t *v)
+{
+	static const char accepted[] = "a string, an array of one string, token ids, or an array "
+	                               "of one array of token ids";
+	json_t *one = v;
+
+	if (json_is_array(v)) {
+		if (json_array_size(v) == 0)
+			return oai__bad(in, k, v, accepted);
+		one = json_array_get(v, 0);
+		if (json_is_integer(one))
+			return oai__ids(in, k, v);
+		if (json_array_size(v) != 1) {
+			oai_errf(in->err, 400, k, "unsupported_value",
+			         "'%s' holds %zu prompts; accepted: one prompt a request", k,
+			         json_array_size(v));
+			return -1;
+		}
+		if (json_is_array(one))
+			return oai__ids(in, k, one);
+	}
+	if (!json_is_string(one))
+		return oai__bad(in, k, v, accepted);
+	if (json_string_length(one) > in->lim->max_text) {
+		oai_errf(in->err, 413, k, "context_length_exceeded",
+		         "the prompt holds %zu bytes; accepted: up to %zu", json_string_length(one),
+		         in->lim->max_text);
+		return -1;
+	}
+	in->r->prompt_len = json_string_length(one);
+	in->r->prompt = oai__dup(json_string_value(one), in->r->prompt_len);
+	return in->r->prompt ? 0 : oai__nomem(in);
+}
+
+/* A field we do not run, taken at its neutral value only. */
+static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
+{
+	static const struct {
+		const char *key, *neutral;
+	} n[] = {
+	    {"logprobs", "false (log probabilities are not given)"},
+	    {"top_logprobs", "0"},
+	    {"presence_penalty", "0"},
+	    {"frequency_penalty", "0"},
+	    {"logit_bias", "{}"},
+	    {"echo", "false"},
+	    {"best_of", "1"},
+	    {"suffix", "null"},
+	    {"response_format", "{\"type\": \"text\"}"},
+	    {"tools", "[] (no tool calls)"},
+	    {"functions", "[] (no function calls)"},
+	    {"tool_choice", "\"none\""},
+	    {"function_call", "\"none\""},
+	    {"store", "false"},
+	    {"service_tier", "\"auto\" or \"default\""},
+	    {"modalities", "[\"text\"]"},
+	    {"reasoning_effort", "null"},
+	    {"prediction", "null"},
+	    {"audio", "null"},
+	    {"web_search_options", "null"},
+	};
+	bool ok = json_is_null(v);
+	size_t i = 0;
+
+	while (strcmp(n[i].key, k))
+		i++;
+	if (!ok && (!strcmp(k, "logprobs") || !strcmp(k, "echo") || !strcmp(k, "store")))
+		ok = json_is_false(v);
+	else if (!ok && (!strcmp(k, "top_logprobs") || !strcmp(k, "presence_penalty") ||
+	                 !strcmp(k, "frequency_penalty")))
+		ok = json_is_number(v) && json_number_value(v) == 0;
+	else if (!ok && !strcmp(k, "best_of"))
+		ok = json_is_integer(v) && json_integer_value(v) == 1;
+	else if (!ok && !strcmp(k, "logit_bias"))
+		ok = json_is_object(v) && !json_object_size(v);
+	else if (!ok && (!strcmp(k, "tools") || !strcmp(k, "functions")))
+		ok = json_is_array(v) && !json_array_size(v);
+	else if (!ok && (!strcmp(k, "tool_choice") || !strcmp(k, "function_call")))
+		ok = json_is_string(v) && !strcmp(json_string_value(v), "none");
+	else if (!ok && !strcmp(k, "service_tier"))
+		ok = json_is_string(v) && (!strcmp(json_string_value(v), "auto") ||
+		                           !strcmp(json_string_value(v), "default"));
+	else if (!ok && !strcmp(k, "response_format"))
+		ok = json_is_object(v) && json_object_size(v) == 1 &&
+		     json_is_string(json_object_get(v, "type")) &&
+		     !strcmp(json_string_value(json_object_get(v, "type")), "text");
+	else if (!ok && !strcmp(k, "modalities"))
+		ok = json_is_array(v) && json_array_size(v) == 1 &&
+		     json_is_string(json_array_get(v, 0)) &&
+		     !strcmp(json_string_value(json_array_get(v, 0)), "text");
+	if (ok)
+		return 0;
+	oai_errf(in->err, 400, k, "unsupported_value",
+	         "'%s' asks for what this server does not do; accepted: %s", k, n[i].neutral);
+	return -1;
+}
+
+/* Fields we read and otherwise ignore. */
+static int oai__ignored(struct oai__in *in, const char *k, json_t *v)
+{
+	(void)in, (void)k, (void)v;
+	return 0;
+}
+
+static const struct oai__field {
+	const char *key;
+	unsigned kinds; /* 1 chat, 2 completions */
+	int (*fn)(struct oai__in *in, const char *k, json_t *v);
+} oai__fields[] = {
+    {"model", 3, oai__model},
+    {"messages", 1, oai__messages},
+    {"prompt", 2, oai__prompt},
+    {"max_tokens", 3, oai__max_tokens},
+    {"max_completion_tokens", 3, oai__max_tokens},
+    {"temperature", 3, oai__temperature},
+    {"top_p", 3, oai__top_p},
+    {"top_k", 3, oai__top_k},
+    {"seed", 3, oai__seed},
+    {"stop", 3, oai__stop},
+    {"stream", 3, oai__stream},
+    {"stream_options", 3, oai__stream_options},
+    {"n", 3, oai__n},
+    {"ignis", 3, oai__ignis},
+    {"chat_template_kwargs", 1, oai__kwargs},
+    {"user", 3, oai__ignored},
+    {"metadata", 1, oai__ignored},
+    {"parallel_tool_calls", 1, oai__ignored},
+    {"logprobs", 3, oai__neutral},
+    {"top_logprobs", 1, oai__neutral},
+    {"presence_penalty", 3, oai__neutral},
+    {"frequency_penalty", 3, oai__neutral},
+    {"logit_bias", 3, oai__neutral},
+    {"echo", 2, oai__neutral},
+    {"best_of", 2, oai__neutral},
+    {"suffix", 2, oai__neutral},
+    {"response_format", 1, oai__neutral},
+    {"tools", 1, oai__neutral},
+    {"functions", 1, oai__neutral},
+    {"tool_choice", 1, oai__neutral},
+    {"function_call", 1, oai__neutral},
+    {"store", 1, oai__neutral},
+    {"service_tier", 3, oai__neutral},
+    {"modalities", 1, oai__neutral},
+    {"reasoning_effort", 1, oai__neutral},
+    {"prediction", 1, oai__neutral},
+    {"audio", 1, oai__neutral},
+    {"web_search_options", 1, oai__neutral},
+};
+
+int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai_limits *lim,
+              struct oai_req *out, struct oai_err *err)
+{
+	struct oai__in in = {out, lim, err, false};
+	unsigned bit = kind == OAI_CHAT ? 1u : 2u;
+	json_error_t je;
+	json_t *root, *v;
+	const char *key;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->kind = kind;
+	out->temperature = 1.0f;
+	out->top_p = 1.0f;
+	if (len > lim->max_body) {
+		oai_errf(err, 413, NULL, "request_too_large",
+		         "the request body is %zu bytes; accepted: up to %zu", len, lim->max_body);
+		return -1;
+	}
+	root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root) {
+		oai_errf(err, 400, NULL, "invalid_json",
+		         "the body is not JSON: %s (line %d, column %d); accepted: a JSON object",
+		         je.text, je.line, je.column);
+		return -1;
+	}
+	if (!json_is_object(root)) {
+		oai_errf(err, 400, NULL, "invalid_json", "the body is %s; accepted: a JSON object",
+		         oai__type(root));
+		json_decref(root);
+		return -1;
+	}
+	json_object_foreach(root, key, v) {
+		size_t i = 0, n = sizeof(oai__fields) / sizeof(oai__fields[0]);
+
+		while (i < n && (strcmp(oai__fields[i].key, key) || !(oai__fields[i].kinds & bit)))
+			i++;
+		if (i == n) {
+			oai_errf(err, 400, key, "unknown_parameter",
+			         "unknown field '%s' for %s; see docs/http.md for what is accepted", key,
+			         kind == OAI_CHAT ? "/v1/chat/completions" : "/v1/completions");
+			rc = -1;
+			break;
+		}
+		if ((rc = oai__fields[i].fn(&in, key, v)))
+			break;
+	}
+	if (!rc && !out->model[0]) {
+		oai_errf(err, 400, "model", "missing_required_parameter",
+		         "'model' is missing; accepted: the served model's name (GET /v1/models)");
+		rc = -1;
+	}
+	if (!rc && kind == OAI_CHAT && !out->n_messages) {
+		oai_errf(err, 400, "messages", "missing_required_parameter",
+		         "'messages' is missing; accepted: a non-empty array of messages");
+		rc = -1;
+	}
+	if (!rc && kind == OAI_COMPLETION && !out->prompt && !out->n_prompt_ids) {
+		oai_errf(err, 400, "prompt", "missing_required_parameter",
+		         "'prompt' is missing; accepted: a string or token ids");
+		rc = -1;
+	}
+	if (!rc && in.stream_options && !out->stream) {
+		oai_errf(err, 400, "stream_options", "invalid_value",
+		         "'stream_options' is only for a streamed request (\"stream\": true)");
+		rc = -1;
+	}
+	json_decref(root);
+	if (rc)
+		oai_req_free(out);
+	return rc;
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+/* root serialised compactly, and released. */
+static char *oai__dump(json_t *root)
+{
+	char *s = root ? json_dumps(root, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
+
+	json_decref(root);
+	return s;
+}
+
+char *oai_error_json(const struct oai_err *err)
+{
+	json_t *e = json_object();
+
+	json_object_set_new(e, "message", json_string(err->message));
+	json_object_set_new(e, "type", json_string(err->type ? err->type : "invalid_request_error"));
+	json_object_set_new(e, "param", err->param[0] ? json_string(err->param) : json_null());
+	json_object_set_new(e, "code", err->code[0] ? json_string(err->code) : json_null());
+	return oai__dump(json_pack("{s:o}", "error", e));
+}
+
+static json_t *oai__usage(const struct oai_usage *u)
+{
+	return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt,
+	                 "completion_tokens", (json_int_t)u->completion, "total_tokens",
+	                 (json_int_t)(u->prompt + u->completion), "prompt_tokens_details",
+	                 "cached_tokens", (json_int_t)u->cached);
+}
+
+/* The text as a JSON string: invalid UTF-8 (a character cut at the end of a
+ * stream's piece never reaches here: the door holds it back) is replaced. */
+static json_t *oai__text(const char *text, size_t len)
+{
+	json_t *s = json_stringn(text ? text : "", text ? len : 0);
+
+	if (!s) { /* not UTF-8: each bad byte as U+FFFD */
+		char *t = malloc(len * 3 + 1);
+		size_t o = 0;
+
+		if (!t)
+			return NULL;
+		for (size_t i = 0; i < len; i++) {
+			unsigned char c = (unsigned char)text[i];
+
+			if (c < 0x80) {
+				t[o++] = (char)c;
+				continue;
+			}
+			/* keep a well-formed sequence whole, else one replacement */
+			size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+			json_t *try = n && i + n <= len ? json_stringn(text + i, n) : NULL;
+
+			if (try) {
+				memcpy(t + o, text + i, n);
+				o += n;
+				i += n - 1;
+				json_decref(try);
+			} else {
+				memcpy(t + o, "\xef\xbf\xbd", 3);
+				o += 3;
+			}
+		}
+		s = json_stringn(t, o);
+		free(t);
+	}
+	return s;
+}
+
+char *oai_completion_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
+                          const char *text, size_t len, const char *finish_reason,
+                          const struct oai_usage *usage)
+{
+	json_t *choice;
+
+	if (kind == OAI_CHAT)
+		choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", 0, "message", "role",
+		                   "assistant", "content", oai__text(text, len), "logprobs",
+		                   "finish_reason", finish_reason);
+	else
+		choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", oai__text(text, len),
+		                   "logprobs", "finish_reason", finish_reason);
+	return oai__dump(json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", id, "object",
+	                           kind == OAI_CHAT ? "chat.completion" : "text_completion",
+	                           "created", (json_int_t)created, "model", model, "choices",
+	                           choice, "usage", oai__usage(usage)));
+}
+
+char *oai_chunk_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
+                     bool first, const char *text, size_t len, const char *finish_reason,
+                     const struct oai_usage *usage)
+{
+	const char *object = kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion";
+	json_t *choice, *delta;
+
+	if (usage)
+		return oai__dump(json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", id, "object", object,
+		                           "created", (json_int_t)created, "model", model,
+		                           "choices", "usage", oai__usage(usage)));
+	if (kind == OAI_CHAT) {
+		delta = json_object();
+		if (first)
+			json_object_set_new(delta, "role", json_string("assistant"));
+		if (len || !finish_reason)
+			json_object_set_new(delta, "content", oai__text(text, len));
+		choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "delta", delta, "logprobs",
+		                   "finish_reason",
+		                   finish_reason ? json_string(finish_reason) : json_null());
+	} else {
+		choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "text", oai__text(text, len),
+		                   "logprobs", "finish_reason",
+		                   finish_reason ? json_string(finish_reason) : json_null());
+	}
+	return oai__dump(json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", object,
+	                           "created", (json_int_t)created, "model", model, "choices",
+	                           choice));
+}
+
+char *oai_models_json(const char *model, int64_t created)
+{
+	return oai__dump(json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id",
+	                           model, "object", "model", "created", (json_int_t)created,
+	                           "owned_by", "ignis"));
+}

@@ -1,0 +1,135 @@
+/*
+ * oai.h - OpenAI's HTTP API, its JSON half (issue 16): a request body of
+ * POST /v1/chat/completions or /v1/completions read and checked into what
+ * the front door runs, and the answers written: a whole completion, the
+ * chunks of a stream, the model list and errors in OpenAI's shape
+ * ({"error": {"message", "type", "param", "code"}}). No I/O: the HTTP server
+ * calls these. JSON through jansson.
+ *
+ * What is taken (every field of OpenAI's two requests is known; one we do
+ * not run is accepted only at its neutral value, so a client that sends a
+ * default is served and one that asks for more is told; a field OpenAI
+ * does not have is refused by name):
+ *   model (string, required), messages (chat: system, developer, user,
+ *   assistant; content a string or an array of {"type":"text","text"}
+ *   parts, joined without separator), prompt (completions: a string, an
+ *   array of one string, or token ids: an array of integers or an array of
+ *   one such array), max_tokens and max_completion_tokens (1 to the
+ *   limit), temperature (0 to 2), top_p (above 0, at most 1), top_k (0 to
+ *   the vocabulary; 0 off), seed (any 64-bit integer), stop (a string or
+ *   up to 4), stream, stream_options.include_usage, n (1), the extension
+ *   `ignis` {"class": "interactive" | "agent"} and, as llama.cpp's server
+ *   takes it, chat_template_kwargs {"enable_thinking": bool}.
+ *   Neutral only: logprobs (false), top_logprobs (0), presence_penalty and
+ *   frequency_penalty (0), logit_bias ({}), echo (false), best_of (1),
+ *   suffix (null), response_format ({"type": "text"}), tools ([]),
+ *   tool_choice ("none"), parallel_tool_calls, user, metadata, store
+ *   (false), service_tier ("auto" or "default"), modalities (["text"]),
+ *   reasoning_effort (null), prediction (null).
+ */
+#ifndef IGNIS_SUPERVISOR_OAI_H
+#define IGNIS_SUPERVISOR_OAI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum oai_kind { OAI_CHAT = 1, OAI_COMPLETION = 2 };
+
+/* A refusal in OpenAI's shape: the HTTP status, "invalid_request_error" (or
+ * another type), the field at fault ("" for none), a code ("" for none) and
+ * a message saying what was wrong and what is accepted. */
+struct oai_err {
+	int status;
+	const char *type;
+	char param[64];
+	char code[48];
+	char message[512];
+};
+
+/* What a server takes: a body longer than max_body is refused before it is
+ * read (413); the rest bound the request's fields. */
+struct oai_limits {
+	size_t max_body;        /* bytes */
+	uint32_t max_tokens;    /* the most a request may ask to generate */
+	uint32_t vocab;         /* token ids below this */
+	size_t max_prompt_ids;  /* token ids in a prompt */
+	size_t max_text;        /* bytes of a prompt, or of all messages */
+	size_t max_messages;    /* messages in a chat */
+};
+
+struct oai_message {
+	char role[16]; /* system, developer, user, assistant */
+	char *text;    /* the content, its parts joined */
+	size_t len;
+};
+
+struct oai_req {
+	enum oai_kind kind;
+	char model[128];
+	/* completions: text, or token ids */
+	char *prompt;
+	size_t prompt_len;
+	uint32_t *prompt_ids;
+	size_t n_prompt_ids;
+	/* chat */
+	struct oai_message *messages;
+	size_t n_messages;
+	bool thinking_set, thinking; /* chat_template_kwargs.enable_thinking */
+	/* sampling and the end */
+	uint32_t max_tokens; /* 0: not given (the model's default) */
+	float temperature;   /* 1 when not given, as OpenAI's default */
+	float top_p;         /* 1 when not given */
+	uint32_t top_k;      /* 0: off */
+	bool seed_set;
+	int64_t seed;
+	char *stop[4];
+	size_t n_stop;
+	/* the answer */
+	bool stream, include_usage;
+	bool agent; /* ignis.class "agent"; interactive otherwise */
+};
+
+/*
+ * Read `body` (len bytes) as a request of `kind`. 0 and *out filled (free
+ * it with oai_req_free), or -1 and *err filled: 400 for a malformed body or
+ * a field out of bounds, naming the field (`param`) and saying what is
+ * accepted; 413 for a prompt past the limits (code "context_length_exceeded"
+ * for one past max_prompt_ids or max_text).
+ */
+int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai_limits *lim,
+              struct oai_req *out, struct oai_err *err);
+void oai_req_free(struct oai_req *r);
+
+/* Fill *err (status, type, param, code and a printf message). */
+void oai_errf(struct oai_err *err, int status, const char *param, const char *code,
+              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* The answers, as malloc'd NUL-terminated JSON (NULL only when out of
+ * memory). `id` ("chatcmpl-..." or "cmpl-..."), `created` (seconds since
+ * the epoch) and `model` are the response's. */
+char *oai_error_json(const struct oai_err *err);
+
+/* usage: prompt_tokens, completion_tokens, prompt_tokens_details.cached_tokens */
+struct oai_usage {
+	uint64_t prompt, completion, cached;
+};
+
+/* A whole answer: one choice, text and finish_reason ("stop", "length"). */
+char *oai_completion_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
+                          const char *text, size_t len, const char *finish_reason,
+                          const struct oai_usage *usage);
+/*
+ * One chunk of a stream (the payload of a "data: " line): chat chunks
+ * carry `delta` ({"role": "assistant"} in the first, {"content": ...}
+ * after), completion chunks `text`; `finish_reason` NULL until the last.
+ * `usage` non-NULL: the final usage chunk (no choices), as OpenAI sends it
+ * when stream_options.include_usage is set.
+ */
+char *oai_chunk_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
+                     bool first, const char *text, size_t len, const char *finish_reason,
+                     const struct oai_usage *usage);
+/* GET /v1/models: the one model, owned by "ignis". */
+char *oai_models_json(const char *model, int64_t created);
+
+#endif

@@ -1,0 +1,346 @@
+/*
+ * test_oai.c - OpenAI's request bodies read and checked, answers written
+ * (supervisor/oai.h): what is taken comes out as the front door will run it;
+ * every refusal has OpenAI's status, the field at fault, a code and words
+ * that say what is accepted; the answers are JSON of OpenAI's shape (read
+ * back with jansson).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "supervisor/oai.h"
+
+static const struct oai_limits lim = {
+    .max_body = 1u << 20,
+    .max_tokens = 4096,
+    .vocab = 260,
+    .max_prompt_ids = 64,
+    .max_text = 1000,
+    .max_messages = 8,
+};
+
+static void take(enum oai_kind kind, const char *body, struct oai_req *r)
+{
+	struct oai_err e = {0};
+
+	if (oai_parse(kind, body, strlen(body), &lim, r, &e))
+		fail_msg("refused %s: %d %s (%s)", body, e.status, e.message, e.param);
+}
+
+/* A refusal of `body`: its status, param and code, and words in the message. */
+static void refuse(enum oai_kind kind, const char *body, int status, const char *param,
+                   const char *code, const char *words)
+{
+	struct oai_req r;
+	struct oai_err e = {0};
+
+	if (!oai_parse(kind, body, strlen(body), &lim, &r, &e)) {
+		oai_req_free(&r);
+		fail_msg("taken: %s", body);
+	}
+	if (e.status != status || strcmp(e.param, param) || strcmp(e.code, code) ||
+	    !strstr(e.message, words))
+		fail_msg("%s: got %d '%s' '%s' \"%s\"; expected %d '%s' '%s' with \"%s\"", body,
+		         e.status, e.param, e.code, e.message, status, param, code, words);
+	/* the error's JSON: OpenAI's shape */
+	{
+		char *j = oai_error_json(&e);
+		json_t *root = json_loads(j, 0, NULL), *x = json_object_get(root, "error");
+
+		assert_non_null(x);
+		assert_string_equal(json_string_value(json_object_get(x, "message")), e.message);
+		assert_string_equal(json_string_value(json_object_get(x, "type")),
+		                    "invalid_request_error");
+		if (param[0])
+			assert_string_equal(json_string_value(json_object_get(x, "param")), param);
+		else
+			assert_true(json_is_null(json_object_get(x, "param")));
+		json_decref(root);
+		free(j);
+	}
+}
+
+static void test_chat_taken(void **state)
+{
+	struct oai_req r;
+
+	(void)state;
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+	     "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hel\"},"
+	     "{\"type\":\"text\",\"text\":\"lo \\u00e9\"}],\"name\":\"ann\"}],"
+	     "\"max_completion_tokens\":12,\"temperature\":0.5,\"top_p\":0.9,\"top_k\":40,"
+	     "\"seed\":-7,\"stop\":[\"\\n\\n\",\"END\"],\"stream\":true,"
+	     "\"stream_options\":{\"include_usage\":true},\"n\":1,\"ignis\":{\"class\":\"agent\"},"
+	     "\"chat_template_kwargs\":{\"enable_thinking\":false},\"logprobs\":false,"
+	     "\"presence_penalty\":0,\"tools\":[],\"response_format\":{\"type\":\"text\"},"
+	     "\"user\":\"u1\"}",
+	     &r);
+	assert_int_equal(r.kind, OAI_CHAT);
+	assert_string_equal(r.model, "m");
+	assert_int_equal(r.n_messages, 2);
+	assert_string_equal(r.messages[0].role, "system");
+	assert_string_equal(r.messages[0].text, "be brief");
+	assert_string_equal(r.messages[1].role, "user");
+	assert_string_equal(r.messages[1].text, "hello \xc3\xa9"); /* parts joined as they are */
+	assert_int_equal(r.messages[1].len, 8);
+	assert_int_equal(r.max_tokens, 12);
+	assert_true(r.temperature == 0.5f && r.top_p == 0.9f && r.top_k == 40);
+	assert_true(r.seed_set && r.seed == -7);
+	assert_int_equal(r.n_stop, 2);
+	assert_string_equal(r.stop[0], "\n\n");
+	assert_string_equal(r.stop[1], "END");
+	assert_true(r.stream && r.include_usage && r.agent);
+	assert_true(r.thinking_set && !r.thinking);
+	oai_req_free(&r);
+
+	/* the defaults: OpenAI's temperature and top_p of 1, interactive */
+	take(OAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r);
+	assert_true(r.temperature == 1.0f && r.top_p == 1.0f && r.top_k == 0);
+	assert_false(r.seed_set || r.stream || r.agent || r.thinking_set);
+	assert_int_equal(r.max_tokens, 0);
+	oai_req_free(&r);
+}
+
+static void test_completion_taken(void **state)
+{
+	struct oai_req r;
+
+	(void)state;
+	take(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"once\",\"max_tokens\":3,\"stop\":\"x\"}",
+	     &r);
+	assert_string_equal(r.prompt, "once");
+	assert_int_equal(r.n_stop, 1);
+	oai_req_free(&r);
+	take(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[\"one string\"],\"echo\":false}", &r);
+	assert_string_equal(r.prompt, "one string");
+	oai_req_free(&r);
+	take(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[1,2,259]}", &r);
+	assert_int_equal(r.n_prompt_ids, 3);
+	assert_int_equal(r.prompt_ids[2], 259);
+	oai_req_free(&r);
+	take(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":[[7,8]],\"best_of\":1,\"suffix\":null}",
+	     &r);
+	assert_int_equal(r.n_prompt_ids, 2);
+	assert_int_equal(r.prompt_ids[0], 7);
+	oai_req_free(&r);
+}
+
+static void test_refusals(void **state)
+{
+	const enum oai_kind C = OAI_CHAT, P = OAI_COMPLETION;
+	const char *u = "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]";
+	char b[512];
+
+	(void)state;
+	refuse(C, "{\"model\":", 400, "", "invalid_json", "not JSON");
+	refuse(C, "[1]", 400, "", "invalid_json", "accepted: a JSON object");
+	refuse(C, "{\"model\":\"m\",\"model\":\"n\"}", 400, "", "invalid_json", "duplicate");
+	refuse(C, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", 400, "model",
+	       "missing_required_parameter", "'model' is missing");
+	refuse(C, "{\"model\":\"m\"}", 400, "messages", "missing_required_parameter",
+	       "'messages' is missing");
+	refuse(P, "{\"model\":\"m\"}", 400, "prompt", "missing_required_parameter",
+	       "'prompt' is missing");
+	refuse(C, "{\"model\":\"m\",\"prompt\":\"x\"}", 400, "prompt", "unknown_parameter",
+	       "unknown field 'prompt' for /v1/chat/completions");
+	refuse(P, "{\"model\":\"m\",\"messages\":[]}", 400, "messages", "unknown_parameter",
+	       "unknown field 'messages' for /v1/completions");
+	refuse(C, "{\"model\":\"m\",\"frobnicate\":1}", 400, "frobnicate", "unknown_parameter",
+	       "unknown field 'frobnicate'");
+	refuse(C, "{\"model\":7}", 400, "model", "invalid_value", "'model' is an integer");
+#define WITH(field) (snprintf(b, sizeof b, "{\"model\":\"m\",%s,%s}", u, field), b)
+	refuse(C, WITH("\"temperature\":2.5"), 400, "temperature", "invalid_value",
+	       "'temperature' is 2.5; accepted: a number from 0 to 2");
+	refuse(C, WITH("\"temperature\":\"hot\""), 400, "temperature", "invalid_value",
+	       "is a string");
+	refuse(C, WITH("\"top_p\":0"), 400, "top_p", "invalid_value", "above 0, at most 1");
+	refuse(C, WITH("\"top_k\":261"), 400, "top_k", "invalid_value", "from 0 to 260");
+	refuse(C, WITH("\"max_tokens\":0"), 400, "max_tokens", "invalid_value",
+	       "accepted: an integer from 1 to 4096");
+	refuse(C, WITH("\"max_completion_tokens\":5000"), 400, "max_completion_tokens",
+	       "invalid_value", "5000");
+	refuse(C, WITH("\"seed\":1.5"), 400, "seed", "invalid_value", "an integer");
+	refuse(C, WITH("\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]"), 400, "stop", "invalid_value",
+	       "holds 5 strings; accepted: up to 4");
+	refuse(C, WITH("\"stop\":\"\""), 400, "stop", "invalid_value", "1 to 256 bytes");
+	refuse(C, WITH("\"n\":2"), 400, "n", "unsupported_value", "accepted: 1");
+	refuse(C, WITH("\"logprobs\":true"), 400, "logprobs", "unsupported_value",
+	       "log probabilities are not given");
+	refuse(C, WITH("\"tools\":[{\"type\":\"function\"}]"), 400, "tools", "unsupported_value",
+	       "no tool calls");
+	refuse(C, WITH("\"presence_penalty\":0.5"), 400, "presence_penalty", "unsupported_value",
+	       "accepted: 0");
+	refuse(C, WITH("\"response_format\":{\"type\":\"json_object\"}"), 400, "response_format",
+	       "unsupported_value", "\"text\"");
+	refuse(C, WITH("\"stream_options\":{\"include_usage\":true}"), 400, "stream_options",
+	       "invalid_value", "only for a streamed request");
+	refuse(C, WITH("\"ignis\":{\"class\":\"batch\"}"), 400, "ignis.class", "invalid_value",
+	       "\"interactive\" or \"agent\"");
+	refuse(C, WITH("\"chat_template_kwargs\":{\"add_vision_id\":true}"), 400,
+	       "chat_template_kwargs", "invalid_value", "enable_thinking");
+#undef WITH
+	refuse(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400,
+	       "messages.role", "invalid_value", "role 'tool'");
+	refuse(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}]}", 400, "messages.content",
+	       "invalid_value", "no content");
+	refuse(C,
+	       "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+	       "\"image_url\",\"image_url\":{\"url\":\"x\"}}]}]}",
+	       400, "messages.content", "invalid_value", "not a text part");
+	refuse(C,
+	       "{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"content\":\"x\","
+	       "\"tool_calls\":[]}]}",
+	       400, "messages", "unsupported_value", "'tool_calls'");
+	refuse(C, "{\"model\":\"m\",\"messages\":[]}", 400, "messages", "invalid_value",
+	       "non-empty array");
+	refuse(P, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", 400, "prompt", "unsupported_value",
+	       "holds 2 prompts");
+	refuse(P, "{\"model\":\"m\",\"prompt\":[1,260]}", 400, "prompt", "invalid_value",
+	       "token 1 of the prompt is not a token id; accepted: integers from 0 to 259");
+	refuse(P, "{\"model\":\"m\",\"prompt\":{}}", 400, "prompt", "invalid_value",
+	       "'prompt' is an object");
+	refuse(P, "{\"model\":\"m\",\"prompt\":[]}", 400, "prompt", "invalid_value",
+	       "'prompt' is an array");
+}
+
+/* Past the limits: 413, the body before it is read, a prompt or chat too
+ * long with context_length_exceeded. */
+static void test_too_large(void **state)
+{
+	struct oai_req r;
+	struct oai_err e = {0};
+	char *big = malloc(4096);
+	size_t n;
+
+	(void)state;
+	assert_non_null(big);
+	assert_int_equal(oai_parse(OAI_CHAT, "{}", lim.max_body + 1, &lim, &r, &e), -1);
+	assert_int_equal(e.status, 413);
+	assert_string_equal(e.code, "request_too_large");
+	n = (size_t)snprintf(big, 4096, "{\"model\":\"m\",\"prompt\":\"%01100d\"}", 0);
+	assert_int_equal(oai_parse(OAI_COMPLETION, big, n, &lim, &r, &e), -1);
+	assert_int_equal(e.status, 413);
+	assert_string_equal(e.code, "context_length_exceeded");
+	assert_non_null(strstr(e.message, "1100 bytes; accepted: up to 1000"));
+	n = (size_t)snprintf(big, 4096, "{\"model\":\"m\",\"prompt\":[");
+	for (int i = 0; i < 65; i++)
+		n += (size_t)snprintf(big + n, 4096 - n, "%s1", i ? "," : "");
+	n += (size_t)snprintf(big + n, 4096 - n, "]}");
+	assert_int_equal(oai_parse(OAI_COMPLETION, big, n, &lim, &r, &e), -1);
+	assert_int_equal(e.status, 413);
+	assert_non_null(strstr(e.message, "65 token ids; accepted: up to 64"));
+	n = (size_t)snprintf(big, 4096, "{\"model\":\"m\",\"messages\":[");
+	for (int i = 0; i < 9; i++)
+		n += (size_t)snprintf(big + n, 4096 - n, "%s{\"role\":\"user\",\"content\":\"x\"}",
+		                      i ? "," : "");
+	n += (size_t)snprintf(big + n, 4096 - n, "]}");
+	assert_int_equal(oai_parse(OAI_CHAT, big, n, &lim, &r, &e), -1);
+	assert_int_equal(e.status, 413);
+	assert_non_null(strstr(e.message, "9 messages; accepted: up to 8"));
+	free(big);
+}
+
+static json_t *load(char *s)
+{
+	json_t *j;
+
+	assert_non_null(s);
+	j = json_loads(s, 0, NULL);
+	free(s);
+	assert_non_null(j);
+	return j;
+}
+
+static const char *str_at(json_t *root, const char *path)
+{
+	json_t *v = json_object_get(root, path);
+
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static void test_answers(void **state)
+{
+	struct oai_usage u = {5, 3, 0};
+	json_t *j, *c;
+
+	(void)state;
+	j = load(oai_completion_json(OAI_CHAT, "chatcmpl-1", 1700000000, "m", "hi \xc3\xa9", 5,
+	                             "stop", &u));
+	assert_string_equal(str_at(j, "object"), "chat.completion");
+	assert_string_equal(str_at(j, "id"), "chatcmpl-1");
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(str_at(json_object_get(c, "message"), "content"), "hi \xc3\xa9");
+	assert_string_equal(str_at(json_object_get(c, "message"), "role"), "assistant");
+	assert_string_equal(str_at(c, "finish_reason"), "stop");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+	                                                    "total_tokens")),
+	                 8);
+	assert_int_equal(json_integer_value(json_object_get(
+	                     json_object_get(json_object_get(j, "usage"), "prompt_tokens_details"),
+	                     "cached_tokens")),
+	                 0);
+	json_decref(j);
+
+	j = load(oai_completion_json(OAI_COMPLETION, "cmpl-1", 1, "m", "ab", 2, "length", &u));
+	assert_string_equal(str_at(j, "object"), "text_completion");
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(str_at(c, "text"), "ab");
+	assert_string_equal(str_at(c, "finish_reason"), "length");
+	json_decref(j);
+
+	/* a stream's chunks: the role first, then content, then the finish */
+	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", true, "", 0, NULL, NULL));
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(str_at(json_object_get(c, "delta"), "role"), "assistant");
+	assert_true(json_is_null(json_object_get(c, "finish_reason")));
+	json_decref(j);
+	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", false, "to", 2, NULL, NULL));
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(str_at(json_object_get(c, "delta"), "content"), "to");
+	assert_null(json_object_get(json_object_get(c, "delta"), "role"));
+	json_decref(j);
+	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", false, "", 0, "stop", NULL));
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(str_at(c, "finish_reason"), "stop");
+	assert_int_equal(json_object_size(json_object_get(c, "delta")), 0);
+	json_decref(j);
+	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", false, NULL, 0, NULL, &u));
+	assert_int_equal(json_array_size(json_object_get(j, "choices")), 0);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
+	                                                    "completion_tokens")),
+	                 3);
+	json_decref(j);
+	/* bytes that are not UTF-8 come out as U+FFFD, the rest kept */
+	j = load(oai_chunk_json(OAI_COMPLETION, "cmpl-2", 1, "m", false, "a\xff\xc3\xa9z", 5, NULL,
+	                        NULL));
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_string_equal(str_at(c, "text"), "a\xef\xbf\xbd\xc3\xa9z");
+	json_decref(j);
+
+	j = load(oai_models_json("qwen3", 7));
+	assert_string_equal(str_at(j, "object"), "list");
+	c = json_array_get(json_object_get(j, "data"), 0);
+	assert_string_equal(str_at(c, "id"), "qwen3");
+	assert_string_equal(str_at(c, "owned_by"), "ignis");
+	json_decref(j);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_chat_taken), cmocka_unit_test(test_completion_taken),
+	    cmocka_unit_test(test_refusals),   cmocka_unit_test(test_too_large),
+	    cmocka_unit_test(test_answers),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
