@@ -286,6 +286,9 @@ const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap)
 	case KT_HOSTPORT:
 		snprintf(buf, cap, "HOST:PORT (port 1..65535), e.g. 127.0.0.1:9464");
 		break;
+	case KT_LISTEN:
+		snprintf(buf, cap, "HOST:PORT (port 1..65535), e.g. 127.0.0.1:8000, or off");
+		break;
 	case KT_REMOVED:
 		snprintf(buf, cap, "nothing: %s", d->doc);
 		break;
@@ -546,8 +549,12 @@ int knob_parse(enum knob_id id, const char *text, const char *where, struct knob
 		out->s = text;
 		return IG_E_OK;
 	case KT_HOSTPORT:
-		if (!knob__hostport(text))
-			return knob__bad(id, text, where, "is not HOST:PORT", eb);
+	case KT_LISTEN:
+		if (!knob__hostport(text) && (d->type == KT_HOSTPORT || strcmp(text, "off")))
+			return knob__bad(id, text, where,
+			                 d->type == KT_HOSTPORT ? "is not HOST:PORT"
+			                                        : "is not HOST:PORT or off",
+			                 eb);
 		out->s = text;
 		return IG_E_OK;
 	case KT_REMOVED: {

@@ -44,6 +44,7 @@ enum knob_type {
 	KT_PATH,      /* an absolute path */
 	KT_ADDR,      /* an nng listen address: ipc:///abs/path or tcp://HOST:PORT */
 	KT_HOSTPORT,  /* HOST:PORT (an HTTP listener) */
+	KT_LISTEN,    /* HOST:PORT, or off (an HTTP listener one may turn off) */
 	KT_REMOVED,   /* refuses the start, naming its replacement */
 };
 
@@ -150,6 +151,10 @@ enum knob_type {
 	  "control: whoever reaches the address can submit and cancel requests.")                  \
 	X(SERVER_METRICS_BIND, "server-metrics-bind", KT_HOSTPORT, "127.0.0.1:9464", 0, NULL,      \
 	  "Where the Prometheus metrics page (/metrics, HTTP) listens: HOST:PORT.")                \
+	X(SERVER_HTTP_BIND, "server-http-bind", KT_LISTEN, "127.0.0.1:8000", 0, NULL,              \
+	  "Where OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /v1/models, "           \
+	  "/health, /ready) listens: HOST:PORT, loopback unless --server-allow-remote; off: "       \
+	  "none.")                                                                                 \
 	X(RUNTIME_DIR, "runtime-dir", KT_PATH, "", 0, NULL,                                        \
 	  "Directory of the control sockets (default $XDG_RUNTIME_DIR/ignis, else "                \
 	  "/tmp/ignis-$UID).")
@@ -234,7 +239,7 @@ struct knob_value {
 	bool set;      /* false: no value (e.g. no explicit budget) */
 	uint64_t u;    /* bytes, count, bool, enum index */
 	bool tokens;   /* KT_POOL given in tokens */
-	const char *s; /* KT_PATH, KT_ADDR, KT_HOSTPORT, KT_MODEL text (points into the input) */
+	const char *s; /* KT_PATH, KT_ADDR, KT_HOSTPORT, KT_LISTEN, KT_MODEL text (points into the input) */
 	enum knob_src src;
 	char where[160]; /* for messages: "--x", "IGNIS_X", "f.yaml:3", "profile rtx5090",
 	                    "default", "qwen3.8-27b's default" */

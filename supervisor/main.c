@@ -42,6 +42,7 @@ static const char *type_word(enum knob_type t)
 	case KT_ADDR:
 		return "<url>";
 	case KT_HOSTPORT:
+	case KT_LISTEN:
 		return "<host:port>";
 	case KT_REMOVED:
 		return "";

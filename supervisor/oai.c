@@ -135,7 +135,7 @@ static int oai__max_tokens(struct oai__in *in, const char *k, json_t *v)
 
 /* A number lo..hi (lo itself excluded when `open`). */
 static int oai__num(struct oai__in *in, const char *k, json_t *v, double lo, double hi, bool open,
-                    float *out)
+                    double *out)
 {
 	double d;
 
@@ -149,7 +149,7 @@ static int oai__num(struct oai__in *in, const char *k, json_t *v, double lo, dou
 		         open ? "a number above 0, at most 1" : "a number from 0 to 2");
 		return -1;
 	}
-	*out = (float)d;
+	*out = d;
 	return 0;
 }
 
@@ -190,8 +190,8 @@ static int oai__stop_one(struct oai__in *in, const char *k, json_t *v)
 {
 	size_t n = json_string_length(v);
 
-	if (!json_is_string(v) || n == 0 || n > 256)
-		return oai__bad(in, k, v, "a string of 1 to 256 bytes, or an array of up to 4");
+	if (!json_is_string(v) || n == 0 || n > 64)
+		return oai__bad(in, k, v, "a string of 1 to 64 bytes, or an array of up to 4");
 	if (!(in->r->stop[in->r->n_stop] = oai__dup(json_string_value(v), n)))
 		return oai__nomem(in);
 	in->r->n_stop++;
@@ -597,8 +597,8 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 
 	memset(out, 0, sizeof(*out));
 	out->kind = kind;
-	out->temperature = 1.0f;
-	out->top_p = 1.0f;
+	out->temperature = 1.0;
+	out->top_p = 1.0;
 	if (len > lim->max_body) {
 		oai_errf(err, 413, NULL, "request_too_large",
 		         "the request body is %zu bytes; accepted: up to %zu", len, lim->max_body);

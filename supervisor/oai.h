@@ -78,8 +78,8 @@ struct oai_req {
 	bool thinking_set, thinking; /* chat_template_kwargs.enable_thinking */
 	/* sampling and the end */
 	uint32_t max_tokens; /* 0: not given (the model's default) */
-	float temperature;   /* 1 when not given, as OpenAI's default */
-	float top_p;         /* 1 when not given */
+	double temperature;  /* 1 when not given, as OpenAI's default */
+	double top_p;        /* 1 when not given */
 	uint32_t top_k;      /* 0: off */
 	bool seed_set;
 	int64_t seed;

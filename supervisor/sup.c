@@ -25,6 +25,7 @@
 #include "plan.h"
 #include "common/event.h"
 #include "frontdoor.h"
+#include "http.h"
 #include "metsrv.h"
 #include "model/mfile.h"
 #include "proc.h"
@@ -63,7 +64,61 @@ struct sup {
 	bool stopping;
 	struct metsrv *met; /* the metrics page */
 	struct door *door;  /* the client front door */
+	struct http *http;  /* OpenAI's HTTP API, or NULL (off) */
 };
+
+/* The model file's chat template (malloc'd), or NULL when it has none or
+ * the model is a built-in description. */
+static char *sup__chat_template(const char *path)
+{
+	struct ig_errbuf eb;
+	struct gguf g;
+	const struct gguf_kv *kv;
+	char *t = NULL;
+
+	if (!path[0] || gguf_open(&g, path, &eb))
+		return NULL;
+	kv = gguf_find_kv(&g, "tokenizer.chat_template");
+	if (kv && kv->type == GGUF_TYPE_STRING && (t = malloc(kv->v.str.len + 1))) {
+		memcpy(t, kv->v.str.ptr, kv->v.str.len);
+		t[kv->v.str.len] = '\0';
+	}
+	gguf_close(&g);
+	return t;
+}
+
+/* OpenAI's HTTP API beside the door (--server-http-bind; off: none). */
+static int sup__http_open(struct sup *s, const struct sup_opts *o, struct ig_errbuf *eb)
+{
+	const char *bind = o->cfg->k.v[KNOB_SERVER_HTTP_BIND].s;
+	const struct mdesc *m = s->plan.model;
+	char *tmpl;
+	int rc;
+
+	if (!strcmp(bind, "off"))
+		return IG_E_OK;
+	tmpl = sup__chat_template(s->model_path);
+	{
+		struct http_opts ho = {
+		    .bind = bind,
+		    .allow_remote = o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE].u != 0,
+		    .door_server = o->cfg->k.v[KNOB_SERVER_BIND].s,
+		    .rtdir = s->env.rtdir,
+		    .model = m->name,
+		    .chat_template = tmpl,
+		    .limits = {.max_body = 1u << 20,
+		               .max_tokens = (uint32_t)s->plan.context,
+		               .vocab = m->vocab,
+		               .max_prompt_ids = MSG_IDS_MAX,
+		               .max_text = 4u * MSG_TEXT_MAX,
+		               .max_messages = 1024},
+		};
+
+		rc = http_open(&s->http, &ho, eb);
+	}
+	free(tmpl);
+	return rc;
+}
 
 /* True when no child is left running (a child that would not stop keeps
  * its shared memory). */
@@ -481,6 +536,16 @@ int sup_start(const struct sup_opts *o)
 		door_model_of(&s.plan_msg.u.plan, s.plan.model, &dopt.model);
 		rc = door_open(&s.door, &dopt, &eb);
 	}
+	if (!rc && (rc = sup__http_open(&s, o, &eb))) {
+		door_close(s.door);
+		fprintf(stderr, "ignis-supervisor: cannot start the HTTP API: %s\n", eb.msg);
+		metsrv_close(s.met);
+		if (s.builtin_weights)
+			unlink(s.model_path);
+		svc_close(&s.svc);
+		rmdir(s.env.rtdir);
+		return 1;
+	}
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: cannot start the front door: %s\n", eb.msg);
 		metsrv_close(s.met);
@@ -496,6 +561,7 @@ int sup_start(const struct sup_opts *o)
 	ev_str(&e, "build", IGNIS_VERSION);
 	ev_u64(&e, "protocol", MSG_PROTO_VERSION);
 	ev_str(&e, "metrics", metsrv_addr(s.met));
+	ev_str(&e, "http", s.http ? http_addr(s.http) : "off");
 	ev_end(&e);
 
 	rc = proc_spawn(&s.procs[0], &s.env, &eb);
@@ -534,6 +600,7 @@ int sup_start(const struct sup_opts *o)
 		metsrv_note_rejects(s.met, door_rejected(s.door), s.svc.rejects.total);
 		door_set_worker(s.door, s.procs[1].state == PROC_RUNNING ? s.procs[1].pid : 0,
 		                proc_state_name(s.procs[1].state));
+		http_set_ready(s.http, s.procs[1].state == PROC_RUNNING);
 	}
 	if (rc) {
 		exit_code = 1;
@@ -549,6 +616,7 @@ int sup_start(const struct sup_opts *o)
 		why = "stop request";
 	}
 	s.stopping = true;
+	http_set_ready(s.http, false);
 	door_set_worker(s.door, 0, "stopping"); /* running requests end, clients told */
 	ev_begin(&e, EV_INFO, "ignis.supervisor.stopping");
 	ev_str(&e, "reason", why);
@@ -573,6 +641,7 @@ int sup_start(const struct sup_opts *o)
 		       "not start): left as found, see the refusal above");
 		ev_end(&e);
 	}
+	http_close(s.http); /* its streams are the door's clients: first */
 	door_close(s.door);
 	metsrv_close(s.met);
 	svc_close(&s.svc);

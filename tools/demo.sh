@@ -19,6 +19,9 @@ cli=$build/client/ignis-client
 tmp=$(mktemp -d /tmp/ignis-demo-XXXXXX)
 rt=() own_pid=
 metrics=${IGNIS_SERVER_METRICS_BIND:-127.0.0.1:9464}
+# the demo speaks to the nng door: its system needs no HTTP port (a `make
+# run` beside it holds 8000)
+export IGNIS_SERVER_HTTP_BIND=${IGNIS_SERVER_HTTP_BIND:-off}
 
 finish() {
 	if [[ -n $own_pid ]]; then

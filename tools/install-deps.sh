@@ -15,7 +15,7 @@ set -euo pipefail
 
 pkgs=(gcc libc6-dev make pkg-config meson ninja-build cmake
       libnng-dev libmsgpack-dev liblmdb-dev libcyaml-dev libxxhash-dev libcmocka-dev
-      libutf8proc-dev libjansson-dev
+      libutf8proc-dev libjansson-dev libmicrohttpd-dev
       jq procps curl prometheus systemd)
 if [[ "${1:-}" == "--fuzz" ]]; then
 	pkgs+=(clang libclang-rt-dev)

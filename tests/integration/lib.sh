@@ -19,6 +19,8 @@ free_port() {
 # own, never the default 9464 (a developer's `make run`, another test): a
 # script that means another address says so with the flag.
 [[ -n ${IGNIS_SERVER_METRICS_BIND:-} ]] || export IGNIS_SERVER_METRICS_BIND="127.0.0.1:$(free_port)"
+# ... and its HTTP API (--server-http-bind; default 127.0.0.1:8000)
+[[ -n ${IGNIS_SERVER_HTTP_BIND:-} ]] || export IGNIS_SERVER_HTTP_BIND="127.0.0.1:$(free_port)"
 
 it_cleanup() {
 	[[ -n $sup_pid ]] && kill -9 "$sup_pid" 2>/dev/null

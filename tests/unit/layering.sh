@@ -25,7 +25,7 @@ declare -A may=(
 	[gpu-worker/engine]='common proto kvram model gpu-worker/backend'
 	[gpu-worker]='common proto kvram model gpu-worker/backend gpu-worker/engine'
 	[kvstore-daemon]='common proto kvram'
-	[supervisor]='common proto model'
+	[supervisor]='common proto model client'
 	[client]='common proto'
 )
 # tests and tools may include any component (they test and measure them)

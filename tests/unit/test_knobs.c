@@ -318,6 +318,14 @@ static void row_init(struct row *r, int i)
 		snprintf(r->bad[r->nbad++], 48, "127.0.0.1:65536");
 		snprintf(r->bad[r->nbad++], 48, ":80");
 		break;
+	case KT_LISTEN:
+		snprintf(r->good[0], 48, "127.0.0.1:8000");
+		snprintf(r->good[1], 48, "off");
+		snprintf(r->good[2], 48, "localhost:65535");
+		snprintf(r->bad[r->nbad++], 48, "127.0.0.1");
+		snprintf(r->bad[r->nbad++], 48, "on");
+		snprintf(r->bad[r->nbad++], 48, "127.0.0.1:0");
+		break;
 	case KT_REMOVED:
 		snprintf(r->bad[r->nbad++], 48, "4");
 		break;

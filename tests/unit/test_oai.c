@@ -93,7 +93,7 @@ static void test_chat_taken(void **state)
 	assert_string_equal(r.messages[1].text, "hello \xc3\xa9"); /* parts joined as they are */
 	assert_int_equal(r.messages[1].len, 8);
 	assert_int_equal(r.max_tokens, 12);
-	assert_true(r.temperature == 0.5f && r.top_p == 0.9f && r.top_k == 40);
+	assert_true(r.temperature == 0.5 && r.top_p == 0.9 && r.top_k == 40);
 	assert_true(r.seed_set && r.seed == -7);
 	assert_int_equal(r.n_stop, 2);
 	assert_string_equal(r.stop[0], "\n\n");
@@ -104,7 +104,7 @@ static void test_chat_taken(void **state)
 
 	/* the defaults: OpenAI's temperature and top_p of 1, interactive */
 	take(OAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r);
-	assert_true(r.temperature == 1.0f && r.top_p == 1.0f && r.top_k == 0);
+	assert_true(r.temperature == 1.0 && r.top_p == 1.0 && r.top_k == 0);
 	assert_false(r.seed_set || r.stream || r.agent || r.thinking_set);
 	assert_int_equal(r.max_tokens, 0);
 	oai_req_free(&r);
@@ -171,7 +171,7 @@ static void test_refusals(void **state)
 	refuse(C, WITH("\"seed\":1.5"), 400, "seed", "invalid_value", "an integer");
 	refuse(C, WITH("\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]"), 400, "stop", "invalid_value",
 	       "holds 5 strings; accepted: up to 4");
-	refuse(C, WITH("\"stop\":\"\""), 400, "stop", "invalid_value", "1 to 256 bytes");
+	refuse(C, WITH("\"stop\":\"\""), 400, "stop", "invalid_value", "1 to 64 bytes");
 	refuse(C, WITH("\"n\":2"), 400, "n", "unsupported_value", "accepted: 1");
 	refuse(C, WITH("\"logprobs\":true"), 400, "logprobs", "unsupported_value",
 	       "log probabilities are not given");

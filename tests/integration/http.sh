@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Integration: OpenAI's HTTP API on the supervisor (--server-http-bind),
+# with curl, on a model file in llama.cpp's qwen3 layout (its gpt2
+# vocabulary and ChatML template). Every text equals the nng door's for the
+# same request (ignis-generate --worker); a stream's pieces add up to the
+# whole answer and end with [DONE]; the errors have OpenAI's shape and
+# status; a client that hangs up mid-stream has its request cancelled in the
+# worker; /ready says 503 while the worker restarts; off serves nothing.
+#   http.sh BUILD_DIR
+set -uo pipefail
+build=${1:?usage: http.sh BUILD_DIR}
+sup=$build/supervisor/ignis-supervisor
+gen=$build/tools/ignis-generate
+work=$(mktemp -d /tmp/ignis-http-XXXXXX)
+rt=$work/rt
+events=$work/events.jsonl
+. "$(dirname "$0")/lib.sh"
+http=$IGNIS_SERVER_HTTP_BIND
+
+m=$work/q3.gguf
+"$build/tools/ignis-mkmodel" --preset tiny-dense --layout qwen3 --dtype q8_0 --seed 5 -o "$m" \
+	--name qwen3-tiny 2>/dev/null || fail "mkmodel"
+
+step "the supervisor serves the API on $http"
+"$sup" start --runtime-dir "$rt" --model "$m" --model-max-context 1024 >"$events" 2>&1 &
+sup_pid=$!
+wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start"
+grep '"ignis.supervisor.starting"' "$events" | jq -e --arg h "$http" '.http == $h' >/dev/null ||
+	fail "the starting event does not name the API's address"
+wait_for 10 curl -sf "$http/ready" || fail "/ready never said ready"
+[[ $(curl -s "$http/health") == '{"status":"ok"}' ]] || fail "/health"
+[[ $(curl -s "$http/v1/models" | jq -r '.data[0].id') == qwen3-tiny ]] || fail "/v1/models"
+
+# post PATH JSON: the body of the answer; its status in $work/status
+post() {
+	curl -s -o "$work/body" -w '%{http_code}' "$http$1" -H 'Content-Type: application/json' \
+		-d "$2" >"$work/status"
+	cat "$work/body"
+}
+status() { cat "$work/status"; }
+
+step "completions: the text of the nng door for the same request, greedy and sampled"
+for args in "0 1" "0.9 7"; do
+	set -- $args
+	want=$("$gen" --worker --runtime-dir "$rt" --prompt "Once upon" --max-tokens 24 \
+		--temperature "$1" --seed "$2") || fail "nng generate"
+	got=$(post /v1/completions "{\"model\":\"qwen3-tiny\",\"prompt\":\"Once upon\",\"max_tokens\":24,\"temperature\":$1,\"seed\":$2}")
+	[[ $(status) == 200 ]] || fail "completions: $(status) $got"
+	[[ $(jq -r '.choices[0].text' <<<"$got") == "$want" ]] ||
+		fail "completions text differs: $(jq .choices[0].text <<<"$got") vs '$want'"
+	jq -e '.object == "text_completion" and .usage.prompt_tokens > 0 and
+		.usage.completion_tokens + .usage.prompt_tokens == .usage.total_tokens and
+		.usage.prompt_tokens_details.cached_tokens == 0 and
+		(.choices[0].finish_reason == "length" or .choices[0].finish_reason == "stop")' \
+		<<<"$got" >/dev/null || fail "completions shape: $got"
+done
+
+step "chat: the messages rendered by the file's template, the same text as that prompt"
+chat='<|im_start|>system
+be brief<|im_end|>
+<|im_start|>user
+hello there<|im_end|>
+<|im_start|>assistant
+'
+want=$("$gen" --worker --runtime-dir "$rt" --prompt "$chat" --max-tokens 20 --seed 3) ||
+	fail "nng chat prompt"
+body='{"model":"qwen3-tiny","max_tokens":20,"temperature":0,"seed":3,"messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hello "},{"type":"text","text":"there"}]}]}'
+got=$(post /v1/chat/completions "$body")
+[[ $(status) == 200 ]] || fail "chat: $(status) $got"
+[[ $(jq -r '.choices[0].message.content' <<<"$got") == "$want" ]] || fail "chat text differs: $got"
+jq -e '.object == "chat.completion" and .choices[0].message.role == "assistant"' <<<"$got" \
+	>/dev/null || fail "chat shape"
+
+step "streams: the pieces add up to the whole answer, then [DONE]; usage when asked"
+sbody=$(jq -c '. + {stream: true, stream_options: {include_usage: true}}' <<<"$body")
+curl -sN "$http/v1/chat/completions" -d "$sbody" >"$work/sse" || fail "stream"
+[[ $(grep '^data: ' "$work/sse" | tail -1) == 'data: [DONE]' ]] || fail "no [DONE] at the end"
+grep '^data: {' "$work/sse" | sed 's/^data: //' >"$work/chunks"
+[[ $(jq -rj '.choices[0].delta.content // empty' "$work/chunks") == "$want" ]] ||
+	fail "the stream's text differs from the whole answer"
+jq -e -s '.[0].choices[0].delta.role == "assistant" and
+	(map(select(.choices | length > 0)) | last.choices[0].finish_reason != null) and
+	(last.usage.completion_tokens > 0 and (last.choices | length) == 0)' "$work/chunks" \
+	>/dev/null || fail "stream shape: $(cat "$work/chunks")"
+curl -sN "$http/v1/completions" \
+	-d '{"model":"qwen3-tiny","prompt":"Once upon","max_tokens":24,"temperature":0,"seed":1,"stream":true}' \
+	>"$work/sse2" || fail "completion stream"
+want=$("$gen" --worker --runtime-dir "$rt" --prompt "Once upon" --max-tokens 24 --seed 1)
+[[ $(grep '^data: {' "$work/sse2" | sed 's/^data: //' | jq -rj '.choices[0].text') == "$want" ]] ||
+	fail "the completion stream's text differs"
+grep -q '"usage"' "$work/sse2" && fail "usage sent without stream_options.include_usage"
+
+step "errors: OpenAI's shape, the right status, the field named"
+check() { # check STATUS PARAM WORDS PATH BODY
+	local got
+	got=$(post "$4" "$5")
+	[[ $(status) == "$1" ]] || fail "$5: status $(status), expected $1: $got"
+	jq -e --arg p "$2" --arg w "$3" '.error.type != null and (.error.message | contains($w)) and
+		(if $p == "" then .error.param == null else .error.param == $p end)' <<<"$got" \
+		>/dev/null || fail "$5: $got"
+}
+check 400 "" "not JSON" /v1/completions '{"model":'
+check 400 "frobnicate" "unknown field" /v1/completions '{"model":"qwen3-tiny","prompt":"a","frobnicate":1}'
+check 400 "temperature" "from 0 to 2" /v1/completions '{"model":"qwen3-tiny","prompt":"a","temperature":3}'
+check 400 "n" "accepted: 1" /v1/chat/completions '{"model":"qwen3-tiny","n":2,"messages":[{"role":"user","content":"a"}]}'
+check 404 "model" "does not exist" /v1/completions '{"model":"gpt-4o","prompt":"a"}'
+check 404 "" "unknown path" /v1/embeddings '{"model":"qwen3-tiny","input":"a"}'
+check 413 "prompt" "context" /v1/completions "{\"model\":\"qwen3-tiny\",\"prompt\":\"$(head -c 2000 /dev/zero | tr '\0' a)\",\"max_tokens\":1}"
+got=$(curl -s -o /dev/null -w '%{http_code}' -X GET "$http/v1/completions")
+[[ $got == 405 ]] || fail "GET /v1/completions: $got"
+head -c $((2 * 1024 * 1024)) /dev/zero | tr '\0' ' ' >"$work/big"
+got=$(curl -s -o /dev/null -w '%{http_code}' "$http/v1/completions" --data-binary @"$work/big")
+[[ $got == 413 ]] || fail "a 2 MiB body: $got"
+[[ $(curl -s "$http/health") == '{"status":"ok"}' ]] || fail "the server after the errors"
+
+step "a client that hangs up mid-stream: its request is cancelled in the worker"
+# a prompt and seed that run 300 tokens without an end of generation on this
+# synthetic model (checked through the nng door first: a change of the
+# synthetic model needs another seed, and this says so)
+seed=8
+n=$("$gen" --worker --runtime-dir "$rt" --prompt "tell me" --max-tokens 300 --temperature 0.8 \
+	--seed "$seed" --ids | wc -l)
+((n == 300)) || fail "seed $seed ends after $n tokens on this model: pick one that runs 300"
+before=$(grep -c '"finish":"cancelled"' "$events")
+# the client reads its first bytes and leaves (curl dies writing to the
+# closed pipe)
+curl -sN "$http/v1/completions" \
+	-d "{\"model\":\"qwen3-tiny\",\"prompt\":\"tell me\",\"max_tokens\":300,\"temperature\":0.8,\"seed\":$seed,\"stream\":true}" \
+	2>/dev/null | head -c 200 >"$work/cut"
+grep -q '^data: {' "$work/cut" || fail "the stream sent nothing before the hang-up"
+more_cancelled() { (($(grep -c '"finish":"cancelled"' "$events") > before)); }
+wait_for 10 more_cancelled || fail "the hung-up request was not cancelled"
+
+step "/ready says 503 while the worker restarts, then ready again"
+wpid=$(pgrep -f -- "ignis-gpu-worker.*--runtime-dir $rt" | head -1)
+[[ -n $wpid ]] || fail "no worker"
+kill -9 "$wpid"
+not_ready() { [[ $(curl -s -o /dev/null -w '%{http_code}' "$http/ready") == 503 ]]; }
+wait_for 10 not_ready || fail "/ready did not say 503 with the worker down"
+got=$(post /v1/completions '{"model":"qwen3-tiny","prompt":"a","max_tokens":2}')
+[[ $(status) == 503 || $(status) == 200 ]] || fail "during the restart: $(status) $got"
+wait_for 30 curl -sf "$http/ready" || fail "/ready never came back"
+got=$(post /v1/completions '{"model":"qwen3-tiny","prompt":"a","max_tokens":2}')
+[[ $(status) == 200 ]] || fail "after the restart: $(status) $got"
+kill -TERM "$sup_pid"
+wait "$sup_pid"
+sup_pid=
+
+step "off: nothing listens"
+rm -rf "$rt"
+"$sup" start --runtime-dir "$rt" --model "$m" --model-max-context 1024 --server-http-bind off \
+	>"$events" 2>&1 &
+sup_pid=$!
+wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start with off"
+grep '"ignis.supervisor.starting"' "$events" | jq -e '.http == "off"' >/dev/null || fail "off"
+curl -s -o /dev/null "$http/health" && fail "something answers with the API off"
+kill -TERM "$sup_pid"
+wait "$sup_pid"
+sup_pid=
+
+step "a remote address is refused unless allowed"
+out=$("$sup" start --runtime-dir "$rt" --model "$m" --server-http-bind 0.0.0.0:1 2>&1) &&
+	fail "0.0.0.0 started"
+grep -q "server-http-bind" <<<"$out" || fail "unclear refusal: $out"
+echo "http: all steps passed"
