@@ -268,6 +268,7 @@ struct knobs {
 	X("IGNIS_ORACLE_LIB_DIR",                                                                  \
 	  "the oracle tests: llama.cpp's libraries (tools/install-oracle.sh)")                     \
 	X("IGNIS_ORACLE_LOG", "the oracle tests: llama.cpp's log on stderr")                        \
+	X("IGNIS_OPENAI_MODULE", "http.sh: OpenAI's npm client (tools/install-oracle.sh)")         \
 	X("IGNIS_ORACLE_MEASURE",                                                                  \
 	  "test_model_oracle: print each row's discrepancy, assert nothing")                       \
 	X("IGNIS_QWEN3_TOKENIZER",                                                                 \

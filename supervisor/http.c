@@ -521,6 +521,18 @@ static enum MHD_Result http__post(struct http *h, struct MHD_Connection *con, en
 	}
 	if (oai_parse(kind, r->body ? r->body : "", r->len, &h->lim, &q, &e))
 		return http__error(con, &e);
+	/* the class: the body's ignis.class, else the X-Ignis-Class header */
+	if (!q.class_set) {
+		const char *c = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "X-Ignis-Class");
+
+		if (c && strcmp(c, "interactive") && strcmp(c, "agent")) {
+			oai_errf(&e, 400, "X-Ignis-Class", "invalid_value",
+			         "the X-Ignis-Class header is '%.64s'; accepted: interactive or agent", c);
+			oai_req_free(&q);
+			return http__error(con, &e);
+		}
+		q.agent = c && !strcmp(c, "agent");
+	}
 	if (strcmp(q.model, h->model)) {
 		oai_errf(&e, 404, "model", "model_not_found",
 		         "the model '%s' does not exist; accepted: '%s' (GET /v1/models)", q.model,

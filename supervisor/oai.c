@@ -272,6 +272,7 @@ static int oai__ignis(struct oai__in *in, const char *k, json_t *v)
 			return -1;
 		}
 		in->r->agent = !strcmp(json_string_value(x), "agent");
+		in->r->class_set = true;
 	}
 	return 0;
 }

@@ -87,7 +87,8 @@ struct oai_req {
 	size_t n_stop;
 	/* the answer */
 	bool stream, include_usage;
-	bool agent; /* ignis.class "agent"; interactive otherwise */
+	bool agent;     /* ignis.class "agent"; interactive otherwise */
+	bool class_set; /* ignis.class was given */
 };
 
 /*

@@ -68,6 +68,7 @@ body='{"model":"qwen3-tiny","max_tokens":20,"temperature":0,"seed":3,"messages":
 got=$(post /v1/chat/completions "$body")
 [[ $(status) == 200 ]] || fail "chat: $(status) $got"
 [[ $(jq -r '.choices[0].message.content' <<<"$got") == "$want" ]] || fail "chat text differs: $got"
+chat_want=$want
 jq -e '.object == "chat.completion" and .choices[0].message.role == "assistant"' <<<"$got" \
 	>/dev/null || fail "chat shape"
 
@@ -89,6 +90,29 @@ want=$("$gen" --worker --runtime-dir "$rt" --prompt "Once upon" --max-tokens 24 
 [[ $(grep '^data: {' "$work/sse2" | sed 's/^data: //' | jq -rj '.choices[0].text') == "$want" ]] ||
 	fail "the completion stream's text differs"
 grep -q '"usage"' "$work/sse2" && fail "usage sent without stream_options.include_usage"
+compl_want=$want
+
+step "OpenAI's own client (the npm package openai, pinned in tests/oracle)"
+mod=${IGNIS_OPENAI_MODULE:-}
+if [[ -n $mod && -f $mod/package.json ]] && command -v node >/dev/null; then
+	full=$("$gen" --worker --runtime-dir "$rt" --prompt "Once upon" --max-tokens 60 --seed 1) ||
+		fail "nng: the full text"
+	node "$(dirname "$0")/openai-client.cjs" "$mod" "$http" qwen3-tiny "$chat_want" \
+		"$compl_want" "$full" || fail "the openai client"
+else
+	echo "   skipped: the openai package is not installed (tools/install-oracle.sh)"
+fi
+
+step "the class: X-Ignis-Class or ignis.class, interactive by default"
+before=$(grep -c '"ignis.request.submitted".*"class":"agent"' "$events")
+curl -s "$http/v1/completions" -H 'X-Ignis-Class: agent' \
+	-d '{"model":"qwen3-tiny","prompt":"a","max_tokens":2}' >/dev/null
+curl -s "$http/v1/completions" -d '{"model":"qwen3-tiny","prompt":"a","max_tokens":2,"ignis":{"class":"agent"}}' \
+	>/dev/null
+(($(grep -c '"ignis.request.submitted".*"class":"agent"' "$events") == before + 2)) ||
+	fail "the two agent requests were not submitted as agents"
+got=$(curl -s "$http/v1/completions" -H 'X-Ignis-Class: batch' -d '{"model":"qwen3-tiny","prompt":"a"}')
+jq -e '.error.param == "X-Ignis-Class"' <<<"$got" >/dev/null || fail "a bad class header: $got"
 
 step "errors: OpenAI's shape, the right status, the field named"
 check() { # check STATUS PARAM WORDS PATH BODY
