@@ -38,6 +38,7 @@ post() {
 	cat "$work/body"
 }
 status() { cat "$work/status"; }
+more_cancelled() { (($(grep -c '"finish":"cancelled"' "$events") > before)); }
 
 step "completions: the text of the nng door for the same request, greedy and sampled"
 for args in "0 1" "0.9 7"; do
@@ -103,6 +104,26 @@ else
 	echo "   skipped: the openai package is not installed (tools/install-oracle.sh)"
 fi
 
+step "500 streams at once, 50 more hanging up: every stream complete and equal to its request alone"
+if command -v node >/dev/null; then
+	printf '[' >"$work/refs.json"
+	for s in 1 2 3 4 5; do
+		t=$("$gen" --worker --runtime-dir "$rt" --prompt "load test" --max-tokens 16 \
+			--temperature 0.9 --seed "$s") || fail "nng reference $s"
+		((s > 1)) && printf ',' >>"$work/refs.json"
+		jq -cn --argjson s "$s" --arg t "$t" '{seed: $s, text: $t}' >>"$work/refs.json"
+	done
+	printf ']' >>"$work/refs.json"
+	before=$(grep -c '"finish":"cancelled"' "$events")
+	node "$(dirname "$0")/http-load.cjs" "$http" qwen3-tiny 500 50 16 "$work/refs.json" ||
+		fail "the load"
+	[[ $(curl -s "$http/health") == '{"status":"ok"}' ]] || fail "the server after the load"
+	wait_for 10 more_cancelled || fail "none of the 50 hung-up streams was cancelled"
+	echo "   $(($(grep -c '"finish":"cancelled"' "$events") - before)) of the 50 were cancelled mid-run"
+else
+	echo "   skipped: no node"
+fi
+
 step "the class: X-Ignis-Class or ignis.class, interactive by default"
 before=$(grep -c '"ignis.request.submitted".*"class":"agent"' "$events")
 curl -s "$http/v1/completions" -H 'X-Ignis-Class: agent' \
@@ -152,7 +173,6 @@ curl -sN "$http/v1/completions" \
 	-d "{\"model\":\"qwen3-tiny\",\"prompt\":\"tell me\",\"max_tokens\":300,\"temperature\":0.8,\"seed\":$seed,\"stream\":true}" \
 	2>/dev/null | head -c 200 >"$work/cut"
 grep -q '^data: {' "$work/cut" || fail "the stream sent nothing before the hang-up"
-more_cancelled() { (($(grep -c '"finish":"cancelled"' "$events") > before)); }
 wait_for 10 more_cancelled || fail "the hung-up request was not cancelled"
 
 step "/ready says 503 while the worker restarts, then ready again"
