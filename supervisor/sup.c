@@ -536,18 +536,13 @@ int sup_start(const struct sup_opts *o)
 		door_model_of(&s.plan_msg.u.plan, s.plan.model, &dopt.model);
 		rc = door_open(&s.door, &dopt, &eb);
 	}
-	if (!rc && (rc = sup__http_open(&s, o, &eb))) {
+	if (rc)
+		fprintf(stderr, "ignis-supervisor: cannot start the front door: %s\n", eb.msg);
+	else if ((rc = sup__http_open(&s, o, &eb))) {
 		door_close(s.door);
 		fprintf(stderr, "ignis-supervisor: cannot start the HTTP API: %s\n", eb.msg);
-		metsrv_close(s.met);
-		if (s.builtin_weights)
-			unlink(s.model_path);
-		svc_close(&s.svc);
-		rmdir(s.env.rtdir);
-		return 1;
 	}
 	if (rc) {
-		fprintf(stderr, "ignis-supervisor: cannot start the front door: %s\n", eb.msg);
 		metsrv_close(s.met);
 		if (s.builtin_weights)
 			unlink(s.model_path);
