@@ -1496,20 +1496,14 @@ static bool door__loopback(const struct sockaddr *sa)
 	return false;
 }
 
-int door_check_bind(const char *bind, bool allow_remote, struct ig_errbuf *eb)
+bool door_hostport_is_loopback(const char *rest)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
-	const char *rest, *colon;
+	const char *colon;
 	char host[256];
 	bool loopback = true;
 	size_t len;
 
-	if (!bind || !*bind || allow_remote || strncmp(bind, "tcp", 3))
-		return IG_E_OK;
-	rest = strstr(bind, "://");
-	if (!rest)
-		return IG_E_OK; /* the address's own check refuses it */
-	rest += 3;
 	colon = strrchr(rest, ':');
 	len = colon ? (size_t)(colon - rest) : strlen(rest);
 	if (len >= 2 && rest[0] == '[' && rest[len - 1] == ']') {
@@ -1529,7 +1523,19 @@ int door_check_bind(const char *bind, bool allow_remote, struct ig_errbuf *eb)
 	} else {
 		loopback = false; /* unknown: not known to be loopback */
 	}
-	if (loopback)
+	return loopback;
+}
+
+int door_check_bind(const char *bind, bool allow_remote, struct ig_errbuf *eb)
+{
+	const char *rest;
+
+	if (!bind || !*bind || allow_remote || strncmp(bind, "tcp", 3))
+		return IG_E_OK;
+	rest = strstr(bind, "://");
+	if (!rest)
+		return IG_E_OK; /* the address's own check refuses it */
+	if (door_hostport_is_loopback(rest + 3))
 		return IG_E_OK;
 	return ig_errf(eb, IG_E_CONFIG,
 	               "--server-bind '%s' is not a loopback address, and the front door has "

@@ -81,6 +81,10 @@ uint64_t door_rejected(struct door *d);
  * `allow_remote` (--server-allow-remote). IG_E_CONFIG naming the knob. An
  * ipc or empty `bind` passes. */
 int door_check_bind(const char *bind, bool allow_remote, struct ig_errbuf *eb);
+/* True when HOST of "HOST:PORT" ("[::1]:PORT" too) is loopback: 127.0.0.0/8,
+ * ::1, or a name that resolves only to those (the rule of door_check_bind,
+ * which the HTTP API shares). */
+bool door_hostport_is_loopback(const char *hostport);
 /* The supervisor's view of the gpu-worker, told every loop turn: its pid
  * when running (0 otherwise) and its state's name (a static string). A
  * change of pid ends the requests the old worker was running. Quick: takes

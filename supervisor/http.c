@@ -15,6 +15,7 @@
 #include <microhttpd.h>
 
 #include "client/ignis_client.h"
+#include "common/clock.h"
 #include "frontdoor.h"
 #include "model/chat.h"
 #include "proto/msg.h"
@@ -22,6 +23,11 @@
 /* A stream waits this long for tokens before it writes a keep-alive comment
  * (which is how a client that hung up is found). */
 #define HTTP_WAIT_MS 1000
+/* A connection idle this long (no request, no byte of one) is closed, so an
+ * idle or stalled client does not hold its thread for ever; a stream is
+ * never idle (its keep-alive comments), and a request being answered is not
+ * timed while its handler runs. */
+#define HTTP_IDLE_S 60
 
 struct http {
 	struct MHD_Daemon *d;
@@ -57,14 +63,6 @@ struct hstream {
 	size_t out_len, out_off, out_cap;
 	uint64_t last_ms; /* when bytes were last handed over */
 };
-
-static uint64_t http__now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* ---- replies -------------------------------------------------------------- */
 
@@ -415,7 +413,7 @@ static bool http__produce(struct hstream *st)
 		return http__out(st, "data: [DONE]\n\n", 14);
 	}
 	/* nothing came for a while: a comment, so a client that left is found */
-	if (!st->out_len && http__now_ms() - st->last_ms >= HTTP_WAIT_MS)
+	if (!st->out_len && clk_mono_ms() - st->last_ms >= HTTP_WAIT_MS)
 		return http__out(st, ": \n\n", 4);
 	return true;
 }
@@ -436,7 +434,7 @@ static ssize_t http__read(void *cls, uint64_t pos, char *buf, size_t max)
 
 		memcpy(buf, st->out + st->out_off, n);
 		st->out_off += n;
-		st->last_ms = http__now_ms();
+		st->last_ms = clk_mono_ms();
 		return (ssize_t)n;
 	}
 }
@@ -488,7 +486,7 @@ static enum MHD_Result http__stream(struct http *h, struct MHD_Connection *con,
 	st->first = true;
 	st->created = (int64_t)time(NULL);
 	st->usage.prompt = sub.prompt_tokens;
-	st->last_ms = http__now_ms();
+	st->last_ms = clk_mono_ms();
 	snprintf(st->state, sizeof st->state, "queued");
 	http__rid(h, st->req.kind, st->rid, sizeof st->rid);
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, http__read, st,
@@ -626,11 +624,23 @@ static void http__done(void *cls, struct MHD_Connection *con, void **ptr,
 
 /* ---- the server ----------------------------------------------------------- */
 
+int http_check_bind(const char *bind, bool allow_remote, struct ig_errbuf *eb)
+{
+	if (!strcmp(bind, "off") || allow_remote || door_hostport_is_loopback(bind))
+		return IG_E_OK;
+	return ig_errf(eb, IG_E_CONFIG,
+	               "--server-http-bind '%s' is not a loopback address, and the HTTP API has no "
+	               "access control (anyone who reaches it can submit requests): bind "
+	               "127.0.0.1:PORT, or give --server-allow-remote (IGNIS_SERVER_ALLOW_REMOTE, "
+	               "server_allow_remote) to serve it there anyway, or off",
+	               bind);
+}
+
 int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
 	struct addrinfo *ai = NULL;
-	char host[80], url[128];
+	char host[80];
 	const char *colon = strrchr(o->bind, ':');
 	struct http *h;
 	int rc;
@@ -639,10 +649,9 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 	if (!colon || (size_t)(colon - o->bind) >= sizeof host)
 		return ig_errf(eb, IG_E_CONFIG, "--server-http-bind '%s' is not HOST:PORT", o->bind);
 	/* the same rule as the nng door's: loopback unless allowed */
-	snprintf(url, sizeof url, "tcp://%s", o->bind);
-	rc = door_check_bind(url, o->allow_remote, eb);
+	rc = http_check_bind(o->bind, o->allow_remote, eb);
 	if (rc)
-		return ig_errf(eb, rc, "--server-http-bind: %s", eb->msg);
+		return rc;
 	memcpy(host, o->bind, (size_t)(colon - o->bind));
 	host[colon - o->bind] = '\0';
 	if (host[0] == '[' && host[strlen(host) - 1] == ']') { /* [::1] */
@@ -666,7 +675,7 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 		if (rc) {
 			freeaddrinfo(ai);
 			http_close(h);
-			return ig_errf(eb, IG_E_CONFIG, "the model's chat template: %s", eb->msg);
+			return ig_errprefix(eb, "the model's chat template");
 		}
 		h->has_template = true;
 	}
@@ -674,7 +683,7 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 	                            (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
 	                        0, NULL, NULL, http__handle, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
 	                        MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
-	                        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0,
+	                        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
 	                        MHD_OPTION_NOTIFY_COMPLETED, http__done, h, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!h->d) {

@@ -38,6 +38,11 @@ struct http_opts {
 
 struct http;
 
+/* The rule of the nng door's bind (door_check_bind) for the API's: a HOST
+ * other than loopback needs `allow_remote`; "off" passes. IG_E_CONFIG naming
+ * --server-http-bind otherwise. */
+int http_check_bind(const char *bind, bool allow_remote, struct ig_errbuf *eb);
+
 /* Listen and serve. IG_E_BUSY when the address is in use, IG_E_CONFIG for
  * a remote address without allow_remote or a template we cannot render
  * (named), each with a message. */

@@ -499,9 +499,9 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 	    {"web_search_options", "null"},
 	};
 	bool ok = json_is_null(v);
-	size_t i = 0;
+	size_t i = 0, nn = sizeof(n) / sizeof(n[0]);
 
-	while (strcmp(n[i].key, k))
+	while (i + 1 < nn && strcmp(n[i].key, k)) /* every neutral field is in n[] */
 		i++;
 	if (!ok && (!strcmp(k, "logprobs") || !strcmp(k, "echo") || !strcmp(k, "store")))
 		ok = json_is_false(v);

@@ -447,6 +447,9 @@ int sup_start(const struct sup_opts *o)
 	if (!rc)
 		rc = door_check_bind(o->cfg->k.v[KNOB_SERVER_BIND].s,
 		                     o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE].u != 0, &eb);
+	if (!rc)
+		rc = http_check_bind(o->cfg->k.v[KNOB_SERVER_HTTP_BIND].s,
+		                     o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE].u != 0, &eb);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
 		return PLAN_EXIT_CONFIG;
