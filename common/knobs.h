@@ -155,6 +155,10 @@ enum knob_type {
 	  "Where OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /v1/models, "           \
 	  "/health, /ready) listens: HOST:PORT, loopback unless --server-allow-remote; off: "       \
 	  "none.")                                                                                 \
+	X(SERVER_MAX_REQUESTS, "server-max-requests", KT_COUNT, "1024", 0, "1..4096",             \
+	  "Requests the gpu-worker holds at once: running, waiting there for room, or finished "   \
+	  "and not yet read. Beyond them the front door holds submits in order until one "         \
+	  "leaves; none is refused.")                                                              \
 	X(RUNTIME_DIR, "runtime-dir", KT_PATH, "", 0, NULL,                                        \
 	  "Directory of the control sockets (default $XDG_RUNTIME_DIR/ignis, else "                \
 	  "/tmp/ignis-$UID).")

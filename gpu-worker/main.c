@@ -64,7 +64,7 @@ struct worker {
 	/* the stop strings of the requests that have some, in stops[0..n_stops):
 	 * at most one per request the engine keeps (a request it forgot to make
 	 * room leaves a stale entry, reused by the next submit with stops) */
-	struct worker_stops stops[MSG_WORKER_REQUESTS];
+	struct worker_stops stops[MSG_WORKER_REQUESTS_MAX];
 	uint32_t n_stops;
 	/* the text of the reply being built: a poll's, and each of a
 	 * poll_many's requests' */
@@ -134,7 +134,7 @@ static void worker_stops_drop(struct worker *w, struct worker_stops *e)
  * requests, and the new one is not in it yet, so one is stale). */
 static void worker_stops_keep(struct worker *w, uint64_t id, const struct tok_stops *st)
 {
-	if (w->n_stops == MSG_WORKER_REQUESTS)
+	if (w->n_stops == MSG_WORKER_REQUESTS_MAX)
 		for (uint32_t i = w->n_stops; i-- > 0;) {
 			const uint32_t *out;
 			struct eng_status es;
@@ -142,7 +142,7 @@ static void worker_stops_keep(struct worker *w, uint64_t id, const struct tok_st
 			if (eng_output(w->eng, w->stops[i].id, &out, &es, NULL) == IG_E_NOTFOUND)
 				worker_stops_drop(w, &w->stops[i]);
 		}
-	if (w->n_stops < MSG_WORKER_REQUESTS)
+	if (w->n_stops < MSG_WORKER_REQUESTS_MAX)
 		w->stops[w->n_stops++] = (struct worker_stops){id, *st};
 }
 
@@ -338,7 +338,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	    .context = pl->context_tokens,
 	    .default_max_tokens = (uint32_t)pl->default_max_tokens,
 	    .fmt = strcmp(fmt, "bf16") ? MDESC_KV_COMPACT : MDESC_KV_BF16,
-	    .max_requests = MSG_WORKER_REQUESTS,
+	    .max_requests = (uint32_t)pl->max_requests,
 	    .eos = mdesc_eos(&w->f.desc),
 	    .on_finish = worker_on_finish,
 	    .on_token = worker_on_token,

@@ -30,7 +30,7 @@
 
 #include "common/err.h"
 
-#define MSG_PROTO_VERSION 7u
+#define MSG_PROTO_VERSION 8u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
 #define MSG_MAX_BYTES (64u * 1024u)
@@ -230,7 +230,14 @@ struct msg_str {
 	F(R, U64, chunk_tokens, 1, UINT32_MAX, _)                                                  \
 	F(R, U64, default_max_tokens, 1, UINT32_MAX, _)                                            \
 	F(R, U64, move_out_window, 4096, UINT32_MAX, _) /* --reuse-move-out-window-bytes */        \
-	F(R, U64, move_in_window, 4096, UINT32_MAX, _)  /* --reuse-move-in-window-bytes */
+	F(R, U64, move_in_window, 4096, UINT32_MAX, _)  /* --reuse-move-in-window-bytes */       \
+	F(R, U64, max_requests, 1, MSG_WORKER_REQUESTS_MAX, _) /* --server-max-requests */
+
+/* Requests the gpu-worker keeps, running or finished and not yet forgotten
+ * (a submit beyond them forgets the oldest finished one), at most: the
+ * plan's max_requests (--server-max-requests). The front door never has
+ * more there, so none it has not read is ever forgotten. */
+#define MSG_WORKER_REQUESTS_MAX 4096u
 
 /* Generation requests, served by the gpu-worker. A submit's prompt is either
  * `text` or `prompt`, the other empty; both or neither, and top_p 0, are
@@ -558,10 +565,6 @@ struct msg_str {
 #define MSG_POLL_MANY_TEXT 200u
 /* fd_poll: the longest a poll waits for new tokens. */
 #define MSG_WAIT_MAX_MS 60000u
-/* Requests the gpu-worker keeps, running or finished and not yet forgotten
- * (a submit beyond them forgets the oldest finished one). The front door
- * never has more there, so none it has not read is ever forgotten. */
-#define MSG_WORKER_REQUESTS 256u
 
 #define MSG_FIELDS_fd_submit(F, R)                                                                 \
 	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \

@@ -2,6 +2,8 @@
 #include "service.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -9,11 +11,60 @@
 #include "common/event.h"
 #include "version.h"
 
+static void svc__recv_done(void *arg)
+{
+	struct svc_ctx *c = arg;
+	struct svc *s = c->s;
+
+	pthread_mutex_lock(&s->mu);
+	c->next = NULL;
+	*s->ready_tail = c;
+	s->ready_tail = &c->next;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void svc__free_ctxs(struct svc *s)
+{
+	if (!s->ctxs)
+		return;
+	/* stopping an aio waits for its callback: none runs after this */
+	for (unsigned i = 0; i < SVC_CTXS; i++)
+		if (s->ctxs[i].aio)
+			nng_aio_stop(s->ctxs[i].aio);
+	if (s->send_aio)
+		nng_aio_stop(s->send_aio);
+	for (unsigned i = 0; i < SVC_CTXS; i++) {
+		struct svc_ctx *c = &s->ctxs[i];
+
+		if (c->open)
+			nng_ctx_close(c->ctx);
+		if (c->aio) {
+			/* a request received and never answered */
+			if (nng_aio_result(c->aio) == 0 && nng_aio_get_msg(c->aio))
+				nng_msg_free(nng_aio_get_msg(c->aio));
+			nng_aio_free(c->aio);
+		}
+	}
+	if (s->send_aio)
+		nng_aio_free(s->send_aio);
+	free(s->ctxs);
+	s->ctxs = NULL;
+	s->send_aio = NULL;
+	s->ready = NULL;
+	s->ready_tail = &s->ready;
+	if (s->sync_ready) {
+		pthread_cond_destroy(&s->cv);
+		pthread_mutex_destroy(&s->mu);
+		s->sync_ready = false;
+	}
+}
+
 int svc_open(struct svc *s, const char *role, const char *rtdir, const char *name, int watchdog_ms,
              struct ig_errbuf *eb)
 {
 	struct lg_opts o = {.ping_ms = watchdog_ms};
-	int rc;
+	int rc, rv;
 
 	memset(s, 0, sizeof(*s));
 	s->role = role;
@@ -22,6 +73,39 @@ int svc_open(struct svc *s, const char *role, const char *rtdir, const char *nam
 	o.progress = &s->polls;
 	rc = tp_listen_guarded(&s->lis, rtdir, name, &o, eb);
 	s->rejects.socket = s->lis.path;
+	if (rc)
+		return rc;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	s->sync_ready = true;
+	s->ready = NULL;
+	s->ready_tail = &s->ready;
+	s->ctxs = calloc(SVC_CTXS, sizeof(*s->ctxs));
+	if (!s->ctxs) {
+		rc = ig_errf(eb, IG_E_NOMEM, "cannot allocate %s's reply contexts", role);
+		goto fail;
+	}
+	rv = nng_aio_alloc(&s->send_aio, NULL, NULL);
+	for (unsigned i = 0; i < SVC_CTXS && !rv; i++) {
+		struct svc_ctx *c = &s->ctxs[i];
+
+		c->s = s;
+		rv = nng_aio_alloc(&c->aio, svc__recv_done, c);
+		if (!rv)
+			rv = nng_ctx_open(&c->ctx, s->lis.sock);
+		c->open = rv == 0;
+	}
+	if (rv) {
+		rc = tp_nng_err(eb, rv, "cannot open the reply contexts");
+		goto fail;
+	}
+	for (unsigned i = 0; i < SVC_CTXS; i++)
+		nng_ctx_recv(s->ctxs[i].ctx, s->ctxs[i].aio);
+	return IG_E_OK;
+
+fail:
+	svc__free_ctxs(s);
+	tp_listener_close(&s->lis);
 	return rc;
 }
 
@@ -101,7 +185,28 @@ static int svc__builtin(struct svc *s, const struct msg *req, struct msg *reply,
 	}
 }
 
-static void svc__reply_error(struct svc *s, const struct ig_errbuf *eb)
+/* Send `m` as the answer to the request received on `c`. */
+static int svc__send(struct svc *s, struct svc_ctx *c, const struct msg *m, struct ig_errbuf *eb)
+{
+	nng_msg *nm;
+	int rc = tp_encode(m, &nm, eb), rv;
+
+	if (rc)
+		return rc;
+	nng_aio_set_msg(s->send_aio, nm);
+	/* a client that stopped reading must not stall the loop */
+	nng_aio_set_timeout(s->send_aio, 1000);
+	nng_ctx_send(c->ctx, s->send_aio);
+	nng_aio_wait(s->send_aio);
+	rv = nng_aio_result(s->send_aio);
+	if (rv) {
+		nng_msg_free(nng_aio_get_msg(s->send_aio));
+		return tp_nng_err(eb, rv, "send");
+	}
+	return IG_E_OK;
+}
+
+static void svc__reply_error(struct svc *s, struct svc_ctx *c, const struct ig_errbuf *eb)
 {
 	struct msg err = {.type = MSG_ERROR};
 	struct ig_errbuf eb2;
@@ -112,28 +217,33 @@ static void svc__reply_error(struct svc *s, const struct ig_errbuf *eb)
 		snprintf(text, sizeof(text), "%s", ig_err_str(eb->code));
 	err.u.error.code = (uint64_t)eb->code;
 	err.u.error.message = msg_str_of(text);
-	if (tp_send(s->lis.sock, &err, &eb2) != IG_E_OK)
+	if (svc__send(s, c, &err, &eb2) != IG_E_OK)
 		ev_msg(EV_WARN, "ignis.proto.reply_failed", "%s", eb2.msg);
 }
 
-int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
+/* Answer the request that came on `c` and listen on it again. IG_E_CLOSED
+ * when the socket is gone (the context is not listened on again). */
+static int svc__serve(struct svc *s, struct svc_ctx *c, svc_handler_fn h, void *ctx)
 {
 	struct ig_errbuf eb;
 	struct msg reply;
 	struct tp_rx rx;
-	int rc;
+	int rv = nng_aio_result(c->aio), rc;
 
-	atomic_fetch_add(&s->polls, 1);
-	svc_reject_flush(&s->rejects);
-	nng_socket_set_ms(s->lis.sock, NNG_OPT_RECVTIMEO, timeout_ms);
-	rc = tp_recv(s->lis.sock, &rx, &eb);
-	if (rc == IG_E_TIMEOUT)
-		return IG_E_OK;
-	if (rc == IG_E_CLOSED || rc == IG_E_TRANSPORT || rc == IG_E_NOMEM)
-		return rc;
+	if (rv == NNG_ECLOSED)
+		return IG_E_CLOSED;
+	if (rv) {
+		/* a receive that failed (no memory, a cancel) leaves nothing to answer */
+		nng_ctx_recv(c->ctx, c->aio);
+		return rv == NNG_ENOMEM ? IG_E_NOMEM : IG_E_OK;
+	}
+	s->served++;
+	rc = tp_decode(nng_aio_get_msg(c->aio), &rx, &eb);
+	nng_aio_set_msg(c->aio, NULL);
 	if (rc) {
 		svc_reject(&s->rejects, rc, eb.msg);
-		svc__reply_error(s, &eb);
+		svc__reply_error(s, c, &eb);
+		nng_ctx_recv(c->ctx, c->aio);
 		return IG_E_OK;
 	}
 	memset(&reply, 0, sizeof(reply));
@@ -143,19 +253,95 @@ int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
 	else
 		rc = h(ctx, &rx.m, &reply, &eb);
 	if (rc == IG_E_OK)
-		rc = tp_send(s->lis.sock, &reply, &eb);
+		rc = svc__send(s, c, &reply, &eb);
 	if (rc != IG_E_OK) {
 		if (!eb.msg[0])
 			snprintf(eb.msg, sizeof(eb.msg), "%s", ig_err_str(rc));
 		eb.code = rc;
-		svc__reply_error(s, &eb);
+		svc__reply_error(s, c, &eb);
 	}
 	tp_rx_release(&rx);
+	nng_ctx_recv(c->ctx, c->aio);
+	return IG_E_OK;
+}
+
+/* The requests received so far, oldest first; waits up to `timeout_ms`
+ * for one when there are none. */
+static struct svc_ctx *svc__take(struct svc *s, int timeout_ms)
+{
+	struct svc_ctx *got;
+
+	pthread_mutex_lock(&s->mu);
+	if (!s->ready && timeout_ms > 0) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += timeout_ms / 1000;
+		ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		while (!s->ready && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
+			;
+	}
+	got = s->ready;
+	s->ready = NULL;
+	s->ready_tail = &s->ready;
+	pthread_mutex_unlock(&s->mu);
+	return got;
+}
+
+int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
+{
+	uint64_t t0 = 0, served = 0;
+	struct svc_ctx *c;
+
+	atomic_fetch_add(&s->polls, 1);
+	svc_reject_flush(&s->rejects);
+	if (!s->ctxs)
+		return IG_E_CLOSED;
+	/* serve what has come, then what came meanwhile, within the batch's bounds */
+	for (c = svc__take(s, timeout_ms); c; c = svc__take(s, 0)) {
+		if (!t0)
+			t0 = clk_mono_ms();
+		while (c) {
+			struct svc_ctx *next = c->next;
+			int rc = svc__serve(s, c, h, ctx);
+
+			served++;
+			if (rc) {
+				/* the rest go back first in line */
+				pthread_mutex_lock(&s->mu);
+				if (next) {
+					struct svc_ctx *last = next;
+
+					while (last->next)
+						last = last->next;
+					last->next = s->ready;
+					if (!s->ready)
+						s->ready_tail = &last->next;
+					s->ready = next;
+				}
+				pthread_mutex_unlock(&s->mu);
+				return rc;
+			}
+			c = next;
+		}
+		if (served >= SVC_BATCH_MAX || clk_mono_ms() - t0 >= SVC_BATCH_MS)
+			break;
+	}
+	if (served) {
+		s->batches++;
+		if (served > s->batch_max)
+			s->batch_max = served;
+	}
 	return IG_E_OK;
 }
 
 void svc_close(struct svc *s)
 {
+	svc__free_ctxs(s);
 	tp_listener_close(&s->lis);
 }
 

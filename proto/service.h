@@ -59,8 +59,31 @@ void svc_reject_flush(struct svc_rejects *r);
 typedef int (*svc_handler_fn)(void *ctx, const struct msg *req, struct msg *reply,
                               struct ig_errbuf *eb);
 
+/* One reply context: a request received on it is answered on it. */
+struct svc_ctx {
+	struct svc *s;
+	nng_ctx ctx;
+	nng_aio *aio; /* its receive */
+	bool open;
+	struct svc_ctx *next; /* the ready list */
+};
+
+/* Requests received at once, not yet answered: the front door's pass is
+ * one flight of up to DOOR_FLIGHT_MAX (448) requests in flight together;
+ * more wait in the connection and are received as these are answered. */
+#define SVC_CTXS 512
+
 struct svc {
 	struct tp_listener lis;
+	/* receiving goes on in nng's threads while the loop computes: every
+	 * request that came meanwhile is ready at the next svc_poll */
+	struct svc_ctx *ctxs;
+	nng_aio *send_aio;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool sync_ready;
+	struct svc_ctx *ready, **ready_tail; /* received, in order of arrival */
+	uint64_t batches, served, batch_max;  /* svc_poll calls that served any; requests; the most in one */
 	const char *role; /* static string */
 	uint64_t started_ms;
 	bool stop_requested;
@@ -73,9 +96,14 @@ struct svc {
  * `watchdog_ms` is the safety-net ping's period; 0 means LG_PING_MS. */
 int svc_open(struct svc *s, const char *role, const char *rtdir, const char *name, int watchdog_ms,
              struct ig_errbuf *eb);
-/* Wait up to `timeout_ms` for one request and answer it. Returns IG_E_OK
- * after serving one or after the timeout; another code only when the socket
- * itself failed. `h` may be NULL. */
+/* Wait up to `timeout_ms` for a request, then answer every request that
+ * has come (in order of arrival), and those that come while answering, up
+ * to SVC_BATCH_MAX or SVC_BATCH_MS: a burst is served between two of the
+ * caller's rounds, not one per round. Returns IG_E_OK after serving or
+ * after the timeout; another code only when the socket itself failed. `h`
+ * may be NULL. */
+#define SVC_BATCH_MAX 1024
+#define SVC_BATCH_MS  20
 int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx);
 static inline bool svc_stop_requested(const struct svc *s)
 {

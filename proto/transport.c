@@ -186,6 +186,10 @@ int tp_reach(const char *sock, const char *lock, const char *what, struct ig_err
 		               "no %s runs at %s (nothing holds %s): start ignis-supervisor, or "
 		               "name the runtime directory or address of one that runs",
 		               what, sock, lock);
+	/* a listener being made again (lisguard.h) or a server still starting:
+	 * the socket appears within a moment */
+	for (int i = 0; i < TP_REACH_WAIT_MS / 10 && access(sock, F_OK) != 0 && errno == ENOENT; i++)
+		usleep(10000);
 	if (access(sock, R_OK | W_OK) != 0) {
 		if (errno == ENOENT)
 			return ig_errf(eb, IG_E_NOTFOUND,
@@ -337,11 +341,12 @@ static int tp__append(void *ctx, const char *buf, size_t len)
 	return nng_msg_append(ctx, buf, len) == 0 ? 0 : -1;
 }
 
-int tp_send(nng_socket s, const struct msg *m, struct ig_errbuf *eb)
+int tp_encode(const struct msg *m, nng_msg **out, struct ig_errbuf *eb)
 {
 	nng_msg *nm;
 	int rv, rc;
 
+	*out = NULL;
 	rv = nng_msg_alloc(&nm, 0);
 	if (rv)
 		return tp_nng_err(eb, rv, "cannot allocate a message");
@@ -350,6 +355,29 @@ int tp_send(nng_socket s, const struct msg *m, struct ig_errbuf *eb)
 		nng_msg_free(nm);
 		return rc;
 	}
+	*out = nm;
+	return IG_E_OK;
+}
+
+int tp_decode(nng_msg *nm, struct tp_rx *rx, struct ig_errbuf *eb)
+{
+	int rc;
+
+	rx->nm = nm;
+	rc = msg_decode(nng_msg_body(nm), nng_msg_len(nm), &rx->m, eb);
+	if (rc)
+		tp_rx_release(rx);
+	return rc;
+}
+
+int tp_send(nng_socket s, const struct msg *m, struct ig_errbuf *eb)
+{
+	nng_msg *nm;
+	int rv, rc;
+
+	rc = tp_encode(m, &nm, eb);
+	if (rc)
+		return rc;
 	rv = nng_sendmsg(s, nm, 0);
 	if (rv) {
 		nng_msg_free(nm);
@@ -368,16 +396,13 @@ void tp_rx_release(struct tp_rx *rx)
 
 int tp_recv(nng_socket s, struct tp_rx *rx, struct ig_errbuf *eb)
 {
-	int rv, rc;
+	int rv;
 
 	rx->nm = NULL;
 	rv = nng_recvmsg(s, &rx->nm, 0);
 	if (rv)
 		return tp_nng_err(eb, rv, "receive");
-	rc = msg_decode(nng_msg_body(rx->nm), nng_msg_len(rx->nm), &rx->m, eb);
-	if (rc)
-		tp_rx_release(rx);
-	return rc;
+	return tp_decode(rx->nm, rx, eb);
 }
 
 int tp_ping(const char *url, int timeout_ms, uint64_t seq, struct ig_errbuf *eb)

@@ -70,7 +70,10 @@ bool tp_lock_held(const char *rtdir, const char *name, pid_t *holder);
  * Only locks and file modes are looked at; the socket is never probed (a
  * raw connect would wedge nng 1.5.2's listener). IG_E_NOTFOUND, IG_E_PERM
  * or IG_E_IO with the remedy in the message. `what` names the server in
- * it ("ignis-supervisor's front door"). */
+ * it ("ignis-supervisor's front door"). A socket missing while its lock is
+ * held is waited for up to TP_REACH_WAIT_MS (a listener being made again
+ * after a wedge, a server still starting). */
+#define TP_REACH_WAIT_MS 1000
 int tp_reach(const char *sock, const char *lock, const char *what, struct ig_errbuf *eb);
 /* The lock beside an ipc socket path: "<path less .sock>.lock" (what the
  * supervisor takes for a --server-bind ipc path). False when too long. */
@@ -95,6 +98,10 @@ struct tp_rx {
 };
 void tp_rx_release(struct tp_rx *rx);
 
+/* Encode `m` into a new nng message (*out; the caller sends or frees it). */
+int tp_encode(const struct msg *m, nng_msg **out, struct ig_errbuf *eb);
+/* Decode `nm` into `rx`, which owns it from now on (freed on failure too). */
+int tp_decode(nng_msg *nm, struct tp_rx *rx, struct ig_errbuf *eb);
 /* Encode and send `m`. */
 int tp_send(nng_socket s, const struct msg *m, struct ig_errbuf *eb);
 /* Receive and decode one message. IG_E_TIMEOUT when none came in time; a

@@ -131,6 +131,7 @@ struct door {
 	uint64_t wrestarts;
 	nng_socket ws; /* the pump's socket to the worker */
 	bool ws_open;
+	uint64_t (*poll_ids)[MSG_POLL_MANY_MAX]; /* the pump's: a flight's polled ids */
 
 	uint64_t n_submitted, n_finished, n_failed, n_refused, n_rejected, n_tokens;
 	uint64_t n_slot_waits;
@@ -853,28 +854,20 @@ static struct door_slot *door__slot(struct door *d)
 
 /* ---- the pump: the worker's side -------------------------------------------------- */
 
-/* One round trip with the worker. An `error` reply gives its code and
- * message as they are (the client sees the worker's own words). */
-static int door__call(nng_socket ws, const struct msg *q, struct tp_rx *rx, struct ig_errbuf *eb)
+/* A worker's reply of type `error` as its code and message as they are (the
+ * client sees the worker's own words); rx released then. */
+static int door__reply_code(struct tp_rx *rx, struct ig_errbuf *eb)
 {
-	int rc = tp_send(ws, q, eb);
+	uint64_t code;
 
-	rx->nm = NULL;
-	if (!rc)
-		rc = tp_recv(ws, rx, eb);
-	if (rc)
-		return rc;
-	if (rx->m.type == MSG_ERROR) {
-		uint64_t code = rx->m.u.error.code;
-
-		ig_errf(eb, 0, "%.*s", (int)rx->m.u.error.message.n, rx->m.u.error.message.p);
-		eb->code = code && code <= INT32_MAX && ig_err_known((int)code)
-		               ? (int)code
-		               : IG_E_PROTO_UNEXPECTED;
-		tp_rx_release(rx);
-		return eb->code;
-	}
-	return IG_E_OK;
+	if (rx->m.type != MSG_ERROR)
+		return IG_E_OK;
+	code = rx->m.u.error.code;
+	ig_errf(eb, 0, "%.*s", (int)rx->m.u.error.message.n, rx->m.u.error.message.p);
+	eb->code = code && code <= INT32_MAX && ig_err_known((int)code) ? (int)code
+	                                                                : IG_E_PROTO_UNEXPECTED;
+	tp_rx_release(rx);
+	return eb->code;
 }
 
 /* Room for `more` tokens and `bytes` of text in `r`; false when there is
@@ -982,96 +975,108 @@ static bool door__apply_ent(struct door *d, struct door_req *r, const struct msg
 	return t->tokens.n > 0;
 }
 
-/* Poll every running request of worker `pid`, 64 at a time. Under mu on
- * entry and exit; released around each round trip. Returns whether any
- * request moved; *wfail the transport error of a failed call. */
-static bool door__pump_polls(struct door *d, pid_t pid, struct msg *q, int *wfail)
+/* One message in flight to the worker, on a request context of its own:
+ * the pump sends a pass's polls, its cancels and its submits each as one
+ * flight, which the worker answers between two of its rounds (it serves
+ * every waiting request there: proto/service.h), so that a pass costs a
+ * round, not a round per message. The worker may answer a flight's
+ * messages in any order: they never concern the same request. */
+enum door_fl { DOOR_FL_POLL, DOOR_FL_CANCEL, DOOR_FL_SUBMIT };
+
+struct door_flight {
+	enum door_fl kind;
+	uint64_t id;    /* cancel, submit: the door's id; poll: its poll_ids row */
+	uint32_t npoll; /* poll: the ids in its row */
+	nng_msg *nm;
+	nng_ctx ctx;
+	nng_aio *aio;
+	bool ctx_open;
+	int rc;
+	struct tp_rx rx;
+	struct ig_errbuf eb;
+};
+
+/* Fill `q` with request `r`'s submit. */
+static void door__submit_msg(const struct door_req *r, struct msg *q)
 {
-	uint64_t ids[MSG_POLL_MANY_MAX], cursor = 0;
-	bool moved = false;
+	struct msg_submit *sq = &q->u.submit;
 
-	for (;;) {
-		struct msg_poll_many *pm = &q->u.poll_many;
-		struct ig_errbuf eb;
-		struct tp_rx rx;
-		uint32_t n = 0;
-		int rc;
-
-		q->type = MSG_POLL_MANY;
-		for (struct door_req *r = d->head; r && n < MSG_POLL_MANY_MAX; r = r->next) {
-			if (r->id <= cursor || r->st != RQ_RUNNING || r->wpid != pid)
-				continue;
-			ids[n] = r->id;
-			pm->reqs.v[n] = (struct msg_poll_ent){r->wid, r->recv};
-			n++;
-		}
-		if (!n)
-			return moved;
-		pm->reqs.n = n;
-		cursor = ids[n - 1];
-		pthread_mutex_unlock(&d->mu);
-		rc = door__call(d->ws, q, &rx, &eb);
-		pthread_mutex_lock(&d->mu);
-		if (rc == IG_E_OK && rx.m.type != MSG_TOKENS_MANY)
-			rc = IG_E_PROTO_UNEXPECTED;
-		if (rc) {
-			tp_rx_release(&rx);
-			*wfail = rc;
-			return moved;
-		}
-		for (uint32_t i = 0; i < rx.m.u.tokens_many.reqs.n && i < n; i++) {
-			struct door_req *r = door__find(d, ids[i], true);
-
-			if (r && door__apply_ent(d, r, &rx.m.u.tokens_many.reqs.v[i],
-			                         (pid_t)rx.m.u.tokens_many.pid))
-				moved = true;
-		}
-		tp_rx_release(&rx);
-		if (d->closing)
-			return moved;
-	}
+	memset(sq, 0, sizeof(*sq));
+	q->type = MSG_SUBMIT;
+	sq->text = msg_str_of(r->text ? r->text : "");
+	sq->prompt.n = r->n_prompt;
+	if (r->n_prompt)
+		memcpy(sq->prompt.v, r->prompt, (size_t)r->n_prompt * sizeof(uint32_t));
+	sq->max_tokens = r->max_tokens_asked;
+	sq->class = msg_str_of(r->cls);
+	sq->temperature = r->temperature;
+	sq->top_p = r->top_p;
+	sq->top_k = r->top_k;
+	sq->seed = r->seed;
+	sq->stop.n = r->nstop;
+	for (uint32_t i = 0; i < r->nstop; i++)
+		sq->stop.v[i].text = msg_str_of(r->stops[i]);
 }
 
-/* Send the cancels requests owe the worker `pid`. */
-static bool door__pump_cancels(struct door *d, pid_t pid, struct msg *q, int *wfail)
+/* Send the flights' messages together, then take their answers (d->mu not
+ * held). Each flight's rc and rx say how it went. */
+static void door__fly(nng_socket ws, struct door_flight *f, uint32_t n)
 {
-	uint64_t cursor = 0;
-	bool moved = false;
+	for (uint32_t i = 0; i < n; i++) {
+		int rv;
 
-	for (;;) {
-		struct door_req *r = d->head;
-		struct ig_errbuf eb;
-		struct tp_rx rx;
-		uint64_t id;
-		int rc;
-
-		while (r && (r->id <= cursor || !r->wcancels))
-			r = r->next;
-		if (!r)
-			return moved;
-		cursor = id = r->id;
-		if (r->wpid != pid) {
-			r->wcancels = 0; /* the worker that knew it is gone */
-		} else {
-			q->type = MSG_CANCEL;
-			q->u.cancel.id = r->wid;
-			pthread_mutex_unlock(&d->mu);
-			rc = door__call(d->ws, q, &rx, &eb);
-			tp_rx_release(&rx);
-			pthread_mutex_lock(&d->mu);
-			r = door__find(d, id, true);
-			if (rc && rc != IG_E_NOTFOUND) {
-				*wfail = rc;
-				return moved;
-			}
-			moved = true;
-			if (r)
-				r->wcancels = rc ? 0 : r->wcancels - 1;
+		if (f[i].rc)
+			continue;
+		/* a context and an aio a flight entry, kept from pass to pass (nng
+		 * 1.5.2's reaper is best spared a context closed per message) */
+		rv = f[i].ctx_open ? 0 : nng_ctx_open(&f[i].ctx, ws);
+		f[i].ctx_open = rv == 0;
+		if (!rv && !f[i].aio)
+			rv = nng_aio_alloc(&f[i].aio, NULL, NULL);
+		if (rv) {
+			f[i].rc = tp_nng_err(&f[i].eb, rv, "cannot open a request context");
+			continue;
 		}
-		if (r && r->forgotten && !r->wcancels)
-			door__free_req(d, r);
-		if (d->closing)
-			return moved;
+		nng_aio_set_timeout(f[i].aio, DOOR_CALL_MS);
+		nng_aio_set_msg(f[i].aio, f[i].nm);
+		nng_ctx_send(f[i].ctx, f[i].aio);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		int rv;
+
+		if (f[i].rc)
+			continue;
+		nng_aio_wait(f[i].aio);
+		rv = nng_aio_result(f[i].aio);
+		f[i].nm = NULL; /* nng's now, or freed below */
+		if (rv) {
+			nng_msg_free(nng_aio_get_msg(f[i].aio));
+			f[i].rc = tp_nng_err(&f[i].eb, rv, "send");
+			continue;
+		}
+		nng_aio_set_timeout(f[i].aio, DOOR_CALL_MS);
+		nng_ctx_recv(f[i].ctx, f[i].aio);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		int rv;
+
+		if (f[i].rc)
+			continue;
+		nng_aio_wait(f[i].aio);
+		rv = nng_aio_result(f[i].aio);
+		if (rv) {
+			f[i].rc = tp_nng_err(&f[i].eb, rv, "receive");
+			continue;
+		}
+		f[i].rc = tp_decode(nng_aio_get_msg(f[i].aio), &f[i].rx, &f[i].eb);
+		nng_aio_set_msg(f[i].aio, NULL);
+		if (!f[i].rc)
+			f[i].rc = door__reply_code(&f[i].rx, &f[i].eb);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (f[i].nm)
+			nng_msg_free(f[i].nm);
+		f[i].nm = NULL;
 	}
 }
 
@@ -1111,104 +1116,224 @@ static void door__mark_waits(struct door *d)
 		}
 }
 
-/* Send queued submits in order until the worker has no slot. */
-static bool door__pump_submits(struct door *d, pid_t pid, struct msg *q, int *wfail)
+/* The worker's answer to request `r`'s submit (rc, rx). True when the
+ * request moved on (admitted or refused). */
+static bool door__submit_answer(struct door *d, struct door_req *r, pid_t pid, int rc,
+                                struct tp_rx *rx, struct ig_errbuf *eb, int *wfail)
 {
-	bool moved = false;
+	if (rc == IG_E_OK && rx->m.type != MSG_SUBMITTED)
+		rc = ig_errf(eb, IG_E_PROTO_UNEXPECTED, "the gpu-worker answered '%s'",
+		             msg_type_name(rx->m.type));
+	if (rc == IG_E_OK && d->wpid != pid)
+		rc = IG_E_CLOSED; /* admitted by a worker that is gone: again */
+	if (rc == IG_E_OK) {
+		const struct msg_submitted *a = &rx->m.u.submitted;
 
-	for (int sent = 0; sent < 16 && !d->closing; sent++) {
-		struct door_req *r = d->head;
-		struct msg_submit *sq = &q->u.submit;
-		struct ig_errbuf eb;
-		struct tp_rx rx;
-		uint64_t id;
-		int rc;
+		door__set_st(d, r, RQ_RUNNING);
+		r->wid = a->id;
+		r->wpid = pid;
+		r->prompt_tokens = (uint32_t)a->prompt_tokens;
+		r->max_tokens = (uint32_t)a->max_tokens;
+		r->reserved_pages = (uint32_t)a->reserved_pages;
+		r->admitted_ms = r->touched_ms = clk_mono_ms();
+		free(r->text);
+		free(r->prompt);
+		free(r->stops);
+		r->text = NULL;
+		r->prompt = NULL;
+		r->stops = NULL;
+		d->n_submitted++;
+		door__reply_submitted(d, r);
+		if (r->withdrawn) {
+			/* nobody will read it: it goes at once */
+			r->wcancels = 2;
+			door__finish(d, r, "cancelled", 0, NULL);
+			door__forget(d, r);
+		}
+		return true;
+	}
+	if (rc == IG_E_BUSY && d->running > 0) {
+		/* every worker slot is taken: it waits, first in line */
+		door__set_st(d, r, RQ_QUEUED);
+		d->submit_blocked_until = clk_mono_ms() + 250;
+		door__mark_waits(d);
+		return false;
+	}
+	if (rc == IG_E_TIMEOUT || rc == IG_E_CLOSED || rc == IG_E_TRANSPORT || rc == IG_E_NOMEM) {
+		door__set_st(d, r, RQ_QUEUED);
+		*wfail = rc;
+		return false;
+	}
+	d->n_refused++;
+	d->parked--;
+	door__send_error(d, r->submitter, rc, eb->msg);
+	r->submitter = NULL;
+	door__free_req(d, r);
+	return true;
+}
 
-		if (clk_mono_ms() < d->submit_blocked_until)
-			return moved;
-		while (r && r->st != RQ_QUEUED)
-			r = r->next;
-		if (!r)
-			return moved;
-		if (door__at_worker(d, pid) >= MSG_WORKER_REQUESTS) {
+/* ---- a pass of the pump: one flight ------------------------------------------------ */
+
+/* Add `q`, encoded, to the flight (kind, door id or poll ids). */
+static void door__board(struct door_flight *f, uint32_t *nf, const struct msg *q,
+                        enum door_fl kind, uint64_t id, uint32_t npoll)
+{
+	struct door_flight *e = &f[(*nf)++];
+
+	e->kind = kind;
+	e->id = id;
+	e->npoll = npoll;
+	e->rx.nm = NULL;
+	e->rc = tp_encode(q, &e->nm, &e->eb);
+}
+
+/* Polls: every running request of worker `pid`, 64 to a poll_many. */
+static void door__board_polls(struct door *d, pid_t pid, struct msg *q, struct door_flight *f,
+                              uint32_t *nf)
+{
+	_Static_assert(DOOR_POLL_FLIGHTS * MSG_POLL_MANY_MAX >= MSG_WORKER_REQUESTS_MAX,
+	               "one flight polls every request a worker can hold");
+	uint64_t cursor = 0;
+	uint32_t k = 0;
+
+	while (k < DOOR_POLL_FLIGHTS) {
+		struct msg_poll_many *pm = &q->u.poll_many;
+		uint32_t n = 0;
+
+		q->type = MSG_POLL_MANY;
+		for (struct door_req *r = d->head; r && n < MSG_POLL_MANY_MAX; r = r->next) {
+			if (r->id <= cursor || r->st != RQ_RUNNING || r->wpid != pid)
+				continue;
+			d->poll_ids[k][n] = r->id;
+			pm->reqs.v[n] = (struct msg_poll_ent){r->wid, r->recv};
+			n++;
+		}
+		if (!n)
+			return;
+		pm->reqs.n = n;
+		cursor = d->poll_ids[k][n - 1];
+		door__board(f, nf, q, DOOR_FL_POLL, k, n);
+		k++;
+	}
+}
+
+/* Cancels owed to worker `pid`: one per request a pass (a stop, then a
+ * forget the next pass). */
+static void door__board_cancels(struct door *d, pid_t pid, struct msg *q, struct door_flight *f,
+                                uint32_t *nf, bool *moved)
+{
+	uint32_t n = 0;
+
+	for (struct door_req *r = d->head, *next; r && n < DOOR_FLIGHT_CANCELS; r = next) {
+		next = r->next;
+		if (!r->wcancels)
+			continue;
+		if (r->wpid != pid) {
+			r->wcancels = 0; /* the worker that knew it is gone */
+			*moved = true;
+			if (r->forgotten)
+				door__free_req(d, r);
+			continue;
+		}
+		q->type = MSG_CANCEL;
+		q->u.cancel.id = r->wid;
+		door__board(f, nf, q, DOOR_FL_CANCEL, r->id, 0);
+		n++;
+	}
+}
+
+/* Submits: the queued ones in order, as many as the worker has slots for
+ * (--server-max-requests, counting those it still keeps for us). */
+static void door__board_submits(struct door *d, pid_t pid, struct msg *q, struct door_flight *f,
+                                uint32_t *nf)
+{
+	uint32_t n = 0, room, max = d->model.max_requests ? (uint32_t)d->model.max_requests : 1;
+
+	if (clk_mono_ms() < d->submit_blocked_until)
+		return;
+	room = max - door__at_worker(d, pid);
+	for (struct door_req *r = d->head; r && n < DOOR_FLIGHT_SUBMITS; r = r->next) {
+		if (r->st != RQ_QUEUED)
+			continue;
+		if (n >= room || room > max) {
 			/* every worker slot is ours: they wait, in line */
 			door__mark_waits(d);
 			d->submit_blocked_until = clk_mono_ms() + 20;
-			return moved;
+			return;
 		}
+		door__submit_msg(r, q);
+		door__board(f, nf, q, DOOR_FL_SUBMIT, r->id, 0);
 		door__set_st(d, r, RQ_SUBMITTING);
-		id = r->id;
-		memset(sq, 0, sizeof(*sq));
-		q->type = MSG_SUBMIT;
-		sq->text = msg_str_of(r->text ? r->text : "");
-		sq->prompt.n = r->n_prompt;
-		if (r->n_prompt)
-			memcpy(sq->prompt.v, r->prompt, (size_t)r->n_prompt * sizeof(uint32_t));
-		sq->max_tokens = r->max_tokens_asked;
-		sq->class = msg_str_of(r->cls);
-		sq->temperature = r->temperature;
-		sq->top_p = r->top_p;
-		sq->top_k = r->top_k;
-		sq->seed = r->seed;
-		sq->stop.n = r->nstop;
-		for (uint32_t i = 0; i < r->nstop; i++)
-			sq->stop.v[i].text = msg_str_of(r->stops[i]);
-		pthread_mutex_unlock(&d->mu);
-		rc = door__call(d->ws, q, &rx, &eb);
-		pthread_mutex_lock(&d->mu);
-		r = door__find(d, id, true);
-		if (rc == IG_E_OK && rx.m.type != MSG_SUBMITTED)
-			rc = ig_errf(&eb, IG_E_PROTO_UNEXPECTED, "the gpu-worker answered '%s'",
-			             msg_type_name(rx.m.type));
-		if (rc == IG_E_OK && d->wpid != pid)
-			rc = IG_E_CLOSED; /* admitted by a worker that is gone: again */
-		if (rc == IG_E_OK) {
-			const struct msg_submitted *a = &rx.m.u.submitted;
+		n++;
+	}
+}
 
-			door__set_st(d, r, RQ_RUNNING);
-			r->wid = a->id;
-			r->wpid = pid;
-			r->prompt_tokens = (uint32_t)a->prompt_tokens;
-			r->max_tokens = (uint32_t)a->max_tokens;
-			r->reserved_pages = (uint32_t)a->reserved_pages;
-			r->admitted_ms = r->touched_ms = clk_mono_ms();
-			free(r->text);
-			free(r->prompt);
-			free(r->stops);
-			r->text = NULL;
-			r->prompt = NULL;
-			r->stops = NULL;
-			d->n_submitted++;
-			door__reply_submitted(d, r);
-			if (r->withdrawn) {
-				/* nobody will read it: it goes at once */
-				r->wcancels = 2;
-				door__finish(d, r, "cancelled", 0, NULL);
-				door__forget(d, r);
+/* The flight's answers, in the order it was boarded. */
+static bool door__land(struct door *d, pid_t pid, struct door_flight *f, uint32_t nf,
+                       int *wfail)
+{
+	bool moved = false;
+
+	for (uint32_t k = 0; k < nf; k++) {
+		struct door_flight *e = &f[k];
+		struct tp_rx *rx = &e->rx;
+		struct door_req *r;
+		int rc = e->rc;
+
+		switch (e->kind) {
+		case DOOR_FL_POLL:
+			if (rc == IG_E_OK && rx->m.type != MSG_TOKENS_MANY)
+				rc = IG_E_PROTO_UNEXPECTED;
+			if (rc)
+				*wfail = rc;
+			for (uint32_t i = 0; !rc && i < rx->m.u.tokens_many.reqs.n && i < e->npoll; i++) {
+				r = door__find(d, d->poll_ids[e->id][i], true);
+				if (r && door__apply_ent(d, r, &rx->m.u.tokens_many.reqs.v[i],
+				                         (pid_t)rx->m.u.tokens_many.pid))
+					moved = true;
+			}
+			break;
+		case DOOR_FL_CANCEL:
+			r = door__find(d, e->id, true);
+			if (rc && rc != IG_E_NOTFOUND) {
+				*wfail = rc;
+				break;
 			}
 			moved = true;
-		} else if (rc == IG_E_BUSY && d->running > 0) {
-			/* every worker slot is taken: it waits, first in line */
-			door__set_st(d, r, RQ_QUEUED);
-			d->submit_blocked_until = clk_mono_ms() + 250;
-			door__mark_waits(d);
-		} else if (rc == IG_E_TIMEOUT || rc == IG_E_CLOSED || rc == IG_E_TRANSPORT ||
-		           rc == IG_E_NOMEM) {
-			door__set_st(d, r, RQ_QUEUED);
-			*wfail = rc;
-		} else {
-			d->n_refused++;
-			d->parked--;
-			door__send_error(d, r->submitter, rc, eb.msg);
-			r->submitter = NULL;
-			door__free_req(d, r);
-			moved = true;
+			if (r)
+				r->wcancels = rc ? 0 : r->wcancels - 1;
+			if (r && r->forgotten && !r->wcancels)
+				door__free_req(d, r);
+			break;
+		case DOOR_FL_SUBMIT:
+			r = door__find(d, e->id, true);
+			if (r)
+				moved |= door__submit_answer(d, r, pid, rc, rx, &e->eb, wfail);
+			break;
 		}
-		tp_rx_release(&rx);
-		if (*wfail)
-			return moved;
+		tp_rx_release(rx);
+		e->rc = 0;
 	}
 	return moved;
+}
+
+/* One pass: the polls, cancels and submits due, as one flight (so that a
+ * pass costs the worker one round, not one per message). */
+static bool door__pass(struct door *d, pid_t pid, struct msg *q, struct door_flight *f,
+                       int *wfail)
+{
+	uint32_t nf = 0;
+	bool moved = false;
+
+	door__board_polls(d, pid, q, f, &nf);
+	door__board_cancels(d, pid, q, f, &nf, &moved);
+	door__board_submits(d, pid, q, f, &nf);
+	if (!nf)
+		return moved;
+	pthread_mutex_unlock(&d->mu);
+	door__fly(d->ws, f, nf);
+	pthread_mutex_lock(&d->mu);
+	return door__land(d, pid, f, nf, wfail) || moved;
 }
 
 /* Something for the pump to do with worker `pid`. */
@@ -1228,10 +1353,11 @@ static void *door__pump(void *arg)
 {
 	struct door *d = arg;
 	struct msg *q = malloc(sizeof(*q));
+	struct door_flight *f = calloc(DOOR_FLIGHT_MAX, sizeof(*f));
 	struct ig_errbuf eb;
 
 	pthread_mutex_lock(&d->mu);
-	while (!d->closing && q) {
+	while (!d->closing && q && f) {
 		pid_t pid;
 		bool moved = false;
 		int wfail = 0;
@@ -1260,17 +1386,20 @@ static void *door__pump(void *arg)
 			d->ws = ws;
 			d->ws_open = true;
 		}
-		moved |= door__pump_polls(d, pid, q, &wfail);
-		if (!wfail && !d->closing)
-			moved |= door__pump_cancels(d, pid, q, &wfail);
-		if (!wfail && !d->closing)
-			moved |= door__pump_submits(d, pid, q, &wfail);
+		moved = door__pass(d, pid, q, f, &wfail);
 		if (wfail)
 			door__wait(&d->pump_cv, &d->mu, 100); /* the worker is away: a moment */
 		else if (!moved)
 			door__wait(&d->pump_cv, &d->mu, 2); /* nothing new: don't spin */
 	}
 	pthread_mutex_unlock(&d->mu);
+	for (uint32_t i = 0; f && i < DOOR_FLIGHT_MAX; i++) {
+		if (f[i].ctx_open)
+			nng_ctx_close(f[i].ctx);
+		if (f[i].aio)
+			nng_aio_free(f[i].aio);
+	}
+	free(f);
 	free(q);
 	return NULL;
 }
@@ -1407,6 +1536,7 @@ void door_model_of(const struct msg_plan *pl, const struct mdesc *md, struct doo
 	m->lanes = pl->lanes;
 	m->chunk_tokens = pl->chunk_tokens;
 	m->default_max_tokens = pl->default_max_tokens;
+	m->max_requests = pl->max_requests;
 	m->tokenizer = md->tokenizer;
 	m->eos = mdesc_eos(md);
 	m->serving = pl->model_path.n > 0;
@@ -1418,6 +1548,16 @@ uint64_t door_rejected(struct door *d)
 
 	pthread_mutex_lock(&d->mu);
 	n = d->n_rejected;
+	pthread_mutex_unlock(&d->mu);
+	return n;
+}
+
+uint64_t door_queued(struct door *d)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&d->mu);
+	n = d->queued;
 	pthread_mutex_unlock(&d->mu);
 	return n;
 }
@@ -1571,7 +1711,8 @@ int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb
 	pthread_condattr_destroy(&ca);
 	d->out = malloc(sizeof(*d->out));
 	d->slots = calloc(DOOR_SLOTS_MAX, sizeof(*d->slots));
-	if (!d->out || !d->slots) {
+	d->poll_ids = calloc(DOOR_POLL_FLIGHTS, sizeof(*d->poll_ids));
+	if (!d->out || !d->slots || !d->poll_ids) {
 		rc = ig_errf(eb, IG_E_NOMEM, "no memory for the front door");
 		goto out_free;
 	}
@@ -1620,6 +1761,7 @@ out_unlock:
 	close(d->lockfd);
 out_free:
 	free(d->out);
+	free(d->poll_ids);
 	free(d->slots);
 	free(d);
 	return rc;
@@ -1659,6 +1801,7 @@ void door_close(struct door *d)
 	pthread_cond_destroy(&d->clock_cv);
 	pthread_mutex_destroy(&d->mu);
 	free(d->out);
+	free(d->poll_ids);
 	free(d->slots);
 	free(d);
 }

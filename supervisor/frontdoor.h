@@ -42,6 +42,11 @@
 #define DOOR_KEEP_MS     60000 /* ... for this long after their last poll */
 #define DOOR_ABANDON_MS  60000 /* a running request nobody polls this long is cancelled */
 #define DOOR_CALL_MS     10000 /* one round trip with the worker */
+/* A pass of the pump is one flight of requests to the worker, at most: */
+#define DOOR_POLL_FLIGHTS   64  /* poll_manys (64 requests each: 4096 in all) */
+#define DOOR_FLIGHT_CANCELS 128 /* cancels */
+#define DOOR_FLIGHT_SUBMITS 256 /* submits */
+#define DOOR_FLIGHT_MAX     (DOOR_POLL_FLIGHTS + DOOR_FLIGHT_CANCELS + DOOR_FLIGHT_SUBMITS)
 #define DOOR_WATCHDOG_MS 5000
 
 /* What the door tells clients about the model (from the supervisor's plan;
@@ -50,6 +55,7 @@ struct door_model {
 	char name[65], backend[17], kv_format[17];
 	uint64_t vocab, context_tokens, page_tokens, pool_pages;
 	uint64_t lanes, chunk_tokens, default_max_tokens;
+	uint64_t max_requests; /* the worker's (--server-max-requests) */
 	enum mdesc_tokenizer tokenizer; /* the model description's */
 	uint32_t eos;                   /* UINT32_MAX: none */
 	bool serving;                   /* a model file is loaded, not a built-in description */
@@ -76,6 +82,9 @@ int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb
 /* Messages the door refused because they did not decode, or were of a type
  * it does not take. */
 uint64_t door_rejected(struct door *d);
+/* Submits held at the door until the worker takes them (queued or being
+ * sent). */
+uint64_t door_queued(struct door *d);
 /* The front door has no access control: a tcp `bind` must be loopback
  * (127.0.0.0/8, ::1, or a name that resolves only to those) unless
  * `allow_remote` (--server-allow-remote). IG_E_CONFIG naming the knob. An

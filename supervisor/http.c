@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,8 @@
  * never idle (its keep-alive comments), and a request being answered is not
  * timed while its handler runs. */
 #define HTTP_IDLE_S 60
+/* connections to the front door kept for the next requests, at most */
+#define HTTP_POOL_MAX 1024
 
 struct http {
 	struct MHD_Daemon *d;
@@ -38,6 +41,15 @@ struct http {
 	struct chat_template tmpl;
 	atomic_bool ready;
 	atomic_uint_fast64_t seq;
+	int (*metrics_page)(void *ctx, char **page, size_t *len);
+	void *metrics_ctx;
+	/* connections to the front door no request uses now, kept for the
+	 * next: a connection a request would cost nng a socket made and
+	 * closed, and closing hundreds at once can wedge nng 1.5.2's reaper
+	 * (nanomsg/nng#1543) */
+	pthread_mutex_t pool_mu;
+	struct igc_client *idle[HTTP_POOL_MAX];
+	unsigned nidle;
 };
 
 /* One HTTP request: its body as it arrives. */
@@ -59,6 +71,7 @@ struct hstream {
 	struct oai_usage usage;
 	bool first, finished, done;
 	char state[17];
+	bool broken; /* a call to the door failed: its connection is not kept */
 	char *out; /* bytes waiting to be written */
 	size_t out_len, out_off, out_cap;
 	uint64_t last_ms; /* when bytes were last handed over */
@@ -196,6 +209,37 @@ static int http__prompt(struct http *h, const struct oai_req *q, struct igc_para
 	return 0;
 }
 
+/* A connection to the door: a kept one, else a new one. */
+static int http__client(struct http *h, struct igc_client **c, struct igc_error *ie)
+{
+	pthread_mutex_lock(&h->pool_mu);
+	*c = h->nidle ? h->idle[--h->nidle] : NULL;
+	pthread_mutex_unlock(&h->pool_mu);
+	return *c ? 0 : igc_connect(c, h->door_server, h->rtdir, ie);
+}
+
+/* Done with `c`: kept for the next request unless a call on it failed in
+ * transport (`broken`) or enough are kept. */
+static void http__client_done(struct http *h, struct igc_client *c, bool broken)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&h->pool_mu);
+	if (!broken && h->nidle < HTTP_POOL_MAX) {
+		h->idle[h->nidle++] = c;
+		c = NULL;
+	}
+	pthread_mutex_unlock(&h->pool_mu);
+	igc_close(c);
+}
+
+/* A failure of the connection itself (not an answer from the door). */
+static bool http__transport(int code)
+{
+	return code == IGC_E_TIMEOUT || code == IGC_E_CLOSED || code == IGC_E_TRANSPORT ||
+	       code == IGC_E_NOMEM;
+}
+
 /* Connect to the door and submit `q`: the client and the submitted request. */
 static int http__submit(struct http *h, const struct oai_req *q, struct igc_client **c,
                         struct igc_submitted *sub, struct oai_err *e)
@@ -232,13 +276,13 @@ static int http__submit(struct http *h, const struct oai_req *q, struct igc_clie
 		stop[i] = q->stop[i];
 	p.stop = stop;
 	p.n_stop = q->n_stop;
-	rc = igc_connect(c, h->door_server, h->rtdir, &ie);
+	rc = http__client(h, c, &ie);
 	if (!rc)
 		rc = igc_submit(*c, &p, sub, &ie);
 	free(text);
 	if (rc) {
 		http__door_err(&ie, q->kind, e);
-		igc_close(*c);
+		http__client_done(h, *c, http__transport(ie.code));
 		*c = NULL;
 		return -1;
 	}
@@ -296,17 +340,19 @@ static enum MHD_Result http__whole(struct http *h, struct MHD_Connection *con, s
 			break;
 	}
 	if (rc || !ch.done || !strcmp(ch.finish, "error")) {
-		if (!ch.done)
-			igc_cancel(c, sub.id, NULL);
+		bool broken = rc && http__transport(ie.code);
+
+		if (!ch.done && !broken && igc_cancel(c, sub.id, &ie))
+			broken = http__transport(ie.code);
 		igc_stream_close(s);
-		igc_close(c);
+		http__client_done(h, c, broken);
 		free(text);
 		oai_errf(&e, 503, NULL, "generation_failed", "the request did not complete: %s",
 		         ie.message[0] ? ie.message : "the worker stopped");
 		return http__error(con, &e);
 	}
 	igc_stream_close(s);
-	igc_close(c);
+	http__client_done(h, c, false);
 	u.prompt = sub.prompt_tokens;
 	u.completion = ch.generated;
 	http__rid(h, q->kind, rid, sizeof rid);
@@ -364,6 +410,8 @@ static bool http__produce(struct hstream *st)
 	}
 	st->first = false;
 	rc = igc_stream_next(st->s, HTTP_WAIT_MS, &ch, &ie);
+	if (rc && http__transport(ie.code))
+		st->broken = true;
 	if (rc && !ch.done) { /* the door is gone */
 		struct oai_err e;
 
@@ -445,10 +493,12 @@ static void http__stream_free(void *cls)
 {
 	struct hstream *st = cls;
 
-	if (!st->done && st->c)
-		igc_cancel(st->c, st->id, NULL);
+	struct igc_error ie;
+
+	if (!st->done && st->c && !st->broken && igc_cancel(st->c, st->id, &ie))
+		st->broken = http__transport(ie.code);
 	igc_stream_close(st->s);
-	igc_close(st->c);
+	http__client_done(st->h, st->c, st->broken);
 	oai_req_free(&st->req);
 	free(st->out);
 	free(st);
@@ -474,7 +524,7 @@ static enum MHD_Result http__stream(struct http *h, struct MHD_Connection *con,
 	}
 	if (igc_stream_open(st->c, sub.id, &st->s, &ie)) {
 		igc_cancel(st->c, sub.id, NULL);
-		igc_close(st->c);
+		http__client_done(h, st->c, true);
 		free(st);
 		http__door_err(&ie, q->kind, &e);
 		return http__error(con, &e);
@@ -587,6 +637,20 @@ static enum MHD_Result http__handle(void *cls, struct MHD_Connection *con, const
 		return http__post(h, con, strcmp(url, "/v1/completions") ? OAI_CHAT : OAI_COMPLETION,
 		                  r);
 	}
+	if (!strcmp(url, "/metrics") && h->metrics_page) {
+		char *page;
+		size_t len;
+
+		if (!get) {
+			oai_errf(&e, 405, NULL, "method_not_allowed", "%s %s; accepted: GET", method,
+			         url);
+			return http__error(con, &e);
+		}
+		if (h->metrics_page(h->metrics_ctx, &page, &len))
+			return MHD_NO;
+		return http__send(con, MHD_HTTP_OK, page, "text/plain; version=0.0.4; charset=utf-8",
+		                  false);
+	}
 	if (!strcmp(url, "/v1/models") || !strcmp(url, "/health") || !strcmp(url, "/ready")) {
 		if (!get) {
 			oai_errf(&e, 405, NULL, "method_not_allowed", "%s %s; accepted: GET", method,
@@ -604,7 +668,7 @@ static enum MHD_Result http__handle(void *cls, struct MHD_Connection *con, const
 	}
 	oai_errf(&e, 404, NULL, "unknown_url",
 	         "unknown path '%s'; accepted: POST /v1/chat/completions, POST /v1/completions, "
-	         "GET /v1/models, GET /health, GET /ready",
+	         "GET /v1/models, GET /health, GET /ready, GET /metrics",
 	         url);
 	return http__error(con, &e);
 }
@@ -666,6 +730,9 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 		return ig_errf(eb, IG_E_NOMEM, "no memory for the HTTP server");
 	}
 	h->lim = o->limits;
+	pthread_mutex_init(&h->pool_mu, NULL);
+	h->metrics_page = o->metrics_page;
+	h->metrics_ctx = o->metrics_ctx;
 	h->model = http__strdup(o->model);
 	h->door_server = http__strdup(o->door_server && *o->door_server ? o->door_server : NULL);
 	h->rtdir = http__strdup(o->rtdir);
@@ -714,6 +781,9 @@ void http_close(struct http *h)
 		return;
 	if (h->d)
 		MHD_stop_daemon(h->d);
+	while (h->nidle)
+		igc_close(h->idle[--h->nidle]);
+	pthread_mutex_destroy(&h->pool_mu);
 	free(h->model);
 	free(h->door_server);
 	free(h->rtdir);

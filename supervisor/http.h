@@ -34,6 +34,11 @@ struct http_opts {
 	const char *model;       /* the served model's name (/v1/models, "model") */
 	const char *chat_template; /* the model file's, NUL-terminated; NULL: none */
 	struct oai_limits limits;
+	/* GET /metrics: the metrics page with the families an inference
+	 * gateway reads (the port a gateway targets is this one); NULL: 404.
+	 * Returns 0 and a malloc'd page, or -1. */
+	int (*metrics_page)(void *ctx, char **page, size_t *len);
+	void *metrics_ctx;
 };
 
 struct http;

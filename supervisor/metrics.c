@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "common/model.h"
 #include "proto/kvmetrics.h"
 
 const struct met_family met_families[MET__COUNT] = {
@@ -222,6 +223,52 @@ static void met__family(struct met__out *o, enum met_id id)
 	default: /* a family of rows */
 		break;
 	}
+}
+
+int met_render_gateway(FILE *f, const struct met_snap *s, const char *name, uint64_t door_queued)
+{
+	const struct msg_worker_stats_reply *w = &s->w;
+	uint64_t waiting, running;
+	char model[2 * 64 + 1];
+	size_t n = 0;
+
+	if (!s->worker.up)
+		return ferror(f) ? -1 : 0;
+	/* a label value: backslash, quote and line feed escaped */
+	for (const char *p = name; *p && n + 2 < sizeof(model); p++) {
+		if (*p == '\\' || *p == '"' || *p == '\n')
+			model[n++] = '\\';
+		model[n++] = *p == '\n' ? 'n' : *p;
+	}
+	model[n] = '\0';
+	waiting = door_queued + w->waiting + w->moved;
+	running = w->prefill + w->ready + w->decode + w->moving_out + w->moving_in;
+	fprintf(f,
+	        "# HELP vllm:num_requests_waiting Requests not being served: queued at the front "
+	        "door, waiting for KV pages, or moved off the device (ignis_scheduler_requests).\n"
+	        "# TYPE vllm:num_requests_waiting gauge\n"
+	        "vllm:num_requests_waiting{model_name=\"%s\"} %" PRIu64 "\n",
+	        model, waiting);
+	fprintf(f,
+	        "# HELP vllm:num_requests_running Requests being served: prefill, decode, or "
+	        "moving between the device and KV-RAM.\n"
+	        "# TYPE vllm:num_requests_running gauge\n"
+	        "vllm:num_requests_running{model_name=\"%s\"} %" PRIu64 "\n",
+	        model, running);
+	fprintf(f,
+	        "# HELP vllm:kv_cache_usage_perc KV pool pages reserved over the pool's pages, "
+	        "0..1 (ignis_kv_pool_used_pages / ignis_kv_pool_pages).\n"
+	        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+	        "vllm:kv_cache_usage_perc{model_name=\"%s\"} %.6f\n",
+	        model, w->pool_pages ? (double)w->used_pages / (double)w->pool_pages : 0.0);
+	fprintf(f,
+	        "# HELP vllm:cache_config_info The KV pool's shape: tokens a page (block_size) and "
+	        "pages (num_gpu_blocks).\n"
+	        "# TYPE vllm:cache_config_info gauge\n"
+	        "vllm:cache_config_info{model_name=\"%s\",block_size=\"%u\",num_gpu_blocks=\"%" PRIu64
+	        "\"} 1\n",
+	        model, (unsigned)MDESC_PAGE_TOKENS, w->pool_pages);
+	return ferror(f) ? -1 : 0;
 }
 
 int met_render(FILE *f, const struct met_snap *s, uint64_t now_ms)

@@ -245,4 +245,26 @@ int met_check_worker(const struct msg_worker_stats_reply *r, struct ig_errbuf *e
  * 0, or -1 when writing to `f` failed. */
 int met_render(FILE *f, const struct met_snap *s, uint64_t now_ms);
 
+/*
+ * The families an inference gateway's endpoint picker reads by default (the
+ * Gateway API Inference Extension's model-server protocol, under vLLM's
+ * names; docs/metrics.md), each labelled model_name="<model>":
+ *   vllm:num_requests_waiting   gauge: requests not being served: queued at
+ *                               the front door for a worker slot
+ *                               (`door_queued`), waiting at the worker for
+ *                               pages, or moved off the device
+ *   vllm:num_requests_running   gauge: prefill, ready, decode, moving in/out
+ *   vllm:kv_cache_usage_perc    gauge: the KV pool's reserved pages over its
+ *                               pages, 0..1 (vLLM's name says perc; its value
+ *                               is a fraction, and so is ours)
+ *   vllm:cache_config_info      gauge 1, labels block_size (tokens a page)
+ *                               and num_gpu_blocks (the pool's pages)
+ * Our own names for the same figures stay on the page (ignis_scheduler_
+ * requests, ignis_kv_pool_*). Names with ':' are reserved for recording
+ * rules by Prometheus's conventions (promtool's lint says so): these are
+ * served only on the HTTP API's /metrics, the port a gateway targets, never
+ * on --server-metrics-bind's page. Left out while the worker is not up.
+ */
+int met_render_gateway(FILE *f, const struct met_snap *s, const char *model, uint64_t door_queued);
+
 #endif

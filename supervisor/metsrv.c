@@ -34,6 +34,8 @@ struct metsrv {
 	pthread_cond_t cv;  /* wakes the gatherer when it must stop */
 	bool stop;
 	struct met_snap snap;
+	uint64_t door_queued; /* under mu */
+	char model[65];
 
 	pthread_t thr;
 	bool thr_started;
@@ -53,29 +55,49 @@ const char *metsrv_addr(const struct metsrv *m)
 
 /* ---- serving (nng's HTTP threads) ----------------------------------------- */
 
-static void metsrv__serve(nng_aio *aio)
+int metsrv_page(struct metsrv *m, bool gateway, char **out, size_t *out_len)
 {
-	nng_http_handler *h = nng_aio_get_input(aio, 1);
-	struct metsrv *m = nng_http_handler_get_data(h);
-	nng_http_res *res = NULL;
-	struct met_snap snap;
+	struct met_snap *snap = malloc(sizeof(*snap));
+	uint64_t queued;
 	char *page = NULL;
 	size_t len = 0;
 	FILE *f;
-	int rv;
 
+	*out = NULL;
+	*out_len = 0;
+	if (!snap)
+		return -1;
 	pthread_mutex_lock(&m->mu);
-	snap = m->snap;
+	*snap = m->snap;
+	queued = m->door_queued;
 	pthread_mutex_unlock(&m->mu);
 	f = open_memstream(&page, &len);
 	if (f) {
-		int bad = met_render(f, &snap, clk_mono_ms());
+		int bad = met_render(f, snap, clk_mono_ms());
 
+		if (!bad && gateway)
+			bad = met_render_gateway(f, snap, m->model, queued);
 		if (fclose(f) || bad) {
 			free(page);
 			page = NULL;
 		}
 	}
+	free(snap);
+	*out = page;
+	*out_len = page ? len : 0;
+	return page ? 0 : -1;
+}
+
+static void metsrv__serve(nng_aio *aio)
+{
+	nng_http_handler *h = nng_aio_get_input(aio, 1);
+	struct metsrv *m = nng_http_handler_get_data(h);
+	nng_http_res *res = NULL;
+	char *page;
+	size_t len;
+	int rv;
+
+	metsrv_page(m, false, &page, &len);
 	rv = page ? nng_http_res_alloc(&res) : nng_http_res_alloc_error(&res, 500);
 	if (!rv && page) {
 		rv = nng_http_res_set_header(res, "Content-Type", METSRV_CONTENT_TYPE);
@@ -246,6 +268,13 @@ void metsrv_note_rejects(struct metsrv *m, uint64_t client, uint64_t supervisor)
 	pthread_mutex_unlock(&m->mu);
 }
 
+void metsrv_note_queued(struct metsrv *m, uint64_t door_queued)
+{
+	pthread_mutex_lock(&m->mu);
+	m->door_queued = door_queued;
+	pthread_mutex_unlock(&m->mu);
+}
+
 /* Why the listener failed, naming the knob, its value and where it came from. */
 static int metsrv__refuse(const struct knob_value *knob, int rv, struct ig_errbuf *eb)
 {
@@ -292,6 +321,7 @@ int metsrv_open(struct metsrv **out, const struct knob_value *knob, const char *
 	snprintf(m->rtdir, sizeof(m->rtdir), "%s", rtdir);
 	snprintf(m->addr, sizeof(m->addr), "%s", knob->s);
 	met_snap_plan(&m->snap, plan);
+	snprintf(m->model, sizeof(m->model), "%s", plan->model ? plan->model->name : "");
 	metsrv_note_procs(m, NULL, 0);
 
 	snprintf(text, sizeof(text), "http://%s", knob->s);

@@ -23,6 +23,8 @@
 #ifndef IGNIS_SUPERVISOR_METSRV_H
 #define IGNIS_SUPERVISOR_METSRV_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
@@ -54,6 +56,15 @@ int metsrv_open(struct metsrv **out, const struct knob_value *knob, const char *
 void metsrv_note_procs(struct metsrv *m, const struct proc *procs, int n);
 /* The rejections counted on the supervisor's own sockets (same thread). */
 void metsrv_note_rejects(struct metsrv *m, uint64_t client, uint64_t supervisor);
+
+/* Requests queued at the front door for a worker slot (same thread). */
+void metsrv_note_queued(struct metsrv *m, uint64_t door_queued);
+
+/* The page as a scrape gets it, in a malloc'd buffer (*out, its length
+ * *len; the caller frees it); with `gateway`, the families an inference
+ * gateway reads follow ours (met_render_gateway: the HTTP API's /metrics).
+ * Any thread. 0, or -1 (no memory) with *out NULL. */
+int metsrv_page(struct metsrv *m, bool gateway, char **out, size_t *len);
 
 /* Stop serving and gathering; frees `m`. NULL is accepted. */
 void metsrv_close(struct metsrv *m);

@@ -91,6 +91,7 @@ void plan_to_msg(const struct vplan *p, const struct knobs *k, const char *model
 	pl->default_max_tokens = k->v[KNOB_MODEL_DEFAULT_MAX_TOKENS].u;
 	pl->move_out_window = k->v[KNOB_REUSE_MOVE_OUT_WINDOW_BYTES].u;
 	pl->move_in_window = k->v[KNOB_REUSE_MOVE_IN_WINDOW_BYTES].u;
+	pl->max_requests = k->v[KNOB_SERVER_MAX_REQUESTS].u;
 }
 
 static void plan__lines_fields(struct ev *e, const struct vplan *p)

@@ -87,6 +87,12 @@ static char *sup__chat_template(const char *path)
 	return t;
 }
 
+/* The HTTP API's /metrics: ours and the gateway's names. */
+static int sup__gateway_page(void *ctx, char **page, size_t *len)
+{
+	return metsrv_page(ctx, true, page, len);
+}
+
 /* OpenAI's HTTP API beside the door (--server-http-bind; off: none). */
 static int sup__http_open(struct sup *s, const struct sup_opts *o, struct ig_errbuf *eb)
 {
@@ -112,6 +118,8 @@ static int sup__http_open(struct sup *s, const struct sup_opts *o, struct ig_err
 		               .max_prompt_ids = MSG_IDS_MAX,
 		               .max_text = 4u * MSG_TEXT_MAX,
 		               .max_messages = 1024},
+		    .metrics_page = s->met ? sup__gateway_page : NULL,
+		    .metrics_ctx = s->met,
 		};
 
 		rc = http_open(&s->http, &ho, eb);
@@ -596,6 +604,7 @@ int sup_start(const struct sup_opts *o)
 		}
 		metsrv_note_procs(s.met, s.procs, SUP_NPROC);
 		metsrv_note_rejects(s.met, door_rejected(s.door), s.svc.rejects.total);
+		metsrv_note_queued(s.met, door_queued(s.door));
 		door_set_worker(s.door, s.procs[1].state == PROC_RUNNING ? s.procs[1].pid : 0,
 		                proc_state_name(s.procs[1].state));
 		http_set_ready(s.http, s.procs[1].state == PROC_RUNNING);

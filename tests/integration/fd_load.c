@@ -13,9 +13,9 @@
  * Prints one line per failure (the first 10) and a summary; exit 0 when all
  * passed, 1 otherwise.
  *
- * `fill` (CLIENTS above the worker's 256 slots): once the server says a
+ * `fill` (CLIENTS above the worker's slots, --server-max-requests): once the server says a
  * submit waited for a slot (fd_stats slot_waits), every request is
- * cancelled as soon as its id is known (MAX_TOKENS long enough that 256 are
+ * cancelled as soon as its id is known (MAX_TOKENS long enough that the slots are
  * still running when the last clients come, however slowly they come). Then every client
  * must have been admitted (none refused), and every stream must be a prefix
  * of its reference (cancelled) or all of it.

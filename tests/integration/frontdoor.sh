@@ -13,7 +13,8 @@
 #   - clients killed -9 mid-stream leave the others' streams intact
 #   - 64 ignis-client processes and 200 client threads at once: every stream
 #     complete and equal to the same request run alone; 300 threads fill the
-#     worker's 256 slots: the rest wait (none refused) and get their streams
+#     worker's 128 slots (--server-max-requests 128; the default is 1024):
+#     the rest wait (none refused) and get their streams
 #   - a worker killed -9 ends the streams it ran with a clear error, no hang
 #   - the lock beside the socket refuses a second door on the same path
 #   frontdoor.sh BUILD_DIR
@@ -39,7 +40,7 @@ start_sup() {
 	rm -rf "$rt"
 	: >"$events"
 	"$sup" start --runtime-dir "$rt" --model "$model" --model-kv-format bf16 --model-max-context 512 \
-		--server-metrics-bind "127.0.0.1:$(free_port)" "$@" >"$events" 2>&1 &
+		--server-max-requests 128 --server-metrics-bind "127.0.0.1:$(free_port)" "$@" >"$events" 2>&1 &
 	sup_pid=$!
 	wait_for 30 grep -q '"ignis.supervisor.started"' "$events" || fail "no start: $(tail -3 "$events")"
 }
@@ -301,13 +302,13 @@ for n in $(seq 0 63); do
 	cmp -s "$work/many.$n" "$work/want.$((n % 8))" || fail "client $n differs from request $((n % 8)) alone"
 done
 
-step "200 client threads at once, then 300 over the worker's 256 slots (the rest wait)"
+step "200 client threads at once, then 300 over the worker's 128 slots (the rest wait)"
 refused0=$("$cli" --runtime-dir "$rt" status --json | jq .frontdoor.refused)
 "$load" "$url" 200 16 || fail "200 concurrent clients"
-# 400 tokens each: the first 256 are still running when the last clients
+# 400 tokens each: the first 128 are still running when the last clients
 # come on a loaded machine (64 each: one CI emulation saw them finish
 # faster than 300 threads connected, so nobody waited)
-"$load" "$url" 300 400 fill || fail "300 clients over 256 slots"
+"$load" "$url" 300 400 fill || fail "300 clients over 128 slots"
 st=$("$cli" --runtime-dir "$rt" status --json) || fail "status --json"
 (($(jq .frontdoor.slot_waits <<<"$st") > 0)) || fail "no submit waited for a slot: $st"
 (($(jq .frontdoor.refused <<<"$st") == refused0)) || fail "requests were refused: $st"

@@ -38,7 +38,9 @@ async function stream(seed, hangUp) {
         if (!ev.startsWith('data: ')) continue;
         const data = ev.slice(6);
         if (data === '[DONE]') { done = true; continue; }
-        text += JSON.parse(data).choices[0]?.text || '';
+        const chunk = JSON.parse(data);
+        if (!chunk.choices) throw new Error(`a stream event without choices: ${data}`);
+        text += chunk.choices[0]?.text || '';
         if (hangUp) { ctl.abort(); return { status: 200, text, done: false, hung: true }; }
       }
     }

@@ -158,7 +158,6 @@ got=$(curl -s -o /dev/null -w '%{http_code}' "$http/v1/completions" --data-binar
 [[ $got == 413 ]] || fail "a 2 MiB body: $got"
 [[ $(curl -s "$http/health") == '{"status":"ok"}' ]] || fail "the server after the errors"
 
-step "a client that hangs up mid-stream: its request is cancelled in the worker"
 # a prompt and seed that run 300 tokens without an end of generation on this
 # synthetic model (checked through the nng door first: a change of the
 # synthetic model needs another seed, and this says so)
@@ -166,6 +165,57 @@ seed=8
 n=$("$gen" --worker --runtime-dir "$rt" --prompt "tell me" --max-tokens 300 --temperature 0.8 \
 	--seed "$seed" --ids | wc -l)
 ((n == 300)) || fail "seed $seed ends after $n tokens on this model: pick one that runs 300"
+
+step "/metrics on the API's port: our page and the names an inference gateway reads"
+# one sample's value: metric NAME (with its labels) on page FILE
+val() { awk -v n="$1" 'index($0, n) == 1 && substr($0, length(n) + 1, 1) ~ /[ {]/ { print $NF; exit }' "$2"; }
+# requests one after another, so that one runs whenever the page is gathered
+# (every second)
+(while :; do
+	"$gen" --worker --runtime-dir "$rt" --prompt "tell me" --max-tokens 300 --temperature 0.8 \
+		--seed "$seed" --ids >/dev/null || break
+done) &
+long=$!
+running() {
+	curl -sf "$http/metrics" >"$work/gw" &&
+		(($(val 'vllm:num_requests_running{model_name="qwen3-tiny"}' "$work/gw") >= 1))
+}
+wait_for 20 running || fail "no running request on /metrics: $(grep '^vllm' "$work/gw")"
+kill "$long" 2>/dev/null
+wait "$long" 2>/dev/null
+pages=$(val ignis_kv_pool_pages "$work/gw")
+used=$(val ignis_kv_pool_used_pages "$work/gw")
+((pages > 0 && used > 0)) || fail "pool figures: pages '$pages' used '$used'"
+grep -qx "vllm:cache_config_info{model_name=\"qwen3-tiny\",block_size=\"64\",num_gpu_blocks=\"$pages\"} 1" \
+	"$work/gw" || fail "cache_config_info: $(grep cache_config "$work/gw")"
+usage=$(val 'vllm:kv_cache_usage_perc{model_name="qwen3-tiny"}' "$work/gw")
+awk -v u="$usage" -v w="$used" -v p="$pages" 'BEGIN { d = u - w / p; exit !(d < 1e-6 && d > -1e-6) }' ||
+	fail "kv_cache_usage_perc $usage is not $used/$pages"
+# the gateway's counts are ours, summed (waiting: the door's queue on top)
+st() { val "ignis_scheduler_requests{state=\"$1\"}" "$work/gw"; }
+run=$(($(st prefill) + $(st ready) + $(st decode) + $(st moving_out) + $(st moving_in)))
+[[ $(val 'vllm:num_requests_running{model_name="qwen3-tiny"}' "$work/gw") == "$run" ]] ||
+	fail "running is not prefill + ready + decode + moving ($run): $(grep '^vllm:num_req' "$work/gw")"
+(($(val 'vllm:num_requests_waiting{model_name="qwen3-tiny"}' "$work/gw") >= $(st waiting) + $(st moved))) ||
+	fail "waiting is less than waiting + moved: $(grep -e '^vllm:num_req' -e '^ignis_sched' "$work/gw")"
+# promtool: the page parses; the only lint it raises is the ':' of the
+# gateway's names (reserved for recording rules), and only for them
+promtool check metrics <"$work/gw" >"$work/lint" 2>&1
+grep -q . "$work/lint" || fail "promtool found no ':' names on the gateway page"
+if grep -v "^vllm:[a-z_]* metric names should not contain ':'$" "$work/lint" | grep -q .; then
+	fail "promtool: $(cat "$work/lint")"
+fi
+# the page of --server-metrics-bind has our names only, lint-clean
+curl -sf "$IGNIS_SERVER_METRICS_BIND/metrics" >"$work/ours" || fail "the metrics page"
+grep -q '^vllm:' "$work/ours" && fail "gateway names on --server-metrics-bind's page"
+promtool check metrics <"$work/ours" || fail "promtool on our page"
+idle() {
+	curl -sf "$http/metrics" >"$work/gw" &&
+		[[ $(val 'vllm:num_requests_running{model_name="qwen3-tiny"}' "$work/gw") == 0 ]]
+}
+wait_for 20 idle || fail "a request still runs on /metrics after the last ended"
+
+step "a client that hangs up mid-stream: its request is cancelled in the worker"
 before=$(grep -c '"finish":"cancelled"' "$events")
 # the client reads its first bytes and leaves (curl dies writing to the
 # closed pipe)
