@@ -18,7 +18,7 @@ finish() {
 		"$sup" stop --runtime-dir "$tmp/rt" >/dev/null 2>&1 || kill "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	fi
-	cp "$tmp/events.jsonl" /tmp/ttft-events.jsonl; rm -rf "$tmp"
+	rm -rf "$tmp"
 }
 trap finish EXIT
 args=()
