@@ -301,7 +301,21 @@ static void http__rid(struct http *h, enum oai_kind kind, char *out, size_t cap)
 	         (uint64_t)time(NULL), (uint64_t)atomic_fetch_add(&h->seq, 1));
 }
 
-/* A whole completion: read the request to its end, answer once. */
+/* Has the client of `con` hung up? (A whole request's client sends nothing
+ * more: a read that finds the end of the stream says it left.) */
+static bool http__client_gone(struct MHD_Connection *con)
+{
+	const union MHD_ConnectionInfo *ci =
+	    MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+	char b;
+
+	if (!ci)
+		return false;
+	return recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/* A whole completion: read the request to its end, answer once; a client
+ * that hangs up meanwhile has its request cancelled. */
 static enum MHD_Result http__whole(struct http *h, struct MHD_Connection *con, struct oai_req *q)
 {
 	struct igc_client *c;
@@ -319,7 +333,14 @@ static enum MHD_Result http__whole(struct http *h, struct MHD_Connection *con, s
 		return http__error(con, &e);
 	rc = igc_stream_open(c, sub.id, &s, &ie);
 	while (!rc) {
-		rc = igc_stream_next(s, HTTP_WAIT_MS * 10, &ch, &ie);
+		if (http__client_gone(con)) {
+			igc_cancel(c, sub.id, NULL);
+			igc_stream_close(s);
+			http__client_done(h, c, false);
+			free(text);
+			return MHD_NO; /* nobody to answer */
+		}
+		rc = igc_stream_next(s, HTTP_WAIT_MS, &ch, &ie);
 		if (ch.text_len) {
 			if (len + ch.text_len > cap) {
 				char *t;

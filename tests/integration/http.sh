@@ -215,7 +215,7 @@ idle() {
 }
 wait_for 20 idle || fail "a request still runs on /metrics after the last ended"
 
-step "a client that hangs up mid-stream: its request is cancelled in the worker"
+step "a client that hangs up, streamed or not: its request is cancelled in the worker"
 before=$(grep -c '"finish":"cancelled"' "$events")
 # the client reads its first bytes and leaves (curl dies writing to the
 # closed pipe)
@@ -224,6 +224,12 @@ curl -sN "$http/v1/completions" \
 	2>/dev/null | head -c 200 >"$work/cut"
 grep -q '^data: {' "$work/cut" || fail "the stream sent nothing before the hang-up"
 wait_for 10 more_cancelled || fail "the hung-up request was not cancelled"
+# a whole (non-streamed) request whose client leaves before the answer
+before=$(grep -c '"finish":"cancelled"' "$events")
+curl -s --max-time 0.3 "$http/v1/completions" \
+	-d "{\"model\":\"qwen3-tiny\",\"prompt\":\"tell me\",\"max_tokens\":300,\"temperature\":0.8,\"seed\":$seed}" \
+	>/dev/null 2>&1
+wait_for 10 more_cancelled || fail "the whole request whose client left was not cancelled"
 
 step "/ready says 503 while the worker restarts, then ready again"
 wpid=$(pgrep -f -- "ignis-gpu-worker.*--runtime-dir $rt" | head -1)
