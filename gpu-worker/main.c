@@ -188,15 +188,33 @@ static void worker_on_event(void *ctx, const struct eng_event *ev)
 	                                    [ENG_EV_RESTORED] = "ignis.request.restored",
 	                                    [ENG_EV_LOST] = "ignis.request.lost",
 	                                    [ENG_EV_MOVE_REFUSED] = "ignis.kv.move_refused",
-	                                    [ENG_EV_MOVE_STOPPED] = "ignis.kv.move_stopped"};
+	                                    [ENG_EV_MOVE_STOPPED] = "ignis.kv.move_stopped",
+	                                    [ENG_EV_REUSE_CAPTURED] = "ignis.reuse.captured",
+	                                    [ENG_EV_REUSE_CLAIMED] = "ignis.reuse.claimed",
+	                                    [ENG_EV_REUSE_GIVEN_UP] = "ignis.reuse.given_up",
+	                                    [ENG_EV_REUSE_SKIPPED] = "ignis.reuse.skipped"};
 	struct ev e;
 
 	(void)ctx;
 	ev_begin(&e, ev->kind == ENG_EV_LOST || ev->kind == ENG_EV_MOVE_REFUSED ? EV_WARN : EV_INFO,
 	         names[ev->kind]);
-	ev_u64(&e, "id", ev->id);
+	if (ev->kind != ENG_EV_REUSE_GIVEN_UP) /* a checkpoint is no request's */
+		ev_u64(&e, "id", ev->id);
 	ev_str(&e, "class", sched_class_name((enum sched_class)ev->cls));
 	switch (ev->kind) {
+	case ENG_EV_REUSE_CAPTURED:
+	case ENG_EV_REUSE_CLAIMED:
+	case ENG_EV_REUSE_GIVEN_UP:
+		ev_u64(&e, "tokens", ev->tokens);
+		ev_u64(&e, "slot", ev->slot);
+		ev_u64(&e, "pages", ev->pages);
+		if (ev->why)
+			ev_str(&e, "reason", ev->why);
+		break;
+	case ENG_EV_REUSE_SKIPPED:
+		ev_u64(&e, "tokens", ev->tokens);
+		ev_str(&e, "reason", ev->why ? ev->why : "");
+		break;
 	case ENG_EV_EVICTED:
 		ev_u64(&e, "for", ev->for_id);
 		ev_u64(&e, "pages", ev->pages);
@@ -361,6 +379,17 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	cfg.tier_nonce = ((uint32_t)getpid() ^ (uint32_t)time(NULL)) & 0x7fffffffu;
 	if (!cfg.tier_nonce)
 		cfg.tier_nonce = 1;
+	/* prompt reuse: a checkpoint a device retained slot (docs/adr/0037) */
+	if (pl->reuse_prompt) {
+		uint64_t slot = mdesc_state_image_bytes(&w->f.desc);
+
+		rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_RETAINED_SLOTS,
+		                      &cfg.retained, eb);
+		if (rc)
+			goto fail;
+		cfg.retained_slot_bytes = slot;
+		cfg.retained_device = slot ? (uint32_t)(cfg.retained.bytes / slot) : 0;
+	}
 	rc = eng_create(&w->eng, &w->be, &w->d, &w->kv, &cfg, eb);
 	if (!rc)
 		rc = layout_check_held(&w->layout, eb);

@@ -231,7 +231,8 @@ struct msg_str {
 	F(R, U64, default_max_tokens, 1, UINT32_MAX, _)                                            \
 	F(R, U64, move_out_window, 4096, UINT32_MAX, _) /* --reuse-move-out-window-bytes */        \
 	F(R, U64, move_in_window, 4096, UINT32_MAX, _)  /* --reuse-move-in-window-bytes */       \
-	F(R, U64, max_requests, 1, MSG_WORKER_REQUESTS_MAX, _) /* --server-max-requests */
+	F(R, U64, max_requests, 1, MSG_WORKER_REQUESTS_MAX, _) /* --server-max-requests */       \
+	F(R, BOOL, reuse_prompt, 0, 1, _) /* --reuse-prompt: checkpoints captured and claimed */
 
 /* Requests the gpu-worker keeps, running or finished and not yet forgotten
  * (a submit beyond them forgets the oldest finished one), at most: the

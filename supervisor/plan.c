@@ -92,6 +92,7 @@ void plan_to_msg(const struct vplan *p, const struct knobs *k, const char *model
 	pl->move_out_window = k->v[KNOB_REUSE_MOVE_OUT_WINDOW_BYTES].u;
 	pl->move_in_window = k->v[KNOB_REUSE_MOVE_IN_WINDOW_BYTES].u;
 	pl->max_requests = k->v[KNOB_SERVER_MAX_REQUESTS].u;
+	pl->reuse_prompt = k->v[KNOB_REUSE_PROMPT].u != 0;
 }
 
 static void plan__lines_fields(struct ev *e, const struct vplan *p)

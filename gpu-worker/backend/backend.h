@@ -78,8 +78,9 @@ struct seqimg_reader;
 struct seqimg_writer;
 
 /* 2: the transfer stream (copy_*_async, xfer_*). 4: the model, its
- * sequences and the round on devseq.h's types; image windows on the stream. */
-#define BE_ABI_VERSION 5u
+ * sequences and the round on devseq.h's types; image windows on the stream.
+ * 6: copy_d2d (retained prompt checkpoints: docs/adr/0037). */
+#define BE_ABI_VERSION 6u
 
 /* Copies in flight on the transfer stream at most. A move enqueues one copy
  * per window between two decode rounds and waits for them before the next
@@ -187,6 +188,11 @@ struct be_ops {
 	 * every one (IG_E_INVAL otherwise). They do not wait for the stream. */
 	int (*copy_h2d)(struct be *b, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb);
 	int (*copy_d2h)(struct be *b, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb);
+	/* A synchronous copy inside the device: both ranges inside allocations
+	 * (a retained checkpoint's state and tail page, taken or given back;
+	 * CUDA: cudaMemcpyDeviceToDevice on the compute stream, ~0.3 ms for a
+	 * state image). The ranges must not overlap. */
+	int (*copy_d2d)(struct be *b, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb);
 	/* Enqueue the same copies on the transfer stream; on success `*ticket`
 	 * is the copy's ticket. Returns at once: IG_E_BUSY when BE_XFER_DEPTH
 	 * copies are in flight, IG_E_INVAL for bad ranges, the first failure's

@@ -183,6 +183,14 @@ int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct
 		if (!e->xo.waiting)
 			e->xo.step = XS_IDLE;
 	}
+	{
+		int rc = engru_init(e, eb);
+
+		if (rc) {
+			eng_destroy(e);
+			return rc;
+		}
+	}
 	*out = e;
 	return IG_E_OK;
 }
@@ -200,6 +208,7 @@ void eng_destroy(struct eng *e)
 	for (uint32_t i = 0; e->seqs && i < e->n_slots; i++)
 		if (e->seqs[i].used)
 			eng__forget(e, &e->seqs[i]);
+	engru_free(e);
 	free(e->seqs);
 	free(e->snap);
 	free(e->snap_slot);
@@ -320,6 +329,9 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 	smp_init(&s->rng, &r->smp);
 	s->cap = (uint32_t)cap;
 	s->cap_cut = cut;
+	s->pages_all = pages;
+	s->cached = 0;
+	engru_match(e, s);
 	s->submit_us = clk_mono_us();
 	e->st.submitted++;
 	e->st.prompt_tokens += r->n_prompt;
@@ -545,6 +557,7 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		engmv_stop_needless(e);
 		engmv_turn(e);
 	}
+	engru_before_plan(e);
 	n = eng__snapshot(e);
 	tokens = eng__plan(e, n);
 	rc = eng__restores(e, eb);
@@ -553,16 +566,29 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 	/* admissions: the plan counted the free pages, so each fits */
 	for (uint32_t k = 0; k < e->r.n_admit; k++) {
 		struct eng_seq *s = &e->seqs[e->snap_slot[e->r.admit[k]]];
+		const float *first = NULL;
 
-		rc = eng__take_pages(e, s, eb);
+		if (s->ck >= 0) {
+			/* from a retained checkpoint (reuse.c): the rest of the prompt,
+			 * or, for the same prompt, its first token at once */
+			rc = engru_admit(e, s, &first, eb);
+		} else {
+			rc = eng__take_pages(e, s, eb);
+			s->sch.phase = SCHED_PREFILL;
+		}
 		if (rc)
 			return rc;
-		s->sch.phase = SCHED_PREFILL;
 		e->st.admitted++;
 		eng__seq_event(e, ENG_EV_ADMITTED, s);
+		if (first)
+			eng__emit(e, s, first);
 	}
-	for (uint32_t k = 0; k < e->r.n_grant; k++)
-		e->seqs[e->snap_slot[e->r.grant[k]]].sch.phase = SCHED_DECODE;
+	for (uint32_t k = 0; k < e->r.n_grant; k++) {
+		struct eng_seq *s = &e->seqs[e->snap_slot[e->r.grant[k]]];
+
+		if (s->sch.phase == SCHED_READY) /* not one its first token ended */
+			s->sch.phase = SCHED_DECODE;
+	}
 	if (tokens == 0) {
 		eng__victims(e);
 		return IG_E_OK;
@@ -572,6 +598,8 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		uint32_t slot = e->snap_slot[e->r.decode[k]];
 		struct eng_seq *s = &e->seqs[slot];
 
+		if (s->sch.phase != SCHED_DECODE)
+			continue; /* admitted with its first token, which ended it */
 		e->step_slot[n_steps] = slot;
 		e->steps[n_steps++] = (struct be_step){&s->ms, &s->out[s->n_out - 1], 1, true};
 		n_logits++;
@@ -587,8 +615,9 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		e->steps[n_steps++] = (struct be_step){&s->ms, s->feed + c->from, c->n, last};
 		n_logits += last;
 	}
-	rc = e->be->ops->round(e->be, e->d, e->steps, n_steps, e->cfg.fmt, e->kv, e->cfg.context,
-	                       e->logits, eb);
+	if (n_steps)
+		rc = e->be->ops->round(e->be, e->d, e->steps, n_steps, e->cfg.fmt, e->kv,
+		                       e->cfg.context, e->logits, eb);
 	if (rc)
 		return rc;
 	n_logits = 0;
@@ -604,6 +633,8 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 				s->replay_skip = false;
 				continue;
 			}
+			/* its prompt, retained for the next that begins with it */
+			engru_capture(e, s, e->logits + (size_t)n_logits * e->d->m->vocab);
 		}
 		eng__emit(e, s, e->logits + (size_t)n_logits++ * e->d->m->vocab);
 	}
@@ -636,6 +667,7 @@ int eng_tokens(const struct eng *e, uint64_t id, uint32_t from, uint32_t max, ui
 	st->phase = s->sch.phase;
 	st->finish = s->finish;
 	st->generated = s->n_out;
+	st->cached = s->cached;
 	return IG_E_OK;
 }
 
@@ -678,12 +710,36 @@ int eng_cancel(struct eng *e, uint64_t id, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
+bool eng_check(const struct eng *e, struct ig_errbuf *eb)
+{
+	const struct kvseq **live = calloc((size_t)e->n_slots + e->n_ck + 1, sizeof(*live));
+	uint32_t n = 0;
+	bool ok;
+
+	if (!live) {
+		ig_errf(eb, IG_E_NOMEM, "no memory to check the pool");
+		return false;
+	}
+	for (uint32_t i = 0; i < e->n_slots; i++)
+		if (e->seqs[i].used && e->seqs[i].ms.kv.table)
+			live[n++] = &e->seqs[i].ms.kv;
+	for (uint32_t i = 0; i < e->n_ck; i++)
+		if (e->ck[i].used && e->ck[i].kv.table)
+			live[n++] = &e->ck[i].kv;
+	ok = kvpool_check(e->kv, live, n, eb);
+	free(live);
+	return ok;
+}
+
 void eng_stats(const struct eng *e, struct eng_stats *st)
 {
 	*st = e->st;
 	st->live = st->waiting = st->lanes_used = st->prefill = st->ready = 0;
 	st->moving_out = st->moved = st->moving_in = 0;
 	st->pending_pages = 0;
+	st->checkpoints = 0;
+	for (uint32_t i = 0; i < e->n_ck; i++)
+		st->checkpoints += e->ck[i].used;
 	for (uint32_t i = 0; i < e->n_slots; i++) {
 		const struct eng_seq *s = &e->seqs[i];
 

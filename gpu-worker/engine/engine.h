@@ -65,6 +65,13 @@ enum eng_event_kind {
 	ENG_EV_MOVE_STOPPED, /* its need went (admitted from room freed elsewhere, or
 	                        gone) before the move landed: it keeps its pages and
 	                        runs on, the tier drops what it got */
+	/* prompt reuse (docs/adr/0037): `tokens` the checkpoint's, `slot` its
+	 * retained slot, `why` a skip's or a give-up's reason */
+	ENG_EV_REUSE_CAPTURED, /* a request's prompt retained at its end */
+	ENG_EV_REUSE_CLAIMED,  /* a request started from a checkpoint: `tokens` not prefilled */
+	ENG_EV_REUSE_GIVEN_UP, /* a checkpoint given up ("room": for an admission; "slot": for
+	                          a newer capture) */
+	ENG_EV_REUSE_SKIPPED,  /* a capture that could not be made ("no_slot", "no_page") */
 };
 
 struct eng_event {
@@ -80,7 +87,8 @@ struct eng_event {
 	 * sequences made in them (a move never stops the others) */
 	uint64_t rounds, others_tokens;
 	uint32_t windows;
-	const char *why; /* ENG_EV_LOST */
+	const char *why; /* ENG_EV_LOST, ENG_EV_REUSE_* */
+	uint32_t tokens, slot; /* ENG_EV_REUSE_* */
 };
 
 struct eng_cfg {
@@ -115,6 +123,12 @@ struct eng_cfg {
 	 * sizes (--reuse-move-out-window-bytes, --reuse-move-in-window-bytes). */
 	struct kvc *kv_out, *kv_in;
 	uint64_t window_out, window_in;
+	/* Prompt reuse (docs/adr/0037): `retained_device` device retained slots
+	 * of `retained_slot_bytes` each in `retained` (the plan's retained_slots
+	 * line); 0 slots: no checkpoint is captured or claimed. */
+	uint32_t retained_device;
+	uint64_t retained_slot_bytes;
+	struct be_region retained;
 	/* A nonce that keeps this engine's keys in the tiers apart from an
 	 * earlier worker's (a restarted worker's ids start again at 1). */
 	uint32_t tier_nonce; /* the owner in every key (1..2^31-1, msg.h kv_sweep) */
@@ -148,6 +162,7 @@ struct eng_status {
 	enum sched_phase phase;
 	enum eng_finish finish;
 	uint32_t generated;
+	uint32_t cached; /* prompt tokens taken from a checkpoint, not prefilled */
 };
 
 /* Time to first token (submit to the first generated token), counted in
@@ -183,6 +198,12 @@ struct eng_stats {
 	uint64_t move_retries;                 /* reserves refused (tier full) or moves restarted */
 	uint64_t moves_stopped;                /* moves out whose need went before they landed */
 	uint32_t moving_out, moved, moving_in; /* live requests in those phases */
+	/* prompt reuse */
+	uint64_t reuse_captures, reuse_hits, reuse_misses; /* misses: no checkpoint matched */
+	uint64_t reused_tokens;                            /* prompt tokens not prefilled */
+	uint64_t reuse_skips_slot, reuse_skips_page;       /* captures skipped, by reason */
+	uint64_t reuse_given_up_room, reuse_given_up_slot; /* checkpoints given up, by reason */
+	uint32_t checkpoints;                              /* retained now */
 };
 
 /* The bucket bounds above, for readers of eng_stats.ttft. */
@@ -236,6 +257,9 @@ int eng_output(const struct eng *e, uint64_t id, const uint32_t **out, struct en
 int eng_cancel(struct eng *e, uint64_t id, struct ig_errbuf *eb);
 
 void eng_stats(const struct eng *e, struct eng_stats *st);
+/* The pool's invariants over every live sequence and retained checkpoint
+ * (kvpool_check): for the tests, after any round. */
+bool eng_check(const struct eng *e, struct ig_errbuf *eb);
 
 const char *eng_finish_name(enum eng_finish f);
 

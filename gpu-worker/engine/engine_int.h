@@ -32,6 +32,26 @@ struct eng_seq {
 	bool in_tier;            /* the kvstore may hold a record of it */
 	uint64_t for_id;         /* the need it was moved for */
 	uint64_t stay_until;     /* not a victim before this round (a move refused) */
+	/* prompt reuse (reuse.c) */
+	uint32_t pages_all; /* its whole reservation, with nothing shared */
+	int32_t ck;         /* waiting: the checkpoint it will start from, or -1 */
+	uint32_t ck_gen;    /* ... while that entry holds the same checkpoint */
+	uint32_t cached;    /* prompt tokens it took from a checkpoint */
+};
+
+/* A retained prompt checkpoint (docs/adr/0037): the state of a sequence
+ * after tokens[0..n), in a device retained slot, its KV in kv: the full
+ * pages shared with the sequences that made or claimed it, the partial last
+ * page its own copy; and the logits of token n-1, so that a prompt equal
+ * to tokens takes its first token without running anything. */
+struct eng_ckpt {
+	bool used;
+	uint32_t *tokens, n;
+	struct kvseq kv;
+	float *logits;
+	enum sched_class cls;
+	uint64_t used_at; /* its capture or last claim, on the engine's reuse clock */
+	uint32_t gen;     /* bumped each time the entry takes another checkpoint */
 };
 
 /* One direction of moves: one sequence at a time, one window in flight. */
@@ -105,6 +125,11 @@ struct eng {
 	 * tier until the next worker's sweep) */
 	uint64_t *drops;
 	uint32_t n_drops, cap_drops;
+
+	/* prompt reuse: one checkpoint a device retained slot */
+	struct eng_ckpt *ck;
+	uint32_t n_ck;
+	uint64_t ck_clock;
 };
 
 /* engine.c */
@@ -121,6 +146,23 @@ void eng__xfer_quiet(struct eng *e, uint32_t slot);
 void eng__release_state(struct eng *e, struct eng_seq *s);
 /* Prefill it again from the start, its generated tokens replayed. */
 int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_errbuf *eb);
+
+/* reuse.c: retained prompt checkpoints (docs/adr/0037) */
+int engru_init(struct eng *e, struct ig_errbuf *eb);
+void engru_free(struct eng *e);
+/* At submit: the longest checkpoint its prompt begins with, counted on. */
+void engru_match(struct eng *e, struct eng_seq *s);
+/* Before a round's plan: claims whose checkpoint went are dropped; a
+ * checkpoint is given up for the first waiting request that lacks pages. */
+void engru_before_plan(struct eng *e);
+/* The admission of `s`, which counts on a checkpoint: its pages (the full
+ * ones shared), state and position from it. A prompt equal to the
+ * checkpoint's takes its first token from the stored logits. */
+int engru_admit(struct eng *e, struct eng_seq *s, const float **first, struct ig_errbuf *eb);
+/* A prompt just prefilled to its end, its last token's logits: retained. */
+void engru_capture(struct eng *e, struct eng_seq *s, const float *logits);
+/* Its pages go back whole on a restore (nothing shared then). */
+void engru_moved_out(struct eng_seq *s);
 
 /* moves.c: the two move state machines */
 /* Each direction's turn, at the start of a round. */

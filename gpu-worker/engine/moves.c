@@ -199,6 +199,7 @@ static void mv_out_committed(struct eng *e, struct eng_seq *s, const struct msg 
 		return;
 	}
 	eng__release_state(e, s);
+	engru_moved_out(s);
 	s->sch.phase = SCHED_MOVED;
 	e->st.moves_out++;
 	e->st.move_out_bytes += x->image_bytes;

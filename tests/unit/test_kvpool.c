@@ -97,6 +97,59 @@ static void test_all_or_nothing(void **state)
 	free(c.table);
 }
 
+/* A checkpoint's pages shared by a claimant: counted, freed by the last
+ * table that lets them go, and the checker catches a count that lies. */
+static void test_shared_pages(void **state)
+{
+	static unsigned char region[128 * 6];
+	struct kvpool p;
+	struct kvseq ck = {0}, a = {0}, b = {0};
+	struct ig_errbuf eb;
+	int err;
+
+	(void)state;
+	assert_int_equal(kvpool_init(&p, region, 128, 6, &eb), IG_E_OK);
+	assert_true(kvpool_try_reserve(&p, &ck, 100, 3, &err));
+	/* a claimant shares the first two, takes three fresh */
+	assert_true(kvpool_try_reserve_after(&p, &a, 1, ck.table, 2, 5, &err));
+	assert_int_equal(p.n_free, 0);
+	assert_int_equal(a.table[0], ck.table[0]);
+	assert_int_equal(a.table[1], ck.table[1]);
+	assert_int_equal(kvpool_private(&p, &a), 3);
+	assert_int_equal(kvpool_private(&p, &ck), 1);
+	/* a second claimant cannot: its fresh pages do not fit, and nothing moved */
+	assert_false(kvpool_try_reserve_after(&p, &b, 2, ck.table, 2, 3, &err));
+	assert_int_equal(err, IG_E_OK);
+	assert_int_equal(p.refs[ck.table[0]], 2);
+	{
+		const struct kvseq *live[] = {&ck, &a};
+
+		assert_true(kvpool_check(&p, live, 2, &eb));
+		/* a table left out: its pages are counted once more than listed */
+		assert_false(kvpool_check(&p, live, 1, &eb));
+		assert_non_null(strstr(eb.msg, "counted"));
+	}
+	/* the checkpoint goes: only its own page is free; the shared ones stay */
+	kvpool_free(&p, &ck);
+	assert_int_equal(p.n_free, 1);
+	assert_int_equal(kvpool_private(&p, &a), 5);
+	{
+		const struct kvseq *live[] = {&a};
+
+		assert_true(kvpool_check(&p, live, 1, &eb));
+		/* a page listed twice by one table */
+		uint32_t keep = a.table[1];
+
+		a.table[1] = a.table[0];
+		assert_false(kvpool_check(&p, live, 1, &eb));
+		a.table[1] = keep;
+	}
+	kvpool_free(&p, &a);
+	assert_int_equal(p.n_free, 6);
+	assert_true(kvpool_check(&p, NULL, 0, &eb));
+	kvpool_release(&p);
+}
+
 static void test_random_scripts(void **state)
 {
 	const char *env = getenv("IGNIS_TEST_SEED");
@@ -147,6 +200,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_pages_for),
 	    cmocka_unit_test(test_all_or_nothing),
+	    cmocka_unit_test(test_shared_pages),
 	    cmocka_unit_test(test_random_scripts),
 	};
 

@@ -732,6 +732,10 @@ static void ss_on_event(void *ctx, const struct eng_event *ev)
 	struct eng_status st;
 	uint32_t tok, n;
 
+	if (ev->kind >= ENG_EV_REUSE_CAPTURED) {
+		ss_violate(s, "a prompt reuse event: these scripts run without retained slots");
+		return;
+	}
 	ss_poll(s);
 	/* a move landing, a restore, a loss or a refusal happens at the start
 	 * of the round, before its plan: the planner sees the state it leaves */
@@ -827,6 +831,11 @@ static void ss_on_event(void *ctx, const struct eng_event *ev)
 		ss_mark(s, r, SE_STOPPED);
 		ss_log(s, "%ld: %s's move stopped: %s", s->round, r->name, ev->why ? ev->why : "");
 		break;
+	case ENG_EV_REUSE_CAPTURED:
+	case ENG_EV_REUSE_CLAIMED:
+	case ENG_EV_REUSE_GIVEN_UP:
+	case ENG_EV_REUSE_SKIPPED:
+		break; /* refused above */
 	}
 }
 

@@ -343,6 +343,31 @@ static int be_cpu_copy_d2h(struct be *b, void *dst, const void *src, uint64_t n,
 	return be_cpu__copy(b, true, dst, src, n, eb);
 }
 
+static int be_cpu_copy_d2d(struct be *b, void *dst, const void *src, uint64_t n,
+                           struct ig_errbuf *eb)
+{
+	struct be_cpu *c = b->priv;
+	const char *why = NULL;
+
+	if (!c)
+		why = "the backend is not open";
+	else if (n == 0)
+		return IG_E_OK;
+	else if (!dst || !src)
+		why = "a null pointer";
+	else if ((uintptr_t)dst > UINTPTR_MAX - n || (uintptr_t)src > UINTPTR_MAX - n)
+		why = "the range wraps around the address space";
+	else if (!be_cpu__in_device(c, dst, n, true) || !be_cpu__in_device(c, src, n, true))
+		why = "a range is not inside one allocation of the simulated device";
+	else if ((const char *)dst < (const char *)src + n && (const char *)src < (const char *)dst + n)
+		why = "the ranges overlap";
+	if (why)
+		return ig_errf(eb, IG_E_INVAL, "copy d2d of %" PRIu64 " bytes (%p to %p): %s", n, src,
+		               dst, why);
+	memcpy(dst, src, (size_t)n);
+	return IG_E_OK;
+}
+
 /* Put job `j` on the ring (checked by the caller): its ticket in *ticket. */
 static int be_cpu__push(struct be *b, struct be_cpu_job j, uint64_t *ticket, struct ig_errbuf *eb)
 {
@@ -790,6 +815,7 @@ const struct be_ops be_cpu_ops = {
     .free = be_cpu_free,
     .copy_h2d = be_cpu_copy_h2d,
     .copy_d2h = be_cpu_copy_d2h,
+    .copy_d2d = be_cpu_copy_d2d,
     .copy_h2d_async = be_cpu_copy_h2d_async,
     .copy_d2h_async = be_cpu_copy_d2h_async,
     .xfer_done = be_cpu_xfer_done,

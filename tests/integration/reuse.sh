@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Integration: prompt reuse through the three processes (docs/adr/0037). A
+# supervisor with device retained slots (--reuse-retained-device 4): a
+# request's prompt is retained at its end (ignis.reuse.captured); the same
+# prompt again, and a longer one that begins with it, start from it
+# (ignis.reuse.claimed, with the tokens not prefilled); every text equals
+# the same request run alone in this process (ignis-generate --model),
+# greedy and sampled. With --reuse-prompt off nothing is captured.
+#   reuse.sh BUILD_DIR
+set -uo pipefail
+build=${1:?usage: reuse.sh BUILD_DIR}
+sup=$build/supervisor/ignis-supervisor
+gen=$build/tools/ignis-generate
+cli=$build/client/ignis-client
+work=$(mktemp -d /tmp/ignis-reuse-XXXXXX)
+rt=$work/rt
+events=$work/events.jsonl
+. "$(dirname "$0")/lib.sh"
+m=$work/m.gguf
+"$build/tools/ignis-mkmodel" --preset tiny-dense -o "$m" --seed 11 2>/dev/null || fail "mkmodel"
+
+start() {
+	rm -rf "$rt"
+	: >"$events"
+	"$sup" start --runtime-dir "$rt" --model "$m" --model-max-context 512 "$@" >"$events" 2>&1 &
+	sup_pid=$!
+	wait_for 20 grep -q '"ignis.gpu_worker.model_loaded"' "$events" || fail "no start"
+}
+stop() {
+	kill -TERM "$sup_pid"
+	wait "$sup_pid"
+	sup_pid=
+}
+
+base="A system prompt that every request of this test begins with, long enough to span a page of sixty-four tokens."
+more="$base Then a question that only the second request asks."
+
+step "the same prompt twice, then a longer one: each equals itself alone"
+start --reuse-retained-device 4
+i=0
+for args in "--prompt|$base|--max-tokens|24" "--prompt|$base|--max-tokens|24|--temperature|0.8|--seed|5" \
+	"--prompt|$more|--max-tokens|20"; do
+	IFS='|' read -ra a <<<"${args#|}"
+	"$gen" --model "$m" --kv-format compact "${a[@]}" >"$work/want.$i" || fail "in-process $i"
+	"$cli" --runtime-dir "$rt" generate "${a[@]}" >"$work/got.$i" || fail "client $i"
+	cmp -s "$work/want.$i" "$work/got.$i" || fail "request $i differs from itself alone"
+	i=$((i + 1))
+done
+claims=$(grep -c '"event":"ignis.reuse.claimed"' "$events")
+((claims == 2)) || fail "$claims claims, want 2: $(grep ignis.reuse "$events")"
+n=$(printf '%s' "$base" | wc -c) # the byte-level tokenizer: a token a byte
+grep '"event":"ignis.reuse.claimed"' "$events" | jq -e --argjson n "$n" '.tokens == $n' >/dev/null ||
+	fail "a claim that is not the whole first prompt ($n tokens): $(grep reuse.claimed "$events")"
+(($(grep -c '"event":"ignis.reuse.captured"' "$events") == 2)) ||
+	fail "captures: $(grep ignis.reuse "$events")"
+stop
+
+step "--reuse-prompt off: nothing captured or claimed, the same text"
+start --reuse-retained-device 4 --reuse-prompt off
+"$cli" --runtime-dir "$rt" generate --prompt "$base" --max-tokens 24 >"$work/off.0" || fail "client"
+"$cli" --runtime-dir "$rt" generate --prompt "$base" --max-tokens 24 >"$work/off.1" || fail "client"
+cmp -s "$work/off.1" "$work/want.0" || fail "different text with reuse off"
+grep -q '"event":"ignis.reuse' "$events" && fail "reuse events with --reuse-prompt off"
+stop
+echo "reuse integration: all steps passed"

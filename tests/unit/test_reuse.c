@@ -1,0 +1,431 @@
+/*
+ * test_reuse.c - retained prompt checkpoints in the engine (docs/adr/0037):
+ * a request that starts from a checkpoint gives the same tokens as the same
+ * request run alone on a fresh engine, greedy and seeded, at any prefill
+ * chunking and lane count, whether its prompt equals the checkpoint's (its
+ * first token from the stored logits) or extends it (at a page boundary or
+ * inside a page); the pool's books hold after every round (pages shared
+ * between a checkpoint and its claimants are counted); a capture with no
+ * free slot gives up an agent checkpoint before an interactive one, then the
+ * least recently used; an admission that lacks pages has checkpoints given
+ * up before it waits.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gpu-worker/engine/engine.h"
+#include "testutil.h"
+#include "engrig.h"
+
+#define CONTEXT 512u
+#define MAXGEN  24u
+#define MAXP    300u
+
+struct rq {
+	uint32_t prompt[MAXP], n;
+	uint32_t max_tokens;
+	enum sched_class cls;
+	struct smp_params smp;
+};
+
+struct ev_log {
+	uint32_t captured, claimed, given_up, skipped;
+	char last_why[16];
+};
+
+static void on_event(void *ctx, const struct eng_event *ev)
+{
+	struct ev_log *l = ctx;
+
+	switch (ev->kind) {
+	case ENG_EV_REUSE_CAPTURED:
+		l->captured++;
+		break;
+	case ENG_EV_REUSE_CLAIMED:
+		l->claimed++;
+		break;
+	case ENG_EV_REUSE_GIVEN_UP:
+		l->given_up++;
+		snprintf(l->last_why, sizeof(l->last_why), "%s", ev->why ? ev->why : "");
+		break;
+	case ENG_EV_REUSE_SKIPPED:
+		l->skipped++;
+		break;
+	default:
+		break;
+	}
+}
+
+struct bench {
+	struct rig r;
+	void *slots;
+	uint64_t slot_bytes;
+	uint32_t n_slots;
+	struct eng *e;
+	struct ev_log log;
+};
+
+static void bench_open(struct bench *b, const char *preset, uint32_t pages, uint32_t n_slots,
+                       uint32_t lanes, uint32_t chunk)
+{
+	struct ig_errbuf eb;
+	struct eng_cfg cfg = {.lanes = lanes,
+	                      .chunk = chunk,
+	                      .context = CONTEXT,
+	                      .default_max_tokens = 8,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = 32,
+	                      .eos = UINT32_MAX,
+	                      .on_event = on_event};
+
+	memset(b, 0, sizeof(*b));
+	rig_open(&b->r, preset, pages);
+	b->n_slots = n_slots;
+	b->slot_bytes = mdesc_state_image_bytes(&b->r.f.desc);
+	if (n_slots)
+		assert_int_equal(b->r.be.ops->alloc(&b->r.be, (uint64_t)n_slots * b->slot_bytes,
+		                                    &b->slots, &eb),
+		                 IG_E_OK);
+	cfg.ctx = &b->log;
+	cfg.retained_device = n_slots;
+	cfg.retained_slot_bytes = b->slot_bytes;
+	cfg.retained = (struct be_region){b->slots, (uint64_t)n_slots * b->slot_bytes};
+	if (eng_create(&b->e, &b->r.be, &b->r.d, &b->r.kv, &cfg, &eb))
+		fail_msg("eng_create: %s", eb.msg);
+}
+
+static void bench_close(struct bench *b)
+{
+	eng_destroy(b->e);
+	/* every page back once the engine (and its checkpoints) went */
+	assert_int_equal(b->r.kv.n_free, b->r.kv.n_pages);
+	if (b->slots)
+		b->r.be.ops->free(&b->r.be, b->slots, (uint64_t)b->n_slots * b->slot_bytes);
+	rig_close(&b->r);
+}
+
+static uint64_t submit(struct bench *b, const struct rq *q)
+{
+	struct eng_req er = {q->prompt, q->n, q->max_tokens, q->cls, q->smp};
+	struct eng_admission adm;
+	struct ig_errbuf eb;
+
+	if (eng_submit(b->e, &er, &adm, &eb))
+		fail_msg("submit: %s", eb.msg);
+	return adm.id;
+}
+
+/* Free pages scribbled over (0xff bytes: NaNs in bf16), so that a page a
+ * claimant should have copied and did not shows in its tokens. */
+static void poison_free(struct bench *b)
+{
+	for (uint32_t i = 0; i < b->r.kv.n_free; i++)
+		memset(kvpool_page(&b->r.kv, b->r.kv.free_stack[i]), 0xff, b->r.kv.page_bytes);
+}
+
+/* Rounds until nothing runs; the books checked after each. */
+static void drain(struct bench *b)
+{
+	struct ig_errbuf eb;
+
+	poison_free(b);
+
+	for (uint32_t guard = 0;; guard++) {
+		uint32_t ran = 0;
+
+		if (eng_round(b->e, &ran, &eb))
+			fail_msg("round: %s", eb.msg);
+		if (!eng_check(b->e, &eb))
+			fail_msg("the pool's books after round %u: %s", guard, eb.msg);
+		if (ran == 0 && !eng_busy(b->e))
+			break;
+		assert_true(guard < 100000);
+	}
+}
+
+static uint32_t result(struct bench *b, uint64_t id, uint32_t *out, uint32_t *cached)
+{
+	struct eng_status st;
+	struct ig_errbuf eb;
+	uint32_t n = 0;
+
+	assert_int_equal(eng_tokens(b->e, id, 0, MAXGEN, out, &n, &st, &eb), IG_E_OK);
+	assert_int_equal(st.phase, SCHED_DONE);
+	if (cached)
+		*cached = st.cached;
+	return n;
+}
+
+/* Request q alone on a fresh engine with no retained slots. */
+static uint32_t alone(const char *preset, const struct rq *q, uint32_t *out)
+{
+	struct bench b;
+	uint32_t n;
+	uint64_t id;
+
+	bench_open(&b, preset, 64, 0, 1, 64);
+	id = submit(&b, q);
+	drain(&b);
+	n = result(&b, id, out, NULL);
+	assert_int_equal(b.log.captured, 0);
+	bench_close(&b);
+	return n;
+}
+
+static void fill(struct rng *g, uint32_t *p, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		p[i] = (uint32_t)(rng_next(g) % 256u);
+}
+
+/* The family: a prompt, the same prompt (seeded), extensions of it (inside
+ * a page, at a page boundary), an extension of an extension, a prompt that
+ * leaves it before its end (no claim), each with the tokens it had alone. */
+#define NFAM 7
+
+struct family {
+	struct rq q[NFAM];
+	uint32_t want[NFAM][MAXGEN], n_want[NFAM];
+	uint32_t cached[NFAM]; /* what each must take from a checkpoint */
+};
+
+static void make_family(struct family *f, const char *preset, uint64_t seed)
+{
+	struct rng g = {seed};
+	struct rq *q = f->q;
+
+	memset(f, 0, sizeof(*f));
+	q[0].n = 100;
+	fill(&g, q[0].prompt, 100);
+	/* 1: the same prompt, sampled: its first token from the stored logits */
+	q[1] = q[0];
+	q[1].smp = (struct smp_params){0.9f, 40, 0.95f, seed + 1};
+	/* 2: an extension inside the next page */
+	q[2] = q[0];
+	q[2].n = 150;
+	fill(&g, q[2].prompt + 100, 50);
+	/* 3: an extension of the extension, sampled */
+	q[3] = q[2];
+	q[3].n = 190;
+	fill(&g, q[3].prompt + 150, 40);
+	q[3].smp = (struct smp_params){0.8f, 0, 0.9f, seed + 3};
+	/* 4: leaves the first prompt at token 80: nothing matches */
+	q[4] = q[0];
+	q[4].n = 120;
+	fill(&g, q[4].prompt + 80, 40);
+	/* 5: a prompt of exactly two pages, then 6: its extension (no partial
+	 * page to copy) */
+	q[5].n = 128;
+	fill(&g, q[5].prompt, 128);
+	q[6] = q[5];
+	q[6].n = 140;
+	fill(&g, q[6].prompt + 128, 12);
+	q[6].cls = SCHED_AGENT;
+	for (uint32_t i = 0; i < NFAM; i++) {
+		q[i].max_tokens = 12 + i;
+		if (i != 1 && i != 3)
+			q[i].smp = (struct smp_params){0.0f, 0, 1.0f, 0};
+		f->n_want[i] = alone(preset, &q[i], f->want[i]);
+		assert_int_equal(f->n_want[i], q[i].max_tokens);
+	}
+	f->cached[0] = 0;
+	f->cached[1] = 100;
+	f->cached[2] = 100;
+	f->cached[3] = 150;
+	f->cached[4] = 0;
+	f->cached[5] = 0;
+	f->cached[6] = 128;
+}
+
+static void family_run(const char *preset, const struct family *f, uint32_t lanes,
+                       uint32_t chunk)
+{
+	struct bench b;
+	uint32_t out[MAXGEN], n, cached;
+	struct eng_stats st;
+	uint64_t reused = 0;
+
+	bench_open(&b, preset, 64, 8, lanes, chunk);
+	/* one after another: each finds the checkpoints of those before */
+	for (uint32_t i = 0; i < NFAM; i++) {
+		uint64_t id = submit(&b, &f->q[i]);
+
+		drain(&b);
+		n = result(&b, id, out, &cached);
+		if (n != f->n_want[i] || memcmp(out, f->want[i], n * sizeof(uint32_t)))
+			fail_msg("%s, %u lanes, chunk %u: request %u (%u tokens, %u from a "
+			         "checkpoint) differs from itself alone",
+			         preset, lanes, chunk, i, f->q[i].n, cached);
+		assert_int_equal(cached, f->cached[i]);
+		reused += cached;
+	}
+	eng_stats(b.e, &st);
+	assert_int_equal(st.reused_tokens, reused);
+	assert_int_equal(st.reuse_hits, 4);
+	assert_int_equal(b.log.claimed, 4);
+	/* captured: every prompt but the one equal to its checkpoint */
+	assert_int_equal(st.reuse_captures, NFAM - 1);
+	assert_int_equal(st.checkpoints, NFAM - 1);
+	bench_close(&b);
+}
+
+static void reuse_exact(const char *preset)
+{
+	static const uint32_t chunks[] = {1, 7, 64, 256};
+	struct family *f = malloc(sizeof(*f));
+
+	assert_non_null(f);
+	make_family(f, preset, 41);
+	for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++)
+		family_run(preset, f, c % 2 ? 4 : 1, chunks[c]);
+	free(f);
+}
+
+static void test_dense_exact(void **state)
+{
+	(void)state;
+	reuse_exact("tiny-dense");
+}
+
+static void test_moe_exact(void **state)
+{
+	(void)state;
+	reuse_exact("tiny-moe");
+}
+
+/* Requests submitted together: the second finds no checkpoint yet and runs
+ * whole; the third, submitted after the first finished, claims it. */
+static void test_concurrent(void **state)
+{
+	struct family *f = malloc(sizeof(*f));
+	struct bench b;
+	uint32_t out[MAXGEN], n, cached;
+	uint64_t id0, id1, id2;
+
+	(void)state;
+	assert_non_null(f);
+	make_family(f, "tiny-dense", 43);
+	bench_open(&b, "tiny-dense", 64, 4, 4, 16);
+	id0 = submit(&b, &f->q[0]);
+	id1 = submit(&b, &f->q[1]);
+	drain(&b);
+	id2 = submit(&b, &f->q[2]);
+	drain(&b);
+	n = result(&b, id0, out, &cached);
+	assert_int_equal(cached, 0);
+	assert_memory_equal(out, f->want[0], n * sizeof(uint32_t));
+	n = result(&b, id1, out, &cached);
+	assert_int_equal(cached, 0);
+	assert_memory_equal(out, f->want[1], n * sizeof(uint32_t));
+	n = result(&b, id2, out, &cached);
+	assert_int_equal(cached, 100);
+	assert_memory_equal(out, f->want[2], n * sizeof(uint32_t));
+	bench_close(&b);
+	free(f);
+}
+
+/* Two slots: an agent's checkpoint goes before an interactive one, then the
+ * least recently used; a claim refreshes. */
+static uint32_t one(struct bench *b, const struct rq *base, uint32_t extra)
+{
+	struct rq q = *base;
+	uint32_t out[MAXGEN], cached;
+	uint64_t id;
+
+	q.prompt[q.n++] = extra;
+	id = submit(b, &q);
+	drain(b);
+	result(b, id, out, &cached);
+	return cached;
+}
+
+static void test_give_up_order(void **state)
+{
+	struct rq a = {0}, ag = {0}, c = {0};
+	struct rng g = {7};
+	struct bench b;
+
+	(void)state;
+	a.n = ag.n = c.n = 40;
+	fill(&g, a.prompt, 40);
+	fill(&g, ag.prompt, 40);
+	fill(&g, c.prompt, 40);
+	a.max_tokens = ag.max_tokens = c.max_tokens = 4;
+	a.smp = ag.smp = c.smp = (struct smp_params){0.0f, 0, 1.0f, 0};
+	ag.cls = SCHED_AGENT;
+	bench_open(&b, "tiny-dense", 64, 2, 1, 64);
+	submit(&b, &a); /* interactive, slot 0 */
+	drain(&b);
+	submit(&b, &ag); /* agent, slot 1 */
+	drain(&b);
+	submit(&b, &c); /* interactive: no free slot; the agent's goes */
+	drain(&b);
+	assert_int_equal(b.log.captured, 3);
+	assert_int_equal(b.log.given_up, 1);
+	assert_string_equal(b.log.last_why, "slot");
+	/* the agent's is gone; its prompt's capture gives up the least
+	 * recently used interactive one, a's */
+	ag.cls = SCHED_INTERACTIVE;
+	assert_int_equal(one(&b, &ag, 1), 0);
+	assert_int_equal(b.log.given_up, 2);
+	/* c's is there: claimed */
+	assert_int_equal(one(&b, &c, 2), 40);
+	/* a's is not */
+	assert_int_equal(one(&b, &a, 3), 0);
+	bench_close(&b);
+}
+
+/* A pool the checkpoints fill: a request that needs their pages has them
+ * given up, and runs as it would alone. */
+static void test_room(void **state)
+{
+	struct rq a = {0}, big = {0};
+	struct rng g = {9};
+	struct bench b;
+	uint32_t want[MAXGEN], out[MAXGEN], n_want, n, cached;
+	struct eng_stats st;
+	uint64_t id;
+
+	(void)state;
+	a.n = 150; /* 3 pages with its output */
+	fill(&g, a.prompt, 150);
+	a.max_tokens = 8;
+	big.n = 200;
+	fill(&g, big.prompt, 200);
+	big.max_tokens = 20; /* 4 pages: the whole pool */
+	a.smp = big.smp = (struct smp_params){0.0f, 0, 1.0f, 0};
+	n_want = alone("tiny-dense", &big, want);
+	bench_open(&b, "tiny-dense", 4, 2, 1, 64);
+	submit(&b, &a);
+	drain(&b);
+	eng_stats(b.e, &st);
+	assert_int_equal(st.checkpoints, 1);
+	assert_int_equal(b.r.kv.n_free, 1); /* the checkpoint holds 3 pages */
+	id = submit(&b, &big);
+	drain(&b);
+	n = result(&b, id, out, &cached);
+	assert_int_equal(n, n_want);
+	assert_memory_equal(out, want, n * sizeof(uint32_t));
+	eng_stats(b.e, &st);
+	assert_int_equal(st.reuse_given_up_room, 1);
+	assert_string_equal(b.log.last_why, "room");
+	bench_close(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_dense_exact),   cmocka_unit_test(test_moe_exact),
+	    cmocka_unit_test(test_concurrent),    cmocka_unit_test(test_give_up_order),
+	    cmocka_unit_test(test_room),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
