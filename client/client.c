@@ -32,6 +32,7 @@ struct igc_stream {
 	uint64_t id;
 	uint32_t next;
 	bool done;
+	uint32_t cached;
 	uint32_t *ids;
 	char *text;
 	char state[17], finish[17];
@@ -286,6 +287,7 @@ int igc_status(struct igc_client *c, uint64_t id, struct igc_request *out, struc
 	out->prompt_tokens = (uint32_t)r->prompt_tokens;
 	out->max_tokens = (uint32_t)r->max_tokens;
 	out->generated = (uint32_t)r->generated;
+	out->cached = (uint32_t)r->cached;
 	out->done = r->done;
 	out->code = (int)r->code;
 	msg_str_copy(out->message, sizeof(out->message), r->message);
@@ -415,6 +417,7 @@ int igc_stream_next(struct igc_stream *s, int wait_ms, struct igc_chunk *out, st
 		out->state = s->state;
 		out->finish = s->finish;
 		out->generated = s->next;
+		out->cached = s->cached;
 		return IG_E_OK;
 	}
 	if (wait_ms < 0)
@@ -450,6 +453,8 @@ int igc_stream_next(struct igc_stream *s, int wait_ms, struct igc_chunk *out, st
 	out->state = s->state;
 	out->finish = s->finish;
 	out->generated = (uint32_t)t->generated;
+	s->cached = (uint32_t)t->cached;
+	out->cached = s->cached;
 	rc = IG_E_OK;
 	if (s->done && t->code)
 		rc = igc__err(err, (int)t->code, "%.*s", (int)t->message.n, t->message.p);

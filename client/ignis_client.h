@@ -155,6 +155,9 @@ struct igc_chunk {
 	const char *finish; /* when done: "length", "eos", "context", "stop",
 	                       "cancelled" or "error" */
 	uint32_t generated; /* tokens the request has (all received when done) */
+	uint32_t cached;    /* prompt tokens the server took from a retained
+	                       checkpoint instead of prefilling them (0 until the
+	                       request is admitted, and without one) */
 };
 
 /* Follow request `id` from its first token. Caller owns *out
@@ -185,6 +188,7 @@ struct igc_request {
 	int code;           /* when finish is "error" */
 	char message[1025]; /* when finish is "error" */
 	uint64_t age_ms;
+	uint32_t cached; /* prompt tokens taken from a retained checkpoint */
 };
 
 int igc_status(struct igc_client *c, uint64_t id, struct igc_request *out, struct igc_error *err);

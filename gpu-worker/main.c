@@ -680,6 +680,7 @@ static int worker_poll(struct worker *w, const struct msg_poll *q, struct msg *r
 	t->done = st.phase == SCHED_DONE;
 	t->finish = msg_str_of(eng_finish_name(st.finish));
 	t->generated = visible;
+	t->cached = st.cached;
 	return IG_E_OK;
 }
 
@@ -728,6 +729,17 @@ static void worker_stats(const struct worker *w, struct msg_worker_stats_reply *
 	r->reprefills = st.lost;
 	r->move_retries = st.move_retries;
 	r->moves_stopped = st.moves_stopped;
+	r->retained_slots = st.retained_slots;
+	r->checkpoints = st.checkpoints;
+	r->reuse_captures = st.reuse_captures;
+	r->reuse_hits = st.reuse_hits;
+	r->reuse_misses = st.reuse_misses;
+	r->reuse_misses_given_up = st.reuse_misses_given_up;
+	r->reused_tokens = st.reused_tokens;
+	r->reuse_skips_slot = st.reuse_skips_slot;
+	r->reuse_skips_page = st.reuse_skips_page;
+	r->reuse_given_up_room = st.reuse_given_up_room;
+	r->reuse_given_up_slot = st.reuse_given_up_slot;
 }
 
 /* Up to MSG_POLL_MANY_MAX requests' tokens in one answer (the front door's
@@ -769,6 +781,7 @@ static void worker_poll_many(struct worker *w, const struct msg_poll_many *q,
 		t->done = st.phase == SCHED_DONE;
 		t->finish = msg_str_of(eng_finish_name(st.finish));
 		t->generated = visible;
+		t->cached = st.cached;
 	}
 }
 

@@ -301,7 +301,8 @@ struct msg_str {
 	F(R, STR, state, 1, 16, _)                                                                 \
 	F(R, BOOL, done, 0, 1, _)                                                                  \
 	F(R, STR, finish, 0, 16, _)                                                                \
-	F(R, U64, generated, 0, UINT32_MAX, _)
+	F(R, U64, generated, 0, UINT32_MAX, _)                                                     \
+	F(R, U64, cached, 0, UINT32_MAX, _) /* prompt tokens from a checkpoint */
 
 #define MSG_FIELDS_cancel(F, R) F(R, U64, id, 1, UINT64_MAX, _)
 
@@ -455,7 +456,19 @@ struct msg_str {
 	F(R, U64, reprefills, 0, UINT64_MAX, _) /* records a tier lost: prefilled again */         \
 	F(R, U64, move_retries, 0, UINT64_MAX, _)                                                  \
 	F(R, U64, moves_stopped, 0, UINT64_MAX, _) /* moves out whose need went first */           \
-	F(R, U64, rejected, 0, UINT64_MAX, _) /* messages its socket refused (did not decode) */
+	F(R, U64, rejected, 0, UINT64_MAX, _) /* messages its socket refused (did not decode) */   \
+	/* prompt reuse (docs/adr/0037) */                                                         \
+	F(R, U64, retained_slots, 0, UINT32_MAX, _) /* device retained slots */                    \
+	F(R, U64, checkpoints, 0, UINT32_MAX, _)    /* ... holding a checkpoint now */             \
+	F(R, U64, reuse_captures, 0, UINT64_MAX, _)                                                \
+	F(R, U64, reuse_hits, 0, UINT64_MAX, _)                                                    \
+	F(R, U64, reuse_misses, 0, UINT64_MAX, _)          /* no checkpoint matched */             \
+	F(R, U64, reuse_misses_given_up, 0, UINT64_MAX, _) /* its checkpoint went before it ran */ \
+	F(R, U64, reused_tokens, 0, UINT64_MAX, _)                                                 \
+	F(R, U64, reuse_skips_slot, 0, UINT64_MAX, _)                                              \
+	F(R, U64, reuse_skips_page, 0, UINT64_MAX, _)                                              \
+	F(R, U64, reuse_given_up_room, 0, UINT64_MAX, _)                                           \
+	F(R, U64, reuse_given_up_slot, 0, UINT64_MAX, _)
 
 #define MSG_FIELDS_kv_stats_reply(F, R)                                                            \
 	F(R, STR, arena_name, 0, 96, _) /* "" until configured */                                  \
@@ -604,7 +617,8 @@ struct msg_str {
 	F(R, STR, finish, 0, 16, _)                                                                \
 	F(R, U64, generated, 0, UINT32_MAX, _)                                                     \
 	F(R, U64, code, 0, UINT32_MAX, _)                                                          \
-	F(R, STR, message, 0, 1024, _)
+	F(R, STR, message, 0, 1024, _)                                                             \
+	F(R, U64, cached, 0, UINT32_MAX, _)
 
 #define MSG_FIELDS_fd_cancel(F, R) F(R, U64, id, 1, UINT64_MAX, _)
 
@@ -621,7 +635,8 @@ struct msg_str {
 	F(R, STR, finish, 0, 16, _)                                                                \
 	F(R, U64, code, 0, UINT32_MAX, _)                                                          \
 	F(R, STR, message, 0, 1024, _)                                                             \
-	F(R, U64, age_ms, 0, UINT64_MAX, _)
+	F(R, U64, age_ms, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, cached, 0, UINT32_MAX, _)
 
 #define MSG_FIELDS_fd_model(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
 
@@ -702,7 +717,8 @@ struct msg_str {
 	F(R, BOOL, done, 0, 1, _)                                                                  \
 	F(R, STR, finish, 0, 16, _)                                                                \
 	F(R, U64, generated, 0, UINT32_MAX, _)                                                     \
-	F(R, U64, code, 0, UINT32_MAX, _)
+	F(R, U64, code, 0, UINT32_MAX, _)                                                          \
+	F(R, U64, cached, 0, UINT32_MAX, _)
 
 /* pid: the worker's, so that an answer from a restarted worker (whose ids
  * start again) is never taken for the old one's. */

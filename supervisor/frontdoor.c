@@ -90,6 +90,7 @@ struct door_req {
 	uint8_t wcancels;
 	/* output: the tokens and the worker's text for them */
 	uint32_t *toks, *tend, n, cap, recv;
+	uint32_t cached; /* prompt tokens the worker took from a checkpoint */
 	char *otext;
 	uint32_t tlen, tcap;
 	char phase[17], finish[17];
@@ -347,6 +348,7 @@ static void door__fill_tokens(struct door_req *r, uint32_t from, uint32_t max,
 	t->done = r->st == RQ_DONE;
 	t->finish = msg_str_of(r->st == RQ_DONE ? r->finish : "");
 	t->generated = r->n;
+	t->cached = r->cached;
 	t->code = r->st == RQ_DONE ? (uint64_t)r->code : 0;
 	t->message = msg_str_of(r->st == RQ_DONE && r->message ? r->message : "");
 }
@@ -454,6 +456,7 @@ static void door__reply_status(struct door *d, struct door_slot *s, struct door_
 	q->prompt_tokens = r->prompt_tokens;
 	q->max_tokens = r->max_tokens;
 	q->generated = r->n;
+	q->cached = r->cached;
 	q->done = r->st == RQ_DONE;
 	q->finish = msg_str_of(r->st == RQ_DONE ? r->finish : "");
 	q->code = r->st == RQ_DONE ? (uint64_t)r->code : 0;
@@ -959,6 +962,7 @@ static bool door__apply_ent(struct door *d, struct door_req *r, const struct msg
 		memcpy(r->otext + r->tlen, t->text.p, t->text.n);
 	r->tlen += t->text.n;
 	r->recv += t->tokens.n;
+	r->cached = (uint32_t)t->cached;
 	d->n_tokens += t->tokens.n;
 	msg_str_copy(r->phase, sizeof(r->phase), t->state);
 	if (t->done && r->recv == t->generated) {
@@ -1380,7 +1384,9 @@ static void *door__pump(void *arg)
 				continue;
 			}
 			if (d->closing) {
+				pthread_mutex_unlock(&d->mu); /* nng_close: see door_close */
 				nng_close(ws);
+				pthread_mutex_lock(&d->mu);
 				break;
 			}
 			d->ws = ws;
@@ -1769,16 +1775,24 @@ out_free:
 
 void door_close(struct door *d)
 {
+	nng_socket ws;
+	bool ws_open;
+
 	if (!d)
 		return;
 	pthread_mutex_lock(&d->mu);
 	d->closing = true;
 	pthread_cond_broadcast(&d->pump_cv);
 	pthread_cond_broadcast(&d->clock_cv);
-	if (d->ws_open)
-		nng_close(d->ws); /* a call in flight returns at once */
+	ws = d->ws;
+	ws_open = d->ws_open;
 	d->ws_open = false;
 	pthread_mutex_unlock(&d->mu);
+	/* a call in flight returns at once. Never under d->mu: nng_close waits
+	 * for nng's reaper, which may be running a pipe callback of the door's
+	 * socket (door__pipe_gone) that waits for d->mu */
+	if (ws_open)
+		nng_close(ws);
 	if (d->guard_on)
 		lg_close(&d->guard);
 	d->guard_on = false;

@@ -376,6 +376,7 @@ static enum MHD_Result http__whole(struct http *h, struct MHD_Connection *con, s
 	http__client_done(h, c, false);
 	u.prompt = sub.prompt_tokens;
 	u.completion = ch.generated;
+	u.cached = ch.cached;
 	http__rid(h, q->kind, rid, sizeof rid);
 	{
 		char *body = oai_completion_json(q->kind, rid, (int64_t)time(NULL), h->model, text,
@@ -463,6 +464,7 @@ static bool http__produce(struct hstream *st)
 		st->done = true;
 		st->finished = true;
 		st->usage.completion = ch.generated;
+		st->usage.cached = ch.cached;
 		if (!strcmp(ch.finish, "error")) {
 			struct oai_err e;
 

@@ -24,6 +24,11 @@ static uint64_t met__calc_free_pages(const struct met_snap *s)
 	return s->w.pool_pages - s->w.used_pages;
 }
 
+static uint64_t met__calc_free_slots(const struct met_snap *s)
+{
+	return s->w.retained_slots > s->w.checkpoints ? s->w.retained_slots - s->w.checkpoints : 0;
+}
+
 /* A row's member must be a uint64_t of the snapshot: read through its offset. */
 #define MET__IS_U64(member)                                                                        \
 	_Generic(((const struct met_snap *)0)->member, uint64_t : 1, default : 0)
@@ -93,6 +98,11 @@ int met_check_worker(const struct msg_worker_stats_reply *r, struct ig_errbuf *e
 		               "worker_stats_reply.used_pages: %" PRIu64 " of a pool of %" PRIu64
 		               "; accepted: at most the pool",
 		               r->used_pages, r->pool_pages);
+	if (r->checkpoints > r->retained_slots)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "worker_stats_reply.checkpoints: %" PRIu64 " in %" PRIu64
+		               " retained slots",
+		               r->checkpoints, r->retained_slots);
 	return IG_E_OK;
 }
 
@@ -175,10 +185,26 @@ static bool met__rows(struct met__out *o, enum met_id id)
 			v = r->calc(o->s);
 		else
 			memcpy(&v, (const char *)o->s + r->offset, sizeof(v));
-		if (r->label_value[0])
+		if (strchr(label_name, ',')) {
+			/* labels "a,b" and values "x,y": a="x",b="y" */
+			char label[160];
+			const char *n = label_name, *val = r->label_value;
+			size_t k = 0;
+
+			while (*n && k + 8 < sizeof(label)) {
+				size_t nl = strcspn(n, ","), vl = strcspn(val, ",");
+
+				k += (size_t)snprintf(label + k, sizeof(label) - k, "%s%.*s=\"%.*s\"",
+				                      k ? "," : "", (int)nl, n, (int)vl, val);
+				n += nl + (n[nl] == ',');
+				val += vl + (val[vl] == ',');
+			}
+			met__u64(o, id, label, v);
+		} else if (r->label_value[0]) {
 			met__lab(o, id, label_name, r->label_value, v);
-		else
+		} else {
 			met__u64(o, id, "", v);
+		}
 		any = true;
 	}
 	return any;

@@ -83,6 +83,22 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	  "Rounds run by the gpu-worker (one batch of decode tokens and prefill chunks each).")    \
 	X(TTFT, ignis_request_ttft_seconds, HISTOGRAM, "le", WORKER,                               \
 	  "Time from a request's submit to its first generated token, in seconds.")                \
+	X(RETAINED_SLOTS, ignis_retained_device_slots, GAUGE, "state", WORKER,                     \
+	  "Device retained slots by state: used (a prompt checkpoint), free (the host tier's: "   \
+	  "ignis_retained_slots{tier=\"host\"}).")                                                \
+	X(RETAINED_REUSED, ignis_retained_reused_tokens_total, COUNTER, "tier,kind", WORKER,       \
+	  "Prompt tokens requests took from a retained checkpoint instead of prefilling them, by " \
+	  "tier (device) and kind (checkpoint).")                                                  \
+	X(RETAINED_CLAIMS, ignis_retained_claims_total, COUNTER, "result", WORKER,                 \
+	  "Requests by what prompt reuse found: hit (started from a checkpoint), no_match, "       \
+	  "given_up (its checkpoint went before it was admitted).")                                \
+	X(RETAINED_CAPTURES, ignis_retained_captures_total, COUNTER, "", WORKER,                   \
+	  "Prompts retained as checkpoints.")                                                      \
+	X(RETAINED_SKIPS, ignis_retained_device_skips_total, COUNTER, "reason", WORKER,            \
+	  "Captures skipped: no_slot (every slot held by a checkpoint a waiting request counts "   \
+	  "on), no_page (no free KV page for the partial last page).")                             \
+	X(RETAINED_GIVEN_UP, ignis_retained_device_given_up_total, COUNTER, "reason", WORKER,      \
+	  "Checkpoints given up: room (for an admission), slot (for a newer capture).")            \
 	X(PROCESS_UP, ignis_process_up, GAUGE, "role", SUP,                                        \
 	  "1 when the process is running and answered its handshake, else 0.")                     \
 	X(PROCESS_RESTARTS, ignis_process_restarts_total, COUNTER, "role", SUP,                    \
@@ -118,7 +134,8 @@ enum met_id {
  *     met__calc_<name> (metrics.c). The one today: free pages, the pool less
  *     the pages reserved (met_check_worker keeps that from wrapping).
  * The label value goes with the family's one label name (its `labels`); ""
- * for a family without labels.
+ * for a family without labels; a family of two labels ("tier,kind") takes
+ * two values the same way ("device,checkpoint").
  *
  * The families that are not rows, and why, in the renderer's one switch:
  * ignis_request_ttft_seconds (a histogram: its buckets made cumulative and
@@ -157,7 +174,18 @@ enum met_id {
 	F(PROMPT_TOKENS, "", w.prompt_tokens)                                                      \
 	F(GENERATED_TOKENS, "", w.generated_tokens)                                                \
 	F(PREFILL_TOKENS, "", w.prefill_tokens)                                                    \
-	F(ROUNDS, "", w.rounds)
+	F(ROUNDS, "", w.rounds)                                                                    \
+	F(RETAINED_SLOTS, "used", w.checkpoints)                                                   \
+	C(RETAINED_SLOTS, "free", free_slots)                                                      \
+	F(RETAINED_REUSED, "device,checkpoint", w.reused_tokens)                                   \
+	F(RETAINED_CLAIMS, "hit", w.reuse_hits)                                                    \
+	F(RETAINED_CLAIMS, "no_match", w.reuse_misses)                                             \
+	F(RETAINED_CLAIMS, "given_up", w.reuse_misses_given_up)                                    \
+	F(RETAINED_CAPTURES, "", w.reuse_captures)                                                 \
+	F(RETAINED_SKIPS, "no_slot", w.reuse_skips_slot)                                           \
+	F(RETAINED_SKIPS, "no_page", w.reuse_skips_page)                                           \
+	F(RETAINED_GIVEN_UP, "room", w.reuse_given_up_room)                                        \
+	F(RETAINED_GIVEN_UP, "slot", w.reuse_given_up_slot)
 
 /* One row of MET_ROWS: where its figure is in the snapshot, or how it is
  * computed. */

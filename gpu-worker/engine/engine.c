@@ -686,6 +686,7 @@ int eng_output(const struct eng *e, uint64_t id, const uint32_t **out, struct en
 	st->phase = s->sch.phase;
 	st->finish = s->finish;
 	st->generated = s->n_out;
+	st->cached = s->cached;
 	return IG_E_OK;
 }
 
@@ -738,6 +739,7 @@ void eng_stats(const struct eng *e, struct eng_stats *st)
 	st->moving_out = st->moved = st->moving_in = 0;
 	st->pending_pages = 0;
 	st->checkpoints = 0;
+	st->retained_slots = e->n_ck;
 	for (uint32_t i = 0; i < e->n_ck; i++)
 		st->checkpoints += e->ck[i].used;
 	for (uint32_t i = 0; i < e->n_slots; i++) {

@@ -200,10 +200,11 @@ struct eng_stats {
 	uint32_t moving_out, moved, moving_in; /* live requests in those phases */
 	/* prompt reuse */
 	uint64_t reuse_captures, reuse_hits, reuse_misses; /* misses: no checkpoint matched */
+	uint64_t reuse_misses_given_up; /* claims whose checkpoint went before admission */
 	uint64_t reused_tokens;                            /* prompt tokens not prefilled */
 	uint64_t reuse_skips_slot, reuse_skips_page;       /* captures skipped, by reason */
 	uint64_t reuse_given_up_room, reuse_given_up_slot; /* checkpoints given up, by reason */
-	uint32_t checkpoints;                              /* retained now */
+	uint32_t checkpoints, retained_slots;              /* retained now; the slots */
 };
 
 /* The bucket bounds above, for readers of eng_stats.ttft. */

@@ -187,6 +187,7 @@ void engru_before_plan(struct eng *e)
 		if (!s->used || s->sch.phase != SCHED_WAITING || s->ck < 0)
 			continue;
 		if (!e->ck[s->ck].used || e->ck[s->ck].gen != s->ck_gen) {
+			e->st.reuse_misses_given_up++;
 			s->ck = -1;
 			s->sch.pages = s->pages_all;
 			s->sch.prefilled = 0;

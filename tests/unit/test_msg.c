@@ -912,11 +912,11 @@ static void test_malformed_table(void **state)
 	    {"cancel id as a float", "83a1740ea176VVa26964cb3ff0000000000000",
 	     IG_E_PROTO_FIELD_TYPE},
 	    /* tokens {id:1, from:0, tokens:[5, 2^32-1], text:"", state:"done",
-	     * done:true, finish:"eos", generated:2} */
+	     * done:true, finish:"eos", generated:2, cached:0} */
 	    {"a valid tokens reply",
-	     "8aa1740da176VVa2696401a466726f6d00a6746f6b656e7392"
+	     "8ba1740da176VVa2696401a466726f6d00a6746f6b656e7392"
 	     "05ceffffffffa474657874a0a57374617465a4646f6e65a4646f6e65c3a666"
-	     "696e697368a3656f73a967656e65726174656402",
+	     "696e697368a3656f73a967656e65726174656402a663616368656400",
 	     IG_E_OK},
 	    {"a tokens reply of version 5 (no text)",
 	     "89a1740da176VVa2696401a466726f6d00a6746f6b656e7392"
@@ -924,9 +924,9 @@ static void test_malformed_table(void **state)
 	     "696e697368a3656f73a967656e65726174656402",
 	     IG_E_PROTO_MISSING_FIELD},
 	    {"tokens as array32 claiming 2^32-1 ids",
-	     "8aa1740da176VVa2696401a466726f6d00a6746f6b656e73ddffffffff", IG_E_PROTO_TRUNCATED},
+	     "8ba1740da176VVa2696401a466726f6d00a6746f6b656e73ddffffffff", IG_E_PROTO_TRUNCATED},
 	    {"tokens as array16 claiming 4097 ids, 1 there",
-	     "8aa1740da176VVa2696401a466726f6d00a6746f6b656e73dc100100", IG_E_PROTO_TRUNCATED},
+	     "8ba1740da176VVa2696401a466726f6d00a6746f6b656e73dc100100", IG_E_PROTO_TRUNCATED},
 	};
 	int failures = 0;
 
