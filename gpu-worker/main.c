@@ -205,6 +205,7 @@ static void worker_on_event(void *ctx, const struct eng_event *ev)
 	case ENG_EV_REUSE_CAPTURED:
 	case ENG_EV_REUSE_CLAIMED:
 	case ENG_EV_REUSE_GIVEN_UP:
+		ev_str(&e, "kind", ev->prefix ? "prefix" : "checkpoint");
 		ev_u64(&e, "tokens", ev->tokens);
 		ev_u64(&e, "slot", ev->slot);
 		ev_u64(&e, "pages", ev->pages);
@@ -736,6 +737,7 @@ static void worker_stats(const struct worker *w, struct msg_worker_stats_reply *
 	r->reuse_misses = st.reuse_misses;
 	r->reuse_misses_given_up = st.reuse_misses_given_up;
 	r->reused_tokens = st.reused_tokens;
+	r->reused_prefix_tokens = st.reused_prefix_tokens;
 	r->reuse_skips_slot = st.reuse_skips_slot;
 	r->reuse_skips_page = st.reuse_skips_page;
 	r->reuse_given_up_room = st.reuse_given_up_room;

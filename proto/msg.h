@@ -465,6 +465,7 @@ struct msg_str {
 	F(R, U64, reuse_misses, 0, UINT64_MAX, _)          /* no checkpoint matched */             \
 	F(R, U64, reuse_misses_given_up, 0, UINT64_MAX, _) /* its checkpoint went before it ran */ \
 	F(R, U64, reused_tokens, 0, UINT64_MAX, _)                                                 \
+	F(R, U64, reused_prefix_tokens, 0, UINT64_MAX, _) /* ... of them from shared prefixes */   \
 	F(R, U64, reuse_skips_slot, 0, UINT64_MAX, _)                                              \
 	F(R, U64, reuse_skips_page, 0, UINT64_MAX, _)                                              \
 	F(R, U64, reuse_given_up_room, 0, UINT64_MAX, _)                                           \

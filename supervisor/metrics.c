@@ -24,6 +24,13 @@ static uint64_t met__calc_free_pages(const struct met_snap *s)
 	return s->w.pool_pages - s->w.used_pages;
 }
 
+static uint64_t met__calc_checkpoint_tokens(const struct met_snap *s)
+{
+	return s->w.reused_tokens > s->w.reused_prefix_tokens
+	           ? s->w.reused_tokens - s->w.reused_prefix_tokens
+	           : 0;
+}
+
 static uint64_t met__calc_free_slots(const struct met_snap *s)
 {
 	return s->w.retained_slots > s->w.checkpoints ? s->w.retained_slots - s->w.checkpoints : 0;
@@ -98,6 +105,10 @@ int met_check_worker(const struct msg_worker_stats_reply *r, struct ig_errbuf *e
 		               "worker_stats_reply.used_pages: %" PRIu64 " of a pool of %" PRIu64
 		               "; accepted: at most the pool",
 		               r->used_pages, r->pool_pages);
+	if (r->reused_prefix_tokens > r->reused_tokens)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "worker_stats_reply.reused_prefix_tokens: %" PRIu64 " of %" PRIu64,
+		               r->reused_prefix_tokens, r->reused_tokens);
 	if (r->checkpoints > r->retained_slots)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
 		               "worker_stats_reply.checkpoints: %" PRIu64 " in %" PRIu64

@@ -87,8 +87,8 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	  "Device retained slots by state: used (a prompt checkpoint), free (the host tier's: "   \
 	  "ignis_retained_slots{tier=\"host\"}).")                                                \
 	X(RETAINED_REUSED, ignis_retained_reused_tokens_total, COUNTER, "tier,kind", WORKER,       \
-	  "Prompt tokens requests took from a retained checkpoint instead of prefilling them, by " \
-	  "tier (device) and kind (checkpoint).")                                                  \
+	  "Prompt tokens requests took from retained state instead of prefilling them, by tier "   \
+	  "(device) and kind (checkpoint: a prompt's end; prefix: where two prompts part).")       \
 	X(RETAINED_CLAIMS, ignis_retained_claims_total, COUNTER, "result", WORKER,                 \
 	  "Requests by what prompt reuse found: hit (started from a checkpoint), no_match, "       \
 	  "given_up (its checkpoint went before it was admitted).")                                \
@@ -177,7 +177,8 @@ enum met_id {
 	F(ROUNDS, "", w.rounds)                                                                    \
 	F(RETAINED_SLOTS, "used", w.checkpoints)                                                   \
 	C(RETAINED_SLOTS, "free", free_slots)                                                      \
-	F(RETAINED_REUSED, "device,checkpoint", w.reused_tokens)                                   \
+	C(RETAINED_REUSED, "device,checkpoint", checkpoint_tokens)                                 \
+	F(RETAINED_REUSED, "device,prefix", w.reused_prefix_tokens)                                \
 	F(RETAINED_CLAIMS, "hit", w.reuse_hits)                                                    \
 	F(RETAINED_CLAIMS, "no_match", w.reuse_misses)                                             \
 	F(RETAINED_CLAIMS, "given_up", w.reuse_misses_given_up)                                    \

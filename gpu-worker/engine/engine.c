@@ -610,10 +610,13 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		struct eng_seq *s = &e->seqs[slot];
 		/* the end of a replay takes no logits: its token was generated */
 		bool last = c->from + c->n == s->sch.prompt && !s->replay_skip;
+		/* a shared prefix is retained where the chunk ends (reuse.c) */
+		bool split = s->sch.split && c->from + c->n == s->sch.split;
 
 		e->step_slot[n_steps] = slot;
-		e->steps[n_steps++] = (struct be_step){&s->ms, s->feed + c->from, c->n, last};
-		n_logits += last;
+		e->steps[n_steps++] =
+		    (struct be_step){&s->ms, s->feed + c->from, c->n, last || split};
+		n_logits += last || split;
 	}
 	if (n_steps)
 		rc = e->be->ops->round(e->be, e->d, e->steps, n_steps, e->cfg.fmt, e->kv,
@@ -626,6 +629,12 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 
 		if (s->sch.phase == SCHED_PREFILL) {
 			s->sch.prefilled += e->steps[k].n_tok;
+			if (s->sch.split && s->sch.prefilled == s->sch.split) {
+				engru_capture(e, s, s->sch.split, ENG_CK_PREFIX,
+				              e->logits + (size_t)n_logits++ * e->d->m->vocab);
+				s->sch.split = 0;
+				continue;
+			}
 			if (s->sch.prefilled < s->sch.prompt)
 				continue;
 			s->sch.phase = SCHED_READY;
@@ -634,7 +643,8 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 				continue;
 			}
 			/* its prompt, retained for the next that begins with it */
-			engru_capture(e, s, e->logits + (size_t)n_logits * e->d->m->vocab);
+			engru_capture(e, s, s->n_prompt, ENG_CK_CHECKPOINT,
+			              e->logits + (size_t)n_logits * e->d->m->vocab);
 		}
 		eng__emit(e, s, e->logits + (size_t)n_logits++ * e->d->m->vocab);
 	}

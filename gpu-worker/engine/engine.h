@@ -89,6 +89,7 @@ struct eng_event {
 	uint32_t windows;
 	const char *why; /* ENG_EV_LOST, ENG_EV_REUSE_* */
 	uint32_t tokens, slot; /* ENG_EV_REUSE_* */
+	bool prefix;           /* ENG_EV_REUSE_*: a shared prefix, not a prompt's end */
 };
 
 struct eng_cfg {
@@ -202,6 +203,8 @@ struct eng_stats {
 	uint64_t reuse_captures, reuse_hits, reuse_misses; /* misses: no checkpoint matched */
 	uint64_t reuse_misses_given_up; /* claims whose checkpoint went before admission */
 	uint64_t reused_tokens;                            /* prompt tokens not prefilled */
+	uint64_t reused_prefix_tokens;                     /* ... of them from shared prefixes */
+	uint64_t reuse_prefixes;                           /* shared prefixes captured */
 	uint64_t reuse_skips_slot, reuse_skips_page;       /* captures skipped, by reason */
 	uint64_t reuse_given_up_room, reuse_given_up_slot; /* checkpoints given up, by reason */
 	uint32_t checkpoints, retained_slots;              /* retained now; the slots */

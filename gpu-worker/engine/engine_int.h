@@ -44,8 +44,11 @@ struct eng_seq {
  * pages shared with the sequences that made or claimed it, the partial last
  * page its own copy; and the logits of token n-1, so that a prompt equal
  * to tokens takes its first token without running anything. */
+enum eng_ck_kind { ENG_CK_CHECKPOINT = 0, ENG_CK_PREFIX = 1 };
+
 struct eng_ckpt {
 	bool used;
+	enum eng_ck_kind kind; /* a prompt's end, or where two prompts part */
 	uint32_t *tokens, n;
 	struct kvseq kv;
 	float *logits;
@@ -159,8 +162,11 @@ void engru_before_plan(struct eng *e);
  * ones shared), state and position from it. A prompt equal to the
  * checkpoint's takes its first token from the stored logits. */
 int engru_admit(struct eng *e, struct eng_seq *s, const float **first, struct ig_errbuf *eb);
-/* A prompt just prefilled to its end, its last token's logits: retained. */
-void engru_capture(struct eng *e, struct eng_seq *s, const float *logits);
+/* A prompt prefilled to `n` tokens (its end: a checkpoint; where it parts
+ * from an earlier prompt: a shared prefix), the logits of token n-1:
+ * retained. */
+void engru_capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kind kind,
+                   const float *logits);
 /* Its pages go back whole on a restore (nothing shared then). */
 void engru_moved_out(struct eng_seq *s);
 

@@ -14,8 +14,17 @@
  * boundary at the checkpoint (a token's arithmetic does not depend on the
  * chunk it is in: model_cpu.h), so the tokens are the same.
  *
+ * Shared prefixes: a request whose prompt parts from a checkpoint's tokens
+ * after at least ENGRU_MIN_PREFIX of them (two prompts with a common start:
+ * a system prompt, a conversation that forks) ends a prefill chunk there,
+ * and what it has then is retained too, as a shared prefix: the next
+ * request that begins with those tokens starts from it, whatever follows.
+ * So a prefix is reusable at the depth where prompts part, not only at
+ * page boundaries or prompt ends.
+ *
  * Giving up, when a capture finds no free slot or an admission lacks pages:
- * agent checkpoints before interactive ones, then the least recently used;
+ * checkpoints before shared prefixes, agent before interactive, then the
+ * least recently used;
  * never one a waiting request counts on for the capture, nor the one the
  * request lacking pages counts on. A capture that finds nothing to give up
  * is skipped and counted.
@@ -24,6 +33,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+
+/* A shared prefix shorter than this is not worth a slot. */
+#define ENGRU_MIN_PREFIX 64u
 
 static bool engru__paged(const struct eng *e)
 {
@@ -76,7 +88,8 @@ static void engru__drop(struct eng *e, uint32_t i, enum eng_event_kind kind, con
 	                                  .pages = c->kv.n_pages,
 	                                  .why = why,
 	                                  .tokens = c->n,
-	                                  .slot = i});
+	                                  .slot = i,
+	                                  .prefix = c->kind == ENG_CK_PREFIX});
 	kvpool_free(e->kv, &c->kv);
 	free(c->tokens);
 	c->tokens = NULL;
@@ -97,13 +110,37 @@ void engru_free(struct eng *e)
 	e->n_ck = 0;
 }
 
+/* Tokens a and b have in common from the start, at most n. */
+static uint32_t engru__common(const uint32_t *a, const uint32_t *b, uint32_t n)
+{
+	uint32_t i = 0;
+
+	while (i < n && a[i] == b[i])
+		i++;
+	return i;
+}
+
 void engru_match(struct eng *e, struct eng_seq *s)
 {
 	int32_t best = -1;
+	uint32_t split = 0;
 
 	s->ck = -1;
+	s->sch.split = 0;
 	if (!e->n_ck)
 		return;
+	/* where this prompt parts from a retained one, past what it can claim:
+	 * a shared prefix to retain on the way */
+	for (uint32_t i = 0; i < e->n_ck; i++) {
+		const struct eng_ckpt *c = &e->ck[i];
+		uint32_t k;
+
+		if (!c->used)
+			continue;
+		k = engru__common(c->tokens, s->prompt, c->n < s->n_prompt ? c->n : s->n_prompt);
+		if (k < c->n && k < s->n_prompt && k >= ENGRU_MIN_PREFIX && k > split)
+			split = k;
+	}
 	for (uint32_t i = 0; i < e->n_ck; i++) {
 		const struct eng_ckpt *c = &e->ck[i];
 
@@ -111,6 +148,8 @@ void engru_match(struct eng *e, struct eng_seq *s)
 		    !memcmp(c->tokens, s->prompt, (size_t)c->n * sizeof(uint32_t)))
 			best = (int32_t)i;
 	}
+	if (split && (best < 0 || split > e->ck[best].n))
+		s->sch.split = split;
 	if (best < 0) {
 		e->st.reuse_misses++;
 		return;
@@ -147,7 +186,10 @@ static int32_t engru__victim(const struct eng *e, int32_t spare, bool freeing)
 
 		if (!c->used || (int32_t)i == spare || (freeing && !kvpool_private(e->kv, &c->kv)))
 			continue;
-		if (b && (c->cls != b->cls ? c->cls != SCHED_AGENT : c->used_at >= b->used_at))
+		/* checkpoints before prefixes, agent before interactive, then LRU */
+		if (b && (c->kind != b->kind   ? c->kind != ENG_CK_CHECKPOINT
+		          : c->cls != b->cls ? c->cls != SCHED_AGENT
+		                             : c->used_at >= b->used_at))
 			continue;
 		if (engru__counted_on(e, i))
 			continue;
@@ -231,12 +273,15 @@ int engru_admit(struct eng *e, struct eng_seq *s, const float **first, struct ig
 	c->used_at = ++e->ck_clock;
 	e->st.reuse_hits++;
 	e->st.reused_tokens += c->n;
+	if (c->kind == ENG_CK_PREFIX)
+		e->st.reused_prefix_tokens += c->n;
 	eng__event(e, &(struct eng_event){.kind = ENG_EV_REUSE_CLAIMED,
 	                                  .id = s->sch.id,
 	                                  .cls = (int)s->sch.cls,
 	                                  .pages = full,
 	                                  .tokens = c->n,
-	                                  .slot = i});
+	                                  .slot = i,
+	                                  .prefix = c->kind == ENG_CK_PREFIX});
 	if (c->n == s->sch.prompt) {
 		s->sch.phase = SCHED_READY;
 		*first = c->logits;
@@ -246,9 +291,10 @@ int engru_admit(struct eng *e, struct eng_seq *s, const float **first, struct ig
 	return IG_E_OK;
 }
 
-void engru_capture(struct eng *e, struct eng_seq *s, const float *logits)
+void engru_capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kind kind,
+                   const float *logits)
 {
-	uint32_t n = s->n_prompt, full = engru__shared(e, n), vocab = e->d->m->vocab;
+	uint32_t full = engru__shared(e, n), vocab = e->d->m->vocab;
 	bool tail = engru__paged(e) && n % KVPOOL_PAGE_TOKENS;
 	struct ig_errbuf eb;
 	struct eng_ckpt *c;
@@ -313,16 +359,19 @@ void engru_capture(struct eng *e, struct eng_seq *s, const float *logits)
 	memcpy(c->tokens, s->prompt, (size_t)n * sizeof(uint32_t));
 	memcpy(c->logits, logits, (size_t)vocab * sizeof(float));
 	c->n = n;
+	c->kind = kind;
 	c->cls = s->sch.cls;
 	c->used = true;
 	c->used_at = ++e->ck_clock;
 	e->st.reuse_captures++;
+	e->st.reuse_prefixes += kind == ENG_CK_PREFIX;
 	eng__event(e, &(struct eng_event){.kind = ENG_EV_REUSE_CAPTURED,
 	                                  .id = s->sch.id,
 	                                  .cls = (int)s->sch.cls,
 	                                  .pages = c->kv.n_pages,
 	                                  .tokens = n,
-	                                  .slot = (uint32_t)slot});
+	                                  .slot = (uint32_t)slot,
+	                                  .prefix = kind == ENG_CK_PREFIX});
 }
 
 void engru_moved_out(struct eng_seq *s)

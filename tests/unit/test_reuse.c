@@ -187,8 +187,11 @@ static void fill(struct rng *g, uint32_t *p, uint32_t n)
 
 /* The family: a prompt, the same prompt (seeded), extensions of it (inside
  * a page, at a page boundary), an extension of an extension, a prompt that
- * leaves it before its end (no claim), each with the tokens it had alone. */
-#define NFAM 7
+ * leaves it before its end (no claim, but the 80 tokens they share are
+ * retained as a prefix on its way), another that leaves it there (claims
+ * that prefix), the prefix itself (its first token from the logits kept at
+ * the prefix's end), each with the tokens it had alone. */
+#define NFAM 9
 
 struct family {
 	struct rq q[NFAM];
@@ -216,7 +219,8 @@ static void make_family(struct family *f, const char *preset, uint64_t seed)
 	q[3].n = 190;
 	fill(&g, q[3].prompt + 150, 40);
 	q[3].smp = (struct smp_params){0.8f, 0, 0.9f, seed + 3};
-	/* 4: leaves the first prompt at token 80: nothing matches */
+	/* 4: leaves the first prompt at token 80: nothing matches; the 80 are
+	 * retained as a shared prefix */
 	q[4] = q[0];
 	q[4].n = 120;
 	fill(&g, q[4].prompt + 80, 40);
@@ -228,9 +232,17 @@ static void make_family(struct family *f, const char *preset, uint64_t seed)
 	q[6].n = 140;
 	fill(&g, q[6].prompt + 128, 12);
 	q[6].cls = SCHED_AGENT;
+	/* 7: leaves the first prompt at token 80 too, another way: the prefix */
+	q[7] = q[0];
+	q[7].n = 110;
+	fill(&g, q[7].prompt + 80, 30);
+	/* 8: the 80 tokens alone, sampled */
+	q[8] = q[0];
+	q[8].n = 80;
+	q[8].smp = (struct smp_params){0.7f, 20, 1.0f, seed + 8};
 	for (uint32_t i = 0; i < NFAM; i++) {
 		q[i].max_tokens = 12 + i;
-		if (i != 1 && i != 3)
+		if (i != 1 && i != 3 && i != 8)
 			q[i].smp = (struct smp_params){0.0f, 0, 1.0f, 0};
 		f->n_want[i] = alone(preset, &q[i], f->want[i]);
 		assert_int_equal(f->n_want[i], q[i].max_tokens);
@@ -242,6 +254,8 @@ static void make_family(struct family *f, const char *preset, uint64_t seed)
 	f->cached[4] = 0;
 	f->cached[5] = 0;
 	f->cached[6] = 128;
+	f->cached[7] = 80;
+	f->cached[8] = 80;
 }
 
 static void family_run(const char *preset, const struct family *f, uint32_t lanes,
@@ -268,10 +282,13 @@ static void family_run(const char *preset, const struct family *f, uint32_t lane
 	}
 	eng_stats(b.e, &st);
 	assert_int_equal(st.reused_tokens, reused);
-	assert_int_equal(st.reuse_hits, 4);
-	assert_int_equal(b.log.claimed, 4);
-	/* captured: every prompt but the one equal to its checkpoint */
+	assert_int_equal(st.reused_prefix_tokens, 160);
+	assert_int_equal(st.reuse_hits, 6);
+	assert_int_equal(b.log.claimed, 6);
+	/* captured: every prompt but the two equal to retained ones, and the
+	 * prefix where 4 parted from 0 */
 	assert_int_equal(st.reuse_captures, NFAM - 1);
+	assert_int_equal(st.reuse_prefixes, 1);
 	assert_int_equal(st.checkpoints, NFAM - 1);
 	bench_close(&b);
 }

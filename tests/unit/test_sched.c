@@ -45,7 +45,7 @@ struct row {
 /* id, class, arrival, prompt, pages, prefilled, phase */
 #define S(cls, arr, prompt, pages, done, ph)                                                       \
 	{                                                                                          \
-		(arr), (cls), (arr), (prompt), (pages), (done), (ph), false                        \
+		(arr), (cls), (arr), (prompt), (pages), (done), (ph), false, 0                     \
 	}
 #define NONE                                                                                       \
 	{                                                                                          \
@@ -659,7 +659,7 @@ static const struct mrow mrows[] = {
      3,
      0,
      3,
-     {S(A, 1, 10, 2, 10, D), {2, A, 2, 10, 2, 10, D, true}, S(I, 3, 10, 2, 0, W)},
+     {S(A, 1, 10, 2, 10, D), {2, A, 2, 10, 2, 10, D, true, 0}, S(I, 3, 10, 2, 0, W)},
      NONE,
      NONE,
      {0, -1},
