@@ -1828,9 +1828,174 @@ static void bench_moves(int reps)
 		exit(1);
 }
 
+/*
+ * Prompt reuse (issue 17; docs/adr/0037): time to first token with retained
+ * checkpoints in device slots against none, on the engine in this process
+ * (cpu backend, tiny-dense, every thread), the two sides interleaved in each
+ * repetition, best of the repetitions per request. Two workloads:
+ *   chat    8 turns, each prompt the last one and 10% more (a conversation
+ *           that grows: each turn claims the last turn's checkpoint);
+ *   system  16 requests, a 1,843-token system prompt (90%) and 205 tokens of
+ *           their own: the first is cold, the second parts from it at the
+ *           system prompt (retained there as a shared prefix), the rest
+ *           claim the prefix.
+ * Reported: reused tokens over the tokens shared with an earlier prompt, and
+ * the time to first token of the warm requests against the same requests
+ * with reuse off (mean of the per-request best times).
+ */
+#define RU_CONTEXT 4096u
+#define RU_NREQ    16u
+
+struct ru_req {
+	uint32_t *prompt, n;
+	uint32_t shared; /* tokens it shares with an earlier request's prompt */
+};
+
+static double ru_run(struct mfile *f, const struct ru_req *q, uint32_t nq, uint32_t slots,
+                     int threads, double *ttft, uint64_t *cached)
+{
+	const struct mdesc *m = &f->desc;
+	uint64_t pb = mdesc_page_bytes(m, MDESC_KV_BF16), sb = mdesc_state_image_bytes(m);
+	uint32_t pages = 2 * (RU_CONTEXT / 64) + slots * (RU_CONTEXT / 64);
+	struct be be = {.ops = backend_find("cpu", NULL)};
+	void *region = NULL, *sregion = NULL;
+	struct eng_cfg cfg = {.lanes = 1,
+	                      .chunk = m->default_chunk,
+	                      .context = RU_CONTEXT,
+	                      .default_max_tokens = 1,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = 4,
+	                      .eos = UINT32_MAX};
+	struct be_bind_opts bo = {.max_round_tokens = 1 + m->default_chunk,
+	                          .context = RU_CONTEXT,
+	                          .threads = (uint32_t)threads,
+	                          .states = 1};
+	struct ig_errbuf eb;
+	struct be_model d;
+	struct kvpool kv;
+	struct eng *e;
+	double total = 0;
+
+	if (!be.ops || be.ops->open(&be, 2ull << 30, &eb) || be_bind_reserve(&be, f, &bo, &eb) ||
+	    be.ops->model_bind(&be, f, NULL, &bo, &d, &eb) ||
+	    be.ops->alloc(&be, (uint64_t)pages * pb, &region, &eb) ||
+	    (slots && be.ops->alloc(&be, (uint64_t)slots * sb, &sregion, &eb)) ||
+	    kvpool_init(&kv, region, pb, pages, &eb))
+		goto fail;
+	cfg.retained_device = slots;
+	cfg.retained_slot_bytes = sb;
+	cfg.retained = (struct be_region){sregion, (uint64_t)slots * sb};
+	if (eng_create(&e, &be, &d, &kv, &cfg, &eb))
+		goto fail;
+	for (uint32_t i = 0; i < nq; i++) {
+		struct eng_req r = {q[i].prompt, q[i].n, 1, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}};
+		struct eng_admission adm;
+		struct eng_status st;
+		uint32_t tok, n = 0, ran;
+		double t0 = now();
+
+		if (eng_submit(e, &r, &adm, &eb))
+			goto fail;
+		do {
+			if (eng_round(e, &ran, &eb) || eng_tokens(e, adm.id, 0, 1, &tok, &n, &st, &eb))
+				goto fail;
+		} while (!n);
+		ttft[i] = now() - t0;
+		cached[i] = st.cached;
+		total += ttft[i];
+		while (eng_busy(e))
+			if (eng_round(e, &ran, &eb))
+				goto fail;
+	}
+	eng_destroy(e);
+	kvpool_release(&kv);
+	be.ops->free(&be, region, (uint64_t)pages * pb);
+	if (sregion)
+		be.ops->free(&be, sregion, (uint64_t)slots * sb);
+	be.ops->model_release(&be, &d);
+	be_bind_unreserve(&be, &bo);
+	be.ops->close(&be);
+	return total;
+fail:
+	fprintf(stderr, "ignis-bench: reuse: %s\n", eb.msg);
+	exit(1);
+}
+
+static void ru_workload(struct mfile *f, const char *name, const struct ru_req *q, uint32_t nq,
+                        uint32_t first_warm, int threads, int reps)
+{
+	double off[RU_NREQ], on[RU_NREQ], t[RU_NREQ], so = 0, sn = 0;
+	uint64_t cached[RU_NREQ], shared = 0, reused = 0;
+
+	for (uint32_t i = 0; i < nq; i++)
+		off[i] = on[i] = 1e30;
+	for (int r = 0; r < reps; r++)
+		for (int side = 0; side < 2; side++) {
+			bool reuse = (side + r) % 2; /* interleaved, each first in turn */
+
+			ru_run(f, q, nq, reuse ? 8 : 0, threads, t, cached);
+			for (uint32_t i = 0; i < nq; i++) {
+				double *best = reuse ? &on[i] : &off[i];
+
+				if (t[i] < *best)
+					*best = t[i];
+				if (reuse && r == 0) {
+					shared += q[i].shared;
+					reused += cached[i];
+				}
+			}
+		}
+	for (uint32_t i = first_warm; i < nq; i++) {
+		so += off[i];
+		sn += on[i];
+	}
+	printf("reuse    %-6s %2u requests, %u threads: %5.1f%% of the shared tokens reused; time "
+	       "to first token of requests %u..%u: %7.1f ms off, %6.1f ms on (%.3fx)\n",
+	       name, nq, threads, shared ? 100.0 * (double)reused / (double)shared : 0.0,
+	       first_warm, nq - 1, 1e3 * so / (nq - first_warm), 1e3 * sn / (nq - first_warm),
+	       so > 0 ? sn / so : 0);
+}
+
+static void bench_reuse(int reps)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+	static uint32_t chat[2048], sys[RU_NREQ][2048];
+	struct ru_req q[RU_NREQ];
+	char path[128];
+	struct ig_errbuf eb;
+	struct mfile f;
+	uint32_t n;
+
+	snprintf(path, sizeof(path), "/tmp/ignis-bench-reuse-%d.gguf", (int)getpid());
+	if (mfile_write_synthetic(mdesc_find("tiny-dense"), 1, MFILE_BF16, path, &eb) ||
+	    mfile_open(&f, path, &eb)) {
+		fprintf(stderr, "ignis-bench: reuse: %s\n", eb.msg);
+		exit(1);
+	}
+	unlink(path);
+	/* chat: 1,000 tokens, then 10% more a turn */
+	for (uint32_t t = 0; t < 2048; t++)
+		chat[t] = (t * 2654435761u >> 7) % 256;
+	n = 1000;
+	for (uint32_t k = 0; k < 8; k++) {
+		q[k] = (struct ru_req){chat, n, k ? q[k - 1].n : 0};
+		n += n / 10;
+	}
+	ru_workload(&f, "chat", q, 8, 1, threads, reps);
+	/* system: 1,843 shared, 205 each its own */
+	for (uint32_t i = 0; i < RU_NREQ; i++) {
+		for (uint32_t t = 0; t < 2048; t++)
+			sys[i][t] = t < 1843 ? (t * 40503u >> 3) % 256 : (t * 7 + i * 131) % 256;
+		q[i] = (struct ru_req){sys[i], 2048, i ? 1843 : 0};
+	}
+	ru_workload(&f, "system", q, RU_NREQ, 2, threads, reps);
+	mfile_close(&f);
+}
+
 static void usage(FILE *f)
 {
-	fputs("usage: ignis-bench [--quick] [--base-kernels] [seqimg|matmul|codec|model|types|llama|kvstore|moves "
+	fputs("usage: ignis-bench [--quick] [--base-kernels] [seqimg|matmul|codec|model|types|llama|kvstore|moves|reuse "
 	      "...]\n",
 	      f);
 	if (f != stdout)
@@ -1850,6 +2015,8 @@ static void usage(FILE *f)
 	      "  kvstore  KV-RAM and KV-disk windows (192 MiB in /dev/shm, 0.8 GiB in $TMPDIR)\n"
 	      "  moves    other lanes' round latency while a sequence moves (ignis-kvstored:\n"
 	      "           $IGNIS_KVSTORED, else the build tree's)\n"
+	      "  reuse    time to first token with prompt reuse on and off: a growing chat,\n"
+	      "           requests sharing a system prompt (tiny-dense, device slots)\n"
 	      "  --quick  two repetitions instead of five\n"
 	      "  --base-kernels  the matrix product's baseline kernels, not the CPU's best\n"
 	      "           (AVX-512 where it has it): the same bits, to compare speeds\n"
@@ -1875,6 +2042,7 @@ int main(int argc, char **argv)
 	    {"kvstore", bench_kvstore},
 	    /* starts ignis-kvstored ($IGNIS_KVSTORED, else the build tree's) */
 	    {"moves", bench_moves},
+	    {"reuse", bench_reuse},
 	};
 	enum { NPARTS = sizeof(parts) / sizeof(parts[0]) };
 	size_t run[64], nrun = 0;
