@@ -1022,6 +1022,22 @@ static void door__submit_msg(const struct door_req *r, struct msg *q)
 		sq->stop.v[i].text = msg_str_of(r->stops[i]);
 }
 
+/* Wait for the operation on entry f; false, with f->rc saying `what`
+ * failed (and a message that was not sent freed), when it did. */
+static bool door__landed(struct door_flight *f, const char *what, bool sending)
+{
+	int rv;
+
+	nng_aio_wait(f->aio);
+	rv = nng_aio_result(f->aio);
+	if (!rv)
+		return true;
+	if (sending)
+		nng_msg_free(nng_aio_get_msg(f->aio));
+	f->rc = tp_nng_err(&f->eb, rv, what);
+	return false;
+}
+
 /* Send the flights' messages together, then take their answers (d->mu not
  * held). Each flight's rc and rx say how it went. */
 static void door__fly(nng_socket ws, struct door_flight *f, uint32_t n)
@@ -1046,32 +1062,17 @@ static void door__fly(nng_socket ws, struct door_flight *f, uint32_t n)
 		nng_ctx_send(f[i].ctx, f[i].aio);
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		int rv;
-
 		if (f[i].rc)
 			continue;
-		nng_aio_wait(f[i].aio);
-		rv = nng_aio_result(f[i].aio);
-		f[i].nm = NULL; /* nng's now, or freed below */
-		if (rv) {
-			nng_msg_free(nng_aio_get_msg(f[i].aio));
-			f[i].rc = tp_nng_err(&f[i].eb, rv, "send");
+		f[i].nm = NULL; /* nng's now, or freed by door__landed */
+		if (!door__landed(&f[i], "send", true))
 			continue;
-		}
 		nng_aio_set_timeout(f[i].aio, DOOR_CALL_MS);
 		nng_ctx_recv(f[i].ctx, f[i].aio);
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		int rv;
-
-		if (f[i].rc)
+		if (f[i].rc || !door__landed(&f[i], "receive", false))
 			continue;
-		nng_aio_wait(f[i].aio);
-		rv = nng_aio_result(f[i].aio);
-		if (rv) {
-			f[i].rc = tp_nng_err(&f[i].eb, rv, "receive");
-			continue;
-		}
 		f[i].rc = tp_decode(nng_aio_get_msg(f[i].aio), &f[i].rx, &f[i].eb);
 		nng_aio_set_msg(f[i].aio, NULL);
 		if (!f[i].rc)

@@ -476,16 +476,16 @@ int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_err
 	return IG_E_OK;
 }
 
-/* Reserve a sequence's whole reservation and a fresh state (an admission
- * or a restore: the plan counted the free pages, so they fit). */
-static int eng__take_pages(struct eng *e, struct eng_seq *s, struct ig_errbuf *eb)
+int eng__take_pages(struct eng *e, struct eng_seq *s, const uint32_t *shared, uint32_t n_shared,
+                    uint32_t pages, struct ig_errbuf *eb)
 {
 	int err = 0, rc;
 
-	if (!kvpool_try_reserve(e->kv, &s->ms.kv, (uint32_t)s->sch.id, s->sch.pages, &err))
+	if (!kvpool_try_reserve_after(e->kv, &s->ms.kv, (uint32_t)s->sch.id, shared, n_shared,
+	                              pages, &err))
 		return ig_errf(eb, err ? err : IG_E_INVAL,
-		               "request %llu: %u pages did not fit where the plan saw %u free",
-		               (unsigned long long)s->sch.id, s->sch.pages, e->kv->n_free);
+		               "request %llu: %u fresh pages did not fit where the plan saw %u free",
+		               (unsigned long long)s->sch.id, pages - n_shared, e->kv->n_free);
 	rc = e->be->ops->seq_init(e->be, e->d, &s->ms, eb);
 	if (rc) {
 		kvpool_free(e->kv, &s->ms.kv);
@@ -502,7 +502,7 @@ static int eng__restores(struct eng *e, struct ig_errbuf *eb)
 	for (uint32_t k = 0; k < e->r.n_restore; k++) {
 		uint32_t slot = e->snap_slot[e->r.restore[k]];
 		struct eng_seq *s = &e->seqs[slot];
-		int rc = eng__take_pages(e, s, eb);
+		int rc = eng__take_pages(e, s, NULL, 0, s->sch.pages, eb);
 
 		if (rc)
 			return rc;
@@ -573,7 +573,7 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 			 * or, for the same prompt, its first token at once */
 			rc = engru_admit(e, s, &first, eb);
 		} else {
-			rc = eng__take_pages(e, s, eb);
+			rc = eng__take_pages(e, s, NULL, 0, s->sch.pages, eb);
 			s->sch.phase = SCHED_PREFILL;
 		}
 		if (rc)

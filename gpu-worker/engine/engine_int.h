@@ -147,6 +147,11 @@ struct eng_seq *eng__xfer_seq(struct eng *e, const struct eng_xfer *x, enum sche
 void eng__xfer_quiet(struct eng *e, uint32_t slot);
 /* Its pages and state back (after any copy of them in flight). */
 void eng__release_state(struct eng *e, struct eng_seq *s);
+/* Reserve its pages (the first n_shared listed from `shared`, counted
+ * again; the rest fresh: the plan counted them, so they fit) and a fresh
+ * state: an admission or a restore. */
+int eng__take_pages(struct eng *e, struct eng_seq *s, const uint32_t *shared, uint32_t n_shared,
+                    uint32_t pages, struct ig_errbuf *eb);
 /* Prefill it again from the start, its generated tokens replayed. */
 int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_errbuf *eb);
 

@@ -242,20 +242,12 @@ int engru_admit(struct eng *e, struct eng_seq *s, const float **first, struct ig
 	uint32_t i = (uint32_t)s->ck;
 	struct eng_ckpt *c = &e->ck[i];
 	uint32_t full = engru__shared(e, c->n);
-	int err = 0, rc;
+	int rc;
 
 	*first = NULL;
-	if (!kvpool_try_reserve_after(e->kv, &s->ms.kv, (uint32_t)s->sch.id, c->kv.table, full,
-	                              engru__paged(e) ? s->pages_all : 0, &err))
-		return ig_errf(eb, err ? err : IG_E_INVAL,
-		               "request %llu: %u fresh pages did not fit where the plan saw %u free",
-		               (unsigned long long)s->sch.id, s->sch.pages, e->kv->n_free);
-	rc = e->be->ops->seq_init(e->be, e->d, &s->ms, eb);
-	if (rc) {
-		kvpool_free(e->kv, &s->ms.kv);
+	rc = eng__take_pages(e, s, c->kv.table, full, engru__paged(e) ? s->pages_all : 0, eb);
+	if (rc)
 		return rc;
-	}
-	s->have_state = true;
 	/* the partial last page: a copy of its own (it writes there next) */
 	if (engru__paged(e) && c->n % KVPOOL_PAGE_TOKENS)
 		rc = e->be->ops->copy_d2d(e->be, kvpool_page(e->kv, s->ms.kv.table[full]),

@@ -122,6 +122,25 @@ static void test_sync_copies(void **state)
 	assert_int_equal(b.ops->copy_d2h(&b, out, dev + 1001, 77, &eb), IG_E_OK);
 	assert_memory_equal(out, in + 1001, 77);
 	assert_int_equal(b.ops->copy_h2d(&b, NULL, NULL, 0, &eb), IG_E_OK);
+	/* inside the device: from one allocation to another, and within one */
+	{
+		uint8_t *dev2 = dev_alloc(&b, 65536);
+
+		assert_int_equal(b.ops->copy_d2d(&b, dev2, dev, 65536, &eb), IG_E_OK);
+		assert_int_equal(b.ops->copy_d2h(&b, out, dev2, 65536, &eb), IG_E_OK);
+		assert_memory_equal(in, out, 65536);
+		assert_int_equal(b.ops->copy_d2d(&b, dev2 + 100, dev2 + 5000, 300, &eb), IG_E_OK);
+		assert_int_equal(b.ops->copy_d2h(&b, out, dev2 + 100, 300, &eb), IG_E_OK);
+		assert_memory_equal(out, in + 5000, 300);
+		/* refused: a host side, a range past its allocation, overlapping ranges */
+		assert_int_equal(b.ops->copy_d2d(&b, dev2, in, 16, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "inside one allocation"));
+		assert_int_equal(b.ops->copy_d2d(&b, dev2 + 65500, dev, 100, &eb), IG_E_INVAL);
+		assert_int_equal(b.ops->copy_d2d(&b, dev2 + 10, dev2, 100, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "overlap"));
+		assert_int_equal(b.ops->copy_d2d(&b, NULL, NULL, 0, &eb), IG_E_OK);
+		b.ops->free(&b, dev2, 65536);
+	}
 	b.ops->free(&b, dev, 65536);
 	b.ops->close(&b);
 	free(in);

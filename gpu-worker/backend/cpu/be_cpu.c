@@ -126,24 +126,38 @@ static bool be_cpu__in_device(const struct be_cpu *c, const void *p, uint64_t n,
 }
 
 /* The checks a copy passes before it runs or is enqueued. */
+/* What is wrong with any copy of n bytes from src to dst, before the sides
+ * are looked at: NULL when nothing (*empty when there is nothing to copy). */
+static const char *be_cpu__plain(const struct be_cpu *c, const void *dst, const void *src,
+                                 uint64_t n, bool *empty)
+{
+	*empty = false;
+	if (!c)
+		return "the backend is not open";
+	if (n == 0) {
+		*empty = true;
+		return NULL;
+	}
+	if (!dst || !src)
+		return "a null pointer";
+	if ((uintptr_t)dst > UINTPTR_MAX - n || (uintptr_t)src > UINTPTR_MAX - n)
+		return "the range wraps around the address space";
+	return NULL;
+}
+
 static int be_cpu__check(const struct be_cpu *c, const char *what, bool d2h, void *dst,
                          const void *src, uint64_t n, struct ig_errbuf *eb)
 {
 	const void *dev = d2h ? src : dst, *host = d2h ? (const void *)dst : src;
-	const char *why = NULL;
+	bool empty;
+	const char *why = be_cpu__plain(c, dst, src, n, &empty);
 	char desc[160];
 
-	if (!c)
-		why = "the backend is not open";
-	else if (n == 0)
+	if (empty)
 		return IG_E_OK;
-	else if (!dst || !src)
-		why = "a null pointer";
-	else if ((uintptr_t)dev > UINTPTR_MAX - n || (uintptr_t)host > UINTPTR_MAX - n)
-		why = "the range wraps around the address space";
-	else if (!be_cpu__in_device(c, dev, n, true))
+	if (!why && !be_cpu__in_device(c, dev, n, true))
 		why = "the device range is not inside one allocation of the simulated device";
-	else if (be_cpu__in_device(c, host, n, false))
+	else if (!why && be_cpu__in_device(c, host, n, false))
 		why = "the host range is device memory (the other direction?)";
 	if (!why)
 		return IG_E_OK;
@@ -347,19 +361,15 @@ static int be_cpu_copy_d2d(struct be *b, void *dst, const void *src, uint64_t n,
                            struct ig_errbuf *eb)
 {
 	struct be_cpu *c = b->priv;
-	const char *why = NULL;
+	bool empty;
+	const char *why = be_cpu__plain(c, dst, src, n, &empty);
 
-	if (!c)
-		why = "the backend is not open";
-	else if (n == 0)
+	if (empty)
 		return IG_E_OK;
-	else if (!dst || !src)
-		why = "a null pointer";
-	else if ((uintptr_t)dst > UINTPTR_MAX - n || (uintptr_t)src > UINTPTR_MAX - n)
-		why = "the range wraps around the address space";
-	else if (!be_cpu__in_device(c, dst, n, true) || !be_cpu__in_device(c, src, n, true))
+	if (!why && (!be_cpu__in_device(c, dst, n, true) || !be_cpu__in_device(c, src, n, true)))
 		why = "a range is not inside one allocation of the simulated device";
-	else if ((const char *)dst < (const char *)src + n && (const char *)src < (const char *)dst + n)
+	else if (!why && (const char *)dst < (const char *)src + n &&
+	         (const char *)src < (const char *)dst + n)
 		why = "the ranges overlap";
 	if (why)
 		return ig_errf(eb, IG_E_INVAL, "copy d2d of %" PRIu64 " bytes (%p to %p): %s", n, src,
