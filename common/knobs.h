@@ -273,6 +273,7 @@ struct knobs {
 	  "the oracle tests: llama.cpp's libraries (tools/install-oracle.sh)")                     \
 	X("IGNIS_ORACLE_LOG", "the oracle tests: llama.cpp's log on stderr")                        \
 	X("IGNIS_OPENAI_MODULE", "http.sh: OpenAI's npm client (tools/install-oracle.sh)")         \
+	X("IGNIS_DUMP_PAGE", "test_metrics: write the page it rendered there (to update want_page)") \
 	X("IGNIS_ORACLE_MEASURE",                                                                  \
 	  "test_model_oracle: print each row's discrepancy, assert nothing")                       \
 	X("IGNIS_QWEN3_TOKENIZER",                                                                 \
