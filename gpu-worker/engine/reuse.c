@@ -222,6 +222,17 @@ void engru_before_plan(struct eng *e)
 		e->st.reuse_given_up_room++;
 		engru__drop(e, (uint32_t)v, ENG_EV_REUSE_GIVEN_UP, "room");
 	}
+	/* a claimant's pages, for the planner, are what moving it would free:
+	 * those it shares with a checkpoint still there do not count (and count
+	 * again once that checkpoint is given up) */
+	for (uint32_t k = 0; k < e->n_slots; k++) {
+		struct eng_seq *s = &e->seqs[k];
+
+		if (s->used && s->cached && s->ms.kv.table &&
+		    (s->sch.phase == SCHED_PREFILL || s->sch.phase == SCHED_READY ||
+		     s->sch.phase == SCHED_DECODE))
+			s->sch.pages = kvpool_private(e->kv, &s->ms.kv);
+	}
 	/* claims whose checkpoint went: the whole prompt again */
 	for (uint32_t k = 0; k < e->n_slots; k++) {
 		struct eng_seq *s = &e->seqs[k];

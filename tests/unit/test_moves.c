@@ -103,6 +103,7 @@ struct run_opts {
 	long kill_after_rounds;    /* kill -9 the daemon after this many rounds of a move out (0:
 	                               never) */
 	long kill_in_after_rounds; /* the same, of a move in */
+	uint32_t retained;         /* device retained slots (prompt reuse; 0: none) */
 };
 
 /* Run the requests; out[i] their tokens. Counts, in *decoded_during_move,
@@ -129,8 +130,18 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 	long moving_rounds = 0, in_rounds = 0;
 	uint64_t windows_at_kill = 0;
 
+	void *slots = NULL;
+	uint64_t slot_bytes = mdesc_state_image_bytes(&r->f.desc);
+
 	memset(ev, 0, sizeof(*ev));
 	*decoded_during_move = 0;
+	if (o->retained) {
+		assert_int_equal(r->be.ops->alloc(&r->be, o->retained * slot_bytes, &slots, &eb),
+		                 IG_E_OK);
+		cfg.retained_device = o->retained;
+		cfg.retained_slot_bytes = slot_bytes;
+		cfg.retained = (struct be_region){slots, o->retained * slot_bytes};
+	}
 	if (o->k) {
 		assert_int_equal(kvc_open(&kout, o->k->dir, &eb), IG_E_OK);
 		assert_int_equal(kvc_open(&kin, o->k->dir, &eb), IG_E_OK);
@@ -217,8 +228,18 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 		assert_int_equal(n_out[i], q[i].max_tokens);
 	}
 	eng_stats(e, st);
-	assert_int_equal(r->kv.n_free, r->kv.n_pages); /* every page back */
+	if (!o->retained)
+		assert_int_equal(r->kv.n_free, r->kv.n_pages); /* every page back */
+	{
+		struct ig_errbuf e2;
+
+		if (!eng_check(e, &e2))
+			fail_msg("the pool's books: %s", e2.msg);
+	}
 	eng_destroy(e);
+	assert_int_equal(r->kv.n_free, r->kv.n_pages); /* and with the checkpoints gone */
+	if (slots)
+		r->be.ops->free(&r->be, slots, o->retained * slot_bytes);
 	kvc_close(kout);
 	kvc_close(kin);
 	if (o->kill_after_rounds || o->kill_in_after_rounds)
@@ -335,6 +356,38 @@ static void test_interactive_moves_decoding_agent(void **state)
 	print_message("# moved %" PRIu64 " bytes out in %" PRIu64 " windows; %" PRIu64
 	              " tokens decoded meanwhile\n",
 	              st.move_out_bytes, st.move_out_windows, during);
+}
+
+/*
+ * Prompt reuse and moves: an agent's prompt is retained; a second agent
+ * starts from it (sharing its full page; its own prompt retained too) and
+ * decodes; an interactive request needing the whole pool has the
+ * checkpoints given up first, then the claimant moved out (the page it
+ * shared counts as its own once the checkpoints are gone, so the move covers
+ * the need); the claimant comes back with pages of its own and finishes with
+ * the tokens it had alone.
+ */
+static void test_claimant_moved(void **state)
+{
+	struct rng g = {test_seed("claimant moved")};
+	struct req q[3];
+	struct events ev;
+	struct eng_stats st;
+	uint64_t during;
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .retained = 2};
+
+	(void)state;
+	fill(&q[0], &g, 70, 8, SCHED_AGENT, false, 0);  /* 2 pages; retained: 2 */
+	fill(&q[1], &g, 80, 40, SCHED_AGENT, true, 30); /* its first 70 are q[0]'s */
+	memcpy(q[1].prompt, q[0].prompt, 70 * sizeof(uint32_t));
+	fill(&q[2], &g, 140, 100, SCHED_INTERACTIVE, true, 40); /* the whole pool */
+	moved_as_alone("a claimant moved", q, 3, &o, 32ull << 20, &ev, &st, &during);
+	assert_int_equal(st.reuse_hits, 1);
+	assert_int_equal(st.reuse_captures, 2);
+	assert_int_equal(st.reuse_given_up_room, 2);
+	assert_int_equal(ev.evicted, 1);
+	assert_int_equal(ev.evicted_id[0], 2); /* the claimant */
+	assert_int_equal(ev.restored, 1);
 }
 
 /* A victim caught in the middle of its prefill goes on prefilling from where
@@ -504,6 +557,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_interactive_moves_decoding_agent),
 	    cmocka_unit_test(test_half_prefilled_victim),
+	    cmocka_unit_test(test_claimant_moved),
 	    cmocka_unit_test(test_give_up_prefills_again),
 	    cmocka_unit_test(test_daemon_killed_mid_move),
 	    cmocka_unit_test(test_straight_to_disk),
