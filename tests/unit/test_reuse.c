@@ -433,6 +433,10 @@ static void test_room(void **state)
 	eng_stats(b.e, &st);
 	assert_int_equal(st.reuse_given_up_room, 1);
 	assert_string_equal(b.log.last_why, "room");
+	/* its own capture found no free page for its partial last page: skipped */
+	assert_int_equal(st.reuse_skips_page, 1);
+	assert_int_equal(b.log.skipped, 1);
+	assert_int_equal(st.checkpoints, 0);
 	bench_close(&b);
 }
 
