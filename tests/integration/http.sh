@@ -22,7 +22,9 @@ m=$work/q3.gguf
 	--name qwen3-tiny 2>/dev/null || fail "mkmodel"
 
 step "the supervisor serves the API on $http"
-"$sup" start --runtime-dir "$rt" --model "$m" --model-max-context 1024 >"$events" 2>&1 &
+# device retained slots: prompts are reused (the texts below must not change)
+"$sup" start --runtime-dir "$rt" --model "$m" --model-max-context 1024 --reuse-retained-device 4 \
+	>"$events" 2>&1 &
 sup_pid=$!
 wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "no start"
 grep '"ignis.supervisor.starting"' "$events" | jq -e --arg h "$http" '.http == $h' >/dev/null ||
@@ -51,7 +53,7 @@ for args in "0 1" "0.9 7"; do
 		fail "completions text differs: $(jq .choices[0].text <<<"$got") vs '$want'"
 	jq -e '.object == "text_completion" and .usage.prompt_tokens > 0 and
 		.usage.completion_tokens + .usage.prompt_tokens == .usage.total_tokens and
-		.usage.prompt_tokens_details.cached_tokens == 0 and
+		.usage.prompt_tokens_details.cached_tokens == .usage.prompt_tokens and
 		(.choices[0].finish_reason == "length" or .choices[0].finish_reason == "stop")' \
 		<<<"$got" >/dev/null || fail "completions shape: $got"
 done
@@ -72,6 +74,29 @@ got=$(post /v1/chat/completions "$body")
 chat_want=$want
 jq -e '.object == "chat.completion" and .choices[0].message.role == "assistant"' <<<"$got" \
 	>/dev/null || fail "chat shape"
+# the same prompt as the nng request just before: started from its checkpoint
+p1=$(jq .usage.prompt_tokens <<<"$got")
+jq -e --argjson n "$p1" '.usage.prompt_tokens_details.cached_tokens == $n' <<<"$got" >/dev/null ||
+	fail "the chat's prompt was not reused: $(jq -c .usage <<<"$got")"
+
+step "a second turn starts where the first one's prompt ended: the same text as run whole"
+chat2="$chat$want<|im_end|>
+<|im_start|>user
+and then?<|im_end|>
+<|im_start|>assistant
+"
+want2=$("$gen" --model "$m" --kv-format compact --prompt "$chat2" --max-tokens 20) ||
+	fail "in-process second turn"
+body2=$(jq -cn --arg a "$want" '{model: "qwen3-tiny", max_tokens: 20, temperature: 0,
+	messages: [{role: "system", content: "be brief"}, {role: "user", content: "hello there"},
+	{role: "assistant", content: $a}, {role: "user", content: "and then?"}]}')
+got2=$(post /v1/chat/completions "$body2")
+[[ $(status) == 200 ]] || fail "second turn: $(status) $got2"
+[[ $(jq -r '.choices[0].message.content' <<<"$got2") == "$want2" ]] ||
+	fail "the second turn differs from its prompt run whole: $got2"
+jq -e --argjson n "$p1" '.usage.prompt_tokens_details.cached_tokens == $n and
+	.usage.prompt_tokens > $n' <<<"$got2" >/dev/null ||
+	fail "the second turn did not start from the first's prompt ($p1 tokens): $(jq -c .usage <<<"$got2")"
 
 step "streams: the pieces add up to the whole answer, then [DONE]; usage when asked"
 sbody=$(jq -c '. + {stream: true, stream_options: {include_usage: true}}' <<<"$body")

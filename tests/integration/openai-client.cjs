@@ -28,7 +28,9 @@ async function main() {
   assert.equal(chat.choices[0].message.role, 'assistant');
   assert.ok(['stop', 'length'].includes(chat.choices[0].finish_reason));
   assert.equal(chat.usage.total_tokens, chat.usage.prompt_tokens + chat.usage.completion_tokens);
-  assert.equal(chat.usage.prompt_tokens_details.cached_tokens, 0);
+  // the server retains prompts (http.sh starts it with device retained
+  // slots): this prompt was run just before, so all of it is reused
+  assert.equal(chat.usage.prompt_tokens_details.cached_tokens, chat.usage.prompt_tokens);
   console.log('ok chat.completions.create');
 
   let text = '';
