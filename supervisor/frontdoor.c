@@ -1549,24 +1549,12 @@ void door_model_of(const struct msg_plan *pl, const struct mdesc *md, struct doo
 	m->serving = pl->model_path.n > 0;
 }
 
-uint64_t door_rejected(struct door *d)
+void door_counts(struct door *d, uint64_t *rejected, uint64_t *queued)
 {
-	uint64_t n;
-
 	pthread_mutex_lock(&d->mu);
-	n = d->n_rejected;
+	*rejected = d->n_rejected;
+	*queued = d->queued;
 	pthread_mutex_unlock(&d->mu);
-	return n;
-}
-
-uint64_t door_queued(struct door *d)
-{
-	uint64_t n;
-
-	pthread_mutex_lock(&d->mu);
-	n = d->queued;
-	pthread_mutex_unlock(&d->mu);
-	return n;
 }
 
 void door_set_worker(struct door *d, pid_t pid, const char *state)

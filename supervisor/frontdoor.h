@@ -79,12 +79,10 @@ void door_model_of(const struct msg_plan *pl, const struct mdesc *md, struct doo
  * <rtdir>/client.lock), listen, and start the threads. IG_E_BUSY when
  * another process holds the lock or the address is in use. */
 int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb);
-/* Messages the door refused because they did not decode, or were of a type
- * it does not take. */
-uint64_t door_rejected(struct door *d);
-/* Submits held at the door until the worker takes them (queued or being
- * sent). */
-uint64_t door_queued(struct door *d);
+/* The messages the door refused (they did not decode, or were of a type it
+ * does not take), and the submits it holds until the worker takes them
+ * (queued or being sent). */
+void door_counts(struct door *d, uint64_t *rejected, uint64_t *queued);
 /* The front door has no access control: a tcp `bind` must be loopback
  * (127.0.0.0/8, ::1, or a name that resolves only to those) unless
  * `allow_remote` (--server-allow-remote). IG_E_CONFIG naming the knob. An

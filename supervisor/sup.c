@@ -603,8 +603,13 @@ int sup_start(const struct sup_opts *o)
 			}
 		}
 		metsrv_note_procs(s.met, s.procs, SUP_NPROC);
-		metsrv_note_rejects(s.met, door_rejected(s.door), s.svc.rejects.total);
-		metsrv_note_queued(s.met, door_queued(s.door));
+		{
+			uint64_t rejected, queued;
+
+			door_counts(s.door, &rejected, &queued);
+			metsrv_note_rejects(s.met, rejected, s.svc.rejects.total);
+			metsrv_note_queued(s.met, queued);
+		}
 		door_set_worker(s.door, s.procs[1].state == PROC_RUNNING ? s.procs[1].pid : 0,
 		                proc_state_name(s.procs[1].state));
 		http_set_ready(s.http, s.procs[1].state == PROC_RUNNING);
