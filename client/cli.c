@@ -11,8 +11,8 @@
  *
  * generate prints the text as it comes (on a terminal, a status line with
  * tokens per second on stderr); with --json, one JSON object a line on
- * stdout for each event: submitted, tokens (ids and text), then done or
- * error. Ctrl-C cancels the request. Exit codes: 0 done, 1 refused or
+ * stdout for each event: submitted, tokens (ids and text), then done (with
+ * the prompt tokens taken from a retained checkpoint, `cached`) or error. Ctrl-C cancels the request. Exit codes: 0 done, 1 refused or
  * failed, 2 bad usage, 130 interrupted.
  */
 #include <errno.h>
@@ -264,9 +264,9 @@ static int cli_generate(struct cli *c)
 
 			if (c->json)
 				printf("{\"event\":\"done\",\"id\":%" PRIu64
-				       ",\"finish\":\"%s\",\"generated\":%u,\"seconds\":%.3f,"
-				       "\"tokens_per_s\":%.1f}\n",
-				       sub.id, ch.finish, ch.generated, dt,
+				       ",\"finish\":\"%s\",\"generated\":%u,\"cached\":%u,"
+				       "\"seconds\":%.3f,\"tokens_per_s\":%.1f}\n",
+				       sub.id, ch.finish, ch.generated, ch.cached, dt,
 				       dt > 0 ? ch.generated / dt : 0.0);
 			else
 				putchar('\n');

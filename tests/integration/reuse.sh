@@ -46,9 +46,14 @@ for args in "--prompt|$base|--max-tokens|24" "--prompt|$base|--max-tokens|24|--t
 	cmp -s "$work/want.$i" "$work/got.$i" || fail "request $i differs from itself alone"
 	i=$((i + 1))
 done
-claims=$(grep -c '"event":"ignis.reuse.claimed"' "$events")
-((claims == 2)) || fail "$claims claims, want 2: $(grep ignis.reuse "$events")"
+# the client says it too: the done event's cached tokens
+"$cli" --runtime-dir "$rt" generate --prompt "$base" --max-tokens 4 --json >"$work/json" ||
+	fail "client --json"
 n=$(printf '%s' "$base" | wc -c) # the byte-level tokenizer: a token a byte
+jq -e --argjson n "$n" 'select(.event == "done") | .cached == $n' "$work/json" >/dev/null ||
+	fail "the done event does not say the $n cached tokens: $(tail -1 "$work/json")"
+claims=$(($(grep -c '"event":"ignis.reuse.claimed"' "$events") - 1))
+((claims == 2)) || fail "$claims claims, want 2: $(grep ignis.reuse "$events")"
 grep '"event":"ignis.reuse.claimed"' "$events" | jq -e --argjson n "$n" '.tokens == $n' >/dev/null ||
 	fail "a claim that is not the whole first prompt ($n tokens): $(grep reuse.claimed "$events")"
 (($(grep -c '"event":"ignis.reuse.captured"' "$events") == 2)) ||
