@@ -408,6 +408,9 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	ev_u64(&e, "kv_pool_pages", pl->pool_pages);
 	ev_u64(&e, "lanes", cfg.lanes);
 	ev_u64(&e, "prefill_chunk", cfg.chunk);
+	/* prompt reuse: checkpoints and shared prefixes in these (docs/adr/0037) */
+	ev_bool(&e, "reuse_prompt", pl->reuse_prompt);
+	ev_u64(&e, "retained_device_slots", cfg.retained_device);
 	ev_u64(&e, "threads", w->d.threads);
 	/* the rounds' scratch, in the workspace line: a round of more tokens
 	 * than a pass holds runs in passes */

@@ -37,6 +37,9 @@ more="$base Then a question that only the second request asks."
 
 step "the same prompt twice, then a longer one: each equals itself alone"
 start --reuse-retained-device 4
+grep '"event":"ignis.gpu_worker.model_loaded"' "$events" |
+	jq -e '.reuse_prompt == true and .retained_device_slots == 4' >/dev/null ||
+	fail "the load event does not say reuse is on with 4 slots"
 i=0
 for args in "--prompt|$base|--max-tokens|24" "--prompt|$base|--max-tokens|24|--temperature|0.8|--seed|5" \
 	"--prompt|$more|--max-tokens|20"; do
@@ -74,6 +77,9 @@ stop
 
 step "--reuse-prompt off: nothing captured or claimed, the same text"
 start --reuse-retained-device 4 --reuse-prompt off
+grep '"event":"ignis.gpu_worker.model_loaded"' "$events" |
+	jq -e '.reuse_prompt == false and .retained_device_slots == 0' >/dev/null ||
+	fail "the load event does not say reuse is off"
 "$cli" --runtime-dir "$rt" generate --prompt "$base" --max-tokens 24 >"$work/off.0" || fail "client"
 "$cli" --runtime-dir "$rt" generate --prompt "$base" --max-tokens 24 >"$work/off.1" || fail "client"
 cmp -s "$work/off.1" "$work/want.0" || fail "different text with reuse off"
