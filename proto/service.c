@@ -237,7 +237,6 @@ static int svc__serve(struct svc *s, struct svc_ctx *c, svc_handler_fn h, void *
 		nng_ctx_recv(c->ctx, c->aio);
 		return rv == NNG_ENOMEM ? IG_E_NOMEM : IG_E_OK;
 	}
-	s->served++;
 	rc = tp_decode(nng_aio_get_msg(c->aio), &rx, &eb);
 	nng_aio_set_msg(c->aio, NULL);
 	if (rc) {
@@ -330,11 +329,6 @@ int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
 		}
 		if (served >= SVC_BATCH_MAX || clk_mono_ms() - t0 >= SVC_BATCH_MS)
 			break;
-	}
-	if (served) {
-		s->batches++;
-		if (served > s->batch_max)
-			s->batch_max = served;
 	}
 	return IG_E_OK;
 }

@@ -83,7 +83,6 @@ struct svc {
 	pthread_cond_t cv;
 	bool sync_ready;
 	struct svc_ctx *ready, **ready_tail; /* received, in order of arrival */
-	uint64_t batches, served, batch_max;  /* svc_poll calls that served any; requests; the most in one */
 	const char *role; /* static string */
 	uint64_t started_ms;
 	bool stop_requested;

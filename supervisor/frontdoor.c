@@ -980,7 +980,7 @@ static bool door__apply_ent(struct door *d, struct door_req *r, const struct msg
 }
 
 /* One message in flight to the worker, on a request context of its own:
- * the pump sends a pass's polls, its cancels and its submits each as one
+ * the pump sends a pass's polls, cancels and submits together as one
  * flight, which the worker answers between two of its rounds (it serves
  * every waiting request there: proto/service.h), so that a pass costs a
  * round, not a round per message. The worker may answer a flight's

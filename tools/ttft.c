@@ -311,6 +311,22 @@ static void run_burst(const char *rt, nng_socket ws, unsigned n)
 	free(th);
 }
 
+/* A whole number in lo..hi, or the run stops naming the flag. */
+static long count_arg(const char *flag, const char *v, long lo, long hi)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno || end == v || *end || n < lo || n > hi) {
+		fprintf(stderr, "ignis-ttft: %s '%s': accepted a whole number in %ld..%ld\n", flag, v,
+		        lo, hi);
+		exit(2);
+	}
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	const char *rt = NULL, *http = NULL;
@@ -329,17 +345,17 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--http") && i + 1 < argc)
 			http = argv[++i];
 		else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-			reps = atoi(argv[++i]);
+			reps = (int)count_arg("--reps", argv[++i], 1, 100000);
 		else if (!strcmp(argv[i], "--burst") && i + 1 < argc)
-			burst = (unsigned)atoi(argv[++i]);
+			burst = (unsigned)count_arg("--burst", argv[++i], 0, 4096);
 		else {
 			fprintf(stderr, "usage: ignis-ttft --runtime-dir RT --http HOST:PORT [--reps N] "
 			                "[--burst N]\n");
 			return 2;
 		}
 	}
-	if (!rt || !http || reps < 1)
-		die("arguments", "--runtime-dir and --http are needed, --reps at least 1");
+	if (!rt || !http)
+		die("arguments", "--runtime-dir and --http are needed");
 	if (igc_connect(&c, NULL, rt, &err) || igc_model_info(c, &mi, &err))
 		die("connect", err.message);
 	if (tp_dial(&ws, rt, "gpu-worker", 10000, &eb))

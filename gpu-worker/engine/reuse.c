@@ -24,10 +24,11 @@
  *
  * Giving up, when a capture finds no free slot or an admission lacks pages:
  * checkpoints before shared prefixes, agent before interactive, then the
- * least recently used;
- * never one a waiting request counts on for the capture, nor the one the
- * request lacking pages counts on. A capture that finds nothing to give up
- * is skipped and counted.
+ * least recently used; for a capture never one a waiting request counts on,
+ * for room never the one the request lacking pages counts on (a later
+ * request's claim does not hold room: the first in line would wait for it,
+ * and it behind the first). A capture that finds nothing to give up is
+ * skipped and counted.
  */
 #include "engine_int.h"
 
@@ -173,10 +174,11 @@ static bool engru__counted_on(const struct eng *e, uint32_t i)
 	return false;
 }
 
-/* The checkpoint to give up first (agent before interactive, then the least
- * recently used), `spare` and those waiting requests count on excepted, and
- * with `freeing` only one whose giving up frees a page; -1 when none. */
-static int32_t engru__victim(const struct eng *e, int32_t spare, bool freeing)
+/* The checkpoint to give up first (checkpoints before prefixes, agent before
+ * interactive, then the least recently used), `spare` excepted; for a
+ * capture (`for_room` false) those waiting requests count on too; for room
+ * only one whose giving up frees a page. -1 when none. */
+static int32_t engru__victim(const struct eng *e, int32_t spare, bool for_room)
 {
 	int32_t best = -1;
 
@@ -184,18 +186,37 @@ static int32_t engru__victim(const struct eng *e, int32_t spare, bool freeing)
 		const struct eng_ckpt *c = &e->ck[i];
 		const struct eng_ckpt *b = best >= 0 ? &e->ck[best] : NULL;
 
-		if (!c->used || (int32_t)i == spare || (freeing && !kvpool_private(e->kv, &c->kv)))
+		if (!c->used || (int32_t)i == spare || (for_room && !kvpool_private(e->kv, &c->kv)))
 			continue;
 		/* checkpoints before prefixes, agent before interactive, then LRU */
 		if (b && (c->kind != b->kind   ? c->kind != ENG_CK_CHECKPOINT
 		          : c->cls != b->cls ? c->cls != SCHED_AGENT
 		                             : c->used_at >= b->used_at))
 			continue;
-		if (engru__counted_on(e, i))
+		/* room is never refused for a later request's claim: the first in
+		 * line would wait for it, and it behind the first */
+		if (!for_room && engru__counted_on(e, i))
 			continue;
 		best = (int32_t)i;
 	}
 	return best;
+}
+
+/* Claims whose checkpoint went: the whole prompt again. */
+static void engru__validate(struct eng *e)
+{
+	for (uint32_t k = 0; k < e->n_slots; k++) {
+		struct eng_seq *s = &e->seqs[k];
+
+		if (!s->used || s->sch.phase != SCHED_WAITING || s->ck < 0)
+			continue;
+		if (!e->ck[s->ck].used || e->ck[s->ck].gen != s->ck_gen) {
+			e->st.reuse_misses_given_up++;
+			s->ck = -1;
+			s->sch.pages = s->pages_all;
+			s->sch.prefilled = 0;
+		}
+	}
 }
 
 void engru_before_plan(struct eng *e)
@@ -204,6 +225,7 @@ void engru_before_plan(struct eng *e)
 
 	if (!e->n_ck)
 		return;
+	engru__validate(e);
 	/* room: the first in line (waiting or moved) that lacks pages has the
 	 * checkpoints given up before any live sequence moves for it */
 	for (uint32_t k = 0; k < e->n_slots; k++) {
@@ -233,19 +255,7 @@ void engru_before_plan(struct eng *e)
 		     s->sch.phase == SCHED_DECODE))
 			s->sch.pages = kvpool_private(e->kv, &s->ms.kv);
 	}
-	/* claims whose checkpoint went: the whole prompt again */
-	for (uint32_t k = 0; k < e->n_slots; k++) {
-		struct eng_seq *s = &e->seqs[k];
-
-		if (!s->used || s->sch.phase != SCHED_WAITING || s->ck < 0)
-			continue;
-		if (!e->ck[s->ck].used || e->ck[s->ck].gen != s->ck_gen) {
-			e->st.reuse_misses_given_up++;
-			s->ck = -1;
-			s->sch.pages = s->pages_all;
-			s->sch.prefilled = 0;
-		}
-	}
+	engru__validate(e); /* the claims of those given up for room */
 }
 
 int engru_admit(struct eng *e, struct eng_seq *s, const float **first, struct ig_errbuf *eb)

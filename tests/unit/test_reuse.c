@@ -440,12 +440,57 @@ static void test_room(void **state)
 	bench_close(&b);
 }
 
+/* The first in line lacks pages the only checkpoint holds, and a request
+ * ranked below it counts on that checkpoint: it is given up all the same
+ * (else each would wait for the other), and both run as they would alone. */
+static void test_room_over_a_later_claim(void **state)
+{
+	struct rq a = {0}, big = {0}, later = {0};
+	struct rng g = {13};
+	struct bench b;
+	uint32_t want_big[MAXGEN], want_later[MAXGEN], out[MAXGEN], n_big, n_later, n, cached;
+	struct eng_stats st;
+	uint64_t id_big, id_later;
+
+	(void)state;
+	a.n = 150;
+	fill(&g, a.prompt, 150);
+	a.max_tokens = 8;
+	a.cls = SCHED_AGENT;
+	big.n = 200;
+	fill(&g, big.prompt, 200);
+	big.max_tokens = 20; /* the whole pool */
+	later = a;           /* begins with a's prompt: counts on its checkpoint */
+	later.n = 160;
+	fill(&g, later.prompt + 150, 10);
+	a.smp = big.smp = later.smp = (struct smp_params){0.0f, 0, 1.0f, 0};
+	n_big = alone("tiny-dense", &big, want_big);
+	n_later = alone("tiny-dense", &later, want_later);
+	bench_open(&b, "tiny-dense", 4, 2, 1, 64);
+	submit(&b, &a);
+	drain(&b);
+	id_big = submit(&b, &big);     /* interactive: first in line */
+	id_later = submit(&b, &later); /* agent: behind it, counting on a's */
+	drain(&b);
+	n = result(&b, id_big, out, &cached);
+	assert_int_equal(n, n_big);
+	assert_memory_equal(out, want_big, n * sizeof(uint32_t));
+	n = result(&b, id_later, out, &cached);
+	assert_int_equal(n, n_later);
+	assert_memory_equal(out, want_later, n * sizeof(uint32_t));
+	assert_int_equal(cached, 0); /* its checkpoint went for the room */
+	eng_stats(b.e, &st);
+	assert_int_equal(st.reuse_given_up_room, 1);
+	assert_int_equal(st.reuse_misses_given_up, 1);
+	bench_close(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_dense_exact),   cmocka_unit_test(test_moe_exact),
 	    cmocka_unit_test(test_concurrent),    cmocka_unit_test(test_give_up_order),
-	    cmocka_unit_test(test_room),
+	    cmocka_unit_test(test_room),          cmocka_unit_test(test_room_over_a_later_claim),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
