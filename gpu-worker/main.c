@@ -28,6 +28,8 @@
 #include "gpu-worker/engine/kvclient.h"
 #include "gpu-worker/backend/layout.h"
 #include "model/mfile.h"
+#include "model/seqimg.h"
+#include "xxhash.h"
 #include "common/rtdir.h"
 #include "model/bpe.h"
 #include "model/tokenizer.h"
@@ -55,7 +57,7 @@ struct worker {
 	bool f_open;
 	struct bpe *bpe;        /* a gpt2 vocabulary's tokenizer (model/bpe.h), or NULL */
 	struct tok_vocab vocab; /* what the model's ids mean as text */
-	struct be_model d; /* bound on `be` (be_ops.model_bind) */
+	struct be_model d;      /* bound on `be` (be_ops.model_bind) */
 	bool d_bound;
 	struct kvpool kv;
 	bool kv_ready;
@@ -73,6 +75,7 @@ struct worker {
 	/* moves: two clients of the kvstore daemon, one per direction */
 	char rtdir[RTDIR_PATH_MAX + 1];
 	struct kvc *kv_out, *kv_in;
+	struct kvc *kv_slots; /* retained host slots (prompt reuse) */
 };
 
 /* Everything the model holds, in reverse order of loading. */
@@ -83,7 +86,8 @@ static void worker_unload(struct worker *w)
 	w->n_stops = 0; /* the next engine's ids start again at 1 */
 	kvc_close(w->kv_out);
 	kvc_close(w->kv_in);
-	w->kv_out = w->kv_in = NULL;
+	kvc_close(w->kv_slots);
+	w->kv_out = w->kv_in = w->kv_slots = NULL;
 	if (w->kv_ready)
 		kvpool_release(&w->kv);
 	w->kv_ready = false;
@@ -206,6 +210,7 @@ static void worker_on_event(void *ctx, const struct eng_event *ev)
 	case ENG_EV_REUSE_CLAIMED:
 	case ENG_EV_REUSE_GIVEN_UP:
 		ev_str(&e, "kind", ev->prefix ? "prefix" : "checkpoint");
+		ev_str(&e, "tier", ev->tier ? ev->tier : "device");
 		ev_u64(&e, "tokens", ev->tokens);
 		ev_u64(&e, "slot", ev->slot);
 		ev_u64(&e, "pages", ev->pages);
@@ -259,6 +264,26 @@ static int worker_threads(void)
 
 /* Open the plan's model file, check it is the model planned, place its
  * device weights, book the pool and start the engine. */
+/* What names a model in the retained host slots (docs/adr/0038), which
+ * outlive a worker: the shapes a state has (seqimg_model_id), the KV
+ * format, and the file itself, by its header (every metadata key, the
+ * tokenizer's vocabulary and merges among them, and the tensors' table),
+ * its size, and the first and last 64 KiB of its weights (a fine-tune that
+ * kept every key differs there). A slot from another model, format or
+ * tokenizer is never claimed: its key and model_id are another. */
+static uint64_t worker_reuse_ns(const struct mfile *f, const char *fmt)
+{
+	const struct gguf *g = &f->g;
+	uint64_t head = g->data_offset < g->size ? g->data_offset : g->size;
+	uint64_t rest = g->size - head, piece = rest < 65536 ? rest : 65536;
+	uint64_t v[6] = {
+	    seqimg_model_id(&f->desc),          XXH3_64bits(fmt, strlen(fmt)),
+	    XXH3_64bits(g->base, head),         (uint64_t)g->size,
+	    XXH3_64bits(g->base + head, piece), XXH3_64bits(g->base + g->size - piece, piece)};
+
+	return XXH3_64bits(v, sizeof(v));
+}
+
 static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct ig_errbuf *eb)
 {
 	char path[4097], fmt[17];
@@ -319,10 +344,11 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	    .threads = (uint32_t)worker_threads(),
 	    .states = (uint32_t)pl->lanes,
 	};
-	rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_WORKSPACE, &bo.workspace, eb);
+	rc =
+	    layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_WORKSPACE, &bo.workspace, eb);
 	if (!rc)
-		rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_SAMPLING, &bo.sampling,
-		                      eb);
+		rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_SAMPLING,
+		                      &bo.sampling, eb);
 	if (!rc)
 		rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_LANE_STATE,
 		                      &bo.lane_state, eb);
@@ -390,6 +416,17 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 			goto fail;
 		cfg.retained_slot_bytes = slot;
 		cfg.retained_device = slot ? (uint32_t)(cfg.retained.bytes / slot) : 0;
+		/* host slots: the kvstore daemon's, through a client of their own
+		 * (a capture's or claim's exchange never waits behind a move's) */
+		if (pl->retained_host) {
+			rc = kvc_open(&w->kv_slots, w->rtdir, eb);
+			if (rc)
+				goto fail;
+			cfg.kv_slots = w->kv_slots;
+			cfg.retained_host = (uint32_t)pl->retained_host;
+			cfg.interactive_ttl_s = pl->interactive_ttl_s;
+			cfg.reuse_ns = worker_reuse_ns(&w->f, fmt);
+		}
 	}
 	rc = eng_create(&w->eng, &w->be, &w->d, &w->kv, &cfg, eb);
 	if (!rc)
@@ -411,6 +448,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	/* prompt reuse: checkpoints and shared prefixes in these (docs/adr/0037) */
 	ev_bool(&e, "reuse_prompt", pl->reuse_prompt);
 	ev_u64(&e, "retained_device_slots", cfg.retained_device);
+	ev_u64(&e, "retained_host_slots", cfg.retained_host);
 	ev_u64(&e, "threads", w->d.threads);
 	/* the rounds' scratch, in the workspace line: a round of more tokens
 	 * than a pass holds runs in passes */
@@ -585,8 +623,8 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 		 * special tokens' text becomes them, BOS where the file asks */
 		if (w->bpe)
 			rc = bpe_encode(w->bpe, q->text.p, q->text.n,
-			                BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, w->ids, MSG_TEXT_MAX + 1,
-			                &n, eb);
+			                BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, w->ids,
+			                MSG_TEXT_MAX + 1, &n, eb);
 		else
 			rc = tok_encode(q->text.p, q->text.n, 0, w->ids, MSG_TEXT_MAX + 1, &n, eb);
 		if (rc)
@@ -652,8 +690,8 @@ static void worker_reply_text(const struct worker *w, const uint32_t *out, uint3
 {
 	uint32_t to = visible - from < max ? visible : from + max;
 
-	tok_text_delta(&w->vocab, out, from, to, st->phase == SCHED_DONE && to == visible,
-	               text, cap, ends, n, len);
+	tok_text_delta(&w->vocab, out, from, to, st->phase == SCHED_DONE && to == visible, text,
+	               cap, ends, n, len);
 	if (*n)
 		memcpy(ids, out + from, (size_t)*n * sizeof(uint32_t));
 }
@@ -706,6 +744,7 @@ static void worker_stats(const struct worker *w, struct msg_worker_stats_reply *
 	r->loaded = true;
 	r->pool_pages = w->kv.n_pages;
 	r->used_pages = w->kv.n_pages - st.free_pages;
+	r->retained_pages = st.retained_pages;
 	r->pending_pages = st.pending_pages;
 	r->waiting = st.waiting;
 	r->prefill = st.prefill;
@@ -745,6 +784,12 @@ static void worker_stats(const struct worker *w, struct msg_worker_stats_reply *
 	r->reuse_skips_page = st.reuse_skips_page;
 	r->reuse_given_up_room = st.reuse_given_up_room;
 	r->reuse_given_up_slot = st.reuse_given_up_slot;
+	r->host_checkpoints = st.host_checkpoints;
+	r->reused_host_tokens = st.reused_host_tokens;
+	r->reused_host_prefix_tokens = st.reused_host_prefix_tokens;
+	r->reuse_skips_host_busy = st.reuse_skips_host_busy;
+	r->reuse_skips_host_refused = st.reuse_skips_host_refused;
+	r->reuse_given_up_tier = st.reuse_given_up_tier;
 }
 
 /* Up to MSG_POLL_MANY_MAX requests' tokens in one answer (the front door's

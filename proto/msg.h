@@ -30,7 +30,7 @@
 
 #include "common/err.h"
 
-#define MSG_PROTO_VERSION 8u
+#define MSG_PROTO_VERSION 9u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
 #define MSG_MAX_BYTES (64u * 1024u)
@@ -229,10 +229,12 @@ struct msg_str {
 	F(R, STR, model_path, 0, 4096, _) /* the model file; "" for a built-in description */      \
 	F(R, U64, chunk_tokens, 1, UINT32_MAX, _)                                                  \
 	F(R, U64, default_max_tokens, 1, UINT32_MAX, _)                                            \
-	F(R, U64, move_out_window, 4096, UINT32_MAX, _) /* --reuse-move-out-window-bytes */        \
-	F(R, U64, move_in_window, 4096, UINT32_MAX, _)  /* --reuse-move-in-window-bytes */       \
-	F(R, U64, max_requests, 1, MSG_WORKER_REQUESTS_MAX, _) /* --server-max-requests */       \
-	F(R, BOOL, reuse_prompt, 0, 1, _) /* --reuse-prompt: checkpoints captured and claimed */
+	F(R, U64, move_out_window, 4096, UINT32_MAX, _)        /* --reuse-move-out-window-bytes */ \
+	F(R, U64, move_in_window, 4096, UINT32_MAX, _)         /* --reuse-move-in-window-bytes */  \
+	F(R, U64, max_requests, 1, MSG_WORKER_REQUESTS_MAX, _) /* --server-max-requests */         \
+	F(R, BOOL, reuse_prompt, 0, 1, _) /* --reuse-prompt: checkpoints captured and claimed */   \
+	F(R, U64, retained_host, 0, 1024, _) /* --reuse-retained-host: the kvstore's slots */      \
+	F(R, U64, interactive_ttl_s, 0, UINT32_MAX, _) /* --reuse-retained-interactive-ttl */
 
 /* Requests the gpu-worker keeps, running or finished and not yet forgotten
  * (a submit beyond them forgets the oldest finished one), at most: the
@@ -429,8 +431,9 @@ struct msg_str {
 #define MSG_FIELDS_worker_stats_reply(F, R)                                                        \
 	F(R, BOOL, loaded, 0, 1, _) /* a model is loaded (else every figure is 0) */               \
 	F(R, U64, pool_pages, 0, UINT32_MAX, _)                                                    \
-	F(R, U64, used_pages, 0, UINT32_MAX, _)    /* reserved by admitted requests */             \
-	F(R, U64, pending_pages, 0, UINT64_MAX, _) /* waiting requests will reserve */             \
+	F(R, U64, used_pages, 0, UINT32_MAX, _)     /* reserved by admitted requests */            \
+	F(R, U64, retained_pages, 0, UINT32_MAX, _) /* ... of them only checkpoints hold */        \
+	F(R, U64, pending_pages, 0, UINT64_MAX, _)  /* waiting requests will reserve */            \
 	F(R, U64, waiting, 0, UINT32_MAX, _)                                                       \
 	F(R, U64, prefill, 0, UINT32_MAX, _)                                                       \
 	F(R, U64, ready, 0, UINT32_MAX, _)                                                         \
@@ -469,7 +472,14 @@ struct msg_str {
 	F(R, U64, reuse_skips_slot, 0, UINT64_MAX, _)                                              \
 	F(R, U64, reuse_skips_page, 0, UINT64_MAX, _)                                              \
 	F(R, U64, reuse_given_up_room, 0, UINT64_MAX, _)                                           \
-	F(R, U64, reuse_given_up_slot, 0, UINT64_MAX, _)
+	F(R, U64, reuse_given_up_slot, 0, UINT64_MAX, _)                                           \
+	/* ... host slots (the kvstore daemon's): the part of each figure above */                 \
+	F(R, U64, host_checkpoints, 0, UINT32_MAX, _) /* held in a host slot now */                \
+	F(R, U64, reused_host_tokens, 0, UINT64_MAX, _)                                            \
+	F(R, U64, reused_host_prefix_tokens, 0, UINT64_MAX, _)                                     \
+	F(R, U64, reuse_skips_host_busy, 0, UINT64_MAX, _) /* a host capture already in flight */  \
+	F(R, U64, reuse_skips_host_refused, 0, UINT64_MAX, _) /* the kvstore skipped it */         \
+	F(R, U64, reuse_given_up_tier, 0, UINT64_MAX, _) /* the kvstore gave it up or lost it */
 
 #define MSG_FIELDS_kv_stats_reply(F, R)                                                            \
 	F(R, STR, arena_name, 0, 96, _) /* "" until configured */                                  \

@@ -24,11 +24,23 @@ static uint64_t met__calc_free_pages(const struct met_snap *s)
 	return s->w.pool_pages - s->w.used_pages;
 }
 
+/* Reused tokens: all tiers in reused_tokens (prefixes among them in
+ * reused_prefix_tokens), the host tier's part in reused_host_tokens (its
+ * prefixes in reused_host_prefix_tokens); checked by met_check_worker. */
 static uint64_t met__calc_checkpoint_tokens(const struct met_snap *s)
 {
-	return s->w.reused_tokens > s->w.reused_prefix_tokens
-	           ? s->w.reused_tokens - s->w.reused_prefix_tokens
-	           : 0;
+	return (s->w.reused_tokens - s->w.reused_prefix_tokens) -
+	       (s->w.reused_host_tokens - s->w.reused_host_prefix_tokens);
+}
+
+static uint64_t met__calc_device_prefix_tokens(const struct met_snap *s)
+{
+	return s->w.reused_prefix_tokens - s->w.reused_host_prefix_tokens;
+}
+
+static uint64_t met__calc_host_checkpoint_tokens(const struct met_snap *s)
+{
+	return s->w.reused_host_tokens - s->w.reused_host_prefix_tokens;
 }
 
 static uint64_t met__calc_free_slots(const struct met_snap *s)
@@ -109,6 +121,17 @@ int met_check_worker(const struct msg_worker_stats_reply *r, struct ig_errbuf *e
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
 		               "worker_stats_reply.reused_prefix_tokens: %" PRIu64 " of %" PRIu64,
 		               r->reused_prefix_tokens, r->reused_tokens);
+	if (r->reused_host_tokens > r->reused_tokens ||
+	    r->reused_host_prefix_tokens > r->reused_host_tokens ||
+	    r->reused_host_prefix_tokens > r->reused_prefix_tokens ||
+	    r->reused_tokens - r->reused_prefix_tokens <
+	        r->reused_host_tokens - r->reused_host_prefix_tokens)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "worker_stats_reply.reused_host_tokens: %" PRIu64 " (%" PRIu64
+		               " of them prefixes) of %" PRIu64 " (%" PRIu64
+		               " prefixes); accepted: a part of each",
+		               r->reused_host_tokens, r->reused_host_prefix_tokens,
+		               r->reused_tokens, r->reused_prefix_tokens);
 	if (r->checkpoints > r->retained_slots)
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
 		               "worker_stats_reply.checkpoints: %" PRIu64 " in %" PRIu64
@@ -205,8 +228,9 @@ static bool met__rows(struct met__out *o, enum met_id id)
 			while (*n && k + 8 < sizeof(label)) {
 				size_t nl = strcspn(n, ","), vl = strcspn(val, ",");
 
-				k += (size_t)snprintf(label + k, sizeof(label) - k, "%s%.*s=\"%.*s\"",
-				                      k ? "," : "", (int)nl, n, (int)vl, val);
+				k += (size_t)snprintf(label + k, sizeof(label) - k,
+				                      "%s%.*s=\"%.*s\"", k ? "," : "", (int)nl, n,
+				                      (int)vl, val);
 				n += nl + (n[nl] == ',');
 				val += vl + (val[vl] == ',');
 			}
@@ -298,13 +322,14 @@ int met_render_gateway(FILE *f, const struct met_snap *s, const char *name, uint
 	        "# TYPE vllm:kv_cache_usage_perc gauge\n"
 	        "vllm:kv_cache_usage_perc{model_name=\"%s\"} %.6f\n",
 	        model, w->pool_pages ? (double)w->used_pages / (double)w->pool_pages : 0.0);
-	fprintf(f,
-	        "# HELP vllm:cache_config_info The KV pool's shape: tokens a page (block_size) and "
-	        "pages (num_gpu_blocks).\n"
-	        "# TYPE vllm:cache_config_info gauge\n"
-	        "vllm:cache_config_info{model_name=\"%s\",block_size=\"%u\",num_gpu_blocks=\"%" PRIu64
-	        "\"} 1\n",
-	        model, (unsigned)MDESC_PAGE_TOKENS, w->pool_pages);
+	fprintf(
+	    f,
+	    "# HELP vllm:cache_config_info The KV pool's shape: tokens a page (block_size) and "
+	    "pages (num_gpu_blocks).\n"
+	    "# TYPE vllm:cache_config_info gauge\n"
+	    "vllm:cache_config_info{model_name=\"%s\",block_size=\"%u\",num_gpu_blocks=\"%" PRIu64
+	    "\"} 1\n",
+	    model, (unsigned)MDESC_PAGE_TOKENS, w->pool_pages);
 	return ferror(f) ? -1 : 0;
 }
 

@@ -47,7 +47,10 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	X(KV_PAGE_BYTES, ignis_kv_page_bytes, GAUGE, "", PLAN, "Bytes of one KV pool page.")       \
 	X(KV_POOL_USED, ignis_kv_pool_used_pages, GAUGE, "", WORKER,                               \
 	  "KV pool pages reserved by admitted requests (a request reserves its whole bound at "    \
-	  "admission).")                                                                           \
+	  "admission) and by retained prompt checkpoints.")                                        \
+	X(KV_POOL_RETAINED, ignis_kv_pool_retained_pages, GAUGE, "", WORKER,                       \
+	  "KV pool pages only retained prompt checkpoints hold: given up for an admission "        \
+	  "before any live sequence moves.")                                                       \
 	X(KV_POOL_FREE, ignis_kv_pool_free_pages, GAUGE, "", WORKER, "KV pool pages free.")        \
 	X(KV_POOL_PENDING, ignis_kv_pool_pending_pages, GAUGE, "", WORKER,                         \
 	  "KV pool pages the waiting requests will reserve at their admission.")                   \
@@ -84,11 +87,11 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	X(TTFT, ignis_request_ttft_seconds, HISTOGRAM, "le", WORKER,                               \
 	  "Time from a request's submit to its first generated token, in seconds.")                \
 	X(RETAINED_SLOTS, ignis_retained_device_slots, GAUGE, "state", WORKER,                     \
-	  "Device retained slots by state: used (a prompt checkpoint), free (the host tier's: "   \
-	  "ignis_retained_slots{tier=\"host\"}).")                                                \
+	  "Device retained slots by state: used (a prompt checkpoint), free (the host tier's: "    \
+	  "ignis_retained_slots{tier=\"host\"}).")                                                 \
 	X(RETAINED_REUSED, ignis_retained_reused_tokens_total, COUNTER, "tier,kind", WORKER,       \
 	  "Prompt tokens requests took from retained state instead of prefilling them, by tier "   \
-	  "(device) and kind (checkpoint: a prompt's end; prefix: where two prompts part).")       \
+	  "(device, host) and kind (checkpoint: a prompt's end; prefix: where two prompts part).") \
 	X(RETAINED_CLAIMS, ignis_retained_claims_total, COUNTER, "result", WORKER,                 \
 	  "Requests by what prompt reuse found: hit (started from a checkpoint), no_match, "       \
 	  "given_up (its checkpoint went before it was admitted).")                                \
@@ -96,9 +99,11 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	  "Prompts retained as checkpoints.")                                                      \
 	X(RETAINED_SKIPS, ignis_retained_device_skips_total, COUNTER, "reason", WORKER,            \
 	  "Captures skipped: no_slot (every slot held by a checkpoint a waiting request counts "   \
-	  "on), no_page (no free KV page for the partial last page).")                             \
+	  "on), no_page (no free KV page for the partial last page), host_busy (no device slot "   \
+	  "and a host capture under way), host_refused (the kvstore daemon skipped it).")          \
 	X(RETAINED_GIVEN_UP, ignis_retained_device_given_up_total, COUNTER, "reason", WORKER,      \
-	  "Checkpoints given up: room (for an admission), slot (for a newer capture).")            \
+	  "Checkpoints given up: room (for an admission), slot (for a newer capture), tier (the "  \
+	  "kvstore daemon gave its host slot up or lost it).")                                     \
 	X(PROCESS_UP, ignis_process_up, GAUGE, "role", SUP,                                        \
 	  "1 when the process is running and answered its handshake, else 0.")                     \
 	X(PROCESS_RESTARTS, ignis_process_restarts_total, COUNTER, "role", SUP,                    \
@@ -149,6 +154,7 @@ enum met_id {
 	F(KV_POOL_PAGES, "", pool_pages)                                                           \
 	F(KV_PAGE_BYTES, "", page_bytes)                                                           \
 	F(KV_POOL_USED, "", w.used_pages)                                                          \
+	F(KV_POOL_RETAINED, "", w.retained_pages)                                                  \
 	C(KV_POOL_FREE, "", free_pages)                                                            \
 	F(KV_POOL_PENDING, "", w.pending_pages)                                                    \
 	F(SCHED_REQUESTS, "waiting", w.waiting)                                                    \
@@ -178,15 +184,20 @@ enum met_id {
 	F(RETAINED_SLOTS, "used", w.checkpoints)                                                   \
 	C(RETAINED_SLOTS, "free", free_slots)                                                      \
 	C(RETAINED_REUSED, "device,checkpoint", checkpoint_tokens)                                 \
-	F(RETAINED_REUSED, "device,prefix", w.reused_prefix_tokens)                                \
+	C(RETAINED_REUSED, "device,prefix", device_prefix_tokens)                                  \
+	C(RETAINED_REUSED, "host,checkpoint", host_checkpoint_tokens)                              \
+	F(RETAINED_REUSED, "host,prefix", w.reused_host_prefix_tokens)                             \
 	F(RETAINED_CLAIMS, "hit", w.reuse_hits)                                                    \
 	F(RETAINED_CLAIMS, "no_match", w.reuse_misses)                                             \
 	F(RETAINED_CLAIMS, "given_up", w.reuse_misses_given_up)                                    \
 	F(RETAINED_CAPTURES, "", w.reuse_captures)                                                 \
 	F(RETAINED_SKIPS, "no_slot", w.reuse_skips_slot)                                           \
 	F(RETAINED_SKIPS, "no_page", w.reuse_skips_page)                                           \
+	F(RETAINED_SKIPS, "host_busy", w.reuse_skips_host_busy)                                    \
+	F(RETAINED_SKIPS, "host_refused", w.reuse_skips_host_refused)                              \
 	F(RETAINED_GIVEN_UP, "room", w.reuse_given_up_room)                                        \
-	F(RETAINED_GIVEN_UP, "slot", w.reuse_given_up_slot)
+	F(RETAINED_GIVEN_UP, "slot", w.reuse_given_up_slot)                                        \
+	F(RETAINED_GIVEN_UP, "tier", w.reuse_given_up_tier)
 
 /* One row of MET_ROWS: where its figure is in the snapshot, or how it is
  * computed. */

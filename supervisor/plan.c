@@ -93,6 +93,8 @@ void plan_to_msg(const struct vplan *p, const struct knobs *k, const char *model
 	pl->move_in_window = k->v[KNOB_REUSE_MOVE_IN_WINDOW_BYTES].u;
 	pl->max_requests = k->v[KNOB_SERVER_MAX_REQUESTS].u;
 	pl->reuse_prompt = k->v[KNOB_REUSE_PROMPT].u != 0;
+	pl->retained_host = p->retained_host;
+	pl->interactive_ttl_s = k->v[KNOB_REUSE_RETAINED_INTERACTIVE_TTL].u;
 }
 
 static void plan__lines_fields(struct ev *e, const struct vplan *p)

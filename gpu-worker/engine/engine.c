@@ -96,7 +96,8 @@ int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct
 		               "and default max tokens %u (each >= 1)",
 		               cfg->lanes, cfg->chunk, cfg->max_requests,
 		               (unsigned long long)cfg->context, cfg->default_max_tokens);
-	if (d->states < cfg->lanes || d->states < cfg->slots || (cfg->slots && cfg->slots < cfg->lanes))
+	if (d->states < cfg->lanes || d->states < cfg->slots ||
+	    (cfg->slots && cfg->slots < cfg->lanes))
 		return ig_errf(eb, IG_E_INVAL,
 		               "engine: %u lanes and %u slots, but the model was bound with %u "
 		               "state slots (a running sequence holds one: bind it with states >= "
@@ -331,7 +332,8 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 	s->cap_cut = cut;
 	s->pages_all = pages;
 	s->cached = 0;
-	engru_match(e, s);
+	s->ck_missed = false;
+	engru_match(e, s, true);
 	s->submit_us = clk_mono_us();
 	e->st.submitted++;
 	e->st.prompt_tokens += r->n_prompt;
@@ -370,6 +372,9 @@ bool eng_busy(struct eng *e)
 {
 	if (e->moves &&
 	    (e->xo.step != XS_IDLE || e->xi.step != XS_IDLE || e->n_vq || e->n_iq || e->n_drops))
+		return true;
+	/* the host slots' client has a reply to take or a request to send */
+	if (e->hst.c && (e->hst.waiting || e->hst.n_drops || e->hst.n_touch || e->hst.cap >= 0))
 		return true;
 	e->r.n_restore = e->r.n_victims = 0;
 	return eng__plan(e, eng__snapshot(e)) > 0 || e->r.n_restore > 0 || e->r.n_victims > 0;
@@ -483,9 +488,10 @@ int eng__take_pages(struct eng *e, struct eng_seq *s, const uint32_t *shared, ui
 
 	if (!kvpool_try_reserve_after(e->kv, &s->ms.kv, (uint32_t)s->sch.id, shared, n_shared,
 	                              pages, &err))
-		return ig_errf(eb, err ? err : IG_E_INVAL,
-		               "request %llu: %u fresh pages did not fit where the plan saw %u free",
-		               (unsigned long long)s->sch.id, pages - n_shared, e->kv->n_free);
+		return ig_errf(
+		    eb, err ? err : IG_E_INVAL,
+		    "request %llu: %u fresh pages did not fit where the plan saw %u free",
+		    (unsigned long long)s->sch.id, pages - n_shared, e->kv->n_free);
 	rc = e->be->ops->seq_init(e->be, e->d, &s->ms, eb);
 	if (rc) {
 		kvpool_free(e->kv, &s->ms.kv);
@@ -567,17 +573,22 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 	for (uint32_t k = 0; k < e->r.n_admit; k++) {
 		struct eng_seq *s = &e->seqs[e->snap_slot[e->r.admit[k]]];
 		const float *first = NULL;
+		bool admitted = true;
 
 		if (s->ck >= 0) {
 			/* from a retained checkpoint (reuse.c): the rest of the prompt,
-			 * or, for the same prompt, its first token at once */
-			rc = engru_admit(e, s, &first, eb);
+			 * or, for the same prompt, its first token at once; a host
+			 * checkpoint whose image went leaves it waiting, planned again
+			 * next round with its whole prompt */
+			rc = engru_admit(e, s, &first, &admitted, eb);
 		} else {
 			rc = eng__take_pages(e, s, NULL, 0, s->sch.pages, eb);
 			s->sch.phase = SCHED_PREFILL;
 		}
 		if (rc)
 			return rc;
+		if (!admitted)
+			continue;
 		e->st.admitted++;
 		eng__seq_event(e, ENG_EV_ADMITTED, s);
 		if (first)
@@ -613,6 +624,8 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		/* a shared prefix is retained where the chunk ends (reuse.c) */
 		bool split = s->sch.split && c->from + c->n == s->sch.split;
 
+		if (s->sch.phase != SCHED_PREFILL || c->from != s->sch.prefilled)
+			continue; /* not admitted after all (its claim failed: engru_admit) */
 		e->step_slot[n_steps] = slot;
 		e->steps[n_steps++] =
 		    (struct be_step){&s->ms, s->feed + c->from, c->n, last || split};
@@ -748,10 +761,13 @@ void eng_stats(const struct eng *e, struct eng_stats *st)
 	st->live = st->waiting = st->lanes_used = st->prefill = st->ready = 0;
 	st->moving_out = st->moved = st->moving_in = 0;
 	st->pending_pages = 0;
-	st->checkpoints = 0;
-	st->retained_slots = e->n_ck;
-	for (uint32_t i = 0; i < e->n_ck; i++)
-		st->checkpoints += e->ck[i].used;
+	st->checkpoints = st->host_checkpoints = 0;
+	st->retained_slots = e->n_ck_dev;
+	st->retained_host = e->n_ck - e->n_ck_dev;
+	for (uint32_t i = 0; i < e->n_ck; i++) {
+		st->checkpoints += e->ck[i].used && !e->ck[i].host;
+		st->host_checkpoints += e->ck[i].used && e->ck[i].host && e->ck[i].hs == CKH_HELD;
+	}
 	for (uint32_t i = 0; i < e->n_slots; i++) {
 		const struct eng_seq *s = &e->seqs[i];
 
@@ -769,6 +785,7 @@ void eng_stats(const struct eng *e, struct eng_stats *st)
 			st->pending_pages += s->sch.pages;
 	}
 	st->free_pages = e->kv->n_free;
+	st->retained_pages = engru_retained_pages(e);
 }
 
 const char *eng_finish_name(enum eng_finish f)

@@ -87,13 +87,13 @@ struct eng_event {
 	 * sequences made in them (a move never stops the others) */
 	uint64_t rounds, others_tokens;
 	uint32_t windows;
-	const char *why; /* ENG_EV_LOST, ENG_EV_REUSE_* */
+	const char *why;       /* ENG_EV_LOST, ENG_EV_REUSE_* */
 	uint32_t tokens, slot; /* ENG_EV_REUSE_* */
 	bool prefix;           /* ENG_EV_REUSE_*: a shared prefix, not a prompt's end */
 };
 
 struct eng_cfg {
-	uint32_t lanes;              /* decode lanes, 1..64 */
+	uint32_t lanes; /* decode lanes, 1..64 */
 	/* Sequences that may hold a backend state at once (ADR 0027); 0: `lanes`,
 	 * what the plan's lane_state line holds and the worker runs. More than
 	 * lanes only where the model was bound with that many states (a
@@ -130,6 +130,18 @@ struct eng_cfg {
 	uint32_t retained_device;
 	uint64_t retained_slot_bytes;
 	struct be_region retained;
+	/* Host retained slots (docs/adr/0038): `retained_host` slots of the
+	 * kvstore daemon's (kv_config's retained_slots), reached through
+	 * `kv_slots` (NULL: none). A checkpoint's state goes there, its pages
+	 * stay in the pool as a device checkpoint's. `reuse_ns` names the
+	 * model file, its KV format and tokenizer in every slot's model_id and
+	 * key, so that no other model's slot is claimed. An interactive
+	 * checkpoint idle `interactive_ttl_s` in a host slot ranks as an
+	 * agent's when one is given up. */
+	uint32_t retained_host;
+	struct kvc *kv_slots;
+	uint64_t reuse_ns;
+	uint64_t interactive_ttl_s;
 	/* A nonce that keeps this engine's keys in the tiers apart from an
 	 * earlier worker's (a restarted worker's ids start again at 1). */
 	uint32_t tier_nonce; /* the owner in every key (1..2^31-1, msg.h kv_sweep) */
@@ -191,7 +203,8 @@ struct eng_stats {
 	uint32_t live, waiting, lanes_used;
 	uint32_t prefill, ready; /* live requests in those phases (decode: lanes_used) */
 	uint64_t free_pages;
-	uint64_t pending_pages; /* what the waiting requests will reserve */
+	uint64_t retained_pages; /* held by retained checkpoints and no live sequence */
+	uint64_t pending_pages;  /* what the waiting requests will reserve */
 	/* moves */
 	uint64_t moves_out, moves_in, move_out_bytes, move_in_bytes;
 	uint64_t move_out_windows, move_in_windows;
@@ -202,12 +215,18 @@ struct eng_stats {
 	/* prompt reuse */
 	uint64_t reuse_captures, reuse_hits, reuse_misses; /* misses: no checkpoint matched */
 	uint64_t reuse_misses_given_up; /* claims whose checkpoint went before admission */
-	uint64_t reused_tokens;                            /* prompt tokens not prefilled */
-	uint64_t reused_prefix_tokens;                     /* ... of them from shared prefixes */
-	uint64_t reuse_prefixes;                           /* shared prefixes captured */
+	uint64_t reused_tokens;         /* prompt tokens not prefilled */
+	uint64_t reused_prefix_tokens;  /* ... of them from shared prefixes */
+	uint64_t reuse_prefixes;        /* shared prefixes captured */
 	uint64_t reuse_skips_slot, reuse_skips_page;       /* captures skipped, by reason */
 	uint64_t reuse_given_up_room, reuse_given_up_slot; /* checkpoints given up, by reason */
 	uint32_t checkpoints, retained_slots;              /* retained now; the slots */
+	/* ... the host slots' part */
+	uint32_t host_checkpoints, retained_host;
+	uint64_t reused_host_tokens, reused_host_prefix_tokens;
+	uint64_t reuse_skips_host_busy, reuse_skips_host_refused;
+	uint64_t reuse_given_up_tier;    /* the kvstore gave it up or lost it */
+	uint64_t reuse_host_claim_fails; /* a claimed image no longer there (given_up too) */
 };
 
 /* The bucket bounds above, for readers of eng_stats.ttft. */

@@ -37,6 +37,7 @@ struct eng_seq {
 	int32_t ck;         /* waiting: the checkpoint it will start from, or -1 */
 	uint32_t ck_gen;    /* ... while that entry holds the same checkpoint */
 	uint32_t cached;    /* prompt tokens it took from a checkpoint */
+	bool ck_missed;     /* counted as a miss at its submit */
 };
 
 /* A retained prompt checkpoint (docs/adr/0037): the state of a sequence
@@ -45,6 +46,12 @@ struct eng_seq {
  * page its own copy; and the logits of token n-1, so that a prompt equal
  * to tokens takes its first token without running anything. */
 enum eng_ck_kind { ENG_CK_CHECKPOINT = 0, ENG_CK_PREFIX = 1 };
+
+/* A host checkpoint's state (docs/adr/0038): its state image copied out of
+ * the device (CKH_STAGED, waiting for the slots' client), a kv_slot_capture
+ * sent (CKH_CAPTURE), the image in its slot and kv_slot_publish sent
+ * (CKH_PUBLISH), held by the kvstore daemon (CKH_HELD: only then claimed). */
+enum eng_ck_host { CKH_NONE = 0, CKH_STAGED, CKH_CAPTURE, CKH_ADOPT, CKH_PUBLISH, CKH_HELD };
 
 struct eng_ckpt {
 	bool used;
@@ -55,6 +62,39 @@ struct eng_ckpt {
 	enum sched_class cls;
 	uint64_t used_at; /* its capture or last claim, on the engine's reuse clock */
 	uint32_t gen;     /* bumped each time the entry takes another checkpoint */
+	/* a host entry's state is in a slot of the kvstore daemon's, not a
+	 * device retained slot (entries n_ck_dev..n_ck) */
+	bool host;
+	enum eng_ck_host hs;
+	uint32_t hslot;            /* the daemon's slot, */
+	uint64_t hgen, hoff, hsum; /* its generation, offset in the arena, checksum */
+	uint64_t key;              /* the tokens under the engine's reuse_ns */
+	uint64_t used_us;          /* clk_mono_us of its capture or last claim (TTL) */
+};
+
+/* The host slots' client: one request in flight; a capture at a time, its
+ * image staged in `stage` meanwhile. */
+enum eng_hstep { HS_IDLE = 0, HS_DROP, HS_CAPTURE, HS_ADOPT, HS_PUBLISH, HS_TOUCH };
+
+struct eng_hslot_ref {
+	uint32_t slot;
+	uint64_t gen;
+};
+
+struct eng_host {
+	struct kvc *c;
+	enum eng_hstep step;
+	bool waiting;
+	int32_t cap;                 /* the entry whose capture is under way, or -1 */
+	uint32_t cap_gen;            /* ... while it holds the same checkpoint */
+	void *stage;                 /* its state image, until copied into its slot */
+	void *claim;                 /* a claimed image, checked before it is used */
+	struct eng_hslot_ref *drops; /* slots to drop, each once */
+	uint32_t n_drops, cap_drops;
+	uint64_t *touch; /* keys claimed here: the daemon counts the use (LRU, TTL) */
+	uint32_t n_touch, cap_touch;
+	uint64_t touch_key; /* the one in flight */
+	bool rematch;       /* a checkpoint became claimable: match the waiting again */
 };
 
 /* One direction of moves: one sequence at a time, one window in flight. */
@@ -129,10 +169,12 @@ struct eng {
 	uint64_t *drops;
 	uint32_t n_drops, cap_drops;
 
-	/* prompt reuse: one checkpoint a device retained slot */
+	/* prompt reuse: one checkpoint a device retained slot (entries
+	 * 0..n_ck_dev), then one a host slot (n_ck_dev..n_ck) */
 	struct eng_ckpt *ck;
-	uint32_t n_ck;
+	uint32_t n_ck, n_ck_dev;
 	uint64_t ck_clock;
+	struct eng_host hst;
 };
 
 /* engine.c */
@@ -159,19 +201,27 @@ int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_err
 int engru_init(struct eng *e, struct ig_errbuf *eb);
 void engru_free(struct eng *e);
 /* At submit: the longest checkpoint its prompt begins with, counted on. */
-void engru_match(struct eng *e, struct eng_seq *s);
+void engru_match(struct eng *e, struct eng_seq *s, bool count);
 /* Before a round's plan: claims whose checkpoint went are dropped; a
  * checkpoint is given up for the first waiting request that lacks pages. */
 void engru_before_plan(struct eng *e);
 /* The admission of `s`, which counts on a checkpoint: its pages (the full
  * ones shared), state and position from it. A prompt equal to the
- * checkpoint's takes its first token from the stored logits. */
-int engru_admit(struct eng *e, struct eng_seq *s, const float **first, struct ig_errbuf *eb);
+ * checkpoint's takes its first token from the stored logits. A host
+ * checkpoint whose image is no longer in its slot is given up: `s` stays
+ * waiting, its claim dropped (*admitted false), and is planned again. */
+int engru_admit(struct eng *e, struct eng_seq *s, const float **first, bool *admitted,
+                struct ig_errbuf *eb);
+/* The host slots' client, each round: a reply taken, the next request sent. */
+void engru_host_turn(struct eng *e);
 /* A prompt prefilled to `n` tokens (its end: a checkpoint; where it parts
  * from an earlier prompt: a shared prefix), the logits of token n-1:
  * retained. */
 void engru_capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kind kind,
                    const float *logits);
+/* Pages the checkpoints hold and no live sequence lists (what room could
+ * take from them at most). */
+uint64_t engru_retained_pages(const struct eng *e);
 /* Its pages go back whole on a restore (nothing shared then). */
 void engru_moved_out(struct eng_seq *s);
 

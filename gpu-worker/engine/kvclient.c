@@ -179,6 +179,11 @@ static uint32_t kvc__want(uint32_t req)
 		return MSG_KV_LIST_REPLY;
 	case MSG_KV_STATS:
 		return MSG_KV_STATS_REPLY;
+	case MSG_KV_SLOT_CAPTURE:
+	case MSG_KV_SLOT_CLAIM:
+		return MSG_KV_SLOT;
+	case MSG_KV_SLOT_LIST:
+		return MSG_KV_SLOT_LIST_REPLY;
 	case MSG_PING:
 		return MSG_PONG;
 	case MSG_KV_CONFIG:
@@ -187,6 +192,8 @@ static uint32_t kvc__want(uint32_t req)
 	case MSG_KV_DEMOTE:
 	case MSG_KV_DROP:
 	case MSG_KV_VERIFY:
+	case MSG_KV_SLOT_PUBLISH:
+	case MSG_KV_SLOT_DROP:
 	case MSG_SHUTDOWN:
 		return MSG_ACK;
 	default:
@@ -197,7 +204,8 @@ static uint32_t kvc__want(uint32_t req)
 /* Replies that carry offsets into the arena. */
 static bool kvc__has_offsets(uint32_t type)
 {
-	return type == MSG_KV_RESERVED || type == MSG_KV_SEQ || type == MSG_KV_STAGED;
+	return type == MSG_KV_RESERVED || type == MSG_KV_SEQ || type == MSG_KV_STAGED ||
+	       type == MSG_KV_SLOT;
 }
 
 static int kvc__append(void *ctx, const char *buf, size_t len)
@@ -440,7 +448,8 @@ static int kvc__serve(struct kvc *c, nng_msg *req, uint32_t type, uint64_t deadl
 	stats = kvc__encode(&q, eb, &rc);
 	if (!stats)
 		return rc;
-	if ((type == MSG_KV_RESERVE || type == MSG_KV_FETCH || type == MSG_KV_STAGE) &&
+	if ((type == MSG_KV_RESERVE || type == MSG_KV_FETCH || type == MSG_KV_STAGE ||
+	     type == MSG_KV_SLOT_CAPTURE || type == MSG_KV_SLOT_CLAIM) &&
 	    !c->t_mapped) {
 		rc = kvc__await_config(c, stats, deadline, &waited, eb);
 		if (rc)
@@ -760,7 +769,57 @@ struct kvc_arena kvc_arena(struct kvc *c)
 	return a;
 }
 
+int kvc_slot_now(struct kvc *c, uint32_t slot, struct arena_slot_info *out, struct ig_errbuf *eb)
+{
+	int rc;
+
+	pthread_mutex_lock(&c->mtx);
+	kvc__adopt_map_locked(c);
+	if (!c->map_cur.m.base)
+		rc = ig_errf(eb, IG_E_NOTFOUND, "kvstore at '%s': no arena mapped", c->path);
+	else
+		rc = arena_map_slot(&c->map_cur.m, slot, out, eb);
+	pthread_mutex_unlock(&c->mtx);
+	return rc;
+}
+
 /* ---- requests ---------------------------------------------------------------- */
+
+void kvc_req_slot_capture(struct msg *q, uint64_t key, uint64_t model_id, bool prefix,
+                          const char *cls, uint32_t tokens, uint64_t image_bytes)
+{
+	memset(q, 0, sizeof(*q));
+	q->type = MSG_KV_SLOT_CAPTURE;
+	q->u.kv_slot_capture =
+	    (struct msg_kv_slot_capture){.key = key,
+	                                 .model_id = model_id,
+	                                 .kind = msg_str_of(prefix ? "prefix" : "checkpoint"),
+	                                 .class = msg_str_of(cls),
+	                                 .tokens = tokens,
+	                                 .image_bytes = image_bytes};
+}
+
+void kvc_req_slot_publish(struct msg *q, uint32_t slot, uint64_t gen, uint64_t sum)
+{
+	memset(q, 0, sizeof(*q));
+	q->type = MSG_KV_SLOT_PUBLISH;
+	q->u.kv_slot_publish = (struct msg_kv_slot_publish){.slot = slot, .gen = gen, .sum = sum};
+}
+
+void kvc_req_slot_claim(struct msg *q, uint64_t key, uint64_t model_id)
+{
+	memset(q, 0, sizeof(*q));
+	q->type = MSG_KV_SLOT_CLAIM;
+	q->u.kv_slot_claim =
+	    (struct msg_kv_slot_claim){.key = key, .model_id = model_id, .kind = msg_str_of("")};
+}
+
+void kvc_req_slot_drop(struct msg *q, uint32_t slot, uint64_t gen)
+{
+	memset(q, 0, sizeof(*q));
+	q->type = MSG_KV_SLOT_DROP;
+	q->u.kv_slot_drop = (struct msg_kv_slot_drop){.slot = slot, .gen = gen};
+}
 
 void kvc_req_reserve(struct msg *q, uint64_t seq, uint64_t model_id, uint32_t kv_format,
                      const char *cls, uint64_t image_bytes, uint64_t window_bytes)

@@ -76,6 +76,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "kvram/kvram.h"
 #include "proto/msg.h"
 
 /* A request's default time to complete, from kvc_start: a kvstore restart by
@@ -148,7 +149,22 @@ struct kvc_arena {
 };
 struct kvc_arena kvc_arena(struct kvc *c);
 
+/* Retained host slot `slot` as the current mapping shows it now
+ * (arena_map_slot): a claimant's check, after copying a slot's image out,
+ * that it still holds the generation it claimed. IG_E_NOTFOUND when no
+ * arena is mapped or `slot` is past the last. */
+int kvc_slot_now(struct kvc *c, uint32_t slot, struct arena_slot_info *out, struct ig_errbuf *eb);
+
 /* ---- the requests (msg.h fields; string views must live until kvc_start) ---- */
+
+/* The retained host slots' requests (docs/protocol.md; ADR 0016): a
+ * capture's kv_slot reply carries an offset in the arena, as kv_reserved
+ * does, and is held back the same way after a daemon restart. */
+void kvc_req_slot_capture(struct msg *q, uint64_t key, uint64_t model_id, bool prefix,
+                          const char *cls, uint32_t tokens, uint64_t image_bytes);
+void kvc_req_slot_publish(struct msg *q, uint32_t slot, uint64_t gen, uint64_t sum);
+void kvc_req_slot_claim(struct msg *q, uint64_t key, uint64_t model_id);
+void kvc_req_slot_drop(struct msg *q, uint32_t slot, uint64_t gen);
 
 /* kv_reserve: room for `image_bytes` in windows of `window_bytes`; `cls` is
  * "interactive" or "agent". */

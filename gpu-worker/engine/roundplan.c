@@ -151,8 +151,8 @@ uint32_t sched_plan(const struct sched_cfg *cfg, const struct sched_seq *seqs, u
 			out->decode[out->n_decode++] = i;
 		/* 4. prefill */
 		if (ph == SCHED_PREFILL && budget > 0) {
-			uint32_t end = s->split > s->prefilled && s->split < s->prompt ? s->split
-			                                                                : s->prompt;
+			uint32_t end =
+			    s->split > s->prefilled && s->split < s->prompt ? s->split : s->prompt;
 			uint32_t left = end - s->prefilled;
 			uint32_t take = left < budget ? left : budget;
 

@@ -83,7 +83,7 @@ struct sched_seq {
 	uint32_t pages;   /* its whole reservation */
 	uint32_t prefilled;
 	enum sched_phase phase;
-	bool stay; /* not to be moved now (its last move was refused: the tier is full) */
+	bool stay;      /* not to be moved now (its last move was refused: the tier is full) */
 	uint32_t split; /* 0, or a prompt position a chunk must end at (a shared
 	                   prefix retained there: docs/adr/0037) */
 };

@@ -28,6 +28,10 @@ struct daemon {
 	pid_t pid;
 	uint64_t arena_bytes;
 	uint64_t disk_bytes; /* KV-disk's ceiling; 0: off */
+	/* retained host slots (kv_config's retained_slots, slot_bytes) and the
+	 * interactive TTL; set before daemon_configure */
+	uint32_t slots;
+	uint64_t slot_bytes, ttl_s;
 };
 
 static inline void daemon_start(struct daemon *k)
@@ -67,7 +71,9 @@ static inline void daemon_configure(struct daemon *k)
 	                                       .arena_bytes = k->arena_bytes,
 	                                       .disk_path = msg_str_of(k->disk),
 	                                       .disk_bytes = k->disk_bytes,
-	                                       .interactive_ttl_s = 0};
+	                                       .interactive_ttl_s = k->ttl_s,
+	                                       .retained_slots = k->slots,
+	                                       .slot_bytes = k->slots ? k->slot_bytes : 0};
 	if (tp_call(s, &q, &rx, &eb))
 		fail_msg("kv_config: %s", eb.msg);
 	tp_rx_release(&rx);
@@ -85,9 +91,11 @@ static inline void daemon_stop(struct daemon *k, int sig)
 	k->pid = 0;
 }
 
-/* A fresh daemon named after `tag`, this process and a counter. */
-static inline void daemon_open(struct daemon *k, const char *tag, uint64_t arena_bytes,
-                               uint64_t disk_bytes)
+/* A fresh daemon named after `tag`, this process and a counter; with
+ * `slots` retained host slots of `slot_bytes` (0, 0: none). */
+static inline void daemon_open_slots(struct daemon *k, const char *tag, uint64_t arena_bytes,
+                                     uint64_t disk_bytes, uint32_t slots, uint64_t slot_bytes,
+                                     uint64_t ttl_s)
 {
 	static unsigned n;
 
@@ -104,8 +112,17 @@ static inline void daemon_open(struct daemon *k, const char *tag, uint64_t arena
 	k->disk_bytes = disk_bytes;
 	if (disk_bytes)
 		snprintf(k->disk, sizeof(k->disk), "%s/disk", k->dir);
+	k->slots = slots;
+	k->slot_bytes = slot_bytes;
+	k->ttl_s = ttl_s;
 	daemon_start(k);
 	daemon_configure(k);
+}
+
+static inline void daemon_open(struct daemon *k, const char *tag, uint64_t arena_bytes,
+                               uint64_t disk_bytes)
+{
+	daemon_open_slots(k, tag, arena_bytes, disk_bytes, 0, 0, 0);
 }
 
 static inline void daemon_close(struct daemon *k)

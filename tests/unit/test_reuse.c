@@ -9,6 +9,12 @@
  * free slot gives up an agent checkpoint before an interactive one, then the
  * least recently used; an admission that lacks pages has checkpoints given
  * up before it waits.
+ *
+ * Host slots (docs/adr/0038), in a real kvstore daemon: the same family of
+ * requests from host checkpoints; an image changed in its slot is refused
+ * at the claim (the request runs whole, as alone); a kill -9 of the daemon
+ * with slots held loses none of them; an interactive checkpoint idle past
+ * the TTL is given up as an agent's would be.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,12 +23,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "gpu-worker/engine/engine.h"
+#include "gpu-worker/engine/kvclient.h"
 #include "testutil.h"
 #include "engrig.h"
+#include "kvdrig.h"
 
 #define CONTEXT 512u
 #define MAXGEN  24u
@@ -37,6 +46,7 @@ struct rq {
 
 struct ev_log {
 	uint32_t captured, claimed, given_up, skipped;
+	uint32_t host_captured, host_claimed;
 	char last_why[16];
 };
 
@@ -47,9 +57,11 @@ static void on_event(void *ctx, const struct eng_event *ev)
 	switch (ev->kind) {
 	case ENG_EV_REUSE_CAPTURED:
 		l->captured++;
+		l->host_captured += ev->tier && !strcmp(ev->tier, "host");
 		break;
 	case ENG_EV_REUSE_CLAIMED:
 		l->claimed++;
+		l->host_claimed += ev->tier && !strcmp(ev->tier, "host");
 		break;
 	case ENG_EV_REUSE_GIVEN_UP:
 		l->given_up++;
@@ -70,10 +82,24 @@ struct bench {
 	uint32_t n_slots;
 	struct eng *e;
 	struct ev_log log;
+	/* host slots: a kvstore daemon of their own, and the engine's client */
+	struct daemon k;
+	struct kvc *kc;
 };
+
+/* n_slots device slots and n_host host slots (a daemon started for them;
+ * an interactive checkpoint there ranks as an agent's after ttl_s idle). */
+static void bench_open_host(struct bench *b, const char *preset, uint32_t pages, uint32_t n_slots,
+                            uint32_t n_host, uint64_t ttl_s, uint32_t lanes, uint32_t chunk);
 
 static void bench_open(struct bench *b, const char *preset, uint32_t pages, uint32_t n_slots,
                        uint32_t lanes, uint32_t chunk)
+{
+	bench_open_host(b, preset, pages, n_slots, 0, 0, lanes, chunk);
+}
+
+static void bench_open_host(struct bench *b, const char *preset, uint32_t pages, uint32_t n_slots,
+                            uint32_t n_host, uint64_t ttl_s, uint32_t lanes, uint32_t chunk)
 {
 	struct ig_errbuf eb;
 	struct eng_cfg cfg = {.lanes = lanes,
@@ -90,13 +116,21 @@ static void bench_open(struct bench *b, const char *preset, uint32_t pages, uint
 	b->n_slots = n_slots;
 	b->slot_bytes = mdesc_state_image_bytes(&b->r.f.desc);
 	if (n_slots)
-		assert_int_equal(b->r.be.ops->alloc(&b->r.be, (uint64_t)n_slots * b->slot_bytes,
-		                                    &b->slots, &eb),
-		                 IG_E_OK);
+		assert_int_equal(
+		    b->r.be.ops->alloc(&b->r.be, (uint64_t)n_slots * b->slot_bytes, &b->slots, &eb),
+		    IG_E_OK);
 	cfg.ctx = &b->log;
 	cfg.retained_device = n_slots;
 	cfg.retained_slot_bytes = b->slot_bytes;
 	cfg.retained = (struct be_region){b->slots, (uint64_t)n_slots * b->slot_bytes};
+	if (n_host) {
+		daemon_open_slots(&b->k, "reuse", 4u << 20, 0, n_host, b->slot_bytes, ttl_s);
+		assert_int_equal(kvc_open(&b->kc, b->k.dir, &eb), IG_E_OK);
+		cfg.kv_slots = b->kc;
+		cfg.retained_host = n_host;
+		cfg.interactive_ttl_s = ttl_s;
+		cfg.reuse_ns = 0x1234567;
+	}
 	if (eng_create(&b->e, &b->r.be, &b->r.d, &b->r.kv, &cfg, &eb))
 		fail_msg("eng_create: %s", eb.msg);
 }
@@ -108,6 +142,9 @@ static void bench_close(struct bench *b)
 	assert_int_equal(b->r.kv.n_free, b->r.kv.n_pages);
 	if (b->slots)
 		b->r.be.ops->free(&b->r.be, b->slots, (uint64_t)b->n_slots * b->slot_bytes);
+	kvc_close(b->kc);
+	if (b->k.pid)
+		daemon_close(&b->k);
 	rig_close(&b->r);
 }
 
@@ -146,6 +183,8 @@ static void drain(struct bench *b)
 			fail_msg("the pool's books after round %u: %s", guard, eb.msg);
 		if (ran == 0 && !eng_busy(b->e))
 			break;
+		if (ran == 0)
+			usleep(200); /* a host slot's exchange with the daemon */
 		assert_true(guard < 100000);
 	}
 }
@@ -258,15 +297,15 @@ static void make_family(struct family *f, const char *preset, uint64_t seed)
 	f->cached[8] = 80;
 }
 
-static void family_run(const char *preset, const struct family *f, uint32_t lanes,
-                       uint32_t chunk)
+static void family_run_in(const char *preset, const struct family *f, uint32_t lanes,
+                          uint32_t chunk, uint32_t n_dev, uint32_t n_host)
 {
 	struct bench b;
 	uint32_t out[MAXGEN], n, cached;
 	struct eng_stats st;
 	uint64_t reused = 0;
 
-	bench_open(&b, preset, 64, 8, lanes, chunk);
+	bench_open_host(&b, preset, 64, n_dev, n_host, 300, lanes, chunk);
 	/* one after another: each finds the checkpoints of those before */
 	for (uint32_t i = 0; i < NFAM; i++) {
 		uint64_t id = submit(&b, &f->q[i]);
@@ -286,11 +325,29 @@ static void family_run(const char *preset, const struct family *f, uint32_t lane
 	assert_int_equal(st.reuse_hits, 6);
 	assert_int_equal(b.log.claimed, 6);
 	/* captured: every prompt but the two equal to retained ones, and the
-	 * prefix where 4 parted from 0 */
-	assert_int_equal(st.reuse_captures, NFAM - 1);
+	 * prefix where 4 parted from 0; with host slots, 4's own end may come
+	 * while its prefix's host capture is still under way (no one claims
+	 * it): skipped, or, with device slots, one of those given up for it */
+	assert_int_equal(st.reuse_captures + st.reuse_skips_host_busy, NFAM - 1);
+	assert_true(st.reuse_skips_host_busy <= (n_dev ? 0u : 1u));
+	assert_true(st.reuse_given_up_slot <= (n_host && n_dev ? 1u : 0u));
 	assert_int_equal(st.reuse_prefixes, 1);
-	assert_int_equal(st.checkpoints, NFAM - 1);
+	assert_int_equal(st.checkpoints + st.host_checkpoints,
+	                 st.reuse_captures - st.reuse_given_up_slot);
+	/* the device slots first, then the host ones */
+	assert_int_equal(st.checkpoints, n_dev < NFAM - 1 ? n_dev : NFAM - 1);
+	assert_int_equal(b.log.host_captured, st.host_checkpoints);
+	if (!n_dev) {
+		assert_int_equal(st.reused_host_tokens, reused);
+		assert_int_equal(st.reused_host_prefix_tokens, 160);
+		assert_int_equal(b.log.host_claimed, 6);
+	}
 	bench_close(&b);
+}
+
+static void family_run(const char *preset, const struct family *f, uint32_t lanes, uint32_t chunk)
+{
+	family_run_in(preset, f, lanes, chunk, 8, 0);
 }
 
 static void reuse_exact(const char *preset)
@@ -485,12 +542,187 @@ static void test_room_over_a_later_claim(void **state)
 	bench_close(&b);
 }
 
+/* ---- host slots --------------------------------------------------------- */
+
+/* The family from host slots alone, and from two device slots then host
+ * ones: the same tokens as alone, the same prompt tokens reused. */
+static void test_host_exact(void **state)
+{
+	struct family *f = malloc(sizeof(*f));
+
+	(void)state;
+	assert_non_null(f);
+	make_family(f, "tiny-dense", 41);
+	family_run_in("tiny-dense", f, 1, 7, 0, 8);
+	family_run_in("tiny-dense", f, 4, 64, 2, 8);
+	make_family(f, "tiny-moe", 47);
+	family_run_in("tiny-moe", f, 4, 64, 0, 8);
+	free(f);
+}
+
+/* The held host slot of checkpoint `nth` in the daemon's arena, as the
+ * engine's client maps it. */
+static unsigned char *held_image(struct bench *b)
+{
+	struct kvc_arena a = kvc_arena(b->kc);
+	struct arena_slot_info in;
+	struct ig_errbuf eb;
+
+	for (uint32_t i = 0; i < b->k.slots; i++)
+		if (kvc_slot_now(b->kc, i, &in, &eb) == IG_E_OK && in.state == ARENA_SLOT_HELD)
+			return (unsigned char *)a.base + in.offset;
+	fail_msg("no held host slot");
+	return NULL;
+}
+
+/* A byte of a held image changed: the claim finds it out, gives the
+ * checkpoint up, and the request runs its whole prompt, as alone. */
+static void test_host_damaged(void **state)
+{
+	struct family *f = malloc(sizeof(*f));
+	uint32_t out[MAXGEN], n, cached;
+	struct eng_stats st;
+	struct bench b;
+	unsigned char *img;
+	uint64_t id;
+
+	(void)state;
+	assert_non_null(f);
+	make_family(f, "tiny-dense", 53);
+	bench_open_host(&b, "tiny-dense", 64, 0, 2, 300, 1, 64);
+	id = submit(&b, &f->q[0]);
+	drain(&b);
+	eng_stats(b.e, &st);
+	assert_int_equal(st.host_checkpoints, 1);
+	img = held_image(&b);
+	img[b.r.d.state_bytes / 2] ^= 0x40;
+	id = submit(&b, &f->q[2]); /* would claim q0's 100 tokens */
+	drain(&b);
+	n = result(&b, id, out, &cached);
+	assert_int_equal(cached, 0);
+	assert_int_equal(n, f->n_want[2]);
+	assert_memory_equal(out, f->want[2], n * sizeof(uint32_t));
+	eng_stats(b.e, &st);
+	assert_int_equal(st.reuse_host_claim_fails, 1);
+	assert_int_equal(st.reuse_given_up_tier, 1);
+	assert_int_equal(st.reuse_misses_given_up, 1);
+	assert_int_equal(st.reuse_hits, 0);
+	/* q2's own prompt was captured meanwhile: its extension claims it */
+	id = submit(&b, &f->q[3]);
+	drain(&b);
+	n = result(&b, id, out, &cached);
+	assert_int_equal(cached, 150);
+	assert_memory_equal(out, f->want[3], n * sizeof(uint32_t));
+	bench_close(&b);
+	free(f);
+}
+
+/* kill -9 of the kvstore daemon with host slots held: restarted on the
+ * same arena, it keeps them, and they are claimed as before; captures go
+ * on. */
+static void test_host_daemon_killed(void **state)
+{
+	struct family *f = malloc(sizeof(*f));
+	uint32_t out[MAXGEN], n, cached;
+	struct eng_stats st;
+	struct bench b;
+	uint64_t id;
+
+	(void)state;
+	assert_non_null(f);
+	make_family(f, "tiny-dense", 59);
+	bench_open_host(&b, "tiny-dense", 64, 0, 4, 300, 1, 64);
+	submit(&b, &f->q[0]);
+	drain(&b);
+	submit(&b, &f->q[5]);
+	drain(&b);
+	eng_stats(b.e, &st);
+	assert_int_equal(st.host_checkpoints, 2);
+	daemon_stop(&b.k, SIGKILL);
+	daemon_start(&b.k);
+	daemon_configure(&b.k);
+	id = submit(&b, &f->q[2]);
+	drain(&b);
+	n = result(&b, id, out, &cached);
+	assert_int_equal(cached, 100);
+	assert_memory_equal(out, f->want[2], n * sizeof(uint32_t));
+	id = submit(&b, &f->q[6]);
+	drain(&b);
+	n = result(&b, id, out, &cached);
+	assert_int_equal(cached, 128);
+	assert_memory_equal(out, f->want[6], n * sizeof(uint32_t));
+	/* captured after the restart (q2's prompt), and claimed */
+	id = submit(&b, &f->q[3]);
+	drain(&b);
+	n = result(&b, id, out, &cached);
+	assert_int_equal(cached, 150);
+	assert_memory_equal(out, f->want[3], n * sizeof(uint32_t));
+	eng_stats(b.e, &st);
+	assert_int_equal(st.reuse_given_up_tier, 0);
+	assert_int_equal(st.reused_host_tokens, 100 + 128 + 150);
+	bench_close(&b);
+	free(f);
+}
+
+/* Two host slots hold an interactive checkpoint (a) and an agent's (ag); a
+ * third capture gives one up. Within the TTL the agent's goes; with a's
+ * idle past it, a ranks as an agent's too and, the least recently used,
+ * goes instead. */
+static void ttl_case(uint64_t ttl_s, bool idle)
+{
+	struct rq a = {0}, ag = {0}, c = {0};
+	struct rng g = {61};
+	struct bench b;
+
+	a.n = ag.n = c.n = 40;
+	fill(&g, a.prompt, 40);
+	fill(&g, ag.prompt, 40);
+	fill(&g, c.prompt, 40);
+	a.max_tokens = ag.max_tokens = c.max_tokens = 4;
+	a.smp = ag.smp = c.smp = (struct smp_params){0.0f, 0, 1.0f, 0};
+	ag.cls = SCHED_AGENT;
+	bench_open_host(&b, "tiny-dense", 64, 0, 2, ttl_s, 1, 64);
+	submit(&b, &a);
+	drain(&b);
+	submit(&b, &ag);
+	drain(&b);
+	if (idle)
+		usleep((useconds_t)(ttl_s * 1000000u + 300000u));
+	submit(&b, &c);
+	drain(&b);
+	assert_int_equal(b.log.host_captured, 3);
+	assert_int_equal(b.log.given_up, 1);
+	ag.cls = SCHED_INTERACTIVE;
+	if (idle) {
+		assert_int_equal(one(&b, &ag, 1), 40); /* the agent's is there */
+		assert_int_equal(one(&b, &a, 2), 0);   /* a's went */
+	} else {
+		assert_int_equal(one(&b, &a, 2), 40);
+		assert_int_equal(one(&b, &ag, 1), 0);
+	}
+	bench_close(&b);
+}
+
+static void test_host_ttl(void **state)
+{
+	(void)state;
+	ttl_case(300, false);
+	ttl_case(1, true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_dense_exact),   cmocka_unit_test(test_moe_exact),
-	    cmocka_unit_test(test_concurrent),    cmocka_unit_test(test_give_up_order),
-	    cmocka_unit_test(test_room),          cmocka_unit_test(test_room_over_a_later_claim),
+	    cmocka_unit_test(test_dense_exact),
+	    cmocka_unit_test(test_moe_exact),
+	    cmocka_unit_test(test_concurrent),
+	    cmocka_unit_test(test_give_up_order),
+	    cmocka_unit_test(test_room),
+	    cmocka_unit_test(test_room_over_a_later_claim),
+	    cmocka_unit_test(test_host_exact),
+	    cmocka_unit_test(test_host_damaged),
+	    cmocka_unit_test(test_host_daemon_killed),
+	    cmocka_unit_test(test_host_ttl),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
