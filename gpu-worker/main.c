@@ -29,7 +29,7 @@
 #include "gpu-worker/backend/layout.h"
 #include "model/mfile.h"
 #include "model/seqimg.h"
-#include "xxhash.h"
+#include <xxhash.h>
 #include "common/rtdir.h"
 #include "model/bpe.h"
 #include "model/tokenizer.h"

@@ -52,7 +52,7 @@
 #include "common/clock.h"
 #include "kvclient.h"
 #include "kvram/kvcopy.h"
-#include "xxhash.h"
+#include <xxhash.h>
 
 /* A shared prefix shorter than this is not worth a slot. */
 #define ENGRU_MIN_PREFIX 64u

@@ -164,7 +164,7 @@ step "hostile messages: errors or dropped, never a crash"
 vh=$(printf '%02x' "$("$probe" version)")
 probe_is c1 "code=IG_E_PROTO_MALFORMED"
 probe_is "83a17463a176${vh}a373657100" "code=IG_E_PROTO_UNKNOWN_TYPE"
-probe_is "83a17402a17609a373657100" "code=IG_E_PROTO_VERSION"
+probe_is "83a17402a1767fa373657100" "code=IG_E_PROTO_VERSION"
 probe_is "83a17407a176${vh}a373657100" "code=IG_E_PROTO_UNEXPECTED"
 probe_is "83a17404a176${vh}a6726561736f6ea0" "code=IG_E_PROTO_UNEXPECTED" # shutdown: not here
 probe_is "83a1742aa176${vh}a2696401" "code=IG_E_PROTO_MISSING_FIELD"     # fd_poll, id only

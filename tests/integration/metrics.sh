@@ -118,7 +118,8 @@ awk '$1 == "ignis_request_ttft_seconds_sum" { exit !($2 > 0) }' "$work/page1" ||
 [[ $(val ignis_kv_pool_used_pages) == "$(val ignis_kv_pool_retained_pages)" ]] ||
 	fail "pages still used after every request ended: $(val ignis_kv_pool_used_pages), of them $(val ignis_kv_pool_retained_pages) retained"
 [[ $(val ignis_kv_pool_retained_pages) -gt 0 ]] || fail "no page retained with host slots on"
-[[ $(val ignis_kv_pool_free_pages) == $(val ignis_kv_pool_pages) ]] || fail "free pages != the pool"
+(($(val ignis_kv_pool_free_pages) + $(val ignis_kv_pool_used_pages) == $(val ignis_kv_pool_pages))) ||
+	fail "free $(val ignis_kv_pool_free_pages) + used $(val ignis_kv_pool_used_pages) pages != the pool"
 for st in waiting prefill ready decode; do
 	[[ $(val "ignis_scheduler_requests{state=\"$st\"}") == 0 ]] || fail "requests still $st"
 done

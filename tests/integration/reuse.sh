@@ -6,6 +6,10 @@
 # (ignis.reuse.claimed, with the tokens not prefilled); every text equals
 # the same request run alone in this process (ignis-generate --model),
 # greedy and sampled. With --reuse-prompt off nothing is captured.
+# Host slots (docs/adr/0038): the default tier, the kvstore daemon's; a
+# checkpoint held there survives a kill -9 of the daemon and is claimed
+# after it, the text unchanged; an interactive checkpoint idle past
+# --reuse-retained-interactive-ttl is given up before an agent's.
 #   reuse.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: reuse.sh BUILD_DIR}
@@ -74,6 +78,56 @@ u=$(curl -s "$http/v1/completions" -d "$body" | jq -c .usage)
 jq -e '.prompt_tokens_details.cached_tokens == 0' <<<"$u" >/dev/null ||
 	fail "usage of a prompt no checkpoint begins: $u"
 stop
+
+step "host slots (the default tier): a checkpoint survives kill -9 of the kvstore daemon"
+start --reuse-retained-host 2
+grep '"event":"ignis.gpu_worker.model_loaded"' "$events" |
+	jq -e '.retained_device_slots == 0 and .retained_host_slots == 2' >/dev/null ||
+	fail "the load event does not say 2 host slots and no device one"
+"$cli" --runtime-dir "$rt" generate --prompt "$base" --max-tokens 24 >"$work/host.0" || fail "client"
+cmp -s "$work/host.0" "$work/want.0" || fail "the first request differs from itself alone"
+wait_for 10 grep -q '"event":"ignis.reuse.captured".*"tier":"host"' "$events" ||
+	fail "no host capture: $(grep ignis.reuse "$events")"
+kv_pid=$(grep '"event":"ignis.kvstore.tiers"' "$events" | tail -1 | jq -r .pid)
+kill -9 "$kv_pid"
+wait_for 20 eval '(($(grep -c "\"event\":\"ignis.kvstore.tiers\"" "$events") >= 2))' ||
+	fail "the kvstore daemon did not come back"
+"$cli" --runtime-dir "$rt" generate --prompt "$more" --max-tokens 20 >"$work/host.2" || fail "client"
+cmp -s "$work/host.2" "$work/want.2" || fail "the longer prompt differs from itself alone"
+grep '"event":"ignis.reuse.claimed"' "$events" |
+	jq -e --argjson n "$n" 'select(.tier == "host") | .tokens == $n' >/dev/null ||
+	fail "no claim of the host checkpoint after the restart: $(grep ignis.reuse "$events")"
+host_reused() {
+	curl -s "$IGNIS_SERVER_METRICS_BIND/metrics" |
+		grep -q "^ignis_retained_reused_tokens_total{tier=\"host\",kind=\"checkpoint\"} $n\$"
+}
+wait_for 10 host_reused ||
+	fail "metrics: $(curl -s "$IGNIS_SERVER_METRICS_BIND/metrics" | grep 'reused_tokens_total{')"
+stop
+
+# Two host slots: an interactive checkpoint (A, 40 bytes), an agent's (G, 50),
+# then an interactive capture (C, 60) gives one up: G within the TTL, A once
+# idle past it (it ranks as an agent's then, and is the least recently used).
+ttl_case() { # TTL IDLE_S WANT_TOKENS
+	start --reuse-retained-host 2 --reuse-retained-interactive-ttl "$1"
+	"$cli" --runtime-dir "$rt" generate --prompt "$(printf 'a%.0s' {1..40})" --max-tokens 2 >/dev/null &&
+		"$cli" --runtime-dir "$rt" generate --class agent --prompt "$(printf 'g%.0s' {1..50})" \
+			--max-tokens 2 >/dev/null || fail "client"
+	wait_for 10 eval '(($(grep -c "\"event\":\"ignis.reuse.captured\"" "$events") == 2))' ||
+		fail "captures: $(grep ignis.reuse "$events")"
+	sleep "$2"
+	"$cli" --runtime-dir "$rt" generate --prompt "$(printf 'c%.0s' {1..60})" --max-tokens 2 >/dev/null ||
+		fail "client"
+	wait_for 10 grep -q '"event":"ignis.reuse.given_up"' "$events" || fail "nothing given up"
+	grep '"event":"ignis.reuse.given_up"' "$events" |
+		jq -e --argjson t "$3" '.tokens == $t and .tier == "host" and .reason == "slot"' >/dev/null ||
+		fail "TTL $1, idle $2 s: gave up $(grep ignis.reuse.given_up "$events"); want the $3-token one"
+	stop
+}
+step "host slots: the agent's checkpoint goes first within the TTL"
+ttl_case 300 0 50
+step "host slots: an interactive checkpoint idle past the TTL goes as an agent's would"
+ttl_case 1 2.5 40
 
 step "--reuse-prompt off: nothing captured or claimed, the same text"
 start --reuse-retained-device 4 --reuse-prompt off

@@ -85,7 +85,7 @@ for s in supervisor kvstore gpu-worker; do
 	"$probe" "$rt/$s.sock" hex c1 | grep -q "code=IG_E_PROTO_MALFORMED" || fail "$s: no MALFORMED reply"
 	"$probe" "$rt/$s.sock" hex 83a17463a176${vh}a373657100 | grep -q "code=IG_E_PROTO_UNKNOWN_TYPE" ||
 		fail "$s: no UNKNOWN_TYPE reply"
-	"$probe" "$rt/$s.sock" hex 83a17402a17609a373657100 | grep -q "code=IG_E_PROTO_VERSION" ||
+	"$probe" "$rt/$s.sock" hex 83a17402a1767fa373657100 | grep -q "code=IG_E_PROTO_VERSION" ||
 		fail "$s: no VERSION reply"
 done
 grep -q '"event":"ignis.proto.rejected"' "$events" || fail "no ignis.proto.rejected event"

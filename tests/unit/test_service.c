@@ -192,14 +192,14 @@ static void test_malformed_gets_typed_error(void **state)
 	struct fixture *f = *state;
 	static const unsigned char junk[] = {0xc1};
 	static const unsigned char truncated[] = {0x83, 0xa1, 0x74, 0x02};
-	static const unsigned char v9[] = {0x83, 0xa1, 0x74, 0x02, 0xa1, 0x76,
-	                                   0x09, 0xa3, 0x73, 0x65, 0x71, 0x00};
+	static const unsigned char v127[] = {0x83, 0xa1, 0x74, 0x02, 0xa1, 0x76,
+	                                     0x7f, 0xa3, 0x73, 0x65, 0x71, 0x00};
 	static const unsigned char unknown[] = {
 	    0x83, 0xa1, 0x74, 0x63, 0xa1, 0x76, MSG_PROTO_VERSION, 0xa3, 0x73, 0x65, 0x71, 0x00};
 
 	raw_exchange(f, junk, sizeof(junk), IG_E_PROTO_MALFORMED);
 	raw_exchange(f, truncated, sizeof(truncated), IG_E_PROTO_TRUNCATED);
-	raw_exchange(f, v9, sizeof(v9), IG_E_PROTO_VERSION);
+	raw_exchange(f, v127, sizeof(v127), IG_E_PROTO_VERSION);
 	raw_exchange(f, unknown, sizeof(unknown), IG_E_PROTO_UNKNOWN_TYPE);
 }
 
