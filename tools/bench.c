@@ -363,8 +363,11 @@ static void bench_types(int reps)
 	static const struct {
 		const char *name;
 		enum mfile_dtype dt;
-	} types[] = {{"bf16", MFILE_BF16}, {"q8_0", MFILE_Q8_0}, {"q6_k", MFILE_Q6_K},
-	             {"q4_k", MFILE_Q4_K}, {"q4_0", MFILE_Q4_0}};
+	} types[] = {{"bf16", MFILE_BF16},
+	             {"q8_0", MFILE_Q8_0},
+	             {"q6_k", MFILE_Q6_K},
+	             {"q4_k", MFILE_Q4_K},
+	             {"q4_0", MFILE_Q4_0}};
 	enum { NT = sizeof(types) / sizeof(types[0]) };
 	static const uint32_t lanes[] = {1, 4};
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -551,7 +554,8 @@ static void bench_llama_layout(int reps, enum mdesc_arch arch)
 		}
 		mp.n_gpu_layers = 0;
 		if (!(lm[t] = ll.load(path[t], mp))) {
-			fprintf(stderr, "ignis-bench: llama: llama.cpp could not load %s\n", path[t]);
+			fprintf(stderr, "ignis-bench: llama: llama.cpp could not load %s\n",
+			        path[t]);
 			exit(1);
 		}
 	}
@@ -562,12 +566,15 @@ static void bench_llama_layout(int reps, enum mdesc_arch arch)
 					double tp = 0, td = 0;
 
 					if ((side + r) % 2 == 0) {
-						bench_model_lanes(&f[t], lanes[l], threads, &tp, &td);
+						bench_model_lanes(&f[t], lanes[l], threads, &tp,
+						                  &td);
 						op[l][t] = tp > op[l][t] ? tp : op[l][t];
 						od[l][t] = td > od[l][t] ? td : od[l][t];
 					} else {
-						if (bench_llama_side(&ll, lm[t], lanes[l], threads, &tp, &td)) {
-							fprintf(stderr, "ignis-bench: llama: llama.cpp failed\n");
+						if (bench_llama_side(&ll, lm[t], lanes[l], threads,
+						                     &tp, &td)) {
+							fprintf(stderr, "ignis-bench: llama: "
+							                "llama.cpp failed\n");
 							exit(1);
 						}
 						lp[l][t] = tp > lp[l][t] ? tp : lp[l][t];
@@ -576,11 +583,12 @@ static void bench_llama_layout(int reps, enum mdesc_arch arch)
 				}
 	for (size_t l = 0; l < 2; l++)
 		for (size_t t = 0; t < NT; t++)
-			printf("llama    %-6s %-4s %-6s %4.0f MB %d threads, %u seq%s: prefill %6.0f vs "
+			printf("llama    %-6s %-4s %-6s %4.0f MB %d threads, %u seq%s: prefill "
+			       "%6.0f vs "
 			       "%6.0f tok/s (%.2fx), decode %5.1f vs %5.1f tok/s (%.2fx)\n",
 			       mdesc_arch_name(arch), types[t].name, cop_kernels(),
-			       (double)mdesc_weight_bytes(&f[t].desc) / 1e6, threads,
-			       lanes[l], lanes[l] > 1 ? "s" : " ", op[l][t], lp[l][t],
+			       (double)mdesc_weight_bytes(&f[t].desc) / 1e6, threads, lanes[l],
+			       lanes[l] > 1 ? "s" : " ", op[l][t], lp[l][t],
 			       lp[l][t] > 0 ? op[l][t] / lp[l][t] : 0, od[l][t], ld[l][t],
 			       ld[l][t] > 0 ? od[l][t] / ld[l][t] : 0);
 	for (size_t t = 0; t < NT; t++) {
@@ -1079,7 +1087,7 @@ static void bench_kvstore(int reps)
 #define MV_LANES      3u  /* B, C and D hold them all: A waits off the lanes */
 /* B, C, D, A (ready off the lanes) and I each hold a state (ADR 0027): more
  * slots than lanes, so that only pages make A move, as the scenario says */
-#define MV_SLOTS (MV_LANES + 2u)
+#define MV_SLOTS      (MV_LANES + 2u)
 #define MV_ARENA      (32ull << 20)
 #define MV_MAX_ROUNDS 4096u
 #define MV_MAX_CYCLES 32u
@@ -1105,6 +1113,9 @@ struct mvd {
 	char dir[256], arena[64], bin[4096];
 	pid_t pid;
 	bool made_dir;
+	/* retained host slots to configure (the reuse benchmark); 0: none */
+	uint32_t slots;
+	uint64_t slot_bytes;
 };
 
 /* The daemon binary: $IGNIS_KVSTORED, else the build tree's, next to ours. */
@@ -1254,7 +1265,9 @@ static int mvd_open(struct mvd *k, struct ig_errbuf *eb)
 	                                       .arena_bytes = MV_ARENA,
 	                                       .disk_path = msg_str_of(""),
 	                                       .disk_bytes = 0,
-	                                       .interactive_ttl_s = 0};
+	                                       .interactive_ttl_s = 0,
+	                                       .retained_slots = k->slots,
+	                                       .slot_bytes = k->slots ? k->slot_bytes : 0};
 	rc = tp_call(s, &q, &rx, eb);
 	if (!rc)
 		tp_rx_release(&rx);
@@ -1829,9 +1842,10 @@ static void bench_moves(int reps)
 }
 
 /*
- * Prompt reuse (issue 17; docs/adr/0037): time to first token with retained
- * checkpoints in device slots against none, on the engine in this process
- * (cpu backend, tiny-dense, every thread), the two sides interleaved in each
+ * Prompt reuse (issue 17; docs/adr/0037, 0038): time to first token with
+ * retained checkpoints in device slots, and in host slots (a real kvstore
+ * daemon's), against none, on the engine in this process (cpu backend,
+ * tiny-dense, every thread), the three sides interleaved in each
  * repetition, best of the repetitions per request. Two workloads:
  *   chat    8 turns, each prompt the last one and 10% more (a conversation
  *           that grows: each turn claims the last turn's checkpoint);
@@ -1851,9 +1865,17 @@ struct ru_req {
 	uint32_t shared; /* tokens it shares with an earlier request's prompt */
 };
 
-static double ru_run(struct mfile *f, const struct ru_req *q, uint32_t nq, uint32_t slots,
+/* Where the checkpoints go: nowhere (reuse off), 8 device slots, 8 host
+ * slots of the daemon `ru_kvd`. */
+enum ru_side { RU_OFF = 0, RU_DEVICE, RU_HOST };
+static struct mvd ru_kvd;
+
+static double ru_run(struct mfile *f, const struct ru_req *q, uint32_t nq, enum ru_side side,
                      int threads, double *ttft, uint64_t *cached)
 {
+	static uint64_t runs;
+	uint32_t slots = side == RU_DEVICE ? 8 : 0;
+	struct kvc *kc = NULL;
 	const struct mdesc *m = &f->desc;
 	uint64_t pb = mdesc_page_bytes(m, MDESC_KV_BF16), sb = mdesc_state_image_bytes(m);
 	uint32_t pages = 2 * (RU_CONTEXT / 64) + slots * (RU_CONTEXT / 64);
@@ -1885,6 +1907,13 @@ static double ru_run(struct mfile *f, const struct ru_req *q, uint32_t nq, uint3
 	cfg.retained_device = slots;
 	cfg.retained_slot_bytes = sb;
 	cfg.retained = (struct be_region){sregion, (uint64_t)slots * sb};
+	if (side == RU_HOST) {
+		if (kvc_open(&kc, ru_kvd.dir, &eb))
+			goto fail;
+		cfg.kv_slots = kc;
+		cfg.retained_host = ru_kvd.slots;
+		cfg.reuse_ns = ++runs; /* an earlier run's slots are not this one's */
+	}
 	if (eng_create(&e, &be, &d, &kv, &cfg, &eb))
 		goto fail;
 	for (uint32_t i = 0; i < nq; i++) {
@@ -1897,7 +1926,8 @@ static double ru_run(struct mfile *f, const struct ru_req *q, uint32_t nq, uint3
 		if (eng_submit(e, &r, &adm, &eb))
 			goto fail;
 		do {
-			if (eng_round(e, &ran, &eb) || eng_tokens(e, adm.id, 0, 1, &tok, &n, &st, &eb))
+			if (eng_round(e, &ran, &eb) ||
+			    eng_tokens(e, adm.id, 0, 1, &tok, &n, &st, &eb))
 				goto fail;
 		} while (!n);
 		ttft[i] = now() - t0;
@@ -1908,6 +1938,7 @@ static double ru_run(struct mfile *f, const struct ru_req *q, uint32_t nq, uint3
 				goto fail;
 	}
 	eng_destroy(e);
+	kvc_close(kc);
 	kvpool_release(&kv);
 	be.ops->free(&be, region, (uint64_t)pages * pb);
 	if (sregion)
@@ -1924,36 +1955,39 @@ fail:
 static void ru_workload(struct mfile *f, const char *name, const struct ru_req *q, uint32_t nq,
                         uint32_t first_warm, int threads, int reps)
 {
-	double off[RU_NREQ], on[RU_NREQ], t[RU_NREQ], so = 0, sn = 0;
-	uint64_t cached[RU_NREQ], shared = 0, reused = 0;
+	static const char *const names[] = {"off", "device", "host"};
+	double best[3][RU_NREQ], t[RU_NREQ], sum[3] = {0};
+	uint64_t cached[RU_NREQ], shared = 0, reused[3] = {0};
 
-	for (uint32_t i = 0; i < nq; i++)
-		off[i] = on[i] = 1e30;
+	for (int k = 0; k < 3; k++)
+		for (uint32_t i = 0; i < nq; i++)
+			best[k][i] = 1e30;
 	for (int r = 0; r < reps; r++)
-		for (int side = 0; side < 2; side++) {
-			bool reuse = (side + r) % 2; /* interleaved, each first in turn */
+		for (int k = 0; k < 3; k++) {
+			enum ru_side side =
+			    (enum ru_side)((k + r) % 3); /* interleaved, each first in turn */
 
-			ru_run(f, q, nq, reuse ? 8 : 0, threads, t, cached);
+			ru_run(f, q, nq, side, threads, t, cached);
 			for (uint32_t i = 0; i < nq; i++) {
-				double *best = reuse ? &on[i] : &off[i];
-
-				if (t[i] < *best)
-					*best = t[i];
-				if (reuse && r == 0) {
-					shared += q[i].shared;
-					reused += cached[i];
+				if (t[i] < best[side][i])
+					best[side][i] = t[i];
+				if (r == 0) {
+					shared += side == RU_OFF ? q[i].shared : 0;
+					reused[side] += cached[i];
 				}
 			}
 		}
-	for (uint32_t i = first_warm; i < nq; i++) {
-		so += off[i];
-		sn += on[i];
-	}
-	printf("reuse    %-6s %2u requests, %u threads: %5.1f%% of the shared tokens reused; time "
-	       "to first token of requests %u..%u: %7.1f ms off, %6.1f ms on (%.3fx)\n",
-	       name, nq, threads, shared ? 100.0 * (double)reused / (double)shared : 0.0,
-	       first_warm, nq - 1, 1e3 * so / (nq - first_warm), 1e3 * sn / (nq - first_warm),
-	       so > 0 ? sn / so : 0);
+	for (int k = 0; k < 3; k++)
+		for (uint32_t i = first_warm; i < nq; i++)
+			sum[k] += best[k][i];
+	for (int k = 1; k < 3; k++)
+		printf("reuse    %-6s %-6s %2u requests, %u threads: %5.1f%% of the shared tokens "
+		       "reused; time to first token of requests %u..%u: %7.1f ms off, %6.1f ms on "
+		       "(%.3fx)\n",
+		       name, names[k], nq, threads,
+		       shared ? 100.0 * (double)reused[k] / (double)shared : 0.0, first_warm,
+		       nq - 1, 1e3 * sum[0] / (nq - first_warm), 1e3 * sum[k] / (nq - first_warm),
+		       sum[0] > 0 ? sum[k] / sum[0] : 0);
 }
 
 static void bench_reuse(int reps)
@@ -1974,6 +2008,15 @@ static void bench_reuse(int reps)
 		exit(1);
 	}
 	unlink(path);
+	/* the host slots' daemon: 8 slots of the model's state image */
+	ru_kvd.slots = 8;
+	ru_kvd.slot_bytes = mdesc_state_image_bytes(&f.desc);
+	if (mvd_open(&ru_kvd, &eb)) {
+		fprintf(stderr, "ignis-bench: reuse: %s\n", eb.msg);
+		mvd_dump_log(&ru_kvd);
+		mvd_close(&ru_kvd);
+		exit(1);
+	}
 	/* chat: 1,000 tokens, then 10% more a turn */
 	for (uint32_t t = 0; t < 2048; t++)
 		chat[t] = (t * 2654435761u >> 7) % 256;
@@ -1991,11 +2034,13 @@ static void bench_reuse(int reps)
 	}
 	ru_workload(&f, "system", q, RU_NREQ, 2, threads, reps);
 	mfile_close(&f);
+	mvd_close(&ru_kvd);
 }
 
 static void usage(FILE *f)
 {
-	fputs("usage: ignis-bench [--quick] [--base-kernels] [seqimg|matmul|codec|model|types|llama|kvstore|moves|reuse "
+	fputs("usage: ignis-bench [--quick] [--base-kernels] "
+	      "[seqimg|matmul|codec|model|types|llama|kvstore|moves|reuse "
 	      "...]\n",
 	      f);
 	if (f != stdout)
