@@ -266,20 +266,13 @@ static int worker_threads(void)
  * device weights, book the pool and start the engine. */
 /* What names a model in the retained host slots (docs/adr/0038), which
  * outlive a worker: the shapes a state has (seqimg_model_id), the KV
- * format, and the file itself, by its header (every metadata key, the
- * tokenizer's vocabulary and merges among them, and the tensors' table),
- * its size, and the first and last 64 KiB of its weights (a fine-tune that
- * kept every key differs there). A slot from another model, format or
- * tokenizer is never claimed: its key and model_id are another. */
+ * format, and the file itself (mfile_identity: its header, tokenizer
+ * included, its size, samples of its weights). A slot from another model,
+ * format or tokenizer is never claimed: its key and model_id are another. */
 static uint64_t worker_reuse_ns(const struct mfile *f, const char *fmt)
 {
-	const struct gguf *g = &f->g;
-	uint64_t head = g->data_offset < g->size ? g->data_offset : g->size;
-	uint64_t rest = g->size - head, piece = rest < 65536 ? rest : 65536;
-	uint64_t v[6] = {
-	    seqimg_model_id(&f->desc),          XXH3_64bits(fmt, strlen(fmt)),
-	    XXH3_64bits(g->base, head),         (uint64_t)g->size,
-	    XXH3_64bits(g->base + head, piece), XXH3_64bits(g->base + g->size - piece, piece)};
+	uint64_t v[3] = {seqimg_model_id(&f->desc), XXH3_64bits(fmt, strlen(fmt)),
+	                 mfile_identity(f)};
 
 	return XXH3_64bits(v, sizeof(v));
 }

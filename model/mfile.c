@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <xxhash.h>
+
 #include "bpe.h"
 #include "chat.h"
 #include "quant.h"
@@ -295,8 +297,8 @@ static int mfile__pattern(struct mfile *f, uint32_t blocks, struct ig_errbuf *eb
 	struct gguf_arr arr;
 	const uint8_t *rec;
 	uint32_t interval = 0;
-	int rc = mfile__arch_key(f, "attention.recurrent_layers", false, key, sizeof key, &found,
-	                         eb);
+	int rc =
+	    mfile__arch_key(f, "attention.recurrent_layers", false, key, sizeof key, &found, eb);
 
 	if (rc)
 		return rc;
@@ -315,11 +317,12 @@ static int mfile__pattern(struct mfile *f, uint32_t blocks, struct ig_errbuf *eb
 			interval = i + 1;
 	for (uint32_t i = 0; i < d->layers; i++)
 		if (!interval || (rec[i] != 0) != ((i + 1) % interval != 0))
-			return ig_errf(eb, IG_E_INVAL,
-			               "'%s': %s: layer %u is %s; Ignis runs one full-attention layer "
-			               "every N (layer i full when (i + 1) %% N == 0), with at least "
-			               "one",
-			               f->g.path, key, i, rec[i] ? "linear" : "full attention");
+			return ig_errf(
+			    eb, IG_E_INVAL,
+			    "'%s': %s: layer %u is %s; Ignis runs one full-attention layer "
+			    "every N (layer i full when (i + 1) %% N == 0), with at least "
+			    "one",
+			    f->g.path, key, i, rec[i] ? "linear" : "full attention");
 	d->full_interval = interval;
 	return IG_E_OK;
 }
@@ -334,13 +337,13 @@ static int mfile__meta_hybrid(struct mfile *f, uint32_t blocks, struct ig_errbuf
 	int rc;
 
 	d->attn_ungated = false;
-	if ((rc = mfile__arch_u32_from(f, "nextn_predict_layers", false, 0, 0, &d->mtp_layers,
-	                               eb)))
+	if ((rc = mfile__arch_u32_from(f, "nextn_predict_layers", false, 0, 0, &d->mtp_layers, eb)))
 		return rc;
 	if (d->mtp_layers >= blocks)
-		return ig_errf(eb, IG_E_INVAL,
-		               "'%s': %s.nextn_predict_layers %u leaves no layer of %s.block_count %u",
-		               f->g.path, arch, d->mtp_layers, arch, blocks);
+		return ig_errf(
+		    eb, IG_E_INVAL,
+		    "'%s': %s.nextn_predict_layers %u leaves no layer of %s.block_count %u",
+		    f->g.path, arch, d->mtp_layers, arch, blocks);
 	d->layers = blocks - d->mtp_layers;
 	if ((rc = mfile__pattern(f, blocks, eb)) ||
 	    (rc = mfile__arch_u32(f, "ssm.conv_kernel", true, 0, &d->conv_kernel, eb)) ||
@@ -364,8 +367,8 @@ static int mfile__meta_hybrid(struct mfile *f, uint32_t blocks, struct ig_errbuf
 	if ((rc = mfile__arch_u32(f, "feed_forward_length", false, 0, &ff, eb)) ||
 	    (rc = mfile__arch_u32(f, "expert_count", true, 0, &d->experts, eb)) ||
 	    (rc = mfile__arch_u32(f, "expert_used_count", true, 0, &d->top_k, eb)) ||
-	    (rc = mfile__arch_u32(f, "expert_feed_forward_length", true, 0, &d->expert_inter,
-	                          eb)) ||
+	    (rc =
+	         mfile__arch_u32(f, "expert_feed_forward_length", true, 0, &d->expert_inter, eb)) ||
 	    (rc = mfile__arch_u32(f, "expert_shared_feed_forward_length", ff == 0, ff,
 	                          &d->shared_inter, eb)))
 		return rc;
@@ -411,14 +414,14 @@ static int mfile__meta_llama(struct mfile *f, enum mdesc_arch arch, struct ig_er
 	                          eb)) ||
 	    (rc = mfile__arch_u32(f, "context_length", true, 0, &d->default_context, eb)) ||
 	    (rc = mfile__arch_f32(f, "rope.freq_base", false, 10000.0f, &d->rope_theta, eb)) ||
-	    (rc = mfile__arch_f32(f, "attention.layer_norm_rms_epsilon", true, 0, &d->rms_eps,
-	                          eb)))
+	    (rc = mfile__arch_f32(f, "attention.layer_norm_rms_epsilon", true, 0, &d->rms_eps, eb)))
 		return rc;
 	if (vlen != d->head_dim)
-		return ig_errf(eb, IG_E_INVAL,
-		               "'%s': %s.attention.value_length %u must equal the key length %u (as "
-		               "llama.cpp's %s requires)",
-		               f->g.path, an, vlen, d->head_dim, an);
+		return ig_errf(
+		    eb, IG_E_INVAL,
+		    "'%s': %s.attention.value_length %u must equal the key length %u (as "
+		    "llama.cpp's %s requires)",
+		    f->g.path, an, vlen, d->head_dim, an);
 	if (arch == MDESC_ARCH_QWEN3) {
 		d->attn_ungated = true;
 		d->full_interval = 1;
@@ -426,19 +429,21 @@ static int mfile__meta_llama(struct mfile *f, enum mdesc_arch arch, struct ig_er
 		if ((rc = mfile__arch_u32(f, "feed_forward_length", true, 0, &d->ffn_inter, eb)))
 			return rc;
 		if (d->rope_dims != d->head_dim)
-			return ig_errf(eb, IG_E_INVAL,
-			               "'%s': qwen3.rope.dimension_count %u must equal the key length "
-			               "%u (as llama.cpp's qwen3 requires)",
-			               f->g.path, d->rope_dims, d->head_dim);
+			return ig_errf(
+			    eb, IG_E_INVAL,
+			    "'%s': qwen3.rope.dimension_count %u must equal the key length "
+			    "%u (as llama.cpp's qwen3 requires)",
+			    f->g.path, d->rope_dims, d->head_dim);
 	} else if ((rc = mfile__meta_hybrid(f, blocks, eb))) {
 		return rc;
 	}
 	if (!embd || embd->n_dims != 2)
-		return ig_errf(eb, IG_E_INVAL, "'%s': tensor 'token_embd.weight' (2 dims) is missing",
-		               f->g.path);
+		return ig_errf(eb, IG_E_INVAL,
+		               "'%s': tensor 'token_embd.weight' (2 dims) is missing", f->g.path);
 	if (embd->dims[1] > MFILE_DIM_MAX)
-		return ig_errf(eb, IG_E_INVAL, "'%s': a vocabulary of %llu rows; accepted: up to %u",
-		               f->g.path, (unsigned long long)embd->dims[1], MFILE_DIM_MAX);
+		return ig_errf(eb, IG_E_INVAL,
+		               "'%s': a vocabulary of %llu rows; accepted: up to %u", f->g.path,
+		               (unsigned long long)embd->dims[1], MFILE_DIM_MAX);
 	d->vocab = (uint32_t)embd->dims[1];
 	d->tied_output = gguf_find_tensor(&f->g, "output.weight") == NULL;
 	if (d->family == MDESC_DENSE) {
@@ -475,7 +480,8 @@ static int mfile__meta(struct mfile *f, struct ig_errbuf *eb)
 	if (rc)
 		return ig_errprefix(eb, "'%s' is not a model file", f->g.path);
 	for (int a = MDESC_ARCH_QWEN3; a < MDESC_ARCH_COUNT; a++)
-		if (s.len == strlen(mdesc_arch_name(a)) && !memcmp(s.ptr, mdesc_arch_name(a), s.len))
+		if (s.len == strlen(mdesc_arch_name(a)) &&
+		    !memcmp(s.ptr, mdesc_arch_name(a), s.len))
 			return mfile__meta_llama(f, (enum mdesc_arch)a, eb);
 	if (s.len != strlen(MFILE_ARCH) || memcmp(s.ptr, MFILE_ARCH, s.len))
 		return ig_errf(eb, IG_E_INVAL,
@@ -673,10 +679,11 @@ static int mfile__real_classes(struct mdesc *d, uint32_t (*type_of)(void *ctx, c
 			;
 		if (i == n_gu) {
 			if (n_gu == MDESC_EXPERT_WIDTHS)
-				return ig_errf(eb, IG_E_INVAL,
-				               "the experts' gate and up projections come in more than "
-				               "%u pairs of types; accepted: up to %u",
-				               MDESC_EXPERT_WIDTHS, MDESC_EXPERT_WIDTHS);
+				return ig_errf(
+				    eb, IG_E_INVAL,
+				    "the experts' gate and up projections come in more than "
+				    "%u pairs of types; accepted: up to %u",
+				    MDESC_EXPERT_WIDTHS, MDESC_EXPERT_WIDTHS);
 			gu_key[n_gu++] = key;
 			b = (quant_row_bytes(tg, d->hidden) + quant_row_bytes(tu, d->hidden)) *
 			    d->expert_inter;
@@ -746,8 +753,8 @@ static int mfile__vocab(struct mfile *f, struct ig_errbuf *eb)
 	if (tmpl && (tmpl->type != GGUF_TYPE_STRING ||
 	             chat_template_of(tmpl->v.str.ptr, tmpl->v.str.len, &ct, eb)))
 		return tmpl->type != GGUF_TYPE_STRING
-		           ? ig_errf(eb, IG_E_INVAL, "'%s': tokenizer.chat_template is not a string",
-		                     f->g.path)
+		           ? ig_errf(eb, IG_E_INVAL,
+		                     "'%s': tokenizer.chat_template is not a string", f->g.path)
 		           : ig_errprefix(eb, "'%s': tokenizer.chat_template", f->g.path);
 	rc = bpe_open(&b, &f->g, eb);
 
@@ -824,6 +831,18 @@ out_close:
 void mfile_close(struct mfile *f)
 {
 	gguf_close(&f->g);
+}
+
+uint64_t mfile_identity(const struct mfile *f)
+{
+	const struct gguf *g = &f->g;
+	uint64_t head = g->data_offset < g->size ? g->data_offset : g->size;
+	uint64_t rest = g->size - head, piece = rest < 65536 ? rest : 65536;
+	uint64_t v[4] = {XXH3_64bits(g->base, head), (uint64_t)g->size,
+	                 XXH3_64bits(g->base + head, piece),
+	                 XXH3_64bits(g->base + g->size - piece, piece)};
+
+	return XXH3_64bits(v, sizeof(v));
 }
 
 /* ---- synthetic models ------------------------------------------------------ */
@@ -941,7 +960,8 @@ static uint32_t mfile__q4_k_m(const struct mdesc *m, const char *name)
 	unsigned layer = 0;
 	bool in_layer = sscanf(name, "blk.%u.", &layer) == 1;
 
-	if (!strcmp(name, "output.weight") || (m->tied_output && !strcmp(name, "token_embd.weight")))
+	if (!strcmp(name, "output.weight") ||
+	    (m->tied_output && !strcmp(name, "token_embd.weight")))
 		return GGUF_TENSOR_Q6_K;
 	if (in_layer && (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight"))) {
 		uint32_t i = layer, n = m->layers;
@@ -986,7 +1006,7 @@ struct mfile__gen {
 	const struct mfile_wopts *o;
 	uint64_t done, total; /* tensor bytes generated, of all */
 	uint64_t n_tensors;
-	struct mdesc *desc; /* describe: the figures summed here, or NULL */
+	struct mdesc *desc;    /* describe: the figures summed here, or NULL */
 	const struct mdesc *m; /* the description being written */
 	struct mfile__sum sum;
 };
@@ -1001,7 +1021,8 @@ static int mfile__fill_blocks(const struct mfile__gen *g, const struct gguf_tens
 	enum { RUN = 64 }; /* blocks a run */
 	float *v = malloc((size_t)RUN * q->block_elems * sizeof(float));
 	uint8_t *enc = malloc((size_t)RUN * q->block_bytes);
-	uint64_t b0 = offset / q->block_bytes, b1 = (offset + n + q->block_bytes - 1) / q->block_bytes;
+	uint64_t b0 = offset / q->block_bytes,
+	         b1 = (offset + n + q->block_bytes - 1) / q->block_bytes;
 
 	if (!v || !enc) {
 		free(v);
@@ -1037,8 +1058,7 @@ static int mfile__fill_widened(const struct mfile__gen *g, const struct gguf_ten
                                uint64_t offset, uint8_t *buf, size_t n, struct ig_errbuf *eb)
 {
 	enum { RUN = 64 }; /* blocks a run */
-	const struct quant_type *q =
-	    quant_type_of(mfile__type(g, t->name, t->n_dims, t->dims));
+	const struct quant_type *q = quant_type_of(mfile__type(g, t->name, t->n_dims, t->dims));
 	size_t be = q->block_elems;
 	float *v = malloc(RUN * be * sizeof(float));
 	uint8_t *enc = malloc((size_t)RUN * q->block_bytes);
@@ -1250,15 +1270,16 @@ int mfile_as_layout(const struct mdesc *src, enum mdesc_arch arch, struct mdesc 
 	const char *an = mdesc_arch_name(arch);
 
 	if (arch == MDESC_ARCH_IGNIS || !an)
-		return ig_errf(eb, IG_E_INVAL, "mfile_as_layout: %d is not one of llama.cpp's layouts",
-		               (int)arch);
-	if (src->family != (arch == MDESC_ARCH_QWEN3 || arch == MDESC_ARCH_QWEN35 ? MDESC_DENSE
-	                                                                         : MDESC_MOE))
+		return ig_errf(eb, IG_E_INVAL,
+		               "mfile_as_layout: %d is not one of llama.cpp's layouts", (int)arch);
+	if (src->family !=
+	    (arch == MDESC_ARCH_QWEN3 || arch == MDESC_ARCH_QWEN35 ? MDESC_DENSE : MDESC_MOE))
 		return ig_errf(eb, IG_E_INVAL,
 		               "model '%s' is %s; the %s layout is %s (accepted: qwen3 and qwen35 "
 		               "for a dense model, qwen35moe and qwen3next for a moe one)",
 		               src->name, src->family == MDESC_DENSE ? "dense" : "moe", an,
-		               arch == MDESC_ARCH_QWEN3 || arch == MDESC_ARCH_QWEN35 ? "dense" : "moe");
+		               arch == MDESC_ARCH_QWEN3 || arch == MDESC_ARCH_QWEN35 ? "dense"
+		                                                                     : "moe");
 	if (arch != MDESC_ARCH_QWEN3 && src->lin_dk != src->lin_dv)
 		return ig_errf(eb, IG_E_INVAL,
 		               "model '%s': linear key length %u and value length %u differ; "
@@ -1325,7 +1346,8 @@ static int mfile__build(const struct mdesc *m, struct mfile__gen *g, struct ig_e
 		return mfile__build_llama(m, g, eb);
 	if (m->tokenizer == MDESC_TOK_GPT2)
 		return ig_errf(eb, IG_E_INVAL,
-		               "synthetic model '%s': an " MFILE_ARCH " file has no gpt2 vocabulary to "
+		               "synthetic model '%s': an " MFILE_ARCH
+		               " file has no gpt2 vocabulary to "
 		               "write (tokenizer bytes or none; the qwen3 layout writes one)",
 		               m->name);
 	gguf_writer_add_str(w, "general.architecture", MFILE_ARCH);

@@ -79,6 +79,12 @@ struct mfile {
  * f->desc describes the file (weights and experts summed from its tensors). */
 int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb);
 void mfile_close(struct mfile *f);
+/* What tells this file from another of the same shapes: a hash of its
+ * header (every metadata key, the tokenizer's vocabulary and merges among
+ * them, and the tensors' table), its size, and the first and last 64 KiB of
+ * its data (a fine-tune that kept every key differs there). Retained host
+ * slots outlive a worker: their keys name the file by it (docs/adr/0038). */
+uint64_t mfile_identity(const struct mfile *f);
 
 /* ---- the metadata table ---------------------------------------------------- */
 

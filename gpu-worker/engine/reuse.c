@@ -158,7 +158,8 @@ static void engru__drop(struct eng *e, uint32_t i, enum eng_event_kind kind, con
 		                                  .slot = c->host ? c->hslot : i,
 		                                  .prefix = c->kind == ENG_CK_PREFIX});
 	if (c->host) {
-		if (c->hs == CKH_HELD && !tier_gone)
+		/* held, or being published (the drop goes after the publish) */
+		if ((c->hs == CKH_HELD || c->hs == CKH_PUBLISH) && !tier_gone)
 			engru__queue_slot_drop(e, c->hslot, c->hgen);
 		if (e->hst.cap == (int32_t)i && c->hs == CKH_STAGED)
 			e->hst.cap = -1; /* nothing sent yet: the stage is free */

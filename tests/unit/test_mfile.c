@@ -200,6 +200,35 @@ static void test_same_seed_same_bytes(void **state)
 	free(c);
 }
 
+/* mfile_identity: equal for the same bytes, another for other weights of
+ * the same shapes (another seed) and for another tensor type. */
+static uint64_t identity_of(const char *name)
+{
+	struct ig_errbuf eb;
+	struct mfile f;
+	char path[320];
+	uint64_t id;
+
+	path_of(path, sizeof(path), name);
+	if (mfile_open(&f, path, &eb))
+		fail_msg("%s: %s", name, eb.msg);
+	id = mfile_identity(&f);
+	mfile_close(&f);
+	return id;
+}
+
+static void test_identity(void **state)
+{
+	(void)state;
+	write_model("tiny-dense", 42, MFILE_BF16, "a.gguf");
+	write_model("tiny-dense", 42, MFILE_BF16, "b.gguf");
+	write_model("tiny-dense", 43, MFILE_BF16, "c.gguf");
+	write_model("tiny-dense", 42, MFILE_Q8_0, "d.gguf");
+	assert_true(identity_of("a.gguf") == identity_of("b.gguf"));
+	assert_true(identity_of("a.gguf") != identity_of("c.gguf"));
+	assert_true(identity_of("a.gguf") != identity_of("d.gguf"));
+}
+
 /* FNV-1a 64 of a file's bytes. */
 static uint64_t fnv1a_file(const char *name, size_t *n)
 {
@@ -531,7 +560,8 @@ static void test_qwen3_layout(void **state)
 	/* a chat template we do not render is refused at load, by name */
 	rewrite("q3.gguf", "q3bad.gguf", M_ARCH, "tokenizer.chat_template");
 	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
-	assert_non_null(strstr(eb.msg, "tokenizer.chat_template: a chat template we do not render"));
+	assert_non_null(
+	    strstr(eb.msg, "tokenizer.chat_template: a chat template we do not render"));
 	q3.vocab = 300; /* 259 tokens and 41 padding: still the embedding's rows */
 	path_of(path, sizeof(path), "q3pad.gguf");
 	if (mfile_write_synthetic(&q3, 5, MFILE_BF16, path, &eb) || mfile_open(&f, path, &eb))
@@ -618,9 +648,11 @@ static void test_llama_hybrids(void **state)
 		/* Q4_K_M: ffn_down Q6_K on llama.cpp's use_more_bits (of 4 layers:
 		 * 2 and 3), Q4_K elsewhere; where rows are not whole blocks, BF16 */
 		down_l0 = gguf_find_tensor(&f.g, moe ? "blk.0.ffn_down_shexp.weight"
-		                                     : "blk.0.ffn_down.weight")->type;
+		                                     : "blk.0.ffn_down.weight")
+		              ->type;
 		down_l2 = gguf_find_tensor(&f.g, moe ? "blk.2.ffn_down_shexp.weight"
-		                                     : "blk.2.ffn_down.weight")->type;
+		                                     : "blk.2.ffn_down.weight")
+		              ->type;
 		if (!moe) {
 			assert_int_equal(down_l0, GGUF_TENSOR_Q4_K);
 			assert_int_equal(down_l2, GGUF_TENSOR_Q6_K);
@@ -633,15 +665,18 @@ static void test_llama_hybrids(void **state)
 			assert_int_equal(down_l0, GGUF_TENSOR_BF16);
 			assert_int_equal(gguf_find_tensor(&f.g, "blk.0.ffn_gate_inp.weight")->type,
 			                 GGUF_TENSOR_F32);
-			assert_int_equal(f.desc.class_record_bytes[0],
-			                 (2 * quant_row_bytes(GGUF_TENSOR_Q4_K, m.hidden) * m.expert_inter +
-			                  4095) / 4096 * 4096);
+			assert_int_equal(
+			    f.desc.class_record_bytes[0],
+			    (2 * quant_row_bytes(GGUF_TENSOR_Q4_K, m.hidden) * m.expert_inter +
+			     4095) /
+			        4096 * 4096);
 			assert_int_equal(f.desc.class_record_bytes[1], 0);
 			assert_int_equal(f.desc.class_record_bytes[4],
 			                 (2ull * m.expert_inter * m.hidden + 4095) / 4096 * 4096);
 			assert_int_equal(f.desc.class_record_bytes[5], 0);
 			assert_int_equal(mdesc_min_expert_bytes(&f.desc),
-			                 f.desc.class_record_bytes[0] + f.desc.class_record_bytes[4]);
+			                 f.desc.class_record_bytes[0] +
+			                     f.desc.class_record_bytes[4]);
 		}
 		/* sparse: the same file without its bytes */
 		snprintf(file, sizeof file, "%s-sparse.gguf", an);
@@ -654,8 +689,8 @@ static void test_llama_hybrids(void **state)
 		assert_int_equal(fs.desc.weight_bytes, f.desc.weight_bytes);
 		assert_memory_equal(fs.desc.class_record_bytes, f.desc.class_record_bytes,
 		                    sizeof f.desc.class_record_bytes);
-		assert_int_equal(((const uint8_t *)gguf_find_tensor(&fs.g, "output_norm.weight")->data)[0],
-		                 0);
+		assert_int_equal(
+		    ((const uint8_t *)gguf_find_tensor(&fs.g, "output_norm.weight")->data)[0], 0);
 		mfile_close(&fs);
 		mfile_close(&f);
 
@@ -717,8 +752,8 @@ static void test_llama_hybrids(void **state)
 	refused("foreign.gguf", "accepted: architecture ignis-hybrid, qwen3, qwen35, qwen35moe or "
 	                        "qwen3next");
 	/* a dense preset is no MoE layout, and the reverse */
-	assert_int_equal(mfile_as_layout(mdesc_find("tiny-dense"), MDESC_ARCH_QWEN3NEXT, &(struct mdesc){0},
-	                                 &eb),
+	assert_int_equal(mfile_as_layout(mdesc_find("tiny-dense"), MDESC_ARCH_QWEN3NEXT,
+	                                 &(struct mdesc){0}, &eb),
 	                 IG_E_INVAL);
 	assert_non_null(strstr(eb.msg, "the qwen3next layout is moe"));
 }
@@ -842,7 +877,8 @@ static void test_block_dtypes(void **state)
 			fail_msg("%s: %s", q->name, eb.msg);
 		for (size_t i = 0; i < f.g.n_tensors; i++) {
 			const struct gguf_tensor *t = gguf_tensor_at(&f.g, i);
-			uint32_t want = mfile_tensor_type(&f.desc, dts[d], t->name, t->n_dims, t->dims);
+			uint32_t want =
+			    mfile_tensor_type(&f.desc, dts[d], t->name, t->n_dims, t->dims);
 
 			if (t->type != want)
 				fail_msg("%s: tensor %s is %s, mfile_tensor_type says %s", q->name,
@@ -855,7 +891,8 @@ static void test_block_dtypes(void **state)
 			/* its first row: within a step of the values it encodes */
 			{
 				size_t n = (size_t)t->dims[0];
-				float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+				float *x = malloc(n * sizeof(float)),
+				      *y = malloc(n * sizeof(float));
 				float amax = 0.0f;
 
 				assert_non_null(x);
@@ -866,8 +903,8 @@ static void test_block_dtypes(void **state)
 					amax = fmaxf(amax, fabsf(x[k]));
 				for (size_t k = 0; k < n; k++)
 					if (fabsf(y[k] - x[k]) > amax / 3.0f + 1e-6f)
-						fail_msg("%s: %s[%zu] is %g, encodes %g", q->name, t->name, k,
-						         (double)y[k], (double)x[k]);
+						fail_msg("%s: %s[%zu] is %g, encodes %g", q->name,
+						         t->name, k, (double)y[k], (double)x[k]);
 				free(x);
 				free(y);
 			}
@@ -1320,6 +1357,7 @@ int main(void)
 	    cmocka_unit_test(test_roundtrip_matches_the_builtin),
 	    cmocka_unit_test(test_tokenizer_kind),
 	    cmocka_unit_test(test_same_seed_same_bytes),
+	    cmocka_unit_test(test_identity),
 	    cmocka_unit_test(test_tiny_bytes_pinned),
 	    cmocka_unit_test(test_dtypes),
 	    cmocka_unit_test(test_block_dtypes),

@@ -85,6 +85,7 @@ struct bench {
 	/* host slots: a kvstore daemon of their own, and the engine's client */
 	struct daemon k;
 	struct kvc *kc;
+	struct eng_cfg cfg;
 };
 
 /* n_slots device slots and n_host host slots (a daemon started for them;
@@ -131,7 +132,22 @@ static void bench_open_host(struct bench *b, const char *preset, uint32_t pages,
 		cfg.interactive_ttl_s = ttl_s;
 		cfg.reuse_ns = 0x1234567;
 	}
+	b->cfg = cfg;
 	if (eng_create(&b->e, &b->r.be, &b->r.d, &b->r.kv, &cfg, &eb))
+		fail_msg("eng_create: %s", eb.msg);
+}
+
+/* Another engine on the same daemon (a worker started again), its host
+ * slots' keys under `ns` (another model file, format or tokenizer when it
+ * differs). */
+static void bench_reengine(struct bench *b, uint64_t ns)
+{
+	struct ig_errbuf eb;
+
+	eng_destroy(b->e);
+	b->cfg.reuse_ns = ns;
+	memset(&b->log, 0, sizeof(b->log));
+	if (eng_create(&b->e, &b->r.be, &b->r.d, &b->r.kv, &b->cfg, &eb))
 		fail_msg("eng_create: %s", eb.msg);
 }
 
@@ -575,6 +591,60 @@ static unsigned char *held_image(struct bench *b)
 	return NULL;
 }
 
+/* The daemon's held slots, counted through the engine's client's mapping. */
+static uint32_t held_slots(struct bench *b)
+{
+	struct arena_slot_info in;
+	struct ig_errbuf eb;
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < b->k.slots; i++)
+		n += kvc_slot_now(b->kc, i, &in, &eb) == IG_E_OK && in.state == ARENA_SLOT_HELD;
+	return n;
+}
+
+/* Host slots outlive a worker. A worker of another model (file, format or
+ * tokenizer: another reuse_ns) never takes the slot an earlier one left for
+ * the same tokens; a worker of the same model adopts it (the same image,
+ * checked by its checksum) and its requests claim it. */
+static void test_host_key_names_the_model(void **state)
+{
+	struct family *f = malloc(sizeof(*f));
+	uint32_t out[MAXGEN], n, cached;
+	struct eng_stats st;
+	struct bench b;
+	uint64_t id;
+
+	(void)state;
+	assert_non_null(f);
+	make_family(f, "tiny-dense", 67);
+	bench_open_host(&b, "tiny-dense", 64, 0, 4, 300, 1, 64);
+	submit(&b, &f->q[0]);
+	drain(&b);
+	assert_int_equal(held_slots(&b), 1);
+	/* another model: its own slot for the same tokens */
+	bench_reengine(&b, 0x7654321);
+	submit(&b, &f->q[0]);
+	drain(&b);
+	assert_int_equal(held_slots(&b), 2);
+	assert_int_equal(b.log.host_captured, 1);
+	/* the first model again: the slot it left is adopted, none taken */
+	bench_reengine(&b, 0x1234567);
+	submit(&b, &f->q[0]);
+	drain(&b);
+	assert_int_equal(held_slots(&b), 2);
+	assert_int_equal(b.log.host_captured, 1);
+	id = submit(&b, &f->q[2]);
+	drain(&b);
+	n = result(&b, id, out, &cached);
+	assert_int_equal(cached, 100);
+	assert_memory_equal(out, f->want[2], n * sizeof(uint32_t));
+	eng_stats(b.e, &st);
+	assert_int_equal(st.reused_host_tokens, 100);
+	bench_close(&b);
+	free(f);
+}
+
 /* A byte of a held image changed: the claim finds it out, gives the
  * checkpoint up, and the request runs its whole prompt, as alone. */
 static void test_host_damaged(void **state)
@@ -723,6 +793,7 @@ int main(void)
 	    cmocka_unit_test(test_host_damaged),
 	    cmocka_unit_test(test_host_daemon_killed),
 	    cmocka_unit_test(test_host_ttl),
+	    cmocka_unit_test(test_host_key_names_the_model),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
