@@ -185,11 +185,9 @@ const struct mdesc mdesc_builtin[] = {
         .expert_host_bytes = 0, /* derived from the tensor list */
         .heaviest_layer_expert_bytes = TINY_MOE_EXPERTS * TINY_EXPERT_BYTES,
         .expert_table_bytes = TINY_MOE_LAYERS * TINY_MOE_EXPERTS * 64u,
-        /* gate_up (256 -> 128) and down (64 -> 256) at 2, 2.5, 3, 4 bits, 4 KiB padded */
-        .class_record_bytes = {PAD4K(256 * 128 * 2 / 8), PAD4K(256 * 128 * 5 / 16),
-                               PAD4K(256 * 128 * 3 / 8), PAD4K(256 * 128 * 4 / 8),
-                               PAD4K(64 * 256 * 2 / 8), PAD4K(64 * 256 * 5 / 16),
-                               PAD4K(64 * 256 * 3 / 8), PAD4K(64 * 256 * 4 / 8)},
+        /* the classes of its file (docs/adr/0039): gate_up (256 -> 2 x 64) and
+         * down (64 -> 256), each one class in bf16 */
+        .class_record_bytes = {PAD4K(2 * 64 * 256 * 2), 0, 0, 0, PAD4K(256 * 64 * 2), 0, 0, 0},
         .state_image_bytes = 0, /* derived: 434,176 B */
         .fixed_lanes = 0,
         .default_lanes = 2,
@@ -283,7 +281,8 @@ uint64_t mdesc_min_expert_bytes(const struct mdesc *m)
 
 	/* a class of 0 bytes is one a file does not have (mfile.c) */
 	for (int i = 0; i < MDESC_EXPERT_WIDTHS; i++) {
-		uint64_t g = m->class_record_bytes[i], d = m->class_record_bytes[MDESC_EXPERT_WIDTHS + i];
+		uint64_t g = m->class_record_bytes[i],
+		         d = m->class_record_bytes[MDESC_EXPERT_WIDTHS + i];
 
 		if (g && (!gu || g < gu))
 			gu = g;
@@ -368,7 +367,7 @@ uint32_t mdesc_eos(const struct mdesc *m)
 const char *mdesc_arch_name(enum mdesc_arch a)
 {
 	static const char *const names[MDESC_ARCH_COUNT] = {"ignis-hybrid", "qwen3", "qwen35",
-	                                                     "qwen35moe", "qwen3next"};
+	                                                    "qwen35moe", "qwen3next"};
 
 	return (unsigned)a < MDESC_ARCH_COUNT ? names[a] : NULL;
 }
@@ -401,11 +400,16 @@ bool mdesc_lin_a_neg(const struct mdesc *m)
 static const struct {
 	const char *ours, *theirs, *suffix;
 } mdesc__llama_names[] = {
-    {"ffn_norm", "post_attention_norm", ".weight"}, {"lin_qkv", "attn_qkv", ".weight"},
-    {"lin_z", "attn_gate", ".weight"},         {"lin_ba", "ssm_ba", ".weight"},
-    {"lin_beta", "ssm_beta", ".weight"},       {"lin_alpha", "ssm_alpha", ".weight"},
-    {"lin_conv", "ssm_conv1d", ".weight"},     {"lin_a_log", "ssm_a", ""},
-    {"lin_dt_bias", "ssm_dt", ".bias"},        {"lin_norm", "ssm_norm", ".weight"},
+    {"ffn_norm", "post_attention_norm", ".weight"},
+    {"lin_qkv", "attn_qkv", ".weight"},
+    {"lin_z", "attn_gate", ".weight"},
+    {"lin_ba", "ssm_ba", ".weight"},
+    {"lin_beta", "ssm_beta", ".weight"},
+    {"lin_alpha", "ssm_alpha", ".weight"},
+    {"lin_conv", "ssm_conv1d", ".weight"},
+    {"lin_a_log", "ssm_a", ""},
+    {"lin_dt_bias", "ssm_dt", ".bias"},
+    {"lin_norm", "ssm_norm", ".weight"},
     {"lin_out", "ssm_out", ".weight"},
 };
 
@@ -453,8 +457,8 @@ void mdesc_for_each_tensor(const struct mdesc *m, mdesc_tensor_fn fn, void *ctx)
 		if (mdesc_is_full_layer(m, i)) {
 			/* the query projection carries the output gate: 2 x q_heads x hd
 			 * (ungated: q_heads x hd) */
-			T(l, "attn_q", 2, h, (m->attn_ungated ? 1ull : 2ull) * m->q_heads * m->head_dim,
-			  1, false);
+			T(l, "attn_q", 2, h,
+			  (m->attn_ungated ? 1ull : 2ull) * m->q_heads * m->head_dim, 1, false);
 			T(l, "attn_k", 2, h, (uint64_t)m->kv_heads * m->head_dim, 1, false);
 			T(l, "attn_v", 2, h, (uint64_t)m->kv_heads * m->head_dim, 1, false);
 			T(l, "attn_q_norm", 1, m->head_dim, 1, 1, false);

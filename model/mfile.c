@@ -648,7 +648,7 @@ static void mfile__derive(struct mdesc *d)
 }
 
 /*
- * A llama.cpp MoE file's expert classes are its own (docs/adr/0033): a class
+ * A MoE file's expert classes are its own (docs/adr/0033; ours too, 0039): a class
  * is a projection and the tensor type(s) it is stored in, its record one
  * expert's bytes of it, 4 KiB padded: classes 0..3 the distinct gate+up
  * pairs of types met over the layers, 4..7 the distinct down types (a
@@ -816,7 +816,7 @@ int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb)
 			             (size_t)f->g.n_tensors, (unsigned long long)c.expected);
 	}
 
-	if (!rc && f->desc.arch != MDESC_ARCH_IGNIS && f->desc.family == MDESC_MOE &&
+	if (!rc && f->desc.family == MDESC_MOE &&
 	    (rc = mfile__real_classes(&f->desc, mfile__file_type, &f->g, eb)))
 		ig_errprefix(eb, "'%s'", path);
 	if (!rc && f->desc.tokenizer == MDESC_TOK_GPT2)
@@ -1432,7 +1432,7 @@ int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
 	if (!rc)
 		mfile__derive(&out->desc); /* before the sums, which it zeroes */
 	rc = mfile__build(m, &g, eb);
-	if (!rc && m->arch != MDESC_ARCH_IGNIS && m->family == MDESC_MOE)
+	if (!rc && m->family == MDESC_MOE)
 		rc = mfile__real_classes(&out->desc, mfile__gen_type, &g, eb);
 	if (!rc)
 		rc = gguf_writer_file_size(&w, &out->file_bytes, eb);

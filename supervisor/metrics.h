@@ -97,11 +97,11 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	  "given_up (its checkpoint went before it was admitted).")                                \
 	X(RETAINED_CAPTURES, ignis_retained_captures_total, COUNTER, "", WORKER,                   \
 	  "Prompts retained as checkpoints.")                                                      \
-	X(RETAINED_SKIPS, ignis_retained_device_skips_total, COUNTER, "reason", WORKER,            \
+	X(RETAINED_SKIPS, ignis_retained_capture_skips_total, COUNTER, "reason", WORKER,            \
 	  "Captures skipped: no_slot (every slot held by a checkpoint a waiting request counts "   \
 	  "on), no_page (no free KV page for the partial last page), host_busy (no device slot "   \
 	  "and a host capture under way), host_refused (the kvstore daemon skipped it).")          \
-	X(RETAINED_GIVEN_UP, ignis_retained_device_given_up_total, COUNTER, "reason", WORKER,      \
+	X(RETAINED_GIVEN_UP, ignis_retained_given_up_total, COUNTER, "reason", WORKER,      \
 	  "Checkpoints given up: room (for an admission), slot (for a newer capture), tier (the "  \
 	  "kvstore daemon gave its host slot up or lost it).")                                     \
 	X(PROCESS_UP, ignis_process_up, GAUGE, "role", SUP,                                        \
