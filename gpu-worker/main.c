@@ -345,6 +345,15 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	if (!rc)
 		rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_LANE_STATE,
 		                      &bo.lane_state, eb);
+	/* a MoE model's experts: every one in the expert_cache line (resident),
+	 * or behind a cache there fed from host memory, with the prefill
+	 * staging ring in the residency line (offloaded; docs/adr/0039) */
+	if (!rc && w->f.desc.family == MDESC_MOE) {
+		rc = layout_take_rest(&w->layout, LAYOUT_EXPERT_CACHE, &bo.expert_cache, eb);
+		if (!rc)
+			rc = layout_take_rest(&w->layout, LAYOUT_RESIDENCY, &bo.residency, eb);
+		bo.experts_offloaded = msg_str_eq(pl->policy, "offloaded");
+	}
 	if (!rc)
 		rc = w->be.ops->model_bind(&w->be, &w->f, &(struct be_placer){worker_place, w}, &bo,
 		                           &w->d, eb);
@@ -448,6 +457,27 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	ev_u64(&e, "round_scratch_bytes", w->d.scratch_bytes);
 	ev_u64(&e, "workspace_line_bytes", w->layout.r[VPLAN_WORKSPACE].bytes);
 	ev_u64(&e, "round_pass_tokens", w->d.pass_tokens);
+	/* a MoE model's experts (docs/adr/0039): where they are, how many
+	 * slots each class has, the host bytes behind the cache */
+	if (w->be.ops->expert_stats) {
+		struct be_expert_stats xs;
+		uint32_t classes = 0, slots = 0;
+
+		w->be.ops->expert_stats(&w->be, &w->d, &xs);
+		for (int k = 0; k < MDESC_EXPERT_CLASSES; k++)
+			if (xs.cls[k].slots) {
+				classes++;
+				slots = xs.cls[k].slots;
+			}
+		if (xs.cached) {
+			ev_str(&e, "experts", xs.offloaded ? "offloaded" : "resident");
+			ev_u64(&e, "expert_cache_bytes", xs.cache_bytes);
+			ev_u64(&e, "expert_classes", classes);
+			ev_u64(&e, "expert_slots_per_class", slots);
+			ev_u64(&e, "expert_host_bytes", xs.host_bytes);
+			ev_u64(&e, "expert_pinned_bytes", xs.pinned_bytes);
+		}
+	}
 	ev_u64(&e, "logit_rows", w->d.logit_rows);
 	ev_u64(&e, "state_slots", w->d.states);
 	ev_u64(&e, "move_out_window_bytes", cfg.window_out);

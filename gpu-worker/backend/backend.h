@@ -79,8 +79,9 @@ struct seqimg_writer;
 
 /* 2: the transfer stream (copy_*_async, xfer_*). 4: the model, its
  * sequences and the round on devseq.h's types; image windows on the stream.
- * 6: copy_d2d (retained prompt checkpoints: docs/adr/0037). */
-#define BE_ABI_VERSION 6u
+ * 6: copy_d2d (retained prompt checkpoints: docs/adr/0037). 7: the expert
+ * cache (be_bind_opts' expert regions, expert_stats: docs/adr/0039). */
+#define BE_ABI_VERSION 7u
 
 /* Copies in flight on the transfer stream at most. A move enqueues one copy
  * per window between two decode rounds and waits for them before the next
@@ -116,13 +117,38 @@ struct be_region {
  * round in passes of as many tokens as it holds (the same bits: a token's
  * arithmetic does not depend on the tokens beside it, model_cpu.h). */
 struct be_bind_opts {
-	uint32_t max_round_tokens; /* decode lanes + the prefill chunk */
-	uint64_t context;          /* the longest sequence */
-	uint32_t threads;          /* host threads the backend may use (cpu: its pool) */
-	uint32_t states;           /* sequences holding a state at once (the lanes) */
+	uint32_t max_round_tokens;   /* decode lanes + the prefill chunk */
+	uint64_t context;            /* the longest sequence */
+	uint32_t threads;            /* host threads the backend may use (cpu: its pool) */
+	uint32_t states;             /* sequences holding a state at once (the lanes) */
 	struct be_region workspace;  /* the plan's workspace line: the round scratch */
 	struct be_region sampling;   /* the plan's sampling line: the round's logits */
 	struct be_region lane_state; /* the plan's lane_state line: `states` states */
+	/* A MoE model's routed experts (docs/adr/0039): the plan's expert_cache
+	 * and residency regions (prefill staging, tables) and its policy. No
+	 * expert_cache (base NULL): the experts are read in place from the file
+	 * mapping, as before the cache (tests that bind without a plan). */
+	struct be_region expert_cache;
+	struct be_region residency;
+	bool experts_offloaded;
+};
+
+/* The expert cache's figures of a bound MoE model (docs/adr/0039), a class
+ * a slot pool (gate+up or down in one tensor type; 0 slots: none). */
+struct be_expert_class {
+	uint64_t record; /* bytes of one slot */
+	uint32_t slots;
+	uint64_t hits, misses, bytes, evictions; /* bytes: copied host to device */
+};
+
+struct be_expert_stats {
+	bool cached;           /* a MoE model bound with an expert_cache region */
+	bool offloaded;        /* experts behind a cache, not all on the device */
+	uint64_t cache_bytes;  /* of the region carved (resident: every expert) */
+	uint64_t host_bytes;   /* the experts' host allocation (0 resident) */
+	uint64_t pinned_bytes; /* experts held outside the LRU */
+	struct be_expert_class cls[MDESC_EXPERT_CLASSES];
+	uint64_t staged_layers, staged_bytes; /* passes through the staging ring */
 };
 
 /* The least each region of be_bind_opts must hold for a model bound with
@@ -252,6 +278,8 @@ struct be_ops {
 	 * bit on the cpu backend). At most o->max_round_tokens tokens; the
 	 * whole round is checked before any state changes, so a refusal touches
 	 * nothing even when the round runs in passes. */
+	/* The expert cache's figures (st->cached false for a model without). */
+	void (*expert_stats)(struct be *b, const struct be_model *m, struct be_expert_stats *st);
 	int (*round)(struct be *b, const struct be_model *m, const struct be_step *steps,
 	             uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
 	             uint64_t context, float *logits, struct ig_errbuf *eb);

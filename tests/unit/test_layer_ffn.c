@@ -175,8 +175,10 @@ static void run(const struct mdesc *m, const struct set *s, const float *x0, flo
 	assert_int_equal(cpool_create(&pool, threads, &eb), IG_E_OK);
 	memcpy(x, x0, (size_t)n * m->hidden * sizeof(float));
 	for (uint32_t t = 0; t < n; t += chunk)
-		lffn_forward(m, &s->w, x + (size_t)t * m->hidden, n - t < chunk ? n - t : chunk,
-		             scratch, pool, chosen ? chosen + (size_t)t * m->top_k : NULL);
+		assert_int_equal(lffn_forward(m, &s->w, 0, NULL, x + (size_t)t * m->hidden,
+		                              n - t < chunk ? n - t : chunk, scratch, pool,
+		                              chosen ? chosen + (size_t)t * m->top_k : NULL, &eb),
+		                 IG_E_OK);
 	cpool_destroy(pool);
 	free(scratch);
 }

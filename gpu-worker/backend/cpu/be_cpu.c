@@ -33,6 +33,7 @@
 #include "gpu-worker/backend/backend.h"
 #include "cpu_pool.h"
 #include "model/mfile.h"
+#include "expcache.h"
 #include "model_cpu.h"
 #include "model/seqimg.h"
 
@@ -73,7 +74,8 @@ struct be_cpu_model {
 	uint8_t *states;      /* n_states slots of slot_bytes, device memory */
 	uint64_t slot_bytes;
 	uint32_t n_states;
-	bool *held; /* n_states: slot i is a sequence's */
+	bool *held;        /* n_states: slot i is a sequence's */
+	struct xcache *xc; /* a MoE model's experts (docs/adr/0039), or NULL */
 };
 
 struct be_cpu {
@@ -372,8 +374,8 @@ static int be_cpu_copy_d2d(struct be *b, void *dst, const void *src, uint64_t n,
 	         (const char *)src < (const char *)dst + n)
 		why = "the ranges overlap";
 	if (why)
-		return ig_errf(eb, IG_E_INVAL, "copy d2d of %" PRIu64 " bytes (%p to %p): %s", n, src,
-		               dst, why);
+		return ig_errf(eb, IG_E_INVAL, "copy d2d of %" PRIu64 " bytes (%p to %p): %s", n,
+		               src, dst, why);
 	memcpy(dst, src, (size_t)n);
 	return IG_E_OK;
 }
@@ -589,6 +591,7 @@ static void be_cpu_model_release(struct be *b, struct be_model *m)
 	cpool_destroy(cm->pool);
 	free(cm->pass);
 	free(cm->held);
+	xc_destroy(cm->xc);
 	mdl_release(&cm->d);
 	free(cm);
 	memset(m, 0, sizeof(*m));
@@ -625,7 +628,8 @@ static int be_cpu__carve(struct be *b, struct be_cpu_model *cm, const struct be_
 	int rc;
 
 	if (o->states == 0)
-		return ig_errf(eb, IG_E_INVAL, "a bound model needs 1 state slot at least; given 0");
+		return ig_errf(eb, IG_E_INVAL,
+		               "a bound model needs 1 state slot at least; given 0");
 	be_cpu__needs(m, o, &n);
 	cm->slot_bytes = be_cpu__slot_bytes(m);
 	cm->n_states = o->states;
@@ -648,8 +652,8 @@ static int be_cpu__carve(struct be *b, struct be_cpu_model *cm, const struct be_
 	cm->pass_tokens = lo;
 	cm->scratch = o->workspace.base;
 	cm->logits = o->sampling.base;
-	cm->logit_rows = o->sampling.bytes / row > UINT32_MAX ? UINT32_MAX
-	                                                      : (uint32_t)(o->sampling.bytes / row);
+	cm->logit_rows =
+	    o->sampling.bytes / row > UINT32_MAX ? UINT32_MAX : (uint32_t)(o->sampling.bytes / row);
 	cm->states = o->lane_state.base;
 	cm->pass = calloc(cm->max_tokens, sizeof(*cm->pass));
 	cm->held = calloc(cm->n_states, sizeof(*cm->held));
@@ -681,6 +685,17 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 	rc = be_cpu__carve(b, cm, o, eb);
 	if (!rc)
 		rc = cpool_create(&cm->pool, o->threads ? o->threads : 1, eb);
+	/* a MoE model's experts where the plan put them (docs/adr/0039) */
+	if (!rc && cm->d.m->family == MDESC_MOE && o->expert_cache.base) {
+		rc = be_cpu__region_ok(b->priv, "expert_cache", &o->expert_cache, 1, eb);
+		if (!rc && o->residency.base)
+			rc = be_cpu__region_ok(b->priv, "residency", &o->residency, 1, eb);
+		if (!rc)
+			rc = xc_create(&cm->xc, b, f, o->expert_cache, o->residency,
+			               o->experts_offloaded, eb);
+		if (!rc)
+			cm->d.experts = xc_experts(cm->xc);
+	}
 	if (rc) {
 		be_cpu_model_release(b, m);
 		return rc;
@@ -699,6 +714,17 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 	m->placed_bytes = cm->d.placed_bytes;
 	m->threads = (uint32_t)cpool_threads(cm->pool);
 	return IG_E_OK;
+}
+
+static void be_cpu_expert_stats(struct be *b, const struct be_model *m, struct be_expert_stats *st)
+{
+	const struct be_cpu_model *cm = m->impl;
+
+	(void)b;
+	if (cm && cm->xc)
+		xc_stats(cm->xc, st);
+	else
+		memset(st, 0, sizeof(*st));
 }
 
 static int be_cpu_seq_init(struct be *b, const struct be_model *m, struct be_seq *s,
@@ -752,8 +778,8 @@ static void be_cpu_seq_image(struct be *b, const struct be_model *m, const struc
  * tokens and logit_rows steps that want logits; a step cut by the pass's end
  * goes on in the next, the logits only with its last piece. Returns the
  * pass's steps (in cm->pass) and its rows of logits in *rows. */
-static uint32_t be_cpu__pass(struct be_cpu_model *cm, const struct be_step *steps,
-                             uint32_t n_steps, uint32_t *i, uint32_t *off, uint32_t *rows)
+static uint32_t be_cpu__pass(struct be_cpu_model *cm, const struct be_step *steps, uint32_t n_steps,
+                             uint32_t *i, uint32_t *off, uint32_t *rows)
 {
 	uint32_t n = 0, toks = 0;
 
@@ -764,8 +790,8 @@ static uint32_t be_cpu__pass(struct be_cpu_model *cm, const struct be_step *step
 		uint32_t take = left < cm->pass_tokens - toks ? left : cm->pass_tokens - toks;
 		bool last = take == left;
 
-		cm->pass[n++] = (struct be_step){st->s, st->tokens + *off, take,
-		                                 last && st->want_logits};
+		cm->pass[n++] =
+		    (struct be_step){st->s, st->tokens + *off, take, last && st->want_logits};
 		toks += take;
 		*rows += last && st->want_logits;
 		if (!last) {
@@ -804,10 +830,11 @@ static int be_cpu_round(struct be *b, const struct be_model *m, const struct be_
 	while (!rc && i < n_steps) {
 		uint32_t rows, n = be_cpu__pass(cm, steps, n_steps, &i, &off, &rows);
 
-		rc = mdl_forward_round(&cm->d, cm->pass, n, fmt, kv, context, cm->logits, cm->scratch,
-		                       cm->pool, eb);
+		rc = mdl_forward_round(&cm->d, cm->pass, n, fmt, kv, context, cm->logits,
+		                       cm->scratch, cm->pool, eb);
 		if (!rc && rows) {
-			memcpy(logits + out * vocab, cm->logits, (size_t)rows * vocab * sizeof(float));
+			memcpy(logits + out * vocab, cm->logits,
+			       (size_t)rows * vocab * sizeof(float));
 			out += rows;
 		}
 	}
@@ -839,5 +866,6 @@ const struct be_ops be_cpu_ops = {
     .seq_init = be_cpu_seq_init,
     .seq_release = be_cpu_seq_release,
     .seq_image = be_cpu_seq_image,
+    .expert_stats = be_cpu_expert_stats,
     .round = be_cpu_round,
 };

@@ -26,13 +26,15 @@ size_t lffn_scratch_bytes(const struct mdesc *m, uint32_t n_tok)
 	f += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)); /* router p */
 	f += lffn__align((size_t)m->hidden * sizeof(float));                /* shexp gate */
 	f += lffn__align((size_t)m->hidden * sizeof(float)); /* one routed expert's output */
+	f += lffn__align((size_t)n_tok * (m->top_k ? m->top_k : 1) * sizeof(uint32_t)); /* ids */
+	f += lffn__align((size_t)n_tok * sizeof(float)); /* each row's sum of its top_k p */
 	return f;
 }
 
 /* out[n_tok][hidden] = down(silu(gate xn) * up xn) for one set of weights. */
-static void lffn__swiglu(struct cpool *pool, struct cop_w gate, struct cop_w up,
-                         struct cop_w down, const float *xn, size_t hidden, size_t inter,
-                         uint32_t n_tok, float *g, float *u, float *out)
+static void lffn__swiglu(struct cpool *pool, struct cop_w gate, struct cop_w up, struct cop_w down,
+                         const float *xn, size_t hidden, size_t inter, uint32_t n_tok, float *g,
+                         float *u, float *out)
 {
 	cop_matmul(pool, gate, xn, g, hidden, inter, n_tok);
 	cop_matmul(pool, up, xn, u, hidden, inter, n_tok);
@@ -40,13 +42,15 @@ static void lffn__swiglu(struct cpool *pool, struct cop_w gate, struct cop_w up,
 	cop_matmul(pool, down, g, out, inter, hidden, n_tok);
 }
 
-void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x, uint32_t n_tok,
-                  void *scratch, struct cpool *pool, uint32_t *chosen)
+int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t layer,
+                 const struct lffn_experts *xp, float *x, uint32_t n_tok, void *scratch,
+                 struct cpool *pool, uint32_t *chosen, struct ig_errbuf *eb)
 {
 	size_t hidden = m->hidden;
 	size_t inter = m->family == MDESC_DENSE ? m->ffn_inter : m->expert_inter;
 	size_t sh = m->family == MDESC_DENSE ? 0 : m->shared_inter;
 	size_t wide = inter > sh ? inter : sh;
+	uint32_t k = m->top_k;
 	char *s = scratch;
 	float *normw = (float *)s;
 	float *xn = (float *)(s += lffn__align(hidden * sizeof(float)));
@@ -55,63 +59,86 @@ void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x,
 	float *out = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
 	float *p = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
 	float *shg = (float *)(s += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
-	float *eo = (float *)(s + lffn__align((size_t)hidden * sizeof(float)));
+	float *eo = (float *)(s += lffn__align((size_t)hidden * sizeof(float)));
+	uint32_t *ids = (uint32_t *)(s += lffn__align((size_t)hidden * sizeof(float)));
+	float *sums = (float *)(s + lffn__align((size_t)n_tok * (k ? k : 1) * sizeof(uint32_t)));
 
 	cop_row(w->norm, hidden, 0, normw);
 	cop_rmsnorm_rows(x, normw, xn, n_tok, hidden, m->rms_eps);
 	if (m->family == MDESC_DENSE) {
 		lffn__swiglu(pool, w->gate, w->up, w->down, xn, hidden, inter, n_tok, g, u, out);
 		cop_add(x, out, x, (size_t)n_tok * hidden);
-		return;
+		return IG_E_OK;
 	}
 	cop_row(w->shexp_gate, hidden, 0, shg);
 	/* The router and the shared expert see every row at once (their weights
 	 * are the same for all tokens; a row's result does not depend on the
-	 * others); the routed experts run token by token, each token on its own
-	 * experts. The additions into a token's row keep their order: its
-	 * experts in rank order, then the gated shared expert. */
+	 * others); every row's experts are chosen next (so that the expert
+	 * cache can make the whole pass's experts readable at once), then the
+	 * routed experts run token by token, each token on its own experts. The
+	 * additions into a token's row keep their order: its experts in rank
+	 * order, then the gated shared expert. */
 	cop_matmul(pool, w->router, xn, p, hidden, m->experts, n_tok);
 	lffn__swiglu(pool, w->gate_sh, w->up_sh, w->down_sh, xn, hidden, sh, n_tok, g, u, out);
 	for (uint32_t t = 0; t < n_tok; t++) {
-		const float *xt = xn + (size_t)t * hidden;
-		float *x_t = x + (size_t)t * hidden, *pt = p + (size_t)t * m->experts;
-		float *sh_t = out + (size_t)t * hidden;
-		uint32_t ids[64];
-		float sum = 0.0f, gate_s;
+		float *pt = p + (size_t)t * m->experts;
+		uint32_t *id = ids + (size_t)t * k;
+		float sum = 0.0f;
 
 		cop_softmax(pt, m->experts);
 		/* top_k by p, ties to the lower id: selection in a fixed order */
-		for (uint32_t r = 0; r < m->top_k; r++) {
+		for (uint32_t r = 0; r < k; r++) {
 			uint32_t best = UINT32_MAX;
 
 			for (uint32_t e = 0; e < m->experts; e++) {
 				bool taken = false;
 
 				for (uint32_t q = 0; q < r; q++)
-					taken |= ids[q] == e;
+					taken |= id[q] == e;
 				if (!taken && (best == UINT32_MAX || pt[e] > pt[best]))
 					best = e;
 			}
-			ids[r] = best;
+			id[r] = best;
 			sum += pt[best];
 		}
-		for (uint32_t r = 0; r < m->top_k; r++) {
-			uint32_t e = ids[r];
+		sums[t] = sum;
+	}
+	if (xp) {
+		int rc = xp->prepare(xp->ctx, layer, ids, n_tok * k, eb);
+
+		if (rc)
+			return rc;
+	}
+	for (uint32_t t = 0; t < n_tok; t++) {
+		const float *xt = xn + (size_t)t * hidden;
+		float *x_t = x + (size_t)t * hidden, *pt = p + (size_t)t * m->experts;
+		float *sh_t = out + (size_t)t * hidden;
+		float sum = sums[t], gate_s;
+
+		for (uint32_t r = 0; r < k; r++) {
+			uint32_t e = ids[(size_t)t * k + r];
+			struct cop_w ew[3];
 
 			/* expert e: inter rows of hidden (gate, up), hidden rows of
-			 * inter (down) into each [.., .., experts] tensor */
-			lffn__swiglu(pool, cop_w_rows(w->gate_exps, hidden, (size_t)e * inter),
-			             cop_w_rows(w->up_exps, hidden, (size_t)e * inter),
-			             cop_w_rows(w->down_exps, inter, (size_t)e * hidden), xt, hidden,
-			             inter, 1, g, u, eo);
+			 * inter (down) into each [.., .., experts] tensor, or the same
+			 * bytes where the expert cache keeps them */
+			if (xp) {
+				xp->get(xp->ctx, layer, e, ew);
+			} else {
+				ew[0] = cop_w_rows(w->gate_exps, hidden, (size_t)e * inter);
+				ew[1] = cop_w_rows(w->up_exps, hidden, (size_t)e * inter);
+				ew[2] = cop_w_rows(w->down_exps, inter, (size_t)e * hidden);
+			}
+			lffn__swiglu(pool, ew[0], ew[1], ew[2], xt, hidden, inter, 1, g, u, eo);
 			cop_scale(eo, sum > 0.0f ? pt[e] / sum : 0.0f, eo, hidden);
 			cop_add(x_t, eo, x_t, hidden);
 			if (chosen)
-				chosen[(size_t)t * m->top_k + r] = e;
+				chosen[(size_t)t * k + r] = e;
 		}
 		gate_s = cop_dot_f32(shg, xt, hidden);
 		gate_s = 1.0f / (1.0f + expf(-gate_s));
 		cop_scale(sh_t, gate_s, sh_t, hidden);
 		cop_add(x_t, sh_t, x_t, hidden);
 	}
+	return IG_E_OK;
 }

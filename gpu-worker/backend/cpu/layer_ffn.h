@@ -25,25 +25,45 @@
 
 #include "cpu_ops.h"
 #include "cpu_pool.h"
+#include "common/err.h"
 #include "common/model.h"
 
 struct lffn_weights {
-	struct cop_w norm;    /* ffn_norm [hidden] */
+	struct cop_w norm; /* ffn_norm [hidden] */
 	/* dense */
 	struct cop_w gate, up, down;
 	/* moe */
-	struct cop_w router;                          /* ffn_gate_inp [hidden, experts] */
-	struct cop_w gate_exps, up_exps, down_exps;   /* [.., .., experts] */
-	struct cop_w shexp_gate;                      /* ffn_gate_inp_shexp [hidden] */
+	struct cop_w router;                        /* ffn_gate_inp [hidden, experts] */
+	struct cop_w gate_exps, up_exps, down_exps; /* [.., .., experts] */
+	struct cop_w shexp_gate;                    /* ffn_gate_inp_shexp [hidden] */
 	struct cop_w gate_sh, up_sh, down_sh;
+};
+
+/*
+ * Where a layer's routed experts are read from (the expert cache,
+ * docs/adr/0039). NULL: in place, each [.., .., experts] tensor of
+ * lffn_weights. Otherwise, once the router has chosen every row's experts,
+ * `prepare` is given them all (n ids of layer `layer`, repeats included) and
+ * makes each readable; `get` then gives expert e's three projections (gate,
+ * up, down: the same bytes as the tensors' slices, so the same arithmetic).
+ * `prepare` fails only when the device does (a copy refused).
+ */
+struct lffn_experts {
+	int (*prepare)(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n,
+	               struct ig_errbuf *eb);
+	void (*get)(void *ctx, uint32_t layer, uint32_t e, struct cop_w w[3]);
+	void *ctx;
 };
 
 /* Scratch bytes for n_tok tokens. */
 size_t lffn_scratch_bytes(const struct mdesc *m, uint32_t n_tok);
 
-/* x (n_tok x hidden) += the feed-forward of each token. The experts each
- * token used go to `chosen` (n_tok x top_k ids, in rank order) when not NULL. */
-void lffn_forward(const struct mdesc *m, const struct lffn_weights *w, float *x, uint32_t n_tok,
-                  void *scratch, struct cpool *pool, uint32_t *chosen);
+/* x (n_tok x hidden) += the feed-forward of each token (layer `layer`; its
+ * routed experts through `xp` when not NULL). The experts each token used go
+ * to `chosen` (n_tok x top_k ids, in rank order) when not NULL. Fails only
+ * when `xp->prepare` does. */
+int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t layer,
+                 const struct lffn_experts *xp, float *x, uint32_t n_tok, void *scratch,
+                 struct cpool *pool, uint32_t *chosen, struct ig_errbuf *eb);
 
 #endif

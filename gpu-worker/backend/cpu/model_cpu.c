@@ -304,7 +304,9 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 			rc = ig_errf(eb, rc, "layer %u refused its input", i);
 			goto out;
 		}
-		lffn_forward(m, &l->ffn, x, (uint32_t)n_tok, ls, pool, NULL);
+		rc = lffn_forward(m, &l->ffn, i, d->experts, x, (uint32_t)n_tok, ls, pool, NULL, eb);
+		if (rc)
+			goto out;
 	}
 	/* The head over the last row of each step that wants logits, at once. */
 	cop_row(d->out_norm, h, 0, nw);

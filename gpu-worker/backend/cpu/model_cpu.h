@@ -37,6 +37,9 @@ struct mdl {
 	struct cop_w out_norm;     /* [hidden] */
 	struct mdl_layer *layers;
 	uint64_t placed_bytes; /* weights copied by a placer (mdl_bind_placed) */
+	/* where the routed experts are read (the expert cache, ADR 0039); NULL:
+	 * in place, from the file mapping */
+	const struct lffn_experts *experts;
 };
 
 /* Bind the tensors of an open model file (bf16 only for now: other types

@@ -1,0 +1,465 @@
+/* expcache.c - where a MoE model's routed experts live at run time (see expcache.h). */
+#include "expcache.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gguf.h"
+#include "model/quant.h"
+
+/* Where a layer's experts are read in the pass under way. */
+enum xc_mode { XC_RESIDENT = 0, XC_SLOTS, XC_RING };
+
+struct xc_layer {
+	uint32_t type[3];  /* gate, up, down tensor types */
+	uint64_t bytes[3]; /* one expert's bytes of each */
+	const unsigned char
+	    *src[3];            /* the tensors, every expert: host (or the device copy, resident) */
+	uint32_t cls_gu, cls_d; /* its classes (offloaded) */
+	enum xc_mode mode;
+	const unsigned char *ring; /* XC_RING: the layer's three tensors, one after another */
+};
+
+struct xc_class {
+	uint64_t record;
+	uint32_t n_slots;
+	unsigned char *pool;
+	uint64_t *key;   /* per slot: layer x experts + expert + 1; 0 free */
+	uint64_t *last;  /* per slot: its last use (LRU) */
+	uint32_t *epoch; /* per slot: the prepare that holds it */
+	uint64_t hits, misses, bytes, evictions;
+};
+
+struct xcache {
+	struct be *be;
+	const struct mdesc *m;
+	bool offloaded;
+	struct xc_layer *L;
+	uint64_t cache_bytes;
+	/* offloaded */
+	unsigned char *host;
+	uint64_t host_bytes;
+	struct xc_class cls[MDESC_EXPERT_CLASSES];
+	int32_t *map[2]; /* [layer x experts + e]: its gate_up, down slot, or -1 */
+	unsigned char *ring[2];
+	uint64_t ring_bytes; /* each */
+	int64_t ring_layer[2];
+	uint32_t ring_next;
+	uint32_t *seen, *list; /* [experts]: the prepare that saw it; the distinct ones */
+	uint32_t epoch;
+	uint64_t tick, ticket;
+	bool copied;
+	uint64_t staged_layers, staged_bytes;
+	struct lffn_experts iface;
+};
+
+static const char *const xc_names[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+
+static uint64_t xc__pad4k(uint64_t b)
+{
+	return (b + 4095u) / 4096u * 4096u;
+}
+
+/* Copy host `src` to device `dst` on the transfer stream (the ticket kept
+ * to wait for); a full stream is waited for and asked again. */
+static int xc__copy(struct xcache *c, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb)
+{
+	const struct be_ops *o = c->be->ops;
+	uint64_t t;
+	int rc;
+
+	if (!o->copy_h2d_async)
+		return o->copy_h2d(c->be, dst, src, n, eb);
+	rc = o->copy_h2d_async(c->be, dst, src, n, &t, eb);
+	if (rc == IG_E_BUSY) {
+		rc = o->xfer_wait_all(c->be, eb);
+		if (!rc)
+			rc = o->copy_h2d_async(c->be, dst, src, n, &t, eb);
+	}
+	if (!rc) {
+		c->ticket = t;
+		c->copied = true;
+	}
+	return rc;
+}
+
+static int xc__wait(struct xcache *c, struct ig_errbuf *eb)
+{
+	int rc = IG_E_OK;
+
+	if (c->copied && c->be->ops->copy_h2d_async)
+		rc = c->be->ops->xfer_wait(c->be, c->ticket, eb);
+	c->copied = false;
+	return rc;
+}
+
+/* The slot of class `k` for key `key`: the least recently used one this
+ * prepare does not hold (a free one first: last 0). */
+static uint32_t xc__victim(const struct xc_class *k, uint32_t epoch)
+{
+	uint32_t best = UINT32_MAX;
+
+	for (uint32_t i = 0; i < k->n_slots; i++)
+		if (k->epoch[i] != epoch && (best == UINT32_MAX || k->last[i] < k->last[best]))
+			best = i;
+	return best;
+}
+
+/* Expert e of layer l into a slot of its class `which` (0 gate_up, 1 down):
+ * a hit, or the least recently used slot copied over. */
+static int xc__slot(struct xcache *c, uint32_t l, uint32_t e, int which, struct ig_errbuf *eb)
+{
+	const struct mdesc *m = c->m;
+	struct xc_layer *L = &c->L[l];
+	struct xc_class *k = &c->cls[which ? L->cls_d : L->cls_gu];
+	uint64_t key = (uint64_t)l * m->experts + e;
+	int32_t *map = c->map[which];
+	uint32_t s;
+	int rc;
+
+	if (map[key] >= 0) {
+		s = (uint32_t)map[key];
+		k->hits++;
+	} else {
+		unsigned char *dst;
+
+		s = xc__victim(k, c->epoch);
+		if (s == UINT32_MAX) /* the caller checked the count: cannot happen */
+			return ig_errf(eb, IG_E_NOSPACE, "expert cache: no slot left in a class");
+		if (k->key[s]) {
+			map[k->key[s] - 1] = -1;
+			k->evictions++;
+		}
+		dst = k->pool + (uint64_t)s * k->record;
+		if (!which) {
+			rc = xc__copy(c, dst, L->src[0] + e * L->bytes[0], L->bytes[0], eb);
+			if (!rc)
+				rc = xc__copy(c, dst + L->bytes[0], L->src[1] + e * L->bytes[1],
+				              L->bytes[1], eb);
+			k->bytes += L->bytes[0] + L->bytes[1];
+		} else {
+			rc = xc__copy(c, dst, L->src[2] + e * L->bytes[2], L->bytes[2], eb);
+			k->bytes += L->bytes[2];
+		}
+		if (rc)
+			return rc;
+		k->misses++;
+		k->key[s] = key + 1;
+		map[key] = (int32_t)s;
+	}
+	k->epoch[s] = c->epoch;
+	k->last[s] = ++c->tick;
+	return IG_E_OK;
+}
+
+/* The whole layer's experts into a ring buffer (kept there: a later pass
+ * of the same layer finds them). */
+static int xc__stage(struct xcache *c, uint32_t l, struct ig_errbuf *eb)
+{
+	struct xc_layer *L = &c->L[l];
+	uint64_t n[3], off = 0;
+	uint32_t r;
+	int rc = IG_E_OK;
+
+	for (r = 0; r < 2; r++)
+		if (c->ring_layer[r] == (int64_t)l)
+			break;
+	if (r == 2) {
+		r = c->ring_next++ % 2;
+		c->ring_layer[r] = -1;
+		for (int i = 0; i < 3 && !rc; i++) {
+			n[i] = L->bytes[i] * c->m->experts;
+			rc = xc__copy(c, c->ring[r] + off, L->src[i], n[i], eb);
+			off += n[i];
+		}
+		if (rc)
+			return rc;
+		c->ring_layer[r] = l;
+		c->staged_bytes += off;
+	}
+	c->staged_layers++;
+	L->mode = XC_RING;
+	L->ring = c->ring[r];
+	return IG_E_OK;
+}
+
+static int xc_prepare(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n, struct ig_errbuf *eb)
+{
+	struct xcache *c = ctx;
+	struct xc_layer *L = &c->L[l];
+	uint32_t nd = 0;
+	int rc = IG_E_OK;
+
+	if (!c->offloaded)
+		return IG_E_OK;
+	if (++c->epoch == 0) { /* wrapped: no slot may look held */
+		for (int k = 0; k < MDESC_EXPERT_CLASSES; k++)
+			memset(c->cls[k].epoch, 0, (size_t)c->cls[k].n_slots * sizeof(uint32_t));
+		memset(c->seen, 0, (size_t)c->m->experts * sizeof(uint32_t));
+		c->epoch = 1;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (c->seen[ids[i]] != c->epoch) {
+			c->seen[ids[i]] = c->epoch;
+			c->list[nd++] = ids[i];
+		}
+	if (nd > c->cls[L->cls_gu].n_slots || nd > c->cls[L->cls_d].n_slots) {
+		if (!c->ring[0])
+			return ig_errf(
+			    eb, IG_E_NOSPACE,
+			    "expert cache: a pass routed %u experts of layer %u to a class "
+			    "of %u slots, and there is no staging ring",
+			    nd, l, c->cls[L->cls_gu].n_slots);
+		rc = xc__stage(c, l, eb);
+	} else {
+		L->mode = XC_SLOTS;
+		for (uint32_t i = 0; i < nd && !rc; i++) {
+			rc = xc__slot(c, l, c->list[i], 0, eb);
+			if (!rc)
+				rc = xc__slot(c, l, c->list[i], 1, eb);
+		}
+	}
+	if (!rc)
+		rc = xc__wait(c, eb);
+	return rc;
+}
+
+static void xc_get(void *ctx, uint32_t l, uint32_t e, struct cop_w w[3])
+{
+	const struct xcache *c = ctx;
+	const struct xc_layer *L = &c->L[l];
+
+	if (L->mode == XC_SLOTS) {
+		const struct xc_class *gu = &c->cls[L->cls_gu], *dn = &c->cls[L->cls_d];
+		uint64_t key = (uint64_t)l * c->m->experts + e;
+		const unsigned char *p = gu->pool + (uint64_t)c->map[0][key] * gu->record;
+
+		w[0] = (struct cop_w){p, L->type[0]};
+		w[1] = (struct cop_w){p + L->bytes[0], L->type[1]};
+		w[2] = (struct cop_w){dn->pool + (uint64_t)c->map[1][key] * dn->record, L->type[2]};
+		return;
+	}
+	if (L->mode == XC_RING) {
+		uint64_t n0 = L->bytes[0] * c->m->experts, n1 = L->bytes[1] * c->m->experts;
+
+		w[0] = (struct cop_w){L->ring + e * L->bytes[0], L->type[0]};
+		w[1] = (struct cop_w){L->ring + n0 + e * L->bytes[1], L->type[1]};
+		w[2] = (struct cop_w){L->ring + n0 + n1 + e * L->bytes[2], L->type[2]};
+		return;
+	}
+	for (int i = 0; i < 3; i++)
+		w[i] = (struct cop_w){L->src[i] + e * L->bytes[i], L->type[i]};
+}
+
+/* The classes of the offloaded load, in the order the plan counts them
+ * (mfile.c's real classes: first met over the layers), checked against
+ * the description's records; the pools carved from `cache`. */
+static int xc__classes(struct xcache *c, struct be_region cache, struct ig_errbuf *eb)
+{
+	const struct mdesc *m = c->m;
+	uint32_t gu_key[MDESC_EXPERT_WIDTHS], dn_key[MDESC_EXPERT_WIDTHS], n_gu = 0, n_dn = 0;
+	uint64_t set = 0, off = 0, sets;
+
+	for (uint32_t l = 0; l < m->layers; l++) {
+		struct xc_layer *L = &c->L[l];
+		uint32_t key = L->type[0] << 16 | L->type[1], i;
+
+		for (i = 0; i < n_gu && gu_key[i] != key; i++)
+			;
+		if (i == n_gu && n_gu < MDESC_EXPERT_WIDTHS)
+			gu_key[n_gu++] = key;
+		L->cls_gu = i;
+		for (i = 0; i < n_dn && dn_key[i] != L->type[2]; i++)
+			;
+		if (i == n_dn && n_dn < MDESC_EXPERT_WIDTHS)
+			dn_key[n_dn++] = L->type[2];
+		L->cls_d = MDESC_EXPERT_WIDTHS + i;
+		if (L->cls_gu >= MDESC_EXPERT_WIDTHS || L->cls_d >= MDESC_EXPERT_CLASSES ||
+		    xc__pad4k(L->bytes[0] + L->bytes[1]) != m->class_record_bytes[L->cls_gu] ||
+		    xc__pad4k(L->bytes[2]) != m->class_record_bytes[L->cls_d])
+			return ig_errf(eb, IG_E_INVAL,
+			               "expert cache: layer %u's experts (gate+up %" PRIu64
+			               " B, down %" PRIu64 " B) are not in the classes the plan "
+			               "counted",
+			               l, L->bytes[0] + L->bytes[1], L->bytes[2]);
+	}
+	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++)
+		set += m->class_record_bytes[k];
+	sets = set ? cache.bytes / set : 0;
+	if (!sets)
+		return ig_errf(eb, IG_E_NOSPACE,
+		               "the plan's expert_cache line gives %" PRIu64
+		               " bytes; one slot of every class needs %" PRIu64,
+		               cache.bytes, set);
+	if (sets > INT32_MAX)
+		sets = INT32_MAX;
+	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++) {
+		struct xc_class *x = &c->cls[k];
+
+		x->record = m->class_record_bytes[k];
+		if (!x->record)
+			continue;
+		x->n_slots = (uint32_t)sets;
+		x->pool = (unsigned char *)cache.base + off;
+		off += sets * x->record;
+		x->key = calloc(sets, sizeof(uint64_t));
+		x->last = calloc(sets, sizeof(uint64_t));
+		x->epoch = calloc(sets, sizeof(uint32_t));
+		if (!x->key || !x->last || !x->epoch)
+			return ig_errf(eb, IG_E_NOMEM,
+			               "expert cache: no memory for %" PRIu64 " slots", sets);
+	}
+	c->cache_bytes = off;
+	return IG_E_OK;
+}
+
+int xc_create(struct xcache **out, struct be *be, struct mfile *f, struct be_region cache,
+              struct be_region staging, bool offloaded, struct ig_errbuf *eb)
+{
+	const struct mdesc *m = &f->desc;
+	struct xcache *c = calloc(1, sizeof(*c));
+	uint64_t total = 0, heaviest = 0, off = 0, nkeys = (uint64_t)m->layers * m->experts;
+	char nm[64];
+	int rc = IG_E_OK;
+
+	*out = NULL;
+	if (!c)
+		return ig_errf(eb, IG_E_NOMEM, "no memory for the expert cache");
+	c->be = be;
+	c->m = m;
+	c->offloaded = offloaded;
+	c->ring_layer[0] = c->ring_layer[1] = -1;
+	c->L = calloc(m->layers, sizeof(*c->L));
+	if (!c->L) {
+		xc_destroy(c);
+		return ig_errf(eb, IG_E_NOMEM, "no memory for the expert cache");
+	}
+	for (uint32_t l = 0; l < m->layers && !rc; l++) {
+		struct xc_layer *L = &c->L[l];
+		uint64_t layer = 0;
+
+		for (int i = 0; i < 3; i++) {
+			const struct gguf_tensor *t;
+
+			mdesc_tensor_name(m, (int)l, xc_names[i], nm, sizeof nm);
+			t = gguf_find_tensor(&f->g, nm);
+			if (!t || t->n_bytes % m->experts) {
+				rc = ig_errf(eb, IG_E_INVAL, "expert cache: tensor '%s' %s", nm,
+				             t ? "is not whole experts" : "is missing");
+				break;
+			}
+			L->type[i] = t->type;
+			L->bytes[i] = t->n_bytes / m->experts;
+			L->src[i] = t->data;
+			layer += t->n_bytes;
+		}
+		total += layer;
+		heaviest = layer > heaviest ? layer : heaviest;
+	}
+	if (!rc && !offloaded && cache.bytes < total)
+		rc = ig_errf(eb, IG_E_NOSPACE,
+		             "the plan's expert_cache line gives %" PRIu64
+		             " bytes; a resident load's experts are %" PRIu64,
+		             cache.bytes, total);
+	if (rc) {
+		xc_destroy(c);
+		return rc;
+	}
+	if (!offloaded) {
+		/* every expert on the device, read there */
+		for (uint32_t l = 0; l < m->layers && !rc; l++)
+			for (int i = 0; i < 3 && !rc; i++) {
+				struct xc_layer *L = &c->L[l];
+				uint64_t n = L->bytes[i] * m->experts;
+				unsigned char *dst = (unsigned char *)cache.base + off;
+
+				rc = be->ops->copy_h2d(be, dst, L->src[i], n, eb);
+				L->src[i] = dst;
+				off += n;
+			}
+		c->cache_bytes = off;
+	} else {
+		/* every expert in one host allocation of ours, the cache in front */
+		c->host = malloc(total ? total : 1);
+		c->host_bytes = total;
+		c->map[0] = malloc(nkeys * sizeof(int32_t));
+		c->map[1] = malloc(nkeys * sizeof(int32_t));
+		c->seen = calloc(m->experts, sizeof(uint32_t));
+		c->list = calloc(m->experts, sizeof(uint32_t));
+		if (!c->host || !c->map[0] || !c->map[1] || !c->seen || !c->list)
+			rc = ig_errf(eb, IG_E_NOMEM,
+			             "no host memory for the experts (%" PRIu64 " bytes)", total);
+		for (uint64_t k = 0; !rc && k < nkeys; k++)
+			c->map[0][k] = c->map[1][k] = -1;
+		for (uint32_t l = 0; l < m->layers && !rc; l++)
+			for (int i = 0; i < 3; i++) {
+				struct xc_layer *L = &c->L[l];
+				uint64_t n = L->bytes[i] * m->experts;
+
+				memcpy(c->host + off, L->src[i], n);
+				L->src[i] = c->host + off;
+				off += n;
+			}
+		if (!rc)
+			rc = xc__classes(c, cache, eb);
+		/* the staging ring: two layers' experts, when the region has them */
+		if (!rc && staging.base && staging.bytes >= 2 * heaviest && heaviest) {
+			c->ring_bytes = heaviest;
+			c->ring[0] = staging.base;
+			c->ring[1] = (unsigned char *)staging.base + heaviest;
+		}
+	}
+	if (rc) {
+		xc_destroy(c);
+		return rc;
+	}
+	c->iface = (struct lffn_experts){xc_prepare, xc_get, c};
+	*out = c;
+	return IG_E_OK;
+}
+
+void xc_destroy(struct xcache *c)
+{
+	if (!c)
+		return;
+	if (c->be && c->be->ops->xfer_wait_all) {
+		struct ig_errbuf eb;
+
+		(void)c->be->ops->xfer_wait_all(c->be, &eb);
+	}
+	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++) {
+		free(c->cls[k].key);
+		free(c->cls[k].last);
+		free(c->cls[k].epoch);
+	}
+	free(c->map[0]);
+	free(c->map[1]);
+	free(c->seen);
+	free(c->list);
+	free(c->host);
+	free(c->L);
+	free(c);
+}
+
+const struct lffn_experts *xc_experts(struct xcache *c)
+{
+	return &c->iface;
+}
+
+void xc_stats(const struct xcache *c, struct be_expert_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->cached = true;
+	st->offloaded = c->offloaded;
+	st->cache_bytes = c->cache_bytes;
+	st->host_bytes = c->host_bytes;
+	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++) {
+		const struct xc_class *x = &c->cls[k];
+
+		st->cls[k] = (struct be_expert_class){x->record, x->n_slots, x->hits,
+		                                      x->misses, x->bytes,   x->evictions};
+	}
+	st->staged_layers = c->staged_layers;
+	st->staged_bytes = c->staged_bytes;
+}

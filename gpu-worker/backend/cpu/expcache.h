@@ -1,0 +1,54 @@
+/*
+ * expcache.h - where a MoE model's routed experts live at run time
+ * (docs/adr/0039; the plan's expert_cache and residency lines, ADR 0005).
+ *
+ * A resident load (every expert fits, the plan's policy "resident") copies
+ * every expert into the expert_cache region at bind and reads them there:
+ * no cache, nothing copied after.
+ *
+ * An offloaded load keeps every expert in one host allocation owned here
+ * (the file's bytes copied in at bind; pinned for DMA on a GPU) and puts a
+ * fixed device cache in front of it: the expert_cache region carved into
+ * one slot pool per class (a class: gate+up, or down, in one tensor type;
+ * its record one expert's bytes of it, mdesc's class_record_bytes), as many
+ * slots per class as whole slot sets fit (the plan sizes the region in
+ * whole sets). A pass's experts of a layer are looked up once its rows are
+ * routed: a hit is used in place; a miss takes the least recently used slot
+ * of its class that this pass does not hold, and is copied host to device on
+ * the backend's transfer stream before the layer runs. When a pass routes
+ * more distinct experts than a class has slots (a prefill chunk: decode
+ * rows alone never do, the plan's class minimum is lanes x (top_k +
+ * prefetch)), the whole layer's experts are copied into the staging ring
+ * instead (the residency region's prefill_staging: two layers) and read
+ * there.
+ *
+ * Exactness: every place an expert is read from holds the same bytes as the
+ * file's tensor slice, so the arithmetic is the same at any cache size
+ * (tests/unit/test_expcache.c).
+ */
+#ifndef IGNIS_GPU_WORKER_EXPCACHE_H
+#define IGNIS_GPU_WORKER_EXPCACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "gpu-worker/backend/backend.h"
+#include "layer_ffn.h"
+#include "model/mfile.h"
+
+struct xcache;
+
+/* Bind the experts of `f` (a MoE file, open for the cache's life): resident
+ * into `cache` when `offloaded` is false, else behind a cache of `cache`
+ * with the ring in `staging`. Refused, naming the region and the bytes,
+ * when `cache` cannot hold every expert (resident) or one slot set
+ * (offloaded) or when `staging` is not two layers' experts. */
+int xc_create(struct xcache **out, struct be *be, struct mfile *f, struct be_region cache,
+              struct be_region staging, bool offloaded, struct ig_errbuf *eb);
+void xc_destroy(struct xcache *c);
+/* The lffn_experts interface (layer_ffn.h) over `c`. */
+const struct lffn_experts *xc_experts(struct xcache *c);
+void xc_stats(const struct xcache *c, struct be_expert_stats *st);
+
+#endif

@@ -1,0 +1,316 @@
+/*
+ * test_expcache.c - the expert cache at run time (docs/adr/0039) on the cpu
+ * backend, over a MoE model of 64 experts a layer and top-8 routing (tiny-moe's
+ * shapes otherwise): the same requests (greedy and seeded, two lanes, prefill
+ * chunks beside decode rows) give the same tokens read in place from the
+ * file, resident in the expert_cache region, and offloaded behind a cache of
+ * every size down to the class minimum, and below it (top_k slots: decode
+ * passes then go through the staging ring); the class minimum holds at run
+ * time: with lanes x top_k slots a class, no pass of decode rows alone needs
+ * the ring; hits, misses, bytes and evictions add up.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "gpu-worker/backend/backend.h"
+#include "gpu-worker/backend/kvpool.h"
+#include "gpu-worker/engine/engine.h"
+#include "model/mfile.h"
+#include "testutil.h"
+
+#define LANES   2u
+#define CHUNK   32u
+#define CONTEXT 512u
+#define NREQ    6u
+#define MAXGEN  16u
+#define PAGES   64u
+
+struct req {
+	uint32_t prompt[160], n;
+	struct smp_params smp;
+};
+
+static char model_path[128];
+static struct req reqs[NREQ];
+static uint32_t want[NREQ][MAXGEN];
+
+/* How the experts are bound: in place (no expert_cache region), resident,
+ * or offloaded behind `sets` slot sets. */
+enum how { IN_PLACE, RESIDENT, OFFLOADED };
+
+struct run_out {
+	uint32_t tok[NREQ][MAXGEN];
+	struct be_expert_stats xs;
+	uint64_t decode_only_staged; /* staged layers in rounds with no prefill */
+	uint64_t decode_only_rounds;
+};
+
+static void make_model(void)
+{
+	struct mdesc d = *mdesc_find("tiny-moe");
+	struct ig_errbuf eb;
+
+	d.experts = 64;
+	d.top_k = 8;
+	snprintf(model_path, sizeof(model_path), "/tmp/ignis-expcache-%d.gguf", (int)getpid());
+	if (mfile_write_synthetic(&d, 9, MFILE_BF16, model_path, &eb))
+		fail_msg("write: %s", eb.msg);
+}
+
+static void run(enum how how, uint64_t sets, struct run_out *o)
+{
+	struct be be = {0};
+	struct mfile f;
+	struct be_bind_opts bo = {
+	    .max_round_tokens = LANES + CHUNK, .context = CONTEXT, .threads = 2, .states = LANES};
+	struct be_model d;
+	struct kvpool kv;
+	struct eng *e;
+	struct ig_errbuf eb;
+	uint64_t ids[NREQ], set = 0, pb, heaviest;
+	void *region;
+	struct eng_cfg cfg = {.lanes = LANES,
+	                      .chunk = CHUNK,
+	                      .context = CONTEXT,
+	                      .default_max_tokens = MAXGEN,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = 16,
+	                      .eos = UINT32_MAX};
+
+	memset(o, 0, sizeof(*o));
+	be.ops = backend_find("cpu", &eb);
+	assert_int_equal(be.ops->open(&be, 1ull << 30, &eb), IG_E_OK);
+	if (mfile_open(&f, model_path, &eb) || be_bind_reserve(&be, &f, &bo, &eb))
+		fail_msg("%s", eb.msg);
+	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++)
+		set += f.desc.class_record_bytes[k];
+	heaviest = f.desc.heaviest_layer_expert_bytes;
+	if (how == RESIDENT)
+		bo.expert_cache.bytes = f.desc.expert_host_bytes;
+	else if (how == OFFLOADED)
+		bo.expert_cache.bytes = sets * set;
+	if (how != IN_PLACE) {
+		bo.residency.bytes = 2 * heaviest;
+		bo.experts_offloaded = how == OFFLOADED;
+		assert_int_equal(
+		    be.ops->alloc(&be, bo.expert_cache.bytes, &bo.expert_cache.base, &eb), IG_E_OK);
+		assert_int_equal(be.ops->alloc(&be, bo.residency.bytes, &bo.residency.base, &eb),
+		                 IG_E_OK);
+	}
+	if (be.ops->model_bind(&be, &f, NULL, &bo, &d, &eb))
+		fail_msg("bind: %s", eb.msg);
+	pb = mdesc_page_bytes(&f.desc, MDESC_KV_BF16);
+	assert_int_equal(be.ops->alloc(&be, PAGES * pb, &region, &eb), IG_E_OK);
+	assert_int_equal(kvpool_init(&kv, region, pb, PAGES, &eb), IG_E_OK);
+	assert_int_equal(eng_create(&e, &be, &d, &kv, &cfg, &eb), IG_E_OK);
+	/* three at once, the rest as lanes free: prefill chunks beside decode */
+	for (uint32_t i = 0; i < NREQ; i++) {
+		struct eng_req r = {reqs[i].prompt, reqs[i].n, MAXGEN, SCHED_INTERACTIVE,
+		                    reqs[i].smp};
+		struct eng_admission adm;
+
+		if (eng_submit(e, &r, &adm, &eb))
+			fail_msg("submit: %s", eb.msg);
+		ids[i] = adm.id;
+	}
+	for (uint32_t guard = 0;; guard++) {
+		struct eng_stats before, after;
+		struct be_expert_stats xs0, xs1;
+		uint32_t ran;
+
+		eng_stats(e, &before);
+		be.ops->expert_stats(&be, &d, &xs0);
+		if (eng_round(e, &ran, &eb))
+			fail_msg("round: %s", eb.msg);
+		eng_stats(e, &after);
+		be.ops->expert_stats(&be, &d, &xs1);
+		if (ran && after.prefill_tokens == before.prefill_tokens) {
+			o->decode_only_rounds++;
+			o->decode_only_staged += xs1.staged_layers - xs0.staged_layers;
+		}
+		if (!ran && !eng_busy(e))
+			break;
+		assert_true(guard < 10000);
+	}
+	for (uint32_t i = 0; i < NREQ; i++) {
+		struct eng_status st;
+		uint32_t n;
+
+		assert_int_equal(eng_tokens(e, ids[i], 0, MAXGEN, o->tok[i], &n, &st, &eb),
+		                 IG_E_OK);
+		assert_int_equal(n, MAXGEN);
+	}
+	be.ops->expert_stats(&be, &d, &o->xs);
+	eng_destroy(e);
+	kvpool_release(&kv);
+	be.ops->free(&be, region, PAGES * pb);
+	be.ops->model_release(&be, &d);
+	if (how != IN_PLACE) {
+		be.ops->free(&be, bo.expert_cache.base, bo.expert_cache.bytes);
+		be.ops->free(&be, bo.residency.base, bo.residency.bytes);
+	}
+	be_bind_unreserve(&be, &bo);
+	be.ops->close(&be);
+	mfile_close(&f);
+}
+
+static int setup(void **state)
+{
+	struct rng g = {77};
+	static struct run_out o;
+
+	(void)state;
+	make_model();
+	for (uint32_t i = 0; i < NREQ; i++) {
+		reqs[i].n = 40 + 23 * i % 120;
+		for (uint32_t t = 0; t < reqs[i].n; t++)
+			reqs[i].prompt[t] = (uint32_t)(rng_next(&g) % 256u);
+		reqs[i].smp = i % 2 ? (struct smp_params){0.9f, 40, 0.95f, 100 + i}
+		                    : (struct smp_params){0.0f, 0, 1.0f, 0};
+	}
+	run(IN_PLACE, 0, &o);
+	memcpy(want, o.tok, sizeof(want));
+	assert_false(o.xs.cached);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(model_path);
+	return 0;
+}
+
+static void same_as_in_place(const char *what, const struct run_out *o)
+{
+	for (uint32_t i = 0; i < NREQ; i++)
+		if (memcmp(o->tok[i], want[i], sizeof(want[i])))
+			fail_msg("%s: request %u differs from the experts read in place", what, i);
+}
+
+/* Resident: every expert copied once into the region, nothing after. */
+static void test_resident(void **state)
+{
+	static struct run_out o;
+
+	(void)state;
+	run(RESIDENT, 0, &o);
+	same_as_in_place("resident", &o);
+	assert_true(o.xs.cached);
+	assert_false(o.xs.offloaded);
+	assert_int_equal(o.xs.host_bytes, 0);
+	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++)
+		assert_int_equal(o.xs.cls[k].misses + o.xs.cls[k].bytes, 0);
+	assert_int_equal(o.xs.staged_layers, 0);
+}
+
+/* Offloaded at every size: the same tokens; the books add up. */
+static void test_offloaded_any_size(void **state)
+{
+	/* every expert (8 layers x 64), twice tiny-moe's 2 MiB floor, the floor,
+	 * the class minimum (2 lanes x (8 + 2)), lanes x top_k, top_k */
+	static const uint64_t sizes[] = {512, 43, 22, 20, 16, 8};
+	static struct run_out o;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char what[64];
+		uint64_t misses = 0, hits = 0;
+
+		snprintf(what, sizeof(what), "offloaded, %llu slot sets",
+		         (unsigned long long)sizes[i]);
+		run(OFFLOADED, sizes[i], &o);
+		same_as_in_place(what, &o);
+		assert_true(o.xs.offloaded);
+		assert_int_equal(o.xs.host_bytes, 8ull * 64 * 98304);
+		for (int k = 0; k < MDESC_EXPERT_CLASSES; k++) {
+			const struct be_expert_class *c = &o.xs.cls[k];
+
+			if (!c->slots)
+				continue;
+			assert_int_equal(c->slots, sizes[i]);
+			/* every miss copies one record's worth (gate+up or down) */
+			assert_int_equal(c->bytes, c->misses * (k < 4 ? 65536u : 32768u));
+			/* evictions only once every slot was filled */
+			assert_true(c->evictions == 0 || c->misses > c->slots);
+			assert_int_equal(c->evictions,
+			                 c->misses > c->slots ? c->misses - c->slots : 0);
+			misses += c->misses;
+			hits += c->hits;
+		}
+		assert_true(misses > 0);
+		if (sizes[i] == 512) /* all fit: each expert copied at most once */
+			assert_true(misses <= 2u * 512);
+		print_message("# %-28s hits %6llu misses %6llu staged layers %llu\n", what,
+		              (unsigned long long)hits, (unsigned long long)misses,
+		              (unsigned long long)o.xs.staged_layers);
+	}
+}
+
+/* The class minimum at run time: with lanes x top_k slots a class, a pass
+ * of decode rows alone (at most lanes x top_k distinct experts a layer)
+ * never needs the staging ring; with fewer (top_k), such passes do, and the
+ * tokens are the same all the same. */
+static void test_class_minimum_holds(void **state)
+{
+	static struct run_out o;
+
+	(void)state;
+	run(OFFLOADED, LANES * 8, &o);
+	assert_true(o.decode_only_rounds > 0);
+	assert_int_equal(o.decode_only_staged, 0);
+	run(OFFLOADED, 8, &o);
+	same_as_in_place("top_k slots", &o);
+	assert_true(o.decode_only_staged > 0);
+}
+
+/* A region too small for one slot set, or for a resident load, is refused
+ * at bind, naming the line. */
+static void test_refusals(void **state)
+{
+	struct be be = {0};
+	struct mfile f;
+	struct be_bind_opts bo = {
+	    .max_round_tokens = LANES + CHUNK, .context = CONTEXT, .threads = 1, .states = LANES};
+	struct be_model d;
+	struct ig_errbuf eb;
+
+	(void)state;
+	be.ops = backend_find("cpu", &eb);
+	assert_int_equal(be.ops->open(&be, 1ull << 30, &eb), IG_E_OK);
+	if (mfile_open(&f, model_path, &eb) || be_bind_reserve(&be, &f, &bo, &eb))
+		fail_msg("%s", eb.msg);
+	bo.expert_cache.bytes = 65536; /* less than one set (98,304) */
+	assert_int_equal(be.ops->alloc(&be, bo.expert_cache.bytes, &bo.expert_cache.base, &eb),
+	                 IG_E_OK);
+	bo.experts_offloaded = true;
+	assert_int_equal(be.ops->model_bind(&be, &f, NULL, &bo, &d, &eb), IG_E_NOSPACE);
+	assert_non_null(strstr(eb.msg, "expert_cache"));
+	bo.experts_offloaded = false;
+	assert_int_equal(be.ops->model_bind(&be, &f, NULL, &bo, &d, &eb), IG_E_NOSPACE);
+	assert_non_null(strstr(eb.msg, "resident"));
+	be.ops->free(&be, bo.expert_cache.base, bo.expert_cache.bytes);
+	be_bind_unreserve(&be, &bo);
+	be.ops->close(&be);
+	mfile_close(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_resident),
+	    cmocka_unit_test(test_offloaded_any_size),
+	    cmocka_unit_test(test_class_minimum_holds),
+	    cmocka_unit_test(test_refusals),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
