@@ -75,7 +75,8 @@ struct worker {
 	/* moves: two clients of the kvstore daemon, one per direction */
 	char rtdir[RTDIR_PATH_MAX + 1];
 	struct kvc *kv_out, *kv_in;
-	struct kvc *kv_slots; /* retained host slots (prompt reuse) */
+	struct kvc *kv_slots;      /* retained host slots (prompt reuse) */
+	struct be_expert_stats xs; /* the expert cache's figures, as last sent */
 };
 
 /* Everything the model holds, in reverse order of loading. */
@@ -751,7 +752,7 @@ static int worker_poll(struct worker *w, const struct msg_poll *q, struct msg *r
 
 /* The figures of the metrics page (docs/protocol.md, "Worker figures"):
  * eng_stats, a walk of the live requests; all 0 with no model loaded. */
-static void worker_stats(const struct worker *w, struct msg_worker_stats_reply *r)
+static void worker_stats(struct worker *w, struct msg_worker_stats_reply *r)
 {
 	struct eng_stats st;
 
@@ -813,6 +814,28 @@ static void worker_stats(const struct worker *w, struct msg_worker_stats_reply *
 	r->reuse_skips_host_busy = st.reuse_skips_host_busy;
 	r->reuse_skips_host_refused = st.reuse_skips_host_refused;
 	r->reuse_given_up_tier = st.reuse_given_up_tier;
+	/* the expert cache's classes (their names live in w->xs until sent) */
+	memset(&w->xs, 0, sizeof(w->xs));
+	if (w->d_bound && w->be.ops->expert_stats)
+		w->be.ops->expert_stats(&w->be, &w->d, &w->xs);
+	r->experts.n = 0;
+	for (int k = 0; k < MDESC_EXPERT_CLASSES && w->xs.cached; k++) {
+		const struct be_expert_class *c = &w->xs.cls[k];
+
+		if (!c->slots)
+			continue;
+		r->experts.v[r->experts.n++] = (struct msg_expert_class){
+		    .name = msg_str_of(c->name),
+		    .record = c->record,
+		    .slots = c->slots,
+		    .hits = c->hits,
+		    .misses = c->misses,
+		    .bytes = c->bytes,
+		    .evictions = c->evictions,
+		};
+	}
+	r->expert_staged_layers = w->xs.staged_layers;
+	r->expert_staged_bytes = w->xs.staged_bytes;
 }
 
 /* Up to MSG_POLL_MANY_MAX requests' tokens in one answer (the front door's

@@ -83,7 +83,8 @@ struct msg_str {
 	X(stop, "one stop string of a submit or an fd_submit")                                     \
 	X(poll_ent, "one request of a poll_many: its id and the first token index wanted")         \
 	X(tokens_ent, "one request's tokens in a tokens_many reply")                               \
-	X(fd_req, "one request in the front door's stats reply")
+	X(fd_req, "one request in the front door's stats reply")                                   \
+	X(expert_class, "one class of the worker's expert cache: its slots and their figures")
 
 #define MSG_FIELDS_proc(F, R)                                                                      \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -426,6 +427,17 @@ struct msg_str {
 	F(R, U64, le_us, 1, UINT64_MAX, _)                                                         \
 	F(R, U64, count, 0, UINT64_MAX, _)
 
+/* name: the projection and its tensor type(s), e.g. "gate_up:q4_k",
+ * "down:q6_k" (docs/adr/0039); bytes: copied host to device for misses */
+#define MSG_FIELDS_expert_class(F, R)                                                              \
+	F(R, STR, name, 1, 32, _)                                                                  \
+	F(R, U64, record, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, slots, 0, UINT32_MAX, _)                                                         \
+	F(R, U64, hits, 0, UINT64_MAX, _)                                                          \
+	F(R, U64, misses, 0, UINT64_MAX, _)                                                        \
+	F(R, U64, bytes, 0, UINT64_MAX, _)                                                         \
+	F(R, U64, evictions, 0, UINT64_MAX, _)
+
 #define MSG_FIELDS_worker_stats(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
 
 #define MSG_FIELDS_worker_stats_reply(F, R)                                                        \
@@ -479,7 +491,11 @@ struct msg_str {
 	F(R, U64, reused_host_prefix_tokens, 0, UINT64_MAX, _)                                     \
 	F(R, U64, reuse_skips_host_busy, 0, UINT64_MAX, _) /* a host capture already in flight */  \
 	F(R, U64, reuse_skips_host_refused, 0, UINT64_MAX, _) /* the kvstore skipped it */         \
-	F(R, U64, reuse_given_up_tier, 0, UINT64_MAX, _) /* the kvstore gave it up or lost it */
+	F(R, U64, reuse_given_up_tier, 0, UINT64_MAX, _) /* the kvstore gave it up or lost it */   \
+	/* the expert cache (docs/adr/0039): a MoE model's classes, none otherwise */              \
+	F(R, ARR, experts, 0, 8, expert_class)                                                     \
+	F(R, U64, expert_staged_layers, 0, UINT64_MAX, _) /* passes through the staging ring */    \
+	F(R, U64, expert_staged_bytes, 0, UINT64_MAX, _)
 
 #define MSG_FIELDS_kv_stats_reply(F, R)                                                            \
 	F(R, STR, arena_name, 0, 96, _) /* "" until configured */                                  \

@@ -245,6 +245,12 @@ static bool met__rows(struct met__out *o, enum met_id id)
 	return any;
 }
 
+bool met_family_per_class(enum met_id id)
+{
+	return id == MET_EXPERT_SLOTS || id == MET_EXPERT_HITS || id == MET_EXPERT_MISSES ||
+	       id == MET_EXPERT_BYTES || id == MET_EXPERT_EVICTIONS;
+}
+
 /* The families that are not rows (metrics.h says why). */
 static void met__family(struct met__out *o, enum met_id id)
 {
@@ -261,6 +267,22 @@ static void met__family(struct met__out *o, enum met_id id)
 		break;
 	case MET_TTFT:
 		met__ttft(o);
+		break;
+	case MET_EXPERT_SLOTS:
+	case MET_EXPERT_HITS:
+	case MET_EXPERT_MISSES:
+	case MET_EXPERT_BYTES:
+	case MET_EXPERT_EVICTIONS:
+		for (uint32_t i = 0; i < s->w.experts.n && i < 8; i++) {
+			const struct msg_expert_class *c = &s->w.experts.v[i];
+
+			met__lab(o, id, "class", s->expert_names[i],
+			         id == MET_EXPERT_SLOTS    ? c->slots
+			         : id == MET_EXPERT_HITS   ? c->hits
+			         : id == MET_EXPERT_MISSES ? c->misses
+			         : id == MET_EXPERT_BYTES  ? c->bytes
+			                                   : c->evictions);
+		}
 		break;
 	case MET_PROCESS_UP:
 	case MET_PROCESS_RESTARTS:

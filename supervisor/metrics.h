@@ -97,13 +97,28 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	  "given_up (its checkpoint went before it was admitted).")                                \
 	X(RETAINED_CAPTURES, ignis_retained_captures_total, COUNTER, "", WORKER,                   \
 	  "Prompts retained as checkpoints.")                                                      \
-	X(RETAINED_SKIPS, ignis_retained_capture_skips_total, COUNTER, "reason", WORKER,            \
+	X(RETAINED_SKIPS, ignis_retained_capture_skips_total, COUNTER, "reason", WORKER,           \
 	  "Captures skipped: no_slot (every slot held by a checkpoint a waiting request counts "   \
 	  "on), no_page (no free KV page for the partial last page), host_busy (no device slot "   \
 	  "and a host capture under way), host_refused (the kvstore daemon skipped it).")          \
-	X(RETAINED_GIVEN_UP, ignis_retained_given_up_total, COUNTER, "reason", WORKER,      \
+	X(RETAINED_GIVEN_UP, ignis_retained_given_up_total, COUNTER, "reason", WORKER,             \
 	  "Checkpoints given up: room (for an admission), slot (for a newer capture), tier (the "  \
 	  "kvstore daemon gave its host slot up or lost it).")                                     \
+	X(EXPERT_SLOTS, ignis_expert_cache_slots, GAUGE, "class", WORKER,                          \
+	  "Slots of the expert cache by class (a projection in its tensor type(s): gate_up:bf16, " \
+	  "down:q6_k); none for a model without routed experts or with every expert resident.")    \
+	X(EXPERT_HITS, ignis_expert_cache_hits_total, COUNTER, "class", WORKER,                    \
+	  "Experts a pass found in the expert cache, by class.")                                   \
+	X(EXPERT_MISSES, ignis_expert_cache_misses_total, COUNTER, "class", WORKER,                \
+	  "Experts a pass copied into the expert cache from host memory, by class.")               \
+	X(EXPERT_BYTES, ignis_expert_cache_streamed_bytes_total, COUNTER, "class", WORKER,         \
+	  "Bytes of experts copied host to device for misses, by class.")                          \
+	X(EXPERT_EVICTIONS, ignis_expert_cache_evictions_total, COUNTER, "class", WORKER,          \
+	  "Experts the cache gave up for a miss (the least recently used of the class), by "       \
+	  "class.")                                                                                \
+	X(EXPERT_STAGED, ignis_expert_cache_staged_layers_total, COUNTER, "", WORKER,              \
+	  "Layers of passes that routed more experts than a class holds (prefill chunks) and "     \
+	  "read the whole layer from the staging ring.")                                           \
 	X(PROCESS_UP, ignis_process_up, GAUGE, "role", SUP,                                        \
 	  "1 when the process is running and answered its handshake, else 0.")                     \
 	X(PROCESS_RESTARTS, ignis_process_restarts_total, COUNTER, "role", SUP,                    \
@@ -146,8 +161,9 @@ enum met_id {
  * ignis_request_ttft_seconds (a histogram: its buckets made cumulative and
  * in seconds), ignis_vram_reserved_bytes (a sample per plan line, named by
  * the plan's tables), ignis_process_* and ignis_stats_* (a sample per
- * process or daemon) and ignis_proto_rejected_total (a daemon's socket shows
- * only while that daemon is up).
+ * process or daemon), ignis_proto_rejected_total (a daemon's socket shows
+ * only while that daemon is up) and ignis_expert_cache_* but the staged
+ * layers (a sample per class of the model's: met_family_per_class).
  */
 #define MET_ROWS(F, C)                                                                             \
 	F(VRAM_BUDGET, "", budget_bytes)                                                           \
@@ -197,7 +213,8 @@ enum met_id {
 	F(RETAINED_SKIPS, "host_refused", w.reuse_skips_host_refused)                              \
 	F(RETAINED_GIVEN_UP, "room", w.reuse_given_up_room)                                        \
 	F(RETAINED_GIVEN_UP, "slot", w.reuse_given_up_slot)                                        \
-	F(RETAINED_GIVEN_UP, "tier", w.reuse_given_up_tier)
+	F(RETAINED_GIVEN_UP, "tier", w.reuse_given_up_tier)                                        \
+	F(EXPERT_STAGED, "", w.expert_staged_layers)
 
 /* One row of MET_ROWS: where its figure is in the snapshot, or how it is
  * computed. */
@@ -269,11 +286,16 @@ struct met_snap {
 	struct met_src worker, kvstore;
 	uint64_t rejected_client, rejected_supervisor; /* the supervisor's own sockets */
 	struct msg_worker_stats_reply w;
+	char expert_names[8][33]; /* w.experts[i].name (its view is cleared) */
 	struct msg_kv_stats_reply kv;
 };
 
 /* The plan's figures into `s` (the rest is left as it is). */
 void met_snap_plan(struct met_snap *s, const struct vplan *p);
+
+/* A worker family with a sample per expert cache class (none for a model
+ * without routed experts): not rows. */
+bool met_family_per_class(enum met_id id);
 
 /* Check a worker's reply before it is shown: buckets ascending, the last
  * +Inf (le_us 2^64-1), pages within the pool. IG_E_PROTO_FIELD_RANGE naming

@@ -190,6 +190,13 @@ static void metsrv__gather(struct metsrv *m, struct metsrv__peer *p, bool runnin
 		src->at_ms = clk_mono_ms();
 		if (worker) {
 			m->snap.w = m->rx.m.u.worker_stats_reply;
+			/* the expert classes' names point into the reply: copied */
+			for (uint32_t i = 0; i < m->snap.w.experts.n; i++) {
+				msg_str_copy(m->snap.expert_names[i],
+				             sizeof(m->snap.expert_names[i]),
+				             m->snap.w.experts.v[i].name);
+				m->snap.w.experts.v[i].name = msg_str_of("");
+			}
 		} else {
 			m->snap.kv = m->rx.m.u.kv_stats_reply;
 			m->snap.kv.arena_name = msg_str_of(""); /* points into the reply */

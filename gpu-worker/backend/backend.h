@@ -136,6 +136,7 @@ struct be_bind_opts {
 /* The expert cache's figures of a bound MoE model (docs/adr/0039), a class
  * a slot pool (gate+up or down in one tensor type; 0 slots: none). */
 struct be_expert_class {
+	char name[32];   /* the projection and its type(s): "gate_up:bf16", "down:q6_k" */
 	uint64_t record; /* bytes of one slot */
 	uint32_t slots;
 	uint64_t hits, misses, bytes, evictions; /* bytes: copied host to device */

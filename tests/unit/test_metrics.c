@@ -200,6 +200,20 @@ static void full_snap(struct met_snap *s)
 	s->kvstore = (struct met_src){true, true, 1500};
 	s->w.loaded = true;
 	s->w.pool_pages = 100;
+	/* two expert classes, each figure its own */
+	s->w.experts.n = 2;
+	for (uint32_t i = 0; i < 2; i++) {
+		uint64_t b = 100u * (i + 1);
+
+		s->w.experts.v[i] = (struct msg_expert_class){.record = b + 1,
+		                                              .slots = b + 2,
+		                                              .hits = b + 3,
+		                                              .misses = b + 4,
+		                                              .bytes = b + 5,
+		                                              .evictions = b + 6};
+		snprintf(s->expert_names[i], sizeof(s->expert_names[i]), "%s",
+		         i ? "down:q6_k" : "gate_up:q4_k");
+	}
 	s->w.used_pages = 30;
 	s->w.pending_pages = 7;
 	s->w.waiting = 1;
@@ -288,7 +302,8 @@ static void test_rows(void **state)
 	}
 	for (int i = 0; i < MET__COUNT; i++)
 		if (met_families[i].source == MET_SRC_WORKER &&
-		    has_rows[i] == (met_families[i].type == MET_HISTOGRAM))
+		    has_rows[i] == (met_families[i].type == MET_HISTOGRAM ||
+		                    met_family_per_class((enum met_id)i)))
 			fail_msg("the worker's family %s: %s", met_families[i].name,
 			         has_rows[i] ? "a histogram with rows" : "no row");
 }
@@ -585,12 +600,41 @@ static const char want_page[] =
     "ignis_retained_capture_skips_total{reason=\"no_page\"} 343\n"
     "ignis_retained_capture_skips_total{reason=\"host_busy\"} 385\n"
     "ignis_retained_capture_skips_total{reason=\"host_refused\"} 392\n"
-    "# HELP ignis_retained_given_up_total Checkpoints given up: room (for an admission), "
-    "slot (for a newer capture), tier (the kvstore daemon gave its host slot up or lost it).\n"
+    "# HELP ignis_retained_given_up_total Checkpoints given up: room (for an admission), slot (for "
+    "a newer capture), tier (the kvstore daemon gave its host slot up or lost it).\n"
     "# TYPE ignis_retained_given_up_total counter\n"
     "ignis_retained_given_up_total{reason=\"room\"} 350\n"
     "ignis_retained_given_up_total{reason=\"slot\"} 357\n"
     "ignis_retained_given_up_total{reason=\"tier\"} 399\n"
+    "# HELP ignis_expert_cache_slots Slots of the expert cache by class (a projection in its "
+    "tensor type(s): gate_up:bf16, down:q6_k); none for a model without routed experts or with "
+    "every expert resident.\n"
+    "# TYPE ignis_expert_cache_slots gauge\n"
+    "ignis_expert_cache_slots{class=\"gate_up:q4_k\"} 102\n"
+    "ignis_expert_cache_slots{class=\"down:q6_k\"} 202\n"
+    "# HELP ignis_expert_cache_hits_total Experts a pass found in the expert cache, by class.\n"
+    "# TYPE ignis_expert_cache_hits_total counter\n"
+    "ignis_expert_cache_hits_total{class=\"gate_up:q4_k\"} 103\n"
+    "ignis_expert_cache_hits_total{class=\"down:q6_k\"} 203\n"
+    "# HELP ignis_expert_cache_misses_total Experts a pass copied into the expert cache from host "
+    "memory, by class.\n"
+    "# TYPE ignis_expert_cache_misses_total counter\n"
+    "ignis_expert_cache_misses_total{class=\"gate_up:q4_k\"} 104\n"
+    "ignis_expert_cache_misses_total{class=\"down:q6_k\"} 204\n"
+    "# HELP ignis_expert_cache_streamed_bytes_total Bytes of experts copied host to device for "
+    "misses, by class.\n"
+    "# TYPE ignis_expert_cache_streamed_bytes_total counter\n"
+    "ignis_expert_cache_streamed_bytes_total{class=\"gate_up:q4_k\"} 105\n"
+    "ignis_expert_cache_streamed_bytes_total{class=\"down:q6_k\"} 205\n"
+    "# HELP ignis_expert_cache_evictions_total Experts the cache gave up for a miss (the least "
+    "recently used of the class), by class.\n"
+    "# TYPE ignis_expert_cache_evictions_total counter\n"
+    "ignis_expert_cache_evictions_total{class=\"gate_up:q4_k\"} 106\n"
+    "ignis_expert_cache_evictions_total{class=\"down:q6_k\"} 206\n"
+    "# HELP ignis_expert_cache_staged_layers_total Layers of passes that routed more experts than "
+    "a class holds (prefill chunks) and read the whole layer from the staging ring.\n"
+    "# TYPE ignis_expert_cache_staged_layers_total counter\n"
+    "ignis_expert_cache_staged_layers_total 406\n"
     "# HELP ignis_process_up 1 when the process is running and answered its handshake, else 0.\n"
     "# TYPE ignis_process_up gauge\n"
     "ignis_process_up{role=\"supervisor\"} 1\n"
@@ -620,56 +664,56 @@ static const char want_page[] =
     "ignis_proto_rejected_total{socket=\"client\"} 0\n"
     "ignis_proto_rejected_total{socket=\"supervisor\"} 0\n"
     "ignis_proto_rejected_total{socket=\"gpu-worker\"} 273\n"
-    "ignis_proto_rejected_total{socket=\"kvstore\"} 609\n"
+    "ignis_proto_rejected_total{socket=\"kvstore\"} 623\n"
     "# HELP ignis_kv_ram_arena_bytes KV-RAM arena bytes by state.\n"
     "# TYPE ignis_kv_ram_arena_bytes gauge\n"
-    "ignis_kv_ram_arena_bytes{state=\"used\"} 413\n"
-    "ignis_kv_ram_arena_bytes{state=\"free\"} 1073741411\n"
+    "ignis_kv_ram_arena_bytes{state=\"used\"} 427\n"
+    "ignis_kv_ram_arena_bytes{state=\"free\"} 1073741397\n"
     "# HELP ignis_kv_ram_evictions_total Moved sequences KV-RAM gave up (each is prefilled again): "
     "with KV-disk off, or with both tiers full, for a read from KV-disk.\n"
     "# TYPE ignis_kv_ram_evictions_total counter\n"
-    "ignis_kv_ram_evictions_total 497\n"
+    "ignis_kv_ram_evictions_total 511\n"
     "# HELP ignis_kv_disk_bytes KV-disk bytes: used, and the effective ceiling.\n"
     "# TYPE ignis_kv_disk_bytes gauge\n"
-    "ignis_kv_disk_bytes{state=\"used\"} 441\n"
-    "ignis_kv_disk_bytes{state=\"ceiling\"} 434\n"
+    "ignis_kv_disk_bytes{state=\"used\"} 455\n"
+    "ignis_kv_disk_bytes{state=\"ceiling\"} 448\n"
     "# HELP ignis_kv_disk_spills_total Sequences written to KV-disk, by where they came from.\n"
     "# TYPE ignis_kv_disk_spills_total counter\n"
-    "ignis_kv_disk_spills_total{from=\"ram\"} 476\n"
-    "ignis_kv_disk_spills_total{from=\"device\"} 483\n"
+    "ignis_kv_disk_spills_total{from=\"ram\"} 490\n"
+    "ignis_kv_disk_spills_total{from=\"device\"} 497\n"
     "# HELP ignis_kv_disk_failures_total KV-disk and KV-RAM records found torn, corrupt or foreign "
     "(never served).\n"
     "# TYPE ignis_kv_disk_failures_total counter\n"
-    "ignis_kv_disk_failures_total{op=\"read\"} 504\n"
+    "ignis_kv_disk_failures_total{op=\"read\"} 518\n"
     "# HELP ignis_kv_tier_sequences Sequences held, by tier.\n"
     "# TYPE ignis_kv_tier_sequences gauge\n"
-    "ignis_kv_tier_sequences{tier=\"ram\"} 427\n"
-    "ignis_kv_tier_sequences{tier=\"disk\"} 448\n"
+    "ignis_kv_tier_sequences{tier=\"ram\"} 441\n"
+    "ignis_kv_tier_sequences{tier=\"disk\"} 462\n"
     "# HELP ignis_kv_tier_refusals_total Reservations and demotions refused at once because the "
     "tier was full.\n"
     "# TYPE ignis_kv_tier_refusals_total counter\n"
-    "ignis_kv_tier_refusals_total 469\n"
+    "ignis_kv_tier_refusals_total 483\n"
     "# HELP ignis_retained_slots Retained slots by tier and state (writing: a capture in "
     "progress).\n"
     "# TYPE ignis_retained_slots gauge\n"
     "ignis_retained_slots{tier=\"host\",state=\"free\"} 0\n"
-    "ignis_retained_slots{tier=\"host\",state=\"writing\"} 539\n"
-    "ignis_retained_slots{tier=\"host\",state=\"held\"} 532\n"
+    "ignis_retained_slots{tier=\"host\",state=\"writing\"} 553\n"
+    "ignis_retained_slots{tier=\"host\",state=\"held\"} 546\n"
     "# HELP ignis_retained_slot_skips_total Captures skipped: every slot being written (busy), the "
     "key already held (duplicate), an image larger than a slot (size), no slots (none).\n"
     "# TYPE ignis_retained_slot_skips_total counter\n"
-    "ignis_retained_slot_skips_total{reason=\"busy\"} 581\n"
-    "ignis_retained_slot_skips_total{reason=\"duplicate\"} 588\n"
-    "ignis_retained_slot_skips_total{reason=\"size\"} 595\n"
-    "ignis_retained_slot_skips_total{reason=\"none\"} 602\n"
+    "ignis_retained_slot_skips_total{reason=\"busy\"} 595\n"
+    "ignis_retained_slot_skips_total{reason=\"duplicate\"} 602\n"
+    "ignis_retained_slot_skips_total{reason=\"size\"} 609\n"
+    "ignis_retained_slot_skips_total{reason=\"none\"} 616\n"
     "# HELP ignis_retained_slot_given_up_total Held retained slots given up for a newer capture.\n"
     "# TYPE ignis_retained_slot_given_up_total counter\n"
-    "ignis_retained_slot_given_up_total{tier=\"host\"} 574\n"
+    "ignis_retained_slot_given_up_total{tier=\"host\"} 588\n"
     "# HELP ignis_retained_slot_claims_total Claims of a retained slot: found (hit) or not "
     "(miss).\n"
     "# TYPE ignis_retained_slot_claims_total counter\n"
-    "ignis_retained_slot_claims_total{tier=\"host\",result=\"hit\"} 560\n"
-    "ignis_retained_slot_claims_total{tier=\"host\",result=\"miss\"} 567\n";
+    "ignis_retained_slot_claims_total{tier=\"host\",result=\"hit\"} 574\n"
+    "ignis_retained_slot_claims_total{tier=\"host\",result=\"miss\"} 581\n";
 
 static void test_page_exact(void **state)
 {

@@ -2,6 +2,7 @@
 #include "expcache.h"
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -442,6 +443,44 @@ void xc_destroy(struct xcache *c)
 	free(c);
 }
 
+/* A type's name in lower case ("bf16", "q4_k"). */
+static void xc__type(uint32_t t, char *out, size_t cap)
+{
+	const char *n = gguf_tensor_type_name(t);
+	size_t i = 0;
+
+	for (; n[i] && i + 1 < cap; i++)
+		out[i] = (char)(n[i] >= 'A' && n[i] <= 'Z' ? n[i] - 'A' + 'a' : n[i]);
+	out[i] = '\0';
+}
+
+/* "gate_up:<type>" (or "<gate type>+<up type>" when they differ), or
+ * "down:<type>": from the first layer in class k. */
+static void xc__class_name(const struct xcache *c, int k, char *out, size_t cap)
+{
+	char a[12], b[12];
+
+	for (uint32_t l = 0; l < c->m->layers; l++) {
+		const struct xc_layer *L = &c->L[l];
+
+		if (k < MDESC_EXPERT_WIDTHS && L->cls_gu == (uint32_t)k) {
+			xc__type(L->type[0], a, sizeof a);
+			xc__type(L->type[1], b, sizeof b);
+			if (strcmp(a, b))
+				snprintf(out, cap, "gate_up:%s+%s", a, b);
+			else
+				snprintf(out, cap, "gate_up:%s", a);
+			return;
+		}
+		if (k >= MDESC_EXPERT_WIDTHS && L->cls_d == (uint32_t)k) {
+			xc__type(L->type[2], a, sizeof a);
+			snprintf(out, cap, "down:%s", a);
+			return;
+		}
+	}
+	snprintf(out, cap, "class%d", k);
+}
+
 const struct lffn_experts *xc_experts(struct xcache *c)
 {
 	return &c->iface;
@@ -457,8 +496,14 @@ void xc_stats(const struct xcache *c, struct be_expert_stats *st)
 	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++) {
 		const struct xc_class *x = &c->cls[k];
 
-		st->cls[k] = (struct be_expert_class){x->record, x->n_slots, x->hits,
-		                                      x->misses, x->bytes,   x->evictions};
+		st->cls[k] = (struct be_expert_class){.record = x->record,
+		                                      .slots = x->n_slots,
+		                                      .hits = x->hits,
+		                                      .misses = x->misses,
+		                                      .bytes = x->bytes,
+		                                      .evictions = x->evictions};
+		if (x->n_slots)
+			xc__class_name(c, k, st->cls[k].name, sizeof(st->cls[k].name));
 	}
 	st->staged_layers = c->staged_layers;
 	st->staged_bytes = c->staged_bytes;
