@@ -2037,10 +2037,154 @@ static void bench_reuse(int reps)
 	mvd_close(&ru_kvd);
 }
 
+/*
+ * The expert cache at run time (issue 18; docs/adr/0039): decode tokens per
+ * second and the cache's hit rate against its size, on a MoE model of 64
+ * experts a layer and top-8 routing (tiny-moe's shapes otherwise: 8 layers,
+ * 512 experts of 96 KiB), the engine in this process on the cpu backend,
+ * one compute thread (the other core is the transfer stream's: a miss is a
+ * real copy into the simulated device). Sides, interleaved in each
+ * repetition: the experts read in place (no cache), resident, and offloaded
+ * behind a cache of 100%, 50% and 25% of the experts and of the plan's
+ * floor (2 MiB: 21 slots a class). Two lanes decode 128 tokens each after
+ * a 64-token prompt; the decode rounds alone are timed.
+ */
+#define XB_SIDES 6
+#define XB_GEN   128u
+
+static const char *const xb_names[XB_SIDES] = {"in place",  "resident",  "cache 100%",
+                                               "cache 50%", "cache 25%", "cache floor"};
+static const uint64_t xb_sets[XB_SIDES] = {0, 0, 512, 256, 128, 21};
+
+static void xb_run(const char *path, int side, double *tok_s, double *hit)
+{
+	struct be be = {.ops = backend_find("cpu", NULL)};
+	struct be_bind_opts bo = {
+	    .max_round_tokens = 2 + 64, .context = 512, .threads = 1, .states = 2};
+	struct eng_cfg cfg = {.lanes = 2,
+	                      .chunk = 64,
+	                      .context = 512,
+	                      .default_max_tokens = XB_GEN,
+	                      .fmt = MDESC_KV_BF16,
+	                      .max_requests = 4,
+	                      .eos = UINT32_MAX};
+	struct be_expert_stats x0, x1;
+	struct ig_errbuf eb;
+	struct mfile f;
+	struct be_model d;
+	struct kvpool kv;
+	struct eng *e;
+	void *region = NULL;
+	uint64_t pb, set = 0, h = 0, m = 0, tokens = 0;
+	uint32_t prompt[2][64], ran;
+	double t = 0;
+
+	if (!be.ops || be.ops->open(&be, 1ull << 30, &eb) || mfile_open(&f, path, &eb) ||
+	    be_bind_reserve(&be, &f, &bo, &eb))
+		goto fail;
+	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++)
+		set += f.desc.class_record_bytes[k];
+	if (side >= 1) {
+		bo.experts_offloaded = side >= 2;
+		bo.expert_cache.bytes = side == 1 ? f.desc.expert_host_bytes : xb_sets[side] * set;
+		bo.residency.bytes = 2 * f.desc.heaviest_layer_expert_bytes;
+		if (be.ops->alloc(&be, bo.expert_cache.bytes, &bo.expert_cache.base, &eb) ||
+		    be.ops->alloc(&be, bo.residency.bytes, &bo.residency.base, &eb))
+			goto fail;
+	}
+	pb = mdesc_page_bytes(&f.desc, MDESC_KV_BF16);
+	if (be.ops->model_bind(&be, &f, NULL, &bo, &d, &eb) ||
+	    be.ops->alloc(&be, 32 * pb, &region, &eb) || kvpool_init(&kv, region, pb, 32, &eb) ||
+	    eng_create(&e, &be, &d, &kv, &cfg, &eb))
+		goto fail;
+	for (uint32_t r = 0; r < 2; r++) {
+		struct eng_req q = {prompt[r], 64, XB_GEN, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}};
+		struct eng_admission adm;
+
+		for (uint32_t i = 0; i < 64; i++)
+			prompt[r][i] = (i * 2654435761u + r * 97u) >> 9 & 255u;
+		if (eng_submit(e, &q, &adm, &eb))
+			goto fail;
+	}
+	do {
+		struct eng_stats a, b;
+		double t0;
+
+		eng_stats(e, &a);
+		be.ops->expert_stats(&be, &d, &x0);
+		t0 = now();
+		if (eng_round(e, &ran, &eb))
+			goto fail;
+		t0 = now() - t0;
+		eng_stats(e, &b);
+		be.ops->expert_stats(&be, &d, &x1);
+		if (ran && b.prefill_tokens == a.prefill_tokens) { /* a decode round */
+			t += t0;
+			tokens += b.decode_tokens - a.decode_tokens;
+			for (int k = 0; k < MDESC_EXPERT_CLASSES; k++) {
+				h += x1.cls[k].hits - x0.cls[k].hits;
+				m += x1.cls[k].misses - x0.cls[k].misses;
+			}
+		}
+	} while (ran || eng_busy(e));
+	*tok_s = t > 0 ? (double)tokens / t : 0;
+	*hit = side >= 2 && h + m ? (double)h / (double)(h + m) : 1.0;
+	eng_destroy(e);
+	kvpool_release(&kv);
+	be.ops->free(&be, region, 32 * pb);
+	be.ops->model_release(&be, &d);
+	if (side >= 1) {
+		be.ops->free(&be, bo.expert_cache.base, bo.expert_cache.bytes);
+		be.ops->free(&be, bo.residency.base, bo.residency.bytes);
+	}
+	be_bind_unreserve(&be, &bo);
+	be.ops->close(&be);
+	mfile_close(&f);
+	return;
+fail:
+	fprintf(stderr, "ignis-bench: experts: %s\n", eb.msg);
+	exit(1);
+}
+
+static void bench_experts(int reps)
+{
+	struct mdesc d = *mdesc_find("tiny-moe");
+	double best[XB_SIDES] = {0}, hit[XB_SIDES] = {0};
+	struct ig_errbuf eb;
+	char path[128];
+
+	d.experts = 64;
+	d.top_k = 8;
+	snprintf(path, sizeof(path), "/tmp/ignis-bench-experts-%d.gguf", (int)getpid());
+	if (mfile_write_synthetic(&d, 5, MFILE_BF16, path, &eb)) {
+		fprintf(stderr, "ignis-bench: experts: %s\n", eb.msg);
+		exit(1);
+	}
+	for (int r = 0; r < reps; r++)
+		for (int k = 0; k < XB_SIDES; k++) {
+			int side = (k + r) % XB_SIDES; /* interleaved, each first in turn */
+			double ts, hr;
+
+			xb_run(path, side, &ts, &hr);
+			if (ts > best[side])
+				best[side] = ts;
+			hit[side] = hr;
+		}
+	unlink(path);
+	for (int k = 0; k < XB_SIDES; k++)
+		printf("experts  %-12s %4llu slots a class: decode %7.1f tok/s (%.3fx in place), "
+		       "hit rate %5.1f%%\n",
+		       xb_names[k],
+		       (unsigned long long)(k >= 2   ? xb_sets[k]
+		                            : k == 1 ? 512
+		                                     : 0),
+		       best[k], best[0] > 0 ? best[k] / best[0] : 0, 100.0 * hit[k]);
+}
+
 static void usage(FILE *f)
 {
 	fputs("usage: ignis-bench [--quick] [--base-kernels] "
-	      "[seqimg|matmul|codec|model|types|llama|kvstore|moves|reuse "
+	      "[seqimg|matmul|codec|model|types|llama|kvstore|moves|reuse|experts "
 	      "...]\n",
 	      f);
 	if (f != stdout)
@@ -2061,7 +2205,9 @@ static void usage(FILE *f)
 	      "  moves    other lanes' round latency while a sequence moves (ignis-kvstored:\n"
 	      "           $IGNIS_KVSTORED, else the build tree's)\n"
 	      "  reuse    time to first token with prompt reuse on and off: a growing chat,\n"
-	      "           requests sharing a system prompt (tiny-dense, device slots)\n"
+	      "           requests sharing a system prompt (tiny-dense, device and host slots)\n"
+	      "  experts  decode tokens per second and the expert cache's hit rate against its\n"
+	      "           size (64 experts a layer, top-8)\n"
 	      "  --quick  two repetitions instead of five\n"
 	      "  --base-kernels  the matrix product's baseline kernels, not the CPU's best\n"
 	      "           (AVX-512 where it has it): the same bits, to compare speeds\n"
@@ -2088,6 +2234,7 @@ int main(int argc, char **argv)
 	    /* starts ignis-kvstored ($IGNIS_KVSTORED, else the build tree's) */
 	    {"moves", bench_moves},
 	    {"reuse", bench_reuse},
+	    {"experts", bench_experts},
 	};
 	enum { NPARTS = sizeof(parts) / sizeof(parts[0]) };
 	size_t run[64], nrun = 0;

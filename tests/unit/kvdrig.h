@@ -36,7 +36,11 @@ struct daemon {
 
 static inline void daemon_start(struct daemon *k)
 {
-	pid_t pid = fork();
+	char parent[16];
+	pid_t pid;
+
+	snprintf(parent, sizeof(parent), "%d", (int)getpid());
+	pid = fork();
 
 	assert_true(pid >= 0);
 	if (pid == 0) {
@@ -53,7 +57,9 @@ static inline void daemon_start(struct daemon *k)
 		 * volume (the daemon's test-only switch) */
 		if (k->disk_bytes)
 			setenv("IGNIS_TEST_KVDISK_IGNORE_VOLUME", "1", 1);
-		execl(k->bin, k->bin, "--runtime-dir", k->dir, (char *)NULL);
+		/* it exits when this test does, even one that failed midway */
+		execl(k->bin, k->bin, "--runtime-dir", k->dir, "--supervisor-pid", parent,
+		      (char *)NULL);
 		_exit(127);
 	}
 	k->pid = pid;
