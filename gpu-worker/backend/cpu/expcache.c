@@ -26,8 +26,11 @@ struct xc_class {
 	uint64_t record;
 	uint32_t n_slots;
 	unsigned char *pool;
-	uint64_t *key;   /* per slot: layer x experts + expert + 1; 0 free */
-	uint64_t *last;  /* per slot: its last use (LRU) */
+	uint64_t *key; /* per slot: layer x experts + expert + 1; 0 free */
+	/* the slots in order of use, a doubly linked list: head the most
+	 * recently used, tail the least (free slots start there) */
+	uint32_t *prev, *next;
+	uint32_t head, tail;
 	uint32_t *epoch; /* per slot: the prepare that holds it */
 	uint64_t hits, misses, bytes, evictions;
 };
@@ -49,7 +52,7 @@ struct xcache {
 	uint32_t ring_next;
 	uint32_t *seen, *list; /* [experts]: the prepare that saw it; the distinct ones */
 	uint32_t epoch;
-	uint64_t tick, ticket;
+	uint64_t ticket;
 	bool copied;
 	uint64_t staged_layers, staged_bytes;
 	struct lffn_experts iface;
@@ -95,16 +98,40 @@ static int xc__wait(struct xcache *c, struct ig_errbuf *eb)
 	return rc;
 }
 
-/* The slot of class `k` for key `key`: the least recently used one this
- * prepare does not hold (a free one first: last 0). */
+#define XC_NONE UINT32_MAX
+
+/* Slot s to the head of its class's order (just used). */
+static void xc__touch(struct xc_class *k, uint32_t s)
+{
+	if (k->head == s)
+		return;
+	/* unlink */
+	if (k->prev[s] != XC_NONE)
+		k->next[k->prev[s]] = k->next[s];
+	if (k->next[s] != XC_NONE)
+		k->prev[k->next[s]] = k->prev[s];
+	if (k->tail == s)
+		k->tail = k->prev[s];
+	/* to the head */
+	k->prev[s] = XC_NONE;
+	k->next[s] = k->head;
+	if (k->head != XC_NONE)
+		k->prev[k->head] = s;
+	k->head = s;
+	if (k->tail == XC_NONE)
+		k->tail = s;
+}
+
+/* The least recently used slot of class `k` that this prepare does not
+ * hold (free ones are at the tail from the start). The slots a prepare holds
+ * were touched by it, so they are at the head: the walk from the tail stops
+ * at once but when every slot is held (the caller's count forbids it). */
 static uint32_t xc__victim(const struct xc_class *k, uint32_t epoch)
 {
-	uint32_t best = UINT32_MAX;
-
-	for (uint32_t i = 0; i < k->n_slots; i++)
-		if (k->epoch[i] != epoch && (best == UINT32_MAX || k->last[i] < k->last[best]))
-			best = i;
-	return best;
+	for (uint32_t s = k->tail; s != XC_NONE; s = k->prev[s])
+		if (k->epoch[s] != epoch)
+			return s;
+	return XC_NONE;
 }
 
 /* Expert e of layer l into a slot of its class `which` (0 gate_up, 1 down):
@@ -126,7 +153,7 @@ static int xc__slot(struct xcache *c, uint32_t l, uint32_t e, int which, struct 
 		unsigned char *dst;
 
 		s = xc__victim(k, c->epoch);
-		if (s == UINT32_MAX) /* the caller checked the count: cannot happen */
+		if (s == XC_NONE) /* the caller checked the count: cannot happen */
 			return ig_errf(eb, IG_E_NOSPACE, "expert cache: no slot left in a class");
 		if (k->key[s]) {
 			map[k->key[s] - 1] = -1;
@@ -150,7 +177,7 @@ static int xc__slot(struct xcache *c, uint32_t l, uint32_t e, int which, struct 
 		map[key] = (int32_t)s;
 	}
 	k->epoch[s] = c->epoch;
-	k->last[s] = ++c->tick;
+	xc__touch(k, s);
 	return IG_E_OK;
 }
 
@@ -305,11 +332,19 @@ static int xc__classes(struct xcache *c, struct be_region cache, struct ig_errbu
 		x->pool = (unsigned char *)cache.base + off;
 		off += sets * x->record;
 		x->key = calloc(sets, sizeof(uint64_t));
-		x->last = calloc(sets, sizeof(uint64_t));
+		x->prev = malloc(sets * sizeof(uint32_t));
+		x->next = malloc(sets * sizeof(uint32_t));
 		x->epoch = calloc(sets, sizeof(uint32_t));
-		if (!x->key || !x->last || !x->epoch)
+		if (!x->key || !x->prev || !x->next || !x->epoch)
 			return ig_errf(eb, IG_E_NOMEM,
 			               "expert cache: no memory for %" PRIu64 " slots", sets);
+		/* every slot free, in index order from the head */
+		for (uint32_t i = 0; i < (uint32_t)sets; i++) {
+			x->prev[i] = i ? i - 1 : XC_NONE;
+			x->next[i] = i + 1 < sets ? i + 1 : XC_NONE;
+		}
+		x->head = 0;
+		x->tail = (uint32_t)sets - 1;
 	}
 	c->cache_bytes = off;
 	return IG_E_OK;
@@ -431,7 +466,8 @@ void xc_destroy(struct xcache *c)
 	}
 	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++) {
 		free(c->cls[k].key);
-		free(c->cls[k].last);
+		free(c->cls[k].prev);
+		free(c->cls[k].next);
 		free(c->cls[k].epoch);
 	}
 	free(c->map[0]);
