@@ -111,7 +111,8 @@ enum knob_type {
 	X(VRAM_PINNED_EXPERT_BYTES, "vram-pinned-expert-bytes", KT_BYTES, "0", KNOB_REFUSE_DENSE,  \
 	  NULL,                                                                                    \
 	  "Flash-Next only: the hottest experts held in the expert cache for the whole load, up "  \
-	  "to these bytes; 0 pins none.")                                                          \
+	  "to these bytes, ranked by the counts ignis-calibrate writes beside the model (needed "  \
+	  "when offloaded); 0 pins none.")                                                         \
 	X(VRAM_KV_POOL_BYTES, "vram-kv-pool-bytes", KT_POOL, "", 0, NULL,                          \
 	  "The KV pool in bytes or tokens (512Ktok), replacing the policy's size. Resident: the "  \
 	  "rest of the budget stays unused.")                                                      \
@@ -153,9 +154,9 @@ enum knob_type {
 	  "Where the Prometheus metrics page (/metrics, HTTP) listens: HOST:PORT.")                \
 	X(SERVER_HTTP_BIND, "server-http-bind", KT_LISTEN, "127.0.0.1:8000", 0, NULL,              \
 	  "Where OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /v1/models, "           \
-	  "/health, /ready) listens: HOST:PORT, loopback unless --server-allow-remote; off: "       \
+	  "/health, /ready) listens: HOST:PORT, loopback unless --server-allow-remote; off: "      \
 	  "none.")                                                                                 \
-	X(SERVER_MAX_REQUESTS, "server-max-requests", KT_COUNT, "1024", 0, "1..4096",             \
+	X(SERVER_MAX_REQUESTS, "server-max-requests", KT_COUNT, "1024", 0, "1..4096",              \
 	  "Requests the gpu-worker holds at once: running, waiting there for room, or finished "   \
 	  "and not yet read. Beyond them the front door holds submits in order until one "         \
 	  "leaves; none is refused.")                                                              \
@@ -240,10 +241,11 @@ struct knob_input {
 
 /* A resolved knob. */
 struct knob_value {
-	bool set;      /* false: no value (e.g. no explicit budget) */
-	uint64_t u;    /* bytes, count, bool, enum index */
-	bool tokens;   /* KT_POOL given in tokens */
-	const char *s; /* KT_PATH, KT_ADDR, KT_HOSTPORT, KT_LISTEN, KT_MODEL text (points into the input) */
+	bool set;    /* false: no value (e.g. no explicit budget) */
+	uint64_t u;  /* bytes, count, bool, enum index */
+	bool tokens; /* KT_POOL given in tokens */
+	const char *
+	    s; /* KT_PATH, KT_ADDR, KT_HOSTPORT, KT_LISTEN, KT_MODEL text (points into the input) */
 	enum knob_src src;
 	char where[160]; /* for messages: "--x", "IGNIS_X", "f.yaml:3", "profile rtx5090",
 	                    "default", "qwen3.8-27b's default" */
@@ -271,9 +273,10 @@ struct knobs {
 	X("IGNIS_SEED", "test_gguf: the seed of the random corruptions")                           \
 	X("IGNIS_ORACLE_LIB_DIR",                                                                  \
 	  "the oracle tests: llama.cpp's libraries (tools/install-oracle.sh)")                     \
-	X("IGNIS_ORACLE_LOG", "the oracle tests: llama.cpp's log on stderr")                        \
+	X("IGNIS_ORACLE_LOG", "the oracle tests: llama.cpp's log on stderr")                       \
 	X("IGNIS_OPENAI_MODULE", "http.sh: OpenAI's npm client (tools/install-oracle.sh)")         \
-	X("IGNIS_DUMP_PAGE", "test_metrics: write the page it rendered there (to update want_page)") \
+	X("IGNIS_DUMP_PAGE",                                                                       \
+	  "test_metrics: write the page it rendered there (to update want_page)")                  \
 	X("IGNIS_ORACLE_MEASURE",                                                                  \
 	  "test_model_oracle: print each row's discrepancy, assert nothing")                       \
 	X("IGNIS_QWEN3_TOKENIZER",                                                                 \

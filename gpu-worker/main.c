@@ -17,6 +17,7 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include "gpu-worker/engine/kvclient.h"
 #include "gpu-worker/backend/layout.h"
 #include "model/mfile.h"
+#include "model/expcounts.h"
 #include "model/seqimg.h"
 #include <xxhash.h>
 #include "common/rtdir.h"
@@ -283,6 +285,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	char path[4097], fmt[17];
 	struct be_bind_opts bo;
 	struct eng_cfg cfg;
+	uint64_t *counts = NULL; /* the experts' calibration counts, for pins */
 	void *pool_base = w->layout.r[LAYOUT_KV_POOL].base;
 	struct ev e;
 	int rc;
@@ -354,10 +357,29 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 		if (!rc)
 			rc = layout_take_rest(&w->layout, LAYOUT_RESIDENCY, &bo.residency, eb);
 		bo.experts_offloaded = msg_str_eq(pl->policy, "offloaded");
+		/* pinned experts: the hottest by the calibration's counts beside
+		 * the model (ignis-calibrate writes them) */
+		if (!rc && bo.experts_offloaded && pl->pinned_expert_bytes) {
+			char cp[4200];
+
+			rc = expcounts_path(cp, sizeof(cp), path, eb);
+			if (!rc)
+				rc = expcounts_read(cp, &w->f, &counts, eb);
+			if (rc == IG_E_NOTFOUND)
+				rc = ig_errf(
+				    eb, IG_E_INVAL,
+				    "--vram-pinned-expert-bytes %" PRIu64 " needs the experts' "
+				    "counts in '%s': run ignis-calibrate --model '%s' --text "
+				    "FILE (or name --vram-pinned-expert-bytes 0)",
+				    (uint64_t)pl->pinned_expert_bytes, cp, path);
+			bo.pinned_expert_bytes = pl->pinned_expert_bytes;
+			bo.expert_counts = counts;
+		}
 	}
 	if (!rc)
 		rc = w->be.ops->model_bind(&w->be, &w->f, &(struct be_placer){worker_place, w}, &bo,
 		                           &w->d, eb);
+	free(counts); /* the pins are chosen at bind */
 	if (rc)
 		goto fail;
 	w->d_bound = true;

@@ -95,6 +95,7 @@ void plan_to_msg(const struct vplan *p, const struct knobs *k, const char *model
 	pl->reuse_prompt = k->v[KNOB_REUSE_PROMPT].u != 0;
 	pl->retained_host = p->retained_host;
 	pl->interactive_ttl_s = k->v[KNOB_REUSE_RETAINED_INTERACTIVE_TTL].u;
+	pl->pinned_expert_bytes = p->pinned_expert_bytes;
 }
 
 static void plan__lines_fields(struct ev *e, const struct vplan *p)

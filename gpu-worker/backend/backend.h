@@ -131,6 +131,11 @@ struct be_bind_opts {
 	struct be_region expert_cache;
 	struct be_region residency;
 	bool experts_offloaded;
+	/* --vram-pinned-expert-bytes of the cache held for the whole load by
+	 * the hottest experts, ranked by `expert_counts` (layers x experts, a
+	 * calibration's; NULL refuses a pin) */
+	uint64_t pinned_expert_bytes;
+	const uint64_t *expert_counts;
 };
 
 /* The expert cache's figures of a bound MoE model (docs/adr/0039), a class
@@ -281,6 +286,11 @@ struct be_ops {
 	 * nothing even when the round runs in passes. */
 	/* The expert cache's figures (st->cached false for a model without). */
 	void (*expert_stats)(struct be *b, const struct be_model *m, struct be_expert_stats *st);
+	/* Tokens routed to each expert since the bind (layers x experts,
+	 * layer-major; a calibration's counts): up to n into `out`; returns how
+	 * many there are, 0 for a model bound without an expert_cache region. */
+	uint64_t (*expert_counts)(struct be *b, const struct be_model *m, uint64_t *out,
+	                          uint64_t n);
 	int (*round)(struct be *b, const struct be_model *m, const struct be_step *steps,
 	             uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
 	             uint64_t context, float *logits, struct ig_errbuf *eb);

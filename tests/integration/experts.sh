@@ -79,6 +79,20 @@ for c in gate_up:bf16 down:bf16; do
 done
 stop
 
+step "pinned experts: refused without the calibration's counts, then pinned by them"
+out=$("$sup" start --runtime-dir "$rt" --model "$m" --device-free-bytes 40M \
+	--vram-pinned-expert-bytes 4M 2>&1) && fail "a pin without counts started"
+grep -q "ignis-calibrate" <<<"$out" || fail "the refusal does not name ignis-calibrate: $out"
+head -c 6000 /dev/urandom | base64 >"$work/cal.txt"
+"$build/tools/ignis-calibrate" --model "$m" --text "$work/cal.txt" >/dev/null || fail "calibrate"
+[[ -s $m.experts ]] || fail "no counts beside the model"
+start --device-free-bytes 40M --vram-pinned-expert-bytes 4M
+# 4 MiB holds 42 experts of 96 KiB (gate_up 64 KiB + down 32 KiB)
+loaded | jq -e '.expert_pinned_bytes == 4128768 and .expert_host_bytes == 50331648 - 4128768' \
+	>/dev/null || fail "the load event: $(loaded)"
+same_texts pinned
+stop
+
 step "resident (96 MiB device): every expert on the device, no cache, the same texts"
 start --device-free-bytes 96M
 loaded | jq -e '.experts == "resident" and .expert_host_bytes == 0 and .expert_cache_bytes == 50331648' \

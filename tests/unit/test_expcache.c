@@ -7,7 +7,11 @@
  * every size down to the class minimum, and below it (top_k slots: decode
  * passes then go through the staging ring); the class minimum holds at run
  * time: with lanes x top_k slots a class, no pass of decode rows alone needs
- * the ring; hits, misses, bytes and evictions add up.
+ * the ring; hits, misses, bytes and evictions add up. Pinned experts (the
+ * hottest by a calibration's counts, written and read back as ignis-calibrate
+ * and the worker do): the same tokens, always hits, their host copy gone,
+ * each class keeping its minimum; a pin past the most is refused naming it,
+ * and so is one without counts.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +27,7 @@
 #include "gpu-worker/backend/backend.h"
 #include "gpu-worker/backend/kvpool.h"
 #include "gpu-worker/engine/engine.h"
+#include "model/expcounts.h"
 #include "model/mfile.h"
 #include "testutil.h"
 
@@ -46,8 +51,13 @@ static uint32_t want[NREQ][MAXGEN];
  * or offloaded behind `sets` slot sets. */
 enum how { IN_PLACE, RESIDENT, OFFLOADED };
 
+/* pins for the next run (OFFLOADED) */
+static uint64_t pin_bytes;
+static const uint64_t *pin_counts;
+
 struct run_out {
 	uint32_t tok[NREQ][MAXGEN];
+	uint64_t counts[8 * 64]; /* tokens routed to each expert (a cached run) */
 	struct be_expert_stats xs;
 	uint64_t decode_only_staged; /* staged layers in rounds with no prefill */
 	uint64_t decode_only_rounds;
@@ -100,6 +110,8 @@ static void run(enum how how, uint64_t sets, struct run_out *o)
 	if (how != IN_PLACE) {
 		bo.residency.bytes = 2 * heaviest;
 		bo.experts_offloaded = how == OFFLOADED;
+		bo.pinned_expert_bytes = how == OFFLOADED ? pin_bytes : 0;
+		bo.expert_counts = pin_counts;
 		assert_int_equal(
 		    be.ops->alloc(&be, bo.expert_cache.bytes, &bo.expert_cache.base, &eb), IG_E_OK);
 		assert_int_equal(be.ops->alloc(&be, bo.residency.bytes, &bo.residency.base, &eb),
@@ -149,6 +161,8 @@ static void run(enum how how, uint64_t sets, struct run_out *o)
 		assert_int_equal(n, MAXGEN);
 	}
 	be.ops->expert_stats(&be, &d, &o->xs);
+	if (how != IN_PLACE)
+		assert_int_equal(be.ops->expert_counts(&be, &d, o->counts, 8 * 64), 8 * 64);
 	eng_destroy(e);
 	kvpool_release(&kv);
 	be.ops->free(&be, region, PAGES * pb);
@@ -303,6 +317,126 @@ static void test_refusals(void **state)
 	mfile_close(&f);
 }
 
+/* A calibration's counts, written beside the model and read back; pins
+ * from them: the same tokens, the pinned experts always hit (no miss is
+ * theirs: misses fall by at least what they took), their host copy gone,
+ * and the order keeps the class minimum (decode rows never staged). */
+static void test_pinned(void **state)
+{
+	static struct run_out cal, o, plain;
+	struct ig_errbuf eb;
+	struct mfile f;
+	char path[200];
+	uint64_t *back = NULL, pinned, most;
+
+	(void)state;
+	run(RESIDENT, 0, &cal); /* the calibration: these requests' routing */
+	assert_int_equal(mfile_open(&f, model_path, &eb), IG_E_OK);
+	assert_int_equal(expcounts_path(path, sizeof(path), model_path, &eb), IG_E_OK);
+	assert_int_equal(expcounts_write(path, &f, cal.counts, &eb), IG_E_OK);
+	assert_int_equal(expcounts_read(path, &f, &back, &eb), IG_E_OK);
+	assert_memory_equal(back, cal.counts, sizeof(cal.counts));
+	mfile_close(&f);
+	/* 43 sets, 20 kept for a decode step (2 lanes x (8 + 2)): at most 23
+	 * experts of 98,304 B; pin 20 */
+	most = 23ull * 98304;
+	pin_counts = back;
+	pin_bytes = 20ull * 98304;
+	run(OFFLOADED, 43, &o);
+	pin_bytes = 0;
+	run(OFFLOADED, 43, &plain);
+	pin_counts = NULL;
+	same_as_in_place("20 experts pinned of 43 slot sets", &o);
+	pinned = o.xs.pinned_bytes;
+	assert_int_equal(pinned, 20ull * 98304);
+	assert_int_equal(o.xs.host_bytes, 8ull * 64 * 98304 - pinned);
+	assert_int_equal(o.decode_only_staged, 0);
+	for (int k = 0; k < 2; k++) {
+		int c = k ? MDESC_EXPERT_WIDTHS : 0;
+
+		assert_true(o.xs.cls[c].misses < plain.xs.cls[c].misses);
+		assert_true(o.xs.cls[c].hits > plain.xs.cls[c].hits);
+	}
+	/* past the most: refused, naming it */
+	{
+		struct be be = {0};
+		struct be_bind_opts bo = {.max_round_tokens = LANES + CHUNK,
+		                          .context = CONTEXT,
+		                          .threads = 1,
+		                          .states = LANES};
+		struct be_model d;
+		char most_s[64];
+
+		be.ops = backend_find("cpu", &eb);
+		assert_int_equal(be.ops->open(&be, 1ull << 30, &eb), IG_E_OK);
+		assert_int_equal(mfile_open(&f, model_path, &eb), IG_E_OK);
+		assert_int_equal(be_bind_reserve(&be, &f, &bo, &eb), IG_E_OK);
+		bo.expert_cache.bytes = 43ull * 98304;
+		bo.residency.bytes = 2 * f.desc.heaviest_layer_expert_bytes;
+		bo.experts_offloaded = true;
+		assert_int_equal(
+		    be.ops->alloc(&be, bo.expert_cache.bytes, &bo.expert_cache.base, &eb), IG_E_OK);
+		assert_int_equal(be.ops->alloc(&be, bo.residency.bytes, &bo.residency.base, &eb),
+		                 IG_E_OK);
+		bo.pinned_expert_bytes = most + 1;
+		bo.expert_counts = back;
+		assert_int_equal(be.ops->model_bind(&be, &f, NULL, &bo, &d, &eb), IG_E_INVAL);
+		snprintf(most_s, sizeof(most_s), "at most %llu bytes", (unsigned long long)most);
+		if (!strstr(eb.msg, most_s))
+			fail_msg("refusal without '%s': %s", most_s, eb.msg);
+		bo.pinned_expert_bytes = most;
+		bo.expert_counts = NULL;
+		assert_int_equal(be.ops->model_bind(&be, &f, NULL, &bo, &d, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "ignis-calibrate"));
+		be.ops->free(&be, bo.expert_cache.base, bo.expert_cache.bytes);
+		be.ops->free(&be, bo.residency.base, bo.residency.bytes);
+		be_bind_unreserve(&be, &bo);
+		be.ops->close(&be);
+		mfile_close(&f);
+	}
+	free(back);
+	unlink(path);
+}
+
+/* The counts file: another model's, or a damaged one, is refused by name. */
+static void test_counts_file(void **state)
+{
+	static uint64_t counts[8 * 64];
+	struct ig_errbuf eb;
+	struct mfile f, g;
+	char path[200], other[200];
+	uint64_t *back;
+	struct mdesc d = *mdesc_find("tiny-moe");
+	FILE *o;
+
+	(void)state;
+	for (uint32_t i = 0; i < 8 * 64; i++)
+		counts[i] = i * 3u;
+	snprintf(other, sizeof(other), "/tmp/ignis-expcache-other-%d.gguf", (int)getpid());
+	d.experts = 64;
+	d.top_k = 8;
+	assert_int_equal(mfile_write_synthetic(&d, 10, MFILE_BF16, other, &eb), IG_E_OK);
+	assert_int_equal(mfile_open(&f, model_path, &eb), IG_E_OK);
+	assert_int_equal(mfile_open(&g, other, &eb), IG_E_OK);
+	snprintf(path, sizeof(path), "/tmp/ignis-expcache-%d.counts", (int)getpid());
+	assert_int_equal(expcounts_read(path, &f, &back, &eb), IG_E_NOTFOUND);
+	assert_int_equal(expcounts_write(path, &f, counts, &eb), IG_E_OK);
+	/* another model of the same shapes (another seed): refused */
+	assert_int_equal(expcounts_read(path, &g, &back, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "another model"));
+	/* cut short: refused, naming the count */
+	o = fopen(path, "a");
+	assert_non_null(o);
+	fclose(o);
+	assert_int_equal(truncate(path, 200), 0);
+	assert_int_equal(expcounts_read(path, &f, &back, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "is missing or not a number"));
+	mfile_close(&f);
+	mfile_close(&g);
+	unlink(path);
+	unlink(other);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -310,6 +444,8 @@ int main(void)
 	    cmocka_unit_test(test_offloaded_any_size),
 	    cmocka_unit_test(test_class_minimum_holds),
 	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_pinned),
+	    cmocka_unit_test(test_counts_file),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

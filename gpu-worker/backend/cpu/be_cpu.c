@@ -691,8 +691,11 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 		if (!rc && o->residency.base)
 			rc = be_cpu__region_ok(b->priv, "residency", &o->residency, 1, eb);
 		if (!rc)
-			rc = xc_create(&cm->xc, b, f, o->expert_cache, o->residency,
-			               o->experts_offloaded, eb);
+			rc = xc_create(
+			    &cm->xc, b, f, o->expert_cache, o->residency, o->experts_offloaded,
+			    &(struct xc_pins){o->pinned_expert_bytes, o->expert_counts,
+			                      o->states * (f->desc.top_k + f->desc.prefetch_width)},
+			    eb);
 		if (!rc)
 			cm->d.experts = xc_experts(cm->xc);
 	}
@@ -725,6 +728,15 @@ static void be_cpu_expert_stats(struct be *b, const struct be_model *m, struct b
 		xc_stats(cm->xc, st);
 	else
 		memset(st, 0, sizeof(*st));
+}
+
+static uint64_t be_cpu_expert_counts(struct be *b, const struct be_model *m, uint64_t *out,
+                                     uint64_t n)
+{
+	const struct be_cpu_model *cm = m->impl;
+
+	(void)b;
+	return cm && cm->xc ? xc_counts(cm->xc, out, n) : 0;
 }
 
 static int be_cpu_seq_init(struct be *b, const struct be_model *m, struct be_seq *s,
@@ -867,5 +879,6 @@ const struct be_ops be_cpu_ops = {
     .seq_release = be_cpu_seq_release,
     .seq_image = be_cpu_seq_image,
     .expert_stats = be_cpu_expert_stats,
+    .expert_counts = be_cpu_expert_counts,
     .round = be_cpu_round,
 };

@@ -25,6 +25,7 @@ struct xc_layer {
 struct xc_class {
 	uint64_t record;
 	uint32_t n_slots;
+	uint32_t n_pinned; /* slots 0..n_pinned: pinned experts, outside the order */
 	unsigned char *pool;
 	uint64_t *key; /* per slot: layer x experts + expert + 1; 0 free */
 	/* the slots in order of use, a doubly linked list: head the most
@@ -55,6 +56,12 @@ struct xcache {
 	uint64_t ticket;
 	bool copied;
 	uint64_t staged_layers, staged_bytes;
+	/* per expert (layer x experts + e): its three projections in host
+	 * memory (NULL when pinned: no host copy), pinned, tokens routed to it */
+	const unsigned char **hp;
+	bool *pinned;
+	uint64_t *routed;
+	uint64_t pinned_bytes;
 	struct lffn_experts iface;
 };
 
@@ -146,6 +153,10 @@ static int xc__slot(struct xcache *c, uint32_t l, uint32_t e, int which, struct 
 	uint32_t s;
 	int rc;
 
+	if (c->pinned[key]) { /* held for the whole load, outside the order */
+		k->hits++;
+		return IG_E_OK;
+	}
 	if (map[key] >= 0) {
 		s = (uint32_t)map[key];
 		k->hits++;
@@ -161,13 +172,13 @@ static int xc__slot(struct xcache *c, uint32_t l, uint32_t e, int which, struct 
 		}
 		dst = k->pool + (uint64_t)s * k->record;
 		if (!which) {
-			rc = xc__copy(c, dst, L->src[0] + e * L->bytes[0], L->bytes[0], eb);
+			rc = xc__copy(c, dst, c->hp[key * 3], L->bytes[0], eb);
 			if (!rc)
-				rc = xc__copy(c, dst + L->bytes[0], L->src[1] + e * L->bytes[1],
-				              L->bytes[1], eb);
+				rc = xc__copy(c, dst + L->bytes[0], c->hp[key * 3 + 1], L->bytes[1],
+				              eb);
 			k->bytes += L->bytes[0] + L->bytes[1];
 		} else {
-			rc = xc__copy(c, dst, L->src[2] + e * L->bytes[2], L->bytes[2], eb);
+			rc = xc__copy(c, dst, c->hp[key * 3 + 2], L->bytes[2], eb);
 			k->bytes += L->bytes[2];
 		}
 		if (rc)
@@ -186,7 +197,7 @@ static int xc__slot(struct xcache *c, uint32_t l, uint32_t e, int which, struct 
 static int xc__stage(struct xcache *c, uint32_t l, struct ig_errbuf *eb)
 {
 	struct xc_layer *L = &c->L[l];
-	uint64_t n[3], off = 0;
+	uint64_t off = 0;
 	uint32_t r;
 	int rc = IG_E_OK;
 
@@ -194,12 +205,22 @@ static int xc__stage(struct xcache *c, uint32_t l, struct ig_errbuf *eb)
 		if (c->ring_layer[r] == (int64_t)l)
 			break;
 	if (r == 2) {
+		uint64_t at[3] = {0, L->bytes[0] * c->m->experts,
+		                  (L->bytes[0] + L->bytes[1]) * c->m->experts};
+
 		r = c->ring_next++ % 2;
 		c->ring_layer[r] = -1;
-		for (int i = 0; i < 3 && !rc; i++) {
-			n[i] = L->bytes[i] * c->m->experts;
-			rc = xc__copy(c, c->ring[r] + off, L->src[i], n[i], eb);
-			off += n[i];
+		/* each expert but the pinned ones (read from their slots) */
+		for (uint32_t e = 0; e < c->m->experts && !rc; e++) {
+			uint64_t key = (uint64_t)l * c->m->experts + e;
+
+			if (c->pinned[key])
+				continue;
+			for (int i = 0; i < 3 && !rc; i++) {
+				rc = xc__copy(c, c->ring[r] + at[i] + e * L->bytes[i],
+				              c->hp[key * 3 + i], L->bytes[i], eb);
+				off += L->bytes[i];
+			}
 		}
 		if (rc)
 			return rc;
@@ -216,9 +237,11 @@ static int xc_prepare(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n, st
 {
 	struct xcache *c = ctx;
 	struct xc_layer *L = &c->L[l];
-	uint32_t nd = 0;
+	uint32_t nd = 0, nu = 0;
 	int rc = IG_E_OK;
 
+	for (uint32_t i = 0; i < n; i++) /* the calibration's counts */
+		c->routed[(uint64_t)l * c->m->experts + ids[i]]++;
 	if (!c->offloaded)
 		return IG_E_OK;
 	if (++c->epoch == 0) { /* wrapped: no slot may look held */
@@ -231,8 +254,11 @@ static int xc_prepare(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n, st
 		if (c->seen[ids[i]] != c->epoch) {
 			c->seen[ids[i]] = c->epoch;
 			c->list[nd++] = ids[i];
+			nu += !c->pinned[(uint64_t)l * c->m->experts + ids[i]];
 		}
-	if (nd > c->cls[L->cls_gu].n_slots || nd > c->cls[L->cls_d].n_slots) {
+	/* the experts not pinned must fit in the slots of the order */
+	if (nu > c->cls[L->cls_gu].n_slots - c->cls[L->cls_gu].n_pinned ||
+	    nu > c->cls[L->cls_d].n_slots - c->cls[L->cls_d].n_pinned) {
 		if (!c->ring[0])
 			return ig_errf(
 			    eb, IG_E_NOSPACE,
@@ -259,6 +285,16 @@ static void xc_get(void *ctx, uint32_t l, uint32_t e, struct cop_w w[3])
 	const struct xc_layer *L = &c->L[l];
 
 	if (L->mode == XC_SLOTS) {
+		const struct xc_class *gu = &c->cls[L->cls_gu], *dn = &c->cls[L->cls_d];
+		uint64_t key = (uint64_t)l * c->m->experts + e;
+		const unsigned char *p = gu->pool + (uint64_t)c->map[0][key] * gu->record;
+
+		w[0] = (struct cop_w){p, L->type[0]};
+		w[1] = (struct cop_w){p + L->bytes[0], L->type[1]};
+		w[2] = (struct cop_w){dn->pool + (uint64_t)c->map[1][key] * dn->record, L->type[2]};
+		return;
+	}
+	if (L->mode == XC_RING && c->pinned[(uint64_t)l * c->m->experts + e]) {
 		const struct xc_class *gu = &c->cls[L->cls_gu], *dn = &c->cls[L->cls_d];
 		uint64_t key = (uint64_t)l * c->m->experts + e;
 		const unsigned char *p = gu->pool + (uint64_t)c->map[0][key] * gu->record;
@@ -338,20 +374,100 @@ static int xc__classes(struct xcache *c, struct be_region cache, struct ig_errbu
 		if (!x->key || !x->prev || !x->next || !x->epoch)
 			return ig_errf(eb, IG_E_NOMEM,
 			               "expert cache: no memory for %" PRIu64 " slots", sets);
-		/* every slot free, in index order from the head */
-		for (uint32_t i = 0; i < (uint32_t)sets; i++) {
-			x->prev[i] = i ? i - 1 : XC_NONE;
-			x->next[i] = i + 1 < sets ? i + 1 : XC_NONE;
-		}
-		x->head = 0;
-		x->tail = (uint32_t)sets - 1;
 	}
 	c->cache_bytes = off;
 	return IG_E_OK;
 }
 
+/* Each class's order of use over its slots past the pinned ones, every
+ * slot free, in index order from the head. */
+static void xc__orders(struct xcache *c)
+{
+	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++) {
+		struct xc_class *x = &c->cls[k];
+
+		x->head = x->tail = XC_NONE;
+		for (uint32_t i = x->n_pinned; i < x->n_slots; i++) {
+			x->prev[i] = i > x->n_pinned ? i - 1 : XC_NONE;
+			x->next[i] = i + 1 < x->n_slots ? i + 1 : XC_NONE;
+		}
+		if (x->n_slots > x->n_pinned) {
+			x->head = x->n_pinned;
+			x->tail = x->n_slots - 1;
+		}
+	}
+}
+
+/* Which experts are pinned: the most routed first (the calibration's
+ * counts; ties to the lower layer and id), each taking a slot of its two
+ * classes, while `bytes` has room for its records and each class keeps
+ * `keep` slots for the order (the experts of one decode step). Refused
+ * when `bytes` is more than the cache can pin that way at most (as the
+ * plan computes it: the slots past `keep` of the fullest class, each the
+ * smallest expert). */
+static int xc__pin(struct xcache *c, uint64_t bytes, const uint64_t *counts, uint32_t keep,
+                   struct ig_errbuf *eb)
+{
+	const struct mdesc *m = c->m;
+	uint64_t nkeys = (uint64_t)m->layers * m->experts, sets = 0, most, left = bytes;
+	uint64_t *order;
+
+	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++)
+		sets = c->cls[k].n_slots > sets ? c->cls[k].n_slots : sets;
+	most = sets > keep ? (sets - keep) * mdesc_min_expert_bytes(m) : 0;
+	if (!bytes)
+		return IG_E_OK;
+	if (bytes > most)
+		return ig_errf(eb, IG_E_INVAL,
+		               "--vram-pinned-expert-bytes %" PRIu64 ": this expert cache pins at "
+		               "most %" PRIu64 " bytes (%" PRIu64 " slots a class, %u kept for "
+		               "the experts of one decode step)",
+		               bytes, most, sets, keep);
+	if (!counts)
+		return ig_errf(eb, IG_E_INVAL,
+		               "--vram-pinned-expert-bytes %" PRIu64 " needs the experts' counts "
+		               "(which are hottest): run ignis-calibrate on the model, which "
+		               "writes them beside it",
+		               bytes);
+	order = malloc(nkeys * sizeof(uint64_t));
+	if (!order)
+		return ig_errf(eb, IG_E_NOMEM, "no memory to rank %" PRIu64 " experts", nkeys);
+	for (uint64_t i = 0; i < nkeys; i++)
+		order[i] = i;
+	/* by count, descending; ties to the lower key (insertion order kept) */
+	for (uint64_t i = 1; i < nkeys; i++) {
+		uint64_t v = order[i], j = i;
+
+		while (j > 0 && counts[order[j - 1]] < counts[v]) {
+			order[j] = order[j - 1];
+			j--;
+		}
+		order[j] = v;
+	}
+	for (uint64_t i = 0; i < nkeys; i++) {
+		uint64_t key = order[i];
+		const struct xc_layer *L = &c->L[key / m->experts];
+		struct xc_class *gu = &c->cls[L->cls_gu], *dn = &c->cls[L->cls_d];
+		uint64_t need = gu->record + dn->record;
+
+		if (need > left || gu->n_pinned + keep >= gu->n_slots ||
+		    dn->n_pinned + keep >= dn->n_slots)
+			continue;
+		c->map[0][key] = (int32_t)gu->n_pinned;
+		gu->key[gu->n_pinned++] = key + 1;
+		c->map[1][key] = (int32_t)dn->n_pinned;
+		dn->key[dn->n_pinned++] = key + 1;
+		c->pinned[key] = true;
+		c->pinned_bytes += need;
+		left -= need;
+	}
+	free(order);
+	return IG_E_OK;
+}
+
 int xc_create(struct xcache **out, struct be *be, struct mfile *f, struct be_region cache,
-              struct be_region staging, bool offloaded, struct ig_errbuf *eb)
+              struct be_region staging, bool offloaded, const struct xc_pins *pins,
+              struct ig_errbuf *eb)
 {
 	const struct mdesc *m = &f->desc;
 	struct xcache *c = calloc(1, sizeof(*c));
@@ -367,7 +483,9 @@ int xc_create(struct xcache **out, struct be *be, struct mfile *f, struct be_reg
 	c->offloaded = offloaded;
 	c->ring_layer[0] = c->ring_layer[1] = -1;
 	c->L = calloc(m->layers, sizeof(*c->L));
-	if (!c->L) {
+	c->routed = calloc(nkeys ? nkeys : 1, sizeof(uint64_t));
+	c->pinned = calloc(nkeys ? nkeys : 1, sizeof(bool));
+	if (!c->L || !c->routed || !c->pinned) {
 		xc_destroy(c);
 		return ig_errf(eb, IG_E_NOMEM, "no memory for the expert cache");
 	}
@@ -416,29 +534,64 @@ int xc_create(struct xcache **out, struct be *be, struct mfile *f, struct be_reg
 			}
 		c->cache_bytes = off;
 	} else {
-		/* every expert in one host allocation of ours, the cache in front */
-		c->host = malloc(total ? total : 1);
-		c->host_bytes = total;
+		/* every expert not pinned in one host allocation of ours, the cache
+		 * in front, the pinned ones in their slots for the whole load */
 		c->map[0] = malloc(nkeys * sizeof(int32_t));
 		c->map[1] = malloc(nkeys * sizeof(int32_t));
 		c->seen = calloc(m->experts, sizeof(uint32_t));
 		c->list = calloc(m->experts, sizeof(uint32_t));
-		if (!c->host || !c->map[0] || !c->map[1] || !c->seen || !c->list)
-			rc = ig_errf(eb, IG_E_NOMEM,
-			             "no host memory for the experts (%" PRIu64 " bytes)", total);
+		c->hp = calloc(nkeys * 3, sizeof(*c->hp));
+		if (!c->map[0] || !c->map[1] || !c->seen || !c->list || !c->hp)
+			rc = ig_errf(eb, IG_E_NOMEM, "no memory for the expert cache's tables");
 		for (uint64_t k = 0; !rc && k < nkeys; k++)
 			c->map[0][k] = c->map[1][k] = -1;
-		for (uint32_t l = 0; l < m->layers && !rc; l++)
-			for (int i = 0; i < 3; i++) {
-				struct xc_layer *L = &c->L[l];
-				uint64_t n = L->bytes[i] * m->experts;
-
-				memcpy(c->host + off, L->src[i], n);
-				L->src[i] = c->host + off;
-				off += n;
-			}
 		if (!rc)
 			rc = xc__classes(c, cache, eb);
+		if (!rc)
+			rc = xc__pin(c, pins ? pins->bytes : 0, pins ? pins->counts : NULL,
+			             pins ? pins->keep : 0, eb);
+		if (!rc) {
+			uint64_t host = 0;
+
+			for (uint64_t k = 0; k < nkeys; k++)
+				if (!c->pinned[k])
+					for (int i = 0; i < 3; i++)
+						host += c->L[k / m->experts].bytes[i];
+			c->host = malloc(host ? host : 1);
+			c->host_bytes = host;
+			if (!c->host)
+				rc = ig_errf(eb, IG_E_NOMEM,
+				             "no host memory for the experts (%" PRIu64 " bytes)",
+				             host);
+		}
+		for (uint64_t k = 0; !rc && k < nkeys; k++) {
+			const struct xc_layer *L = &c->L[k / m->experts];
+			uint64_t e = k % m->experts;
+
+			for (int i = 0; i < 3 && !rc; i++) {
+				const unsigned char *src = L->src[i] + e * L->bytes[i];
+
+				if (!c->pinned[k]) {
+					memcpy(c->host + off, src, L->bytes[i]);
+					c->hp[k * 3 + i] = c->host + off;
+					off += L->bytes[i];
+					continue;
+				}
+				/* pinned: straight from the file into its slot */
+				{
+					const struct xc_class *x =
+					    &c->cls[i < 2 ? L->cls_gu : L->cls_d];
+					unsigned char *dst =
+					    x->pool +
+					    (uint64_t)c->map[i < 2 ? 0 : 1][k] * x->record +
+					    (i == 1 ? L->bytes[0] : 0);
+
+					rc = be->ops->copy_h2d(be, dst, src, L->bytes[i], eb);
+				}
+			}
+		}
+		if (!rc)
+			xc__orders(c);
 		/* the staging ring: two layers' experts, when the region has them */
 		if (!rc && staging.base && staging.bytes >= 2 * heaviest && heaviest) {
 			c->ring_bytes = heaviest;
@@ -475,6 +628,9 @@ void xc_destroy(struct xcache *c)
 	free(c->seen);
 	free(c->list);
 	free(c->host);
+	free(c->hp);
+	free(c->pinned);
+	free(c->routed);
 	free(c->L);
 	free(c);
 }
@@ -529,6 +685,7 @@ void xc_stats(const struct xcache *c, struct be_expert_stats *st)
 	st->offloaded = c->offloaded;
 	st->cache_bytes = c->cache_bytes;
 	st->host_bytes = c->host_bytes;
+	st->pinned_bytes = c->pinned_bytes;
 	for (int k = 0; k < MDESC_EXPERT_CLASSES; k++) {
 		const struct xc_class *x = &c->cls[k];
 
@@ -543,4 +700,13 @@ void xc_stats(const struct xcache *c, struct be_expert_stats *st)
 	}
 	st->staged_layers = c->staged_layers;
 	st->staged_bytes = c->staged_bytes;
+}
+
+uint64_t xc_counts(const struct xcache *c, uint64_t *out, uint64_t n)
+{
+	uint64_t nkeys = (uint64_t)c->m->layers * c->m->experts;
+
+	if (out)
+		memcpy(out, c->routed, (size_t)(n < nkeys ? n : nkeys) * sizeof(uint64_t));
+	return nkeys;
 }

@@ -39,16 +39,31 @@
 
 struct xcache;
 
+/* Pinned experts (--vram-pinned-expert-bytes): `bytes` of slot records held
+ * for the whole load outside the order, the most routed first by `counts`
+ * (layers x experts, a calibration's: NULL refuses a pin), each class
+ * keeping `keep` slots (lanes x (top_k + prefetch width)). */
+struct xc_pins {
+	uint64_t bytes;
+	const uint64_t *counts;
+	uint32_t keep;
+};
+
 /* Bind the experts of `f` (a MoE file, open for the cache's life): resident
  * into `cache` when `offloaded` is false, else behind a cache of `cache`
  * with the ring in `staging`. Refused, naming the region and the bytes,
  * when `cache` cannot hold every expert (resident) or one slot set
  * (offloaded) or when `staging` is not two layers' experts. */
 int xc_create(struct xcache **out, struct be *be, struct mfile *f, struct be_region cache,
-              struct be_region staging, bool offloaded, struct ig_errbuf *eb);
+              struct be_region staging, bool offloaded, const struct xc_pins *pins,
+              struct ig_errbuf *eb);
 void xc_destroy(struct xcache *c);
 /* The lffn_experts interface (layer_ffn.h) over `c`. */
 const struct lffn_experts *xc_experts(struct xcache *c);
 void xc_stats(const struct xcache *c, struct be_expert_stats *st);
+/* Tokens routed to each expert since the bind (layers x experts, layer-major
+ * order; the calibration's counts): up to n into `out`; returns how many
+ * there are. */
+uint64_t xc_counts(const struct xcache *c, uint64_t *out, uint64_t n);
 
 #endif
