@@ -285,7 +285,7 @@ struct knobs {
 	  "test_chat: Qwen3's tokenizer_config.json, its chat template")                           \
 	X("IGNIS_SCHED_*", "test_schedscript: the scripts, a filter, a trace")                     \
 	X("IGNIS_TEST_*", "tests and the daemons' test hooks (IGNIS_TEST_SEED, "                   \
-	                  "IGNIS_TEST_KVDISK_IGNORE_VOLUME)")
+	                  "IGNIS_TEST_KVDISK_IGNORE_VOLUME, IGNIS_TEST_SLOT_WRITE_STALE_S)")
 
 struct knob_other_var {
 	const char *name; /* "IGNIS_X", or a prefix "IGNIS_X_*" */

@@ -43,6 +43,9 @@
  *
  * IGNIS_TEST_KVDISK_IGNORE_VOLUME (tests only): take --reuse-kv-disk-bytes as
  * the ceiling without the volume rule (free - 10 GiB), for small CI disks.
+ * IGNIS_TEST_SLOT_WRITE_STALE_S (tests only): the seconds after which a
+ * retained slot captured and never published is taken back (default
+ * KVS_SLOT_WRITE_STALE_S).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -1156,6 +1159,40 @@ static void kvs_slot_reply(struct msg *reply, const struct arena_slot_info *in,
 	                              msg_str_of(up ? kvs_kind_name(up->meta.kind) : "")};
 }
 
+/* A capture never published for this long (its writer died, or lost the
+ * reply and cannot know the slot) is taken back: a writing slot is never
+ * given up otherwise, and its key would stay taken until a restart. A
+ * writer copies one image: seconds at most. */
+#define KVS_SLOT_WRITE_STALE_S 120u
+
+static void kvs_slot_reclaim(struct kvs *k)
+{
+	const char *env = getenv("IGNIS_TEST_SLOT_WRITE_STALE_S");
+	uint64_t stale = env ? strtoull(env, NULL, 10) : KVS_SLOT_WRITE_STALE_S, now = kvs_now_s();
+	struct arena_slot_info in[64];
+	struct ig_errbuf eb;
+	uint32_t n;
+
+	for (uint32_t first = 0; (n = arena_slot_list(k->ram, first, in, 64)) > 0; first += n) {
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t slot = in[i].slot;
+			struct ev e;
+
+			if (in[i].state != ARENA_SLOT_WRITING || slot >= ARENA_SLOTS_MAX ||
+			    now - k->slot_touch_s[slot] <= stale ||
+			    arena_slot_drop(k->ram, slot, in[i].gen, &eb) != IG_E_OK)
+				continue;
+			ev_begin(&e, EV_WARN, "ignis.kvstore.slot_abandoned");
+			ev_u64(&e, "slot", slot);
+			ev_u64(&e, "key", in[i].meta.key);
+			ev_u64(&e, "writing_s", now - k->slot_touch_s[slot]);
+			ev_end(&e);
+		}
+		if (n < 64)
+			break;
+	}
+}
+
 static int kvs_slot_capture(struct kvs *k, const struct msg_kv_slot_capture *q, struct msg *reply,
                             struct ig_errbuf *eb)
 {
@@ -1168,8 +1205,10 @@ static int kvs_slot_capture(struct kvs *k, const struct msg_kv_slot_capture *q, 
 
 	if (!rc)
 		rc = kvs_class(q->class, &m.cls, eb);
-	if (!rc)
+	if (!rc) {
+		kvs_slot_reclaim(k);
 		rc = arena_slot_capture(k->ram, &m, kvs_slot_idle, k, &in, &up, eb);
+	}
 	if (rc)
 		return rc;
 	k->slot_touch_s[in.slot] = kvs_now_s();

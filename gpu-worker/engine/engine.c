@@ -332,8 +332,8 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 	s->cap_cut = cut;
 	s->pages_all = pages;
 	s->cached = 0;
-	s->ck_missed = false;
-	engru_match(e, s, true);
+	s->ck_lost = false;
+	engru_match(e, s);
 	s->submit_us = clk_mono_us();
 	e->st.submitted++;
 	e->st.prompt_tokens += r->n_prompt;
@@ -555,7 +555,7 @@ int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 
 static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 {
-	uint32_t n = 0, n_steps = 0, n_logits = 0, tokens;
+	uint32_t n = 0, n_steps = 0, n_logits = 0, tokens, skipped = 0;
 	int rc;
 
 	*ran = 0;
@@ -582,6 +582,7 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 			 * next round with its whole prompt */
 			rc = engru_admit(e, s, &first, &admitted, eb);
 		} else {
+			engru_admitted_whole(e, s);
 			rc = eng__take_pages(e, s, NULL, 0, s->sch.pages, eb);
 			s->sch.phase = SCHED_PREFILL;
 		}
@@ -624,8 +625,11 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		/* a shared prefix is retained where the chunk ends (reuse.c) */
 		bool split = s->sch.split && c->from + c->n == s->sch.split;
 
-		if (s->sch.phase != SCHED_PREFILL || c->from != s->sch.prefilled)
-			continue; /* not admitted after all (its claim failed: engru_admit) */
+		if (s->sch.phase != SCHED_PREFILL || c->from != s->sch.prefilled) {
+			skipped +=
+			    c->n; /* not admitted after all (its claim failed: engru_admit) */
+			continue;
+		}
 		e->step_slot[n_steps] = slot;
 		e->steps[n_steps++] =
 		    (struct be_step){&s->ms, s->feed + c->from, c->n, last || split};
@@ -664,8 +668,8 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 	eng__victims(e);
 	e->st.rounds++;
 	e->st.decode_tokens += e->r.n_decode;
-	e->st.prefill_tokens += e->r.prefill_tokens;
-	*ran = tokens;
+	e->st.prefill_tokens += e->r.prefill_tokens - skipped;
+	*ran = tokens - skipped;
 	return IG_E_OK;
 }
 

@@ -37,7 +37,7 @@ struct eng_seq {
 	int32_t ck;         /* waiting: the checkpoint it will start from, or -1 */
 	uint32_t ck_gen;    /* ... while that entry holds the same checkpoint */
 	uint32_t cached;    /* prompt tokens it took from a checkpoint */
-	bool ck_missed;     /* counted as a miss at its submit */
+	bool ck_lost;       /* its claim went before admission (counted given up) */
 };
 
 /* A retained prompt checkpoint (docs/adr/0037): the state of a sequence
@@ -201,7 +201,9 @@ int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_err
 int engru_init(struct eng *e, struct ig_errbuf *eb);
 void engru_free(struct eng *e);
 /* At submit: the longest checkpoint its prompt begins with, counted on. */
-void engru_match(struct eng *e, struct eng_seq *s, bool count);
+void engru_match(struct eng *e, struct eng_seq *s);
+/* An admission with no checkpoint: counted as a miss (once). */
+void engru_admitted_whole(struct eng *e, const struct eng_seq *s);
 /* Before a round's plan: claims whose checkpoint went are dropped; a
  * checkpoint is given up for the first waiting request that lacks pages. */
 void engru_before_plan(struct eng *e);

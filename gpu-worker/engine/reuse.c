@@ -216,7 +216,7 @@ static uint32_t engru__common(const uint32_t *a, const uint32_t *b, uint32_t n)
 	return i;
 }
 
-void engru_match(struct eng *e, struct eng_seq *s, bool count)
+void engru_match(struct eng *e, struct eng_seq *s)
 {
 	int32_t best = -1;
 	uint32_t split = 0;
@@ -246,17 +246,8 @@ void engru_match(struct eng *e, struct eng_seq *s, bool count)
 	}
 	if (split && (best < 0 || split > e->ck[best].n))
 		s->sch.split = split;
-	if (best < 0) {
-		if (count) {
-			e->st.reuse_misses++;
-			s->ck_missed = true;
-		}
-		return;
-	}
-	if (s->ck_missed) { /* a late match (a host capture landed): no miss after all */
-		e->st.reuse_misses--;
-		s->ck_missed = false;
-	}
+	if (best < 0)
+		return; /* a miss, counted if it is still one at admission */
 	s->ck = best;
 	s->ck_gen = e->ck[best].gen;
 	s->sch.pages = s->pages_all - engru__shared(e, e->ck[best].n);
@@ -329,6 +320,16 @@ static int32_t engru__victim(const struct eng *e, int32_t spare, bool for_room,
 	return best;
 }
 
+/* A waiting request's claim went: counted once, the whole prompt again. */
+static void engru__lose_claim(struct eng *e, struct eng_seq *s)
+{
+	e->st.reuse_misses_given_up++;
+	s->ck_lost = true;
+	s->ck = -1;
+	s->sch.pages = s->pages_all;
+	s->sch.prefilled = 0;
+}
+
 /* Claims whose checkpoint went, or is not claimable (a host one whose
  * capture failed): the whole prompt again. */
 static void engru__validate(struct eng *e)
@@ -338,12 +339,8 @@ static void engru__validate(struct eng *e)
 
 		if (!s->used || s->sch.phase != SCHED_WAITING || s->ck < 0)
 			continue;
-		if (!engru__ready(&e->ck[s->ck]) || e->ck[s->ck].gen != s->ck_gen) {
-			e->st.reuse_misses_given_up++;
-			s->ck = -1;
-			s->sch.pages = s->pages_all;
-			s->sch.prefilled = 0;
-		}
+		if (!engru__ready(&e->ck[s->ck]) || e->ck[s->ck].gen != s->ck_gen)
+			engru__lose_claim(e, s);
 	}
 }
 
@@ -357,7 +354,7 @@ static void engru__rematch(struct eng *e)
 
 		if (s->used && s->sch.phase == SCHED_WAITING && s->ck < 0 && !s->n_out &&
 		    s->sch.prefilled == 0)
-			engru_match(e, s, false);
+			engru_match(e, s);
 	}
 }
 
@@ -422,6 +419,14 @@ static bool engru__host_fetch(struct eng *e, const struct eng_ckpt *c)
 	       now.state == ARENA_SLOT_HELD && now.gen == c->hgen && now.sum == c->hsum;
 }
 
+void engru_admitted_whole(struct eng *e, const struct eng_seq *s)
+{
+	/* no checkpoint matched: a miss, once (not a replay's second admission,
+	 * not one whose claim went: counted as given up) */
+	if (e->n_ck && !s->n_out && !s->ck_lost)
+		e->st.reuse_misses++;
+}
+
 /* Tell the daemon a host slot was claimed (its LRU and TTL count uses). */
 static void engru__queue_touch(struct eng *e, uint64_t key)
 {
@@ -444,17 +449,22 @@ int engru_admit(struct eng *e, struct eng_seq *s, const float **first, bool *adm
 
 	*first = NULL;
 	*admitted = false;
+	/* gone since the plan (another admission of this round found its host
+	 * image bad): planned again next round with its whole prompt */
+	if (!engru__ready(c) || c->gen != s->ck_gen) {
+		engru__lose_claim(e, s);
+		return IG_E_OK;
+	}
 	if (c->host && !engru__host_fetch(e, c)) {
-		/* its image is gone (given up by the daemon, a new arena after a
-		 * restart, a changed byte): the checkpoint with it, and this
-		 * request plans again with its whole prompt */
+		/* its image is not what was published (given up by the daemon, a
+		 * new arena after a restart, a changed byte): the checkpoint goes,
+		 * its slot freed whatever it holds (kv_slot_drop checks the
+		 * generation), and this request plans again with its whole prompt */
 		e->st.reuse_host_claim_fails++;
 		e->st.reuse_given_up_tier++;
+		engru__queue_slot_drop(e, c->hslot, c->hgen);
 		engru__drop(e, i, ENG_EV_REUSE_GIVEN_UP, "tier");
-		e->st.reuse_misses_given_up++;
-		s->ck = -1;
-		s->sch.pages = s->pages_all;
-		s->sch.prefilled = 0;
+		engru__lose_claim(e, s);
 		return IG_E_OK;
 	}
 	rc = eng__take_pages(e, s, c->kv.table, full, engru__paged(e) ? s->pages_all : 0, eb);

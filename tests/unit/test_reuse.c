@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <xxhash.h>
 
 #include "gpu-worker/engine/engine.h"
 #include "gpu-worker/engine/kvclient.h"
@@ -340,6 +341,7 @@ static void family_run_in(const char *preset, const struct family *f, uint32_t l
 	assert_int_equal(st.reused_prefix_tokens, 160);
 	assert_int_equal(st.reuse_hits, 6);
 	assert_int_equal(b.log.claimed, 6);
+	assert_int_equal(st.reuse_misses, 3); /* 0, 4 and 5: admitted with nothing to claim */
 	/* captured: every prompt but the two equal to retained ones, and the
 	 * prefix where 4 parted from 0; with host slots, 4's own end may come
 	 * while its prefix's host capture is still under way (no one claims
@@ -677,6 +679,9 @@ static void test_host_damaged(void **state)
 	assert_int_equal(st.reuse_given_up_tier, 1);
 	assert_int_equal(st.reuse_misses_given_up, 1);
 	assert_int_equal(st.reuse_hits, 0);
+	/* the damaged slot was freed (kv_slot_drop), not kept to fail again:
+	 * only q2's own is held */
+	assert_int_equal(held_slots(&b), 1);
 	/* q2's own prompt was captured meanwhile: its extension claims it */
 	id = submit(&b, &f->q[3]);
 	drain(&b);
@@ -780,6 +785,61 @@ static void test_host_ttl(void **state)
 	ttl_case(1, true);
 }
 
+/* A capture its writer never published (a worker killed between capture
+ * and publish) holds its slot, and its key, writing: a capture of the same
+ * tokens is skipped meanwhile (the request runs whole, as alone), and once
+ * the daemon takes the stale slot back (IGNIS_TEST_SLOT_WRITE_STALE_S: 1 s
+ * here, 120 s by default) the same prompt is captured and claimed. */
+static void test_host_stale_capture(void **state)
+{
+	struct family *f = malloc(sizeof(*f));
+	uint32_t out[MAXGEN], n, cached;
+	struct msg q = {.type = MSG_KV_SLOT_CAPTURE};
+	struct ig_errbuf eb = {0};
+	struct eng_stats st;
+	struct bench b;
+	struct tp_rx rx;
+	nng_socket sk;
+	uint64_t id, key;
+
+	(void)state;
+	assert_non_null(f);
+	make_family(f, "tiny-dense", 71);
+	setenv("IGNIS_TEST_SLOT_WRITE_STALE_S", "1", 1);
+	bench_open_host(&b, "tiny-dense", 64, 0, 2, 300, 1, 64);
+	unsetenv("IGNIS_TEST_SLOT_WRITE_STALE_S");
+	/* a writer that dies after kv_slot_capture: q0's key, never published */
+	key = XXH3_64bits_withSeed(f->q[0].prompt, (size_t)f->q[0].n * 4, b.cfg.reuse_ns);
+	q.u.kv_slot_capture = (struct msg_kv_slot_capture){.key = key ? key : 1,
+	                                                   .model_id = b.cfg.reuse_ns,
+	                                                   .kind = msg_str_of("checkpoint"),
+	                                                   .class = msg_str_of("interactive"),
+	                                                   .tokens = f->q[0].n,
+	                                                   .image_bytes = b.r.d.state_bytes};
+	assert_int_equal(tp_dial(&sk, b.k.dir, "kvstore", 10000, &eb), IG_E_OK);
+	if (tp_call(sk, &q, &rx, &eb))
+		fail_msg("kv_slot_capture: %s", eb.msg);
+	tp_rx_release(&rx);
+	nng_close(sk);
+	submit(&b, &f->q[0]);
+	drain(&b);
+	eng_stats(b.e, &st);
+	assert_int_equal(st.host_checkpoints, 0);
+	assert_int_equal(st.reuse_skips_host_refused, 1);
+	sleep(2);
+	submit(&b, &f->q[0]); /* taken back now: captured */
+	drain(&b);
+	eng_stats(b.e, &st);
+	assert_int_equal(st.host_checkpoints, 1);
+	id = submit(&b, &f->q[2]);
+	drain(&b);
+	n = result(&b, id, out, &cached);
+	assert_int_equal(cached, 100);
+	assert_memory_equal(out, f->want[2], n * sizeof(uint32_t));
+	bench_close(&b);
+	free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -794,6 +854,7 @@ int main(void)
 	    cmocka_unit_test(test_host_daemon_killed),
 	    cmocka_unit_test(test_host_ttl),
 	    cmocka_unit_test(test_host_key_names_the_model),
+	    cmocka_unit_test(test_host_stale_capture),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -176,13 +176,12 @@ static int xc__slot(struct xcache *c, uint32_t l, uint32_t e, int which, struct 
 			if (!rc)
 				rc = xc__copy(c, dst + L->bytes[0], c->hp[key * 3 + 1], L->bytes[1],
 				              eb);
-			k->bytes += L->bytes[0] + L->bytes[1];
 		} else {
 			rc = xc__copy(c, dst, c->hp[key * 3 + 2], L->bytes[2], eb);
-			k->bytes += L->bytes[2];
 		}
 		if (rc)
 			return rc;
+		k->bytes += which ? L->bytes[2] : L->bytes[0] + L->bytes[1];
 		k->misses++;
 		k->key[s] = key + 1;
 		map[key] = (int32_t)s;
@@ -262,9 +261,9 @@ static int xc_prepare(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n, st
 		if (!c->ring[0])
 			return ig_errf(
 			    eb, IG_E_NOSPACE,
-			    "expert cache: a pass routed %u experts of layer %u to a class "
-			    "of %u slots, and there is no staging ring",
-			    nd, l, c->cls[L->cls_gu].n_slots);
+			    "expert cache: a pass routed %u experts of layer %u (%u not pinned) to "
+			    "classes of %u and %u slots, and there is no staging ring",
+			    nd, l, nu, c->cls[L->cls_gu].n_slots, c->cls[L->cls_d].n_slots);
 		rc = xc__stage(c, l, eb);
 	} else {
 		L->mode = XC_SLOTS;
@@ -279,29 +278,26 @@ static int xc_prepare(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n, st
 	return rc;
 }
 
+/* Expert `key`'s projections in its slots (a slot pass, or a pinned one). */
+static void xc__in_slots(const struct xcache *c, const struct xc_layer *L, uint64_t key,
+                         struct cop_w w[3])
+{
+	const struct xc_class *gu = &c->cls[L->cls_gu], *dn = &c->cls[L->cls_d];
+	const unsigned char *p = gu->pool + (uint64_t)c->map[0][key] * gu->record;
+
+	w[0] = (struct cop_w){p, L->type[0]};
+	w[1] = (struct cop_w){p + L->bytes[0], L->type[1]};
+	w[2] = (struct cop_w){dn->pool + (uint64_t)c->map[1][key] * dn->record, L->type[2]};
+}
+
 static void xc_get(void *ctx, uint32_t l, uint32_t e, struct cop_w w[3])
 {
 	const struct xcache *c = ctx;
 	const struct xc_layer *L = &c->L[l];
+	uint64_t key = (uint64_t)l * c->m->experts + e;
 
-	if (L->mode == XC_SLOTS) {
-		const struct xc_class *gu = &c->cls[L->cls_gu], *dn = &c->cls[L->cls_d];
-		uint64_t key = (uint64_t)l * c->m->experts + e;
-		const unsigned char *p = gu->pool + (uint64_t)c->map[0][key] * gu->record;
-
-		w[0] = (struct cop_w){p, L->type[0]};
-		w[1] = (struct cop_w){p + L->bytes[0], L->type[1]};
-		w[2] = (struct cop_w){dn->pool + (uint64_t)c->map[1][key] * dn->record, L->type[2]};
-		return;
-	}
-	if (L->mode == XC_RING && c->pinned[(uint64_t)l * c->m->experts + e]) {
-		const struct xc_class *gu = &c->cls[L->cls_gu], *dn = &c->cls[L->cls_d];
-		uint64_t key = (uint64_t)l * c->m->experts + e;
-		const unsigned char *p = gu->pool + (uint64_t)c->map[0][key] * gu->record;
-
-		w[0] = (struct cop_w){p, L->type[0]};
-		w[1] = (struct cop_w){p + L->bytes[0], L->type[1]};
-		w[2] = (struct cop_w){dn->pool + (uint64_t)c->map[1][key] * dn->record, L->type[2]};
+	if (L->mode == XC_SLOTS || (L->mode == XC_RING && c->pinned[key])) {
+		xc__in_slots(c, L, key, w);
 		return;
 	}
 	if (L->mode == XC_RING) {
