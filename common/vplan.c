@@ -426,6 +426,12 @@ static int vplan__moe(struct vplan *p, const struct knobs *k, uint64_t named_pag
 			    p->pinned_expert_bytes, k->v[KNOB_VRAM_PINNED_EXPERT_BYTES].where,
 			    p->class_min_slots, sets, e, most);
 	}
+	/* the host allocation behind the cache: every expert but the pinned
+	 * (at most their bytes fewer: which are pinned, and so their exact
+	 * bytes, the worker's load event says) */
+	p->expert_host_bytes = mdesc_expert_bytes(m) > p->pinned_expert_bytes
+	                           ? mdesc_expert_bytes(m) - p->pinned_expert_bytes
+	                           : 0;
 	return IG_E_OK;
 }
 

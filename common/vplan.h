@@ -104,6 +104,7 @@ struct vplan {
 	uint64_t expert_cache_bytes, cache_floor_bytes;
 	uint64_t class_min_slots, class_min_bytes;
 	uint64_t pinned_expert_bytes;
+	uint64_t expert_host_bytes; /* offloaded: host memory behind the cache */
 
 	uint64_t minimum_bytes; /* the least budget that starts: fixed lines + the
 	                           floor (or named) pool (+ Flash-Next's residency

@@ -150,6 +150,7 @@ void plan_emit(const struct vplan *p, const struct knobs *k)
 		ev_u64(&e, "lanes", p->lanes);
 		ev_str(&e, "speculation", "off");
 		ev_u64(&e, "pinned_expert_bytes", p->pinned_expert_bytes);
+		ev_u64(&e, "expert_host_bytes", p->expert_host_bytes);
 	}
 	ev_end(&e);
 	/* One event per warning (docs/design.md, section 2). */
@@ -229,4 +230,8 @@ void plan_print(FILE *f, const struct vplan *p, const struct knobs *k)
 	snprintf(note, sizeof(note), "%u host slots, %u device", p->retained_host,
 	         p->retained_device);
 	plan__row(f, "retained host block", p->retained_host_bytes, note);
+	if (p->expert_host_bytes)
+		plan__row(f, "experts in host memory", p->expert_host_bytes,
+		          p->pinned_expert_bytes ? "every expert but the pinned (at most)"
+		                                 : "every expert, behind the cache");
 }

@@ -87,9 +87,14 @@ head -c 6000 /dev/urandom | base64 >"$work/cal.txt"
 "$build/tools/ignis-calibrate" --model "$m" --text "$work/cal.txt" >/dev/null || fail "calibrate"
 [[ -s $m.experts ]] || fail "no counts beside the model"
 start --device-free-bytes 40M --vram-pinned-expert-bytes 4M
-# 4 MiB holds 42 experts of 96 KiB (gate_up 64 KiB + down 32 KiB)
+# 4 MiB holds 42 experts of 96 KiB (gate_up 64 KiB + down 32 KiB); the plan
+# counts the host memory behind the cache as every expert less the pin (at
+# most), the worker the exact bytes
 loaded | jq -e '.expert_pinned_bytes == 4128768 and .expert_host_bytes == 50331648 - 4128768' \
 	>/dev/null || fail "the load event: $(loaded)"
+grep '"event":"ignis.runtime.flash_next_plan"' "$events" |
+	jq -e '.pinned_expert_bytes == 4194304 and .expert_host_bytes == 50331648 - 4194304' \
+	>/dev/null || fail "the plan event: $(grep flash_next_plan "$events")"
 same_texts pinned
 stop
 
