@@ -162,7 +162,8 @@ static void run(enum how how, uint64_t sets, struct run_out *o)
 	}
 	be.ops->expert_stats(&be, &d, &o->xs);
 	if (how != IN_PLACE)
-		assert_int_equal(be.ops->expert_counts(&be, &d, o->counts, 8 * 64), 8 * 64);
+		assert_int_equal(be.ops->expert_counts(&be, &d, o->counts, 8 * 64),
+		                 (uint64_t)f.desc.layers * f.desc.experts);
 	eng_destroy(e);
 	kvpool_release(&kv);
 	be.ops->free(&be, region, PAGES * pb);
@@ -437,6 +438,44 @@ static void test_counts_file(void **state)
 	unlink(other);
 }
 
+/* llama.cpp's qwen3next layout in Q4_K_M, experts 256 wide (gate and up Q4_K; down Q4_K in
+ * some layers, Q6_K in others: two down classes), offloaded at the class
+ * minimum and below it: the tokens of the experts read in place, and both
+ * down classes in use. */
+static void test_quantized_classes(void **state)
+{
+	static uint32_t base[NREQ][MAXGEN];
+	static struct run_out o;
+	struct mdesc q;
+	struct ig_errbuf eb;
+	char saved[128];
+	int down_classes = 0;
+
+	(void)state;
+	memcpy(saved, model_path, sizeof(saved));
+	snprintf(model_path, sizeof(model_path), "/tmp/ignis-expcache-q-%d.gguf", (int)getpid());
+	assert_int_equal(mfile_as_layout(mdesc_find("tiny-moe"), MDESC_ARCH_QWEN3NEXT, &q, &eb),
+	                 IG_E_OK);
+	q.expert_inter = 256; /* down's rows whole Q4_K/Q6_K blocks */
+	if (mfile_write_synthetic(&q, 13, MFILE_Q4_K_M, model_path, &eb))
+		fail_msg("write: %s", eb.msg);
+	run(IN_PLACE, 0, &o);
+	memcpy(base, o.tok, sizeof(base));
+	/* 2 lanes x (top_k 2 + prefetch 2) = 8: the class minimum; 4 below it */
+	for (uint64_t sets = 8; sets >= 4; sets -= 4) {
+		run(OFFLOADED, sets, &o);
+		for (uint32_t i = 0; i < NREQ; i++)
+			if (memcmp(o.tok[i], base[i], sizeof(base[i])))
+				fail_msg("Q4_K_M, %llu sets: request %u differs from in place",
+				         (unsigned long long)sets, i);
+	}
+	for (int k = MDESC_EXPERT_WIDTHS; k < MDESC_EXPERT_CLASSES; k++)
+		down_classes += o.xs.cls[k].slots > 0 && o.xs.cls[k].misses > 0;
+	assert_true(down_classes >= 2);
+	unlink(model_path);
+	memcpy(model_path, saved, sizeof(saved));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -446,6 +485,7 @@ int main(void)
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_pinned),
 	    cmocka_unit_test(test_counts_file),
+	    cmocka_unit_test(test_quantized_classes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
