@@ -86,13 +86,22 @@ int expcounts_read(const char *path, const struct mfile *f, uint64_t **counts, s
 		fclose(in);
 		return ig_errf(eb, IG_E_NOMEM, "no memory for %" PRIu64 " counts", n);
 	}
-	for (uint64_t i = 0; i < n && !rc; i++)
-		if (fscanf(in, "%" SCNu64, &c[i]) != 1)
-			rc = ig_errf(eb, IG_E_INVAL,
-			             "'%s': count %" PRIu64 " of %" PRIu64 " (layer %" PRIu64
-			             ", expert %" PRIu64 ") is missing or not a "
-			             "number",
-			             path, i + 1, n, i / m->experts, i % m->experts);
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		char w[24], *end;
+
+		/* digits only: a sign or a fraction is not a count */
+		if (fscanf(in, "%23s", w) == 1 && w[0] >= '0' && w[0] <= '9') {
+			errno = 0;
+			c[i] = strtoull(w, &end, 10);
+			if (!*end && !errno)
+				continue;
+		}
+		rc = ig_errf(eb, IG_E_INVAL,
+		             "'%s': count %" PRIu64 " of %" PRIu64 " (layer %" PRIu64
+		             ", expert %" PRIu64 ") is missing or not a "
+		             "number",
+		             path, i + 1, n, i / m->experts, i % m->experts);
+	}
 	fclose(in);
 	if (rc) {
 		free(c);

@@ -169,7 +169,8 @@ int main(int argc, char **argv)
 	ids = malloc((n_text + 1) * sizeof(uint32_t));
 	if (!ids)
 		return die("no memory for the tokens");
-	if (bpe ? bpe_encode(bpe, text, n_text, BPE_PARSE_SPECIAL, ids, n_text + 1, &n_ids, &eb)
+	if (bpe ? bpe_encode(bpe, text, n_text, BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, ids,
+	                     n_text + 1, &n_ids, &eb)
 	        : tok_encode(text, n_text, 0, ids, n_text + 1, &n_ids, &eb))
 		return die(eb.msg);
 	/* windows of the model's context */

@@ -425,6 +425,30 @@ static void test_counts_file(void **state)
 	/* another model of the same shapes (another seed): refused */
 	assert_int_equal(expcounts_read(path, &g, &back, &eb), IG_E_INVAL);
 	assert_non_null(strstr(eb.msg, "another model"));
+	/* a negative count: refused (it would wrap as unsigned) */
+	{
+		char *all;
+		size_t n;
+		FILE *in = fopen(path, "r");
+		char *at;
+
+		assert_non_null(in);
+		all = calloc(1, 1u << 16);
+		n = fread(all, 1, (1u << 16) - 1, in);
+		fclose(in);
+		assert_true(n > 0);
+		at = strstr(all, "experts 64\n");
+		assert_non_null(at);
+		at += strlen("experts 64\n");
+		at[0] = '-'; /* "0 3 6 ..." becomes "- 3 6 ..." */
+		in = fopen(path, "w");
+		fwrite(all, 1, n, in);
+		fclose(in);
+		assert_int_equal(expcounts_read(path, &f, &back, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "count 1 of"));
+		free(all);
+		assert_int_equal(expcounts_write(path, &f, counts, &eb), IG_E_OK);
+	}
 	/* cut short: refused, naming the count */
 	o = fopen(path, "a");
 	assert_non_null(o);
