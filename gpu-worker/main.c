@@ -854,6 +854,7 @@ static void worker_stats(struct worker *w, struct msg_worker_stats_reply *r)
 		    .misses = c->misses,
 		    .bytes = c->bytes,
 		    .evictions = c->evictions,
+		    .prefetches = c->prefetches,
 		};
 	}
 	r->expert_staged_layers = w->xs.staged_layers;

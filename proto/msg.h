@@ -437,7 +437,9 @@ struct msg_str {
 	F(R, U64, hits, 0, UINT64_MAX, _)                                                          \
 	F(R, U64, misses, 0, UINT64_MAX, _)                                                        \
 	F(R, U64, bytes, 0, UINT64_MAX, _)                                                         \
-	F(R, U64, evictions, 0, UINT64_MAX, _)
+	F(R, U64, evictions, 0, UINT64_MAX, _)                                                     \
+	F(R, U64, prefetches, 0, UINT64_MAX,                                                       \
+	  _) /* filled ahead of their layer (bytes counts them) */
 
 #define MSG_FIELDS_worker_stats(F, R) F(R, U64, seq, 0, UINT64_MAX, _)
 

@@ -248,7 +248,7 @@ static bool met__rows(struct met__out *o, enum met_id id)
 bool met_family_per_class(enum met_id id)
 {
 	return id == MET_EXPERT_SLOTS || id == MET_EXPERT_HITS || id == MET_EXPERT_MISSES ||
-	       id == MET_EXPERT_BYTES || id == MET_EXPERT_EVICTIONS;
+	       id == MET_EXPERT_BYTES || id == MET_EXPERT_EVICTIONS || id == MET_EXPERT_PREFETCHES;
 }
 
 /* The families that are not rows (metrics.h says why). */
@@ -273,15 +273,17 @@ static void met__family(struct met__out *o, enum met_id id)
 	case MET_EXPERT_MISSES:
 	case MET_EXPERT_BYTES:
 	case MET_EXPERT_EVICTIONS:
+	case MET_EXPERT_PREFETCHES:
 		for (uint32_t i = 0; i < s->w.experts.n && i < 8; i++) {
 			const struct msg_expert_class *c = &s->w.experts.v[i];
 
 			met__lab(o, id, "class", s->expert_names[i],
-			         id == MET_EXPERT_SLOTS    ? c->slots
-			         : id == MET_EXPERT_HITS   ? c->hits
-			         : id == MET_EXPERT_MISSES ? c->misses
-			         : id == MET_EXPERT_BYTES  ? c->bytes
-			                                   : c->evictions);
+			         id == MET_EXPERT_SLOTS       ? c->slots
+			         : id == MET_EXPERT_HITS      ? c->hits
+			         : id == MET_EXPERT_MISSES    ? c->misses
+			         : id == MET_EXPERT_BYTES     ? c->bytes
+			         : id == MET_EXPERT_EVICTIONS ? c->evictions
+			                                      : c->prefetches);
 		}
 		break;
 	case MET_PROCESS_UP:

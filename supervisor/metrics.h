@@ -112,10 +112,13 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	X(EXPERT_MISSES, ignis_expert_cache_misses_total, COUNTER, "class", WORKER,                \
 	  "Experts a pass copied into the expert cache from host memory, by class.")               \
 	X(EXPERT_BYTES, ignis_expert_cache_streamed_bytes_total, COUNTER, "class", WORKER,         \
-	  "Bytes of experts copied host to device for misses, by class.")                          \
+	  "Bytes of experts copied host to device (misses and prefetches), by class.")             \
 	X(EXPERT_EVICTIONS, ignis_expert_cache_evictions_total, COUNTER, "class", WORKER,          \
 	  "Experts the cache gave up for a miss (the least recently used of the class), by "       \
 	  "class.")                                                                                \
+	X(EXPERT_PREFETCHES, ignis_expert_cache_prefetches_total, COUNTER, "class", WORKER,        \
+	  "Experts copied into the cache ahead of their layer (its router on the residual before " \
+	  "the layer's token mixer), by class; a hit later if the guess was right.")               \
 	X(EXPERT_STAGED, ignis_expert_cache_staged_layers_total, COUNTER, "", WORKER,              \
 	  "Layers of passes that routed more experts than a class holds (prefill chunks) and "     \
 	  "read the whole layer from the staging ring.")                                           \

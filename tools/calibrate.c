@@ -178,7 +178,7 @@ int main(int argc, char **argv)
 	pages = (uint32_t)((ctx + 63) / 64);
 	cal.d = &d;
 	cal.counts = calloc((size_t)f.desc.layers * f.desc.experts, sizeof(uint64_t));
-	cal.iface = (struct lffn_experts){cal_prepare, cal_get, &cal};
+	cal.iface = (struct lffn_experts){cal_prepare, cal_get, NULL, &cal};
 	d.experts = &cal.iface;
 	region = calloc(pages, mdesc_page_bytes(&f.desc, MDESC_KV_BF16));
 	logits = malloc(f.desc.vocab * sizeof(float));

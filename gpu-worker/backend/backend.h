@@ -145,6 +145,7 @@ struct be_expert_class {
 	uint64_t record; /* bytes of one slot */
 	uint32_t slots;
 	uint64_t hits, misses, bytes, evictions; /* bytes: copied host to device */
+	uint64_t prefetches; /* slots filled ahead of their layer (a guess; bytes counts them) */
 };
 
 struct be_expert_stats {

@@ -72,10 +72,12 @@ for c in gate_up:bf16 down:bf16; do
 	rec=65536
 	[[ $c == down:bf16 ]] && rec=32768
 	miss=$(val "ignis_expert_cache_misses_total{class=\"$c\"}")
+	pre=$(val "ignis_expert_cache_prefetches_total{class=\"$c\"}")
 	bytes=$(val "ignis_expert_cache_streamed_bytes_total{class=\"$c\"}")
 	ev=$(val "ignis_expert_cache_evictions_total{class=\"$c\"}")
-	((bytes == miss * rec)) || fail "$c: $bytes bytes streamed for $miss misses of $rec"
-	((ev == (miss > 129 ? miss - 129 : 0))) || fail "$c: $ev evictions for $miss misses into 129 slots"
+	fills=$((miss + pre))
+	((bytes == fills * rec)) || fail "$c: $bytes bytes streamed for $miss misses and $pre prefetches of $rec"
+	((ev == (fills > 129 ? fills - 129 : 0))) || fail "$c: $ev evictions for $fills fills of 129 slots"
 done
 stop
 

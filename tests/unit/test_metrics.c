@@ -210,7 +210,8 @@ static void full_snap(struct met_snap *s)
 		                                              .hits = b + 3,
 		                                              .misses = b + 4,
 		                                              .bytes = b + 5,
-		                                              .evictions = b + 6};
+		                                              .evictions = b + 6,
+		                                              .prefetches = b + 7};
 		snprintf(s->expert_names[i], sizeof(s->expert_names[i]), "%s",
 		         i ? "down:q6_k" : "gate_up:q4_k");
 	}
@@ -621,8 +622,8 @@ static const char want_page[] =
     "# TYPE ignis_expert_cache_misses_total counter\n"
     "ignis_expert_cache_misses_total{class=\"gate_up:q4_k\"} 104\n"
     "ignis_expert_cache_misses_total{class=\"down:q6_k\"} 204\n"
-    "# HELP ignis_expert_cache_streamed_bytes_total Bytes of experts copied host to device for "
-    "misses, by class.\n"
+    "# HELP ignis_expert_cache_streamed_bytes_total Bytes of experts copied host to device (misses "
+    "and prefetches), by class.\n"
     "# TYPE ignis_expert_cache_streamed_bytes_total counter\n"
     "ignis_expert_cache_streamed_bytes_total{class=\"gate_up:q4_k\"} 105\n"
     "ignis_expert_cache_streamed_bytes_total{class=\"down:q6_k\"} 205\n"
@@ -631,6 +632,12 @@ static const char want_page[] =
     "# TYPE ignis_expert_cache_evictions_total counter\n"
     "ignis_expert_cache_evictions_total{class=\"gate_up:q4_k\"} 106\n"
     "ignis_expert_cache_evictions_total{class=\"down:q6_k\"} 206\n"
+    "# HELP ignis_expert_cache_prefetches_total Experts copied into the cache ahead of their layer "
+    "(its router on the residual before the layer's token mixer), by class; a hit later if the "
+    "guess was right.\n"
+    "# TYPE ignis_expert_cache_prefetches_total counter\n"
+    "ignis_expert_cache_prefetches_total{class=\"gate_up:q4_k\"} 107\n"
+    "ignis_expert_cache_prefetches_total{class=\"down:q6_k\"} 207\n"
     "# HELP ignis_expert_cache_staged_layers_total Layers of passes that routed more experts than "
     "a class holds (prefill chunks) and read the whole layer from the staging ring.\n"
     "# TYPE ignis_expert_cache_staged_layers_total counter\n"

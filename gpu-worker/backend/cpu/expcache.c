@@ -34,6 +34,7 @@ struct xc_class {
 	uint32_t head, tail;
 	uint32_t *epoch; /* per slot: the prepare that holds it */
 	uint64_t hits, misses, bytes, evictions;
+	uint64_t prefetched; /* fills a prefetch made (not misses: nobody waited) */
 };
 
 struct xcache {
@@ -143,52 +144,67 @@ static uint32_t xc__victim(const struct xc_class *k, uint32_t epoch)
 
 /* Expert e of layer l into a slot of its class `which` (0 gate_up, 1 down):
  * a hit, or the least recently used slot copied over. */
+/* Expert e of layer l copied into the least recently used slot of its
+ * class `which` (0 gate_up, 1 down) that this pass does not hold, mapped,
+ * held by this pass and freshest. */
+static int xc__fill(struct xcache *c, uint32_t l, uint32_t e, int which, struct ig_errbuf *eb)
+{
+	const struct xc_layer *L = &c->L[l];
+	struct xc_class *k = &c->cls[which ? L->cls_d : L->cls_gu];
+	uint64_t key = (uint64_t)l * c->m->experts + e;
+	uint32_t s = xc__victim(k, c->epoch);
+	unsigned char *dst;
+	int rc;
+
+	if (s == XC_NONE) /* the caller checked the count: cannot happen */
+		return ig_errf(eb, IG_E_NOSPACE, "expert cache: no slot left in a class");
+	if (k->key[s]) {
+		c->map[which][k->key[s] - 1] = -1;
+		k->key[s] = 0;
+		k->evictions++;
+	}
+	dst = k->pool + (uint64_t)s * k->record;
+	if (!which) {
+		rc = xc__copy(c, dst, c->hp[key * 3], L->bytes[0], eb);
+		if (!rc)
+			rc = xc__copy(c, dst + L->bytes[0], c->hp[key * 3 + 1], L->bytes[1], eb);
+	} else {
+		rc = xc__copy(c, dst, c->hp[key * 3 + 2], L->bytes[2], eb);
+	}
+	if (rc)
+		return rc;
+	k->bytes += which ? L->bytes[2] : L->bytes[0] + L->bytes[1];
+	k->key[s] = key + 1;
+	c->map[which][key] = (int32_t)s;
+	k->epoch[s] = c->epoch;
+	xc__touch(k, s);
+	return IG_E_OK;
+}
+
+/* Expert e of layer l readable in its class `which`: a hit (pinned, or in
+ * a slot: held by this pass and freshest), or a miss filled. */
 static int xc__slot(struct xcache *c, uint32_t l, uint32_t e, int which, struct ig_errbuf *eb)
 {
-	const struct mdesc *m = c->m;
-	struct xc_layer *L = &c->L[l];
+	const struct xc_layer *L = &c->L[l];
 	struct xc_class *k = &c->cls[which ? L->cls_d : L->cls_gu];
-	uint64_t key = (uint64_t)l * m->experts + e;
-	int32_t *map = c->map[which];
-	uint32_t s;
+	uint64_t key = (uint64_t)l * c->m->experts + e;
+	int32_t s = c->map[which][key];
 	int rc;
 
 	if (c->pinned[key]) { /* held for the whole load, outside the order */
 		k->hits++;
 		return IG_E_OK;
 	}
-	if (map[key] >= 0) {
-		s = (uint32_t)map[key];
+	if (s >= 0) {
 		k->hits++;
-	} else {
-		unsigned char *dst;
-
-		s = xc__victim(k, c->epoch);
-		if (s == XC_NONE) /* the caller checked the count: cannot happen */
-			return ig_errf(eb, IG_E_NOSPACE, "expert cache: no slot left in a class");
-		if (k->key[s]) {
-			map[k->key[s] - 1] = -1;
-			k->evictions++;
-		}
-		dst = k->pool + (uint64_t)s * k->record;
-		if (!which) {
-			rc = xc__copy(c, dst, c->hp[key * 3], L->bytes[0], eb);
-			if (!rc)
-				rc = xc__copy(c, dst + L->bytes[0], c->hp[key * 3 + 1], L->bytes[1],
-				              eb);
-		} else {
-			rc = xc__copy(c, dst, c->hp[key * 3 + 2], L->bytes[2], eb);
-		}
-		if (rc)
-			return rc;
-		k->bytes += which ? L->bytes[2] : L->bytes[0] + L->bytes[1];
-		k->misses++;
-		k->key[s] = key + 1;
-		map[key] = (int32_t)s;
+		k->epoch[s] = c->epoch;
+		xc__touch(k, (uint32_t)s);
+		return IG_E_OK;
 	}
-	k->epoch[s] = c->epoch;
-	xc__touch(k, s);
-	return IG_E_OK;
+	rc = xc__fill(c, l, e, which, eb);
+	if (!rc)
+		k->misses++;
+	return rc;
 }
 
 /* The whole layer's experts into a ring buffer (kept there: a later pass
@@ -288,6 +304,56 @@ static void xc__in_slots(const struct xcache *c, const struct xc_layer *L, uint6
 	w[0] = (struct cop_w){p, L->type[0]};
 	w[1] = (struct cop_w){p + L->bytes[0], L->type[1]};
 	w[2] = (struct cop_w){dn->pool + (uint64_t)c->map[1][key] * dn->record, L->type[2]};
+}
+
+/* The experts layer l will likely route to: the misses among them copied
+ * now, not waited for (the layer's prepare waits for every copy before it,
+ * FIFO), so that they land while the layer's token mixer computes. Only
+ * when they all fit the order (a guess that would need the ring is
+ * dropped); a guess never holds a slot past this call. */
+static void xc_prefetch(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n)
+{
+	struct xcache *c = ctx;
+	const struct xc_layer *L = &c->L[l];
+	uint64_t base = (uint64_t)l * c->m->experts;
+	struct ig_errbuf eb;
+	uint32_t nd = 0, nu = 0;
+
+	if (!c->offloaded)
+		return;
+	if (++c->epoch == 0) { /* wrapped: no slot may look held */
+		for (int k = 0; k < MDESC_EXPERT_CLASSES; k++)
+			memset(c->cls[k].epoch, 0, (size_t)c->cls[k].n_slots * sizeof(uint32_t));
+		memset(c->seen, 0, (size_t)c->m->experts * sizeof(uint32_t));
+		c->epoch = 1;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (c->seen[ids[i]] != c->epoch) {
+			c->seen[ids[i]] = c->epoch;
+			c->list[nd++] = ids[i];
+			nu += !c->pinned[base + ids[i]];
+		}
+	if (nu > c->cls[L->cls_gu].n_slots - c->cls[L->cls_gu].n_pinned ||
+	    nu > c->cls[L->cls_d].n_slots - c->cls[L->cls_d].n_pinned)
+		return;
+	for (uint32_t i = 0; i < nd; i++) {
+		uint64_t key = base + c->list[i];
+
+		if (c->pinned[key])
+			continue;
+		for (int which = 0; which < 2; which++) {
+			struct xc_class *k = &c->cls[which ? L->cls_d : L->cls_gu];
+
+			if (c->map[which][key] >= 0) { /* there: kept fresh */
+				k->epoch[c->map[which][key]] = c->epoch;
+				xc__touch(k, (uint32_t)c->map[which][key]);
+			} else if (xc__fill(c, l, c->list[i], which, &eb) != IG_E_OK) {
+				return; /* the stream failed: prepare reports it */
+			} else {
+				k->prefetched++;
+			}
+		}
+	}
 }
 
 static void xc_get(void *ctx, uint32_t l, uint32_t e, struct cop_w w[3])
@@ -599,7 +665,7 @@ int xc_create(struct xcache **out, struct be *be, struct mfile *f, struct be_reg
 		xc_destroy(c);
 		return rc;
 	}
-	c->iface = (struct lffn_experts){xc_prepare, xc_get, c};
+	c->iface = (struct lffn_experts){xc_prepare, xc_get, xc_prefetch, c};
 	*out = c;
 	return IG_E_OK;
 }
@@ -690,7 +756,8 @@ void xc_stats(const struct xcache *c, struct be_expert_stats *st)
 		                                      .hits = x->hits,
 		                                      .misses = x->misses,
 		                                      .bytes = x->bytes,
-		                                      .evictions = x->evictions};
+		                                      .evictions = x->evictions,
+		                                      .prefetches = x->prefetched};
 		if (x->n_slots)
 			xc__class_name(c, k, st->cls[k].name, sizeof(st->cls[k].name));
 	}

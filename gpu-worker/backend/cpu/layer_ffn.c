@@ -42,6 +42,51 @@ static void lffn__swiglu(struct cpool *pool, struct cop_w gate, struct cop_w up,
 	cop_matmul(pool, down, g, out, inter, hidden, n_tok);
 }
 
+/* One row's router output `pt` made probabilities (softmax), its top k
+ * into id[0..k) by p, ties to the lower id (selection in a fixed order);
+ * returns the sum of their p. */
+static float lffn__route(float *pt, uint32_t experts, uint32_t k, uint32_t *id)
+{
+	float sum = 0.0f;
+
+	cop_softmax(pt, experts);
+	for (uint32_t r = 0; r < k; r++) {
+		uint32_t best = UINT32_MAX;
+
+		for (uint32_t e = 0; e < experts; e++) {
+			bool taken = false;
+
+			for (uint32_t q = 0; q < r; q++)
+				taken |= id[q] == e;
+			if (!taken && (best == UINT32_MAX || pt[e] > pt[best]))
+				best = e;
+		}
+		id[r] = best;
+		sum += pt[best];
+	}
+	return sum;
+}
+
+const uint32_t *lffn_predict(const struct mdesc *m, const struct lffn_weights *w, const float *x,
+                             uint32_t n_tok, void *scratch, struct cpool *pool)
+{
+	size_t hidden = m->hidden;
+	char *s = scratch;
+	float *normw = (float *)s;
+	float *xn = (float *)(s += lffn__align(hidden * sizeof(float)));
+	float *p = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
+	uint32_t *ids =
+	    (uint32_t *)(s + lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
+
+	cop_row(w->norm, hidden, 0, normw);
+	cop_rmsnorm_rows(x, normw, xn, n_tok, hidden, m->rms_eps);
+	cop_matmul(pool, w->router, xn, p, hidden, m->experts, n_tok);
+	for (uint32_t t = 0; t < n_tok; t++)
+		lffn__route(p + (size_t)t * m->experts, m->experts, m->top_k,
+		            ids + (size_t)t * m->top_k);
+	return ids;
+}
+
 int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t layer,
                  const struct lffn_experts *xp, float *x, uint32_t n_tok, void *scratch,
                  struct cpool *pool, uint32_t *chosen, struct ig_errbuf *eb)
@@ -80,29 +125,9 @@ int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t l
 	 * order, then the gated shared expert. */
 	cop_matmul(pool, w->router, xn, p, hidden, m->experts, n_tok);
 	lffn__swiglu(pool, w->gate_sh, w->up_sh, w->down_sh, xn, hidden, sh, n_tok, g, u, out);
-	for (uint32_t t = 0; t < n_tok; t++) {
-		float *pt = p + (size_t)t * m->experts;
-		uint32_t *id = ids + (size_t)t * k;
-		float sum = 0.0f;
-
-		cop_softmax(pt, m->experts);
-		/* top_k by p, ties to the lower id: selection in a fixed order */
-		for (uint32_t r = 0; r < k; r++) {
-			uint32_t best = UINT32_MAX;
-
-			for (uint32_t e = 0; e < m->experts; e++) {
-				bool taken = false;
-
-				for (uint32_t q = 0; q < r; q++)
-					taken |= id[q] == e;
-				if (!taken && (best == UINT32_MAX || pt[e] > pt[best]))
-					best = e;
-			}
-			id[r] = best;
-			sum += pt[best];
-		}
-		sums[t] = sum;
-	}
+	for (uint32_t t = 0; t < n_tok; t++)
+		sums[t] =
+		    lffn__route(p + (size_t)t * m->experts, m->experts, k, ids + (size_t)t * k);
 	if (xp) {
 		int rc = xp->prepare(xp->ctx, layer, ids, n_tok * k, eb);
 

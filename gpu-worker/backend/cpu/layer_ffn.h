@@ -52,8 +52,20 @@ struct lffn_experts {
 	int (*prepare)(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n,
 	               struct ig_errbuf *eb);
 	void (*get)(void *ctx, uint32_t layer, uint32_t e, struct cop_w w[3]);
+	/* May be NULL. The experts layer `layer` will likely route to (its
+	 * router on the residual before the layer's token mixer): their copies
+	 * may start now, beside the mixer's compute. A guess: what prepare
+	 * is later given decides what is read. */
+	void (*prefetch)(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n);
 	void *ctx;
 };
+
+/* The experts each row of x (n_tok x hidden) would be routed to by this
+ * layer's router (its norm, router and top_k, as lffn_forward chooses them),
+ * into n_tok x top_k ids in `scratch` (lffn_scratch_bytes of n_tok);
+ * returns them. x is not changed. */
+const uint32_t *lffn_predict(const struct mdesc *m, const struct lffn_weights *w, const float *x,
+                             uint32_t n_tok, void *scratch, struct cpool *pool);
 
 /* Scratch bytes for n_tok tokens. */
 size_t lffn_scratch_bytes(const struct mdesc *m, uint32_t n_tok);

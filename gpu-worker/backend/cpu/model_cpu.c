@@ -213,7 +213,7 @@ int mdl_forward(const struct mdl *d, struct be_seq *s, const uint32_t *tokens, u
 }
 
 int mdl_check_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
-                            uint64_t max_context, struct ig_errbuf *eb)
+                    uint64_t max_context, struct ig_errbuf *eb)
 {
 	for (uint32_t i = 0; i < n_steps; i++) {
 		const struct be_step *st = &steps[i];
@@ -304,9 +304,17 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 			rc = ig_errf(eb, rc, "layer %u refused its input", i);
 			goto out;
 		}
-		rc = lffn_forward(m, &l->ffn, i, d->experts, x, (uint32_t)n_tok, ls, pool, NULL, eb);
+		rc =
+		    lffn_forward(m, &l->ffn, i, d->experts, x, (uint32_t)n_tok, ls, pool, NULL, eb);
 		if (rc)
 			goto out;
+		/* the next layer's likely experts, from this residual: their copies
+		 * go now, beside the next token mixer's compute (expcache.h) */
+		if (d->experts && d->experts->prefetch && i + 1 < m->layers)
+			d->experts->prefetch(
+			    d->experts->ctx, i + 1,
+			    lffn_predict(m, &d->layers[i + 1].ffn, x, (uint32_t)n_tok, ls, pool),
+			    (uint32_t)n_tok * m->top_k);
 	}
 	/* The head over the last row of each step that wants logits, at once. */
 	cop_row(d->out_norm, h, 0, nw);
