@@ -248,17 +248,16 @@ static int xc__stage(struct xcache *c, uint32_t l, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
-static int xc_prepare(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n, struct ig_errbuf *eb)
+/* A new pass (epoch): the distinct experts of ids[0..n) into c->list,
+ * their number returned; *fits when those not pinned fit the slots of both
+ * classes' orders (else the pass needs the ring). */
+static uint32_t xc__distinct(struct xcache *c, uint32_t l, const uint32_t *ids, uint32_t n,
+                             bool *fits)
 {
-	struct xcache *c = ctx;
-	struct xc_layer *L = &c->L[l];
+	const struct xc_layer *L = &c->L[l];
+	uint64_t base = (uint64_t)l * c->m->experts;
 	uint32_t nd = 0, nu = 0;
-	int rc = IG_E_OK;
 
-	for (uint32_t i = 0; i < n; i++) /* the calibration's counts */
-		c->routed[(uint64_t)l * c->m->experts + ids[i]]++;
-	if (!c->offloaded)
-		return IG_E_OK;
 	if (++c->epoch == 0) { /* wrapped: no slot may look held */
 		for (int k = 0; k < MDESC_EXPERT_CLASSES; k++)
 			memset(c->cls[k].epoch, 0, (size_t)c->cls[k].n_slots * sizeof(uint32_t));
@@ -269,17 +268,34 @@ static int xc_prepare(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n, st
 		if (c->seen[ids[i]] != c->epoch) {
 			c->seen[ids[i]] = c->epoch;
 			c->list[nd++] = ids[i];
-			nu += !c->pinned[(uint64_t)l * c->m->experts + ids[i]];
+			nu += !c->pinned[base + ids[i]];
 		}
-	/* the experts not pinned must fit in the slots of the order */
-	if (nu > c->cls[L->cls_gu].n_slots - c->cls[L->cls_gu].n_pinned ||
-	    nu > c->cls[L->cls_d].n_slots - c->cls[L->cls_d].n_pinned) {
+	*fits = nu <= c->cls[L->cls_gu].n_slots - c->cls[L->cls_gu].n_pinned &&
+	        nu <= c->cls[L->cls_d].n_slots - c->cls[L->cls_d].n_pinned;
+	return nd;
+}
+
+static int xc_prepare(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n, struct ig_errbuf *eb)
+{
+	struct xcache *c = ctx;
+	struct xc_layer *L = &c->L[l];
+	uint32_t nd;
+	bool fits;
+	int rc = IG_E_OK;
+
+	for (uint32_t i = 0; i < n; i++) /* the calibration's counts */
+		c->routed[(uint64_t)l * c->m->experts + ids[i]]++;
+	if (!c->offloaded)
+		return IG_E_OK;
+	nd = xc__distinct(c, l, ids, n, &fits);
+	if (!fits) {
 		if (!c->ring[0])
 			return ig_errf(
 			    eb, IG_E_NOSPACE,
-			    "expert cache: a pass routed %u experts of layer %u (%u not pinned) to "
-			    "classes of %u and %u slots, and there is no staging ring",
-			    nd, l, nu, c->cls[L->cls_gu].n_slots, c->cls[L->cls_d].n_slots);
+			    "expert cache: a pass routed %u experts of layer %u to classes of %u "
+			    "and %u slots (%u and %u pinned), and there is no staging ring",
+			    nd, l, c->cls[L->cls_gu].n_slots, c->cls[L->cls_d].n_slots,
+			    c->cls[L->cls_gu].n_pinned, c->cls[L->cls_d].n_pinned);
 		rc = xc__stage(c, l, eb);
 	} else {
 		L->mode = XC_SLOTS;
@@ -317,24 +333,13 @@ static void xc_prefetch(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n)
 	const struct xc_layer *L = &c->L[l];
 	uint64_t base = (uint64_t)l * c->m->experts;
 	struct ig_errbuf eb;
-	uint32_t nd = 0, nu = 0;
+	uint32_t nd;
+	bool fits;
 
 	if (!c->offloaded)
 		return;
-	if (++c->epoch == 0) { /* wrapped: no slot may look held */
-		for (int k = 0; k < MDESC_EXPERT_CLASSES; k++)
-			memset(c->cls[k].epoch, 0, (size_t)c->cls[k].n_slots * sizeof(uint32_t));
-		memset(c->seen, 0, (size_t)c->m->experts * sizeof(uint32_t));
-		c->epoch = 1;
-	}
-	for (uint32_t i = 0; i < n; i++)
-		if (c->seen[ids[i]] != c->epoch) {
-			c->seen[ids[i]] = c->epoch;
-			c->list[nd++] = ids[i];
-			nu += !c->pinned[base + ids[i]];
-		}
-	if (nu > c->cls[L->cls_gu].n_slots - c->cls[L->cls_gu].n_pinned ||
-	    nu > c->cls[L->cls_d].n_slots - c->cls[L->cls_d].n_pinned)
+	nd = xc__distinct(c, l, ids, n, &fits);
+	if (!fits)
 		return;
 	for (uint32_t i = 0; i < nd; i++) {
 		uint64_t key = base + c->list[i];
