@@ -24,7 +24,11 @@ m=$work/m64.gguf
 
 start() {
 	rm -rf "$rt"
-	: >"$events"
+	# a file of its own each start: a daemon of the last one that writes its
+	# last event after this start would write at its old offset into a
+	# truncated file, and the hole of NULs before it makes grep stop there
+	nstart=$((${nstart:-0} + 1))
+	events=$work/events.$nstart.jsonl
 	"$sup" start --runtime-dir "$rt" --model "$m" "$@" >"$events" 2>&1 &
 	sup_pid=$!
 	wait_for 20 grep -q '"ignis.gpu_worker.model_loaded"' "$events" ||

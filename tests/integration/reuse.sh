@@ -25,7 +25,11 @@ m=$work/m.gguf
 
 start() {
 	rm -rf "$rt"
-	: >"$events"
+	# a file of its own each start: a daemon of the last one that writes its
+	# last event after this start would write at its old offset into a
+	# truncated file, and the hole of NULs before it makes grep stop there
+	nstart=$((${nstart:-0} + 1))
+	events=$work/events.$nstart.jsonl
 	"$sup" start --runtime-dir "$rt" --model "$m" --model-max-context 512 "$@" >"$events" 2>&1 &
 	sup_pid=$!
 	wait_for 20 grep -q '"ignis.gpu_worker.model_loaded"' "$events" || fail "no start"
@@ -113,8 +117,8 @@ ttl_case() { # TTL IDLE_S WANT_TOKENS
 	"$cli" --runtime-dir "$rt" generate --prompt "$(printf 'a%.0s' {1..40})" --max-tokens 2 >/dev/null &&
 		"$cli" --runtime-dir "$rt" generate --class agent --prompt "$(printf 'g%.0s' {1..50})" \
 			--max-tokens 2 >/dev/null || fail "client"
-	wait_for 10 eval '(($(grep -c "\"event\":\"ignis.reuse.captured\"" "$events") == 2))' ||
-		fail "captures: $(grep ignis.reuse "$events")"
+	wait_for 30 eval '(($(grep -c "\"event\":\"ignis.reuse.captured\"" "$events") == 2))' ||
+		fail "captures: $(grep '"event":"ignis.reuse' "$events"); the last events: $(tail -40 "$events")"
 	sleep "$2"
 	"$cli" --runtime-dir "$rt" generate --prompt "$(printf 'c%.0s' {1..60})" --max-tokens 2 >/dev/null ||
 		fail "client"
