@@ -326,6 +326,7 @@ static enum MHD_Result http__whole(struct http *h, struct MHD_Connection *con, s
 	struct oai_err e;
 	struct oai_usage u = {0};
 	char rid[64], *text = NULL;
+	const char *finish;
 	size_t len = 0, cap = 0;
 	int rc;
 
@@ -372,15 +373,18 @@ static enum MHD_Result http__whole(struct http *h, struct MHD_Connection *con, s
 		         ie.message[0] ? ie.message : "the worker stopped");
 		return http__error(con, &e);
 	}
-	igc_stream_close(s);
-	http__client_done(h, c, false);
+	/* the chunk points into the stream: what the answer needs is read
+	 * before the stream is closed */
 	u.prompt = sub.prompt_tokens;
 	u.completion = ch.generated;
 	u.cached = ch.cached;
+	finish = http__finish(ch.finish);
+	igc_stream_close(s);
+	http__client_done(h, c, false);
 	http__rid(h, q->kind, rid, sizeof rid);
 	{
 		char *body = oai_completion_json(q->kind, rid, (int64_t)time(NULL), h->model, text,
-		                                 len, http__finish(ch.finish), &u);
+		                                 len, finish, &u);
 
 		free(text);
 		return http__json(con, MHD_HTTP_OK, body);

@@ -2,7 +2,9 @@
 # `make test`: what CI runs (.ci/run). Three builds, each with warnings as errors:
 #   build/         CUDA where nvcc is found (auto): every suite (unit, integration, gpu)
 #   build-nocuda/  -Dcuda=disabled: every suite but gpu
-#   build-asan/    -Dcuda=disabled, ASan + UBSan: the unit suite
+#   build-asan/    -Dcuda=disabled, ASan + UBSan: the unit and integration suites,
+#                  every process a test starts reporting into the test's own folder
+#                  (tools/sanitized.sh): a report from any of them fails the test
 # The oracle first (tools/install-oracle.sh, into .deps/oracle).
 # Ends with one line "N passed, N failed, N skipped" over all three.
 set -uo pipefail
@@ -34,7 +36,8 @@ run() { # dir, setup options..., then -- and meson test options
 
 run build -- --no-suite fuzz
 run build-nocuda -Dcuda=disabled -- --no-suite gpu --no-suite fuzz
-run build-asan -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false -- --suite unit
+run build-asan -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false -- \
+	--suite unit --suite integration --wrapper "$PWD/tools/sanitized.sh" --timeout-multiplier 3
 
 pass=0 fail=0 skip=0
 for d in build build-nocuda build-asan; do
