@@ -423,6 +423,13 @@ static int oai__ids(struct oai__in *in, const char *k, json_t *v)
 	if (!(in->r->prompt_ids = malloc(n * sizeof(uint32_t))))
 		return oai__nomem(in);
 	json_array_foreach(v, i, x) {
+		if (json_is_real(x)) {
+			oai_errf(in->err, 400, k, "invalid_value",
+			         "token %zu of the prompt is %g, not a whole number; accepted: token "
+			         "ids, integers from 0 to %u",
+			         i, json_real_value(x), in->lim->vocab - 1);
+			return -1;
+		}
 		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
 		    json_integer_value(x) >= (json_int_t)in->lim->vocab) {
 			oai_errf(in->err, 400, k, "invalid_value",
@@ -447,7 +454,9 @@ static int oai__prompt(struct oai__in *in, const char *k, json_t *v)
 		if (json_array_size(v) == 0)
 			return oai__bad(in, k, v, accepted);
 		one = json_array_get(v, 0);
-		if (json_is_integer(one))
+		/* a number that is not an integer: ids written as floats (the
+		 * array is one prompt of token ids, not many prompts) */
+		if (json_is_number(one))
 			return oai__ids(in, k, v);
 		if (json_array_size(v) != 1) {
 			oai_errf(in->err, 400, k, "unsupported_value",
@@ -464,6 +473,12 @@ static int oai__prompt(struct oai__in *in, const char *k, json_t *v)
 		oai_errf(in->err, 413, k, "context_length_exceeded",
 		         "the prompt holds %zu bytes; accepted: up to %zu", json_string_length(one),
 		         in->lim->max_text);
+		return -1;
+	}
+	if (!json_string_length(one)) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "the prompt is empty; accepted: %s, with at least one character or id",
+		         accepted);
 		return -1;
 	}
 	in->r->prompt_len = json_string_length(one);

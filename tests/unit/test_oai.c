@@ -206,6 +206,16 @@ static void test_refusals(void **state)
 	       "holds 2 prompts");
 	refuse(P, "{\"model\":\"m\",\"prompt\":[1,260]}", 400, "prompt", "invalid_value",
 	       "token 1 of the prompt is not a token id; accepted: integers from 0 to 259");
+	/* ids written as floats are one prompt of ids, refused as such (issue 26) */
+	refuse(P, "{\"model\":\"m\",\"prompt\":[1.0,2.0]}", 400, "prompt", "invalid_value",
+	       "token 0 of the prompt is 1, not a whole number");
+	refuse(P, "{\"model\":\"m\",\"prompt\":[[3,2.5]]}", 400, "prompt", "invalid_value",
+	       "token 1 of the prompt is 2.5, not a whole number");
+	/* an empty prompt is refused in OpenAI's shape, not by the door */
+	refuse(P, "{\"model\":\"m\",\"prompt\":\"\"}", 400, "prompt", "invalid_value",
+	       "the prompt is empty");
+	refuse(P, "{\"model\":\"m\",\"prompt\":[\"\"]}", 400, "prompt", "invalid_value",
+	       "the prompt is empty");
 	refuse(P, "{\"model\":\"m\",\"prompt\":{}}", 400, "prompt", "invalid_value",
 	       "'prompt' is an object");
 	refuse(P, "{\"model\":\"m\",\"prompt\":[]}", 400, "prompt", "invalid_value",
