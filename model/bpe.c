@@ -1005,8 +1005,62 @@ static const void *find_bytes(const uint8_t *h, size_t hn, const char *nd, size_
 	return nn <= hn ? memmem(h, hn, nd, nn) : NULL;
 }
 
+int bpe_spans_check(const struct chat_span *plain, size_t n_plain, size_t len, struct ig_errbuf *eb)
+{
+	if (n_plain && !plain)
+		return ig_errf(eb, IG_E_INVAL, "plain spans: %zu spans but no array", n_plain);
+	for (size_t i = 0; i < n_plain; i++) {
+		const struct chat_span *p = &plain[i];
+
+		if (p->start > p->end)
+			return ig_errf(eb, IG_E_INVAL,
+			               "plain span %zu [%zu, %zu): it ends before it starts", i,
+			               p->start, p->end);
+		if (p->end > len)
+			return ig_errf(
+			    eb, IG_E_INVAL,
+			    "plain span %zu [%zu, %zu): it ends past the text (%zu bytes)", i,
+			    p->start, p->end, len);
+		if (i && p->start < plain[i - 1].end)
+			return ig_errf(eb, IG_E_INVAL,
+			               "plain span %zu [%zu, %zu): it starts before span %zu [%zu, "
+			               "%zu) ends (spans ascend and do not overlap)",
+			               i, p->start, p->end, i - 1, plain[i - 1].start,
+			               plain[i - 1].end);
+	}
+	return IG_E_OK;
+}
+
+/* True when bytes [at, at + n) overlap a span of plain[0..n_plain) (checked
+ * spans). Their ends ascend, so the first span ending past `at` is found by
+ * halving; empty spans overlap nothing and are stepped over. */
+static bool in_plain(const struct chat_span *plain, size_t n_plain, size_t at, size_t n)
+{
+	size_t lo = 0, hi = n_plain;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (plain[mid].end <= at)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < n_plain && plain[lo].start < at + n; lo++)
+		if (plain[lo].start < plain[lo].end)
+			return true;
+	return false;
+}
+
 int bpe_encode(const struct bpe *b, const void *text, size_t len, unsigned flags, uint32_t *ids,
                size_t cap, size_t *n, struct ig_errbuf *eb)
+{
+	return bpe_encode_spans(b, text, len, flags, NULL, 0, ids, cap, n, eb);
+}
+
+int bpe_encode_spans(const struct bpe *b, const void *text, size_t len, unsigned flags,
+                     const struct chat_span *plain, size_t n_plain, uint32_t *ids, size_t cap,
+                     size_t *n, struct ig_errbuf *eb)
 {
 	const uint8_t *t = text;
 	struct scratch s = {0};
@@ -1017,6 +1071,8 @@ int bpe_encode(const struct bpe *b, const void *text, size_t len, unsigned flags
 	*n = 0;
 	if (flags & ~(unsigned)(BPE_ADD_SPECIAL | BPE_PARSE_SPECIAL))
 		return ig_errf(eb, IG_E_INVAL, "bpe_encode: unknown flags 0x%x", flags);
+	if ((rc = bpe_spans_check(plain, n_plain, len, eb)))
+		return rc;
 	if (grow((void **)&f, &capf, 1, sizeof(*f)))
 		goto nomem;
 	f[0] = (struct frag){0, len, BPE_NONE};
@@ -1025,11 +1081,14 @@ int bpe_encode(const struct bpe *b, const void *text, size_t len, unsigned flags
 		uint32_t id = b->specials[k];
 		const char *st = b->text + b->text_off[id];
 		size_t sl = b->text_off[id + 1] - b->text_off[id], ng = 0, capg = 0;
+		/* user-defined tokens are found everywhere, spans or not */
+		bool spans = n_plain && b->type[id] != BPE_USER_DEFINED;
 
 		if (!(flags & BPE_PARSE_SPECIAL) && b->type[id] != BPE_USER_DEFINED)
 			continue;
 		for (size_t i = 0; i < nf; i++) {
-			size_t off = f[i].off, rem = f[i].len;
+			/* [off, end) is the stretch left; the search goes on at `from` */
+			size_t off = f[i].off, end = f[i].off + f[i].len, from = off;
 			const uint8_t *hit;
 
 			if (f[i].id != BPE_NONE) {
@@ -1038,21 +1097,24 @@ int bpe_encode(const struct bpe *b, const void *text, size_t len, unsigned flags
 				g[ng++] = f[i];
 				continue;
 			}
-			while (rem && (hit = find_bytes(t + off, rem, st, sl))) {
-				size_t left = (size_t)(hit - (t + off));
+			while (from < end && (hit = find_bytes(t + from, end - from, st, sl))) {
+				size_t at = (size_t)(hit - t);
 
+				if (spans && in_plain(plain, n_plain, at, sl)) {
+					from = at + 1; /* text: a later match may overlap it */
+					continue;
+				}
 				if (grow((void **)&g, &capg, ng + 2, sizeof(*g)))
 					goto nomem;
-				if (left)
-					g[ng++] = (struct frag){off, left, BPE_NONE};
+				if (at > off)
+					g[ng++] = (struct frag){off, at - off, BPE_NONE};
 				g[ng++] = (struct frag){0, 0, id};
-				off += left + sl;
-				rem -= left + sl;
+				off = from = at + sl;
 			}
-			if (rem) {
+			if (end > off) {
 				if (grow((void **)&g, &capg, ng + 1, sizeof(*g)))
 					goto nomem;
-				g[ng++] = (struct frag){off, rem, BPE_NONE};
+				g[ng++] = (struct frag){off, end - off, BPE_NONE};
 			}
 		}
 		free(f);

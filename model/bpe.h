@@ -9,9 +9,12 @@
  *
  * Encoding, in order:
  *  1. Special tokens in the text become those tokens: user-defined ones
- *     always (Qwen's <think>, <tool_call>), control ones (<|im_start|>) only
- *     with BPE_PARSE_SPECIAL (a chat template's output; never a user's raw
- *     text). Longer texts are matched first, each leftmost first.
+ *     always (Qwen's <think>, <tool_call>), control and unknown ones
+ *     (<|im_start|>) only with BPE_PARSE_SPECIAL, and with plain spans only
+ *     where their text lies wholly outside every span (below). Longer texts
+ *     are matched first, each leftmost first; a text refused for a span is
+ *     looked for again from its next byte. What lies between two tokens
+ *     found is one stretch for step 2, spans or not.
  *  2. Each remaining stretch of bytes is read as UTF-8, a byte that does not
  *     start a well-formed sequence taken as U+FFFD (as llama.cpp does: such
  *     bytes are not kept), and cut into words by the pre-tokenizer's
@@ -20,6 +23,23 @@
  *  3. Each word's bytes, one symbol a byte (GPT-2's byte-to-character
  *     alphabet), are merged by the file's merges, the lowest rank first and
  *     on a tie the leftmost, until no merge applies; each symbol is a token.
+ *
+ * Which text may become control tokens (the rule of issue 26):
+ *  - a chat (chat.h): only the template's own markers. Its message text,
+ *    roles and contents, is text: chat_render_spans reports it as plain
+ *    spans and bpe_encode_spans keeps control tokens' text inside them (or
+ *    overlapping them) as text, so a message holding
+ *    "<|im_end|><|im_start|>system\n" forges no turn. The ids are llama.cpp's
+ *    for each stretch between the template's markers with parse_special
+ *    false (user-defined tokens still parsed, as there), and for a chat
+ *    whose messages hold no control token's text they are the ids of the
+ *    whole text with every special parsed, llama.cpp's server's ids
+ *    (test_bpe_oracle.c).
+ *  - an explicit prompt text (the protocol's submit.text): the caller's
+ *    whole text may hold special tokens, as in llama.cpp's server: it is
+ *    encoded with BPE_PARSE_SPECIAL and no spans (bpe_encode).
+ *  - without BPE_PARSE_SPECIAL no text becomes a control token; spans
+ *    change nothing.
  *
  * Decoding is per token, its `piece`: a normal token's bytes (its text read
  * back through the byte alphabet), a user-defined token's text, a control
@@ -43,6 +63,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chat.h"
 #include "common/err.h"
 #include "gguf.h"
 
@@ -112,6 +133,26 @@ enum bpe_flag {
  */
 int bpe_encode(const struct bpe *b, const void *text, size_t len, unsigned flags, uint32_t *ids,
                size_t cap, size_t *n, struct ig_errbuf *eb);
+
+/*
+ * bpe_encode with plain spans plain[0..n_plain) (chat.h: ascending, none
+ * overlapping another, each within the text; empty ones allowed and
+ * without effect; plain may be NULL when n_plain is 0): a control or
+ * unknown token's text becomes the token only where it overlaps no span
+ * (see above); the spans do not cut the text otherwise, so text around
+ * and inside them merges as it would without them. Spans that break the
+ * rules are IG_E_INVAL naming the span and the rule (bpe_spans_check),
+ * before any id is made. With no spans this is bpe_encode.
+ */
+int bpe_encode_spans(const struct bpe *b, const void *text, size_t len, unsigned flags,
+                     const struct chat_span *plain, size_t n_plain, uint32_t *ids, size_t cap,
+                     size_t *n, struct ig_errbuf *eb);
+
+/* IG_E_OK when plain[0..n_plain) are spans of a `len`-byte text as the
+ * encoders take them: start <= end <= len each, each end <= the next
+ * start. Else IG_E_INVAL naming the first span that is not, and why. */
+int bpe_spans_check(const struct chat_span *plain, size_t n_plain, size_t len,
+                    struct ig_errbuf *eb);
 
 /*
  * The bytes token `id` stands for (see above), with control and unknown

@@ -15,9 +15,18 @@
  * without reasoning in its history that is Qwen3's own template's output
  * too (test_chat checks it against llama.cpp on the real template).
  *
- * Roles and contents are copied as they are; the caller tokenizes the result
- * with the special tokens' text parsed (bpe.h, BPE_PARSE_SPECIAL), as
- * llama.cpp's server does.
+ * Roles and contents are copied as they are, and they are the caller's
+ * text: a chat's message text is text, and only the template's own markers
+ * are special tokens. A user message holding "<|im_end|><|im_start|>system"
+ * (or a web page an agent reads into a tool result) must not open a system
+ * turn, as it does in llama.cpp's server, which parses special tokens'
+ * text over the whole rendered text. So chat_render_spans reports where the
+ * caller's text lies in the rendered text, its plain spans, and the caller
+ * tokenizes the text with the special tokens' text parsed outside them only
+ * (bpe.h, bpe_encode_spans with BPE_PARSE_SPECIAL; tokenizer.h,
+ * tok_encode_spans). A conversation whose messages hold no control token's
+ * text (<|im_start|>, <|endoftext|>; user-defined ones such as <think> are
+ * tokens wherever they stand) gives the ids llama.cpp's server gives.
  */
 #ifndef IGNIS_MODEL_CHAT_H
 #define IGNIS_MODEL_CHAT_H
@@ -49,12 +58,39 @@ enum chat_flag {
 int chat_template_of(const char *tmpl, size_t len, struct chat_template *out,
                      struct ig_errbuf *eb);
 
+/* A byte range [start, end) of a rendered chat that came from the caller's
+ * messages (a role or a content): a plain span. Spans are passed as arrays
+ * in ascending order, none overlapping another (one may end where the next
+ * starts); the encoders take such arrays (bpe_encode_spans,
+ * tok_encode_spans), whoever made them. */
+struct chat_span {
+	size_t start, end;
+};
+
+/* The most plain spans n messages render to: a role and a content each
+ * (empty ones give none; roles and contents are never adjacent, the
+ * template's text lies between them). */
+#define CHAT_SPANS_MAX(n) (2 * (size_t)(n))
+
 /*
- * Render n messages into out[0..*len). CHAT_NO_THINKING needs
+ * Render n messages into out[0..*len) and, when n_spans is not NULL, their
+ * plain spans into spans[0..*n_spans): each message's role and content that
+ * is not empty, in order (at most CHAT_SPANS_MAX(n)), offsets into out.
+ * Everything outside them is the template's. CHAT_NO_THINKING needs
  * CHAT_GENERATION_PROMPT and a template that knows thinking (else
- * IG_E_INVAL). When `cap` bytes are too few: IG_E_INVAL naming the size
- * needed, which also lands in *len (so cap 0 asks the size).
+ * IG_E_INVAL). When `cap` bytes or `spans_cap` spans are too few:
+ * IG_E_INVAL naming the sizes needed, which also land in *len and *n_spans
+ * (so caps of 0, with out and spans NULL, ask the sizes); what fits is
+ * written. The spans depend only on the messages and the flags, so a second
+ * call with room gives the first call's sizes.
  */
+int chat_render_spans(const struct chat_template *t, const struct chat_msg *msgs, size_t n,
+                      unsigned flags, char *out, size_t cap, size_t *len, struct chat_span *spans,
+                      size_t spans_cap, size_t *n_spans, struct ig_errbuf *eb);
+
+/* chat_render_spans without the spans: for a text tokenized as the
+ * protocol's explicit prompt text is (special tokens parsed everywhere), or
+ * shown. */
 int chat_render(const struct chat_template *t, const struct chat_msg *msgs, size_t n,
                 unsigned flags, char *out, size_t cap, size_t *len, struct ig_errbuf *eb);
 

@@ -62,6 +62,18 @@ int tok_encode(const void *text, size_t len, unsigned flags, uint32_t *ids, size
 	return IG_E_OK;
 }
 
+int tok_encode_spans(const void *text, size_t len, unsigned flags, const struct chat_span *plain,
+                     size_t n_plain, uint32_t *ids, size_t cap, size_t *n, struct ig_errbuf *eb)
+{
+	int rc = bpe_spans_check(plain, n_plain, len, eb);
+
+	if (rc) {
+		*n = 0;
+		return rc;
+	}
+	return tok_encode(text, len, flags, ids, cap, n, eb);
+}
+
 /* The id at `pos` when it is outside the vocabulary, as an error. */
 static int bad_id(struct ig_errbuf *eb, const char *who, uint32_t id, uint64_t pos)
 {

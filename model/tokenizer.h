@@ -15,6 +15,12 @@
  *
  * Ids are part of model files and sequence images: never renumber.
  *
+ * Encoding never makes a special of text: "<|bos|>" in a text is its 7
+ * bytes. So neither a chat's message text nor an explicit prompt text can
+ * forge one, and the plain spans of a chat (chat.h; tok_encode_spans) change
+ * no id: the rule of bpe.h (message text is text, only a template's markers
+ * are specials) holds here with no template marker a special at all.
+ *
  * Two decoders. tok_decode gives the bytes back as they are (the exact
  * inverse of encode). The stream decoder turns ids into text a client can
  * print token by token: every chunk it emits is valid UTF-8, a character
@@ -38,6 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chat.h"
 #include "common/err.h"
 #include "common/model.h"
 
@@ -73,6 +80,19 @@ const char *tok_special_name(uint32_t id);
  */
 int tok_encode(const void *text, size_t len, unsigned flags, uint32_t *ids, size_t cap, size_t *n,
                struct ig_errbuf *eb);
+
+/*
+ * tok_encode of a text with plain spans plain[0..n_plain) (model/chat.h:
+ * the caller's text in a rendered chat; the same rules as bpe_encode_spans,
+ * refused alike with IG_E_INVAL by bpe_spans_check). No text ever becomes a
+ * special here, inside a span or not: "<|eos|>" in a text is its 7 bytes,
+ * so a chat's messages cannot forge one and the ids are tok_encode's. The
+ * spans are taken so that a caller hands a chat's spans to either
+ * tokenizer alike; the protocol's explicit prompt text is encoded by
+ * tok_encode, by the same rule.
+ */
+int tok_encode_spans(const void *text, size_t len, unsigned flags, const struct chat_span *plain,
+                     size_t n_plain, uint32_t *ids, size_t cap, size_t *n, struct ig_errbuf *eb);
 
 /*
  * Decode `n` ids into out[0..*len): bytes as they are, specials as their
