@@ -292,6 +292,14 @@ const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap)
 	case KT_REMOVED:
 		snprintf(buf, cap, "nothing: %s", d->doc);
 		break;
+	case KT_SECRET:
+		snprintf(buf, cap, "1 to 256 visible ASCII characters (no spaces)");
+		break;
+	case KT_ORIGINS:
+		snprintf(buf, cap,
+		         "web origins, scheme://host[:port] (http or https, no path), separated by "
+		         "commas, e.g. https://app.example,http://localhost:3000");
+		break;
 	}
 	return buf;
 }
@@ -445,6 +453,37 @@ static int knob__bad(enum knob_id id, const char *text, const char *where, const
 	               why, knob_accepted_text(id, acc, sizeof(acc)));
 }
 
+/* Each comma-separated item of `t` an origin: http:// or https://, a host
+ * (and :port), no path; empty items between commas skipped, one at least. */
+static bool knob__origins(const char *t)
+{
+	size_t items = 0;
+
+	while (*t) {
+		size_t n = strcspn(t, ","), skip;
+		const char *host;
+
+		while (n && (*t == ' ' || *t == '\t'))
+			t++, n--;
+		skip = n;
+		while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+			n--;
+		if (n) {
+			size_t scheme = !strncmp(t, "http://", 7) ? 7 : !strncmp(t, "https://", 8) ? 8 : 0;
+
+			host = t + scheme;
+			if (!scheme || n == scheme || memchr(host, '/', n - scheme) ||
+			    memchr(host, ' ', n - scheme))
+				return false;
+			items++;
+		}
+		t += skip;
+		if (*t == ',')
+			t++;
+	}
+	return items > 0;
+}
+
 static int knob__enum_index(const char *choices, const char *text)
 {
 	size_t n = strlen(text);
@@ -564,6 +603,28 @@ int knob_parse(enum knob_id id, const char *text, const char *where, struct knob
 		return ig_errf(eb, IG_E_CONFIG, "%s (from %s) is no longer accepted: %s", flag,
 		               where, d->doc);
 	}
+	case KT_SECRET: {
+		size_t n = strlen(text);
+		char acc[128], flag[96];
+		bool ok = n >= 1 && n <= 256;
+
+		for (size_t i = 0; ok && i < n; i++)
+			ok = text[i] > 0x20 && text[i] < 0x7f;
+		if (ok) {
+			out->s = text;
+			return IG_E_OK;
+		}
+		/* the value is not repeated: it is a secret */
+		knob_flag(id, flag, sizeof(flag));
+		return ig_errf(eb, IG_E_CONFIG, "%s (from %s): the value given (%zu bytes) is not "
+		               "a key; accepted: %s",
+		               flag, where, n, knob_accepted_text(id, acc, sizeof(acc)));
+	}
+	case KT_ORIGINS:
+		if (!knob__origins(text))
+			return knob__bad(id, text, where, "is not a list of origins", eb);
+		out->s = text;
+		return IG_E_OK;
 	}
 	return ig_errf(eb, IG_E_INVAL, "knob %s has no type", d->name);
 }

@@ -46,6 +46,8 @@ enum knob_type {
 	KT_HOSTPORT,  /* HOST:PORT (an HTTP listener) */
 	KT_LISTEN,    /* HOST:PORT, or off (an HTTP listener one may turn off) */
 	KT_REMOVED,   /* refuses the start, naming its replacement */
+	KT_SECRET,    /* a key: 1 to 256 visible ASCII characters; never shown */
+	KT_ORIGINS,   /* web origins: scheme://host[:port], comma-separated */
 };
 
 /*
@@ -148,14 +150,41 @@ enum knob_type {
 	  "The front door for clients (nng): ipc:///abs/path or tcp://HOST:PORT (default "         \
 	  "ipc://<runtime-dir>/client.sock).")                                                     \
 	X(SERVER_ALLOW_REMOTE, "server-allow-remote", KT_SWITCH, "off", 0, NULL,                   \
-	  "Serve the nng front door on a tcp address other than loopback. It has no access "       \
-	  "control: whoever reaches the address can submit and cancel requests.")                  \
+	  "Serve the nng front door on a tcp address other than loopback (it has no access "       \
+	  "control: whoever reaches the address can submit and cancel requests), or the HTTP "     \
+	  "API past loopback (with an API key, or --server-allow-remote-without-api-key).")        \
+	X(SERVER_API_KEY, "server-api-key", KT_SECRET, "", 0, NULL,                                \
+	  "The API key the HTTP API asks of every route but /health and /ready "                   \
+	  "(Authorization: Bearer KEY, or X-Api-Key: KEY). Prefer --server-api-key-file: a flag "  \
+	  "shows in the process list.")                                                            \
+	X(SERVER_API_KEY_FILE, "server-api-key-file", KT_PATH, "", 0, NULL,                        \
+	  "A file whose first line is the API key (as --server-api-key; the file wins over it).")  \
+	X(SERVER_ALLOW_REMOTE_WITHOUT_API_KEY, "server-allow-remote-without-api-key", KT_SWITCH,   \
+	  "off", 0, NULL,                                                                          \
+	  "Serve the HTTP API past loopback with no API key: whoever reaches the address can "     \
+	  "submit requests and read the metrics.")                                                 \
+	X(SERVER_CORS_ORIGINS, "server-cors-origins", KT_ORIGINS, "", 0, NULL,                     \
+	  "Web page origins whose requests the HTTP API serves, with CORS headers: "               \
+	  "scheme://host[:port], comma-separated. A request from any other origin is refused.")    \
 	X(SERVER_METRICS_BIND, "server-metrics-bind", KT_HOSTPORT, "127.0.0.1:9464", 0, NULL,      \
 	  "Where the Prometheus metrics page (/metrics, HTTP) listens: HOST:PORT.")                \
 	X(SERVER_HTTP_BIND, "server-http-bind", KT_LISTEN, "127.0.0.1:8000", 0, NULL,              \
 	  "Where OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /v1/models, "           \
 	  "/health, /ready) listens: HOST:PORT, loopback unless --server-allow-remote; off: "      \
 	  "none.")                                                                                 \
+	X(SERVER_HTTP_MAX_CONNECTIONS, "server-http-max-connections", KT_COUNT, "0", 0,            \
+	  "0..1M",                                                                                 \
+	  "HTTP connections at once. 0: the descriptor limit (raised to its hard limit) less a "   \
+	  "quarter of it, at most 1,024, kept for the rest of the supervisor.")                    \
+	X(SERVER_HTTP_MAX_CONNECTIONS_PER_ADDRESS, "server-http-max-connections-per-address",      \
+	  KT_COUNT, "0", 0, "0..1M",                                                               \
+	  "HTTP connections at once from one client address. 0: half of "                         \
+	  "--server-http-max-connections.")                                                        \
+	X(SERVER_HTTP_HEADER_TIMEOUT, "server-http-header-timeout", KT_COUNT, "30", 0, "1..3600",  \
+	  "Seconds an HTTP request's headers may take, counted from its connection's start or "    \
+	  "its last answer: a connection idle or dribbling longer is closed.")                     \
+	X(SERVER_HTTP_BODY_TIMEOUT, "server-http-body-timeout", KT_COUNT, "60", 0, "1..3600",      \
+	  "Seconds an HTTP request's body may take after its headers.")                            \
 	X(SERVER_MAX_REQUESTS, "server-max-requests", KT_COUNT, "1024", 0, "1..4096",              \
 	  "Requests the gpu-worker holds at once: running, waiting there for room, or finished "   \
 	  "and not yet read. Beyond them the front door holds submits in order until one "         \

@@ -65,6 +65,7 @@ struct worker {
 	bool kv_ready;
 	struct eng *eng;
 	uint32_t ids[MSG_TEXT_MAX + 1]; /* a text prompt's tokens */
+	struct chat_span spans[MSG_IDS_MAX / 2]; /* its plain spans (submit.plain) */
 	/* the stop strings of the requests that have some, in stops[0..n_stops):
 	 * at most one per request the engine keeps (a request it forgot to make
 	 * room leaves a stale entry, reused by the next submit with stops) */
@@ -659,6 +660,15 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 		if (rc)
 			return ig_errprefix(eb, "submit");
 	}
+	if (q->plain.n % 2 || (q->plain.n && !q->text.n))
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "submit.plain: %u offsets%s; accepted: pairs of byte offsets [start, "
+		               "end) of `text`",
+		               q->plain.n, q->text.n ? "" : " without a text");
+	for (uint32_t i = 0; i < q->plain.n / 2; i++)
+		w->spans[i] = (struct chat_span){q->plain.v[2 * i], q->plain.v[2 * i + 1]};
+	if (q->plain.n && bpe_spans_check(w->spans, q->plain.n / 2, q->text.n, eb))
+		return ig_errprefix(eb, "submit.plain");
 	if (q->text.n) {
 		if (w->vocab.kind == MDESC_TOK_NONE)
 			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
@@ -666,13 +676,15 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 			               "send `prompt` token ids",
 			               w->d.m->name);
 		/* a real vocabulary as llama.cpp's server reads a prompt: its
-		 * special tokens' text becomes them, BOS where the file asks */
+		 * special tokens' text becomes them, BOS where the file asks;
+		 * except in the plain spans (a chat's messages), which are text */
 		if (w->bpe)
-			rc = bpe_encode(w->bpe, q->text.p, q->text.n,
-			                BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, w->ids,
-			                MSG_TEXT_MAX + 1, &n, eb);
+			rc = bpe_encode_spans(w->bpe, q->text.p, q->text.n,
+			                      BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, w->spans,
+			                      q->plain.n / 2, w->ids, MSG_TEXT_MAX + 1, &n, eb);
 		else
-			rc = tok_encode(q->text.p, q->text.n, 0, w->ids, MSG_TEXT_MAX + 1, &n, eb);
+			rc = tok_encode_spans(q->text.p, q->text.n, 0, w->spans, q->plain.n / 2,
+			                      w->ids, MSG_TEXT_MAX + 1, &n, eb);
 		if (rc)
 			return rc;
 		r.prompt = w->ids;

@@ -525,21 +525,29 @@ static int msg__sink_write(void *data, const char *buf, size_t len)
 	return s->failed ? -1 : 0;
 }
 
+int msg_check(const struct msg *m, struct ig_errbuf *eb)
+{
+	const struct msg_desc *d = msg_desc_find(m->type);
+	struct msg__path path;
+
+	if (!d)
+		return ig_errf(eb, IG_E_PROTO_UNKNOWN_TYPE, "unknown message type %u", m->type);
+	path = (struct msg__path){NULL, d->rec.name, -1};
+	return msg__check_rec(&d->rec, MSG__CPAYLOAD(m), &path, eb);
+}
+
 int msg_encode(const struct msg *m, msg_write_fn write, void *ctx, struct ig_errbuf *eb)
 {
 	const struct msg_desc *d = msg_desc_find(m->type);
 	struct msg__sink sink = {write, ctx, 0};
-	struct msg__path path;
 	msgpack_packer pk;
 	int rc;
 
-	if (!d)
-		return ig_errf(eb, IG_E_PROTO_UNKNOWN_TYPE, "cannot encode unknown message type %u",
-		               m->type);
-	path = (struct msg__path){NULL, d->rec.name, -1};
-	rc = msg__check_rec(&d->rec, MSG__CPAYLOAD(m), &path, eb);
+	rc = msg_check(m, eb);
 	if (rc)
-		return rc;
+		return d ? rc
+		         : ig_errf(eb, IG_E_PROTO_UNKNOWN_TYPE,
+		                   "cannot encode unknown message type %u", m->type);
 	msgpack_packer_init(&pk, &sink, msg__sink_write);
 	msgpack_pack_map(&pk, 2 + d->rec.nfields);
 	msg__pack_key(&pk, "t");

@@ -30,7 +30,7 @@
 
 #include "common/err.h"
 
-#define MSG_PROTO_VERSION 9u
+#define MSG_PROTO_VERSION 10u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
 #define MSG_MAX_BYTES (64u * 1024u)
@@ -249,9 +249,15 @@ struct msg_str {
  * refused above the codec (the codec checks each field alone). The member
  * `class` is a C++ keyword: this header is C only (no extern "C" either).
  *
- * At these limits a submit encodes to at most 37,637 bytes (16,387 of text,
- * 20,485 of ids at 5 bytes each, 8 stop strings), and a tokens reply to
- * 37,009, within MSG_MAX_BYTES. An IDS field is held
+ * `plain` holds byte offsets of `text` in pairs [start, end), ascending and
+ * apart: spans tokenized as text, where a special token's text stays text
+ * (a chat's messages, from the HTTP API: only the template's own markers
+ * become special tokens; model/bpe.h, bpe_encode_spans). Outside them, and
+ * in an explicit prompt text without spans, specials' text becomes them.
+ *
+ * At these limits a submit encodes to at most 58,130 bytes (16,387 of text,
+ * twice 20,485 of ids at 5 bytes each, 8 stop strings), and a tokens reply
+ * to 37,009, within MSG_MAX_BYTES. An IDS field is held
  * inline (4096 x 4 B = 16 KiB), so struct msg is about 16.5 KB: fine on a
  * thread's stack, not in a large array. */
 #define MSG_TEXT_MAX 16384u /* prompt text bytes in one submit; text in one tokens reply */
@@ -267,6 +273,7 @@ struct msg_str {
 #define MSG_FIELDS_submit(F, R)                                                                    \
 	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
 	F(R, IDS, prompt, 0, MSG_IDS_MAX, _)                                                       \
+	F(R, IDS, plain, 0, MSG_IDS_MAX, _)                                                        \
 	F(R, U64, max_tokens, 0, UINT32_MAX, _) /* 0: the model's default */                       \
 	F(R, STR, class, 1, 16, _)              /* "interactive" or "agent" */                     \
 	F(R, F64, temperature, 0.0, 100.0, _)   /* 0: greedy */                                    \
@@ -613,6 +620,7 @@ struct msg_str {
 #define MSG_FIELDS_fd_submit(F, R)                                                                 \
 	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
 	F(R, IDS, prompt, 0, MSG_IDS_MAX, _)                                                       \
+	F(R, IDS, plain, 0, MSG_IDS_MAX, _)                                                        \
 	F(R, U64, max_tokens, 0, UINT32_MAX, _) /* 0: the model's default */                       \
 	F(R, STR, class, 1, 16, _)              /* "interactive" or "agent" */                     \
 	F(R, F64, temperature, 0.0, 100.0, _)   /* 0: greedy */                                    \
@@ -855,6 +863,12 @@ typedef int (*msg_write_fn)(void *ctx, const char *buf, size_t len);
  * message that would not decode: unknown type, values outside their limits,
  * strings that are not UTF-8. Nothing is written on refusal. */
 int msg_encode(const struct msg *m, msg_write_fn write, void *ctx, struct ig_errbuf *eb);
+
+/* The checks msg_encode and msg_decode make of a message (its type known,
+ * every value within its declaration's limits, strings UTF-8 without NUL),
+ * for a message handed over in process (the HTTP API's submits to the front
+ * door): IG_E_OK or the error decoding would give, naming the field. */
+int msg_check(const struct msg *m, struct ig_errbuf *eb);
 
 /* Decode `len` bytes at `buf` into `out`. String views in `out` point into
  * `buf`. On success the payload member of out->type is filled in (members of

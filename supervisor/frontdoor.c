@@ -75,6 +75,7 @@ struct door_req {
 	/* the submit, kept until the worker answered it */
 	char *text;
 	uint32_t *prompt, n_prompt;
+	uint32_t *plain, n_plain; /* the spans of text tokenized as text */
 	char (*stops)[MSG_STOP_BYTES + 1];
 	uint32_t nstop;
 	uint64_t max_tokens_asked, top_k, seed;
@@ -99,6 +100,31 @@ struct door_req {
 	uint64_t created_ms, admitted_ms, touched_ms;
 	struct door_slot *waiters; /* parked polls */
 	struct door_req *prev, *next;
+	struct door_req *hnext; /* the id table's chain */
+	/* fairness: the peer it came from (an nng client's connection, or an
+	 * in-process client's key) */
+	uint64_t peer;
+	/* in process (door_local_*): held by its caller until released (never
+	 * forgotten before), refused there as news rather than by a reply; each
+	 * news adds to ver and calls wake, once per arming, or at wake_at_ms */
+	bool local, held, refused;
+	uint32_t rank; /* door__board_submits': what its peer holds ahead of it */
+	uint64_t ver;
+	void (*wake)(void *arg);
+	void *wake_arg;
+	uint64_t wake_at_ms;
+};
+
+/* The id table: requests by door id, which count up from 1, so that the
+ * low bits spread them evenly. A power of two near the most a door holds
+ * (worker slots, the queue and the finished ones kept). */
+#define DOOR_ID_BUCKETS 8192u
+
+/* A peer's share of the queue and the worker's slots, counted per pass. */
+struct door_peer {
+	uint64_t key;
+	uint32_t queued, held;
+	bool used;
 };
 
 struct door {
@@ -123,7 +149,13 @@ struct door {
 	struct door_slot *spare;
 
 	struct door_req *head, *tail;
+	struct door_req **ids; /* DOOR_ID_BUCKETS chains */
 	uint64_t next_id;
+	/* scratch of the fairness rules (under mu): a peer table and the
+	 * queued submits of a pass */
+	struct door_peer *peers;
+	uint32_t npeers_cap;
+	struct door_req **cand;
 	uint32_t queued, running, kept;
 	uint64_t submit_blocked_until;
 
@@ -138,6 +170,7 @@ struct door {
 	uint64_t n_slot_waits;
 	struct svc_rejects rejects; /* messages that did not decode */
 	uint64_t n_withdrawn;       /* submits whose client left before an answer */
+	uint64_t n_displaced;       /* queued submits refused to make room for another peer's */
 	struct ev_limit withdrawn_limit;
 	struct msg *out; /* replies are built here, under mu */
 
@@ -170,18 +203,26 @@ static void door__wait(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t ms)
  * may see (admitted and not forgotten). */
 static struct door_req *door__find(struct door *d, uint64_t id, bool internal)
 {
-	for (struct door_req *r = d->head; r; r = r->next) {
+	for (struct door_req *r = d->ids[id & (DOOR_ID_BUCKETS - 1)]; r; r = r->hnext) {
 		if (r->id != id)
 			continue;
 		if (internal)
 			return r;
-		return !r->forgotten && (r->st == RQ_RUNNING || r->st == RQ_DONE) ? r : NULL;
+		return !r->forgotten && !r->refused && (r->st == RQ_RUNNING || r->st == RQ_DONE)
+		           ? r
+		           : NULL;
 	}
 	return NULL;
 }
 
 static void door__unlink(struct door *d, struct door_req *r)
 {
+	struct door_req **pp = &d->ids[r->id & (DOOR_ID_BUCKETS - 1)];
+
+	while (*pp && *pp != r)
+		pp = &(*pp)->hnext;
+	if (*pp)
+		*pp = r->hnext;
 	if (r->prev)
 		r->prev->next = r->next;
 	else
@@ -222,6 +263,7 @@ static void door__free_req(struct door *d, struct door_req *r)
 	door__unlink(d, r);
 	free(r->text);
 	free(r->prompt);
+	free(r->plain);
 	free(r->toks);
 	free(r->tend);
 	free(r->otext);
@@ -362,11 +404,25 @@ static void door__reply_tokens(struct door *d, struct door_slot *s, struct door_
 	door__send_msg(d, s, m);
 }
 
-/* Answer the parked polls of `r` that have something new (or all of them). */
+/* Something about `r` changed: its in-process reader is told. */
+static void door__news(struct door_req *r)
+{
+	void (*wake)(void *) = r->wake;
+
+	r->ver++;
+	if (wake) {
+		r->wake = NULL;
+		wake(r->wake_arg);
+	}
+}
+
+/* Answer the parked polls of `r` that have something new (or all of them),
+ * and tell its in-process reader. */
 static void door__wake(struct door *d, struct door_req *r, bool all)
 {
 	struct door_slot **pp = &r->waiters;
 
+	door__news(r);
 	while (*pp) {
 		struct door_slot *s = *pp;
 
@@ -477,52 +533,144 @@ static void door__not_found(struct door *d, struct door_slot *s, const char *wha
 	door__send_error(d, s, IG_E_NOTFOUND, text);
 }
 
-static void door__submit(struct door *d, struct door_slot *s, const struct msg_fd_submit *q)
+/* ---- fairness between peers ------------------------------------------------- */
+
+/* An empty peer table for up to `n` peers (false: no memory). */
+static bool door__peers_reset(struct door *d, uint32_t n)
 {
-	char text[512];
+	uint32_t cap = 64;
+
+	while (cap < 2 * n)
+		cap *= 2;
+	if (cap > d->npeers_cap) {
+		struct door_peer *p = realloc(d->peers, (size_t)cap * sizeof(*p));
+
+		if (!p)
+			return false;
+		d->peers = p;
+		d->npeers_cap = cap;
+	}
+	memset(d->peers, 0, (size_t)d->npeers_cap * sizeof(*d->peers));
+	return true;
+}
+
+/* Peer `key`'s row (open addressing: the table is at least twice the peers
+ * put in it). */
+static struct door_peer *door__peer(struct door *d, uint64_t key)
+{
+	uint32_t mask = d->npeers_cap - 1, i = (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 40) & mask;
+
+	while (d->peers[i].used && d->peers[i].key != key)
+		i = (i + 1) & mask;
+	d->peers[i].used = true;
+	d->peers[i].key = key;
+	return &d->peers[i];
+}
+
+/* The requests in the door, for the size of a peer table. */
+static uint32_t door__nreqs(const struct door *d)
+{
+	return d->queued + d->running + d->kept + 1;
+}
+
+/* The queue is full and `peer` submits: the newest waiting submit of the
+ * peer holding the most waiting ones, when that peer holds at least two
+ * more than `peer` (fewer would only swap their places); NULL otherwise
+ * (or without memory). The longest queue gives way, so that one client
+ * cannot hold the whole queue against the others. */
+static struct door_req *door__displace(struct door *d, uint64_t peer)
+{
+	struct door_peer *mine, *most = NULL;
+
+	if (!door__peers_reset(d, door__nreqs(d)))
+		return NULL;
+	mine = door__peer(d, peer);
+	for (struct door_req *r = d->head; r; r = r->next)
+		if (r->st == RQ_QUEUED)
+			door__peer(d, r->peer)->queued++;
+	for (uint32_t i = 0; i < d->npeers_cap; i++)
+		if (d->peers[i].used && (!most || d->peers[i].queued > most->queued))
+			most = &d->peers[i];
+	if (!most || most->queued < mine->queued + 2)
+		return NULL;
+	for (struct door_req *r = d->tail; r; r = r->prev)
+		if (r->st == RQ_QUEUED && r->peer == most->key)
+			return r;
+	return NULL;
+}
+
+/* Refuse a submit that was taken (queued, or answered by the worker): its
+ * nng client is answered with the error, its in-process reader told. */
+static void door__refuse(struct door *d, struct door_req *r, int code, const char *message)
+{
+	d->n_refused++;
+	if (!r->local) {
+		d->parked--;
+		door__send_error(d, r->submitter, code, message);
+		r->submitter = NULL;
+		door__free_req(d, r);
+		return;
+	}
+	if (!r->held) { /* nobody reads it */
+		door__free_req(d, r);
+		return;
+	}
+	door__set_st(d, r, RQ_DONE);
+	r->refused = true;
+	r->code = code;
+	snprintf(r->finish, sizeof(r->finish), "error");
+	r->message = strdup(message);
+	r->touched_ms = clk_mono_ms();
+	door__news(r);
+}
+
+/* The door's checks of a submit from `peer`, and the request made of it,
+ * queued. NULL, with *code and text[] saying why, when refused. */
+static struct door_req *door__take(struct door *d, const struct msg_fd_submit *q, uint64_t peer,
+                                   int *code, char *text, size_t cap)
+{
 	struct door_req *r;
 
+	*code = IG_E_PROTO_FIELD_RANGE;
 	if (!d->model.serving) {
-		door__send_error(d, s, IG_E_BUSY,
-		                 "no model is served: the supervisor was started on a "
-		                 "built-in description (start it with --model FILE)");
-		return;
+		*code = IG_E_BUSY;
+		snprintf(text, cap,
+		         "no model is served: the supervisor was started on a built-in description "
+		         "(start it with --model FILE)");
+		return NULL;
 	}
 	if ((q->text.n > 0) == (q->prompt.n > 0)) {
-		snprintf(text, sizeof(text),
-		         "fd_submit: give the prompt as `text` or as `prompt` token ids, one "
-		         "of the two (text %u bytes, prompt %u ids)",
-		         q->text.n, q->prompt.n);
-		{
-			door__send_error(d, s, IG_E_PROTO_FIELD_RANGE, text);
-			return;
-		}
+		snprintf(text, cap,
+		         q->text.n ? "fd_submit: give the prompt as `text` or as `prompt` token ids, "
+		                     "not both (text %u bytes, prompt %u ids)"
+		                   : "fd_submit: the prompt is empty: give it as `text` (1 to %u bytes) "
+		                     "or as `prompt` token ids (1 to %u)",
+		         q->text.n ? q->text.n : MSG_TEXT_MAX, q->text.n ? q->prompt.n : MSG_IDS_MAX);
+		return NULL;
 	}
 	if (!msg_str_eq(q->class, "interactive") && !msg_str_eq(q->class, "agent")) {
-		snprintf(text, sizeof(text),
-		         "fd_submit.class: '%.*s'; accepted: interactive, agent", (int)q->class.n,
-		         q->class.p);
-		{
-			door__send_error(d, s, IG_E_PROTO_FIELD_RANGE, text);
-			return;
-		}
+		snprintf(text, cap, "fd_submit.class: '%.*s'; accepted: interactive, agent",
+		         (int)q->class.n, q->class.p);
+		return NULL;
 	}
 	if (d->queued >= DOOR_QUEUE_MAX) {
-		d->n_refused++;
-		snprintf(text, sizeof(text),
-		         "%u requests already wait for a worker slot, the most the front door "
-		         "holds; try again when some finish",
-		         d->queued);
-		{
-			door__send_error(d, s, IG_E_BUSY, text);
-			return;
+		struct door_req *v = door__displace(d, peer);
+
+		if (!v) {
+			d->n_refused++;
+			*code = IG_E_BUSY;
+			snprintf(text, cap,
+			         "%u requests already wait for a worker slot, the most the front door "
+			         "holds, and no other client has more of them waiting than this one; "
+			         "try again when some finish",
+			         d->queued);
+			return NULL;
 		}
-	}
-	if (d->parked >= DOOR_SLOTS_MAX - 2 * DOOR_RECEIVERS) {
-		door__send_error(d, s, IG_E_BUSY,
-		                 "the front door holds as many waiting clients as it can; try "
-		                 "again shortly");
-		return;
+		d->n_displaced++;
+		door__refuse(d, v, IG_E_BUSY,
+		             "the front door's queue is full and this client holds the most of it: "
+		             "its newest waiting request gave way to another client's; try again "
+		             "when some finish");
 	}
 	r = calloc(1, sizeof(*r));
 	if (r && q->text.n)
@@ -532,6 +680,11 @@ static void door__submit(struct door *d, struct door_slot *s, const struct msg_f
 		if (r->prompt)
 			memcpy(r->prompt, q->prompt.v, (size_t)q->prompt.n * sizeof(uint32_t));
 	}
+	if (r && q->plain.n) {
+		r->plain = malloc((size_t)q->plain.n * sizeof(uint32_t));
+		if (r->plain)
+			memcpy(r->plain, q->plain.v, (size_t)q->plain.n * sizeof(uint32_t));
+	}
 	if (r && q->stop.n) {
 		r->stops = calloc(q->stop.n, sizeof(*r->stops));
 		for (uint32_t i = 0; r->stops && i < q->stop.n; i++)
@@ -539,21 +692,23 @@ static void door__submit(struct door *d, struct door_slot *s, const struct msg_f
 		r->nstop = q->stop.n;
 	}
 	if (!r || (q->text.n && !r->text) || (q->prompt.n && !r->prompt) ||
-	    (q->stop.n && !r->stops)) {
+	    (q->plain.n && !r->plain) || (q->stop.n && !r->stops)) {
 		if (r) {
 			free(r->text);
 			free(r->prompt);
+			free(r->plain);
 			free(r->stops);
 			free(r);
 		}
-		{
-			door__send_error(d, s, IG_E_NOMEM, "the front door is out of memory");
-			return;
-		}
+		*code = IG_E_NOMEM;
+		snprintf(text, cap, "the front door is out of memory");
+		return NULL;
 	}
 	r->id = d->next_id++;
 	r->st = RQ_QUEUED;
+	r->peer = peer;
 	r->n_prompt = q->prompt.n;
+	r->n_plain = q->plain.n;
 	r->max_tokens_asked = q->max_tokens;
 	r->temperature = q->temperature;
 	r->top_p = q->top_p;
@@ -561,19 +716,41 @@ static void door__submit(struct door *d, struct door_slot *s, const struct msg_f
 	r->seed = q->seed;
 	msg_str_copy(r->cls, sizeof(r->cls), q->class);
 	r->created_ms = r->touched_ms = clk_mono_ms();
-	r->submitter = s;
 	r->prev = d->tail;
 	if (d->tail)
 		d->tail->next = r;
 	else
 		d->head = r;
 	d->tail = r;
+	r->hnext = d->ids[r->id & (DOOR_ID_BUCKETS - 1)];
+	d->ids[r->id & (DOOR_ID_BUCKETS - 1)] = r;
 	door__count(d, r, +1);
+	pthread_cond_signal(&d->pump_cv);
+	return r;
+}
+
+static void door__submit(struct door *d, struct door_slot *s, const struct msg_fd_submit *q)
+{
+	char text[512];
+	struct door_req *r;
+	int code;
+
+	if (d->parked >= DOOR_SLOTS_MAX - 2 * DOOR_RECEIVERS) {
+		door__send_error(d, s, IG_E_BUSY,
+		                 "the front door holds as many waiting clients as it can; try "
+		                 "again shortly");
+		return;
+	}
+	r = door__take(d, q, s->pipe, &code, text, sizeof(text));
+	if (!r) {
+		door__send_error(d, s, code, text);
+		return;
+	}
+	r->submitter = s;
 	s->st = SLOT_PARKED;
 	s->poll = false;
 	s->req = r->id;
 	d->parked++;
-	pthread_cond_signal(&d->pump_cv);
 }
 
 static void door__poll(struct door *d, struct door_slot *s, const struct msg_fd_poll *q)
@@ -1011,6 +1188,9 @@ static void door__submit_msg(const struct door_req *r, struct msg *q)
 	sq->prompt.n = r->n_prompt;
 	if (r->n_prompt)
 		memcpy(sq->prompt.v, r->prompt, (size_t)r->n_prompt * sizeof(uint32_t));
+	sq->plain.n = r->n_plain;
+	if (r->n_plain)
+		memcpy(sq->plain.v, r->plain, (size_t)r->n_plain * sizeof(uint32_t));
 	sq->max_tokens = r->max_tokens_asked;
 	sq->class = msg_str_of(r->cls);
 	sq->temperature = r->temperature;
@@ -1143,12 +1323,17 @@ static bool door__submit_answer(struct door *d, struct door_req *r, pid_t pid, i
 		r->admitted_ms = r->touched_ms = clk_mono_ms();
 		free(r->text);
 		free(r->prompt);
+		free(r->plain);
 		free(r->stops);
 		r->text = NULL;
 		r->prompt = NULL;
+		r->plain = NULL;
 		r->stops = NULL;
 		d->n_submitted++;
-		door__reply_submitted(d, r);
+		if (r->local)
+			door__news(r);
+		else
+			door__reply_submitted(d, r);
 		if (r->withdrawn) {
 			/* nobody will read it: it goes at once */
 			r->wcancels = 2;
@@ -1169,11 +1354,7 @@ static bool door__submit_answer(struct door *d, struct door_req *r, pid_t pid, i
 		*wfail = rc;
 		return false;
 	}
-	d->n_refused++;
-	d->parked--;
-	door__send_error(d, r->submitter, rc, eb->msg);
-	r->submitter = NULL;
-	door__free_req(d, r);
+	door__refuse(d, r, rc, eb->msg);
 	return true;
 }
 
@@ -1247,21 +1428,60 @@ static void door__board_cancels(struct door *d, pid_t pid, struct msg *q, struct
 	}
 }
 
-/* Submits: the queued ones in order, as many as the worker has slots for
- * (--server-max-requests, counting those it still keeps for us). */
+/* The order in which waiting submits take the worker's free slots: each
+ * submit's rank is what its peer holds ahead of it (its requests at the
+ * worker, and its submits queued before it); the lowest rank goes first,
+ * arrival breaking ties. A peer with nothing at the worker is served before
+ * one holding many, whatever their arrival, and peers that hold the same
+ * take turns. */
+static int door__by_rank(const void *a, const void *b)
+{
+	const struct door_req *x = *(const struct door_req *const *)a;
+	const struct door_req *y = *(const struct door_req *const *)b;
+
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Submits: the queued ones in the order of their rank (above), as many as
+ * the worker has slots for (--server-max-requests, counting those it still
+ * keeps for us). */
 static void door__board_submits(struct door *d, pid_t pid, struct msg *q, struct door_flight *f,
                                 uint32_t *nf)
 {
-	uint32_t n = 0, room, max = d->model.max_requests ? (uint32_t)d->model.max_requests : 1;
+	uint32_t n = 0, nc = 0, room, max = d->model.max_requests ? (uint32_t)d->model.max_requests : 1;
+	uint32_t at = door__at_worker(d, pid);
 
 	if (clk_mono_ms() < d->submit_blocked_until)
 		return;
-	room = max - door__at_worker(d, pid);
-	for (struct door_req *r = d->head; r && n < DOOR_FLIGHT_SUBMITS; r = r->next) {
-		if (r->st != RQ_QUEUED)
-			continue;
-		if (n >= room || room > max) {
-			/* every worker slot is ours: they wait, in line */
+	room = at < max ? max - at : 0;
+	for (struct door_req *r = d->head; r && nc < DOOR_QUEUE_MAX; r = r->next)
+		if (r->st == RQ_QUEUED)
+			d->cand[nc++] = r;
+	if (!nc)
+		return;
+	if (!room) {
+		/* every worker slot is ours: they wait, in line */
+		door__mark_waits(d);
+		d->submit_blocked_until = clk_mono_ms() + 20;
+		return;
+	}
+	if (door__peers_reset(d, door__nreqs(d))) {
+		for (struct door_req *r = d->head; r; r = r->next)
+			if (r->wpid == pid && (r->st == RQ_RUNNING || r->wcancels))
+				door__peer(d, r->peer)->held++;
+		for (uint32_t i = 0; i < nc; i++) {
+			struct door_peer *p = door__peer(d, d->cand[i]->peer);
+
+			d->cand[i]->rank = p->held + p->queued++;
+		}
+		qsort(d->cand, nc, sizeof(*d->cand), door__by_rank);
+	} /* without memory for the table: in arrival order */
+	for (uint32_t i = 0; i < nc && n < DOOR_FLIGHT_SUBMITS; i++) {
+		struct door_req *r = d->cand[i];
+
+		if (n >= room) {
 			door__mark_waits(d);
 			d->submit_blocked_until = clk_mono_ms() + 20;
 			return;
@@ -1440,6 +1660,14 @@ static void *door__clock(void *arg)
 					pp = &s->nxt;
 				}
 			}
+			if (r->wake && r->wake_at_ms <= now) {
+				void (*wake)(void *) = r->wake;
+
+				r->wake = NULL; /* its wait ran out: the reader looks again */
+				wake(r->wake_arg);
+			} else if (r->wake && r->wake_at_ms < next) {
+				next = r->wake_at_ms;
+			}
 			if (r->st == RQ_RUNNING && !r->waiters &&
 			    now - r->touched_ms > DOOR_ABANDON_MS) {
 				struct ev e;
@@ -1451,7 +1679,7 @@ static void *door__clock(void *arg)
 				r->wcancels = 2;
 				door__finish(d, r, "cancelled", 0, NULL);
 				pthread_cond_signal(&d->pump_cv);
-			} else if (r->st == RQ_DONE && !r->forgotten &&
+			} else if (r->st == RQ_DONE && !r->forgotten && !r->held &&
 			           (now - r->touched_ms > DOOR_KEEP_MS ||
 			            d->kept > DOOR_KEEP_MAX)) {
 				door__forget(d, r); /* oldest first: the list is in id order */
@@ -1707,7 +1935,9 @@ int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb
 	d->out = malloc(sizeof(*d->out));
 	d->slots = calloc(DOOR_SLOTS_MAX, sizeof(*d->slots));
 	d->poll_ids = calloc(DOOR_POLL_FLIGHTS, sizeof(*d->poll_ids));
-	if (!d->out || !d->slots || !d->poll_ids) {
+	d->ids = calloc(DOOR_ID_BUCKETS, sizeof(*d->ids));
+	d->cand = calloc(DOOR_QUEUE_MAX, sizeof(*d->cand));
+	if (!d->out || !d->slots || !d->poll_ids || !d->ids || !d->cand) {
 		rc = ig_errf(eb, IG_E_NOMEM, "no memory for the front door");
 		goto out_free;
 	}
@@ -1757,6 +1987,8 @@ out_unlock:
 out_free:
 	free(d->out);
 	free(d->poll_ids);
+	free(d->ids);
+	free(d->cand);
 	free(d->slots);
 	free(d);
 	return rc;
@@ -1805,6 +2037,130 @@ void door_close(struct door *d)
 	pthread_mutex_destroy(&d->mu);
 	free(d->out);
 	free(d->poll_ids);
+	free(d->ids);
+	free(d->cand);
+	free(d->peers);
 	free(d->slots);
 	free(d);
+}
+
+/* ---- in-process clients -------------------------------------------------------------- */
+
+int door_local_submit(struct door *d, const struct msg *q, uint64_t peer, struct door_req **out,
+                      struct ig_errbuf *eb)
+{
+	struct door_req *r;
+	char text[512];
+	int code, rc;
+
+	*out = NULL;
+	if (q->type != MSG_FD_SUBMIT)
+		return ig_errf(eb, IG_E_INVAL, "door_local_submit takes fd_submit, not '%s'",
+		               msg_type_name(q->type));
+	rc = msg_check(q, eb);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&d->mu);
+	r = d->closing ? NULL : door__take(d, &q->u.fd_submit, peer, &code, text, sizeof(text));
+	if (r)
+		r->local = r->held = true;
+	else if (d->closing)
+		code = IG_E_BUSY, snprintf(text, sizeof(text), "the front door is closing");
+	pthread_mutex_unlock(&d->mu);
+	if (!r)
+		return ig_errf(eb, code, "%s", text);
+	*out = r;
+	return IG_E_OK;
+}
+
+int door_local_read(struct door *d, struct door_req *r, uint64_t *version, uint32_t *from,
+                    struct door_news *nw, char **text, size_t *text_len)
+{
+	uint32_t start, end;
+
+	pthread_mutex_lock(&d->mu);
+	r->touched_ms = clk_mono_ms();
+	if (r->ver == *version) {
+		pthread_mutex_unlock(&d->mu);
+		return 0;
+	}
+	start = door__text_to(r, *from, false);
+	end = door__text_to(r, r->n, r->st == RQ_DONE);
+	if (end > start || !*text) {
+		char *t = realloc(*text, *text_len + (end - start) + 1);
+
+		if (!t) {
+			pthread_mutex_unlock(&d->mu);
+			return -1;
+		}
+		memcpy(t + *text_len, r->otext + start, end - start);
+		*text_len += end - start;
+		t[*text_len] = '\0';
+		*text = t;
+	}
+	memset(nw, 0, sizeof(*nw));
+	nw->id = r->id;
+	nw->version = r->ver;
+	nw->refused = r->refused;
+	nw->done = r->st == RQ_DONE;
+	nw->admitted = r->st == RQ_RUNNING || (nw->done && !r->refused);
+	nw->prompt_tokens = r->prompt_tokens;
+	nw->max_tokens = r->max_tokens;
+	nw->generated = r->n;
+	nw->cached = r->cached;
+	snprintf(nw->state, sizeof(nw->state), "%s", door__state(r));
+	if (nw->done) {
+		snprintf(nw->finish, sizeof(nw->finish), "%s", r->finish);
+		nw->code = r->code;
+		snprintf(nw->message, sizeof(nw->message), "%s", r->message ? r->message : "");
+	}
+	*from = r->n;
+	*version = r->ver;
+	pthread_mutex_unlock(&d->mu);
+	return 1;
+}
+
+bool door_local_wait(struct door *d, struct door_req *r, uint64_t version, uint32_t wait_ms,
+                     void (*wake)(void *arg), void *arg)
+{
+	bool armed;
+
+	pthread_mutex_lock(&d->mu);
+	armed = r->ver == version;
+	r->wake = armed ? wake : NULL;
+	r->wake_arg = arg;
+	r->wake_at_ms = clk_mono_ms() + wait_ms;
+	if (armed)
+		pthread_cond_signal(&d->clock_cv); /* its wait may end before the clock's */
+	pthread_mutex_unlock(&d->mu);
+	return armed;
+}
+
+void door_local_release(struct door *d, struct door_req *r)
+{
+	if (!r)
+		return;
+	pthread_mutex_lock(&d->mu);
+	r->wake = NULL;
+	r->held = false;
+	switch (r->st) {
+	case RQ_QUEUED:
+		d->n_withdrawn++;
+		door__free_req(d, r);
+		break;
+	case RQ_SUBMITTING: /* cancelled once the worker answers */
+		d->n_withdrawn++;
+		r->withdrawn = true;
+		break;
+	case RQ_RUNNING:
+		r->wcancels = 2; /* stop, then forget */
+		door__finish(d, r, "cancelled", 0, NULL);
+		door__forget(d, r);
+		pthread_cond_signal(&d->pump_cv);
+		break;
+	case RQ_DONE:
+		door__forget(d, r);
+		break;
+	}
+	pthread_mutex_unlock(&d->mu);
 }

@@ -69,6 +69,7 @@ struct door_opts {
 };
 
 struct door;
+struct msg;
 struct msg_plan;
 
 /* The model's description from the worker's plan and the model `md` (its
@@ -98,7 +99,69 @@ bool door_hostport_is_loopback(const char *hostport);
  * the lock, never waits on I/O. */
 void door_set_worker(struct door *d, pid_t pid, const char *state);
 /* Stop the threads, close the socket, remove its files, free `d`. NULL is
- * accepted. */
+ * accepted. Close the in-process clients (the HTTP API) first. */
 void door_close(struct door *d);
+
+/*
+ * In-process clients (the HTTP API): a request submitted here takes the
+ * same queue, fairness, checks and pump into the worker as an nng client's
+ * fd_submit, with no socket between (docs/adr/0040). Each request is a
+ * handle the caller holds until door_local_release; the door tells of news
+ * by calling the caller's wake function, once per arming.
+ *
+ * Peers: the door shares its queue between peers (an nng client's
+ * connection; an in-process client's key, the HTTP API's a remote
+ * address): a full queue takes a submit from a peer with fewer waiting
+ * than the one holding the most, whose newest waiting submit is refused to
+ * make room, and free worker slots go to the waiting submit of the peer
+ * holding the fewest requests at the worker and in the queue before it.
+ */
+struct door_req;
+
+/* What door_local_read saw. Strings are copies: they stay valid. */
+struct door_news {
+	uint64_t id;       /* the door's id (as fd_submitted's) */
+	uint64_t version;  /* changes with every news; pass it back to read */
+	bool admitted;     /* the worker took it: prompt_tokens, max_tokens hold */
+	bool done;         /* nothing follows: finish, code, message hold */
+	bool refused;      /* done without being admitted: code, message say why */
+	uint32_t prompt_tokens, max_tokens, generated, cached;
+	char state[17];    /* as fd_tokens' state */
+	char finish[17];   /* "" until done; "error" with code and message */
+	int code;          /* refused or finish "error": an IG_E_* code */
+	char message[512];
+};
+
+/*
+ * Submit `q` (a message of type MSG_FD_SUBMIT: checked as msg_decode would
+ * check it, then as the door checks an fd_submit) for peer `peer`. IG_E_OK
+ * and *out, or the door's refusal (the code and message an nng client would
+ * get) with nothing held. Admission by the worker comes later, as news.
+ */
+int door_local_submit(struct door *d, const struct msg *q, uint64_t peer,
+                      struct door_req **out, struct ig_errbuf *eb);
+/*
+ * News of `l` since `*version` (0 at first). 1 when there is some (a
+ * version other than the caller's): *news is filled, the text of the new
+ * tokens (from *from to news->generated: the worker's text for them; once
+ * done, with its final U+FFFD) appended to *text (realloc'd, kept
+ * NUL-terminated; *text_len grows), and *from and *version advanced. 0 when
+ * there is none. -1 when there was no memory for the text (nothing taken:
+ * try again).
+ */
+int door_local_read(struct door *d, struct door_req *l, uint64_t *version, uint32_t *from,
+                    struct door_news *news, char **text, size_t *text_len);
+/*
+ * Arm `wake` for the next news of `l` after `version`: called once, from a
+ * door thread and under the door's lock (so it must only signal), at that
+ * news or after `wait_ms` without any; an armed wake is replaced. True when
+ * armed; false, with nothing armed, when there is news already (read it).
+ */
+bool door_local_wait(struct door *d, struct door_req *l, uint64_t version, uint32_t wait_ms,
+                     void (*wake)(void *arg), void *arg);
+/* Done with `l`: a request still waiting is withdrawn, one running is
+ * cancelled, one finished forgotten; no wake of it is called after this
+ * returns. NULL is accepted. */
+void door_local_release(struct door *d, struct door_req *l);
 
 #endif

@@ -1,86 +1,162 @@
-/* http.c - OpenAI's HTTP API on the supervisor (see http.h). */
+/* http.c - OpenAI's HTTP API on the supervisor (see http.h).
+ *
+ * A request's life on a connection (libmicrohttpd calls http__handle for
+ * its headers, each piece of its body, and then until it is answered):
+ *
+ *   headers   checked at once: Host, Origin, the route and method, the API
+ *             key, the content type and length; a refusal is answered now
+ *             (the body is not read)
+ *   body      kept up to the limit (the rest counted, then refused 413)
+ *   admit     parsed, rendered, submitted to the door in process; the
+ *             connection is suspended until the door says the worker
+ *             admitted or refused it (an admission's refusal keeps its
+ *             HTTP status: 413 for a prompt past the context)
+ *   whole     suspended until the request is done, then answered once
+ *   stream    a response whose reader takes the door's news as it comes,
+ *             suspending the connection between them
+ *
+ * A suspended connection is resumed by the door's wake (its news, or a
+ * second without any: then a stream writes a keep-alive comment, and a
+ * whole request looks whether its client reset the connection). Nothing
+ * here ever blocks an MHD thread. The wake is armed only while its
+ * connection is suspended, and disarmed by door_local_release before the
+ * request is freed, so it never reaches a connection that is gone.
+ *
+ * The connections' deadlines are kept here, not by libmicrohttpd (whose
+ * timeout counts idle seconds, which a client sending a byte every few
+ * seconds never reaches): a sweeper thread cuts (shutdown) a connection
+ * whose request's headers or body are late; the descriptor stays
+ * libmicrohttpd's, which closes it, and the sweeper forgets it under the
+ * same lock before libmicrohttpd closes it.
+ */
+#define _GNU_SOURCE
 #include "http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <microhttpd.h>
 
-#include "client/ignis_client.h"
 #include "common/clock.h"
 #include "frontdoor.h"
 #include "model/chat.h"
 #include "proto/msg.h"
 
-/* A stream waits this long for tokens before it writes a keep-alive comment
- * (which is how a client that hung up is found). */
+/* A waiting request looks again after this long without news: a stream
+ * writes a keep-alive comment (how a client that hung up is found), a
+ * whole request checks its connection was not reset. */
 #define HTTP_WAIT_MS 1000
-/* A connection idle this long (no request, no byte of one) is closed, so an
- * idle or stalled client does not hold its thread for ever; a stream is
- * never idle (its keep-alive comments), and a request being answered is not
- * timed while its handler runs. */
+/* A connection libmicrohttpd sees idle this long is closed: one whose client
+ * stopped reading a stream (a suspended connection is never idle). */
 #define HTTP_IDLE_S 60
-/* connections to the front door kept for the next requests, at most */
-#define HTTP_POOL_MAX 1024
+/* The sweeper's period: deadlines are kept to within this. */
+#define HTTP_SWEEP_MS 100
+/* Descriptors left to the rest of the supervisor when the connection limit
+ * comes from the descriptor limit (the nng door's clients, the daemons'
+ * sockets, the metrics server, files): a quarter, at most this many. */
+#define HTTP_FD_RESERVE 1024u
+/* Threads serving connections (each its own epoll set). */
+#define HTTP_THREADS 2u
+
+enum hc_phase { HC_HEAD, HC_BODY, HC_BUSY };
+
+/* One connection: its deadline's phase, since when. */
+struct hconn {
+	int fd;
+	uint64_t peer; /* the door's fairness key: the client's address */
+	enum hc_phase phase;
+	uint64_t since_ms;
+	bool cut;
+	struct hconn *prev, *next;
+};
+
+enum hr_route { R_CHAT = 1, R_COMPLETIONS, R_MODELS, R_HEALTH, R_READY, R_METRICS };
+enum hr_state { HR_BODY, HR_ADMIT, HR_WHOLE, HR_STREAM };
+
+/* One request: libmicrohttpd's request context, freed when it completes. */
+struct hreq {
+	struct http *h;
+	struct MHD_Connection *con;
+	struct hconn *hc;
+	enum hr_route route;
+	enum hr_state st;
+	const char *origin; /* an Origin we serve (h's copy), or NULL */
+	char *body;
+	size_t len, cap;
+	bool too_big;
+	struct oai_req q;
+	/* at the door */
+	struct door_req *dr;
+	uint64_t ver;
+	uint32_t from;
+	struct door_news nw;
+	bool fresh;  /* nw and text hold news the stream has not written */
+	char *text;  /* the answer's text (whole), or what the stream has yet to write */
+	size_t text_len;
+	/* the answer */
+	char rid[64];
+	int64_t created;
+	bool first, finished;
+	char state[17];
+	char *out; /* stream bytes waiting for the reader */
+	size_t out_len, out_off, out_cap;
+	uint64_t last_ms; /* when stream bytes were last handed over */
+};
 
 struct http {
 	struct MHD_Daemon *d;
+	struct door *door;
 	char addr[96];
-	char *model, *door_server, *rtdir;
+	bool loopback; /* a loopback bind: the Host header must name loopback */
+	char *model;
 	struct oai_limits lim;
 	bool has_template;
 	struct chat_template tmpl;
+	char *api_key;
+	size_t api_key_len;
+	char **origins;
+	size_t norigins;
 	atomic_bool ready;
 	atomic_uint_fast64_t seq;
 	int (*metrics_page)(void *ctx, char **page, size_t *len);
 	void *metrics_ctx;
-	/* connections to the front door no request uses now, kept for the
-	 * next: a connection a request would cost nng a socket made and
-	 * closed, and closing hundreds at once can wedge nng 1.5.2's reaper
-	 * (nanomsg/nng#1543) */
-	pthread_mutex_t pool_mu;
-	struct igc_client *idle[HTTP_POOL_MAX];
-	unsigned nidle;
-};
-
-/* One HTTP request: its body as it arrives. */
-struct hreq {
-	char *body;
-	size_t len, cap;
-	bool too_big;
-};
-
-/* One streamed completion: the response's reader owns it. */
-struct hstream {
-	struct http *h;
-	struct oai_req req;
-	struct igc_client *c;
-	struct igc_stream *s;
-	uint64_t id;
-	char rid[64];
-	int64_t created;
-	struct oai_usage usage;
-	bool first, finished, done;
-	char state[17];
-	bool broken; /* a call to the door failed: its connection is not kept */
-	char *out; /* bytes waiting to be written */
-	size_t out_len, out_off, out_cap;
-	uint64_t last_ms; /* when bytes were last handed over */
+	uint32_t max_connections, header_ms, body_ms;
+	/* the connections, for the sweeper */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct hconn *conns;
+	uint64_t nconns;
+	bool closing, sweeper_on;
+	pthread_t sweeper;
+	atomic_uint_fast64_t n_timeouts, n_host, n_origin, n_key, n_type;
 };
 
 /* ---- replies -------------------------------------------------------------- */
 
-static enum MHD_Result http__send(struct MHD_Connection *con, unsigned status, char *body,
-                                  const char *type, bool retry)
+/* CORS headers for an Origin we serve. */
+static void http__cors(struct MHD_Response *resp, const char *origin)
+{
+	if (!origin)
+		return;
+	MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+	MHD_add_response_header(resp, "Vary", "Origin");
+}
+
+static enum MHD_Result http__send(struct hreq *r, unsigned status, char *body, const char *type)
 {
 	struct MHD_Response *resp;
 	enum MHD_Result rc;
@@ -93,22 +169,24 @@ static enum MHD_Result http__send(struct MHD_Connection *con, unsigned status, c
 		return MHD_NO;
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	if (retry)
+	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-	rc = MHD_queue_response(con, status, resp);
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+	http__cors(resp, r->origin);
+	rc = MHD_queue_response(r->con, status, resp);
 	MHD_destroy_response(resp);
 	return rc;
 }
 
-static enum MHD_Result http__error(struct MHD_Connection *con, const struct oai_err *e)
+static enum MHD_Result http__error(struct hreq *r, const struct oai_err *e)
 {
-	return http__send(con, (unsigned)e->status, oai_error_json(e), "application/json",
-	                  e->status == 503);
+	return http__send(r, (unsigned)e->status, oai_error_json(e), "application/json");
 }
 
-static enum MHD_Result http__json(struct MHD_Connection *con, unsigned status, char *body)
+static enum MHD_Result http__json(struct hreq *r, unsigned status, char *body)
 {
-	return http__send(con, status, body, "application/json", false);
+	return http__send(r, status, body, "application/json");
 }
 
 static char *http__strdup(const char *s)
@@ -116,177 +194,25 @@ static char *http__strdup(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-/* ---- a request into the front door ---------------------------------------- */
-
-/* The door's answer to a submit, in OpenAI's shape. */
-static void http__door_err(const struct igc_error *ie, enum oai_kind kind, struct oai_err *e)
+/* The door's refusal of a submit (at once, or the worker's at admission),
+ * in OpenAI's shape. */
+static void http__refusal(int code, const char *message, enum oai_kind kind, struct oai_err *e)
 {
-	switch (ie->code) {
-	case IGC_E_CONTEXT:
-	case IGC_E_POOL:
+	switch (code) {
+	case IG_E_REQ_CONTEXT:
+	case IG_E_REQ_POOL:
 		oai_errf(e, 413, kind == OAI_CHAT ? "messages" : "prompt", "context_length_exceeded",
-		         "%s", ie->message);
+		         "%s", message);
 		break;
-	case IGC_E_INVAL:
-	case IGC_E_FIELD_RANGE:
-		oai_errf(e, 400, NULL, "invalid_value", "%s", ie->message);
+	case IG_E_INVAL:
+	case IG_E_PROTO_FIELD_RANGE:
+		oai_errf(e, 400, NULL, "invalid_value", "%s", message);
 		break;
 	default:
-		oai_errf(e, 503, NULL, "unavailable", "the front door: %s (%s)", ie->message,
-		         igc_code_name(ie->code));
+		oai_errf(e, 503, NULL, "unavailable", "the front door: %s (%s)", message,
+		         ig_err_name(code));
 		break;
 	}
-}
-
-/* The prompt of a request: a chat rendered by the template, or the text or
- * ids of a completion. *text is malloc'd for a chat. */
-static int http__prompt(struct http *h, const struct oai_req *q, struct igc_params *p,
-                        char **text, struct oai_err *e)
-{
-	struct chat_msg msgs[64], *m = msgs;
-	struct ig_errbuf eb = {0};
-	unsigned flags = CHAT_GENERATION_PROMPT;
-	size_t len = 0;
-	int rc;
-
-	*text = NULL;
-	if (q->kind == OAI_COMPLETION) {
-		if (q->prompt && q->prompt_len > MSG_TEXT_MAX) {
-			oai_errf(e, 413, "prompt", "context_length_exceeded",
-			         "the prompt holds %zu bytes; accepted: up to %u", q->prompt_len,
-			         MSG_TEXT_MAX);
-			return -1;
-		}
-		p->text = q->prompt;
-		p->ids = q->prompt_ids;
-		p->n_ids = q->n_prompt_ids;
-		return 0;
-	}
-	if (!h->has_template) {
-		oai_errf(e, 400, "messages", "no_chat_template",
-		         "the model '%s' has no chat template (tokenizer.chat_template); accepted: "
-		         "/v1/completions with a prompt",
-		         h->model);
-		return -1;
-	}
-	if (q->n_messages > 64 && !(m = calloc(q->n_messages, sizeof(*m)))) {
-		oai_errf(e, 500, NULL, NULL, "out of memory");
-		return -1;
-	}
-	for (size_t i = 0; i < q->n_messages; i++) {
-		/* developer is OpenAI's newer name for the system turn */
-		const char *role = strcmp(q->messages[i].role, "developer") ? q->messages[i].role
-		                                                              : "system";
-
-		m[i] = (struct chat_msg){role, q->messages[i].text, strlen(role), q->messages[i].len};
-	}
-	if (q->thinking_set && !q->thinking)
-		flags |= CHAT_NO_THINKING;
-	rc = chat_render(&h->tmpl, m, q->n_messages, flags, NULL, 0, &len, NULL);
-	if (!(*text = malloc(len + 1)))
-		rc = -1;
-	else
-		rc = chat_render(&h->tmpl, m, q->n_messages, flags, *text, len + 1, &len, &eb);
-	if (m != msgs)
-		free(m);
-	if (rc) {
-		oai_errf(e, 400, q->thinking_set ? "chat_template_kwargs" : "messages",
-		         "invalid_value", "the chat template: %s", eb.msg[0] ? eb.msg : "no memory");
-		free(*text);
-		*text = NULL;
-		return -1;
-	}
-	(*text)[len] = '\0';
-	if (len > MSG_TEXT_MAX) {
-		oai_errf(e, 413, "messages", "context_length_exceeded",
-		         "the rendered conversation holds %zu bytes; accepted: up to %u", len,
-		         MSG_TEXT_MAX);
-		free(*text);
-		*text = NULL;
-		return -1;
-	}
-	p->text = *text;
-	return 0;
-}
-
-/* A connection to the door: a kept one, else a new one. */
-static int http__client(struct http *h, struct igc_client **c, struct igc_error *ie)
-{
-	pthread_mutex_lock(&h->pool_mu);
-	*c = h->nidle ? h->idle[--h->nidle] : NULL;
-	pthread_mutex_unlock(&h->pool_mu);
-	return *c ? 0 : igc_connect(c, h->door_server, h->rtdir, ie);
-}
-
-/* Done with `c`: kept for the next request unless a call on it failed in
- * transport (`broken`) or enough are kept. */
-static void http__client_done(struct http *h, struct igc_client *c, bool broken)
-{
-	if (!c)
-		return;
-	pthread_mutex_lock(&h->pool_mu);
-	if (!broken && h->nidle < HTTP_POOL_MAX) {
-		h->idle[h->nidle++] = c;
-		c = NULL;
-	}
-	pthread_mutex_unlock(&h->pool_mu);
-	igc_close(c);
-}
-
-/* A failure of the connection itself (not an answer from the door). */
-static bool http__transport(int code)
-{
-	return code == IGC_E_TIMEOUT || code == IGC_E_CLOSED || code == IGC_E_TRANSPORT ||
-	       code == IGC_E_NOMEM;
-}
-
-/* Connect to the door and submit `q`: the client and the submitted request. */
-static int http__submit(struct http *h, const struct oai_req *q, struct igc_client **c,
-                        struct igc_submitted *sub, struct oai_err *e)
-{
-	struct igc_params p;
-	struct igc_error ie = {0};
-	const char *stop[4];
-	char *text = NULL;
-	uint64_t seed;
-	int rc;
-
-	*c = NULL;
-	if (!atomic_load(&h->ready)) {
-		oai_errf(e, 503, NULL, "not_ready",
-		         "the model is not being served yet (the gpu-worker is starting or "
-		         "restarting); try again");
-		return -1;
-	}
-	igc_params_init(&p);
-	if (http__prompt(h, q, &p, &text, e))
-		return -1;
-	p.max_tokens = q->max_tokens;
-	p.cls = q->agent ? "agent" : "interactive";
-	p.temperature = q->temperature;
-	p.top_p = q->top_p;
-	p.top_k = q->top_k;
-	/* no seed: a fresh one, as OpenAI's unseeded sampling */
-	if (q->seed_set)
-		seed = (uint64_t)q->seed;
-	else if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed)
-		seed = (uint64_t)time(NULL) ^ atomic_fetch_add(&h->seq, 1);
-	p.seed = seed;
-	for (size_t i = 0; i < q->n_stop; i++)
-		stop[i] = q->stop[i];
-	p.stop = stop;
-	p.n_stop = q->n_stop;
-	rc = http__client(h, c, &ie);
-	if (!rc)
-		rc = igc_submit(*c, &p, sub, &ie);
-	free(text);
-	if (rc) {
-		http__door_err(&ie, q->kind, e);
-		http__client_done(h, *c, http__transport(ie.code));
-		*c = NULL;
-		return -1;
-	}
-	return 0;
 }
 
 /* OpenAI's finish_reason for the door's. */
@@ -301,323 +227,700 @@ static void http__rid(struct http *h, enum oai_kind kind, char *out, size_t cap)
 	         (uint64_t)time(NULL), (uint64_t)atomic_fetch_add(&h->seq, 1));
 }
 
-/* Has the client of `con` hung up? (A whole request's client sends nothing
- * more: a read that finds the end of the stream says it left.) */
-static bool http__client_gone(struct MHD_Connection *con)
-{
-	const union MHD_ConnectionInfo *ci =
-	    MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
-	char b;
+/* ---- the checks of a request's headers -------------------------------------- */
 
-	if (!ci)
+/* True when `host` (a Host header: NAME or ADDRESS, with or without :PORT)
+ * names loopback by itself: localhost or a name under .localhost (RFC 6761:
+ * never looked up), an address in 127.0.0.0/8, or ::1. A name that merely
+ * resolves to loopback is not taken: that is what a rebound DNS name does. */
+static bool http__host_loopback(const char *host)
+{
+	char name[256];
+	const char *end, *port;
+	size_t n;
+
+	if (host[0] == '[') {
+		end = strchr(host, ']');
+		if (!end)
+			return false;
+		host++;
+		port = end + 1;
+	} else {
+		end = strchr(host, ':');
+		port = end ? end : host + strlen(host);
+		end = port;
+	}
+	n = (size_t)(end - host);
+	if (!n || n >= sizeof(name))
 		return false;
-	return recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+	if (*port) { /* ":" and 1 to 5 digits */
+		size_t d = strspn(port + 1, "0123456789");
+
+		if (port[0] != ':' || !d || d > 5 || port[1 + d])
+			return false;
+	}
+	memcpy(name, host, n);
+	name[n] = '\0';
+	if (!strcasecmp(name, "localhost") || (n > 10 && !strcasecmp(name + n - 10, ".localhost")))
+		return true;
+	{
+		struct in_addr a4;
+		struct in6_addr a6;
+
+		if (inet_pton(AF_INET, name, &a4) == 1)
+			return (ntohl(a4.s_addr) >> 24) == 127;
+		if (inet_pton(AF_INET6, name, &a6) == 1)
+			return IN6_IS_ADDR_LOOPBACK(&a6) ||
+			       (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+	}
+	return false;
 }
 
-/* A whole completion: read the request to its end, answer once; a client
- * that hangs up meanwhile has its request cancelled. */
-static enum MHD_Result http__whole(struct http *h, struct MHD_Connection *con, struct oai_req *q)
+/* The API key given (Authorization: Bearer KEY, or X-Api-Key: KEY) equals
+ * ours, compared in time that depends on our key's length only. */
+static bool http__key_ok(const struct http *h, struct MHD_Connection *con)
 {
-	struct igc_client *c;
-	struct igc_submitted sub;
-	struct igc_stream *s = NULL;
-	struct igc_chunk ch = {0};
-	struct igc_error ie = {0};
+	const char *a = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+	const char *given = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "X-Api-Key");
+	volatile unsigned char diff;
+	size_t glen;
+
+	if (a && !strncasecmp(a, "Bearer ", 7)) {
+		given = a + 7;
+		given += strspn(given, " ");
+	}
+	if (!given)
+		return false;
+	glen = strlen(given);
+	diff = glen != h->api_key_len;
+	for (size_t i = 0; i < h->api_key_len; i++)
+		diff |= (unsigned char)h->api_key[i] ^ (unsigned char)(i < glen ? given[i] : 0);
+	return diff == 0;
+}
+
+/* Our copy of `origin` when it is one we serve, else NULL. */
+static const char *http__origin(const struct http *h, const char *origin)
+{
+	for (size_t i = 0; i < h->norigins; i++)
+		if (!strcasecmp(origin, h->origins[i]))
+			return h->origins[i];
+	return NULL;
+}
+
+/* The media type of a Content-Type is application/json (parameters such as
+ * charset allowed). */
+static bool http__is_json(const char *ct)
+{
+	size_t n;
+
+	if (!ct)
+		return false;
+	ct += strspn(ct, " \t");
+	n = strcspn(ct, ";");
+	while (n && (ct[n - 1] == ' ' || ct[n - 1] == '\t'))
+		n--;
+	return n == 16 && !strncasecmp(ct, "application/json", 16);
+}
+
+static const char http__routes[] =
+    "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, "
+    "GET /ready, GET /metrics";
+
+/* The route of `url`, or 0. */
+static enum hr_route http__route(const struct http *h, const char *url)
+{
+	if (!strcmp(url, "/v1/chat/completions"))
+		return R_CHAT;
+	if (!strcmp(url, "/v1/completions"))
+		return R_COMPLETIONS;
+	if (!strcmp(url, "/v1/models"))
+		return R_MODELS;
+	if (!strcmp(url, "/health"))
+		return R_HEALTH;
+	if (!strcmp(url, "/ready"))
+		return R_READY;
+	if (!strcmp(url, "/metrics") && h->metrics_page)
+		return R_METRICS;
+	return 0;
+}
+
+/* A CORS preflight from an Origin we serve. */
+static enum MHD_Result http__preflight(struct hreq *r)
+{
+	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	enum MHD_Result rc;
+
+	if (!resp)
+		return MHD_NO;
+	http__cors(resp, r->origin);
+	MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+	MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+	                        "Authorization, Content-Type, X-Api-Key, X-Ignis-Class");
+	MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+	rc = MHD_queue_response(r->con, MHD_HTTP_NO_CONTENT, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+/* The checks a request's headers pass or fail, in order: Host (a rebound
+ * DNS name), Origin (a page we do not serve), route and method, the API key
+ * (every route but the probes), the body's type and size. MHD_YES to read
+ * the body; otherwise the answer is queued (and the body not read). */
+static enum MHD_Result http__headers(struct hreq *r, const char *url, const char *method)
+{
+	struct http *h = r->h;
+	struct MHD_Connection *con = r->con;
+	const char *host = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Host");
+	const char *origin = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Origin");
+	bool get = !strcmp(method, MHD_HTTP_METHOD_GET), post = !strcmp(method, MHD_HTTP_METHOD_POST);
 	struct oai_err e;
-	struct oai_usage u = {0};
-	char rid[64], *text = NULL;
-	const char *finish;
-	size_t len = 0, cap = 0;
+
+	if (h->loopback && (!host || !http__host_loopback(host))) {
+		atomic_fetch_add(&h->n_host, 1);
+		if (!host)
+			oai_errf(&e, 400, NULL, "missing_host",
+			         "the request has no Host header; accepted: Host naming this loopback "
+			         "server (localhost, 127.0.0.1 or [::1], with its port)");
+		else
+			oai_errf(&e, 403, NULL, "host_not_allowed",
+			         "the Host header '%.100s' does not name this server, which listens on "
+			         "loopback (%s); accepted: localhost, an address in 127.0.0.0/8 or "
+			         "[::1], with the port (a name that only resolves there is refused: "
+			         "DNS rebinding)",
+			         host, h->addr);
+		return http__error(r, &e);
+	}
+	if (origin && !(r->origin = http__origin(h, origin))) {
+		atomic_fetch_add(&h->n_origin, 1);
+		oai_errf(&e, 403, NULL, "origin_not_allowed",
+		         "requests from the web page origin '%.100s' are not served; accepted: the "
+		         "origins named by --server-cors-origins (%s)",
+		         origin, h->norigins ? "others" : "none is");
+		return http__error(r, &e);
+	}
+	r->route = http__route(h, url);
+	if (!r->route) {
+		oai_errf(&e, 404, NULL, "unknown_url", "unknown path '%.200s'; accepted: %s", url,
+		         http__routes);
+		return http__error(r, &e);
+	}
+	if (!strcmp(method, MHD_HTTP_METHOD_OPTIONS) && r->origin)
+		return http__preflight(r);
+	if ((r->route <= R_COMPLETIONS && !post) || (r->route > R_COMPLETIONS && !get)) {
+		oai_errf(&e, 405, NULL, "method_not_allowed", "%.16s %.200s; accepted: %s", method,
+		         url, r->route <= R_COMPLETIONS ? "POST with a JSON body" : "GET");
+		return http__error(r, &e);
+	}
+	if (h->api_key && r->route != R_HEALTH && r->route != R_READY && !http__key_ok(h, con)) {
+		atomic_fetch_add(&h->n_key, 1);
+		oai_errf(&e, 401, NULL, "invalid_api_key",
+		         "this server asks for an API key: send it as 'Authorization: Bearer KEY' "
+		         "(or 'X-Api-Key: KEY'); the one given is %s",
+		         MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization") ||
+		                 MHD_lookup_connection_value(con, MHD_HEADER_KIND, "X-Api-Key")
+		             ? "not the server's"
+		             : "missing");
+		return http__error(r, &e);
+	}
+	if (post) {
+		const char *ct = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Type");
+		const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
+
+		if (!http__is_json(ct)) {
+			atomic_fetch_add(&h->n_type, 1);
+			oai_errf(&e, 415, NULL, "unsupported_media_type",
+			         "the body's Content-Type is %s%.100s%s; accepted: application/json",
+			         ct ? "'" : "", ct ? ct : "missing", ct ? "'" : "");
+			return http__error(r, &e);
+		}
+		if (cl && strtoull(cl, NULL, 10) > h->lim.max_body) {
+			oai_errf(&e, 413, NULL, "request_too_large",
+			         "the request body is %.24s bytes; accepted: up to %zu", cl,
+			         h->lim.max_body);
+			return http__error(r, &e);
+		}
+	}
+	return MHD_YES;
+}
+
+/* ---- a request into the front door ---------------------------------------- */
+
+/* The prompt of a request into `q`: a chat rendered by the template, with
+ * the spans of its messages' own text (tokenized as text), or the text or
+ * ids of a completion. *text is malloc'd for a chat. */
+static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_submit *q,
+                        char **text, struct oai_err *e)
+{
+	struct chat_msg msgs[64], *m = msgs;
+	struct chat_span spans[128], *sp = spans;
+	struct ig_errbuf eb = {0};
+	unsigned flags = CHAT_GENERATION_PROMPT;
+	size_t len = 0, nsp = 0, spcap;
 	int rc;
 
-	if (http__submit(h, q, &c, &sub, &e))
-		return http__error(con, &e);
-	rc = igc_stream_open(c, sub.id, &s, &ie);
-	while (!rc) {
-		if (http__client_gone(con)) {
-			igc_cancel(c, sub.id, NULL);
-			igc_stream_close(s);
-			http__client_done(h, c, false);
-			free(text);
-			return MHD_NO; /* nobody to answer */
+	*text = NULL;
+	if (oq->kind == OAI_COMPLETION) {
+		if (oq->prompt && oq->prompt_len > MSG_TEXT_MAX) {
+			oai_errf(e, 413, "prompt", "context_length_exceeded",
+			         "the prompt holds %zu bytes; accepted: up to %u", oq->prompt_len,
+			         MSG_TEXT_MAX);
+			return -1;
 		}
-		rc = igc_stream_next(s, HTTP_WAIT_MS, &ch, &ie);
-		if (ch.text_len) {
-			if (len + ch.text_len > cap) {
-				char *t;
-
-				cap = (len + ch.text_len) * 2 + 256;
-				if (!(t = realloc(text, cap))) {
-					rc = -1;
-					ie.code = IGC_E_NOMEM;
-					snprintf(ie.message, sizeof ie.message, "out of memory");
-					break;
-				}
-				text = t;
-			}
-			memcpy(text + len, ch.text, ch.text_len);
-			len += ch.text_len;
-		}
-		if (ch.done)
-			break;
+		if (oq->prompt)
+			q->text = (struct msg_str){oq->prompt, (uint32_t)oq->prompt_len};
+		q->prompt.n = (uint32_t)oq->n_prompt_ids;
+		if (oq->n_prompt_ids)
+			memcpy(q->prompt.v, oq->prompt_ids, oq->n_prompt_ids * sizeof(uint32_t));
+		return 0;
 	}
-	if (rc || !ch.done || !strcmp(ch.finish, "error")) {
-		bool broken = rc && http__transport(ie.code);
-
-		if (!ch.done && !broken && igc_cancel(c, sub.id, &ie))
-			broken = http__transport(ie.code);
-		igc_stream_close(s);
-		http__client_done(h, c, broken);
-		free(text);
-		oai_errf(&e, 503, NULL, "generation_failed", "the request did not complete: %s",
-		         ie.message[0] ? ie.message : "the worker stopped");
-		return http__error(con, &e);
+	if (!h->has_template) {
+		oai_errf(e, 400, "messages", "no_chat_template",
+		         "the model '%s' has no chat template (tokenizer.chat_template); accepted: "
+		         "/v1/completions with a prompt",
+		         h->model);
+		return -1;
 	}
-	/* the chunk points into the stream: what the answer needs is read
-	 * before the stream is closed */
-	u.prompt = sub.prompt_tokens;
-	u.completion = ch.generated;
-	u.cached = ch.cached;
-	finish = http__finish(ch.finish);
-	igc_stream_close(s);
-	http__client_done(h, c, false);
-	http__rid(h, q->kind, rid, sizeof rid);
-	{
-		char *body = oai_completion_json(q->kind, rid, (int64_t)time(NULL), h->model, text,
-		                                 len, finish, &u);
-
-		free(text);
-		return http__json(con, MHD_HTTP_OK, body);
+	spcap = CHAT_SPANS_MAX(oq->n_messages);
+	if (oq->n_messages > 64 && !(m = calloc(oq->n_messages, sizeof(*m)))) {
+		oai_errf(e, 500, NULL, NULL, "out of memory");
+		return -1;
 	}
+	if (spcap > 128 && !(sp = calloc(spcap, sizeof(*sp)))) {
+		if (m != msgs)
+			free(m);
+		oai_errf(e, 500, NULL, NULL, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < oq->n_messages; i++) {
+		/* developer is OpenAI's newer name for the system turn */
+		const char *role = strcmp(oq->messages[i].role, "developer") ? oq->messages[i].role
+		                                                               : "system";
+
+		m[i] = (struct chat_msg){role, oq->messages[i].text, strlen(role),
+		                         oq->messages[i].len};
+	}
+	if (oq->thinking_set && !oq->thinking)
+		flags |= CHAT_NO_THINKING;
+	rc = chat_render(&h->tmpl, m, oq->n_messages, flags, NULL, 0, &len, NULL);
+	if (!(*text = malloc(len + 1)))
+		rc = -1;
+	else
+		rc = chat_render_spans(&h->tmpl, m, oq->n_messages, flags, *text, len + 1, &len, sp,
+		                       spcap, &nsp, &eb);
+	if (m != msgs)
+		free(m);
+	if (!rc && len > MSG_TEXT_MAX) {
+		oai_errf(e, 413, "messages", "context_length_exceeded",
+		         "the rendered conversation holds %zu bytes; accepted: up to %u", len,
+		         MSG_TEXT_MAX);
+		rc = 1;
+	} else if (!rc && 2 * nsp > MSG_IDS_MAX) {
+		oai_errf(e, 413, "messages", "context_length_exceeded",
+		         "the conversation holds %zu pieces of text; accepted: up to %u", nsp,
+		         MSG_IDS_MAX / 2);
+		rc = 1;
+	} else if (rc) {
+		oai_errf(e, 400, oq->thinking_set ? "chat_template_kwargs" : "messages",
+		         "invalid_value", "the chat template: %s", eb.msg[0] ? eb.msg : "no memory");
+	}
+	if (rc) {
+		if (sp != spans)
+			free(sp);
+		free(*text);
+		*text = NULL;
+		return -1;
+	}
+	(*text)[len] = '\0';
+	q->text = (struct msg_str){*text, (uint32_t)len};
+	q->plain.n = (uint32_t)(2 * nsp);
+	for (size_t i = 0; i < nsp; i++) {
+		q->plain.v[2 * i] = (uint32_t)sp[i].start;
+		q->plain.v[2 * i + 1] = (uint32_t)sp[i].end;
+	}
+	if (sp != spans)
+		free(sp);
+	return 0;
+}
+
+/* Submit the parsed request at the door. */
+static int http__submit(struct hreq *r, struct oai_err *e)
+{
+	struct http *h = r->h;
+	const struct oai_req *oq = &r->q;
+	struct ig_errbuf eb = {0};
+	struct msg *m;
+	struct msg_fd_submit *q;
+	char *text = NULL;
+	uint64_t seed;
+	int rc;
+
+	if (!atomic_load(&h->ready)) {
+		oai_errf(e, 503, NULL, "not_ready",
+		         "the model is not being served yet (the gpu-worker is starting or "
+		         "restarting); try again");
+		return -1;
+	}
+	if (!(m = calloc(1, sizeof(*m)))) {
+		oai_errf(e, 500, NULL, NULL, "out of memory");
+		return -1;
+	}
+	m->type = MSG_FD_SUBMIT;
+	q = &m->u.fd_submit;
+	if (http__prompt(h, oq, q, &text, e)) {
+		free(m);
+		return -1;
+	}
+	q->max_tokens = oq->max_tokens;
+	q->class = msg_str_of(oq->agent ? "agent" : "interactive");
+	q->temperature = oq->temperature;
+	q->top_p = oq->top_p;
+	q->top_k = oq->top_k;
+	/* no seed: a fresh one, as OpenAI's unseeded sampling */
+	if (oq->seed_set)
+		seed = (uint64_t)oq->seed;
+	else if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed)
+		seed = (uint64_t)time(NULL) ^ atomic_fetch_add(&h->seq, 1);
+	q->seed = seed;
+	q->stop.n = (uint32_t)oq->n_stop;
+	for (size_t i = 0; i < oq->n_stop; i++)
+		q->stop.v[i].text = msg_str_of(oq->stop[i]);
+	rc = door_local_submit(h->door, m, r->hc ? r->hc->peer : 0, &r->dr, &eb);
+	free(text);
+	free(m);
+	if (rc) {
+		http__refusal(rc, eb.msg, oq->kind, e);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- waiting for the door ----------------------------------------------------- */
+
+/* The door's wake: the request's connection goes on (libmicrohttpd's thread
+ * calls us again). Called under the door's lock; resume only signals. */
+static void http__wake(void *arg)
+{
+	struct hreq *r = arg;
+
+	MHD_resume_connection(r->con);
+}
+
+/* Wait for the door's next news: the connection suspended, the wake armed
+ * (or, when news came meanwhile, resumed at once). From libmicrohttpd's
+ * thread, in a callback of this connection. */
+static void http__suspend(struct hreq *r, uint32_t wait_ms)
+{
+	MHD_suspend_connection(r->con);
+	if (!door_local_wait(r->h->door, r->dr, r->ver, wait_ms, http__wake, r))
+		MHD_resume_connection(r->con);
+}
+
+/* Did the client reset its connection? A client that only closed its
+ * sending side (HTTP lets one, after its request) has an answer coming:
+ * its end of stream is not a hang-up. */
+static bool http__reset(const struct hreq *r)
+{
+	char b;
+
+	if (!r->hc || r->hc->fd < 0)
+		return false;
+	if (recv(r->hc->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) >= 0)
+		return false;
+	return errno == ECONNRESET || errno == EPIPE || errno == ENOTCONN || errno == ETIMEDOUT;
 }
 
 /* ---- streams -------------------------------------------------------------- */
 
 /* Queue `n` bytes, or an SSE event "data: <json>\n\n" (json freed). */
-static bool http__out(struct hstream *st, const char *p, size_t n)
+static bool http__out(struct hreq *r, const char *p, size_t n)
 {
-	if (st->out_len + n > st->out_cap) {
-		size_t cap = (st->out_len + n) * 2 + 256;
-		char *o = realloc(st->out, cap);
+	if (r->out_len + n > r->out_cap) {
+		size_t cap = (r->out_len + n) * 2 + 256;
+		char *o = realloc(r->out, cap);
 
 		if (!o)
 			return false;
-		st->out = o;
-		st->out_cap = cap;
+		r->out = o;
+		r->out_cap = cap;
 	}
-	memcpy(st->out + st->out_len, p, n);
-	st->out_len += n;
+	memcpy(r->out + r->out_len, p, n);
+	r->out_len += n;
 	return true;
 }
 
-static bool http__event(struct hstream *st, char *json)
+static bool http__event(struct hreq *r, char *json)
 {
-	bool ok = json && http__out(st, "data: ", 6) && http__out(st, json, strlen(json)) &&
-	          http__out(st, "\n\n", 2);
+	bool ok = json && http__out(r, "data: ", 6) && http__out(r, json, strlen(json)) &&
+	          http__out(r, "\n\n", 2);
 
 	free(json);
 	return ok;
 }
 
-/* The next events of the stream (waits up to HTTP_WAIT_MS for tokens);
- * false when the stream cannot go on. */
-static bool http__produce(struct hstream *st)
+/* The events of the news the stream holds (r->nw, r->text). */
+static bool http__emit(struct hreq *r)
 {
-	struct http *h = st->h;
-	struct igc_chunk ch = {0};
-	struct igc_error ie = {0};
-	int rc;
+	struct http *h = r->h;
+	const struct door_news *nw = &r->nw;
 
-	st->out_len = st->out_off = 0;
-	if (st->first && st->req.kind == OAI_CHAT) {
-		st->first = false;
-		return http__event(st, oai_chunk_json(OAI_CHAT, st->rid, st->created, h->model, true,
-		                                      "", 0, NULL, NULL));
+	r->fresh = false;
+	/* a move between tiers, told as a comment line clients skip */
+	if (strcmp(nw->state, r->state)) {
+		bool moving = !strncmp(nw->state, "moving", 6) || !strcmp(nw->state, "moved") ||
+		              !strncmp(r->state, "moving", 6) || !strcmp(r->state, "moved");
+
+		snprintf(r->state, sizeof r->state, "%s", nw->state);
+		if (moving) {
+			char line[128];
+			int n = snprintf(line, sizeof line, ": ignis {\"index\":0,\"state\":\"%s\"}\n\n",
+			                 r->state);
+
+			if (!http__out(r, line, (size_t)n))
+				return false;
+		}
 	}
-	st->first = false;
-	rc = igc_stream_next(st->s, HTTP_WAIT_MS, &ch, &ie);
-	if (rc && http__transport(ie.code))
-		st->broken = true;
-	if (rc && !ch.done) { /* the door is gone */
+	if (r->text_len &&
+	    !http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
+	                                   r->text, r->text_len, NULL, NULL)))
+		return false;
+	r->text_len = 0;
+	if (!nw->done)
+		return true;
+	r->finished = true;
+	if (!strcmp(nw->finish, "error")) {
 		struct oai_err e;
 
-		oai_errf(&e, 503, NULL, "generation_failed", "the stream broke: %s", ie.message);
-		st->finished = true;
-		return http__event(st, oai_error_json(&e)) && http__out(st, "data: [DONE]\n\n", 14);
-	}
-	/* a move between tiers, told as a comment line clients skip */
-	if (ch.state && strcmp(ch.state, st->state)) {
-		char line[128];
-		bool moving = !strncmp(ch.state, "moving", 6) || !strcmp(ch.state, "moved") ||
-		              !strncmp(st->state, "moving", 6) || !strcmp(st->state, "moved");
-
-		snprintf(st->state, sizeof st->state, "%s", ch.state);
-		if (moving) {
-			int n = snprintf(line, sizeof line, ": ignis {\"index\":0,\"state\":\"%s\"}\n\n",
-			                 st->state);
-
-			if (!http__out(st, line, (size_t)n))
-				return false;
-		}
-	}
-	if (ch.text_len &&
-	    !http__event(st, oai_chunk_json(st->req.kind, st->rid, st->created, h->model, false,
-	                                    ch.text, ch.text_len, NULL, NULL)))
+		oai_errf(&e, 503, NULL, "generation_failed", "the request failed: %s",
+		         nw->message[0] ? nw->message : "the worker stopped");
+		if (!http__event(r, oai_error_json(&e)))
+			return false;
+	} else if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
+	                                          "", 0, http__finish(nw->finish), NULL))) {
 		return false;
-	if (ch.done) {
-		st->done = true;
-		st->finished = true;
-		st->usage.completion = ch.generated;
-		st->usage.cached = ch.cached;
-		if (!strcmp(ch.finish, "error")) {
-			struct oai_err e;
-
-			oai_errf(&e, 503, NULL, "generation_failed", "the request failed: %s",
-			         ie.message[0] ? ie.message : "the worker stopped");
-			if (!http__event(st, oai_error_json(&e)))
-				return false;
-		} else if (!http__event(st, oai_chunk_json(st->req.kind, st->rid, st->created,
-		                                           h->model, false, "", 0,
-		                                           http__finish(ch.finish), NULL))) {
-			return false;
-		}
-		if (st->req.include_usage &&
-		    !http__event(st, oai_chunk_json(st->req.kind, st->rid, st->created, h->model,
-		                                    false, NULL, 0, NULL, &st->usage)))
-			return false;
-		return http__out(st, "data: [DONE]\n\n", 14);
 	}
-	/* nothing came for a while: a comment, so a client that left is found */
-	if (!st->out_len && clk_mono_ms() - st->last_ms >= HTTP_WAIT_MS)
-		return http__out(st, ": \n\n", 4);
-	return true;
+	if (r->q.include_usage) {
+		struct oai_usage u = {nw->prompt_tokens, nw->generated, nw->cached};
+
+		if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
+		                                   NULL, 0, NULL, &u)))
+			return false;
+	}
+	return http__out(r, "data: [DONE]\n\n", 14);
+}
+
+/* The stream's next bytes into r->out: 1 when something was taken (maybe
+ * nothing to write), 0 when there is no news, -1 when it cannot go on. */
+static int http__produce(struct hreq *r)
+{
+	int rc;
+
+	if (r->first) { /* a chat's stream opens with the assistant's role */
+		r->first = false;
+		if (r->q.kind == OAI_CHAT)
+			return http__event(r, oai_chunk_json(OAI_CHAT, r->rid, r->created, r->h->model,
+			                                     true, "", 0, NULL, NULL))
+			           ? 1
+			           : -1;
+	}
+	if (!r->fresh) {
+		rc = door_local_read(r->h->door, r->dr, &r->ver, &r->from, &r->nw, &r->text,
+		                     &r->text_len);
+		if (rc <= 0)
+			return rc;
+		r->fresh = true;
+	}
+	return http__emit(r) ? 1 : -1;
 }
 
 static ssize_t http__read(void *cls, uint64_t pos, char *buf, size_t max)
 {
-	struct hstream *st = cls;
+	struct hreq *r = cls;
 
 	(void)pos;
-	while (st->out_off == st->out_len) {
-		if (st->finished)
+	for (;;) {
+		uint64_t now;
+		int rc;
+
+		if (r->out_off < r->out_len) {
+			size_t n = r->out_len - r->out_off < max ? r->out_len - r->out_off : max;
+
+			memcpy(buf, r->out + r->out_off, n);
+			r->out_off += n;
+			r->last_ms = clk_mono_ms();
+			return (ssize_t)n;
+		}
+		r->out_len = r->out_off = 0;
+		if (r->finished)
 			return MHD_CONTENT_READER_END_OF_STREAM;
-		if (!http__produce(st))
+		rc = http__produce(r);
+		if (rc < 0)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
-	}
-	{
-		size_t n = st->out_len - st->out_off < max ? st->out_len - st->out_off : max;
-
-		memcpy(buf, st->out + st->out_off, n);
-		st->out_off += n;
-		st->last_ms = clk_mono_ms();
-		return (ssize_t)n;
+		if (rc > 0)
+			continue;
+		/* nothing came for a while: a comment, so a client that left is
+		 * found (its write fails) */
+		now = clk_mono_ms();
+		if (now - r->last_ms >= HTTP_WAIT_MS) {
+			if (!http__out(r, ": \n\n", 4))
+				return MHD_CONTENT_READER_END_WITH_ERROR;
+			continue;
+		}
+		http__suspend(r, (uint32_t)(HTTP_WAIT_MS - (now - r->last_ms)));
+		return 0;
 	}
 }
 
-/* The response is done with (ended, or the client left): a request still
- * running is cancelled. */
-static void http__stream_free(void *cls)
+static enum MHD_Result http__stream_start(struct hreq *r)
 {
-	struct hstream *st = cls;
-
-	struct igc_error ie;
-
-	if (!st->done && st->c && !st->broken && igc_cancel(st->c, st->id, &ie))
-		st->broken = http__transport(ie.code);
-	igc_stream_close(st->s);
-	http__client_done(st->h, st->c, st->broken);
-	oai_req_free(&st->req);
-	free(st->out);
-	free(st);
-}
-
-static enum MHD_Result http__stream(struct http *h, struct MHD_Connection *con,
-                                    struct oai_req *q)
-{
-	struct hstream *st = calloc(1, sizeof(*st));
-	struct igc_submitted sub;
-	struct igc_error ie = {0};
-	struct MHD_Response *resp;
-	struct oai_err e;
+	struct MHD_Response *resp =
+	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, http__read, r, NULL);
 	enum MHD_Result rc;
 
-	if (!st) {
-		oai_errf(&e, 500, NULL, NULL, "out of memory");
-		return http__error(con, &e);
-	}
-	if (http__submit(h, q, &st->c, &sub, &e)) {
-		free(st);
-		return http__error(con, &e);
-	}
-	if (igc_stream_open(st->c, sub.id, &st->s, &ie)) {
-		igc_cancel(st->c, sub.id, NULL);
-		http__client_done(h, st->c, true);
-		free(st);
-		http__door_err(&ie, q->kind, &e);
-		return http__error(con, &e);
-	}
-	st->h = h;
-	st->req = *q; /* the stream owns the request now */
-	memset(q, 0, sizeof(*q));
-	st->id = sub.id;
-	st->first = true;
-	st->created = (int64_t)time(NULL);
-	st->usage.prompt = sub.prompt_tokens;
-	st->last_ms = clk_mono_ms();
-	snprintf(st->state, sizeof st->state, "queued");
-	http__rid(h, st->req.kind, st->rid, sizeof st->rid);
-	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, http__read, st,
-	                                         http__stream_free);
-	if (!resp) {
-		http__stream_free(st);
+	if (!resp)
 		return MHD_NO;
-	}
+	r->st = HR_STREAM;
+	r->first = true;
+	r->last_ms = clk_mono_ms();
+	snprintf(r->state, sizeof r->state, "queued");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-	rc = MHD_queue_response(con, MHD_HTTP_OK, resp);
+	http__cors(resp, r->origin);
+	rc = MHD_queue_response(r->con, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);
 	return rc;
 }
 
+/* ---- whole answers, and waiting for admission ------------------------------ */
+
+static enum MHD_Result http__whole_answer(struct hreq *r)
+{
+	const struct door_news *nw = &r->nw;
+	struct oai_usage u = {nw->prompt_tokens, nw->generated, nw->cached};
+	struct oai_err e;
+
+	if (!strcmp(nw->finish, "error")) {
+		oai_errf(&e, 503, NULL, "generation_failed", "the request did not complete: %s",
+		         nw->message[0] ? nw->message : "the worker stopped");
+		return http__error(r, &e);
+	}
+	return http__json(r, MHD_HTTP_OK,
+	                  oai_completion_json(r->q.kind, r->rid, (int64_t)time(NULL), r->h->model,
+	                                      r->text ? r->text : "", r->text_len,
+	                                      http__finish(nw->finish), &u));
+}
+
+/* A submitted request: its admission, then (whole) its end. */
+static enum MHD_Result http__await(struct hreq *r)
+{
+	struct oai_err e;
+
+	for (;;) {
+		int rc = door_local_read(r->h->door, r->dr, &r->ver, &r->from, &r->nw, &r->text,
+		                         &r->text_len);
+
+		if (rc < 0) {
+			oai_errf(&e, 500, NULL, NULL, "out of memory for the answer");
+			return http__error(r, &e);
+		}
+		if (!rc)
+			break;
+		if (r->nw.refused) {
+			http__refusal(r->nw.code, r->nw.message, r->q.kind, &e);
+			return http__error(r, &e);
+		}
+		if (r->st == HR_ADMIT && r->nw.admitted) {
+			if (r->q.stream) {
+				r->fresh = true;
+				return http__stream_start(r);
+			}
+			r->st = HR_WHOLE;
+		}
+		if (r->st == HR_WHOLE && r->nw.done)
+			return http__whole_answer(r);
+	}
+	if (http__reset(r))
+		return MHD_NO; /* nobody to answer: closed, and released at the door */
+	http__suspend(r, HTTP_WAIT_MS);
+	return MHD_YES;
+}
+
 /* ---- routes --------------------------------------------------------------- */
 
-static enum MHD_Result http__post(struct http *h, struct MHD_Connection *con, enum oai_kind kind,
-                                  struct hreq *r)
+static enum MHD_Result http__post(struct hreq *r)
 {
-	struct oai_req q;
+	struct http *h = r->h;
 	struct oai_err e;
-	enum MHD_Result rc;
+	enum oai_kind kind = r->route == R_CHAT ? OAI_CHAT : OAI_COMPLETION;
 
 	if (r->too_big) {
 		oai_errf(&e, 413, NULL, "request_too_large",
 		         "the request body is over %zu bytes; accepted: up to %zu", h->lim.max_body,
 		         h->lim.max_body);
-		return http__error(con, &e);
+		return http__error(r, &e);
 	}
-	if (oai_parse(kind, r->body ? r->body : "", r->len, &h->lim, &q, &e))
-		return http__error(con, &e);
+	if (oai_parse(kind, r->body ? r->body : "", r->len, &h->lim, &r->q, &e))
+		return http__error(r, &e);
 	/* the class: the body's ignis.class, else the X-Ignis-Class header */
-	if (!q.class_set) {
-		const char *c = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "X-Ignis-Class");
+	if (!r->q.class_set) {
+		const char *c =
+		    MHD_lookup_connection_value(r->con, MHD_HEADER_KIND, "X-Ignis-Class");
 
 		if (c && strcmp(c, "interactive") && strcmp(c, "agent")) {
 			oai_errf(&e, 400, "X-Ignis-Class", "invalid_value",
 			         "the X-Ignis-Class header is '%.64s'; accepted: interactive or agent", c);
-			oai_req_free(&q);
-			return http__error(con, &e);
+			return http__error(r, &e);
 		}
-		q.agent = c && !strcmp(c, "agent");
+		r->q.agent = c && !strcmp(c, "agent");
 	}
-	if (strcmp(q.model, h->model)) {
+	if (strcmp(r->q.model, h->model)) {
 		oai_errf(&e, 404, "model", "model_not_found",
-		         "the model '%s' does not exist; accepted: '%s' (GET /v1/models)", q.model,
+		         "the model '%s' does not exist; accepted: '%s' (GET /v1/models)", r->q.model,
 		         h->model);
-		oai_req_free(&q);
-		return http__error(con, &e);
+		return http__error(r, &e);
 	}
-	rc = q.stream ? http__stream(h, con, &q) : http__whole(h, con, &q);
-	oai_req_free(&q);
-	return rc;
+	if (http__submit(r, &e))
+		return http__error(r, &e);
+	r->st = HR_ADMIT;
+	r->created = (int64_t)time(NULL);
+	http__rid(h, kind, r->rid, sizeof r->rid);
+	return http__await(r);
+}
+
+static enum MHD_Result http__get(struct hreq *r)
+{
+	struct http *h = r->h;
+
+	switch (r->route) {
+	case R_METRICS: {
+		char *page;
+		size_t len;
+
+		if (h->metrics_page(h->metrics_ctx, &page, &len))
+			return MHD_NO;
+		return http__send(r, MHD_HTTP_OK, page, "text/plain; version=0.0.4; charset=utf-8");
+	}
+	case R_MODELS:
+		return http__json(r, MHD_HTTP_OK, oai_models_json(h->model, 0));
+	case R_HEALTH:
+		return http__json(r, MHD_HTTP_OK, http__strdup("{\"status\":\"ok\"}"));
+	case R_READY:
+		if (atomic_load(&h->ready))
+			return http__json(r, MHD_HTTP_OK, http__strdup("{\"status\":\"ready\"}"));
+		return http__json(r, MHD_HTTP_SERVICE_UNAVAILABLE,
+		                  http__strdup("{\"status\":\"not ready\"}"));
+	default:
+		return MHD_NO;
+	}
+}
+
+static void http__phase(struct http *h, struct hconn *hc, enum hc_phase phase)
+{
+	if (!hc)
+		return;
+	pthread_mutex_lock(&h->mu);
+	hc->phase = phase;
+	hc->since_ms = clk_mono_ms();
+	pthread_mutex_unlock(&h->mu);
 }
 
 static enum MHD_Result http__handle(void *cls, struct MHD_Connection *con, const char *url,
@@ -626,15 +929,20 @@ static enum MHD_Result http__handle(void *cls, struct MHD_Connection *con, const
 {
 	struct http *h = cls;
 	struct hreq *r = *ptr;
-	bool get = !strcmp(method, MHD_HTTP_METHOD_GET), post = !strcmp(method, MHD_HTTP_METHOD_POST);
-	struct oai_err e;
 
 	(void)version;
-	if (!r) {
+	if (!r) { /* the headers are in */
+		const union MHD_ConnectionInfo *ci =
+		    MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
 		if (!(r = calloc(1, sizeof(*r))))
 			return MHD_NO;
+		r->h = h;
+		r->con = con;
+		r->hc = ci ? ci->socket_context : NULL;
 		*ptr = r;
-		return MHD_YES;
+		http__phase(h, r->hc, HC_BODY);
+		return http__headers(r, url, method);
 	}
 	if (*upload_size) { /* the body, kept up to the limit (the rest is counted) */
 		if (!r->too_big && r->len + *upload_size > h->lim.max_body)
@@ -655,76 +963,232 @@ static enum MHD_Result http__handle(void *cls, struct MHD_Connection *con, const
 		*upload_size = 0;
 		return MHD_YES;
 	}
-	if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions")) {
-		if (!post) {
-			oai_errf(&e, 405, NULL, "method_not_allowed",
-			         "%s %s; accepted: POST with a JSON body", method, url);
-			return http__error(con, &e);
-		}
-		return http__post(h, con, strcmp(url, "/v1/completions") ? OAI_CHAT : OAI_COMPLETION,
-		                  r);
+	switch (r->st) {
+	case HR_BODY: /* the whole request is in */
+		http__phase(h, r->hc, HC_BUSY);
+		return r->route <= R_COMPLETIONS ? http__post(r) : http__get(r);
+	case HR_ADMIT:
+	case HR_WHOLE:
+		return http__await(r); /* resumed by the door's wake */
+	case HR_STREAM:
+		break;
 	}
-	if (!strcmp(url, "/metrics") && h->metrics_page) {
-		char *page;
-		size_t len;
-
-		if (!get) {
-			oai_errf(&e, 405, NULL, "method_not_allowed", "%s %s; accepted: GET", method,
-			         url);
-			return http__error(con, &e);
-		}
-		if (h->metrics_page(h->metrics_ctx, &page, &len))
-			return MHD_NO;
-		return http__send(con, MHD_HTTP_OK, page, "text/plain; version=0.0.4; charset=utf-8",
-		                  false);
-	}
-	if (!strcmp(url, "/v1/models") || !strcmp(url, "/health") || !strcmp(url, "/ready")) {
-		if (!get) {
-			oai_errf(&e, 405, NULL, "method_not_allowed", "%s %s; accepted: GET", method,
-			         url);
-			return http__error(con, &e);
-		}
-		if (!strcmp(url, "/v1/models"))
-			return http__json(con, MHD_HTTP_OK, oai_models_json(h->model, 0));
-		if (!strcmp(url, "/health"))
-			return http__json(con, MHD_HTTP_OK, http__strdup("{\"status\":\"ok\"}"));
-		if (atomic_load(&h->ready))
-			return http__json(con, MHD_HTTP_OK, http__strdup("{\"status\":\"ready\"}"));
-		return http__send(con, MHD_HTTP_SERVICE_UNAVAILABLE,
-		                  http__strdup("{\"status\":\"not ready\"}"), "application/json", true);
-	}
-	oai_errf(&e, 404, NULL, "unknown_url",
-	         "unknown path '%s'; accepted: POST /v1/chat/completions, POST /v1/completions, "
-	         "GET /v1/models, GET /health, GET /ready, GET /metrics",
-	         url);
-	return http__error(con, &e);
+	return MHD_YES;
 }
 
+/* A request ended (answered, or its connection closed): released at the
+ * door (a request still running is cancelled there), its connection's next
+ * request timed from now. */
 static void http__done(void *cls, struct MHD_Connection *con, void **ptr,
                        enum MHD_RequestTerminationCode why)
 {
+	struct http *h = cls;
 	struct hreq *r = *ptr;
 
-	(void)cls, (void)con, (void)why;
-	if (r) {
-		free(r->body);
-		free(r);
-		*ptr = NULL;
+	(void)con, (void)why;
+	if (!r)
+		return;
+	door_local_release(h->door, r->dr);
+	http__phase(h, r->hc, HC_HEAD);
+	oai_req_free(&r->q);
+	free(r->body);
+	free(r->text);
+	free(r->out);
+	free(r);
+	*ptr = NULL;
+}
+
+/* ---- connections and their deadlines ------------------------------------------ */
+
+/* The door's fairness key of a client address (FNV-1a of its bytes), apart
+ * from the nng door's keys (pipe ids, below 2^32). */
+static uint64_t http__peer(const struct sockaddr *sa)
+{
+	const unsigned char *p = NULL;
+	uint64_t k = 1469598103934665603ull;
+	size_t n = 0;
+
+	if (sa && sa->sa_family == AF_INET) {
+		p = (const unsigned char *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+		n = 4;
+	} else if (sa && sa->sa_family == AF_INET6) {
+		p = (const unsigned char *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+		n = 16;
 	}
+	for (size_t i = 0; i < n; i++)
+		k = (k ^ p[i]) * 1099511628211ull;
+	return k | (1ull << 63);
+}
+
+static void http__conn(void *cls, struct MHD_Connection *con, void **socket_context,
+                       enum MHD_ConnectionNotificationCode code)
+{
+	struct http *h = cls;
+	struct hconn *hc = *socket_context;
+
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *fd =
+		    MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+		const union MHD_ConnectionInfo *sa =
+		    MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+		if (!(hc = calloc(1, sizeof(*hc))))
+			return; /* served without deadlines */
+		hc->fd = fd ? fd->connect_fd : -1;
+		hc->peer = http__peer(sa ? sa->client_addr : NULL);
+		hc->phase = HC_HEAD;
+		hc->since_ms = clk_mono_ms();
+		pthread_mutex_lock(&h->mu);
+		hc->next = h->conns;
+		if (h->conns)
+			h->conns->prev = hc;
+		h->conns = hc;
+		h->nconns++;
+		pthread_mutex_unlock(&h->mu);
+		*socket_context = hc;
+		return;
+	}
+	if (!hc)
+		return;
+	pthread_mutex_lock(&h->mu); /* before libmicrohttpd closes the descriptor */
+	if (hc->prev)
+		hc->prev->next = hc->next;
+	else
+		h->conns = hc->next;
+	if (hc->next)
+		hc->next->prev = hc->prev;
+	h->nconns--;
+	pthread_mutex_unlock(&h->mu);
+	free(hc);
+	*socket_context = NULL;
+}
+
+/* Cut the connections whose request's headers or body are late. */
+static void *http__sweep(void *arg)
+{
+	struct http *h = arg;
+
+	pthread_mutex_lock(&h->mu);
+	while (!h->closing) {
+		uint64_t now = clk_mono_ms();
+		struct timespec ts;
+
+		for (struct hconn *hc = h->conns; hc; hc = hc->next) {
+			uint64_t limit = hc->phase == HC_HEAD   ? h->header_ms
+			                 : hc->phase == HC_BODY ? h->body_ms
+			                                        : 0;
+
+			if (limit && !hc->cut && hc->fd >= 0 && now - hc->since_ms > limit) {
+				shutdown(hc->fd, SHUT_RDWR); /* libmicrohttpd sees it and closes */
+				hc->cut = true;
+				atomic_fetch_add(&h->n_timeouts, 1);
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += HTTP_SWEEP_MS * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+/* A path holding %00 is left as it came (it would be cut at the NUL and
+ * served as the path before it): it then matches no route. */
+static size_t http__unescape(void *cls, struct MHD_Connection *con, char *s)
+{
+	(void)cls, (void)con;
+	for (const char *p = s; (p = strchr(p, '%')); p++)
+		if (p[1] == '0' && p[2] == '0')
+			return strlen(s);
+	return MHD_http_unescape(s);
 }
 
 /* ---- the server ----------------------------------------------------------- */
 
-int http_check_bind(const char *bind, bool allow_remote, struct ig_errbuf *eb)
+int http_check_bind(const char *bind, bool allow_remote, bool has_key, bool allow_no_key,
+                    struct ig_errbuf *eb)
 {
-	if (!strcmp(bind, "off") || allow_remote || door_hostport_is_loopback(bind))
+	if (!strcmp(bind, "off") || door_hostport_is_loopback(bind))
 		return IG_E_OK;
-	return ig_errf(eb, IG_E_CONFIG,
-	               "--server-http-bind '%s' is not a loopback address, and the HTTP API has no "
-	               "access control (anyone who reaches it can submit requests): bind "
-	               "127.0.0.1:PORT, or give --server-allow-remote (IGNIS_SERVER_ALLOW_REMOTE, "
-	               "server_allow_remote) to serve it there anyway, or off",
-	               bind);
+	if (!allow_remote)
+		return ig_errf(eb, IG_E_CONFIG,
+		               "--server-http-bind '%s' is not a loopback address: bind "
+		               "127.0.0.1:PORT, or give --server-allow-remote "
+		               "(IGNIS_SERVER_ALLOW_REMOTE, server_allow_remote) to serve it there, "
+		               "with an API key (--server-api-key or --server-api-key-file), or off",
+		               bind);
+	if (!has_key && !allow_no_key)
+		return ig_errf(eb, IG_E_CONFIG,
+		               "--server-http-bind '%s' serves past loopback without an API key: "
+		               "anyone who reaches it could submit requests and read the metrics; "
+		               "give --server-api-key KEY or --server-api-key-file FILE "
+		               "(IGNIS_SERVER_API_KEY), or --server-allow-remote-without-api-key to "
+		               "serve it so anyway",
+		               bind);
+	return IG_E_OK;
+}
+
+/* The origins of `list` ("https://a.example, http://b:8080"): each
+ * scheme://host[:port], nothing after. */
+static int http__origins(struct http *h, const char *list, struct ig_errbuf *eb)
+{
+	const char *p = list;
+
+	while (p && *p) {
+		size_t n, skip = strspn(p, " \t,");
+		char *o, **v;
+
+		p += skip;
+		n = strcspn(p, " \t,");
+		if (!n)
+			break;
+		if (!(o = strndup(p, n)))
+			return ig_errf(eb, IG_E_NOMEM, "no memory for the CORS origins");
+		if ((strncmp(o, "http://", 7) && strncmp(o, "https://", 8)) ||
+		    !o[strcspn(o, ":") + 3] || strchr(o + strcspn(o, ":") + 3, '/')) {
+			int rc = ig_errf(eb, IG_E_CONFIG,
+			                 "--server-cors-origins: '%s' is not an origin; accepted: "
+			                 "scheme://host[:port] (http or https, no path), separated by "
+			                 "commas",
+			                 o);
+
+			free(o);
+			return rc;
+		}
+		if (!(v = realloc(h->origins, (h->norigins + 1) * sizeof(*v)))) {
+			free(o);
+			return ig_errf(eb, IG_E_NOMEM, "no memory for the CORS origins");
+		}
+		h->origins = v;
+		h->origins[h->norigins++] = o;
+		p += n;
+	}
+	return IG_E_OK;
+}
+
+/* The connections the descriptor limit allows (raised to its hard limit
+ * first: the HTTP API is where a server needs many). */
+static uint32_t http__fd_budget(void)
+{
+	struct rlimit rl;
+	uint64_t n, reserve;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 768;
+	if (rl.rlim_cur < rl.rlim_max) {
+		struct rlimit up = {rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max, rl.rlim_max};
+
+		if (up.rlim_cur > rl.rlim_cur && !setrlimit(RLIMIT_NOFILE, &up))
+			rl = up;
+	}
+	n = rl.rlim_cur == RLIM_INFINITY ? (1u << 20) : rl.rlim_cur;
+	reserve = n / 4 < HTTP_FD_RESERVE ? n / 4 : HTTP_FD_RESERVE;
+	n -= reserve;
+	return n > UINT32_MAX ? UINT32_MAX : n < 16 ? 16 : (uint32_t)n;
 }
 
 int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb)
@@ -733,14 +1197,16 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 	struct addrinfo *ai = NULL;
 	char host[80];
 	const char *colon = strrchr(o->bind, ':');
+	uint32_t per_address;
+	pthread_condattr_t ca;
 	struct http *h;
 	int rc;
 
 	*out = NULL;
 	if (!colon || (size_t)(colon - o->bind) >= sizeof host)
 		return ig_errf(eb, IG_E_CONFIG, "--server-http-bind '%s' is not HOST:PORT", o->bind);
-	/* the same rule as the nng door's: loopback unless allowed */
-	rc = http_check_bind(o->bind, o->allow_remote, eb);
+	rc = http_check_bind(o->bind, o->allow_remote, o->api_key && *o->api_key, o->allow_no_key,
+	                     eb);
 	if (rc)
 		return rc;
 	memcpy(host, o->bind, (size_t)(colon - o->bind));
@@ -756,31 +1222,52 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 		freeaddrinfo(ai);
 		return ig_errf(eb, IG_E_NOMEM, "no memory for the HTTP server");
 	}
+	h->door = o->door;
 	h->lim = o->limits;
-	pthread_mutex_init(&h->pool_mu, NULL);
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	h->metrics_page = o->metrics_page;
 	h->metrics_ctx = o->metrics_ctx;
 	h->model = http__strdup(o->model);
-	h->door_server = http__strdup(o->door_server && *o->door_server ? o->door_server : NULL);
-	h->rtdir = http__strdup(o->rtdir);
-	snprintf(h->addr, sizeof h->addr, "%s", o->bind);
-	if (o->chat_template) {
-		rc = chat_template_of(o->chat_template, strlen(o->chat_template), &h->tmpl, eb);
-		if (rc) {
-			freeaddrinfo(ai);
-			http_close(h);
-			return ig_errprefix(eb, "the model's chat template");
-		}
-		h->has_template = true;
+	h->loopback = door_hostport_is_loopback(o->bind);
+	h->header_ms = o->header_timeout_ms;
+	h->body_ms = o->body_timeout_ms;
+	if (o->api_key && *o->api_key) {
+		h->api_key = strdup(o->api_key);
+		h->api_key_len = strlen(o->api_key);
 	}
-	h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-	                            (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
-	                        0, NULL, NULL, http__handle, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-	                        MHD_OPTION_CONNECTION_LIMIT, (unsigned)4096,
-	                        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S,
-	                        MHD_OPTION_NOTIFY_COMPLETED, http__done, h, MHD_OPTION_END);
+	snprintf(h->addr, sizeof h->addr, "%s", o->bind);
+	rc = http__origins(h, o->cors_origins, eb);
+	if (!rc && o->chat_template) {
+		rc = chat_template_of(o->chat_template, strlen(o->chat_template), &h->tmpl, eb);
+		if (rc)
+			ig_errprefix(eb, "the model's chat template");
+		h->has_template = !rc;
+	}
+	if (rc) {
+		freeaddrinfo(ai);
+		http_close(h);
+		return rc;
+	}
+	h->max_connections = o->max_connections ? o->max_connections : http__fd_budget();
+	per_address = o->max_per_address ? o->max_per_address : h->max_connections;
+	if (pthread_create(&h->sweeper, NULL, http__sweep, h) == 0)
+		h->sweeper_on = true;
+	h->d = MHD_start_daemon(
+	    MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+	        (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+	    0, NULL, NULL, http__handle, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
+	    (unsigned)h->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_address,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_S, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+	    (unsigned)4096, MHD_OPTION_NOTIFY_COMPLETED, http__done, h,
+	    MHD_OPTION_NOTIFY_CONNECTION, http__conn, h, MHD_OPTION_UNESCAPE_CALLBACK,
+	    http__unescape, h, MHD_OPTION_END);
 	freeaddrinfo(ai);
-	if (!h->d) {
+	if (!h->d || !h->sweeper_on) {
 		http_close(h);
 		return ig_errf(eb, IG_E_BUSY,
 		               "--server-http-bind %s: cannot listen there (in use, or not an "
@@ -802,17 +1289,42 @@ void http_set_ready(struct http *h, bool ready)
 		atomic_store(&h->ready, ready);
 }
 
+void http_counts(struct http *h, struct http_counts *c)
+{
+	memset(c, 0, sizeof(*c));
+	if (!h)
+		return;
+	pthread_mutex_lock(&h->mu);
+	c->connections = h->nconns;
+	pthread_mutex_unlock(&h->mu);
+	c->max_connections = h->max_connections;
+	c->timeouts = atomic_load(&h->n_timeouts);
+	c->refused_host = atomic_load(&h->n_host);
+	c->refused_origin = atomic_load(&h->n_origin);
+	c->refused_key = atomic_load(&h->n_key);
+	c->refused_type = atomic_load(&h->n_type);
+}
+
 void http_close(struct http *h)
 {
 	if (!h)
 		return;
+	/* every connection closes, suspended ones too, each request released
+	 * at the door (http__done) */
 	if (h->d)
 		MHD_stop_daemon(h->d);
-	while (h->nidle)
-		igc_close(h->idle[--h->nidle]);
-	pthread_mutex_destroy(&h->pool_mu);
+	pthread_mutex_lock(&h->mu);
+	h->closing = true;
+	pthread_cond_signal(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	if (h->sweeper_on)
+		pthread_join(h->sweeper, NULL);
+	pthread_cond_destroy(&h->cv);
+	pthread_mutex_destroy(&h->mu);
+	for (size_t i = 0; i < h->norigins; i++)
+		free(h->origins[i]);
+	free(h->origins);
+	free(h->api_key);
 	free(h->model);
-	free(h->door_server);
-	free(h->rtdir);
 	free(h);
 }

@@ -46,6 +46,10 @@ static const char *type_word(enum knob_type t)
 		return "<host:port>";
 	case KT_REMOVED:
 		return "";
+	case KT_SECRET:
+		return "<key>";
+	case KT_ORIGINS:
+		return "<origins>";
 	}
 	return "";
 }

@@ -65,7 +65,40 @@ struct sup {
 	struct metsrv *met; /* the metrics page */
 	struct door *door;  /* the client front door */
 	struct http *http;  /* OpenAI's HTTP API, or NULL (off) */
+	char api_key[257];  /* the HTTP API's key, "" for none */
 };
+
+/* The HTTP API's key: --server-api-key-file's first line (its newline left
+ * out), else --server-api-key; "" for none. A file that cannot be read, or
+ * holds no key, is IG_E_CONFIG naming it. */
+static int sup__api_key(const struct knobs *k, char *key, size_t cap, struct ig_errbuf *eb)
+{
+	const char *path = k->v[KNOB_SERVER_API_KEY_FILE].s;
+	struct knob_value v;
+	char line[512];
+	FILE *f;
+	size_t n;
+
+	key[0] = '\0';
+	if (!path || !*path) {
+		if (k->v[KNOB_SERVER_API_KEY].s)
+			snprintf(key, cap, "%s", k->v[KNOB_SERVER_API_KEY].s);
+		return IG_E_OK;
+	}
+	if (!(f = fopen(path, "r")))
+		return ig_errf(eb, IG_E_CONFIG, "--server-api-key-file '%s': cannot read it (%s)",
+		               path, strerror(errno));
+	if (!fgets(line, sizeof line, f))
+		line[0] = '\0';
+	fclose(f);
+	n = strcspn(line, "\r\n");
+	line[n] = '\0';
+	/* the key's own rule, with the file named as where it came from */
+	if (knob_parse(KNOB_SERVER_API_KEY, line, path, &v, eb))
+		return ig_errprefix(eb, "--server-api-key-file '%s'", path);
+	snprintf(key, cap, "%s", line);
+	return IG_E_OK;
+}
 
 /* The model file's chat template (malloc'd), or NULL when it has none or
  * the model is a built-in description. */
@@ -105,11 +138,18 @@ static int sup__http_open(struct sup *s, const struct sup_opts *o, struct ig_err
 		return IG_E_OK;
 	tmpl = sup__chat_template(s->model_path);
 	{
+		const struct knobs *k = &o->cfg->k;
 		struct http_opts ho = {
 		    .bind = bind,
-		    .allow_remote = o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE].u != 0,
-		    .door_server = o->cfg->k.v[KNOB_SERVER_BIND].s,
-		    .rtdir = s->env.rtdir,
+		    .allow_remote = k->v[KNOB_SERVER_ALLOW_REMOTE].u != 0,
+		    .allow_no_key = k->v[KNOB_SERVER_ALLOW_REMOTE_WITHOUT_API_KEY].u != 0,
+		    .api_key = s->api_key,
+		    .cors_origins = k->v[KNOB_SERVER_CORS_ORIGINS].s,
+		    .door = s->door,
+		    .max_connections = (uint32_t)k->v[KNOB_SERVER_HTTP_MAX_CONNECTIONS].u,
+		    .max_per_address = (uint32_t)k->v[KNOB_SERVER_HTTP_MAX_CONNECTIONS_PER_ADDRESS].u,
+		    .header_timeout_ms = (uint32_t)k->v[KNOB_SERVER_HTTP_HEADER_TIMEOUT].u * 1000u,
+		    .body_timeout_ms = (uint32_t)k->v[KNOB_SERVER_HTTP_BODY_TIMEOUT].u * 1000u,
 		    .model = m->name,
 		    .chat_template = tmpl,
 		    .limits = {.max_body = 1u << 20,
@@ -123,6 +163,18 @@ static int sup__http_open(struct sup *s, const struct sup_opts *o, struct ig_err
 		};
 
 		rc = http_open(&s->http, &ho, eb);
+		if (!rc && !door_hostport_is_loopback(bind)) {
+			struct ev e;
+
+			ev_begin(&e, EV_WARN, "ignis.http.remote");
+			ev_str(&e, "http", bind);
+			ev_bool(&e, "api_key", s->api_key[0] != '\0');
+			ev_str(&e, "risk",
+			       s->api_key[0] ? "whoever holds the key can submit requests"
+			                     : "whoever reaches the address can submit requests and "
+			                       "read the metrics: no API key");
+			ev_end(&e);
+		}
 	}
 	free(tmpl);
 	return rc;
@@ -456,8 +508,12 @@ int sup_start(const struct sup_opts *o)
 		rc = door_check_bind(o->cfg->k.v[KNOB_SERVER_BIND].s,
 		                     o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE].u != 0, &eb);
 	if (!rc)
+		rc = sup__api_key(&o->cfg->k, s.api_key, sizeof s.api_key, &eb);
+	if (!rc)
 		rc = http_check_bind(o->cfg->k.v[KNOB_SERVER_HTTP_BIND].s,
-		                     o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE].u != 0, &eb);
+		                     o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE].u != 0, s.api_key[0] != '\0',
+		                     o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE_WITHOUT_API_KEY].u != 0,
+		                     &eb);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
 		return PLAN_EXIT_CONFIG;
