@@ -119,7 +119,8 @@ enum knob_type {
 	  "The KV pool in bytes or tokens (512Ktok), replacing the policy's size. Resident: the "  \
 	  "rest of the budget stays unused.")                                                      \
 	X(REUSE_PROMPT, "reuse-prompt", KT_BOOL, "on", 0, NULL,                                    \
-	  "off: no prompt checkpoint is captured or reused; retained slots default to 0.")         \
+	  "off: no prompt checkpoint is captured or reused; retained slots default to 0, and "     \
+	  "slots named hold shared prefixes only.")                                                \
 	X(REUSE_RETAINED_DEVICE, "reuse-retained-device", KT_COUNT, "0", 0, "0..1024",             \
 	  "Retained slots in VRAM, reserved in the plan.")                                         \
 	X(REUSE_RETAINED_HOST, "reuse-retained-host", KT_COUNT, "@model", 0, "0..1024",            \

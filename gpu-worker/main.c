@@ -432,8 +432,12 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	cfg.tier_nonce = ((uint32_t)getpid() ^ (uint32_t)time(NULL)) & 0x7fffffffu;
 	if (!cfg.tier_nonce)
 		cfg.tier_nonce = 1;
-	/* prompt reuse: a checkpoint a device retained slot (docs/adr/0037) */
-	if (pl->reuse_prompt) {
+	/* prompt reuse: the retained slots the plan gives, device (docs/adr/0037)
+	 * and host (0038). With --reuse-prompt on they hold checkpoints and
+	 * shared prefixes; off, shared prefixes only, and there are slots only
+	 * where they were named (common/knobs.c; 0037, "Reuse off with slots
+	 * named") */
+	{
 		uint64_t slot = mdesc_state_image_bytes(&w->f.desc);
 
 		rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_RETAINED_SLOTS,
@@ -442,6 +446,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 			goto fail;
 		cfg.retained_slot_bytes = slot;
 		cfg.retained_device = slot ? (uint32_t)(cfg.retained.bytes / slot) : 0;
+		cfg.prefixes_only = !pl->reuse_prompt;
 		/* host slots: the kvstore daemon's, through a client of their own
 		 * (a capture's or claim's exchange never waits behind a move's) */
 		if (pl->retained_host) {

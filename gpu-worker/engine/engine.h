@@ -142,6 +142,11 @@ struct eng_cfg {
 	struct kvc *kv_slots;
 	uint64_t reuse_ns;
 	uint64_t interactive_ttl_s;
+	/* --reuse-prompt off with slots named (docs/adr/0037, "Reuse off with
+	 * slots named"): the slots hold shared prefixes only. A prompt's end
+	 * is not retained (no checkpoint); its tokens alone are remembered, so
+	 * that a later prompt that parts from it retains the prefix there. */
+	bool prefixes_only;
 	/* A nonce that keeps this engine's keys in the tiers apart from an
 	 * earlier worker's (a restarted worker's ids start again at 1). */
 	uint32_t tier_nonce; /* the owner in every key (1..2^31-1, msg.h kv_sweep) */

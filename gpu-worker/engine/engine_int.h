@@ -72,6 +72,14 @@ struct eng_ckpt {
 	uint64_t used_us;          /* clk_mono_us of its capture or last claim (TTL) */
 };
 
+/* A prompt's end remembered by its tokens alone (cfg.prefixes_only: no
+ * checkpoint of it is retained), so that a later prompt that parts from it
+ * retains the shared prefix there. */
+struct eng_end {
+	uint32_t *tokens, n; /* n 0: a free record */
+	uint64_t used_at;    /* its prompt's last end, on the engine's reuse clock */
+};
+
 /* The host slots' client: one request in flight; a capture at a time, its
  * image staged in `stage` meanwhile. */
 enum eng_hstep { HS_IDLE = 0, HS_DROP, HS_CAPTURE, HS_ADOPT, HS_PUBLISH, HS_TOUCH };
@@ -175,6 +183,10 @@ struct eng {
 	uint32_t n_ck, n_ck_dev;
 	uint64_t ck_clock;
 	struct eng_host hst;
+	/* with prefixes only: as many prompts' ends remembered as there are
+	 * slots (what checkpoints would remember), the least recent replaced */
+	struct eng_end *ends;
+	uint32_t n_ends;
 };
 
 /* engine.c */
@@ -218,7 +230,8 @@ int engru_admit(struct eng *e, struct eng_seq *s, const float **first, bool *adm
 void engru_host_turn(struct eng *e);
 /* A prompt prefilled to `n` tokens (its end: a checkpoint; where it parts
  * from an earlier prompt: a shared prefix), the logits of token n-1:
- * retained. */
+ * retained; with cfg.prefixes_only a prompt's end leaves its tokens alone,
+ * for later prompts to part from. */
 void engru_capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kind kind,
                    const float *logits);
 /* Pages the checkpoints hold and no live sequence lists (what room could

@@ -22,6 +22,16 @@
  * So a prefix is reusable at the depth where prompts part, not only at
  * page boundaries or prompt ends.
  *
+ * What is retained follows from two rules: a shared prefix wherever a
+ * prompt parts from a prompt the engine knows, whenever there are slots;
+ * a checkpoint at a prompt's end, unless checkpoints are off
+ * (cfg.prefixes_only: --reuse-prompt off with slots named). A prompt the
+ * engine knows is a retained one, or with checkpoints off a prompt's end
+ * remembered by its tokens alone (`ends`: no state, no page, no slot), so
+ * that prompts that part still share their prefix, and a prompt repeated
+ * or extended takes only what it shares with another (docs/adr/0037,
+ * "Reuse off with slots named").
+ *
  * Giving up, when a capture finds no free slot or an admission lacks pages:
  * checkpoints before shared prefixes, agent before interactive, then the
  * least recently used; for a capture never one a waiting request counts on,
@@ -106,6 +116,13 @@ int engru_init(struct eng *e, struct ig_errbuf *eb)
 	if (!e->ck)
 		return ig_errf(eb, IG_E_NOMEM, "engine: no memory for %u checkpoints", dev + host);
 	e->n_ck = dev + host;
+	if (e->cfg.prefixes_only) {
+		e->ends = calloc(dev + host, sizeof(*e->ends));
+		if (!e->ends)
+			return ig_errf(eb, IG_E_NOMEM, "engine: no memory for %u prompts' ends",
+			               dev + host);
+		e->n_ends = dev + host;
+	}
 	e->n_ck_dev = dev;
 	for (uint32_t i = dev; i < dev + host; i++)
 		e->ck[i].host = true;
@@ -183,6 +200,11 @@ void engru_free(struct eng *e)
 	free(e->ck);
 	e->ck = NULL;
 	e->n_ck = e->n_ck_dev = 0;
+	for (uint32_t i = 0; i < e->n_ends; i++)
+		free(e->ends[i].tokens);
+	free(e->ends);
+	e->ends = NULL;
+	e->n_ends = 0;
 	free(e->hst.stage);
 	free(e->hst.claim);
 	free(e->hst.drops);
@@ -216,27 +238,33 @@ static uint32_t engru__common(const uint32_t *a, const uint32_t *b, uint32_t n)
 	return i;
 }
 
+/* Where s's prompt parts from a known prompt t[0..n): after k tokens both
+ * go on differently, k at least ENGRU_MIN_PREFIX. 0 when it does not. */
+static uint32_t engru__parts(const uint32_t *t, uint32_t n, const struct eng_seq *s)
+{
+	uint32_t k = engru__common(t, s->prompt, n < s->n_prompt ? n : s->n_prompt);
+
+	return k < n && k < s->n_prompt && k >= ENGRU_MIN_PREFIX ? k : 0;
+}
+
 void engru_match(struct eng *e, struct eng_seq *s)
 {
 	int32_t best = -1;
-	uint32_t split = 0;
+	uint32_t split = 0, k;
 
 	s->ck = -1;
 	s->sch.split = 0;
 	if (!e->n_ck)
 		return;
-	/* where this prompt parts from a retained one, past what it can claim:
-	 * a shared prefix to retain on the way */
-	for (uint32_t i = 0; i < e->n_ck; i++) {
-		const struct eng_ckpt *c = &e->ck[i];
-		uint32_t k;
-
-		if (!c->used)
-			continue;
-		k = engru__common(c->tokens, s->prompt, c->n < s->n_prompt ? c->n : s->n_prompt);
-		if (k < c->n && k < s->n_prompt && k >= ENGRU_MIN_PREFIX && k > split)
+	/* where this prompt parts from a known one (retained, or a prompt's
+	 * end remembered), past what it can claim: a shared prefix to retain
+	 * on the way */
+	for (uint32_t i = 0; i < e->n_ck; i++)
+		if (e->ck[i].used && (k = engru__parts(e->ck[i].tokens, e->ck[i].n, s)) > split)
 			split = k;
-	}
+	for (uint32_t i = 0; i < e->n_ends; i++)
+		if ((k = engru__parts(e->ends[i].tokens, e->ends[i].n, s)) > split)
+			split = k;
 	for (uint32_t i = 0; i < e->n_ck; i++) {
 		const struct eng_ckpt *c = &e->ck[i];
 
@@ -579,6 +607,41 @@ static void engru__captured(struct eng *e, struct eng_ckpt *c, uint32_t i, uint6
 	                                  .prefix = c->kind == ENG_CK_PREFIX});
 }
 
+/* A prompt's end, remembered by its tokens (checkpoints off): a record
+ * that begins with them, or that they begin with, is the same record
+ * (whatever parts from the shorter parts from the longer at the same token,
+ * and the longer has more to part from); else a free one or the least
+ * recently used. */
+static void engru__remember(struct eng *e, const uint32_t *tokens, uint32_t n)
+{
+	struct eng_end *r = NULL;
+	uint32_t *t;
+
+	for (uint32_t i = 0; i < e->n_ends; i++) {
+		struct eng_end *x = &e->ends[i];
+		uint32_t k = x->n < n ? x->n : n;
+
+		if (x->n && engru__common(x->tokens, tokens, k) == k) {
+			r = x;
+			break;
+		}
+		if (!r || (r->n && (!x->n || x->used_at < r->used_at)))
+			r = x;
+	}
+	if (!r)
+		return;
+	/* the record goes on, or takes these tokens (longer, or another prompt) */
+	if (r->n < n || engru__common(r->tokens, tokens, n) < n) {
+		t = realloc(r->tokens, (size_t)n * sizeof(uint32_t));
+		if (!t)
+			return; /* no host memory: a later prompt just shares less */
+		memcpy(t, tokens, (size_t)n * sizeof(uint32_t));
+		r->tokens = t;
+		r->n = n;
+	}
+	r->used_at = ++e->ck_clock;
+}
+
 void engru_capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kind kind,
                    const float *logits)
 {
@@ -591,7 +654,11 @@ void engru_capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kin
 	int err = 0, rc;
 
 	if (!e->n_ck || s->cached >= n)
-		return; /* reuse off, or nothing the claimed checkpoint lacks */
+		return; /* no slots, or nothing the claimed checkpoint lacks */
+	if (kind == ENG_CK_CHECKPOINT && e->cfg.prefixes_only) {
+		engru__remember(e, s->prompt, n); /* checkpoints off: its tokens only */
+		return;
+	}
 	for (uint32_t i = 0; i < e->n_ck; i++) {
 		c = &e->ck[i];
 		if (c->used && c->n == n && !memcmp(c->tokens, s->prompt, (size_t)n * 4)) {

@@ -5,7 +5,10 @@
 # prompt again, and a longer one that begins with it, start from it
 # (ignis.reuse.claimed, with the tokens not prefilled); every text equals
 # the same request run alone in this process (ignis-generate --model),
-# greedy and sampled. With --reuse-prompt off nothing is captured.
+# greedy and sampled. With --reuse-prompt off and slots named (device and
+# host) the slots load and hold shared prefixes only: prompts that part
+# after a system prompt share it, no prompt's end is retained (ADR 0037,
+# "Reuse off with slots named"); with none named nothing is captured.
 # Host slots (docs/adr/0038): the default tier, the kvstore daemon's; a
 # checkpoint held there survives a kill -9 of the daemon and is claimed
 # after it, the text unchanged; an interactive checkpoint idle past
@@ -133,12 +136,77 @@ ttl_case 300 0 50
 step "host slots: an interactive checkpoint idle past the TTL goes as an agent's would"
 ttl_case 1 2.5 40
 
-step "--reuse-prompt off: nothing captured or claimed, the same text"
-start --reuse-retained-device 4 --reuse-prompt off
+# off_prompts TAG [SHARED]: three prompts that part after the system prompt
+# and a space ($n + 1 tokens), the third twice, each the same text as alone;
+# with SHARED, the third waits for the prefix the second retained (a host
+# slot's capture lands a few exchanges with the daemon later)
+off_prompts() {
+	local i=0 q
+	for q in One Two Six Six; do
+		if ((i == 2)) && [[ -n ${2:-} ]]; then
+			wait_for 10 grep -q '"event":"ignis.reuse.captured"' "$events" ||
+				fail "no capture where the second prompt parted: $(grep ignis.reuse "$events")"
+		fi
+		a=(--prompt "$base $q." --max-tokens 16)
+		"$gen" --model "$m" --kv-format compact "${a[@]}" >"$work/$1w.$i" || fail "in-process $q"
+		"$cli" --runtime-dir "$rt" generate "${a[@]}" >"$work/$1g.$i" || fail "client $q"
+		cmp -s "$work/$1w.$i" "$work/$1g.$i" ||
+			fail "\"$base $q.\" differs from itself alone ($1)"
+		i=$((i + 1))
+	done
+}
+# off_shared TIER: the second prompt retained the prefix where it parted
+# from the first, and nothing else; the third and its repeat claimed it
+off_shared() {
+	local p=$((n + 1))
+	(($(count ignis.reuse.captured) == 1)) || fail "captures: $(grep ignis.reuse "$events")"
+	grep '"event":"ignis.reuse.captured"' "$events" |
+		jq -e --argjson p "$p" --arg t "$1" '.kind == "prefix" and .tier == $t and .tokens == $p' \
+			>/dev/null || fail "a capture that is not the $p-token prefix: $(grep ignis.reuse "$events")"
+	(($(count ignis.reuse.claimed) == 2)) || fail "claims: $(grep ignis.reuse "$events")"
+	grep '"event":"ignis.reuse.claimed"' "$events" |
+		jq -e --argjson p "$p" --arg t "$1" '.kind == "prefix" and .tier == $t and .tokens == $p' \
+			>/dev/null || fail "a claim that is not the $p-token prefix: $(grep ignis.reuse "$events")"
+}
+
+step "--reuse-prompt off with device and host slots named: they load, prefixes are shared"
+start --reuse-prompt off --reuse-retained-device 2 --reuse-retained-host 2
 grep '"event":"ignis.gpu_worker.model_loaded"' "$events" |
-	jq -e '.reuse_prompt == false and .retained_device_slots == 0' >/dev/null ||
-	fail "the load event does not say reuse is off"
-"$cli" --runtime-dir "$rt" generate --prompt "$base" --max-tokens 24 >"$work/off.0" || fail "client"
+	jq -e '.reuse_prompt == false and .retained_device_slots == 2 and .retained_host_slots == 2' \
+		>/dev/null || fail "the load event does not say reuse off with 2 device and 2 host slots"
+off_prompts dev shared
+off_shared device
+# the client and the metrics say it too; no prompt's end was reused
+"$cli" --runtime-dir "$rt" generate --prompt "$base Six." --max-tokens 4 --json >"$work/json" ||
+	fail "client --json"
+jq -e --argjson p $((n + 1)) 'select(.event == "done") | .cached == $p' "$work/json" >/dev/null ||
+	fail "the done event does not say the $((n + 1)) tokens of the prefix: $(tail -1 "$work/json")"
+prefix_reused() {
+	local page
+	page=$(curl -s "$IGNIS_SERVER_METRICS_BIND/metrics")
+	grep -q "^ignis_retained_reused_tokens_total{tier=\"device\",kind=\"prefix\"} $((3 * (n + 1)))\$" \
+		<<<"$page" &&
+		grep -q '^ignis_retained_reused_tokens_total{tier="device",kind="checkpoint"} 0$' <<<"$page"
+}
+wait_for 10 prefix_reused ||
+	fail "metrics: $(curl -s "$IGNIS_SERVER_METRICS_BIND/metrics" | grep 'reused_tokens_total{')"
+stop
+
+step "--reuse-prompt off with host slots only: the prefix in the kvstore daemon's"
+start --reuse-prompt off --reuse-retained-host 2
+grep '"event":"ignis.gpu_worker.model_loaded"' "$events" |
+	jq -e '.reuse_prompt == false and .retained_device_slots == 0 and .retained_host_slots == 2' \
+		>/dev/null || fail "the load event does not say reuse off with 2 host slots"
+off_prompts host shared
+off_shared host
+stop
+
+step "--reuse-prompt off, no slots named: nothing captured or claimed, the same text"
+start --reuse-prompt off
+grep '"event":"ignis.gpu_worker.model_loaded"' "$events" |
+	jq -e '.reuse_prompt == false and .retained_device_slots == 0 and .retained_host_slots == 0' \
+		>/dev/null || fail "the load event does not say reuse is off with no slots"
+off_prompts none
 "$cli" --runtime-dir "$rt" generate --prompt "$base" --max-tokens 24 >"$work/off.1" || fail "client"
 cmp -s "$work/off.1" "$work/want.0" || fail "different text with reuse off"
 grep -q '"event":"ignis.reuse' "$events" && fail "reuse events with --reuse-prompt off"

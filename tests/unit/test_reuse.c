@@ -15,6 +15,10 @@
  * at the claim (the request runs whole, as alone); a kill -9 of the daemon
  * with slots held loses none of them; an interactive checkpoint idle past
  * the TTL is given up as an agent's would be.
+ *
+ * Reuse off with slots named (ADR 0037): the slots hold shared prefixes
+ * only, device or host; no prompt's end is retained, so a repeat takes only
+ * the prefix it shares with another prompt; with no slots nothing is.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -48,6 +52,7 @@ struct rq {
 struct ev_log {
 	uint32_t captured, claimed, given_up, skipped;
 	uint32_t host_captured, host_claimed;
+	uint32_t prefix_captured; /* of captured: shared prefixes */
 	char last_why[16];
 };
 
@@ -59,6 +64,7 @@ static void on_event(void *ctx, const struct eng_event *ev)
 	case ENG_EV_REUSE_CAPTURED:
 		l->captured++;
 		l->host_captured += ev->tier && !strcmp(ev->tier, "host");
+		l->prefix_captured += ev->prefix;
 		break;
 	case ENG_EV_REUSE_CLAIMED:
 		l->claimed++;
@@ -91,8 +97,15 @@ struct bench {
 
 /* n_slots device slots and n_host host slots (a daemon started for them;
  * an interactive checkpoint there ranks as an agent's after ttl_s idle). */
+static void bench_open_reuse(struct bench *b, const char *preset, uint32_t pages, uint32_t n_slots,
+                             uint32_t n_host, uint64_t ttl_s, uint32_t lanes, uint32_t chunk,
+                             bool prefixes_only);
+
 static void bench_open_host(struct bench *b, const char *preset, uint32_t pages, uint32_t n_slots,
-                            uint32_t n_host, uint64_t ttl_s, uint32_t lanes, uint32_t chunk);
+                            uint32_t n_host, uint64_t ttl_s, uint32_t lanes, uint32_t chunk)
+{
+	bench_open_reuse(b, preset, pages, n_slots, n_host, ttl_s, lanes, chunk, false);
+}
 
 static void bench_open(struct bench *b, const char *preset, uint32_t pages, uint32_t n_slots,
                        uint32_t lanes, uint32_t chunk)
@@ -100,8 +113,10 @@ static void bench_open(struct bench *b, const char *preset, uint32_t pages, uint
 	bench_open_host(b, preset, pages, n_slots, 0, 0, lanes, chunk);
 }
 
-static void bench_open_host(struct bench *b, const char *preset, uint32_t pages, uint32_t n_slots,
-                            uint32_t n_host, uint64_t ttl_s, uint32_t lanes, uint32_t chunk)
+/* ... with prefixes_only: --reuse-prompt off with those slots named. */
+static void bench_open_reuse(struct bench *b, const char *preset, uint32_t pages, uint32_t n_slots,
+                             uint32_t n_host, uint64_t ttl_s, uint32_t lanes, uint32_t chunk,
+                             bool prefixes_only)
 {
 	struct ig_errbuf eb;
 	struct eng_cfg cfg = {.lanes = lanes,
@@ -122,6 +137,7 @@ static void bench_open_host(struct bench *b, const char *preset, uint32_t pages,
 		    b->r.be.ops->alloc(&b->r.be, (uint64_t)n_slots * b->slot_bytes, &b->slots, &eb),
 		    IG_E_OK);
 	cfg.ctx = &b->log;
+	cfg.prefixes_only = prefixes_only;
 	cfg.retained_device = n_slots;
 	cfg.retained_slot_bytes = b->slot_bytes;
 	cfg.retained = (struct be_region){b->slots, (uint64_t)n_slots * b->slot_bytes};
@@ -840,6 +856,135 @@ static void test_host_stale_capture(void **state)
 	free(f);
 }
 
+/* ---- --reuse-prompt off with slots named -------------------------------- */
+
+/* The slots hold shared prefixes only (docs/adr/0037, "Reuse off with slots
+ * named"): the family's requests in this order, each with the prompt
+ * tokens it takes from a slot, and the same tokens as alone. No prompt's
+ * end is retained, so a repeat or an extension of a prompt takes only the
+ * prefix it shares with another prompt, never the prompt's own end. */
+static const struct off_step {
+	uint32_t q, cached;
+} off_steps[] = {
+    {0, 0},  /* a prompt: its end not retained, its tokens remembered */
+    {0, 0},  /* the same again: no checkpoint of its end to claim */
+    {4, 0},  /* parts from 0 at token 80: the 80 retained as a prefix on its way */
+    {7, 80}, /* parts from 0 there too: claims the prefix */
+    {7, 80}, /* the same again: the prefix, not its own end */
+    {1, 80}, /* the first prompt, sampled: the prefix it begins with */
+    {2, 80}, /* an extension of the first: the prefix, not the first's end */
+    {3, 80}, /* an extension of that: the same */
+    {8, 80}, /* the 80 alone: the prefix, its first token from the prefix's logits */
+    {5, 0},  /* two pages, shared with no other prompt */
+    {6, 0},  /* its extension: its end was not retained */
+};
+
+static void off_run(const char *preset, const struct family *f, uint32_t n_dev, uint32_t n_host,
+                    uint32_t lanes, uint32_t chunk)
+{
+	uint32_t out[MAXGEN], n, cached, reused = 0, prefixes = n_dev + n_host ? 1 : 0;
+	struct eng_stats st;
+	struct bench b;
+
+	bench_open_reuse(&b, preset, 64, n_dev, n_host, 300, lanes, chunk, true);
+	for (size_t k = 0; k < sizeof(off_steps) / sizeof(off_steps[0]); k++) {
+		const struct off_step *o = &off_steps[k];
+		uint64_t id = submit(&b, &f->q[o->q]);
+
+		drain(&b);
+		n = result(&b, id, out, &cached);
+		if (n != f->n_want[o->q] || memcmp(out, f->want[o->q], n * sizeof(uint32_t)))
+			fail_msg("%s, reuse off, %u device and %u host slots, %u lanes, chunk %u: "
+			         "step %zu (request %u, %u tokens from a slot) differs from itself "
+			         "alone",
+			         preset, n_dev, n_host, lanes, chunk, k, o->q, cached);
+		if (cached != (prefixes ? o->cached : 0))
+			fail_msg("%s, reuse off, %u device and %u host slots: step %zu (request "
+			         "%u) took %u tokens from a slot; want %u",
+			         preset, n_dev, n_host, k, o->q, cached, prefixes ? o->cached : 0);
+		reused += cached;
+	}
+	eng_stats(b.e, &st);
+	/* one capture, the prefix where 4 parted from 0; no prompt's end */
+	assert_int_equal(b.log.captured, prefixes);
+	assert_int_equal(b.log.prefix_captured, prefixes);
+	assert_int_equal(st.reuse_captures, prefixes);
+	assert_int_equal(st.reuse_prefixes, prefixes);
+	assert_int_equal(st.reuse_skips_slot + st.reuse_skips_host_busy, 0);
+	assert_int_equal(st.reused_tokens, reused);
+	assert_int_equal(st.reused_prefix_tokens, reused);
+	assert_int_equal(st.checkpoints + st.host_checkpoints, prefixes);
+	if (n_host && !n_dev) {
+		assert_int_equal(b.log.host_captured, 1);
+		assert_int_equal(st.reused_host_prefix_tokens, reused);
+	}
+	bench_close(&b);
+}
+
+static void test_off_prefixes_only(void **state)
+{
+	struct family *f = malloc(sizeof(*f));
+
+	(void)state;
+	assert_non_null(f);
+	make_family(f, "tiny-dense", 41);
+	off_run("tiny-dense", f, 2, 0, 1, 7);
+	off_run("tiny-dense", f, 2, 0, 4, 64);
+	off_run("tiny-dense", f, 0, 2, 1, 64); /* host slots, a real daemon */
+	off_run("tiny-dense", f, 2, 2, 4, 7);
+	off_run("tiny-dense", f, 0, 0, 1, 64); /* no slots: nothing reused */
+	make_family(f, "tiny-moe", 47);
+	off_run("tiny-moe", f, 2, 0, 4, 64);
+	off_run("tiny-moe", f, 0, 2, 1, 7);
+	free(f);
+}
+
+/* As many prompts' ends are remembered as there are slots, the least
+ * recently ended forgotten: with one slot, a prompt that parts from one
+ * ended two prompts ago retains nothing; one that parts from the last
+ * (at token 90) retains the prefix there, and the next claims it. */
+static void test_off_remembers_as_many_as_slots(void **state)
+{
+	struct rq q[5];
+	struct rng g = {83};
+	uint32_t out[MAXGEN], want[MAXGEN], n, cached;
+	struct bench b;
+	uint64_t id;
+
+	(void)state;
+	memset(q, 0, sizeof(q));
+	for (int i = 0; i < 2; i++) {
+		q[i].n = 100;
+		fill(&g, q[i].prompt, 100);
+	}
+	q[2] = q[0]; /* parts from 0 at 80 */
+	fill(&g, q[2].prompt + 80, 20);
+	for (int i = 3; i < 5; i++) { /* part from 2 at 90 */
+		q[i] = q[2];
+		fill(&g, q[i].prompt + 90, 10);
+	}
+	for (int i = 0; i < 5; i++) {
+		q[i].max_tokens = 6;
+		q[i].smp = (struct smp_params){0.0f, 0, 1.0f, 0};
+	}
+	bench_open_reuse(&b, "tiny-dense", 64, 1, 0, 0, 1, 64, true);
+	for (int i = 0; i < 4; i++) {
+		id = submit(&b, &q[i]);
+		drain(&b);
+		result(&b, id, out, &cached);
+		assert_int_equal(cached, 0);
+		assert_int_equal(b.log.captured, i == 3 ? 1 : 0);
+	}
+	id = submit(&b, &q[4]);
+	drain(&b);
+	n = result(&b, id, out, &cached);
+	assert_int_equal(cached, 90);
+	assert_int_equal(alone("tiny-dense", &q[4], want), n);
+	assert_memory_equal(out, want, n * sizeof(uint32_t));
+	assert_int_equal(b.log.prefix_captured, 1);
+	bench_close(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -855,6 +1000,8 @@ int main(void)
 	    cmocka_unit_test(test_host_ttl),
 	    cmocka_unit_test(test_host_key_names_the_model),
 	    cmocka_unit_test(test_host_stale_capture),
+	    cmocka_unit_test(test_off_prefixes_only),
+	    cmocka_unit_test(test_off_remembers_as_many_as_slots),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
