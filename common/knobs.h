@@ -69,9 +69,10 @@ enum knob_type {
 	X(PROFILE, "profile", KT_ENUM, "cpu", 0, "cpu|rtx5090|none",                               \
 	  "Bundle of defaults: cpu (the embedded default: cpu backend, a 64 MiB simulated "        \
 	  "device for the tiny models), rtx5090 (the reference's values) or none.")                \
-	X(MODEL, "model", KT_MODEL, "tiny-dense", 0, NULL,                                         \
-	  "The model: qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), tiny-dense, tiny-moe, "  \
-	  "or a model file (a path; ignis-mkmodel writes them).")                                  \
+	X(MODEL, "model", KT_MODEL, "tiny-chat", 0, NULL,                                          \
+	  "The model: qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), tiny-chat (synthetic, "  \
+	  "with a chat template), tiny-dense, tiny-moe, or a model file (a path; ignis-mkmodel "   \
+	  "writes them).")                                                                         \
 	X(BACKEND, "backend", KT_ENUM, "auto", 0, "auto|cpu|cuda",                                 \
 	  "Compute backend: cpu, or cuda (the plan reserves a CUDA context on cuda only); auto: "  \
 	  "cuda when this build has CUDA and NVML finds a device, else cpu.")                      \
