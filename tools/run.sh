@@ -2,15 +2,16 @@
 # `make run`: start Ignis in the foreground on the embedded default
 # configuration (cpu backend, simulated device, tiny-chat: a tiny model with a
 # chat template, whose seeded weights the supervisor writes into its runtime
-# directory at each start), or on IGNIS_CONFIG's configuration, or on
-# MODEL=file.gguf (`make run MODEL=...`). The first line it prints is a chat
-# request (tests/integration/default-chat.sh runs it). Ctrl-C stops
-# everything in order.
+# directory at each start), or on IGNIS_CONFIG's configuration, with the
+# arguments after BUILD added to `ignis-supervisor start` (what `make run`
+# passes: -c CONFIG and the knobs' make variables as flags, tools/knobs.mk).
+# The first line it prints is a chat request (tests/integration/
+# default-chat.sh runs it). Ctrl-C stops everything in order.
+#   tools/run.sh [BUILD [ignis-supervisor start arguments...]]
 set -euo pipefail
 build=${1:-build}
+(($#)) && shift
 sup=$build/supervisor/ignis-supervisor
-args=()
-[[ -n ${MODEL:-} ]] && args=(--model "$MODEL")
 http=${IGNIS_SERVER_HTTP_BIND:-127.0.0.1:8000}
 # the lines' model name, asked of the API when they run: \"$(curl ... | jq ...)\"
 model="\\\"\$(curl -s $http/v1/models | jq -r '.data[0].id')\\\""
@@ -26,4 +27,4 @@ In another terminal, OpenAI's API (the model's name from /v1/models), a chat:
   $sup status
   $sup stop
 TXT
-exec "$sup" start ${IGNIS_CONFIG:+-c "$IGNIS_CONFIG"} "${args[@]}"
+exec "$sup" start ${IGNIS_CONFIG:+-c "$IGNIS_CONFIG"} "$@"
