@@ -2,16 +2,23 @@
 #   make          build (installs missing Debian packages first)
 #   make test     what CI runs: three builds (cuda auto, no cuda, ASan+UBSan) and their tests
 #   make run      start the system on the embedded default configuration
-#                 (MODEL=file.gguf: on that model file)
 #   make demo     a short scenario against it (or a system of its own): agents, then an
 #                 interactive request streaming, then the metrics page
 #   make fuzz     run the protocol decoder under libFuzzer for FUZZ_SECONDS (clang)
-#   make config   print the VRAM plan for a card (MODEL=, LANES=, CONTEXT=,
-#                 DEVICE_FREE_BYTES=, PINNED_EXPERT_BYTES=, ALLOW_EXPERT_CACHE_BELOW_FLOOR=1,
-#                 PROFILE= (default none), BACKEND= (default cuda), CONFIG=FILE)
+#   make config   print the VRAM plan for a card (by default the built-in defaults on
+#                 the cuda backend: PROFILE=none BACKEND=cuda)
+# `make run` and `make config` take the same variables: CONFIG=FILE (-c FILE),
+# and a knob's make variable, VAR=value, which they pass as the knob's flag
+# (tools/knobs.mk, generated from the knob table by `ignis-supervisor
+# makevars`, lists them; docs/reference/knobs.md shows each knob's), e.g.
+#   make run MODEL=file.gguf DEVICE_FREE_BYTES=2G CONTEXT=4096
+#   make config MODEL=flash-next DEVICE_FREE_BYTES=20G ALLOW_EXPERT_CACHE_BELOW_FLOOR=1
 SHELL := /bin/bash
 BUILD ?= build
 FUZZ_SECONDS ?= 60
+include tools/knobs.mk
+# What both verbs pass the supervisor: the configuration file, then the knobs.
+SUP_ARGS = $(if $(CONFIG),-c '$(subst ','\'',$(CONFIG))') $(KNOB_FLAGS)
 # nvcc lives in /usr/local/cuda on our machines; meson finds it on PATH.
 export PATH := $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda/bin:)$(PATH)
 
@@ -30,23 +37,17 @@ test:
 	@tools/test.sh
 
 run: build
-	@$(if $(MODEL),MODEL=$(MODEL)) tools/run.sh $(BUILD)
+	@tools/run.sh $(BUILD) $(SUP_ARGS)
 
 demo: build
 	@tools/demo.sh $(BUILD)
 
-# The plan for a card that may not be here: built-in defaults, cuda backend.
-PROFILE ?= none
-BACKEND ?= cuda
+# The plan for a card that may not be here: unless named, the built-in
+# defaults on the cuda backend.
+config: PROFILE ?= none
+config: BACKEND ?= cuda
 config: build
-	@$(BUILD)/supervisor/ignis-supervisor plan $(if $(CONFIG),-c $(CONFIG)) \
-		--profile $(PROFILE) --backend $(BACKEND) \
-		$(if $(MODEL),--model $(MODEL)) \
-		$(if $(LANES),--spec-decode-lanes $(LANES)) \
-		$(if $(CONTEXT),--model-max-context $(CONTEXT)) \
-		$(if $(DEVICE_FREE_BYTES),--device-free-bytes $(DEVICE_FREE_BYTES)) \
-		$(if $(PINNED_EXPERT_BYTES),--vram-pinned-expert-bytes $(PINNED_EXPERT_BYTES)) \
-		$(if $(filter 1,$(ALLOW_EXPERT_CACHE_BELOW_FLOOR)),--vram-allow-expert-cache-below-floor)
+	@$(BUILD)/supervisor/ignis-supervisor plan $(SUP_ARGS)
 
 fuzz:
 	@tools/install-deps.sh --fuzz

@@ -30,6 +30,23 @@ const struct knob_profile_row knob_profile_rows[] = {
 };
 const size_t knob_nprofile_rows = sizeof(knob_profile_rows) / sizeof(knob_profile_rows[0]);
 
+const char *knob_make_var(enum knob_id id)
+{
+	static const struct {
+		enum knob_id id;
+		const char *var;
+	} rows[] = {
+#define KNOB__MAKE(ID, mvar) {KNOB_##ID, mvar},
+	    KNOB_MAKE_VARS(KNOB__MAKE)
+#undef KNOB__MAKE
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		if (rows[i].id == id)
+			return rows[i].var;
+	return NULL;
+}
+
 const struct knob_other_var knob_other_vars[] = {
 #define KNOB__OTHER(vname, vwho) {vname, vwho},
     KNOB_OTHER_VARS(KNOB__OTHER)

@@ -4,8 +4,9 @@
  * A knob's NAME gives all its spellings: the flag "--NAME", the variable
  * "IGNIS_" + NAME upper-cased with '-' as '_', and the YAML key NAME with '-'
  * as '_'. Flag parsing, the environment overlay, the YAML schema, profiles,
- * `ignis-supervisor --help` and docs/reference/knobs.md are all derived from
- * this table (tests walk every row).
+ * `ignis-supervisor --help`, docs/reference/knobs.md and the Makefile's
+ * variables (KNOB_MAKE_VARS, tools/knobs.mk) are all derived from this
+ * table (tests walk every row).
  *
  * Precedence: flag > environment > YAML > profile > per-model default >
  * built-in default. A knob that the model refuses refuses the start when named
@@ -71,9 +72,10 @@ enum knob_type {
 	X(PROFILE, "profile", KT_ENUM, "cpu", 0, "cpu|rtx5090|none",                               \
 	  "Bundle of defaults: cpu (the embedded default: cpu backend, a 64 MiB simulated "        \
 	  "device for the tiny models), rtx5090 (the reference's values) or none.")                \
-	X(MODEL, "model", KT_MODEL, "tiny-dense", 0, NULL,                                         \
-	  "The model: qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), tiny-dense, tiny-moe, "  \
-	  "or a model file (a path; ignis-mkmodel writes them).")                                  \
+	X(MODEL, "model", KT_MODEL, "tiny-chat", 0, NULL,                                          \
+	  "The model: qwen3.8-27b (27b), qwen3.8-flash-next (flash-next), tiny-chat (synthetic, "  \
+	  "with a chat template), tiny-dense, tiny-moe, or a model file (a path; ignis-mkmodel "   \
+	  "writes them).")                                                                         \
 	X(BACKEND, "backend", KT_ENUM, "auto", 0, "auto|cpu|cuda",                                 \
 	  "Compute backend: cpu, or cuda (the plan reserves a CUDA context on cuda only); auto: "  \
 	  "cuda when this build has CUDA and NVML finds a device, else cpu.")                      \
@@ -228,6 +230,30 @@ struct knob_profile_row {
 /* The rows of KNOB_PROFILES, for the reference page. */
 extern const struct knob_profile_row knob_profile_rows[];
 extern const size_t knob_nprofile_rows;
+
+/*
+ * The make variables: X(ID, "VAR"). `make run` and `make config` take
+ * VAR=value for knob ID and pass it as its flag, --name=value; an empty
+ * VAR is not given. The Makefile reads them from tools/knobs.mk, which
+ * `ignis-supervisor makevars` writes from this list (tests: makevars-fresh
+ * fails when the file is stale, make-vars when a target does not pass one).
+ * A list beside KNOBS rather than a column of it: few knobs have a make
+ * variable, and a knob added without one is not touched here. A name is a
+ * make and shell identifier, none of the Makefile's own (BUILD, CONFIG,
+ * FUZZ_SECONDS: test_knobs).
+ */
+#define KNOB_MAKE_VARS(X)                                                                          \
+	X(PROFILE, "PROFILE")                                                                      \
+	X(MODEL, "MODEL")                                                                          \
+	X(BACKEND, "BACKEND")                                                                      \
+	X(DEVICE_FREE_BYTES, "DEVICE_FREE_BYTES")                                                  \
+	X(MODEL_MAX_CONTEXT, "CONTEXT")                                                            \
+	X(SPEC_DECODE_LANES, "LANES")                                                              \
+	X(VRAM_ALLOW_EXPERT_CACHE_BELOW_FLOOR, "ALLOW_EXPERT_CACHE_BELOW_FLOOR")                   \
+	X(VRAM_PINNED_EXPERT_BYTES, "PINNED_EXPERT_BYTES")
+
+/* Knob id's make variable ("LANES"), or NULL when it has none. */
+const char *knob_make_var(enum knob_id id);
 
 struct knob_def {
 	enum knob_id id;

@@ -200,6 +200,48 @@ const struct mdesc mdesc_builtin[] = {
         .cache_floor_bytes = 2 * MiB, /* the 12 GiB floor, scaled */
         .offload_pool_pages = 128,    /* four default contexts, as 8192 is on Flash-Next */
     },
+    {
+        /* The embedded default (the model knob's default): tiny-dense's shapes
+         * in llama.cpp's qwen3 layout, exactly what mfile_as_qwen3 makes of
+         * tiny-dense (test_mfile holds it to that), so that the file the
+         * supervisor writes for it carries the synthetic gpt2 vocabulary and
+         * a ChatML template, and /v1/chat/completions serves it. */
+        .name = "tiny-chat",
+        .alias = "tiny-chat",
+        .doc = "synthetic, the embedded default: tiny-dense's shapes in llama.cpp's qwen3 "
+               "layout (4 full-attention layers) with a BPE vocabulary and a ChatML template",
+        .family = MDESC_DENSE,
+        .arch = MDESC_ARCH_QWEN3,
+        .layers = TINY_LAYERS,
+        .full_layers = TINY_LAYERS, /* qwen3: every layer full attention */
+        .hidden = TINY_HIDDEN,
+        .q_heads = TINY_HEADS,
+        .kv_heads = TINY_KV,
+        .head_dim = TINY_HD,
+        .vocab = TINY_VOCAB, /* the 259 ids of MDESC_SYNTH_GPT2_VOCAB, one row of padding */
+        .tokenizer = MDESC_TOK_GPT2,
+        .eos_id = MDESC_SYNTH_GPT2_EOS, /* <|im_end|> */
+        .ffn_inter = TINY_DENSE_INTER,
+        .full_interval = 1,
+        .rope_dims = TINY_HD, /* qwen3 rotates the whole head */
+        .attn_ungated = true,
+        .tied_output = true,
+        .rope_theta = 10000.0f,
+        .rms_eps = 1e-6f,
+        .weight_bytes = 0,      /* derived from the tensor list (norms in F32) */
+        .state_image_bytes = 0, /* derived: no linear layer, the header's 4,096 B */
+        .fixed_lanes = 4,
+        .default_lanes = 4,
+        .max_lanes = 4,
+        .default_context = 2048,
+        /* a qwen3 file carries none of Ignis's knobs: these are the ones it
+         * gets (MFILE_QWEN3_LANES, _CHUNK, _MAX_TOKENS), so the plan of this
+         * description is the plan of its file */
+        .default_chunk = 512,
+        .default_max_tokens = 512,
+        .default_retained_host = 0,
+        .default_kv_disk_bytes = 0,
+    },
 };
 const unsigned mdesc_nbuiltin = sizeof(mdesc_builtin) / sizeof(mdesc_builtin[0]);
 
@@ -214,7 +256,7 @@ const struct mdesc *mdesc_find(const char *name)
 const char *mdesc_names(void)
 {
 	return "qwen3.8-27b (alias 27b), qwen3.8-flash-next (alias flash-next), tiny-dense, "
-	       "tiny-moe";
+	       "tiny-moe, tiny-chat";
 }
 
 uint64_t mdesc_kv_head_bytes(enum mdesc_kv_format f, uint32_t head_dim)
@@ -502,7 +544,15 @@ void mdesc_for_each_tensor(const struct mdesc *m, mdesc_tensor_fn fn, void *ctx)
 #undef T
 }
 
+bool mdesc_tensor_f32(const struct mdesc *m, const char *name, uint32_t n_dims)
+{
+	return m->arch != MDESC_ARCH_IGNIS &&
+	       (n_dims == 1 || strstr(name, "_norm.weight") || strstr(name, "ffn_gate_inp") ||
+	        strstr(name, "ssm_conv1d"));
+}
+
 struct mdesc__sum {
+	const struct mdesc *m;
 	uint64_t device, experts;
 };
 
@@ -510,9 +560,8 @@ static void mdesc__add(void *ctx, const char *name, uint32_t n_dims, const uint6
                        bool expert)
 {
 	struct mdesc__sum *s = ctx;
-	uint64_t b = 2; /* bf16 */
+	uint64_t b = mdesc_tensor_f32(s->m, name, n_dims) ? 4 : 2; /* else bf16 */
 
-	(void)name;
 	for (uint32_t i = 0; i < n_dims; i++)
 		b *= dims[i];
 	if (expert)
@@ -523,7 +572,7 @@ static void mdesc__add(void *ctx, const char *name, uint32_t n_dims, const uint6
 
 uint64_t mdesc_weight_bytes(const struct mdesc *m)
 {
-	struct mdesc__sum s = {0, 0};
+	struct mdesc__sum s = {m, 0, 0};
 
 	if (m->weight_bytes)
 		return m->weight_bytes;
@@ -533,7 +582,7 @@ uint64_t mdesc_weight_bytes(const struct mdesc *m)
 
 uint64_t mdesc_expert_bytes(const struct mdesc *m)
 {
-	struct mdesc__sum s = {0, 0};
+	struct mdesc__sum s = {m, 0, 0};
 
 	if (m->family != MDESC_MOE || m->expert_host_bytes)
 		return m->expert_host_bytes;

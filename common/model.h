@@ -47,6 +47,13 @@ enum mdesc_tokenizer { MDESC_TOK_NONE = 1, MDESC_TOK_BYTES = 2, MDESC_TOK_GPT2 =
 #define MDESC_BYTES_VOCAB 260u
 #define MDESC_BYTES_EOS   257u
 
+/* The gpt2 vocabulary of our synthetic files in llama.cpp's layouts
+ * (model/mfile.c writes it): GPT-2's 256 byte characters (id b is the byte
+ * b), then <|endoftext|>, <|im_start|> and <|im_end|>, its eos; more rows
+ * are padding. No merges: a text is one token a byte. */
+#define MDESC_SYNTH_GPT2_VOCAB 259u
+#define MDESC_SYNTH_GPT2_EOS   258u
+
 /* Expert classes: 2 projection shapes x 4 bit widths (docs/design.md, section 2):
  * 0..3 gate_up at 2, 2.5, 3 and 4 bits, 4..7 down at the same widths. One
  * expert is one gate_up record and one down record. */
@@ -248,8 +255,17 @@ bool mdesc_lin_a_neg(const struct mdesc *m);
  */
 void mdesc_tensor_name(const struct mdesc *m, int layer, const char *what, char *out, size_t cap);
 
+/* True when a file of m's layout holds tensor `name` (n_dims) in F32 at
+ * any dtype: in llama.cpp's layouts, what its converter always writes so
+ * (vectors, norms, the routers, the convolution); in ours, nothing. The
+ * synthetic writer (mfile_tensor_type) and the derived figures below follow
+ * this one rule. */
+bool mdesc_tensor_f32(const struct mdesc *m, const char *name, uint32_t n_dims);
+
 /* Bytes of the device weights (experts excluded) and of every expert: as
- * carried, or derived from the tensor list at bf16 when the field is 0. */
+ * carried, or derived from the tensor list when the field is 0, as a bf16
+ * synthetic file holds them (bf16, but F32 where mdesc_tensor_f32 says): a
+ * built-in's plan has the figures of the file the supervisor writes for it. */
 uint64_t mdesc_weight_bytes(const struct mdesc *m);
 uint64_t mdesc_expert_bytes(const struct mdesc *m);
 

@@ -985,9 +985,7 @@ uint32_t mfile_tensor_type(const struct mdesc *m, enum mfile_dtype dtype, const 
 
 	/* llama.cpp's layouts: what its converter always writes in F32 (vectors,
 	 * norms, the routers, the convolution) */
-	if (m->arch != MDESC_ARCH_IGNIS &&
-	    (n_dims == 1 || strstr(name, "_norm.weight") || strstr(name, "ffn_gate_inp") ||
-	     strstr(name, "ssm_conv1d")))
+	if (mdesc_tensor_f32(m, name, n_dims))
 		return GGUF_TENSOR_F32;
 	if (!q || q->block_elems == 1)
 		return (uint32_t)dtype;

@@ -52,9 +52,10 @@
 #define MFILE_LLAMA_MOE_POOL_PAGES    8192u
 #define MFILE_LLAMA_MOE_FLOOR         (12ull << 30)
 /* A synthetic qwen3 file's vocabulary: the 256 byte tokens, <|endoftext|>,
- * <|im_start|>, <|im_end|> (its eos); more rows are padding. */
-#define MFILE_QWEN3_VOCAB 259u
-#define MFILE_QWEN3_EOS   258u
+ * <|im_start|>, <|im_end|> (its eos); more rows are padding (common/model.h,
+ * where the built-in tiny-chat takes its eos from). */
+#define MFILE_QWEN3_VOCAB MDESC_SYNTH_GPT2_VOCAB
+#define MFILE_QWEN3_EOS   MDESC_SYNTH_GPT2_EOS
 
 /* The largest value a U32 key may take (2^24): two shapes multiplied (a
  * matrix, 2^48 elements) always fit in 64 bits with room for the sums; a

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The serving path's share of the time to first token, and a burst's
 # admission (docs/benchmarks.md): starts Ignis on the embedded default (cpu
-# backend, the tiny dense model) or on MODEL=file.gguf in a private runtime
+# backend, the tiny-chat model) or on MODEL=file.gguf in a private runtime
 # directory, with its HTTP API on a free loopback port, runs ignis-ttft
 # against it and stops it.
 #   tools/bench-ttft.sh [BUILD] [ignis-ttft options: --reps N --burst N]

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: a short scenario against Ignis. Uses the system `make run`
 # started (the default runtime directory) when one answers; otherwise starts
-# one of its own on the embedded default (cpu backend, the tiny dense model)
+# one of its own on the embedded default (cpu backend, the tiny-chat model)
 # in a private runtime directory and stops it at the end.
 #   1. three agent requests, submitted together, run in the background;
 #   2. then an interactive one, whose tokens stream to the terminal as they
@@ -54,10 +54,9 @@ else
 fi
 
 echo "== 1. three agent requests, together, in the background"
-# (greedy: on the embedded default, tasks 3 and 5 run about 400 tokens before
-# an end of sequence, so they still hold their pages when the interactive
-# request comes, and it makes one of them move; task 8 ended after 152, in
-# a race with the interactive request's arrival on a fast machine)
+# (greedy: on the embedded default, tasks 3 and 5 meet no end of sequence
+# and run to their 400-token cap, so they still hold their pages when the
+# interactive request comes, and it makes room by moving agents out)
 agents=()
 for i in 3 5 1; do
 	max=400

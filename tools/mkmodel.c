@@ -7,15 +7,17 @@
  *                 [--name NAME]
  *
  * Presets: the built-in descriptions (common/model.c): tiny-dense and
- * tiny-moe for tests (a few MB), qwen3.8-27b (27b) and qwen3.8-flash-next
- * (flash-next), the reference shapes for GPU runs. --set changes any key of
+ * tiny-moe for tests (a few MB), tiny-chat (the embedded default:
+ * tiny-dense's shapes in llama.cpp's qwen3 layout, with its vocabulary and
+ * chat template), qwen3.8-27b (27b) and qwen3.8-flash-next (flash-next), the
+ * reference shapes for GPU runs. --set changes any key of
  * the file's description (the table mfile_keys[], by field or file key) on
  * top of the preset; the result is checked by the rules mfile_open applies
  * (mfile_check_desc), so every file written loads. A file whose shape is not
  * a built-in model's may not carry that model's name: with --set changes the
  * default name is "<preset>-custom". --tokenizer names the file's tokenizer
- * (tokenizer.ggml.model): the preset's by default (bytes for the tiny
- * models, none for the reference shapes, whose BPE is not built); the
+ * (tokenizer.ggml.model): the preset's by default (bytes for tiny-dense and
+ * tiny-moe, none for the reference shapes, whose BPE is not built); the
  * byte-level tokenizer has exactly 260 ids, so a vocabulary of another size
  * takes --tokenizer none (token ids only).
  *
@@ -125,12 +127,13 @@ static void usage(FILE *f, bool full)
 	    "      --tokenizer T   bytes (the byte-level tokenizer: exactly 260 ids) or none\n"
 	    "                      (token ids only: no text, no end of sequence); default:\n"
 	    "                      the preset's\n"
-	    "      --layout L      ignis (default: ours, " MFILE_ARCH ") or one of llama.cpp's,\n"
+	    "      --layout L      ignis (ours, " MFILE_ARCH ") or one of llama.cpp's,\n"
 	    "                      which llama.cpp loads too (output tied to the embedding, a\n"
-	    "                      synthetic gpt2 vocabulary): qwen3 (a dense preset's shapes,\n"
-	    "                      every layer full attention, no output gate), qwen35 (a\n"
-	    "                      dense preset's hybrid), qwen35moe or qwen3next (a moe\n"
-	    "                      preset's hybrid)\n"
+	    "                      synthetic gpt2 vocabulary and a ChatML template): qwen3 (a\n"
+	    "                      dense preset's shapes, every layer full attention, no\n"
+	    "                      output gate), qwen35 (a dense preset's hybrid), qwen35moe\n"
+	    "                      or qwen3next (a moe preset's hybrid); default: the\n"
+	    "                      preset's (ours, but qwen3 for tiny-chat)\n"
 	    "      --name NAME     the model's name in the file, 1 to 63 bytes (default: the\n"
 	    "                      preset's, or PRESET-custom when --set changed the shape);\n"
 	    "                      a built-in model's name only with that model's shape\n"
@@ -473,7 +476,7 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	struct mk mk = {.dtype = MFILE_BF16, .seed = 1};
-	const char *preset = NULL, *name = NULL, *tokenizer = NULL, *layout = "ignis";
+	const char *preset = NULL, *name = NULL, *tokenizer = NULL, *layout = NULL;
 	char **sets = calloc((size_t)argc + 1, sizeof(char *));
 	int nsets = 0, c, rc;
 	struct mfile_synthetic s;
@@ -574,6 +577,17 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	mk.m = *mk.preset;
+	/* a preset in one of llama.cpp's layouts (tiny-chat) stays in it: its
+	 * file carries its own vocabulary, and ours is its source preset's */
+	if (mk.preset->arch != MDESC_ARCH_IGNIS &&
+	    (tokenizer || (layout && !strcmp(layout, "ignis")))) {
+		fprintf(stderr,
+		        PROG ": preset %s is in llama.cpp's %s layout, which writes its own gpt2 "
+		             "vocabulary: no --tokenizer, no --layout ignis\n",
+		        mk.preset->name, mdesc_arch_name(mk.preset->arch));
+		rc = 2;
+		goto out;
+	}
 	if (tokenizer && (!mdesc_tokenizer_of(tokenizer, strlen(tokenizer), &mk.m.tokenizer) ||
 	                  mk.m.tokenizer == MDESC_TOK_GPT2)) {
 		fprintf(stderr,
@@ -584,7 +598,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	rc = mk_apply_sets(&mk, sets, nsets);
-	if (!rc && strcmp(layout, "ignis")) {
+	if (!rc && layout && strcmp(layout, "ignis")) {
 		struct mdesc lm;
 		struct ig_errbuf leb = {0};
 		int arch = MDESC_ARCH_QWEN3;

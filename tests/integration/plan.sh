@@ -27,7 +27,7 @@ has() { grep -qF -- "$2" <<<"$1" || fail "missing '$2' in: $1"; }
 
 step "the embedded default plans: a table, then the event as one JSON line"
 run 0 plan
-has "$out" "VRAM plan: tiny-dense"
+has "$out" "VRAM plan: tiny-chat"
 tail -1 <<<"$out" | jq -e '.event == "ignis.runtime.vram_plan"' >/dev/null || fail "last line is not the event"
 
 step "--json: only JSON lines, every field of reference-facts section 4"
@@ -118,10 +118,12 @@ has "$err" "short by 240418816 bytes"
 [[ $err == *"--model-kv-format" ]] || fail "the refusal does not end with its last knob: $err"
 
 step "a device figure beyond what a pool counts: plan and start refuse the same way (issue 13, item 12)"
+# the embedded default (tiny-chat): (2^64 - 1 - 8 MiB of headroom - 8,597,504 B
+# of lines) / 18,432 B a page = 1,000,799,917,192,521 pages
 IGNIS_DEVICE_FREE_BYTES=18446744073709551615 "$sup" plan >"$work/out" 2>"$work/err"
 [[ $? == 3 ]] || fail "plan with 2^64-1 bytes free did not refuse: $(cat "$work/out" "$work/err")"
 plan_err=$(cat "$work/err")
-has "$plan_err" "a KV pool of 4003199668770351 pages"; has "$plan_err" "(from IGNIS_DEVICE_FREE_BYTES)"
+has "$plan_err" "a KV pool of 1000799917192521 pages"; has "$plan_err" "(from IGNIS_DEVICE_FREE_BYTES)"
 has "$plan_err" "more than the 4294967295 pages a pool counts"; has "$plan_err" "Turn: a smaller --device-free-bytes"
 IGNIS_DEVICE_FREE_BYTES=18446744073709551615 "$sup" start --runtime-dir "$work/rt12" >/dev/null 2>"$work/err"
 [[ $? == 3 ]] || fail "start with 2^64-1 bytes free did not refuse: $(cat "$work/err")"
@@ -186,7 +188,7 @@ has "$err" "bad.gguf"; has "$err" "not a GGUF file"
 
 step "the cpu backend's simulated device takes an oversubscribed plan, as the plan said (issue 13, item 13)"
 # Above free memory (100M on the cpu profile's 64M device), and below the
-# plan's minimum (7M, under tiny-dense's fixed lines): the plan warns, and the
+# plan's minimum (7M, under the embedded default's 8,597,504 B of lines): the plan warns, and the
 # worker lays out all it planned on a device that pages, as the spec's Windows.
 for budget in 100M 7M; do
 	: >"$events"

@@ -197,14 +197,14 @@ step "the shipped example configuration (etc/ignis.yaml) serves its built-in mod
 src=$(cd "$(dirname "$0")/../.." && pwd)
 start_sup -c "$src/etc/ignis.yaml"
 grep -q '"ignis.frontdoor.listening".*"serving":true' "$events" || fail "the door does not serve"
-grep -q '"ignis.supervisor.builtin_weights".*"model":"tiny-dense"' "$events" || fail "no weights written"
+grep -q '"ignis.supervisor.builtin_weights".*"model":"tiny-chat"' "$events" || fail "no weights written"
 "$build/client/ignis-client" --runtime-dir "$rt" generate --prompt hello --max-tokens 12 \
 	>"$work/example.got" || fail "generate on the example configuration"
-"$build/tools/ignis-mkmodel" --preset tiny-dense --seed 1 -o "$work/td.gguf" 2>/dev/null || fail "mkmodel"
+"$build/tools/ignis-mkmodel" --preset tiny-chat --seed 1 -o "$work/td.gguf" 2>/dev/null || fail "mkmodel"
 "$build/tools/ignis-generate" --model "$work/td.gguf" --prompt hello --max-tokens 12 \
 	--kv-format compact >"$work/example.want" || fail "in-process generate"
 cmp -s "$work/example.got" "$work/example.want" ||
-	fail "the example's tokens differ from ignis-mkmodel --preset tiny-dense --seed 1's"
+	fail "the example's tokens differ from ignis-mkmodel --preset tiny-chat --seed 1's"
 kill -TERM "$sup_pid"; wait "$sup_pid"; sup_pid=
 [[ ! -e $rt ]] || [[ -z $(ls -A "$rt") ]] || fail "left in $rt: $(ls -A "$rt")"
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The knob reference page is generated from the knob table; fail when the
-# committed page is stale. Regenerate: build/supervisor/ignis-supervisor reference > docs/reference/knobs.md
+# A file generated from the knob table is committed: fail when it is stale.
+#   reference-fresh.sh SUPERVISOR FILE [COMMAND]
+# COMMAND is the supervisor's command that writes FILE: `reference` (the
+# default) for docs/reference/knobs.md, `makevars` for tools/knobs.mk.
+# Regenerate: build/supervisor/ignis-supervisor COMMAND > FILE
 set -uo pipefail
-sup=$1 page=$2
-if ! diff -u "$page" <("$sup" reference); then
-	echo "FAIL: $page is stale; regenerate it with: $sup reference > $page" >&2
+sup=$1 page=$2 cmd=${3:-reference}
+if ! diff -u "$page" <("$sup" "$cmd"); then
+	echo "FAIL: $page is stale; regenerate it with: $sup $cmd > $page" >&2
 	exit 1
 fi
-echo "reference page matches the knob table"
+echo "$page matches the knob table"

@@ -803,14 +803,17 @@ static void test_help(void **state)
 
 		row_init(&r, i);
 		snprintf(row, sizeof(row), "--help, %s", r.d->name);
-		/* "  --name <type> doc [IGNIS_NAME; default D]", "; accepted A" before
-		 * the ']' where the table says what it accepts */
+		/* "  --name <type> doc [IGNIS_NAME; default D]", "; make VAR" after
+		 * the variable where the knob has one, "; accepted A" before the ']'
+		 * where the table says what it accepts */
 		snprintf(want, sizeof(want), "  %s ", r.flag);
 		if (!strstr(out, want)) {
 			free(out);
 			fail_msg("%s: no line starts with \"%s\"", row, want);
 		}
-		snprintf(want, sizeof(want), "[%s; default %s%s%s]", r.env, default_text(r.d),
+		snprintf(want, sizeof(want), "[%s%s%s; default %s%s%s]", r.env,
+		         knob_make_var(r.id) ? "; make " : "",
+		         knob_make_var(r.id) ? knob_make_var(r.id) : "", default_text(r.d),
 		         r.d->accepted ? "; accepted " : "", r.d->accepted ? r.d->accepted : "");
 		if (!strstr(out, want)) {
 			free(out);
@@ -832,8 +835,11 @@ static void test_reference(void **state)
 
 		row_init(&r, i);
 		snprintf(row, sizeof(row), "reference, %s", r.d->name);
-		snprintf(want, sizeof(want), "| `%s` | `%s` | `%s` | %s |", r.flag, r.env, r.key,
-		         default_text(r.d));
+		/* the make column: `VAR`, or empty */
+		snprintf(want, sizeof(want), "| `%s` | `%s` | `%s` | %s%s%s | %s |", r.flag, r.env,
+		         r.key, knob_make_var(r.id) ? "`" : "",
+		         knob_make_var(r.id) ? knob_make_var(r.id) : "",
+		         knob_make_var(r.id) ? "`" : "", default_text(r.d));
 		at = strstr(out, want);
 		if (!at) {
 			free(out);
@@ -850,6 +856,50 @@ static void test_reference(void **state)
 		}
 	}
 	free(out);
+}
+
+/* The make variables (KNOB_MAKE_VARS): each a make and shell identifier, one
+ * a knob and none twice, none of the Makefile's own variables (they would
+ * be taken for the knob's), none an IGNIS_* name (make hands a command-line
+ * variable to the recipe's environment, where the supervisor reads those);
+ * the spec's two among them. */
+static void test_make_vars(void **state)
+{
+	static const char *const makefiles_own[] = {"BUILD", "CONFIG", "FUZZ_SECONDS", "SHELL",
+	                                            "PATH",  "MAKE",   "MAKEFLAGS"};
+	int named = 0;
+
+	(void)state;
+	for (int i = 0; i < KNOB__COUNT; i++) {
+		const char *v = knob_make_var((enum knob_id)i);
+
+		if (!v)
+			continue;
+		named++;
+		if (knob_defs[i].type == KT_REMOVED)
+			fail_msg("%s: a removed knob has the make variable %s", knob_defs[i].name,
+			         v);
+		if (!v[0] || !(v[0] >= 'A' && v[0] <= 'Z') ||
+		    strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != strlen(v))
+			fail_msg("%s: make variable '%s' is not an upper-case identifier",
+			         knob_defs[i].name, v);
+		if (!strncmp(v, "IGNIS_", 6))
+			fail_msg("%s: make variable '%s' is an IGNIS_* name", knob_defs[i].name, v);
+		for (size_t j = 0; j < sizeof(makefiles_own) / sizeof(makefiles_own[0]); j++)
+			if (!strcmp(v, makefiles_own[j]))
+				fail_msg("%s: make variable '%s' is the Makefile's own",
+				         knob_defs[i].name, v);
+		for (int j = 0; j < i; j++)
+			if (knob_make_var((enum knob_id)j) &&
+			    !strcmp(knob_make_var((enum knob_id)j), v))
+				fail_msg("%s and %s: both have the make variable %s",
+				         knob_defs[j].name, knob_defs[i].name, v);
+	}
+	assert_true(named >= 2);
+	assert_string_equal(knob_make_var(KNOB_VRAM_ALLOW_EXPERT_CACHE_BELOW_FLOOR),
+	                    "ALLOW_EXPERT_CACHE_BELOW_FLOOR");
+	assert_string_equal(knob_make_var(KNOB_VRAM_PINNED_EXPERT_BYTES), "PINNED_EXPERT_BYTES");
+	assert_null(knob_make_var(KNOB_RUNTIME_DIR));
 }
 
 /* ---- cross-knob rules --------------------------------------------------------- */
@@ -1564,6 +1614,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rows_bad, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_help, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reference, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_make_vars, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rules, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_headroom_and_budget, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_env_unknown, setup, teardown),

@@ -49,10 +49,11 @@ static void cover(unsigned char *map, uint64_t page, uint64_t off, uint64_t n, c
  * (several heads, an indexer key that is not a multiple of anything). */
 static void test_page_layout(void **state)
 {
-	struct mdesc shapes[6];
+	struct mdesc shapes[16];
 	unsigned n = 0;
 
 	(void)state;
+	assert_true(mdesc_nbuiltin + 2 <= sizeof(shapes) / sizeof(shapes[0]));
 	for (unsigned i = 0; i < mdesc_nbuiltin; i++)
 		shapes[n++] = mdesc_builtin[i];
 	shapes[n] = mdesc_builtin[3];

@@ -75,12 +75,16 @@ static void write_model(const char *preset, uint64_t seed, enum mfile_dtype dt, 
 		fail_msg("write %s: %s", preset, eb.msg);
 }
 
+/* The file a tiny built-in's start writes (sup__builtin_weights: bf16, seed 1)
+ * describes that built-in: the keys, the knob defaults a file gives, and every
+ * figure its plan takes, so that the plan the supervisor prints is the plan
+ * of the file it serves (docs/adr/0019). */
 static void test_roundtrip_matches_the_builtin(void **state)
 {
-	static const char *const presets[] = {"tiny-dense", "tiny-moe"};
+	static const char *const presets[] = {"tiny-dense", "tiny-moe", "tiny-chat"};
 
 	(void)state;
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		const struct mdesc *b = mdesc_find(presets[i]);
 		struct ig_errbuf eb;
 		struct mfile f;
@@ -101,6 +105,9 @@ static void test_roundtrip_matches_the_builtin(void **state)
 		assert_int_equal(f.desc.vocab, b->vocab);
 		assert_int_equal(f.desc.default_context, b->default_context);
 		assert_int_equal(f.desc.default_lanes, b->default_lanes);
+		assert_int_equal(f.desc.arch, b->arch);
+		assert_int_equal(mdesc_eos(&f.desc), mdesc_eos(b));
+		assert_true(mfile_same_shape(&f.desc, b)); /* every key, the knobs' defaults too */
 		/* the figures the plan uses, from the tensors themselves */
 		assert_int_equal(mdesc_weight_bytes(&f.desc), mdesc_weight_bytes(b));
 		assert_int_equal(mdesc_expert_bytes(&f.desc), mdesc_expert_bytes(b));
@@ -118,6 +125,27 @@ static void test_roundtrip_matches_the_builtin(void **state)
 		}
 		mfile_close(&f);
 	}
+}
+
+/* The embedded default, tiny-chat, is tiny-dense in llama.cpp's qwen3
+ * layout: what `ignis-mkmodel --preset tiny-dense --layout qwen3` writes,
+ * under the built-in's name. */
+static void test_tiny_chat_is_tiny_dense_as_qwen3(void **state)
+{
+	const struct mdesc *chat = mdesc_find("tiny-chat");
+	struct mdesc q3;
+
+	(void)state;
+	mfile_as_qwen3(mdesc_find("tiny-dense"), &q3);
+	assert_true(mfile_same_shape(chat, &q3));
+	assert_int_equal(chat->full_layers, q3.full_layers);
+	assert_int_equal(chat->eos_id, q3.eos_id);
+	assert_int_equal(chat->fixed_lanes, q3.fixed_lanes);
+	assert_int_equal(chat->default_retained_host, q3.default_retained_host);
+	assert_int_equal(mdesc_weight_bytes(chat), mdesc_weight_bytes(&q3));
+	assert_int_equal(mdesc_state_image_bytes(chat), mdesc_state_image_bytes(&q3));
+	assert_int_equal(mdesc_kv_bytes_per_token(chat, MDESC_KV_COMPACT),
+	                 mdesc_kv_bytes_per_token(&q3, MDESC_KV_COMPACT));
 }
 
 /* The tokenizer comes from the file: the byte-level one of the tiny
@@ -1355,6 +1383,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip_matches_the_builtin),
+	    cmocka_unit_test(test_tiny_chat_is_tiny_dense_as_qwen3),
 	    cmocka_unit_test(test_tokenizer_kind),
 	    cmocka_unit_test(test_same_seed_same_bytes),
 	    cmocka_unit_test(test_identity),

@@ -415,7 +415,7 @@ static const struct row rows[] = {
      0,
      0,
      {"whatever"}},
-    {"tiny-dense on the embedded default",
+    {"the embedded default (tiny-chat)",
      "profile=cpu backend=cpu",
      IG_E_OK,
      VPLAN_RESIDENT,
@@ -835,11 +835,12 @@ static void test_adaptation_below_the_lines(void **state)
 	assert_int_equal(over.total_bytes, over.minimum_bytes);
 	assert_int_equal(over.pool_pages, at.pool_pages);
 	assert_int_equal(over.context, at.context);
-	/* tiny-dense, the same rule at its own scale (the embedded default's
-	 * 4 lanes and 64K-token spare) */
-	assert_int_equal(plan_of("profile=cpu backend=cpu vram-budget-bytes=7M", &p, &eb),
-	                 IG_E_PLAN_REFUSED);
-	over = ok_plan("profile=cpu backend=cpu vram-budget-bytes=7M "
+	/* tiny-dense, the same rule at its own scale (4 lanes and the 64K-token
+	 * spare) */
+	assert_int_equal(
+	    plan_of("model=tiny-dense profile=cpu backend=cpu vram-budget-bytes=7M", &p, &eb),
+	    IG_E_PLAN_REFUSED);
+	over = ok_plan("model=tiny-dense profile=cpu backend=cpu vram-budget-bytes=7M "
 	               "vram-allow-oversubscription=on");
 	assert_int_equal(over.minimum_bytes, (7ull << 20) + p.shortfall_bytes);
 	assert_int_equal(over.total_bytes, over.minimum_bytes);
@@ -892,9 +893,11 @@ static void test_pool_pages_fit_the_worker(void **state)
 
 	(void)state;
 	assert_int_equal(VPLAN_MAX_POOL_PAGES, 4294967295ull);
-	assert_int_equal(
-	    plan_of("profile=cpu backend=cpu device-free-bytes=18446744073709551615", &p, &eb),
-	    IG_E_PLAN_REFUSED);
+	/* tiny-dense: 4,608 B a page */
+	assert_int_equal(plan_of("model=tiny-dense profile=cpu backend=cpu "
+	                         "device-free-bytes=18446744073709551615",
+	                         &p, &eb),
+	                 IG_E_PLAN_REFUSED);
 	assert_non_null(strstr(p.refusal, "4003199668770351 pages"));
 	assert_non_null(strstr(p.refusal, "more than the 4294967295 pages"));
 	assert_non_null(strstr(p.refusal, "(from --device-free-bytes)"));
@@ -902,8 +905,8 @@ static void test_pool_pages_fit_the_worker(void **state)
 	                    "--device-free-bytes, --vram-budget-bytes, --vram-kv-pool-bytes");
 	assert_int_equal(p.shortfall_bytes, (4003199668770351ull - 4294967295ull) * 4608);
 	/* an explicit budget as large, oversubscribed: the budget is the knob */
-	assert_int_equal(plan_of("profile=cpu backend=cpu vram-budget-bytes=16384T "
-	                         "vram-allow-oversubscription=on",
+	assert_int_equal(plan_of("model=tiny-dense profile=cpu backend=cpu "
+	                         "vram-budget-bytes=16384T vram-allow-oversubscription=on",
 	                         &p, &eb),
 	                 IG_E_PLAN_REFUSED);
 	assert_string_equal(p.knobs, "--vram-budget-bytes, --vram-kv-pool-bytes");
@@ -913,10 +916,11 @@ static void test_pool_pages_fit_the_worker(void **state)
 	    IG_E_PLAN_REFUSED);
 	assert_non_null(strstr(p.refusal, "more than the 4294967295 pages"));
 	/* a named pool: exactly the limit starts, one page more is refused */
-	p = ok_plan("profile=cpu backend=cpu device-free-bytes=18446744073709551615 "
-	            "vram-kv-pool-bytes=274877906880tok");
+	p = ok_plan("model=tiny-dense profile=cpu backend=cpu "
+	            "device-free-bytes=18446744073709551615 vram-kv-pool-bytes=274877906880tok");
 	assert_int_equal(p.pool_pages, 4294967295ull);
-	assert_int_equal(plan_of("profile=cpu backend=cpu device-free-bytes=18446744073709551615 "
+	assert_int_equal(plan_of("model=tiny-dense profile=cpu backend=cpu "
+	                         "device-free-bytes=18446744073709551615 "
 	                         "vram-kv-pool-bytes=274877906944tok",
 	                         &p, &eb),
 	                 IG_E_PLAN_REFUSED);
