@@ -105,7 +105,7 @@ void door_close(struct door *d);
 /*
  * In-process clients (the HTTP API): a request submitted here takes the
  * same queue, fairness, checks and pump into the worker as an nng client's
- * fd_submit, with no socket between (docs/adr/0040). Each request is a
+ * fd_submit, with no socket between (docs/adr/0041). Each request is a
  * handle the caller holds until door_local_release; the door tells of news
  * by calling the caller's wake function, once per arming.
  *

@@ -1,6 +1,6 @@
 /*
  * http.h - OpenAI's HTTP API on the supervisor (--server-http-bind; issue
- * 16, docs/http.md, docs/adr/0034 and 0040): POST /v1/chat/completions and
+ * 16, docs/http.md, docs/adr/0034 and 0041): POST /v1/chat/completions and
  * /v1/completions, streamed as server-sent events or whole; GET /v1/models,
  * /health (the process lives), /ready (the worker runs the model) and
  * /metrics.
