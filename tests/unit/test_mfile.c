@@ -480,10 +480,35 @@ static void test_malformed_files(void **state)
 	     "ignis.vocab_size",
 	     {"'bytes' is the byte-level tokenizer of 260 ids", "(vocab) is 300"}},
 	};
+	/* counts that drive the walks over the layers and the experts' tables:
+	 * each refused by its bound before any walk (issue 26, item 8) */
+	static const struct {
+		const char *name;
+		const char *from, *key;
+		uint32_t value;
+		const char *say[2];
+	} counts[] = {
+	    {"2^24 blocks",
+	     "ok.gguf",
+	     "ignis.block_count",
+	     1u << 24,
+	     {"ignis.block_count (layers) is 16777216", "accepted: 1 to 4096"}},
+	    {"more blocks than the file's tensors hold",
+	     "ok.gguf",
+	     "ignis.block_count",
+	     40,
+	     {"ignis.block_count (layers) is 40", "tensors hold at most 4 layers"}},
+	    {"2^24 experts",
+	     "okmoe.gguf",
+	     "ignis.expert_count",
+	     1u << 24,
+	     {"ignis.expert_count (experts) is 16777216", "accepted: 1 to 65536"}},
+	};
 	int failures = 0;
 
 	(void)state;
 	write_model("tiny-dense", 1, MFILE_BF16, "ok.gguf");
+	write_model("tiny-moe", 1, MFILE_BF16, "okmoe.gguf");
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct ig_errbuf eb = {0};
 		struct mfile f;
@@ -510,6 +535,31 @@ static void test_malformed_files(void **state)
 			       eb.msg);
 			failures++;
 		}
+	}
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		struct ig_errbuf eb = {0};
+		struct mfile f;
+		char path[320];
+		int rc;
+
+		mut_u32 = counts[i].value;
+		rewrite(counts[i].from, "bad.gguf", M_SET_U32, counts[i].key);
+		path_of(path, sizeof(path), "bad.gguf");
+		rc = mfile_open(&f, path, &eb);
+		if (rc == IG_E_OK)
+			mfile_close(&f);
+		if (rc != IG_E_INVAL) {
+			printf("FAIL %s: %s, wanted IG_E_INVAL %s\n", counts[i].name,
+			       ig_err_name(rc), eb.msg);
+			failures++;
+			continue;
+		}
+		for (int w = 0; w < 2; w++)
+			if (!strstr(eb.msg, counts[i].say[w]) || !strstr(eb.msg, "bad.gguf")) {
+				printf("FAIL %s: message lacks '%s' or the file: %s\n",
+				       counts[i].name, counts[i].say[w], eb.msg);
+				failures++;
+			}
 	}
 	assert_int_equal(failures, 0);
 }
@@ -557,6 +607,16 @@ static void test_qwen3_layout(void **state)
 	rewrite("q3.gguf", "q3bad.gguf", M_DROP_KEY, "tokenizer.ggml.merges");
 	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
 	assert_non_null(strstr(eb.msg, "tokenizer.ggml.merges"));
+	/* a block count past its bound, or past what the tensors hold: refused
+	 * by name before any walk over the layers (issue 26, item 8) */
+	mut_u32 = 1u << 24;
+	rewrite("q3.gguf", "q3bad.gguf", M_SET_U32, "qwen3.block_count");
+	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "qwen3.block_count is 16777216; accepted: 1 to 4096"));
+	mut_u32 = 4000;
+	rewrite("q3.gguf", "q3bad.gguf", M_SET_U32, "qwen3.block_count");
+	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "qwen3.block_count is 4000 but the file's"));
 	/* a chat template we do not render is refused at load, by name */
 	rewrite("q3.gguf", "q3bad.gguf", M_ARCH, "tokenizer.chat_template");
 	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
@@ -704,6 +764,16 @@ static void test_llama_hybrids(void **state)
 		mut_u32 = 100;
 		rewrite(file, bad, M_SET_U32, key);
 		refused(bad, "ssm.inner_size 100 is not ssm.time_step_rank");
+		/* counts past their bounds, named before any walk (issue 26, item 8) */
+		snprintf(key, sizeof key, "%s.block_count", an);
+		mut_u32 = 1u << 24;
+		rewrite(file, bad, M_SET_U32, key);
+		refused(bad, "block_count is 16777216; accepted: 1 to 4096");
+		if (moe) {
+			snprintf(key, sizeof key, "%s.expert_count", an);
+			rewrite(file, bad, M_SET_U32, key);
+			refused(bad, "expert_count is 16777216; accepted: 1 to 65536");
+		}
 		/* layer 1 full says every second layer; layer 3 then is too */
 		snprintf(key, sizeof key, "%s.attention.recurrent_layers", an);
 		memcpy(mut_bools, (bool[]){true, false, true, true}, 4 * sizeof(bool));
@@ -1237,6 +1307,7 @@ static void test_check_desc(void **state)
 	    {"head_dim", "head_dim", 96, {"(head_dim) 96 is not a multiple of 64", "compact"}},
 	    {"no full layer", "full_interval", 5, {"(layers) 4 is below", "no full-attention"}},
 	    {"lanes", "default_lanes", 5, {"(default_lanes) 5 exceeds", "(max_lanes) 4"}},
+	    {"4097 layers", "layers", 4097, {"(layers) is 4097", "accepted: 1 to 4096"}},
 	    {"vocab", "vocab", 259, {"(vocab) is 259", "byte-level tokenizer"}},
 	    {"vocab", "vocab", 261, {"(vocab) is 261", "or tokenizer 'none'"}},
 	};
@@ -1265,6 +1336,10 @@ static void test_check_desc(void **state)
 		struct mdesc m = *mdesc_find("tiny-moe");
 		struct ig_errbuf eb = {0};
 
+		m.experts = 65537;
+		assert_int_equal(mfile_check_desc(&m, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "(experts) is 65537; accepted: 1 to 65536"));
+		m = *mdesc_find("tiny-moe");
 		m.top_k = 33;
 		assert_int_equal(mfile_check_desc(&m, &eb), IG_E_INVAL);
 		assert_non_null(
