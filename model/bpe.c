@@ -666,8 +666,9 @@ static int load_merges(struct bpe *b, const struct gguf *g, struct ig_errbuf *eb
 		               KEY_MERGES);
 	if ((rc = gguf_get_arr(g, KEY_MERGES, GGUF_TYPE_STRING, &m, eb)))
 		return rc;
-	if (m.n >= UINT32_MAX)
-		return ig_errf(eb, IG_E_INVAL, "%s: too many merges", KEY_MERGES);
+	if (m.n > BPE_MAX_MERGES)
+		return ig_errf(eb, IG_E_INVAL, "%s: %llu merges; accepted: up to %u", KEY_MERGES,
+		               (unsigned long long)m.n, BPE_MAX_MERGES);
 	b->info.n_merges = (uint32_t)m.n;
 	b->merge_mask = pow2_above(m.n) - 1;
 	b->merges = malloc((b->merge_mask + 1) * sizeof(*b->merges));

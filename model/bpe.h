@@ -82,8 +82,18 @@ enum bpe_pre {
 	BPE_PRE_QWEN35, /* "qwen35": letter runs take marks (\p{M}) too */
 };
 
-#define BPE_NONE       UINT32_MAX /* no such token */
-#define BPE_MAX_TOKENS (1u << 24)
+#define BPE_NONE UINT32_MAX /* no such token */
+/*
+ * The most tokens and merges a vocabulary may have, checked before its
+ * tables are built (each token takes ~40 bytes of them besides its text,
+ * each merge 32 to 64). Tokens: the largest vocabularies in use hold
+ * 262,144 ids (Gemma 3; Qwen3's 151,936); 2^20 is four times that. Merges:
+ * a trained BPE has one for each token it adds, a converted one more
+ * (Llama 3's, from tiktoken: 280,147 for 128,256 tokens, the most we know);
+ * 2^21 is seven times that.
+ */
+#define BPE_MAX_TOKENS (1u << 20)
+#define BPE_MAX_MERGES (1u << 21)
 #define BPE_MAX_EOG    16u
 #define BPE_PIECE_MAX  256u /* the most bytes a token may stand for */
 
@@ -102,10 +112,11 @@ struct bpe;
  * Read the tokenizer of an open GGUF file (its `tokenizer.ggml.*` keys):
  * model "gpt2", pre "qwen2" or "qwen35", the tokens (at most
  * BPE_MAX_TOKENS, every one of GPT-2's 256 byte characters among them),
- * their types (all normal when absent), the merges (each "left right" with
- * both sides and their join tokens), the special ids (each below the
- * token count). Anything else is IG_E_INVAL naming the key, the value and
- * what is accepted. The struct bpe keeps copies: the file may be closed.
+ * their types (all normal when absent), the merges (at most BPE_MAX_MERGES,
+ * each "left right" with both sides and their join tokens), the special
+ * ids (each below the token count). Anything else is IG_E_INVAL naming the
+ * key, the value and what is accepted. The struct bpe keeps copies: the
+ * file may be closed.
  */
 int bpe_open(struct bpe **out, const struct gguf *g, struct ig_errbuf *eb);
 void bpe_close(struct bpe *b);

@@ -3,10 +3,11 @@
  *
  * The reader parses the whole header up front through one bounds-checked
  * cursor (struct rd): no byte outside [base, base + size) is ever read, and
- * every count is checked against the bytes left before anything is allocated
- * for it. After the header: duplicate keys and names are found by sorting,
- * the tensors are checked against the data section and against each other.
- * Lookups afterwards are binary searches over arrays sorted by name.
+ * every count is checked against the bytes left, then against its stated
+ * maximum (GGUF_MAX_*), before anything is read or allocated for it. After
+ * the header: duplicate keys and names are found by sorting, the tensors are
+ * checked against the data section and against each other. Lookups
+ * afterwards are binary searches over arrays sorted by name.
  */
 #include "gguf.h"
 
@@ -330,18 +331,31 @@ static int rd_array(struct rd *r, struct gguf_arr *a)
 	rc = rd_u64(r, &n, "array count", -1);
 	if (rc)
 		return rc;
+	/* what the file can hold first (each string takes at least its 8-byte
+	 * length), then the stated maximum: before any element is read */
+	esize = elem == GGUF_TYPE_STRING ? 8 : type_sizes[elem];
+	if (n > (r->size - r->off) / esize) {
+		if (elem == GGUF_TYPE_STRING)
+			return rd_fail(r,
+			               "truncated: %s: %" PRIu64
+			               " strings cannot fit in the %zu bytes left in the file",
+			               r->what, n, r->size - r->off);
+		return rd_fail(r,
+		               "truncated: %s: %" PRIu64 " elements of %s (%zu bytes each) cannot "
+		               "fit in the %zu bytes left in the file",
+		               r->what, n, type_names[elem], esize, r->size - r->off);
+	}
+	if (n > GGUF_MAX_ARRAY)
+		return rd_fail(r,
+		               "%s: an array of %" PRIu64 " elements; accepted: up to %u elements "
+		               "(GGUF_MAX_ARRAY)",
+		               r->what, n, GGUF_MAX_ARRAY);
 	a->type = (enum gguf_type)elem;
 	a->strs = NULL;
 	a->data = r->p + r->off;
 	if (elem == GGUF_TYPE_STRING) {
 		struct gguf_str *strs;
 
-		/* each string takes at least its 8-byte length */
-		if (n > (r->size - r->off) / 8)
-			return rd_fail(r,
-			               "truncated: %s: %" PRIu64
-			               " strings cannot fit in the %zu bytes left in the file",
-			               r->what, n, r->size - r->off);
 		strs = malloc(n ? (size_t)n * sizeof(*strs) : 1);
 		if (!strs)
 			return nomem(r->eb, r->path, "a string array");
@@ -354,12 +368,6 @@ static int rd_array(struct rd *r, struct gguf_arr *a)
 		}
 		return 0;
 	}
-	esize = type_sizes[elem];
-	if (n > (r->size - r->off) / esize)
-		return rd_fail(r,
-		               "truncated: %s: %" PRIu64 " elements of %s (%zu bytes each) cannot "
-		               "fit in the %zu bytes left in the file",
-		               r->what, n, type_names[elem], esize, r->size - r->off);
 	rc = rd_take(r, (size_t)n * esize, &p, "array elements", -1);
 	if (rc)
 		return rc;
@@ -701,6 +709,18 @@ static int parse(struct gguf *g, struct ig_errbuf *eb)
 		               "truncated: %" PRIu64 " pairs and %" PRIu64
 		               " tensor infos cannot fit in the %zu bytes after the header",
 		               n_kv, n_tensors, rest);
+	/* then the stated maxima (gguf.h): before any pair or tensor is read */
+	if (n_kv > GGUF_MAX_KV)
+		return rd_fail(&r,
+		               "the kv count %" PRIu64 " is more pairs than a model file has; "
+		               "accepted: up to %u (GGUF_MAX_KV)",
+		               n_kv, GGUF_MAX_KV);
+	if (n_tensors > GGUF_MAX_TENSORS)
+		return rd_fail(&r,
+		               "the tensor count %" PRIu64
+		               " is more tensors than a model file has; "
+		               "accepted: up to %u (GGUF_MAX_TENSORS)",
+		               n_tensors, GGUF_MAX_TENSORS);
 
 	/* Grown as read, so a lying count costs no more memory than the file backs. */
 	for (uint64_t i = 0; i < n_kv; i++) {

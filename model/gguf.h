@@ -31,7 +31,9 @@
  *
  * An ARRAY value is a uint32 element type, a uint64 count, then the elements
  * (scalars back to back, strings as gguf strings). Arrays of arrays are
- * refused. A BOOL is one byte, 0 or 1 (anything else is refused).
+ * refused. A BOOL is one byte, 0 or 1 (anything else is refused). The
+ * counts (pairs, tensor infos, array elements) are bounded by the file's
+ * size and by GGUF_MAX_* below.
  *
  * Errors: IG_E_IO when the file cannot be opened, read, mapped or written,
  * IG_E_INVAL for content that is not an accepted GGUF file (a truncated file
@@ -55,6 +57,29 @@
 #define GGUF_MAX_DIMS          4u
 #define GGUF_DEFAULT_ALIGNMENT 32u
 #define GGUF_KEY_ALIGNMENT     "general.alignment"
+
+/*
+ * The most of each count a file states that the reader accepts. Each count
+ * is checked first against what the file's size can hold (a count past it
+ * is "truncated"), then against these, before anything is read or
+ * allocated for it: the tables the reader builds stay a small multiple of
+ * these, whatever the header says.
+ *   GGUF_MAX_KV      pairs: llama.cpp's converters write about 40 and a
+ *                    file of every tokenizer and chat key under 100; 2^16 is
+ *                    hundreds of times that (3.5 MiB of pair table).
+ *   GGUF_MAX_TENSORS tensor infos: a file stores each expert's projections
+ *                    as one tensor a layer (Flash-Next's 843 tensors); one
+ *                    tensor an expert would be 512 experts x 3 x 96 layers =
+ *                    147,456; 2^20 is seven times that (88 MiB of table).
+ *   GGUF_MAX_ARRAY   elements of one array: the longest a model file
+ *                    carries are its vocabulary's (tokens, types, scores:
+ *                    262,144 for Gemma 3, 151,936 for Qwen3) and its merges
+ *                    (Llama 3's 280,147); 2^22 is fifteen times those (a
+ *                    string array's views take 64 MiB at most).
+ */
+#define GGUF_MAX_KV      (1u << 16)
+#define GGUF_MAX_TENSORS (1u << 20)
+#define GGUF_MAX_ARRAY   (1u << 22)
 
 /* KV value types. On disk: never renumber. */
 enum gguf_type {

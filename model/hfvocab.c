@@ -30,6 +30,41 @@ static int find_text(const struct tok *t, uint32_t n, const char *what, const ch
 	return ig_errf(eb, IG_E_INVAL, "%s '%s' is no token of the vocabulary", what, text);
 }
 
+/* A token's text in a message: its first 40 bytes. */
+#define TEXT_CAP(s) (int)(strlen(s) > 40 ? 40 : strlen(s)), (s)
+
+/*
+ * The ids a tokenizer.json may use: below --n-vocab when it is given (the
+ * caller asks for those rows, up to BPE_MAX_TOKENS); otherwise below twice
+ * the entries the file gives (model.vocab and added_tokens). Ids no token
+ * holds become padding tokens ("[PAD<id>]": some 20 bytes of the GGUF file
+ * and 70 of memory here each), so at most as many as the tokens given: what
+ * is written stays within a small multiple of what was read, where one
+ * added token of id 2^24 - 1 in a 3 KB file made a 408 MB vocabulary
+ * (issue 26). Real files are dense (Qwen3: ids 0..151,668 for 151,669
+ * entries).
+ */
+static uint32_t id_bound(size_t given, uint32_t n_vocab)
+{
+	if (n_vocab)
+		return n_vocab;
+	return given < BPE_MAX_TOKENS / 2 ? (uint32_t)(2 * given) : BPE_MAX_TOKENS;
+}
+
+static int id_refused(struct ig_errbuf *eb, const char *path, const char *what, json_int_t id,
+                      size_t given, uint32_t bound, uint32_t n_vocab)
+{
+	if (n_vocab)
+		return ig_errf(eb, IG_E_INVAL,
+		               "%s: %s has id %lld; accepted: ids below %u (--n-vocab)", path, what,
+		               (long long)id, bound);
+	return ig_errf(eb, IG_E_INVAL,
+	               "%s: %s has id %lld; the file gives %zu tokens, so accepted: ids below %u "
+	               "(an id no token holds becomes padding, at most as many as the tokens "
+	               "given), or below --n-vocab when it is given",
+	               path, what, (long long)id, given, bound);
+}
+
 /* Merges come as "a b" strings or, in newer files, as ["a", "b"] pairs. */
 static int merge_text(json_t *m, size_t i, char **out, struct ig_errbuf *eb)
 {
@@ -64,8 +99,8 @@ int hfvocab_add(struct gguf_writer *w, const char *path, const struct hfvocab_op
 	char **mt = NULL;
 	char (*pads)[24] = NULL;
 	const char *key;
-	uint32_t n = 0, n_merges = 0;
-	size_t i;
+	uint32_t n = 0, n_merges = 0, bound;
+	size_t i, given;
 	int rc = IG_E_OK;
 
 	memset(st, 0, sizeof(*st));
@@ -86,37 +121,55 @@ int hfvocab_add(struct gguf_writer *w, const char *path, const struct hfvocab_op
 		             "is missing", path);
 		goto out;
 	}
-	/* the ids in use */
+	/* the ids in use, each below the bound (see id_bound) before the
+	 * vocabulary is allocated */
+	given = json_object_size(vocab) + json_array_size(added);
+	bound = id_bound(given, o->n_vocab);
 	json_object_foreach(vocab, key, v) {
 		json_int_t id = json_integer_value(v);
 
-		if (!json_is_integer(v) || id < 0 || id >= BPE_MAX_TOKENS) {
-			rc = ig_errf(eb, IG_E_INVAL, "%s: model.vocab['%s'] is not an id below %u", path,
-			             key, BPE_MAX_TOKENS);
+		if (!json_is_integer(v)) {
+			rc =
+			    ig_errf(eb, IG_E_INVAL, "%s: model.vocab['%.*s'] is not a whole number",
+			            path, TEXT_CAP(key));
+			goto out;
+		}
+		if (id < 0 || id >= bound) {
+			char what[96];
+
+			snprintf(what, sizeof what, "model.vocab['%.*s']", TEXT_CAP(key));
+			rc = id_refused(eb, path, what, id, given, bound, o->n_vocab);
 			goto out;
 		}
 		if ((uint32_t)id + 1 > n)
 			n = (uint32_t)id + 1;
 	}
 	json_array_foreach(added, i, v) {
-		json_int_t id = json_integer_value(json_object_get(v, "id"));
+		json_t *c = json_object_get(v, "content"), *jid = json_object_get(v, "id");
+		json_int_t id = json_integer_value(jid);
+		char what[96];
 
-		if (!json_is_string(json_object_get(v, "content")) || id < 0 || id >= BPE_MAX_TOKENS) {
-			rc = ig_errf(eb, IG_E_INVAL, "%s: added_tokens[%zu] has no content or id", path,
-			             i);
+		if (!json_is_string(c)) {
+			rc = ig_errf(eb, IG_E_INVAL,
+			             "%s: added_tokens[%zu] has no content (a string)", path, i);
+			goto out;
+		}
+		snprintf(what, sizeof what, "added_tokens[%zu] ('%.*s')", i,
+		         TEXT_CAP(json_string_value(c)));
+		if (!json_is_integer(jid)) {
+			rc = ig_errf(eb, IG_E_INVAL, "%s: %s: its id is not a whole number", path,
+			             what);
+			goto out;
+		}
+		if (id < 0 || id >= bound) {
+			rc = id_refused(eb, path, what, id, given, bound, o->n_vocab);
 			goto out;
 		}
 		if ((uint32_t)id + 1 > n)
 			n = (uint32_t)id + 1;
 	}
-	if (o->n_vocab) {
-		if (o->n_vocab < n) {
-			rc = ig_errf(eb, IG_E_INVAL, "%s: token ids reach %u, past the %u asked", path,
-			             n - 1, o->n_vocab);
-			goto out;
-		}
+	if (o->n_vocab)
 		n = o->n_vocab;
-	}
 	t = calloc(n, sizeof(*t));
 	strs = calloc(n, sizeof(*strs));
 	types = calloc(n, sizeof(*types));
@@ -160,8 +213,9 @@ int hfvocab_add(struct gguf_writer *w, const char *path, const struct hfvocab_op
 		strs[k] = (struct gguf_str){.ptr = t[k].text, .len = t[k].len};
 		types[k] = t[k].type;
 	}
-	if (json_array_size(merges) >= UINT32_MAX) {
-		rc = ig_errf(eb, IG_E_INVAL, "%s: too many merges", path);
+	if (json_array_size(merges) > BPE_MAX_MERGES) {
+		rc = ig_errf(eb, IG_E_INVAL, "%s: model.merges has %zu merges; accepted: up to %u",
+		             path, json_array_size(merges), BPE_MAX_MERGES);
 		goto out;
 	}
 	n_merges = (uint32_t)json_array_size(merges);

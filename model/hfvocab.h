@@ -5,6 +5,7 @@
  *   tokenizer.ggml.model       "gpt2"
  *   tokenizer.ggml.pre         the caller's ("qwen2", "qwen35")
  *   tokenizer.ggml.tokens      ids 0..n-1; an id no token holds is "[PAD<id>]"
+ *                              (at most as many as the tokens, or to n_vocab)
  *   tokenizer.ggml.token_type  normal; an added token control when marked
  *                              special, user-defined otherwise; padding unused
  *   tokenizer.ggml.merges      "left right", in rank order (either JSON form)
@@ -42,8 +43,11 @@ struct hfvocab_stats {
 /*
  * Read `path` and add the keys above to `w`. IG_E_IO when the file cannot be
  * read or is not JSON (with the line and column), IG_E_INVAL naming what is
- * not a byte-level BPE (model.type, a missing vocab or merges, an id used
- * twice or past n_vocab, a named bos/eos/pad that is no token).
+ * not a byte-level BPE (model.type, a missing vocab or merges, an id that is
+ * not a whole number, used twice, or past its bound, a named bos/eos/pad
+ * that is no token). The bound on ids: below n_vocab when it is given, else
+ * below twice the entries the file gives (hfvocab.c, id_bound), so that the
+ * vocabulary written stays a small multiple of the file read.
  */
 int hfvocab_add(struct gguf_writer *w, const char *path, const struct hfvocab_opts *o,
                 struct hfvocab_stats *st, struct ig_errbuf *eb);

@@ -20,10 +20,11 @@
  * tiny models' bytes are pinned by tests/unit/test_mfile.c).
  *   max_lanes <= 64: the scheduler's lane masks are 64 bits.
  *   rope.dimension_count >= 2: the rotary pairs of layer_full.c.
+ *   block_count, expert_count: MFILE_LAYERS_MAX, MFILE_EXPERTS_MAX (mfile.h).
  */
 #define D MFILE_DIM_MAX
 #define MFILE_KEYS(X)                                                                              \
-	X("ignis.block_count", layers, U32, 0, 1, D)                                               \
+	X("ignis.block_count", layers, U32, 0, 1, MFILE_LAYERS_MAX)                                \
 	X("ignis.full_attention_interval", full_interval, U32, 0, 1, D)                            \
 	X("ignis.embedding_length", hidden, U32, 0, 1, D)                                          \
 	X("ignis.attention.head_count", q_heads, U32, 0, 1, D)                                     \
@@ -39,7 +40,7 @@
 	X("ignis.linear.value_length", lin_dv, U32, 0, 1, D)                                       \
 	X("ignis.linear.conv_kernel", conv_kernel, U32, 0, 1, D)                                   \
 	X("ignis.feed_forward_length", ffn_inter, U32, MDESC_DENSE, 1, D)                          \
-	X("ignis.expert_count", experts, U32, MDESC_MOE, 1, D)                                     \
+	X("ignis.expert_count", experts, U32, MDESC_MOE, 1, MFILE_EXPERTS_MAX)                     \
 	X("ignis.expert_used_count", top_k, U32, MDESC_MOE, 1, D)                                  \
 	X("ignis.expert_feed_forward_length", expert_inter, U32, MDESC_MOE, 1, D)                  \
 	X("ignis.expert_shared_feed_forward_length", shared_inter, U32, MDESC_MOE, 1, D)           \
@@ -243,9 +244,10 @@ static int mfile__arch_key(const struct mfile *f, const char *suffix, bool requi
 	return IG_E_OK;
 }
 
-/* A uint32 key, lo to MFILE_DIM_MAX; `def` when absent and not required. */
-static int mfile__arch_u32_from(const struct mfile *f, const char *suffix, bool required,
-                                uint32_t def, uint32_t lo, uint32_t *out, struct ig_errbuf *eb)
+/* A uint32 key, lo to hi; `def` when absent and not required. */
+static int mfile__arch_u32_in(const struct mfile *f, const char *suffix, bool required,
+                              uint32_t def, uint32_t lo, uint32_t hi, uint32_t *out,
+                              struct ig_errbuf *eb)
 {
 	char key[96];
 	bool found;
@@ -255,16 +257,43 @@ static int mfile__arch_u32_from(const struct mfile *f, const char *suffix, bool 
 	if (rc || !found)
 		return rc;
 	rc = gguf_get_u32(&f->g, key, out, eb);
-	if (!rc && (*out < lo || *out > MFILE_DIM_MAX))
+	if (!rc && (*out < lo || *out > hi))
 		return ig_errf(eb, IG_E_INVAL, "'%s': %s is %u; accepted: %u to %u", f->g.path, key,
-		               *out, lo, MFILE_DIM_MAX);
+		               *out, lo, hi);
 	return rc ? ig_errprefix(eb, "'%s'", f->g.path) : IG_E_OK;
+}
+
+/* A uint32 key, lo to MFILE_DIM_MAX. */
+static int mfile__arch_u32_from(const struct mfile *f, const char *suffix, bool required,
+                                uint32_t def, uint32_t lo, uint32_t *out, struct ig_errbuf *eb)
+{
+	return mfile__arch_u32_in(f, suffix, required, def, lo, MFILE_DIM_MAX, out, eb);
 }
 
 static int mfile__arch_u32(const struct mfile *f, const char *suffix, bool required, uint32_t def,
                            uint32_t *out, struct ig_errbuf *eb)
 {
 	return mfile__arch_u32_from(f, suffix, required, def, 1, out, eb);
+}
+
+/*
+ * The layers a file states against what its tensor table holds (mfile.h,
+ * MFILE_LAYER_MIN_TENSORS): `blocks` of which `mtp` are MTP blocks (each at
+ * least one tensor), the rest layers. Checked as soon as the count is
+ * known, before anything walks the layers: a file of a few KB stating 2^24
+ * blocks is refused here, naming `key`, not after a walk of 2^24 layers.
+ */
+static int mfile__blocks_fit(const struct mfile *f, const char *key, uint32_t blocks, uint32_t mtp,
+                             struct ig_errbuf *eb)
+{
+	size_t n = f->g.n_tensors, most = n > mtp ? (n - mtp) / MFILE_LAYER_MIN_TENSORS : 0;
+
+	if (blocks - mtp <= most)
+		return IG_E_OK;
+	return ig_errf(eb, IG_E_INVAL,
+	               "'%s': %s is %u but the file's %zu tensors hold at most %zu layers (a "
+	               "layer has at least %u tensors); accepted: 1 to %zu",
+	               f->g.path, key, blocks, n, most, MFILE_LAYER_MIN_TENSORS, most);
 }
 
 /* A float32 key; `def` when absent and not required. */
@@ -327,8 +356,8 @@ static int mfile__pattern(struct mfile *f, uint32_t blocks, struct ig_errbuf *eb
 	return IG_E_OK;
 }
 
-/* The keys of a hybrid (qwen35, qwen35moe, qwen3next) beyond qwen3's:
- * MTP blocks, the layer pattern, the gated delta rule, the experts. */
+/* The keys of a hybrid (qwen35, qwen35moe, qwen3next) beyond qwen3's and
+ * its MTP blocks: the layer pattern, the gated delta rule, the experts. */
 static int mfile__meta_hybrid(struct mfile *f, uint32_t blocks, struct ig_errbuf *eb)
 {
 	struct mdesc *d = &f->desc;
@@ -337,14 +366,6 @@ static int mfile__meta_hybrid(struct mfile *f, uint32_t blocks, struct ig_errbuf
 	int rc;
 
 	d->attn_ungated = false;
-	if ((rc = mfile__arch_u32_from(f, "nextn_predict_layers", false, 0, 0, &d->mtp_layers, eb)))
-		return rc;
-	if (d->mtp_layers >= blocks)
-		return ig_errf(
-		    eb, IG_E_INVAL,
-		    "'%s': %s.nextn_predict_layers %u leaves no layer of %s.block_count %u",
-		    f->g.path, arch, d->mtp_layers, arch, blocks);
-	d->layers = blocks - d->mtp_layers;
 	if ((rc = mfile__pattern(f, blocks, eb)) ||
 	    (rc = mfile__arch_u32(f, "ssm.conv_kernel", true, 0, &d->conv_kernel, eb)) ||
 	    (rc = mfile__arch_u32(f, "ssm.state_size", true, 0, &d->lin_dk, eb)) ||
@@ -365,7 +386,8 @@ static int mfile__meta_hybrid(struct mfile *f, uint32_t blocks, struct ig_errbuf
 	}
 	d->family = MDESC_MOE;
 	if ((rc = mfile__arch_u32(f, "feed_forward_length", false, 0, &ff, eb)) ||
-	    (rc = mfile__arch_u32(f, "expert_count", true, 0, &d->experts, eb)) ||
+	    (rc = mfile__arch_u32_in(f, "expert_count", true, 0, 1, MFILE_EXPERTS_MAX, &d->experts,
+	                             eb)) ||
 	    (rc = mfile__arch_u32(f, "expert_used_count", true, 0, &d->top_k, eb)) ||
 	    (rc =
 	         mfile__arch_u32(f, "expert_feed_forward_length", true, 0, &d->expert_inter, eb)) ||
@@ -397,12 +419,14 @@ static int mfile__meta_llama(struct mfile *f, enum mdesc_arch arch, struct ig_er
 	const struct gguf_tensor *embd = gguf_find_tensor(&f->g, "token_embd.weight");
 	const char *an = mdesc_arch_name(arch);
 	struct gguf_str s;
+	char key[96];
 	uint32_t vlen, blocks;
 	int rc;
 
 	d->arch = arch;
 	d->family = MDESC_DENSE;
-	if ((rc = mfile__arch_u32(f, "block_count", true, 0, &blocks, eb)) ||
+	if ((rc =
+	         mfile__arch_u32_in(f, "block_count", true, 0, 1, MFILE_LAYERS_MAX, &blocks, eb)) ||
 	    (rc = mfile__arch_u32(f, "embedding_length", true, 0, &d->hidden, eb)) ||
 	    (rc = mfile__arch_u32(f, "attention.head_count", true, 0, &d->q_heads, eb)) ||
 	    (rc = mfile__arch_u32(f, "attention.head_count_kv", false, d->q_heads, &d->kv_heads,
@@ -422,10 +446,22 @@ static int mfile__meta_llama(struct mfile *f, enum mdesc_arch arch, struct ig_er
 		    "'%s': %s.attention.value_length %u must equal the key length %u (as "
 		    "llama.cpp's %s requires)",
 		    f->g.path, an, vlen, d->head_dim, an);
+	/* a hybrid's MTP blocks are counted in block_count */
+	if (arch != MDESC_ARCH_QWEN3 &&
+	    (rc = mfile__arch_u32_from(f, "nextn_predict_layers", false, 0, 0, &d->mtp_layers, eb)))
+		return rc;
+	if (d->mtp_layers >= blocks)
+		return ig_errf(
+		    eb, IG_E_INVAL,
+		    "'%s': %s.nextn_predict_layers %u leaves no layer of %s.block_count %u",
+		    f->g.path, an, d->mtp_layers, an, blocks);
+	d->layers = blocks - d->mtp_layers;
+	snprintf(key, sizeof key, "%s.block_count", an);
+	if ((rc = mfile__blocks_fit(f, key, blocks, d->mtp_layers, eb)))
+		return rc;
 	if (arch == MDESC_ARCH_QWEN3) {
 		d->attn_ungated = true;
 		d->full_interval = 1;
-		d->layers = blocks;
 		if ((rc = mfile__arch_u32(f, "feed_forward_length", true, 0, &d->ffn_inter, eb)))
 			return rc;
 		if (d->rope_dims != d->head_dim)
@@ -785,6 +821,9 @@ int mfile_open(struct mfile *f, const char *path, struct ig_errbuf *eb)
 		if (rc)
 			ig_errprefix(eb, "'%s'", path);
 	}
+	/* llama.cpp's layouts were checked as their block_count was read */
+	if (!rc && f->desc.arch == MDESC_ARCH_IGNIS)
+		rc = mfile__blocks_fit(f, "ignis.block_count (layers)", f->desc.layers, 0, eb);
 	if (rc)
 		goto out_close;
 	mfile__derive(&f->desc);

@@ -63,6 +63,27 @@
  * refused by the GGUF layer as an overflow, never wrapped. */
 #define MFILE_DIM_MAX (1u << 24)
 
+/*
+ * Counts that size walks and tables, with their own bounds below
+ * MFILE_DIM_MAX (checked before the description is walked):
+ *   MFILE_LAYERS_MAX   blocks (block_count, MTP blocks included): the
+ *                      deepest models in use have 126 layers (Llama 3.1
+ *                      405B; the 27B 64); 4096 is 32 times that. The reader
+ *                      walks every layer's tensors, the plan and the worker
+ *                      keep per-layer tables.
+ *   MFILE_EXPERTS_MAX  routed experts a layer: the most in use are 512
+ *                      (Flash-Next, Qwen3-Next); 65536 is 128 times that.
+ *                      The expert cache and the counts of a calibration keep
+ *                      an entry per expert of each layer.
+ * And a file's tensor table must hold its layers: each has at least
+ * MFILE_LAYER_MIN_TENSORS tensors (a dense full-attention layer's attn_norm,
+ * q, k, v, their two norms, output, ffn_norm, gate, up and down: the fewest
+ * of any layout), so block_count x that is at most the file's tensors.
+ */
+#define MFILE_LAYERS_MAX        4096u
+#define MFILE_EXPERTS_MAX       65536u
+#define MFILE_LAYER_MIN_TENSORS 11u
+
 /* The key naming a file's tokenizer, GGUF's own: "bytes" (the byte-level
  * tokenizer, exactly MDESC_BYTES_VOCAB ids) or "none" (token ids only). A
  * file without it, or naming another, is refused (docs/adr/0025); the

@@ -91,8 +91,8 @@ while IFS='|' read -r words args; do
 	run 2 "${a[@]}" -o "$work/bad.gguf"
 	has "$err" "$words"
 done <<'EOF'
-layers (ignis.block_count) takes a whole number from 1 to 16777216|--preset tiny-dense --set layers=abc
-layers (ignis.block_count) takes a whole number from 1 to 16777216|--preset tiny-dense --set layers=0
+layers (ignis.block_count) takes a whole number from 1 to 4096|--preset tiny-dense --set layers=abc
+layers (ignis.block_count) takes a whole number from 1 to 4096|--preset tiny-dense --set layers=0
 max_lanes (ignis.max_decode_lanes) takes a whole number from 1 to 64|--preset tiny-dense --set max_lanes=65
 unknown key 'foo'; accepted: layers, full_interval|--preset tiny-dense --set foo=1
 expected KEY=VALUE|--preset tiny-dense --set layers

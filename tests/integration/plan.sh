@@ -186,6 +186,47 @@ echo "not a model" >"$work/bad.gguf"
 run 2 plan --model "$work/bad.gguf"
 has "$err" "bad.gguf"; has "$err" "not a GGUF file"
 
+step "counts past their bounds: refused naming the key, before any walk (issue 26, item 8)"
+# tiny-moe with ignis.block_count 2^24 (was a walk of 16M layers, 11-17 s)
+python3 - "$work/tm.gguf" "$work/deep.gguf" <<'PY' || fail "could not write deep.gguf"
+import struct, sys
+d = bytearray(open(sys.argv[1], 'rb').read())
+k = b'ignis.block_count'
+i = d.index(struct.pack('<Q', len(k)) + k) + 8 + len(k)
+assert struct.unpack_from('<I', d, i)[0] == 4  # UINT32
+struct.pack_into('<I', d, i + 4, 1 << 24)
+open(sys.argv[2], 'wb').write(d)
+PY
+run 2 plan --model "$work/deep.gguf"
+has "$err" "deep.gguf"; has "$err" "ignis.block_count (layers) is 16777216; accepted: 1 to 4096"
+plan_err=$err
+run 2 start --model "$work/deep.gguf" --runtime-dir "$work/rt26"
+[[ $err == "$plan_err" ]] || fail "start refused otherwise than plan: $err"
+[[ ! -e $work/rt26 ]] || fail "a refused start created its runtime directory"
+gen_err=$("$build/tools/ignis-generate" --model "$work/deep.gguf" --prompt hi 2>&1 >/dev/null)
+[[ $? == 1 ]] || fail "ignis-generate did not refuse deep.gguf: $gen_err"
+has "$gen_err" "ignis.block_count (layers) is 16777216; accepted: 1 to 4096"
+# a vocabulary of 2^22 + 1 tokens in a file that holds them (33 MB): refused
+# by the container's bound, the same for every reader (was 1.27 GB and 8.7 s
+# for ignis-vocab info at 2^24)
+python3 - "$work/vocab.gguf" <<'PY' || fail "could not write vocab.gguf"
+import struct, sys
+def s(x):
+    b = x.encode()
+    return struct.pack('<Q', len(b)) + b
+n = (1 << 22) + 1
+kv = s('general.architecture') + struct.pack('<I', 8) + s('qwen3')
+kv += s('tokenizer.ggml.model') + struct.pack('<I', 8) + s('gpt2')
+kv += s('tokenizer.ggml.tokens') + struct.pack('<IIQ', 9, 8, n) + bytes(8 * n)
+open(sys.argv[1], 'wb').write(b'GGUF' + struct.pack('<IQQ', 3, 0, 3) + kv)
+PY
+voc_err=$("$build/tools/ignis-vocab" info "$work/vocab.gguf" 2>&1 >/dev/null)
+[[ $? == 1 ]] || fail "ignis-vocab info did not refuse vocab.gguf: $voc_err"
+has "$voc_err" "'tokenizer.ggml.tokens': an array of 4194305 elements; accepted: up to 4194304"
+run 2 plan --model "$work/vocab.gguf"
+has "$err" "'tokenizer.ggml.tokens': an array of 4194305 elements; accepted: up to 4194304"
+rm -f "$work/vocab.gguf" "$work/deep.gguf"
+
 step "the cpu backend's simulated device takes an oversubscribed plan, as the plan said (issue 13, item 13)"
 # Above free memory (100M on the cpu profile's 64M device), and below the
 # plan's minimum (7M, under the embedded default's 8,597,504 B of lines): the plan warns, and the

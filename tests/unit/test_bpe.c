@@ -503,6 +503,75 @@ static void test_refusals(void **state)
 	        "past the vocabulary");
 }
 
+/*
+ * A vocabulary of `n_tok` tokens (the 256 bytes, then "t<i>") and `n_merges`
+ * merges (each "Ġ t", as often as asked: a repeated pair is allowed), opened
+ * as mfile and ignis-vocab open it.
+ */
+static int open_sized(uint32_t n_tok, uint32_t n_merges, struct ig_errbuf *eb)
+{
+	char (*texts)[16] = calloc(n_tok, sizeof *texts);
+	const char **toks = calloc(n_tok, sizeof *toks);
+	const char **merges = calloc(n_merges ? n_merges : 1, sizeof *merges);
+	struct gguf_writer w;
+	struct gguf g;
+	struct bpe *b = NULL;
+	int rc;
+
+	assert_true(texts && toks && merges);
+	for (uint32_t i = 0; i < n_tok; i++) {
+		if (i < 256)
+			put_utf8(texts[i], byte_char(i));
+		else
+			snprintf(texts[i], sizeof texts[i], "t%u", i);
+		toks[i] = texts[i];
+	}
+	for (uint32_t i = 0; i < n_merges; i++)
+		merges[i] = "\xc4\xa0 t"; /* "Ġ t", whose join "Ġt" is token 256 */
+	if (n_tok > 256)
+		snprintf(texts[256], sizeof texts[256], "\xc4\xa0t");
+	gguf_writer_init(&w);
+	gguf_writer_add_str(&w, "general.architecture", "qwen3");
+	gguf_writer_add_str(&w, "tokenizer.ggml.model", "gpt2");
+	gguf_writer_add_str(&w, "tokenizer.ggml.pre", "qwen2");
+	gguf_writer_add_arr_str(&w, "tokenizer.ggml.tokens", toks, n_tok);
+	gguf_writer_add_arr_str(&w, "tokenizer.ggml.merges", merges, n_merges);
+	rc = gguf_writer_write(&w, path, eb);
+	gguf_writer_release(&w);
+	free(merges);
+	free(toks);
+	free(texts);
+	if (rc)
+		return rc;
+	if ((rc = gguf_open(&g, path, eb)))
+		return rc;
+	rc = bpe_open(&b, &g, eb);
+	bpe_close(b);
+	gguf_close(&g);
+	return rc;
+}
+
+/*
+ * The counts that size the tokenizer's tables, each refused past its stated
+ * maximum by name, with what is accepted, before the tables are built
+ * (issue 26, item 8); the maxima themselves open. The figures are written out
+ * rather than taken from bpe.h.
+ */
+static void test_counts_bounded(void **state)
+{
+	struct ig_errbuf eb = {0};
+
+	(void)state;
+	assert_int_equal(open_sized(1u << 20, 1, &eb), IG_E_OK);
+	assert_int_equal(open_sized((1u << 20) + 1, 1, &eb), IG_E_INVAL);
+	if (!strstr(eb.msg, "tokenizer.ggml.tokens: 1048577 tokens; accepted: 256 to 1048576"))
+		fail_msg("not the token count's refusal: %s", eb.msg);
+	assert_int_equal(open_sized(300, 1u << 21, &eb), IG_E_OK);
+	assert_int_equal(open_sized(300, (1u << 21) + 1, &eb), IG_E_INVAL);
+	if (!strstr(eb.msg, "tokenizer.ggml.merges: 2097153 merges; accepted: up to 2097152"))
+		fail_msg("not the merge count's refusal: %s", eb.msg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -510,6 +579,7 @@ int main(void)
 	    cmocka_unit_test(test_specials),      cmocka_unit_test(test_room),
 	    cmocka_unit_test(test_refusals),      cmocka_unit_test(test_span_rows),
 	    cmocka_unit_test(test_span_refusals), cmocka_unit_test(test_span_chat),
+	    cmocka_unit_test(test_counts_bounded),
 	};
 	int rc;
 

@@ -158,6 +158,17 @@ static void b_u64(struct buf *b, uint64_t v)
 	b_put(b, &v, 8);
 }
 
+static void b_zeros(struct buf *b, size_t n)
+{
+	if (b->n + n > b->cap) {
+		b->cap = b->n + n;
+		b->p = realloc(b->p, b->cap);
+		assert_non_null(b->p);
+	}
+	memset(b->p + b->n, 0, n);
+	b->n += n;
+}
+
 /* One pair as the emitter writes it; the *_w fields, when non-zero, replace a
  * length or count on disk without changing the bytes that follow. */
 struct tkv {
@@ -846,6 +857,124 @@ static void test_random_corruptions(void **state)
 	}
 	print_message("test_random_corruptions: %d of 20000 still opened\n", opened);
 	free(b.p);
+}
+
+/*
+ * Counts past the container's stated maxima, in files large enough to hold
+ * them (so that the check against the file's size passes): each refused
+ * naming the count and the most accepted, by the check on the count read
+ * from the header, before any pair, tensor or element is read or allocated
+ * (issue 26, item 8). The limits themselves are accepted. The values are
+ * written out rather than taken from gguf.h, as the file states them.
+ */
+struct crow {
+	const char *name;
+	uint64_t n_tensors, n_kv; /* the header's counts */
+	size_t fill;              /* zero bytes after the header (no pair given) */
+	const char *key;          /* one ARRAY pair `key`: `n` elements of `elem`, all zero */
+	uint32_t elem;
+	uint64_t n;
+	int want;
+	const char *words[3];
+};
+
+static const struct crow crows[] = {
+    {"65537 pairs",
+     0,
+     65537,
+     65537 * 13,
+     NULL,
+     0,
+     0,
+     IG_E_INVAL,
+     {"kv count 65537", "accepted: up to 65536"}},
+    {"2^20 + 1 tensor infos",
+     1048577,
+     0,
+     1048577 * 32,
+     NULL,
+     0,
+     0,
+     IG_E_INVAL,
+     {"tensor count 1048577", "accepted: up to 1048576"}},
+    {"an array of 2^22 + 1 bytes",
+     0,
+     1,
+     0,
+     "t.bytes",
+     GGUF_TYPE_UINT8,
+     4194305,
+     IG_E_INVAL,
+     {"kv 0 't.bytes'", "4194305 elements", "accepted: up to 4194304"}},
+    {"an array of 2^22 + 1 strings",
+     0,
+     1,
+     0,
+     "tokenizer.ggml.tokens",
+     GGUF_TYPE_STRING,
+     4194305,
+     IG_E_INVAL,
+     {"kv 0 'tokenizer.ggml.tokens'", "4194305 elements", "accepted: up to 4194304"}},
+    {"an array of 2^22 bytes", 0, 1, 0, "t.bytes", GGUF_TYPE_UINT8, 4194304, IG_E_OK, {0}},
+};
+
+static void test_counts_bounded(void **state)
+{
+	char path[256];
+	int failures = 0;
+
+	(void)state;
+	path_in(path, sizeof(path), "counts.gguf");
+	for (size_t i = 0; i < sizeof(crows) / sizeof(crows[0]); i++) {
+		const struct crow *r = &crows[i];
+		struct ig_errbuf eb = {0}, eb_mem = {0};
+		struct buf b = {0};
+		struct gguf g;
+		int rc, rc_mem;
+
+		b_put(&b, "GGUF", 4);
+		b_u32(&b, 3);
+		b_u64(&b, r->n_tensors);
+		b_u64(&b, r->n_kv);
+		if (r->key) {
+			/* a string element: its 8-byte length, 0 */
+			size_t esize = r->elem == GGUF_TYPE_STRING ? 8 : gguf_type_size(r->elem);
+
+			b_u64(&b, strlen(r->key));
+			b_put(&b, r->key, strlen(r->key));
+			b_u32(&b, GGUF_TYPE_ARRAY);
+			b_u32(&b, r->elem);
+			b_u64(&b, r->n);
+			b_zeros(&b, (size_t)r->n * esize);
+		} else {
+			b_zeros(&b, r->fill);
+		}
+		write_bytes(path, b.p, b.n);
+		rc = gguf_open(&g, path, &eb);
+		gguf_close(&g);
+		rc_mem = open_exact(b.p, b.n, path, &eb_mem);
+		free(b.p);
+		if (rc != r->want || rc_mem != r->want) {
+			print_error("%s: want %s, got %s (file) %s (mem): %s\n", r->name,
+			            ig_err_name(r->want), ig_err_name(rc), ig_err_name(rc_mem),
+			            eb.msg);
+			failures++;
+			continue;
+		}
+		for (size_t w = 0; w < 3 && r->words[w]; w++)
+			if (!strstr(eb.msg, r->words[w]) || !strstr(eb_mem.msg, r->words[w])) {
+				print_error("%s: '%s' missing from: %s\n", r->name, r->words[w],
+				            eb.msg);
+				failures++;
+			}
+		if (r->want != IG_E_OK && !strstr(eb.msg, path)) {
+			print_error("%s: the message does not name the file: %s\n", r->name,
+			            eb.msg);
+			failures++;
+		}
+	}
+	unlink(path);
+	assert_int_equal(failures, 0);
 }
 
 static void test_open_failures(void **state)
@@ -2098,6 +2227,7 @@ int main(void)
 	    cmocka_unit_test(test_malformed),
 	    cmocka_unit_test(test_truncated_everywhere),
 	    cmocka_unit_test(test_random_corruptions),
+	    cmocka_unit_test(test_counts_bounded),
 	    cmocka_unit_test(test_open_failures),
 	    cmocka_unit_test(test_roundtrip),
 	    cmocka_unit_test(test_getters),

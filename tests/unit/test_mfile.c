@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "common/knobs.h"
+#include "model/expcounts.h"
 #include "model/mfile.h"
 #include "model/quant.h"
 #include "common/vplan.h"
@@ -508,10 +509,35 @@ static void test_malformed_files(void **state)
 	     "ignis.vocab_size",
 	     {"'bytes' is the byte-level tokenizer of 260 ids", "(vocab) is 300"}},
 	};
+	/* counts that drive the walks over the layers and the experts' tables:
+	 * each refused by its bound before any walk (issue 26, item 8) */
+	static const struct {
+		const char *name;
+		const char *from, *key;
+		uint32_t value;
+		const char *say[2];
+	} counts[] = {
+	    {"2^24 blocks",
+	     "ok.gguf",
+	     "ignis.block_count",
+	     1u << 24,
+	     {"ignis.block_count (layers) is 16777216", "accepted: 1 to 4096"}},
+	    {"more blocks than the file's tensors hold",
+	     "ok.gguf",
+	     "ignis.block_count",
+	     40,
+	     {"ignis.block_count (layers) is 40", "tensors hold at most 4 layers"}},
+	    {"2^24 experts",
+	     "okmoe.gguf",
+	     "ignis.expert_count",
+	     1u << 24,
+	     {"ignis.expert_count (experts) is 16777216", "accepted: 1 to 65536"}},
+	};
 	int failures = 0;
 
 	(void)state;
 	write_model("tiny-dense", 1, MFILE_BF16, "ok.gguf");
+	write_model("tiny-moe", 1, MFILE_BF16, "okmoe.gguf");
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		struct ig_errbuf eb = {0};
 		struct mfile f;
@@ -538,6 +564,31 @@ static void test_malformed_files(void **state)
 			       eb.msg);
 			failures++;
 		}
+	}
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		struct ig_errbuf eb = {0};
+		struct mfile f;
+		char path[320];
+		int rc;
+
+		mut_u32 = counts[i].value;
+		rewrite(counts[i].from, "bad.gguf", M_SET_U32, counts[i].key);
+		path_of(path, sizeof(path), "bad.gguf");
+		rc = mfile_open(&f, path, &eb);
+		if (rc == IG_E_OK)
+			mfile_close(&f);
+		if (rc != IG_E_INVAL) {
+			printf("FAIL %s: %s, wanted IG_E_INVAL %s\n", counts[i].name,
+			       ig_err_name(rc), eb.msg);
+			failures++;
+			continue;
+		}
+		for (int w = 0; w < 2; w++)
+			if (!strstr(eb.msg, counts[i].say[w]) || !strstr(eb.msg, "bad.gguf")) {
+				printf("FAIL %s: message lacks '%s' or the file: %s\n",
+				       counts[i].name, counts[i].say[w], eb.msg);
+				failures++;
+			}
 	}
 	assert_int_equal(failures, 0);
 }
@@ -585,6 +636,16 @@ static void test_qwen3_layout(void **state)
 	rewrite("q3.gguf", "q3bad.gguf", M_DROP_KEY, "tokenizer.ggml.merges");
 	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
 	assert_non_null(strstr(eb.msg, "tokenizer.ggml.merges"));
+	/* a block count past its bound, or past what the tensors hold: refused
+	 * by name before any walk over the layers (issue 26, item 8) */
+	mut_u32 = 1u << 24;
+	rewrite("q3.gguf", "q3bad.gguf", M_SET_U32, "qwen3.block_count");
+	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "qwen3.block_count is 16777216; accepted: 1 to 4096"));
+	mut_u32 = 4000;
+	rewrite("q3.gguf", "q3bad.gguf", M_SET_U32, "qwen3.block_count");
+	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "qwen3.block_count is 4000 but the file's"));
 	/* a chat template we do not render is refused at load, by name */
 	rewrite("q3.gguf", "q3bad.gguf", M_ARCH, "tokenizer.chat_template");
 	assert_int_equal(mfile_open(&f, path, &eb), IG_E_INVAL);
@@ -732,6 +793,16 @@ static void test_llama_hybrids(void **state)
 		mut_u32 = 100;
 		rewrite(file, bad, M_SET_U32, key);
 		refused(bad, "ssm.inner_size 100 is not ssm.time_step_rank");
+		/* counts past their bounds, named before any walk (issue 26, item 8) */
+		snprintf(key, sizeof key, "%s.block_count", an);
+		mut_u32 = 1u << 24;
+		rewrite(file, bad, M_SET_U32, key);
+		refused(bad, "block_count is 16777216; accepted: 1 to 4096");
+		if (moe) {
+			snprintf(key, sizeof key, "%s.expert_count", an);
+			rewrite(file, bad, M_SET_U32, key);
+			refused(bad, "expert_count is 16777216; accepted: 1 to 65536");
+		}
 		/* layer 1 full says every second layer; layer 3 then is too */
 		snprintf(key, sizeof key, "%s.attention.recurrent_layers", an);
 		memcpy(mut_bools, (bool[]){true, false, true, true}, 4 * sizeof(bool));
@@ -813,6 +884,175 @@ static void test_truncated_and_foreign(void **state)
 	assert_non_null(strstr(eb.msg, "text.gguf"));
 	path_of(path, sizeof(path), "absent.gguf");
 	assert_int_equal(mfile_open(&f, path, &eb), IG_E_IO);
+}
+
+/* ---- the expert counts beside a MoE model (model/expcounts.h) ----------------- */
+
+/* The file's lines, each changed in place by a row's mutator. */
+#define XC_LINES 16
+#define XC_CAP   512
+
+struct xc_text {
+	char line[XC_LINES][XC_CAP];
+	size_t n;
+};
+
+/* Replace the first word of line `at` (1-based) with `w`. */
+static void xc_first(struct xc_text *t, size_t at, const char *w)
+{
+	char *l = t->line[at - 1], rest[XC_CAP];
+	const char *sp = strchr(l, ' ');
+
+	snprintf(rest, sizeof rest, "%s", sp ? sp : "");
+	snprintf(l, XC_CAP, "%s%s", w, rest);
+}
+
+static void xc_none(struct xc_text *t)
+{
+	(void)t;
+}
+static void xc_long(struct xc_text *t)
+{
+	/* 27 digits: read 23 at a time, it was 0 then 1234, one count too many */
+	xc_first(t, 6, "000000000000000000000001234");
+}
+static void xc_max(struct xc_text *t)
+{
+	xc_first(t, 4, "18446744073709551615");
+}
+static void xc_past_max(struct xc_text *t)
+{
+	xc_first(t, 4, "18446744073709551616");
+}
+static void xc_sign(struct xc_text *t)
+{
+	xc_first(t, 4, "-0");
+}
+static void xc_short_line(struct xc_text *t)
+{
+	*strrchr(t->line[3], ' ') = '\0';
+}
+static void xc_long_line(struct xc_text *t)
+{
+	strcat(t->line[3], " 7");
+}
+static void xc_layers_wrap(struct xc_text *t)
+{
+	/* 2^32 + 8: wrapped to 8 as an unsigned, tiny-moe's layers */
+	snprintf(t->line[2], XC_CAP, "layers 4294967304 experts 32");
+}
+static void xc_extra_line(struct xc_text *t)
+{
+	snprintf(t->line[t->n++], XC_CAP, "1 2 3");
+}
+
+/*
+ * The counts file of ignis-calibrate: what it wrote reads back exactly; a
+ * count that is not a whole number of at most 20 digits (2^64 - 1), a layer
+ * line of other than one count an expert, a line past the last layer, a
+ * header figure that wraps: each refused naming its line (issue 26, item 9),
+ * never split, wrapped or skipped.
+ */
+static void test_expert_counts_file(void **state)
+{
+	static const struct {
+		const char *name;
+		void (*mut)(struct xc_text *t);
+		int want;
+		const char *say[2];
+	} rows[] = {
+	    {"as written", xc_none, IG_E_OK, {NULL}},
+	    {"2^64 - 1", xc_max, IG_E_OK, {NULL}},
+	    {"a count of 27 digits", xc_long, IG_E_INVAL, {"line 6:", "27 digits"}},
+	    {"2^64",
+	     xc_past_max,
+	     IG_E_INVAL,
+	     {"line 4:", "'18446744073709551616', above 18446744073709551615"}},
+	    {"a sign", xc_sign, IG_E_INVAL, {"line 4:", "is '-0', not a whole number"}},
+	    {"a layer short of a count",
+	     xc_short_line,
+	     IG_E_INVAL,
+	     {"line 4:", "count 32 of 32 (layer 0, expert 31) is missing"}},
+	    {"a layer with a count too many",
+	     xc_long_line,
+	     IG_E_INVAL,
+	     {"line 4:", "more than 32"}},
+	    {"layers 2^32 + 8", xc_layers_wrap, IG_E_INVAL, {"4294967304 layers", NULL}},
+	    {"a line past the last layer",
+	     xc_extra_line,
+	     IG_E_INVAL,
+	     {"line 12:", "past the last"}},
+	};
+	static uint64_t counts[8 * 32];
+	char model[320], path[340];
+	struct ig_errbuf eb = {0};
+	struct mfile f;
+	int failures = 0;
+
+	(void)state;
+	path_of(model, sizeof model, "okmoe.gguf"); /* test_malformed_files' when it ran */
+	if (access(model, F_OK))
+		write_model("tiny-moe", 1, MFILE_BF16, "okmoe.gguf");
+	assert_int_equal(mfile_open(&f, model, &eb), IG_E_OK);
+	assert_int_equal(f.desc.layers * f.desc.experts, 8 * 32);
+	assert_int_equal(expcounts_path(path, sizeof path, model, &eb), IG_E_OK);
+	for (size_t i = 0; i < 8 * 32; i++)
+		counts[i] = i * 1000003u;
+	for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+		struct xc_text t = {0};
+		uint64_t *back = NULL;
+		char *all, *line, *save;
+		size_t n;
+		FILE *o;
+		int rc;
+
+		assert_int_equal(expcounts_write(path, &f, counts, &eb), IG_E_OK);
+		all = slurp("okmoe.gguf.experts", &n);
+		all = realloc(all, n + 1);
+		all[n] = '\0';
+		for (line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			snprintf(t.line[t.n++], XC_CAP, "%s", line);
+		free(all);
+		assert_int_equal(t.n, 3 + 8);
+		rows[r].mut(&t);
+		o = fopen(path, "w");
+		assert_non_null(o);
+		for (size_t i = 0; i < t.n; i++)
+			fprintf(o, "%s\n", t.line[i]);
+		fclose(o);
+		rc = expcounts_read(path, &f, &back, &eb);
+		if (rc != rows[r].want) {
+			printf("FAIL %s: %s, wanted %s: %s\n", rows[r].name, ig_err_name(rc),
+			       ig_err_name(rows[r].want), rc ? eb.msg : "");
+			failures++;
+		} else if (rc == IG_E_OK) {
+			if (back[0] != (rows[r].mut == xc_max ? UINT64_MAX : 0) ||
+			    memcmp(back + 1, counts + 1, sizeof counts - sizeof counts[0])) {
+				printf("FAIL %s: the counts read are not those written\n",
+				       rows[r].name);
+				failures++;
+			}
+		} else {
+			for (int w = 0; w < 2 && rows[r].say[w]; w++)
+				if (!strstr(eb.msg, rows[r].say[w])) {
+					printf("FAIL %s: message lacks '%s': %s\n", rows[r].name,
+					       rows[r].say[w], eb.msg);
+					failures++;
+				}
+			if (!strstr(eb.msg, path)) {
+				printf("FAIL %s: message does not name the file: %s\n",
+				       rows[r].name, eb.msg);
+				failures++;
+			}
+			if (back) {
+				printf("FAIL %s: refused, with counts\n", rows[r].name);
+				failures++;
+			}
+		}
+		free(back);
+	}
+	mfile_close(&f);
+	assert_int_equal(failures, 0);
 }
 
 /* ---- the streaming writer and the dry run ----------------------------------- */
@@ -1265,6 +1505,7 @@ static void test_check_desc(void **state)
 	    {"head_dim", "head_dim", 96, {"(head_dim) 96 is not a multiple of 64", "compact"}},
 	    {"no full layer", "full_interval", 5, {"(layers) 4 is below", "no full-attention"}},
 	    {"lanes", "default_lanes", 5, {"(default_lanes) 5 exceeds", "(max_lanes) 4"}},
+	    {"4097 layers", "layers", 4097, {"(layers) is 4097", "accepted: 1 to 4096"}},
 	    {"vocab", "vocab", 259, {"(vocab) is 259", "byte-level tokenizer"}},
 	    {"vocab", "vocab", 261, {"(vocab) is 261", "or tokenizer 'none'"}},
 	};
@@ -1293,6 +1534,10 @@ static void test_check_desc(void **state)
 		struct mdesc m = *mdesc_find("tiny-moe");
 		struct ig_errbuf eb = {0};
 
+		m.experts = 65537;
+		assert_int_equal(mfile_check_desc(&m, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "(experts) is 65537; accepted: 1 to 65536"));
+		m = *mdesc_find("tiny-moe");
 		m.top_k = 33;
 		assert_int_equal(mfile_check_desc(&m, &eb), IG_E_INVAL);
 		assert_non_null(
@@ -1394,6 +1639,7 @@ int main(void)
 	    cmocka_unit_test(test_truncated_and_foreign),
 	    cmocka_unit_test(test_qwen3_layout),
 	    cmocka_unit_test(test_llama_hybrids),
+	    cmocka_unit_test(test_expert_counts_file),
 	    cmocka_unit_test(test_stream_equals_in_memory),
 	    cmocka_unit_test(test_bounded_memory),
 	    cmocka_unit_test(test_describe_is_the_file),
