@@ -64,9 +64,27 @@
  * LMDB's own overhead (B-tree pages, the free list, page rounding of each
  * overflow record: under 4 KiB a window) lives in the map's headroom above
  * the ceiling; MDB_MAP_FULL, should fragmentation still reach it, is "tier
- * full" with nothing written, as is a volume that cannot back the pages
- * (fallocate ahead of each put: with MDB_WRITEMAP a page LMDB cannot back
- * would be a SIGBUS, not an error).
+ * full" with nothing written, as is a volume that cannot back the pages.
+ *
+ * Blocks under the map (kvdisk__room). With MDB_WRITEMAP LMDB writes
+ * through a shared mapping of data.mdb, a sparse file the map's size: a
+ * page the volume cannot back is a SIGBUS that kills the daemon, not an
+ * error. So no write transaction begins before the pages it may take have
+ * blocks: every page up to LMDB's last has them (LMDB wrote it), and before
+ * each write transaction the blocks beyond are taken, in 64 MiB steps, by
+ * fallocate or, on a filesystem without it (ext2, ext3 files without
+ * extents, NFS before 4.2), by faulting those pages in writable ahead of
+ * LMDB (MADV_POPULATE_WRITE: the filesystem backs them as it would for
+ * LMDB's store, and a page it cannot back is EFAULT, not a signal), or by
+ * writing zeros over them (older kernels; and the errno that says why).
+ * Those pages are beyond LMDB's last and no transaction is open: nothing
+ * of ours is there. A volume that cannot give them is "tier full", nothing
+ * written. Each put leaves KVDISK_MARGIN backed beyond itself, so a drop,
+ * or open after a restart, finds its pages on a volume that filled since.
+ * Blocks once ours stay ours, so a volume that another process fills
+ * between the reservation and the transaction changes nothing. Why this
+ * rather than LMDB without MDB_WRITEMAP on such a filesystem, and what was
+ * measured: ADR 0020, "A full volume".
  */
 #define _GNU_SOURCE
 #include "kvdisk.h"
@@ -107,8 +125,24 @@
  * written). The map is virtual: blocks are taken only as pages are used,
  * and never out of the volume's reserve (kvdisk__ceiling). */
 #define KVDISK_HEADROOM(c) ((c) / 4 + (64ull << 20))
-/* Blocks are allocated ahead of LMDB's last page in steps of this. */
+/* Blocks are taken ahead of LMDB's last page in steps of this (fewer calls,
+ * longer extents); a step the volume cannot give is cut to what the
+ * transaction needs. */
 #define KVDISK_GROW_STEP (64ull << 20)
+/* What a write transaction that writes no record takes beyond LMDB's last
+ * page (a drop, the erase of an abandoned stream, open's recovery, and the
+ * tick after each), apart from the free list's record of the pages it frees
+ * (8 B a page, counted for the whole file): its B-tree pages. A leaf holds
+ * over 60 window records, so even a sequence of ARENA_MAX_WINDOWS records
+ * dirties under 100 leaf and branch pages (400 KiB). */
+#define KVDISK_DROP_ROOM (1ull << 20)
+/* Kept backed beyond every put: four drops' room, so that a drop, or the
+ * open after a restart, finds its pages backed on a volume that filled
+ * since the put. */
+#define KVDISK_MARGIN (4ull << 20)
+/* Where the filesystem has no fallocate, blocks are taken this much at a
+ * call: 64 calls a step. */
+#define KVDISK_ZEROS (1u << 20)
 
 #define KVDISK_STATE_FILE "kvdisk.state"
 #define KVDISK_STATE_LEN  75 /* "kvdisk-state 1 dirty <36> <16>\n" */
@@ -141,11 +175,15 @@ struct kvdisk {
 	MDB_env *env;
 	MDB_dbi dseq, dwin, dtick;
 	int state_fd, data_fd;
-	bool can_fallocate;
-	bool failed; /* LMDB refused a commit or an abort midway: refuse work */
+	bool can_fallocate; /* false: pages populated instead (kvdisk__back) */
+	bool can_populate;  /* false: zeros written instead */
+	unsigned flags;     /* KVDISK_OPEN_* */
+	bool failed;        /* LMDB refused a commit or an abort midway: refuse work */
 	char path[PATH_MAX];
 	char boot[37];
-	uint64_t ceiling, map_bytes, used, alloc_end;
+	uint64_t ceiling, map_bytes, used;
+	uint64_t alloc_end;   /* data.mdb has blocks below this */
+	unsigned char *zeros; /* KVDISK_ZEROS of them (kvdisk__zeros) */
 	uint32_t sequences;
 	uint64_t writes, reads, refusals_full, lost, drops;
 	XXH64_state_t *xd; /* digest of the windows' payload checksums */
@@ -525,6 +563,151 @@ static int kvdisk__ceiling(struct kvdisk *d, uint64_t flag, uint64_t min_bytes, 
 	return IG_E_OK;
 }
 
+/* ---- blocks under the map ----------------------------------------------- */
+
+/* Where the filesystem has no fallocate: the pages [alloc_end, end) faulted
+ * in writable through a mapping of our own (MADV_POPULATE_WRITE), which
+ * makes the filesystem back each as LMDB's store would, but answers a page
+ * it cannot back with EFAULT where the store would be a SIGBUS. The pages
+ * keep their bytes. alloc_end follows as far as it got. 0 or an errno
+ * (EINVAL: a kernel before 5.14, without it). */
+static int kvdisk__populate(struct kvdisk *d, uint64_t end)
+{
+	uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint64_t from = d->alloc_end / pg * pg, len = end - from;
+	unsigned char *p =
+	    mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, d->data_fd, (off_t)from);
+	int rc = 0;
+
+	if (p == MAP_FAILED)
+		return errno;
+	for (uint64_t at = 0; at < len && !rc; at += KVDISK_ZEROS) {
+		uint64_t n = len - at < KVDISK_ZEROS ? len - at : KVDISK_ZEROS;
+
+		if (madvise(p + at, n, MADV_POPULATE_WRITE) != 0)
+			rc = errno;
+		else
+			d->alloc_end = from + at + n;
+	}
+	munmap(p, len);
+	return rc;
+}
+
+/* Zeros written over [alloc_end, end): slower (a copy of every byte: the
+ * measurements are in ADR 0020), but it works on every kernel and a block
+ * the volume cannot give is an errno that says why (ENOSPC, EDQUOT, EIO). */
+static int kvdisk__zeros(struct kvdisk *d, uint64_t end)
+{
+	while (d->alloc_end < end) {
+		uint64_t n = end - d->alloc_end < KVDISK_ZEROS ? end - d->alloc_end : KVDISK_ZEROS;
+		ssize_t w = pwrite(d->data_fd, d->zeros, (size_t)n, (off_t)d->alloc_end);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return errno;
+		if (w == 0)
+			return ENOSPC;
+		d->alloc_end += (uint64_t)w;
+	}
+	return 0;
+}
+
+/* Give data.mdb blocks up to `end`, from alloc_end (which is past LMDB's
+ * last page, so nothing there is read or kept): fallocate; where the
+ * filesystem has none, the pages populated; where that fails (a page the
+ * volume cannot back, an older kernel), zeros written, whose errno says
+ * why. alloc_end follows as far as it got. 0 or an errno. */
+static int kvdisk__back(struct kvdisk *d, uint64_t end)
+{
+	int rc;
+
+	if (d->can_fallocate) {
+		if (fallocate(d->data_fd, 0, (off_t)d->alloc_end, (off_t)(end - d->alloc_end)) ==
+		    0) {
+			d->alloc_end = end;
+			return 0;
+		}
+		if (errno != EOPNOTSUPP && errno != ENOSYS)
+			return errno;
+		d->can_fallocate = false;
+	}
+	if (d->can_populate) {
+		rc = kvdisk__populate(d, end);
+		if (!rc)
+			return 0;
+		if (rc == EINVAL)
+			d->can_populate = false;
+	}
+	return kvdisk__zeros(d, end);
+}
+
+/* Back the pages the next write transaction may take, before it begins:
+ * LMDB's last page, then `bytes` of records in `records` records and LMDB's
+ * own pages for them ((records + 8) x 2: leaves, branches, the free list),
+ * then `margin` (KVDISK_MARGIN after a put, KVDISK_DROP_ROOM for a
+ * transaction that writes no record) and the free list's record of every
+ * page of the file so far (the most a drop writes). Pages LMDB will reuse
+ * from its free list are backed already, but which it will reuse is its
+ * choice: they are not counted on. Never while a write transaction is open:
+ * zeros would land on its pages. 0, or an errno (ENOSPC, EDQUOT: the volume
+ * cannot; *short_by the bytes it could not back). */
+static int kvdisk__room(struct kvdisk *d, uint64_t bytes, uint32_t records, uint64_t margin,
+                        uint64_t *short_by)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	uint64_t ps, last, need, end;
+	int rc;
+
+	*short_by = 0;
+	rc = mdb_env_info(d->env, &info);
+	if (!rc)
+		rc = mdb_env_stat(d->env, &st);
+	if (rc)
+		return rc;
+	ps = st.ms_psize;
+	last = ((uint64_t)info.me_last_pgno + 1) * ps;
+	if (d->alloc_end < last)
+		d->alloc_end = last; /* LMDB wrote every page up to its last */
+	need = last + bytes + (records ? ((uint64_t)records + 8u) * 2u * ps : 0);
+	need += margin + need / (ps / 8u);
+	if (need > d->map_bytes)
+		need = d->map_bytes; /* past it, LMDB answers MDB_MAP_FULL */
+	if (need <= d->alloc_end)
+		return 0;
+	end = (need + KVDISK_GROW_STEP - 1) / KVDISK_GROW_STEP * KVDISK_GROW_STEP;
+	if (end > d->map_bytes)
+		end = d->map_bytes;
+	rc = kvdisk__back(d, end);
+	if (rc && d->alloc_end < need)
+		rc = kvdisk__back(d, need); /* what this one needs, not the step */
+	if (d->alloc_end >= need)
+		return 0;
+	*short_by = need - d->alloc_end;
+	return rc ? rc : EIO;
+}
+
+static bool kvdisk__full(int err)
+{
+	return err == ENOSPC || err == EDQUOT;
+}
+
+/* kvdisk__room's refusal, for `what` ("seq 5", "opening"). */
+static int kvdisk__room_err(struct kvdisk *d, int err, uint64_t short_by, const char *what,
+                            struct ig_errbuf *eb)
+{
+	if (kvdisk__full(err))
+		return ig_errf(eb, IG_E_NOSPACE,
+		               "KV-disk at '%s': tier full: the volume cannot back %" PRIu64
+		               " more bytes of data.mdb for %s (%s%s); nothing written",
+		               d->path, short_by, what, strerror(err),
+		               d->can_fallocate ? "" : ", a filesystem without fallocate");
+	return ig_errf(eb, IG_E_IO,
+	               "KV-disk at '%s': giving data.mdb blocks for %s: %s; nothing written",
+	               d->path, what, mdb_strerror(err));
+}
+
 /* ---- the environment ---------------------------------------------------- */
 
 static bool kvdisk__damage(int rc)
@@ -554,6 +737,7 @@ static int kvdisk__env_open(struct kvdisk *d, int *mrc, struct ig_errbuf *eb)
 	 * Why, and what was measured: docs/adr/0011-kv-disk-lmdb.md. */
 	const unsigned flags = MDB_NOSYNC | MDB_WRITEMAP | MDB_NOTLS;
 	MDB_txn *txn;
+	uint64_t short_by;
 	int rc, dead;
 
 	*mrc = 0;
@@ -570,6 +754,18 @@ static int kvdisk__env_open(struct kvdisk *d, int *mrc, struct ig_errbuf *eb)
 	rc = mdb_env_get_fd(d->env, &d->data_fd);
 	if (rc)
 		goto out_env;
+	/* blocks for this transaction and the erase open's recovery may do
+	 * next: a drop's room, which the last put kept backed beyond itself
+	 * (KVDISK_MARGIN), so a restart on a volume that filled since finds
+	 * them */
+	d->alloc_end = 0;
+	d->can_fallocate = !(d->flags & KVDISK_OPEN_NO_FALLOCATE);
+	d->can_populate = !(d->flags & KVDISK_OPEN_NO_POPULATE);
+	rc = kvdisk__room(d, 0, 0, KVDISK_DROP_ROOM, &short_by);
+	if (rc) {
+		kvdisk__env_close(d);
+		return kvdisk__room_err(d, rc, short_by, "opening", eb);
+	}
 	rc = mdb_txn_begin(d->env, NULL, 0, &txn);
 	if (rc)
 		goto out_env;
@@ -585,8 +781,6 @@ static int kvdisk__env_open(struct kvdisk *d, int *mrc, struct ig_errbuf *eb)
 	rc = mdb_txn_commit(txn);
 	if (rc)
 		goto out_env;
-	d->alloc_end = 0;
-	d->can_fallocate = true;
 	return IG_E_OK;
 
 out_env:
@@ -678,13 +872,19 @@ static void kvdisk__tick(struct kvdisk *d)
 	(void)mdb_txn_commit(txn); /* only an optimisation: failure costs room */
 }
 
-/* Drop `seq` in a transaction of its own; the figures follow. */
+/* Drop `seq` in a transaction of its own; the figures follow. An LMDB code,
+ * or an errno when the volume cannot back the pages the drop takes
+ * (kvdisk__room: nothing dropped). */
 static int kvdisk__drop_seq(struct kvdisk *d, uint64_t seq, bool *found)
 {
 	MDB_txn *txn;
 	uint64_t bytes;
-	int rc = mdb_txn_begin(d->env, NULL, 0, &txn);
+	int rc;
 
+	*found = false;
+	rc = kvdisk__room(d, 0, 0, KVDISK_DROP_ROOM, &bytes);
+	if (!rc)
+		rc = mdb_txn_begin(d->env, NULL, 0, &txn);
 	if (rc)
 		return rc;
 	rc = kvdisk__erase(d, txn, seq, &bytes, found);
@@ -729,6 +929,7 @@ struct kvdisk_scan {
 	struct kvdisk_hdr h;
 	uint64_t seen_bytes;
 	uint32_t seen;
+	uint32_t records; /* its window records, whole or not */
 	bool bad;
 };
 
@@ -737,6 +938,7 @@ struct kvdisk_scanset {
 	size_t n, cap;
 	uint64_t *orphans;
 	size_t n_orphans, cap_orphans;
+	uint64_t orphan_records; /* window records of all the orphans */
 };
 
 static int kvdisk__grow(void **p, size_t *cap, size_t n, size_t each)
@@ -819,6 +1021,7 @@ static int kvdisk__scan(struct kvdisk *d, struct kvdisk_scanset *ss, bool deep)
 		while (i < ss->n && ss->s[i].h.seq < seq)
 			i++;
 		if (i == ss->n || ss->s[i].h.seq != seq) {
+			ss->orphan_records++;
 			if (ss->n_orphans && ss->orphans[ss->n_orphans - 1] == seq)
 				continue;
 			rc = kvdisk__grow((void **)&ss->orphans, &ss->cap_orphans, ss->n_orphans,
@@ -830,6 +1033,7 @@ static int kvdisk__scan(struct kvdisk *d, struct kvdisk_scanset *ss, bool deep)
 			continue;
 		}
 		e = &ss->s[i];
+		e->records++;
 		if (e->bad)
 			continue;
 		if (w != e->seen) {
@@ -852,12 +1056,13 @@ static int kvdisk__scan(struct kvdisk *d, struct kvdisk_scanset *ss, bool deep)
 }
 
 /* Open's recovery: recompute the accounting from LMDB and drop what is not
- * whole. Returns an LMDB code on damage. */
+ * whole. Returns an LMDB code on damage, an errno when the volume cannot
+ * back the pages the erase takes (kvdisk__room). */
 static int kvdisk__recover(struct kvdisk *d, bool deep, size_t *seen)
 {
 	struct kvdisk_scanset ss = {0};
 	MDB_txn *txn = NULL;
-	uint64_t bytes;
+	uint64_t bytes, erase;
 	bool found;
 	int rc = kvdisk__scan(d, &ss, deep);
 
@@ -885,6 +1090,15 @@ static int kvdisk__recover(struct kvdisk *d, bool deep, size_t *seen)
 			d->sequences++;
 		}
 	}
+	/* the erase's B-tree pages: a leaf holds over 60 window records, so a
+	 * page per 16 erased is ample (open reserved a drop's room already) */
+	erase = ss.orphan_records;
+	for (size_t i = 0; i < ss.n; i++)
+		if (ss.s[i].bad)
+			erase += ss.s[i].records + 1u;
+	if (erase)
+		rc = kvdisk__room(d, erase / 16u * (uint64_t)sysconf(_SC_PAGESIZE), 0,
+		                  KVDISK_DROP_ROOM, &bytes);
 	for (size_t i = 0; i < ss.n && !rc; i++)
 		if (ss.s[i].bad) {
 			if (!txn)
@@ -917,10 +1131,10 @@ out:
 /* ---- open and close ------------------------------------------------------ */
 
 int kvdisk_open(struct kvdisk **out, const char *path, uint64_t flag_bytes, uint64_t min_bytes,
-                bool ignore_volume, struct ig_errbuf *eb)
+                unsigned flags, struct ig_errbuf *eb)
 {
 	struct kvdisk *d;
-	bool unclean = false;
+	bool unclean = false, ignore_volume;
 	size_t seen = 0;
 	int rc, mrc;
 
@@ -932,9 +1146,11 @@ int kvdisk_open(struct kvdisk **out, const char *path, uint64_t flag_bytes, uint
 		return ig_errf(eb, IG_E_NOMEM, "KV-disk: out of memory");
 	d->state_fd = -1;
 	d->data_fd = -1;
+	d->flags = flags;
 	snprintf(d->path, sizeof(d->path), "%s", path);
 	d->xd = XXH64_createState();
-	if (!d->xd) {
+	d->zeros = calloc(1, KVDISK_ZEROS); /* fresh pages: no memory until read */
+	if (!d->xd || !d->zeros) {
 		rc = ig_errf(eb, IG_E_NOMEM, "KV-disk: out of memory");
 		goto out_free;
 	}
@@ -946,6 +1162,7 @@ int kvdisk_open(struct kvdisk **out, const char *path, uint64_t flag_bytes, uint
 	rc = kvdisk__state_open(d, &unclean, eb);
 	if (rc)
 		goto out_free;
+	ignore_volume = (flags & KVDISK_OPEN_IGNORE_VOLUME) != 0;
 	rc = kvdisk__ceiling(d, flag_bytes, min_bytes, ignore_volume, eb);
 	if (rc)
 		goto out_free;
@@ -976,6 +1193,12 @@ int kvdisk_open(struct kvdisk **out, const char *path, uint64_t flag_bytes, uint
 			goto out_free;
 		d->used = 0;
 		d->sequences = 0;
+	} else if (kvdisk__full(mrc)) {
+		rc = ig_errf(eb, IG_E_NOSPACE,
+		             "KV-disk at '%s': tier full: the volume cannot back the pages that "
+		             "erasing the sequences open found torn takes (%s); free space on it",
+		             path, strerror(mrc));
+		goto out_free;
 	} else if (mrc) {
 		rc = ig_errf(eb, IG_E_IO,
 		             "KV-disk at '%s': reading LMDB: %s; the environment is damaged: "
@@ -1004,6 +1227,7 @@ out_free:
 	XXH64_freeState(d->xd);
 	for (uint32_t i = 0; i < KVDISK_STREAMS; i++)
 		XXH64_freeState(d->streams[i].xd);
+	free(d->zeros);
 	free(d->notes);
 	free(d);
 	return rc;
@@ -1024,43 +1248,12 @@ void kvdisk_close(struct kvdisk *d)
 	XXH64_freeState(d->xd);
 	for (uint32_t i = 0; i < KVDISK_STREAMS; i++)
 		XXH64_freeState(d->streams[i].xd);
+	free(d->zeros);
 	free(d->notes);
 	free(d);
 }
 
 /* ---- put ----------------------------------------------------------------- */
-
-/* Blocks for the pages this put may take beyond LMDB's last page (and a
- * step more), so that the mapping never finds the volume full mid-copy. */
-static int kvdisk__room(struct kvdisk *d, uint64_t stored, uint32_t windows, struct ig_errbuf *eb)
-{
-	MDB_envinfo info;
-	MDB_stat st;
-	uint64_t end;
-
-	if (!d->can_fallocate || mdb_env_info(d->env, &info) || mdb_env_stat(d->env, &st))
-		return IG_E_OK;
-	end = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize + stored +
-	      (uint64_t)(windows + 8u) * 2u * st.ms_psize;
-	end = (end + KVDISK_GROW_STEP - 1) / KVDISK_GROW_STEP * KVDISK_GROW_STEP;
-	if (end > d->map_bytes)
-		end = d->map_bytes;
-	if (end <= d->alloc_end)
-		return IG_E_OK;
-	if (fallocate(d->data_fd, 0, (off_t)d->alloc_end, (off_t)(end - d->alloc_end)) != 0) {
-		if (errno == EOPNOTSUPP || errno == ENOSYS) {
-			d->can_fallocate = false;
-			return IG_E_OK;
-		}
-		d->refusals_full++;
-		return ig_errf(eb, errno == ENOSPC ? IG_E_NOSPACE : IG_E_IO,
-		               "KV-disk at '%s': tier full: the volume cannot back %" PRIu64
-		               " more bytes (%s); nothing written",
-		               d->path, end - d->alloc_end, strerror(errno));
-	}
-	d->alloc_end = end;
-	return IG_E_OK;
-}
 
 static int kvdisk__put_fail(struct kvdisk *d, MDB_txn *txn, int rc, uint64_t seq,
                             struct ig_errbuf *eb)
@@ -1090,7 +1283,7 @@ int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base
 	struct kvdisk_hdr h;
 	MDB_txn *txn = NULL;
 	MDB_val k, v;
-	uint64_t stored, put_id;
+	uint64_t stored, put_id, short_by;
 	int rc;
 
 	if (d->failed)
@@ -1120,9 +1313,15 @@ int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base
 		               "written",
 		               d->path, meta->seq, stored, d->used, d->ceiling);
 	}
-	rc = kvdisk__room(d, stored, meta->windows, eb);
-	if (rc)
-		return rc;
+	rc = kvdisk__room(d, stored, meta->windows + 1u, KVDISK_MARGIN, &short_by);
+	if (rc) {
+		char what[40];
+
+		if (kvdisk__full(rc))
+			d->refusals_full++;
+		snprintf(what, sizeof(what), "seq %" PRIu64, meta->seq);
+		return kvdisk__room_err(d, rc, short_by, what, eb);
+	}
 
 	rc = mdb_txn_begin(d->env, NULL, 0, &txn);
 	if (rc)
@@ -1307,7 +1506,7 @@ int kvdisk_wput(struct kvdisk *d, uint64_t seq, uint32_t k, const void *src, uin
 	MDB_txn *txn = NULL;
 	MDB_val key, v;
 	bool last;
-	uint64_t got;
+	uint64_t got, short_by;
 	int rc;
 
 	*whole = false;
@@ -1331,9 +1530,16 @@ int kvdisk_wput(struct kvdisk *d, uint64_t seq, uint32_t k, const void *src, uin
 		               " bytes where the window holds %" PRIu64,
 		               seq, k, len, kvdisk__win_len(&st->meta, k));
 	last = k + 1 == st->meta.windows;
-	rc = kvdisk__room(d, KVDISK_HDR * (last ? 2u : 1u) + len, 1, eb);
-	if (rc)
-		return rc;
+	rc = kvdisk__room(d, KVDISK_HDR * (last ? 2u : 1u) + len, last ? 2u : 1u, KVDISK_MARGIN,
+	                  &short_by);
+	if (rc) {
+		char what[48];
+
+		if (kvdisk__full(rc))
+			d->refusals_full++;
+		snprintf(what, sizeof(what), "seq %" PRIu64 " window %u", seq, k);
+		return kvdisk__room_err(d, rc, short_by, what, eb);
+	}
 	rc = mdb_txn_begin(d->env, NULL, 0, &txn);
 	if (rc)
 		return kvdisk__put_fail(d, NULL, rc, seq, eb);
@@ -1412,7 +1618,9 @@ bool kvdisk_wabort(struct kvdisk *d, uint64_t seq)
 	if (!st)
 		return false;
 	if (st->next) {
-		rc = mdb_txn_begin(d->env, NULL, 0, &txn);
+		rc = kvdisk__room(d, 0, 0, KVDISK_DROP_ROOM, &bytes);
+		if (!rc)
+			rc = mdb_txn_begin(d->env, NULL, 0, &txn);
 		if (!rc) {
 			rc = kvdisk__erase(d, txn, seq, &bytes, &found);
 			if (rc)
@@ -1424,8 +1632,9 @@ bool kvdisk_wabort(struct kvdisk *d, uint64_t seq)
 			d->failed = true;
 		else if (!rc)
 			kvdisk__tick(d);
-		/* an erase that failed leaves window records without a
-		 * sequence record: never served, erased by the next open */
+		/* an erase that failed (or that the volume could not back)
+		 * leaves window records without a sequence record: never
+		 * served, erased by the next open */
 	}
 	kvdisk__stream_end(d, st);
 	return true;
@@ -1713,11 +1922,16 @@ int kvdisk_drop(struct kvdisk *d, uint64_t seq, struct ig_errbuf *eb)
 		return IG_E_OK; /* a write under way: nothing of it is held */
 	noted = kvdisk__note_take(d, seq, NULL, 0);
 	rc = kvdisk__drop_seq(d, seq, &found);
+	if (kvdisk__full(rc))
+		return ig_errf(eb, IG_E_NOSPACE,
+		               "KV-disk at '%s': dropping seq %" PRIu64 ": tier full: the volume "
+		               "cannot back the pages LMDB takes for a drop (%s); nothing dropped",
+		               d->path, seq, strerror(rc));
 	if (rc) {
 		if (kvdisk__damage(rc))
 			d->failed = true;
-		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': dropping seq %" PRIu64 ": LMDB: %s",
-		               d->path, seq, mdb_strerror(rc));
+		return ig_errf(eb, IG_E_IO, "KV-disk at '%s': dropping seq %" PRIu64 ": %s%s",
+		               d->path, seq, rc > 0 ? "" : "LMDB: ", mdb_strerror(rc));
 	}
 	if (!found && !noted)
 		return ig_errf(eb, IG_E_NOTFOUND, "KV-disk: seq %" PRIu64 " is not on disk", seq);

@@ -42,25 +42,39 @@ struct kvdisk_stats {
 
 struct kvdisk;
 
+/* kvdisk_open's flags, for tests: */
+/* drop the volume rule (tests on small volumes) */
+#define KVDISK_OPEN_IGNORE_VOLUME 1u
+/* take data.mdb's blocks as on a filesystem without fallocate, whatever
+ * this one has (pages populated, MADV_POPULATE_WRITE) */
+#define KVDISK_OPEN_NO_FALLOCATE 2u
+/* ... and as on a kernel without MADV_POPULATE_WRITE (zeros written) */
+#define KVDISK_OPEN_NO_POPULATE 4u
+
 /* Open (creating) the LMDB environment in directory `path` with a ceiling of
  * min(flag_bytes, the volume's free bytes - KVDISK_VOLUME_RESERVE), where
  * the free bytes count the blocks its own data.mdb already holds; the
  * effective ceiling is reported in stats. IG_E_CONFIG naming the path and the
  * figures when the ceiling comes to less than one window of `min_bytes`.
- * `ignore_volume` (tests on small volumes only) drops the volume rule.
+ * `flags`: 0, or KVDISK_OPEN_* (tests only).
  * IG_E_BUSY when another process holds the directory; IG_E_IO when LMDB
  * finds the environment damaged after a clean stop (the message names the
- * remedy). On success the caller owns *out until kvdisk_close. */
+ * remedy); IG_E_NOSPACE ("tier full") when the volume cannot back the pages
+ * open writes. On success the caller owns *out until kvdisk_close.
+ *
+ * A volume that fills after the open is never a signal: a write the volume
+ * cannot back is refused IG_E_NOSPACE ("tier full", naming the path and the
+ * bytes), nothing written, on every filesystem with or without fallocate. */
 int kvdisk_open(struct kvdisk **out, const char *path, uint64_t flag_bytes, uint64_t min_bytes,
-                bool ignore_volume, struct ig_errbuf *eb);
+                unsigned flags, struct ig_errbuf *eb);
 void kvdisk_close(struct kvdisk *d);
 
 /* Write a whole sequence: `meta` and its windows, window k's bytes at
  * base + w[k].offset (w[k].len bytes, w[k].sum their checksum, checked
  * again before writing). IG_E_NOSPACE ("tier full", with the figures, and
- * nothing written) when it would cross the ceiling; IG_E_BUSY when the seq
- * is already on disk. The checksum is kvcopy_sum's (XXH3-64, seed 0), as
- * KV-RAM's (arena.h). */
+ * nothing written) when it would cross the ceiling or the volume cannot back
+ * it; IG_E_BUSY when the seq is already on disk. The checksum is
+ * kvcopy_sum's (XXH3-64, seed 0), as KV-RAM's (arena.h). */
 int kvdisk_put(struct kvdisk *d, const struct arena_meta *meta, const void *base,
                const struct arena_window *w, struct ig_errbuf *eb);
 /* Would a put of `meta` be taken now: under the ceiling with the writes
@@ -80,7 +94,9 @@ bool kvdisk_fits(const struct kvdisk *d, const struct arena_meta *meta);
  * kvdisk_wput writes window k (k in order from 0; the same window again with
  * the same checksum is a no-op), each in a transaction of its own, hashed
  * while copied and refused (IG_E_INVAL, nothing written) when it does not
- * hash to `sum`; the last window's transaction also writes the sequence
+ * hash to `sum`, and IG_E_NOSPACE ("tier full", nothing of it written, the
+ * write still open: send it again or abort) when the volume cannot back
+ * it; the last window's transaction also writes the sequence
  * record, and only then does the sequence count as held (*whole true). A
  * write never finished is nothing: kvdisk_wabort (or kvdisk_drop) erases its
  * windows; after a crash, open's scan finds window records without a

@@ -262,7 +262,10 @@ static int kvs_configure(struct kvs *k, const struct msg_kv_config *c, struct ig
 		rc = kvs_mkdirs(path, eb);
 		if (!rc)
 			rc = kvdisk_open(&k->disk, path, c->disk_bytes, ARENA_BLOCK,
-			                 getenv("IGNIS_TEST_KVDISK_IGNORE_VOLUME") != NULL, eb);
+			                 getenv("IGNIS_TEST_KVDISK_IGNORE_VOLUME")
+			                     ? KVDISK_OPEN_IGNORE_VOLUME
+			                     : 0,
+			                 eb);
 		if (rc) {
 			/* refuse nobody: KV-RAM alone still serves, said loudly */
 			ev_begin(&e, EV_WARN, "ignis.kvstore.disk_off");

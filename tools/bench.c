@@ -760,7 +760,8 @@ static int kvb_open(struct kvb *k, struct ig_errbuf *eb)
 	if (rc)
 		return rc;
 
-	rc = kvdisk_open(&k->disk, k->disk_dir, KVB_CEILING, 16ull << 20, true, eb);
+	rc = kvdisk_open(&k->disk, k->disk_dir, KVB_CEILING, 16ull << 20, KVDISK_OPEN_IGNORE_VOLUME,
+	                 eb);
 	if (rc)
 		return rc;
 
