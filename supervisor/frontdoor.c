@@ -1777,11 +1777,12 @@ void door_model_of(const struct msg_plan *pl, const struct mdesc *md, struct doo
 	m->serving = pl->model_path.n > 0;
 }
 
-void door_counts(struct door *d, uint64_t *rejected, uint64_t *queued)
+void door_counts(struct door *d, uint64_t *rejected, uint64_t *queued, uint64_t *displaced)
 {
 	pthread_mutex_lock(&d->mu);
 	*rejected = d->n_rejected;
 	*queued = d->queued;
+	*displaced = d->n_displaced;
 	pthread_mutex_unlock(&d->mu);
 }
 

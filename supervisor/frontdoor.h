@@ -81,9 +81,10 @@ void door_model_of(const struct msg_plan *pl, const struct mdesc *md, struct doo
  * another process holds the lock or the address is in use. */
 int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb);
 /* The messages the door refused (they did not decode, or were of a type it
- * does not take), and the submits it holds until the worker takes them
- * (queued or being sent). */
-void door_counts(struct door *d, uint64_t *rejected, uint64_t *queued);
+ * does not take), the submits it holds until the worker takes them (queued
+ * or being sent), and the waiting submits it refused to make room for
+ * another peer's. */
+void door_counts(struct door *d, uint64_t *rejected, uint64_t *queued, uint64_t *displaced);
 /* The front door has no access control: a tcp `bind` must be loopback
  * (127.0.0.0/8, ::1, or a name that resolves only to those) unless
  * `allow_remote` (--server-allow-remote). IG_E_CONFIG naming the knob. An

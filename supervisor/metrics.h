@@ -28,6 +28,7 @@
 
 #include "proto/msg.h"
 #include "common/vplan.h"
+#include "http.h"
 
 enum met_type { MET_COUNTER, MET_GAUGE, MET_HISTOGRAM };
 enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
@@ -137,7 +138,22 @@ enum met_source { MET_SRC_PLAN, MET_SRC_SUP, MET_SRC_WORKER, MET_SRC_KVSTORE };
 	  "Messages refused because they did not decode (malformed, oversize, another protocol "   \
 	  "version, an unknown type or field), by the socket that got them: client (the front "    \
 	  "door), supervisor; gpu-worker and kvstore while they are up. Only the first few of a "  \
-	  "kind each period are logged (ignis.proto.rejected).")
+	  "kind each period are logged (ignis.proto.rejected).")                                   \
+	X(DOOR_DISPLACED, ignis_frontdoor_displaced_total, COUNTER, "", SUP,                       \
+	  "Waiting submits refused to make room in the front door's full queue for another "       \
+	  "client's: the newest of the client holding the most of the queue.")                     \
+	X(HTTP_CONNECTIONS, ignis_http_connections, GAUGE, "", SUP,                                \
+	  "Connections open to the HTTP API.")                                                     \
+	X(HTTP_CONNECTIONS_MAX, ignis_http_connections_limit, GAUGE, "", SUP,                      \
+	  "The most connections the HTTP API takes at once (--server-http-max-connections, or "    \
+	  "from the descriptor limit).")                                                           \
+	X(HTTP_TIMEOUTS, ignis_http_timeouts_total, COUNTER, "", SUP,                              \
+	  "HTTP connections cut because a request's headers or body came too slowly "              \
+	  "(--server-http-header-timeout, --server-http-body-timeout), or sat idle that long.")    \
+	X(HTTP_REFUSED, ignis_http_refused_total, COUNTER, "reason", SUP,                          \
+	  "HTTP requests refused before they were read: host (a Host header that does not name "   \
+	  "a loopback server), origin (a web page's origin not named), api_key (missing or "       \
+	  "wrong), content_type (a body that is not application/json).")
 
 enum met_id {
 #define MET__ENUM(ID, name, type, labels, source, help) MET_##ID,
@@ -217,7 +233,15 @@ enum met_id {
 	F(RETAINED_GIVEN_UP, "room", w.reuse_given_up_room)                                        \
 	F(RETAINED_GIVEN_UP, "slot", w.reuse_given_up_slot)                                        \
 	F(RETAINED_GIVEN_UP, "tier", w.reuse_given_up_tier)                                        \
-	F(EXPERT_STAGED, "", w.expert_staged_layers)
+	F(EXPERT_STAGED, "", w.expert_staged_layers)                                               \
+	F(DOOR_DISPLACED, "", door_displaced)                                                      \
+	F(HTTP_CONNECTIONS, "", http.connections)                                                  \
+	F(HTTP_CONNECTIONS_MAX, "", http.max_connections)                                          \
+	F(HTTP_TIMEOUTS, "", http.timeouts)                                                        \
+	F(HTTP_REFUSED, "host", http.refused_host)                                                 \
+	F(HTTP_REFUSED, "origin", http.refused_origin)                                             \
+	F(HTTP_REFUSED, "api_key", http.refused_key)                                               \
+	F(HTTP_REFUSED, "content_type", http.refused_type)
 
 /* One row of MET_ROWS: where its figure is in the snapshot, or how it is
  * computed. */
@@ -288,6 +312,8 @@ struct met_snap {
 	/* the daemons */
 	struct met_src worker, kvstore;
 	uint64_t rejected_client, rejected_supervisor; /* the supervisor's own sockets */
+	uint64_t door_displaced;                       /* the front door's fairness */
+	struct http_counts http;                       /* the HTTP API's (zero when off) */
 	struct msg_worker_stats_reply w;
 	char expert_names[8][33]; /* w.experts[i].name (its view is cleared) */
 	struct msg_kv_stats_reply kv;

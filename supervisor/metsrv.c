@@ -282,6 +282,14 @@ void metsrv_note_queued(struct metsrv *m, uint64_t door_queued)
 	pthread_mutex_unlock(&m->mu);
 }
 
+void metsrv_note_doors(struct metsrv *m, uint64_t displaced, const struct http_counts *http)
+{
+	pthread_mutex_lock(&m->mu);
+	m->snap.door_displaced = displaced;
+	m->snap.http = *http;
+	pthread_mutex_unlock(&m->mu);
+}
+
 /* Why the listener failed, naming the knob, its value and where it came from. */
 static int metsrv__refuse(const struct knob_value *knob, int rv, struct ig_errbuf *eb)
 {

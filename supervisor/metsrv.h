@@ -32,6 +32,8 @@
 #include "proc.h"
 #include "common/vplan.h"
 
+struct http_counts;
+
 /* Figures are gathered this often: a scrape every 15 s (Prometheus's default)
  * sees figures at most about a second old. */
 #define METSRV_GATHER_MS 1000u
@@ -59,6 +61,9 @@ void metsrv_note_rejects(struct metsrv *m, uint64_t client, uint64_t supervisor)
 
 /* Requests queued at the front door for a worker slot (same thread). */
 void metsrv_note_queued(struct metsrv *m, uint64_t door_queued);
+/* The front door's displaced submits and the HTTP API's figures (zero when
+ * it is off), told every loop turn. */
+void metsrv_note_doors(struct metsrv *m, uint64_t displaced, const struct http_counts *http);
 
 /* The page as a scrape gets it, in a malloc'd buffer (*out, its length
  * *len; the caller frees it); with `gateway`, the families an inference

@@ -661,10 +661,14 @@ int sup_start(const struct sup_opts *o)
 		metsrv_note_procs(s.met, s.procs, SUP_NPROC);
 		{
 			uint64_t rejected, queued;
+			struct http_counts hc;
+			uint64_t displaced;
 
-			door_counts(s.door, &rejected, &queued);
+			door_counts(s.door, &rejected, &queued, &displaced);
+			http_counts(s.http, &hc);
 			metsrv_note_rejects(s.met, rejected, s.svc.rejects.total);
 			metsrv_note_queued(s.met, queued);
+			metsrv_note_doors(s.met, displaced, &hc);
 		}
 		door_set_worker(s.door, s.procs[1].state == PROC_RUNNING ? s.procs[1].pid : 0,
 		                proc_state_name(s.procs[1].state));

@@ -18,9 +18,9 @@ model="\\\"\$(curl -s $http/v1/models | jq -r '.data[0].id')\\\""
 cat >&2 <<TXT
 Starting Ignis (events as JSON lines below; Ctrl-C stops everything).
 In another terminal, OpenAI's API (the model's name from /v1/models), a chat:
-  curl -s $http/v1/chat/completions -d "{\"model\": $model, \"messages\": [{\"role\": \"user\", \"content\": \"hello\"}], \"max_tokens\": 32}"
+  curl -s $http/v1/chat/completions -H 'Content-Type: application/json' -d "{\"model\": $model, \"messages\": [{\"role\": \"user\", \"content\": \"hello\"}], \"max_tokens\": 32}"
   # a completion, streamed (also for a model file without a chat template):
-  curl -sN $http/v1/completions -d "{\"model\": $model, \"prompt\": \"hello\", \"max_tokens\": 32, \"stream\": true}"
+  curl -sN $http/v1/completions -H 'Content-Type: application/json' -d "{\"model\": $model, \"prompt\": \"hello\", \"max_tokens\": 32, \"stream\": true}"
   $build/client/ignis-client generate --prompt hello          # the nng door: tokens stream back
   make demo                                                 # agents, then an interactive request
   curl -s 127.0.0.1:9464/metrics | promtool check metrics   # the metrics page

@@ -14,11 +14,13 @@ what the verb expects, 1 otherwise.
       Dribble a request a byte every STEP_S seconds, its headers (head) or
       its body after whole headers (body), for up to TOTAL_S seconds. The
       server must cut the connection before then: prints "cut after N s".
+      With HTTP_RAW_HEADER set ("Name: value"), the request carries it.
   http-raw.py hold HOST:PORT N SRC
       Open N idle connections from source address SRC and hold them; prints
       how many the server took (it closes the others at once, or at its
       limit), then waits for stdin to close.
 """
+import os
 import socket
 import struct
 import sys
@@ -88,11 +90,13 @@ def slow(hp, what, step, total, src=None):
         data = f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\nX-Slow: {'a' * 4096}"
     else:
         data = "x" * 65536
+    extra = os.environ.get("HTTP_RAW_HEADER")
+    extra = f"{extra}\r\n" if extra else ""
     s = connect(hp, src)
     if what == "body":
         s.sendall(
             (
-                f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                f"POST /v1/completions HTTP/1.1\r\nHost: {host}:{port}\r\n{extra}"
                 f"Content-Type: application/json\r\nContent-Length: 65536\r\n\r\n"
             ).encode()
         )

@@ -453,6 +453,8 @@ static void distinct_snap(struct met_snap *s)
 	s->w.pool_pages = 100000;
 	s->kv.ram_bytes = 1ull << 30;
 	s->kv.slots = 1000;
+	s->door_displaced = 901;
+	s->http = (struct http_counts){902, 903, 904, 905, 906, 907, 908};
 }
 
 /* The whole page, byte for byte, for that snapshot: a row that reads the
@@ -672,6 +674,31 @@ static const char want_page[] =
     "ignis_proto_rejected_total{socket=\"supervisor\"} 0\n"
     "ignis_proto_rejected_total{socket=\"gpu-worker\"} 273\n"
     "ignis_proto_rejected_total{socket=\"kvstore\"} 623\n"
+    "# HELP ignis_frontdoor_displaced_total Waiting submits refused to make room in the front "
+    "door's full queue for another client's: the newest of the client holding the most of "
+    "the queue.\n"
+    "# TYPE ignis_frontdoor_displaced_total counter\n"
+    "ignis_frontdoor_displaced_total 901\n"
+    "# HELP ignis_http_connections Connections open to the HTTP API.\n"
+    "# TYPE ignis_http_connections gauge\n"
+    "ignis_http_connections 902\n"
+    "# HELP ignis_http_connections_limit The most connections the HTTP API takes at once "
+    "(--server-http-max-connections, or from the descriptor limit).\n"
+    "# TYPE ignis_http_connections_limit gauge\n"
+    "ignis_http_connections_limit 903\n"
+    "# HELP ignis_http_timeouts_total HTTP connections cut because a request's headers or body "
+    "came too slowly (--server-http-header-timeout, --server-http-body-timeout), or sat idle "
+    "that long.\n"
+    "# TYPE ignis_http_timeouts_total counter\n"
+    "ignis_http_timeouts_total 904\n"
+    "# HELP ignis_http_refused_total HTTP requests refused before they were read: host (a Host "
+    "header that does not name a loopback server), origin (a web page's origin not named), "
+    "api_key (missing or wrong), content_type (a body that is not application/json).\n"
+    "# TYPE ignis_http_refused_total counter\n"
+    "ignis_http_refused_total{reason=\"host\"} 905\n"
+    "ignis_http_refused_total{reason=\"origin\"} 906\n"
+    "ignis_http_refused_total{reason=\"api_key\"} 907\n"
+    "ignis_http_refused_total{reason=\"content_type\"} 908\n"
     "# HELP ignis_kv_ram_arena_bytes KV-RAM arena bytes by state.\n"
     "# TYPE ignis_kv_ram_arena_bytes gauge\n"
     "ignis_kv_ram_arena_bytes{state=\"used\"} 427\n"
