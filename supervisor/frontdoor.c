@@ -108,7 +108,9 @@ struct door_req {
 	 * forgotten before), refused there as news rather than by a reply; each
 	 * news adds to ver and calls wake, once per arming, or at wake_at_ms */
 	bool local, held, refused;
-	uint32_t rank; /* door__board_submits': what its peer holds ahead of it */
+	uint32_t rank;     /* door__board_submits': what its peer holds ahead of it */
+	uint64_t served;   /* ... and when its peer was last served (board_seq) */
+	uint64_t board_seq; /* when it was sent to the worker (d->board_seq) */
 	uint64_t ver;
 	void (*wake)(void *arg);
 	void *wake_arg;
@@ -124,6 +126,7 @@ struct door_req {
 struct door_peer {
 	uint64_t key;
 	uint32_t queued, held;
+	uint64_t served; /* the latest board_seq of its requests the door still has */
 	bool used;
 };
 
@@ -156,6 +159,7 @@ struct door {
 	struct door_peer *peers;
 	uint32_t npeers_cap;
 	struct door_req **cand;
+	uint64_t board_seq; /* submits sent to the worker, counted */
 	uint32_t queued, running, kept;
 	uint64_t submit_blocked_until;
 
@@ -1430,10 +1434,11 @@ static void door__board_cancels(struct door *d, pid_t pid, struct msg *q, struct
 
 /* The order in which waiting submits take the worker's free slots: each
  * submit's rank is what its peer holds ahead of it (its requests at the
- * worker, and its submits queued before it); the lowest rank goes first,
- * arrival breaking ties. A peer with nothing at the worker is served before
- * one holding many, whatever their arrival, and peers that hold the same
- * take turns. */
+ * worker, and its submits queued before it); the lowest rank goes first;
+ * between equals, the peer served longest ago (a new one first), then
+ * arrival. A peer with nothing at the worker is served before one holding
+ * many, whatever their arrival, and peers that hold the same take turns:
+ * a client that floods the queue gets its share, not the queue. */
 static int door__by_rank(const void *a, const void *b)
 {
 	const struct door_req *x = *(const struct door_req *const *)a;
@@ -1441,6 +1446,8 @@ static int door__by_rank(const void *a, const void *b)
 
 	if (x->rank != y->rank)
 		return x->rank < y->rank ? -1 : 1;
+	if (x->served != y->served)
+		return x->served < y->served ? -1 : 1;
 	return x->id < y->id ? -1 : x->id > y->id;
 }
 
@@ -1468,13 +1475,22 @@ static void door__board_submits(struct door *d, pid_t pid, struct msg *q, struct
 		return;
 	}
 	if (door__peers_reset(d, door__nreqs(d))) {
-		for (struct door_req *r = d->head; r; r = r->next)
+		for (struct door_req *r = d->head; r; r = r->next) {
+			struct door_peer *p;
+
+			if (r->st == RQ_QUEUED)
+				continue;
+			p = door__peer(d, r->peer);
 			if (r->wpid == pid && (r->st == RQ_RUNNING || r->wcancels))
-				door__peer(d, r->peer)->held++;
+				p->held++;
+			if (r->board_seq > p->served)
+				p->served = r->board_seq;
+		}
 		for (uint32_t i = 0; i < nc; i++) {
 			struct door_peer *p = door__peer(d, d->cand[i]->peer);
 
 			d->cand[i]->rank = p->held + p->queued++;
+			d->cand[i]->served = p->served;
 		}
 		qsort(d->cand, nc, sizeof(*d->cand), door__by_rank);
 	} /* without memory for the table: in arrival order */
@@ -1489,6 +1505,7 @@ static void door__board_submits(struct door *d, pid_t pid, struct msg *q, struct
 		door__submit_msg(r, q);
 		door__board(f, nf, q, DOOR_FL_SUBMIT, r->id, 0);
 		door__set_st(d, r, RQ_SUBMITTING);
+		r->board_seq = ++d->board_seq;
 		n++;
 	}
 }
@@ -2094,7 +2111,8 @@ int door_local_read(struct door *d, struct door_req *r, uint64_t *version, uint3
 			pthread_mutex_unlock(&d->mu);
 			return -1;
 		}
-		memcpy(t + *text_len, r->otext + start, end - start);
+		if (end > start)
+			memcpy(t + *text_len, r->otext + start, end - start);
 		*text_len += end - start;
 		t[*text_len] = '\0';
 		*text = t;

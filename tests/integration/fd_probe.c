@@ -14,6 +14,12 @@
  *                               until a new client's ping is answered; print
  *                               the mean and the worst (exit 1 if one took
  *                               over 2 s: the guard cures one within tens of ms)
+ *   fd-probe URL hog SOCKETS EACH MAX_TOKENS
+ *                               SOCKETS connections submit EACH requests each
+ *                               (a context a request) and never read a reply
+ *                               or a token: one client holding the door's
+ *                               queue; prints "sent N" once they are sent,
+ *                               then waits for stdin to close
  *   fd-probe version            print the protocol version (to build hex)
  *
  * The reply is printed as "type=<name> code=<IG_E_*> message=..." (code and
@@ -31,6 +37,8 @@
 
 #include "common/clock.h"
 #include "proto/transport.h"
+
+#include <nng/protocol/reqrep0/req.h>
 
 /* A stream socket connected to the address under `url`, or -1. */
 static int raw_connect(const char *url)
@@ -161,6 +169,54 @@ static int flood(const char *url, int count, const char *hex)
 	_exit(0);
 }
 
+static int hog(const char *url, int socks, int each, int max_tokens)
+{
+	static struct msg q;
+	struct ig_errbuf eb;
+	char line[8];
+	int sent = 0;
+
+	q.type = MSG_FD_SUBMIT;
+	q.u.fd_submit.text = msg_str_of("hold the queue");
+	q.u.fd_submit.max_tokens = (uint64_t)max_tokens;
+	q.u.fd_submit.class = msg_str_of("agent");
+	q.u.fd_submit.top_p = 1.0;
+	for (int i = 0; i < socks; i++) {
+		nng_socket s;
+
+		if (tp_dial_url(&s, url, 5000, &eb) != IG_E_OK) {
+			fprintf(stderr, "fd-probe: %s\n", eb.msg);
+			return 1;
+		}
+		/* never sent again: the door would take a resend as one more */
+		nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+		for (int j = 0; j < each; j++) {
+			nng_ctx ctx;
+			nng_aio *aio;
+			nng_msg *nm;
+
+			if (nng_ctx_open(&ctx, s) || nng_aio_alloc(&aio, NULL, NULL) ||
+			    tp_encode(&q, &nm, &eb)) {
+				fprintf(stderr, "fd-probe: cannot send submit %d\n", sent);
+				return 1;
+			}
+			nng_aio_set_msg(aio, nm);
+			nng_ctx_send(ctx, aio);
+			nng_aio_wait(aio);
+			if (nng_aio_result(aio)) {
+				fprintf(stderr, "fd-probe: submit %d not sent\n", sent);
+				return 1;
+			}
+			sent++;
+		}
+	}
+	printf("sent %d\n", sent);
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin))
+		;
+	_exit(0); /* nothing closed: the door sees the connections go at once */
+}
+
 int main(int argc, char **argv)
 {
 	struct ig_errbuf eb;
@@ -176,10 +232,12 @@ int main(int argc, char **argv)
 	}
 	if (argc == 5 && !strcmp(argv[2], "flood"))
 		return flood(argv[1], atoi(argv[3]), argv[4]);
+	if (argc == 6 && !strcmp(argv[2], "hog"))
+		return hog(argv[1], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
 	if (argc != 4) {
 		fprintf(stderr,
 		        "usage: fd-probe URL hex HEX | size N | vanish COUNT | half COUNT | wedge "
-		        "COUNT | flood COUNT HEX\n");
+		        "COUNT | flood COUNT HEX | hog SOCKETS EACH MAX_TOKENS\n");
 		return 2;
 	}
 	if (!strcmp(argv[2], "wedge"))

@@ -183,4 +183,29 @@ grep '"ignis.http.remote"' "$events" | jq -e '.api_key == false and (.risk | con
 wait_for 20 curl -sf "$http_remote/ready" || fail "/ready on the keyless remote bind"
 [[ $(code "$http_remote/v1/models") == 200 ]] || fail "keyless remote: $(cat "$work/body")"
 stop
+step "one nng client's 3,000 unread submits cannot keep an HTTP request out of the door"
+# 4 worker slots, a queue of 1,024: the flood (10 connections, 1,000 tokens
+# a request) fills both; the HTTP request
+# takes the place of the flood's newest waiting submit and the next free
+# slot, while most of the flood still waits
+start --server-max-requests 4
+wait_for 20 curl -sf "$http/ready" || fail "/ready"
+coproc HOG { "$build/tests/integration/fd-probe" "ipc://$rt/client.sock" hog 10 300 1000; }
+read -r sent <&"${HOG[0]}"
+[[ $sent == "sent 3000" ]] || fail "the flood: $sent"
+waiting() { curl -s "$http/metrics" | awk '/^vllm:num_requests_waiting/ { print $NF }'; }
+full() { (($(waiting) >= 800)); }
+wait_for 20 full || fail "the flood does not fill the queue: $(waiting) waiting"
+[[ $(code --max-time 60 "${J[@]}" -d "$chat" "$http/v1/chat/completions") == 200 ]] ||
+	fail "the HTTP request was kept out by the flood: $(cat "$work/body")"
+left=$(waiting)
+((left >= 500)) || fail "the HTTP request was served only once the flood drained ($left waiting)"
+# 3,000 overflowed the queue of 1,024: the flood's clients displaced each
+# other's newest (the one holding the most gives way)
+curl -s "$http/metrics" | grep -qE '^ignis_frontdoor_displaced_total [1-9]' ||
+	fail "no displaced submit counted"
+echo "   served with $left of the flood's submits still waiting"
+eval "exec ${HOG[1]}>&-"
+wait "$HOG_PID" 2>/dev/null
+stop
 echo "http-guard: all steps passed"
