@@ -61,7 +61,7 @@ hello<|im_end|>
 '
 want=$("$build/tools/ignis-generate" --model "$work/tc.gguf" --kv-format compact --prompt "$prompt" \
 	--max-tokens 24) || fail "in-process generate"
-curl -s -o "$work/body" -w '%{http_code}' "$http/v1/chat/completions" -d \
+curl -s -o "$work/body" -w '%{http_code}' "$http/v1/chat/completions" -H 'Content-Type: application/json' -d \
 	'{"model":"tiny-chat","messages":[{"role":"user","content":"hello"}],"max_tokens":24,"temperature":0}' \
 	>"$work/status" || fail "chat: curl failed"
 chat_ok "the greedy chat"

@@ -131,7 +131,7 @@ else
 	echo "   skipped: the openai package is not installed (tools/install-oracle.sh)"
 fi
 
-step "500 streams at once, 50 more hanging up: every stream complete and equal to its request alone"
+step "1,000 streams at once, 50 more hanging up: every stream complete and equal to its request alone"
 if command -v node >/dev/null; then
 	printf '[' >"$work/refs.json"
 	for s in 1 2 3 4 5; do
@@ -142,8 +142,13 @@ if command -v node >/dev/null; then
 	done
 	printf ']' >>"$work/refs.json"
 	before=$(grep -c '"finish":"cancelled"' "$events")
-	node "$(dirname "$0")/http-load.cjs" "$http" qwen3-tiny 500 50 16 "$work/refs.json" ||
+	recreated=$(grep -c '"ignis.proto.listener_recreated' "$events")
+	node "$(dirname "$0")/http-load.cjs" "$http" qwen3-tiny 1000 50 16 "$work/refs.json" ||
 		fail "the load"
+	# the HTTP requests reach the door in process: no socket of the door's
+	# is touched, let alone re-created, by a burst of them
+	(($(grep -c '"ignis.proto.listener_recreated' "$events") == recreated)) ||
+		fail "a listener was re-created under the load: $(grep listener_recreated "$events")"
 	[[ $(curl -s "$http/health") == '{"status":"ok"}' ]] || fail "the server after the load"
 	wait_for 10 more_cancelled || fail "none of the 50 hung-up streams was cancelled"
 	echo "   $(($(grep -c '"finish":"cancelled"' "$events") - before)) of the 50 were cancelled mid-run"

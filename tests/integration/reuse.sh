@@ -77,11 +77,11 @@ step "OpenAI's usage says how many prompt tokens came from a checkpoint"
 http=$IGNIS_SERVER_HTTP_BIND
 wait_for 10 curl -sf "$http/ready" || fail "/ready"
 body=$(jq -cn --arg p "$base" '{model: "tiny-dense", prompt: $p, max_tokens: 4, temperature: 0}')
-u=$(curl -s "$http/v1/completions" -d "$body" | jq -c .usage)
+u=$(curl -s -H "Content-Type: application/json" "$http/v1/completions" -d "$body" | jq -c .usage)
 jq -e --argjson n "$n" '.prompt_tokens == $n and .prompt_tokens_details.cached_tokens == $n' \
 	<<<"$u" >/dev/null || fail "usage of the same prompt again: $u"
 body=$(jq -cn --arg p "x$base" '{model: "tiny-dense", prompt: $p, max_tokens: 4, temperature: 0}')
-u=$(curl -s "$http/v1/completions" -d "$body" | jq -c .usage)
+u=$(curl -s -H "Content-Type: application/json" "$http/v1/completions" -d "$body" | jq -c .usage)
 jq -e '.prompt_tokens_details.cached_tokens == 0' <<<"$u" >/dev/null ||
 	fail "usage of a prompt no checkpoint begins: $u"
 stop
