@@ -188,10 +188,14 @@ enum knob_type {
 	  "its last answer: a connection idle or dribbling longer is closed.")                     \
 	X(SERVER_HTTP_BODY_TIMEOUT, "server-http-body-timeout", KT_COUNT, "60", 0, "1..3600",      \
 	  "Seconds an HTTP request's body may take after its headers.")                            \
+	X(SERVER_MAX_QUEUED, "server-max-queued", KT_COUNT, "4096", 0, "16..65536",                \
+	  "Submits the front door holds waiting for a worker slot (beyond --server-max-requests), " \
+	  "from every client, nng and HTTP; past it, the client holding the most gives way, or "   \
+	  "the submit is refused. Each holds its prompt (16 KiB of text and its ids at most).")    \
 	X(SERVER_MAX_REQUESTS, "server-max-requests", KT_COUNT, "1024", 0, "1..4096",              \
 	  "Requests the gpu-worker holds at once: running, waiting there for room, or finished "   \
-	  "and not yet read. Beyond them the front door holds submits in order until one "         \
-	  "leaves; none is refused.")                                                              \
+	  "and not yet read. Beyond them the front door holds submits (--server-max-queued) "      \
+	  "until one leaves, each client taking its turn.")                                        \
 	X(RUNTIME_DIR, "runtime-dir", KT_PATH, "", 0, NULL,                                        \
 	  "Directory of the control sockets (default $XDG_RUNTIME_DIR/ignis, else "                \
 	  "/tmp/ignis-$UID).")

@@ -161,6 +161,7 @@ struct door {
 	struct door_req **cand;
 	uint64_t board_seq; /* submits sent to the worker, counted */
 	uint32_t queued, running, kept;
+	uint32_t queue_max; /* submits waiting for a worker slot, at most */
 	uint64_t submit_blocked_until;
 
 	pid_t wpid; /* the worker the supervisor sees running; 0 none */
@@ -657,7 +658,7 @@ static struct door_req *door__take(struct door *d, const struct msg_fd_submit *q
 		         (int)q->class.n, q->class.p);
 		return NULL;
 	}
-	if (d->queued >= DOOR_QUEUE_MAX) {
+	if (d->queued >= d->queue_max) {
 		struct door_req *v = door__displace(d, peer);
 
 		if (!v) {
@@ -1463,7 +1464,7 @@ static void door__board_submits(struct door *d, pid_t pid, struct msg *q, struct
 	if (clk_mono_ms() < d->submit_blocked_until)
 		return;
 	room = at < max ? max - at : 0;
-	for (struct door_req *r = d->head; r && nc < DOOR_QUEUE_MAX; r = r->next)
+	for (struct door_req *r = d->head; r && nc < d->queue_max; r = r->next)
 		if (r->st == RQ_QUEUED)
 			d->cand[nc++] = r;
 	if (!nc)
@@ -1954,7 +1955,10 @@ int door_open(struct door **out, const struct door_opts *o, struct ig_errbuf *eb
 	d->slots = calloc(DOOR_SLOTS_MAX, sizeof(*d->slots));
 	d->poll_ids = calloc(DOOR_POLL_FLIGHTS, sizeof(*d->poll_ids));
 	d->ids = calloc(DOOR_ID_BUCKETS, sizeof(*d->ids));
-	d->cand = calloc(DOOR_QUEUE_MAX, sizeof(*d->cand));
+	d->queue_max = o->queue_max ? o->queue_max : 4096;
+	if (d->queue_max > DOOR_QUEUE_MAX)
+		d->queue_max = DOOR_QUEUE_MAX;
+	d->cand = calloc(d->queue_max, sizeof(*d->cand));
 	if (!d->out || !d->slots || !d->poll_ids || !d->ids || !d->cand) {
 		rc = ig_errf(eb, IG_E_NOMEM, "no memory for the front door");
 		goto out_free;

@@ -37,7 +37,8 @@
 
 #define DOOR_RECEIVERS   48    /* contexts always waiting for a request */
 #define DOOR_SLOTS_MAX   4096  /* contexts in all: receiving, answering, parked */
-#define DOOR_QUEUE_MAX   1024  /* submits waiting for a worker slot */
+#define DOOR_QUEUE_MAX   65536 /* submits waiting for a worker slot, at most
+                                  (door_opts.queue_max: --server-max-queued) */
 #define DOOR_KEEP_MAX    1024  /* finished requests kept readable */
 #define DOOR_KEEP_MS     60000 /* ... for this long after their last poll */
 #define DOOR_ABANDON_MS  60000 /* a running request nobody polls this long is cancelled */
@@ -66,6 +67,7 @@ struct door_opts {
 	const char *rtdir; /* the runtime directory (the worker's socket, locks) */
 	struct door_model model;
 	int watchdog_ms; /* 0: DOOR_WATCHDOG_MS */
+	uint32_t queue_max; /* submits waiting for a worker slot; 0: 4096 */
 };
 
 struct door;

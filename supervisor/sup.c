@@ -598,7 +598,8 @@ int sup_start(const struct sup_opts *o)
 	s.procs[1].greeting = &s.plan_msg;
 	{
 		struct door_opts dopt = {.bind = o->cfg->k.v[KNOB_SERVER_BIND].s,
-		                         .rtdir = s.env.rtdir};
+		                         .rtdir = s.env.rtdir,
+		                         .queue_max = (uint32_t)o->cfg->k.v[KNOB_SERVER_MAX_QUEUED].u};
 
 		door_model_of(&s.plan_msg.u.plan, s.plan.model, &dopt.model);
 		rc = door_open(&s.door, &dopt, &eb);

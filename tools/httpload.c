@@ -259,7 +259,7 @@ static char *stream_text(const char *buf)
 	char *text = calloc(1, 1);
 	bool done = false;
 
-	if (!p || strncmp(buf, "HTTP/1.0 200", 12)) {
+	if (!p || strncmp(buf, "HTTP/1.", 7) || strncmp(buf + 8, " 200", 4)) {
 		free(text);
 		return NULL;
 	}

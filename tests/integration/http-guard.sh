@@ -188,7 +188,7 @@ step "one nng client's 3,000 unread submits cannot keep an HTTP request out of t
 # a request) fills both; the HTTP request
 # takes the place of the flood's newest waiting submit and the next free
 # slot, while most of the flood still waits
-start --server-max-requests 4
+start --server-max-requests 4 --server-max-queued 1024
 wait_for 20 curl -sf "$http/ready" || fail "/ready"
 coproc HOG { "$build/tests/integration/fd-probe" "ipc://$rt/client.sock" hog 10 300 1000; }
 read -r sent <&"${HOG[0]}"
