@@ -1146,7 +1146,11 @@ static bool door__apply_ent(struct door *d, struct door_req *r, const struct msg
 	r->recv += t->tokens.n;
 	r->cached = (uint32_t)t->cached;
 	d->n_tokens += t->tokens.n;
-	msg_str_copy(r->phase, sizeof(r->phase), t->state);
+	if (!msg_str_eq(t->state, r->phase)) {
+		msg_str_copy(r->phase, sizeof(r->phase), t->state);
+		if (!t->tokens.n)
+			door__news(r); /* a move between tiers: its stream says so */
+	}
 	if (t->done && r->recv == t->generated) {
 		char fin[17];
 

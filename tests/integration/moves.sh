@@ -139,6 +139,34 @@ if command -v promtool >/dev/null; then
 fi
 stop
 
+step "an HTTP stream whose request moves says so in comment lines, then ends as usual"
+start 1920tok
+http=$IGNIS_SERVER_HTTP_BIND
+gen http.a1 --class agent --ids "$(ids 1 39)" --max-tokens 900 --temperature 0.8 --seed 11 &
+p1=$!
+wait_for 20 tokens_seen http.a1 4 || fail "http: agent 1 does not decode"
+curl -sN "$http/v1/completions" -H 'Content-Type: application/json' -H 'X-Ignis-Class: agent' \
+	-d "{\"model\":\"$(curl -s "$http/v1/models" | jq -r '.data[0].id')\",\"prompt\":[$(ids 40 78)],\"max_tokens\":900,\"temperature\":0,\"stream\":true}" \
+	>"$work/http.sse" &
+p2=$!
+decoding() { (($(grep -c '"ignis.request.admitted"' "$events") >= 2)); }
+wait_for 20 decoding || fail "http: the streamed agent was not admitted"
+sleep 0.3
+gen http.i --ids "$(ids 100 107)" --max-tokens 40 --temperature 0.7 --seed 5 ||
+	fail "http: the interactive request failed: $(cat "$work/http.i.err")"
+wait "$p1" || fail "http: agent 1 failed"
+wait "$p2" || fail "http: the stream failed"
+grep '"event":"ignis.request.evicted"' "$events" | jq -e '.class == "agent"' >/dev/null ||
+	fail "http: nothing moved"
+grep -q '^: ignis {"index":0,"state":"moving_out"}$' "$work/http.sse" ||
+	fail "http: the stream did not say it moved: $(grep '^:' "$work/http.sse" | sort | uniq -c)"
+grep -q '^: ignis {"index":0,"state":"\(decode\|ready\|prefill\)"}$' "$work/http.sse" ||
+	fail "http: the stream did not say it resumed: $(grep '^:' "$work/http.sse" | sort | uniq -c)"
+[[ $(grep '^data: ' "$work/http.sse" | tail -1) == 'data: [DONE]' ]] || fail "http: no [DONE]"
+grep '^data: {' "$work/http.sse" | tail -1 | sed 's/^data: //' |
+	jq -e '.choices[0].finish_reason == "length"' >/dev/null || fail "http: the last chunk's finish"
+stop
+
 # A move whose need went before it landed is stopped (docs/design.md,
 # section 4): when the other agent ends first (a fast machine; a slow move),
 # the scenario does not reach what it tests. Such a try runs again (its
