@@ -81,6 +81,9 @@ static int setup(void **state)
 	if (!d || !*d)
 		return 0;
 	snprintf(path, sizeof(path), "%s/libggml-base.so", d);
+	/* not installed (no file there): skipped, as llama_oracle.h's llo_open */
+	if (access(path, R_OK))
+		return 0;
 	gg.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!gg.lib) {
 		print_error("cannot load the oracle %s: %s\n", path, dlerror());

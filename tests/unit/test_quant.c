@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -71,6 +72,9 @@ static int load_oracle(void **state)
 	if (!dir || !*dir)
 		return 0;
 	snprintf(path, sizeof(path), "%s/libggml-base.so", dir);
+	/* not installed (no file there): skipped, as llama_oracle.h's llo_open */
+	if (access(path, R_OK))
+		return 0;
 	gg.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
 	if (!gg.lib) {
 		print_error("cannot load the oracle %s: %s\n", path, dlerror());
