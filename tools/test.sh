@@ -39,9 +39,13 @@ run build-nocuda -Dcuda=disabled -- --no-suite gpu --no-suite fuzz
 run build-asan -Dcuda=disabled -Db_sanitize=address,undefined -Db_lundef=false -- \
 	--suite unit --suite integration --wrapper "$PWD/tools/sanitized.sh" --timeout-multiplier 3
 
+# meson names a run's log after its wrapper: the ASan build's is
+# testlog-sanitized.sh.json
+logof() { [[ $1 == build-asan ]] && echo "$1/meson-logs/testlog-sanitized.sh.json" ||
+	echo "$1/meson-logs/testlog.json"; }
 pass=0 fail=0 skip=0
 for d in build build-nocuda build-asan; do
-	log=$d/meson-logs/testlog.json
+	log=$(logof "$d")
 	[[ -f $log ]] || continue
 	read -r p f s < <(jq -rs '[.[] | .result] |
 		"\(map(select(. == "OK" or . == "EXPECTEDFAIL")) | length)
@@ -52,7 +56,7 @@ done
 # A failed test's name and the last lines it printed go just above the
 # summary, so that a log's tail says which test failed and how.
 for d in build build-nocuda build-asan; do
-	log=$d/meson-logs/testlog.json
+	log=$(logof "$d")
 	[[ -f $log ]] || continue
 	jq -rs --arg d "$d" '.[] | select(.result == "FAIL" or .result == "TIMEOUT" or
 		.result == "ERROR" or .result == "UNEXPECTEDPASS") |
