@@ -394,8 +394,8 @@ static enum MHD_Result http__headers(struct hreq *r, const char *url, const char
 		atomic_fetch_add(&h->n_origin, 1);
 		oai_errf(&e, 403, NULL, "origin_not_allowed",
 		         "requests from the web page origin '%.100s' are not served; accepted: the "
-		         "origins named by --server-cors-origins (%s)",
-		         origin, h->norigins ? "others" : "none is");
+		         "origins --server-cors-origins names (%s)",
+		         origin, h->norigins ? "this is not one of them" : "it names none");
 		return http__error(r, &e);
 	}
 	r->route = http__route(h, url);
