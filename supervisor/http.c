@@ -104,8 +104,8 @@ struct hreq {
 	uint64_t ver;
 	uint32_t from;
 	struct door_news nw;
-	bool fresh;  /* nw and text hold news the stream has not written */
-	char *text;  /* the answer's text (whole), or what the stream has yet to write */
+	bool fresh; /* nw and text hold news the stream has not written */
+	char *text; /* the answer's text (whole), or what the stream has yet to write */
 	size_t text_len;
 	/* the answer */
 	char rid[64];
@@ -201,8 +201,8 @@ static void http__refusal(int code, const char *message, enum oai_kind kind, str
 	switch (code) {
 	case IG_E_REQ_CONTEXT:
 	case IG_E_REQ_POOL:
-		oai_errf(e, 413, kind == OAI_CHAT ? "messages" : "prompt", "context_length_exceeded",
-		         "%s", message);
+		oai_errf(e, 413, kind == OAI_CHAT ? "messages" : "prompt",
+		         "context_length_exceeded", "%s", message);
 		break;
 	case IG_E_INVAL:
 	case IG_E_PROTO_FIELD_RANGE:
@@ -347,7 +347,8 @@ static enum hr_route http__route(const struct http *h, const char *url)
 /* A CORS preflight from an Origin we serve. */
 static enum MHD_Result http__preflight(struct hreq *r)
 {
-	struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+	struct MHD_Response *resp =
+	    MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
 	enum MHD_Result rc;
 
 	if (!resp)
@@ -372,22 +373,25 @@ static enum MHD_Result http__headers(struct hreq *r, const char *url, const char
 	struct MHD_Connection *con = r->con;
 	const char *host = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Host");
 	const char *origin = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Origin");
-	bool get = !strcmp(method, MHD_HTTP_METHOD_GET), post = !strcmp(method, MHD_HTTP_METHOD_POST);
+	bool get = !strcmp(method, MHD_HTTP_METHOD_GET),
+	     post = !strcmp(method, MHD_HTTP_METHOD_POST);
 	struct oai_err e;
 
 	if (h->loopback && (!host || !http__host_loopback(host))) {
 		atomic_fetch_add(&h->n_host, 1);
 		if (!host)
-			oai_errf(&e, 400, NULL, "missing_host",
-			         "the request has no Host header; accepted: Host naming this loopback "
-			         "server (localhost, 127.0.0.1 or [::1], with its port)");
+			oai_errf(
+			    &e, 400, NULL, "missing_host",
+			    "the request has no Host header; accepted: Host naming this loopback "
+			    "server (localhost, 127.0.0.1 or [::1], with its port)");
 		else
-			oai_errf(&e, 403, NULL, "host_not_allowed",
-			         "the Host header '%.100s' does not name this server, which listens on "
-			         "loopback (%s); accepted: localhost, an address in 127.0.0.0/8 or "
-			         "[::1], with the port (a name that only resolves there is refused: "
-			         "DNS rebinding)",
-			         host, h->addr);
+			oai_errf(
+			    &e, 403, NULL, "host_not_allowed",
+			    "the Host header '%.100s' does not name this server, which listens on "
+			    "loopback (%s); accepted: localhost, an address in 127.0.0.0/8 or "
+			    "[::1], with the port (a name that only resolves there is refused: "
+			    "DNS rebinding)",
+			    host, h->addr);
 		return http__error(r, &e);
 	}
 	if (origin && !(r->origin = http__origin(h, origin))) {
@@ -424,13 +428,15 @@ static enum MHD_Result http__headers(struct hreq *r, const char *url, const char
 	}
 	if (post) {
 		const char *ct = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Type");
-		const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
+		const char *cl =
+		    MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
 
 		if (!http__is_json(ct)) {
 			atomic_fetch_add(&h->n_type, 1);
-			oai_errf(&e, 415, NULL, "unsupported_media_type",
-			         "the body's Content-Type is %s%.100s%s; accepted: application/json",
-			         ct ? "'" : "", ct ? ct : "missing", ct ? "'" : "");
+			oai_errf(
+			    &e, 415, NULL, "unsupported_media_type",
+			    "the body's Content-Type is %s%.100s%s; accepted: application/json",
+			    ct ? "'" : "", ct ? ct : "missing", ct ? "'" : "");
 			return http__error(r, &e);
 		}
 		if (cl && strtoull(cl, NULL, 10) > h->lim.max_body) {
@@ -493,8 +499,8 @@ static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_
 	}
 	for (size_t i = 0; i < oq->n_messages; i++) {
 		/* developer is OpenAI's newer name for the system turn */
-		const char *role = strcmp(oq->messages[i].role, "developer") ? oq->messages[i].role
-		                                                               : "system";
+		const char *role =
+		    strcmp(oq->messages[i].role, "developer") ? oq->messages[i].role : "system";
 
 		m[i] = (struct chat_msg){role, oq->messages[i].text, strlen(role),
 		                         oq->messages[i].len};
@@ -521,7 +527,8 @@ static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_
 		rc = 1;
 	} else if (rc) {
 		oai_errf(e, 400, oq->thinking_set ? "chat_template_kwargs" : "messages",
-		         "invalid_value", "the chat template: %s", eb.msg[0] ? eb.msg : "no memory");
+		         "invalid_value", "the chat template: %s",
+		         eb.msg[0] ? eb.msg : "no memory");
 	}
 	if (rc) {
 		if (sp != spans)
@@ -672,16 +679,15 @@ static bool http__emit(struct hreq *r)
 		snprintf(r->state, sizeof r->state, "%s", nw->state);
 		if (moving) {
 			char line[128];
-			int n = snprintf(line, sizeof line, ": ignis {\"index\":0,\"state\":\"%s\"}\n\n",
-			                 r->state);
+			int n = snprintf(line, sizeof line,
+			                 ": ignis {\"index\":0,\"state\":\"%s\"}\n\n", r->state);
 
 			if (!http__out(r, line, (size_t)n))
 				return false;
 		}
 	}
-	if (r->text_len &&
-	    !http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
-	                                   r->text, r->text_len, NULL, NULL)))
+	if (r->text_len && !http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model,
+	                                                  false, r->text, r->text_len, NULL, NULL)))
 		return false;
 	r->text_len = 0;
 	if (!nw->done)
@@ -717,8 +723,8 @@ static int http__produce(struct hreq *r)
 	if (r->first) { /* a chat's stream opens with the assistant's role */
 		r->first = false;
 		if (r->q.kind == OAI_CHAT)
-			return http__event(r, oai_chunk_json(OAI_CHAT, r->rid, r->created, r->h->model,
-			                                     true, "", 0, NULL, NULL))
+			return http__event(r, oai_chunk_json(OAI_CHAT, r->rid, r->created,
+			                                     r->h->model, true, "", 0, NULL, NULL))
 			           ? 1
 			           : -1;
 	}
@@ -866,16 +872,18 @@ static enum MHD_Result http__post(struct hreq *r)
 		    MHD_lookup_connection_value(r->con, MHD_HEADER_KIND, "X-Ignis-Class");
 
 		if (c && strcmp(c, "interactive") && strcmp(c, "agent")) {
-			oai_errf(&e, 400, "X-Ignis-Class", "invalid_value",
-			         "the X-Ignis-Class header is '%.64s'; accepted: interactive or agent", c);
+			oai_errf(
+			    &e, 400, "X-Ignis-Class", "invalid_value",
+			    "the X-Ignis-Class header is '%.64s'; accepted: interactive or agent",
+			    c);
 			return http__error(r, &e);
 		}
 		r->q.agent = c && !strcmp(c, "agent");
 	}
 	if (strcmp(r->q.model, h->model)) {
 		oai_errf(&e, 404, "model", "model_not_found",
-		         "the model '%s' does not exist; accepted: '%s' (GET /v1/models)", r->q.model,
-		         h->model);
+		         "the model '%s' does not exist; accepted: '%s' (GET /v1/models)",
+		         r->q.model, h->model);
 		return http__error(r, &e);
 	}
 	if (http__submit(r, &e))
@@ -924,8 +932,8 @@ static void http__phase(struct http *h, struct hconn *hc, enum hc_phase phase)
 }
 
 static enum MHD_Result http__handle(void *cls, struct MHD_Connection *con, const char *url,
-                                    const char *method, const char *version,
-                                    const char *upload, size_t *upload_size, void **ptr)
+                                    const char *method, const char *version, const char *upload,
+                                    size_t *upload_size, void **ptr)
 {
 	struct http *h = cls;
 	struct hreq *r = *ptr;
@@ -1009,10 +1017,12 @@ static uint64_t http__peer(const struct sockaddr *sa)
 	size_t n = 0;
 
 	if (sa && sa->sa_family == AF_INET) {
-		p = (const unsigned char *)&((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+		p = (const unsigned char *)&((const struct sockaddr_in *)(const void *)sa)
+		        ->sin_addr;
 		n = 4;
 	} else if (sa && sa->sa_family == AF_INET6) {
-		p = (const unsigned char *)&((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+		p = (const unsigned char *)&((const struct sockaddr_in6 *)(const void *)sa)
+		        ->sin6_addr;
 		n = 16;
 	}
 	for (size_t i = 0; i < n; i++)
@@ -1115,20 +1125,22 @@ int http_check_bind(const char *bind, bool allow_remote, bool has_key, bool allo
 	if (!strcmp(bind, "off") || door_hostport_is_loopback(bind))
 		return IG_E_OK;
 	if (!allow_remote)
-		return ig_errf(eb, IG_E_CONFIG,
-		               "--server-http-bind '%s' is not a loopback address: bind "
-		               "127.0.0.1:PORT, or give --server-allow-remote "
-		               "(IGNIS_SERVER_ALLOW_REMOTE, server_allow_remote) to serve it there, "
-		               "with an API key (--server-api-key or --server-api-key-file), or off",
-		               bind);
+		return ig_errf(
+		    eb, IG_E_CONFIG,
+		    "--server-http-bind '%s' is not a loopback address: bind "
+		    "127.0.0.1:PORT, or give --server-allow-remote "
+		    "(IGNIS_SERVER_ALLOW_REMOTE, server_allow_remote) to serve it there, "
+		    "with an API key (--server-api-key or --server-api-key-file), or off",
+		    bind);
 	if (!has_key && !allow_no_key)
-		return ig_errf(eb, IG_E_CONFIG,
-		               "--server-http-bind '%s' serves past loopback without an API key: "
-		               "anyone who reaches it could submit requests and read the metrics; "
-		               "give --server-api-key KEY or --server-api-key-file FILE "
-		               "(IGNIS_SERVER_API_KEY), or --server-allow-remote-without-api-key to "
-		               "serve it so anyway",
-		               bind);
+		return ig_errf(
+		    eb, IG_E_CONFIG,
+		    "--server-http-bind '%s' serves past loopback without an API key: "
+		    "anyone who reaches it could submit requests and read the metrics; "
+		    "give --server-api-key KEY or --server-api-key-file FILE "
+		    "(IGNIS_SERVER_API_KEY), or --server-allow-remote-without-api-key to "
+		    "serve it so anyway",
+		    bind);
 	return IG_E_OK;
 }
 
@@ -1150,11 +1162,12 @@ static int http__origins(struct http *h, const char *list, struct ig_errbuf *eb)
 			return ig_errf(eb, IG_E_NOMEM, "no memory for the CORS origins");
 		if ((strncmp(o, "http://", 7) && strncmp(o, "https://", 8)) ||
 		    !o[strcspn(o, ":") + 3] || strchr(o + strcspn(o, ":") + 3, '/')) {
-			int rc = ig_errf(eb, IG_E_CONFIG,
-			                 "--server-cors-origins: '%s' is not an origin; accepted: "
-			                 "scheme://host[:port] (http or https, no path), separated by "
-			                 "commas",
-			                 o);
+			int rc =
+			    ig_errf(eb, IG_E_CONFIG,
+			            "--server-cors-origins: '%s' is not an origin; accepted: "
+			            "scheme://host[:port] (http or https, no path), separated by "
+			            "commas",
+			            o);
 
 			free(o);
 			return rc;
@@ -1180,7 +1193,8 @@ static uint32_t http__fd_budget(void)
 	if (getrlimit(RLIMIT_NOFILE, &rl))
 		return 768;
 	if (rl.rlim_cur < rl.rlim_max) {
-		struct rlimit up = {rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max, rl.rlim_max};
+		struct rlimit up = {rl.rlim_max > (1u << 20) ? (1u << 20) : rl.rlim_max,
+		                    rl.rlim_max};
 
 		if (up.rlim_cur > rl.rlim_cur && !setrlimit(RLIMIT_NOFILE, &up))
 			rl = up;
@@ -1204,7 +1218,8 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 
 	*out = NULL;
 	if (!colon || (size_t)(colon - o->bind) >= sizeof host)
-		return ig_errf(eb, IG_E_CONFIG, "--server-http-bind '%s' is not HOST:PORT", o->bind);
+		return ig_errf(eb, IG_E_CONFIG, "--server-http-bind '%s' is not HOST:PORT",
+		               o->bind);
 	rc = http_check_bind(o->bind, o->allow_remote, o->api_key && *o->api_key, o->allow_no_key,
 	                     eb);
 	if (rc)
@@ -1253,7 +1268,10 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 		return rc;
 	}
 	h->max_connections = o->max_connections ? o->max_connections : http__fd_budget();
-	per_address = o->max_per_address ? o->max_per_address : h->max_connections;
+	/* one address cannot take everything; one gateway still gets thousands */
+	per_address = o->max_per_address       ? o->max_per_address
+	              : h->max_connections / 2 ? h->max_connections / 2
+	                                       : 1;
 	if (pthread_create(&h->sweeper, NULL, http__sweep, h) == 0)
 		h->sweeper_on = true;
 	h->d = MHD_start_daemon(

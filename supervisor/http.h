@@ -39,17 +39,17 @@
 struct door;
 
 struct http_opts {
-	const char *bind;           /* HOST:PORT (KT_LISTEN; "off" is the caller's) */
-	bool allow_remote;          /* --server-allow-remote: a bind past loopback */
-	bool allow_no_key;          /* --server-allow-remote-without-api-key */
-	const char *api_key;        /* NULL or "": none */
-	const char *cors_origins;   /* "https://a.example,http://b:8080"; NULL or "": none */
-	struct door *door;          /* where requests go (the caller's, outlives us) */
-	const char *model;          /* the served model's name (/v1/models, "model") */
-	const char *chat_template;  /* the model file's, NUL-terminated; NULL: none */
+	const char *bind;          /* HOST:PORT (KT_LISTEN; "off" is the caller's) */
+	bool allow_remote;         /* --server-allow-remote: a bind past loopback */
+	bool allow_no_key;         /* --server-allow-remote-without-api-key */
+	const char *api_key;       /* NULL or "": none */
+	const char *cors_origins;  /* "https://a.example,http://b:8080"; NULL or "": none */
+	struct door *door;         /* where requests go (the caller's, outlives us) */
+	const char *model;         /* the served model's name (/v1/models, "model") */
+	const char *chat_template; /* the model file's, NUL-terminated; NULL: none */
 	struct oai_limits limits;
 	uint32_t max_connections;   /* in all; 0: from the descriptor limit */
-	uint32_t max_per_address;   /* from one client address; 0: max_connections */
+	uint32_t max_per_address;   /* from one client address; 0: half of the above */
 	uint32_t header_timeout_ms; /* a request's headers, from the connection's start or
 	                               its last answer */
 	uint32_t body_timeout_ms;   /* its body, from its headers */

@@ -178,8 +178,8 @@ static void print_lat(const char *what, double *lat, long n, long fails)
 		return;
 	}
 	qsort(lat, (size_t)n, sizeof(*lat), cmp_d);
-	printf("%s: %ld answered 200, %ld failed; p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", what,
-	       n, fails, lat[n / 2] * 1e3, lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] * 1e3,
+	printf("%s: %ld answered 200, %ld failed; p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", what, n,
+	       fails, lat[n / 2] * 1e3, lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] * 1e3,
 	       lat[n - 1] * 1e3);
 }
 
@@ -196,14 +196,16 @@ static int cmd_hold(const struct opts *o)
 
 	if (!fds || !lat)
 		die("%s", "no memory");
-	if (asprintf(&body, "{\"model\":\"%s\",\"prompt\":\"hello\",\"max_tokens\":1,\"temperature\":0}",
+	if (asprintf(&body,
+	             "{\"model\":\"%s\",\"prompt\":\"hello\",\"max_tokens\":1,\"temperature\":0}",
 	             o->model) < 0)
 		die("%s", "no memory");
 	req = request(o->hostport, body);
 	for (long i = 0; i < o->conns; i++) {
 		fds[i] = dial(&to, i % o->sources, false);
 		if (fds[i] < 0)
-			die("cannot open connection (%s): raise the descriptor limit", strerror(errno));
+			die("cannot open connection (%s): raise the descriptor limit",
+			    strerror(errno));
 	}
 	/* the slowloris start a request and never end its headers */
 	sleep(1);
@@ -314,10 +316,11 @@ static int cmd_streams(const struct opts *o)
 		char *body;
 		struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.u64 = (uint64_t)i};
 
-		if (asprintf(&body,
-		             "{\"model\":\"%s\",\"prompt\":\"%s\",\"max_tokens\":%ld,\"temperature\":"
-		             "0.9,\"seed\":%ld,\"stream\":true}",
-		             o->model, o->prompt, o->tokens, i % o->seeds + 1) < 0)
+		if (asprintf(
+		        &body,
+		        "{\"model\":\"%s\",\"prompt\":\"%s\",\"max_tokens\":%ld,\"temperature\":"
+		        "0.9,\"seed\":%ld,\"stream\":true}",
+		        o->model, o->prompt, o->tokens, i % o->seeds + 1) < 0)
 			die("%s", "no memory");
 		s[i].req = request(o->hostport, body);
 		free(body);
@@ -380,7 +383,8 @@ static int cmd_streams(const struct opts *o)
 
 		if (!t) {
 			if (bad++ < 3)
-				fprintf(stderr, "stream %ld (seed %ld) did not end with [DONE]: %.200s\n",
+				fprintf(stderr,
+				        "stream %ld (seed %ld) did not end with [DONE]: %.200s\n",
 				        i, seed + 1, s[i].buf);
 			continue;
 		}
@@ -388,7 +392,8 @@ static int cmd_streams(const struct opts *o)
 			want[seed] = t;
 		} else {
 			if (strcmp(want[seed], t) && bad++ < 3)
-				fprintf(stderr, "stream %ld (seed %ld) differs from another of its seed\n",
+				fprintf(stderr,
+				        "stream %ld (seed %ld) differs from another of its seed\n",
 				        i, seed + 1);
 			free(t);
 		}
@@ -467,20 +472,29 @@ static int cmd_hog(const struct opts *o)
 
 static void usage(FILE *f)
 {
-	fputs("usage: ignis-httpload hold HOST:PORT --model M --conns N [--slowloris S] "
-	      "[--sources K] [--innocent R]\n"
-	      "       ignis-httpload streams HOST:PORT --model M --streams N --tokens T [--seeds K] "
-	      "[--prompt P]\n"
-	      "       ignis-httpload hog IPC_URL HOST:PORT --model M --sockets S --each E "
-	      "--tokens T --seconds D\n",
-	      f);
+	fputs(
+	    "usage: ignis-httpload hold HOST:PORT --model M --conns N [--slowloris S] "
+	    "[--sources K] [--innocent R]\n"
+	    "       ignis-httpload streams HOST:PORT --model M --streams N --tokens T [--seeds K] "
+	    "[--prompt P]\n"
+	    "       ignis-httpload hog IPC_URL HOST:PORT --model M --sockets S --each E "
+	    "--tokens T --seconds D\n",
+	    f);
 }
 
 int main(int argc, char **argv)
 {
-	struct opts o = {.model = "tiny-chat", .prompt = "load test", .conns = 1000,
-	                 .sources = 10, .innocent = 200, .streams = 1000, .tokens = 16,
-	                 .seeds = 5, .sockets = 10, .each = 2000, .seconds = 60};
+	struct opts o = {.model = "tiny-chat",
+	                 .prompt = "load test",
+	                 .conns = 1000,
+	                 .sources = 10,
+	                 .innocent = 200,
+	                 .streams = 1000,
+	                 .tokens = 16,
+	                 .seeds = 5,
+	                 .sockets = 10,
+	                 .each = 2000,
+	                 .seconds = 60};
 	struct rlimit rl;
 	int a = 2;
 
