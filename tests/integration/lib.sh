@@ -4,6 +4,10 @@
 # this, and keeps the supervisor's pid in `sup_pid` while one runs; `arena`,
 # when set, names a KV-RAM arena under /dev/shm to remove at the end.
 sup_pid=
+# The HTTP API takes as many connections as the descriptor limit allows
+# (less a reserve): the supervisor and the load clients run with the hard
+# limit, as an operator's service would.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # A TCP port nobody listens on (IPv4 or IPv6).
 free_port() {
