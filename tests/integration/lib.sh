@@ -10,10 +10,16 @@ sup_pid=
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 # A TCP port nobody listens on (IPv4 or IPv6).
+# A port nothing listens on or talks from, below the kernel's range of
+# ephemeral ports: a port from inside that range can be taken, between this
+# pick and our listen, by any outgoing connection on the machine (another
+# test's curl), which is how a test once failed with "in use".
 free_port() {
-	local p hex
+	local p hex lo
+	read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+	((lo > 11024)) || lo=32768
 	for _ in $(seq 200); do
-		p=$((20000 + RANDOM % 40000))
+		p=$((10000 + RANDOM % (lo - 10000)))
 		hex=$(printf ':%04X ' "$p")
 		grep -q "$hex" /proc/net/tcp /proc/net/tcp6 2>/dev/null || { echo "$p"; return; }
 	done
