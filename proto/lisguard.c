@@ -244,8 +244,9 @@ static void *lg__checker(void *arg)
 	return NULL;
 }
 
-/* The safety net: every ping_ms the listener answers a client of its own;
- * two failures in a row (1 s apart) and it is re-created. */
+/* The safety net: every ping_ms the listener answers a client of its own
+ * within LG_PING_ANSWER_MS; two failures in a row (1 s apart) and it is
+ * re-created. */
 static void *lg__pinger(void *arg)
 {
 	struct lisguard *g = arg;
@@ -263,7 +264,7 @@ static void *lg__pinger(void *arg)
 		if (atomic_load(&g->quit))
 			break;
 		before = g->progress ? atomic_load(g->progress) : 0;
-		rc = tp_ping(g->url, 1000, ++seq, &eb); /* as a client would */
+		rc = tp_ping(g->url, LG_PING_ANSWER_MS, ++seq, &eb); /* as a client would */
 		if (rc == IG_E_OK)
 			failures = 0;
 		else if (!g->progress || atomic_load(g->progress) - before >= 2)

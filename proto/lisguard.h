@@ -54,6 +54,12 @@
 #define LG_CHECK_MS 20
 /* The safety-net ping's default period. */
 #define LG_PING_MS 5000
+/* How long the safety net waits for its ping's answer. Generous: the wedge
+ * the guard knows is found by the counters within LG_CHECK_MS; the ping is
+ * for what nothing else sees, and a loaded process under a sanitizer (a door
+ * streaming 1,000 HTTP answers on two slow cores) once took over a second to
+ * answer twice in a row and had a healthy listener re-created. */
+#define LG_PING_ANSWER_MS 3000
 /* A retired listener's pipes are closed this long after it was retired. */
 #define LG_RETIRE_MS 1000
 /* Retired listeners kept at once; past it the oldest is closed. */

@@ -54,14 +54,18 @@ for d in build build-nocuda build-asan; do
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
 done
 # A failed test's name and the last lines it printed go just above the
-# summary, so that a log's tail says which test failed and how.
+# summary, with the lines of its stderr that say why (a FAIL line, a
+# sanitizer's), so that a log's tail says which test failed and how.
 for d in build build-nocuda build-asan; do
 	log=$(logof "$d")
 	[[ -f $log ]] || continue
 	jq -rs --arg d "$d" '.[] | select(.result == "FAIL" or .result == "TIMEOUT" or
 		.result == "ERROR" or .result == "UNEXPECTEDPASS") |
 		"FAILED \($d): \(.name) (\(.result), \(.duration | floor) s); its last lines:",
-		((.stdout // "") | split("\n") | map(select(length > 0)) | .[-8:][] | "  | " + .[0:200])' \
+		((.stdout // "") | split("\n") | map(select(length > 0)) | .[-8:][] | "  | " + .[0:200]),
+		((.stderr // "") | split("\n") |
+			map(select(test("^FAIL|ERROR: |SUMMARY: |runtime error|^sanitized: "))) | .[0:6][] |
+			"  ! " + .[0:300])' \
 		"$log" >&2
 done
 [[ $fail -gt 0 ]] && status=1
