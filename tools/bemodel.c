@@ -171,6 +171,30 @@ int bem_open(struct bem *r, struct mfile *f, const struct bem_opts *o, struct ig
 	return rc;
 }
 
+int bem_needs(const struct bem_opts *o, const struct mfile *f, struct be_needs *n,
+              struct ig_errbuf *eb)
+{
+	struct be b = {0};
+	struct be_bind_opts bo = {.max_round_tokens = o->max_round_tokens ? o->max_round_tokens : 1,
+	                          .context = o->context,
+	                          .threads = o->threads ? o->threads : 1,
+	                          .states = o->states ? o->states : 1};
+	int rc;
+
+	b.ops = backend_find(o->backend ? o->backend : "cpu", eb);
+	if (!b.ops)
+		return IG_E_NOTFOUND;
+	if (!b.ops->model_needs)
+		return ig_errf(eb, IG_E_NOTFOUND, "the %s backend has no compute for models yet",
+		               b.ops->name);
+	rc = b.ops->open(&b, BEM_SIM_BYTES, eb);
+	if (rc)
+		return rc;
+	rc = b.ops->model_needs(&b, f, &bo, n, eb);
+	b.ops->close(&b);
+	return rc;
+}
+
 bool bem_backend_here(const char *name, char *why, size_t why_size)
 {
 	struct ig_errbuf eb = {0};

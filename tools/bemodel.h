@@ -32,6 +32,14 @@
 #include "gpu-worker/backend/kvpool.h"
 #include "model/mfile.h"
 
+/* The backends a build may have, by name, for a program that runs over
+ * each (backend_find says whether this build has it; bem_backend_here
+ * whether it runs here). */
+#define BEM_BACKENDS                                                                               \
+	{                                                                                          \
+		"cpu", "cuda"                                                                      \
+	}
+
 /* What to bind. Zeroed fields take the defaults named. */
 struct bem_opts {
 	const char *backend;       /* backend_find's name; NULL: "cpu" */
@@ -81,6 +89,11 @@ int bem_open(struct bem *r, struct mfile *f, const struct bem_opts *o, struct ig
 /* Give back everything bem_open took; idempotent on a zeroed or closed `r`.
  * Sequences must have been closed first. */
 void bem_close(struct bem *r);
+
+/* What binding `f` with `o` needs of each region (be_ops.model_needs), on
+ * the backend `o->backend`, opened for the question and closed. */
+int bem_needs(const struct bem_opts *o, const struct mfile *f, struct be_needs *n,
+              struct ig_errbuf *eb);
 
 /* Can a model run on backend `name` here (in this build, on this machine,
  * with compute for models)? When not, `why` says so (skip, and say it). */
