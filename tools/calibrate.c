@@ -66,6 +66,109 @@ static char *slurp(const char *path, size_t *n)
 	return buf;
 }
 
+/* Route the text through the model on `backend` and write the counts to
+ * `out` (NULL: beside the model); 0 done, 1 failed (said on stderr).
+ * Everything taken is given back on every path. */
+static int calibrate(const char *model, const char *text, size_t n_text, const char *out,
+                     const char *backend, uint32_t threads)
+{
+	struct ig_errbuf eb = {0};
+	struct mfile f;
+	struct bpe *bpe = NULL;
+	struct bem r = {0};
+	struct be_seq s = {0};
+	char path[4200];
+	uint32_t *ids = NULL, pages;
+	uint64_t ctx, total = 0, *counts = NULL, n_counts;
+	size_t n_ids;
+	int rc = 1;
+
+	if (mfile_open(&f, model, &eb))
+		return die(eb.msg);
+	if (f.desc.family != MDESC_MOE) {
+		ig_errf(&eb, IG_E_INVAL, "the model has no routed experts: nothing to calibrate");
+		goto out_err;
+	}
+	if (f.desc.tokenizer == MDESC_TOK_NONE) {
+		ig_errf(&eb, IG_E_INVAL,
+		        "the model has no tokenizer (tokenizer none): a text needs one");
+		goto out_err;
+	}
+	if (f.desc.tokenizer == MDESC_TOK_GPT2 && bpe_open(&bpe, &f.g, &eb))
+		goto out_err;
+	n_counts = (uint64_t)f.desc.layers * f.desc.experts;
+	ids = malloc((n_text + 1) * sizeof(uint32_t));
+	counts = calloc(n_counts, sizeof(uint64_t));
+	if (!ids || !counts) {
+		ig_errf(&eb, IG_E_NOMEM, "no host memory for the tokens and the counts");
+		goto out_err;
+	}
+	if (bpe ? bpe_encode(bpe, text, n_text, BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, ids,
+	                     n_text + 1, &n_ids, &eb)
+	        : tok_encode(text, n_text, 0, ids, n_text + 1, &n_ids, &eb))
+		goto out_err;
+	if (!n_ids) {
+		ig_errf(&eb, IG_E_INVAL, "the calibration text is no tokens");
+		goto out_err;
+	}
+	/* windows of the model's context, a sequence each */
+	ctx = f.desc.default_context < n_ids ? f.desc.default_context : n_ids;
+	pages = (uint32_t)((ctx + 63) / 64);
+	if (bem_open(&r, &f,
+	             &(struct bem_opts){.backend = backend,
+	                                .max_round_tokens = CAL_CHUNK,
+	                                .context = ctx,
+	                                .threads = threads,
+	                                .states = 1,
+	                                .pages = pages,
+	                                .fmt = MDESC_KV_BF16},
+	             &eb))
+		goto out_err;
+	for (size_t w = 0; w < n_ids; w += ctx) {
+		size_t end = w + ctx < n_ids ? w + ctx : n_ids;
+
+		if (bem_seq_open(&r, &s, 1, pages, &eb))
+			goto out_err;
+		for (size_t t = w; t < end; t += CAL_CHUNK) {
+			uint32_t n = (uint32_t)(end - t < CAL_CHUNK ? end - t : CAL_CHUNK);
+			struct be_step step = {&s, ids + t, n, false}; /* routing only */
+
+			if (bem_round(&r, &step, 1, NULL, &eb))
+				goto out_err;
+		}
+		bem_seq_close(&r, &s);
+	}
+	if (r.be.ops->expert_counts(&r.be, &r.d, counts, n_counts) != n_counts) {
+		ig_errf(&eb, IG_E_INVAL, "the %s backend kept no counts of the experts' routing",
+		        r.be.ops->name);
+		goto out_err;
+	}
+	if (!out) {
+		if (expcounts_path(path, sizeof(path), model, &eb))
+			goto out_err;
+		out = path;
+	}
+	if (expcounts_write(out, &f, counts, &eb))
+		goto out_err;
+	for (uint64_t i = 0; i < n_counts; i++)
+		total += counts[i];
+	printf("ignis-calibrate: %zu tokens routed through %u layers (%" PRIu64
+	       " choices of %u experts a layer) into %s\n",
+	       n_ids, f.desc.layers, total, f.desc.experts, out);
+	rc = 0;
+	goto out;
+out_err:
+	die(eb.msg);
+out:
+	bem_seq_close(&r, &s);
+	bem_close(&r);
+	bpe_close(bpe);
+	mfile_close(&f);
+	free(ids);
+	free(counts);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -74,15 +177,9 @@ int main(int argc, char **argv)
 	    {"threads", required_argument, NULL, 'j'}, {"backend", required_argument, NULL, 'b'},
 	    {"help", no_argument, NULL, 'h'},          {0, 0, 0, 0}};
 	const char *model = NULL, *text_file = NULL, *out = NULL, *backend = "cpu";
-	char *text = NULL, path[4200];
-	size_t n_text = 0, n_ids;
-	int threads = 1, c;
-	struct ig_errbuf eb;
-	struct mfile f;
-	struct bpe *bpe = NULL;
-	struct bem r;
-	uint32_t *ids, pages;
-	uint64_t ctx, total = 0, *counts, n_counts;
+	char *text = NULL;
+	size_t n_text = 0;
+	int threads = 1, c, rc;
 
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -128,77 +225,9 @@ int main(int argc, char **argv)
 		        strerror(errno));
 		return 1;
 	}
-	if (!n_text)
-		return die("the calibration text is empty");
-	if (mfile_open(&f, model, &eb))
-		return die(eb.msg);
-	if (f.desc.family != MDESC_MOE)
-		return die("the model has no routed experts: nothing to calibrate");
-	if (f.desc.tokenizer == MDESC_TOK_NONE)
-		return die("the model has no tokenizer (tokenizer none): a text needs one");
-	if (f.desc.tokenizer == MDESC_TOK_GPT2 && bpe_open(&bpe, &f.g, &eb))
-		return die(eb.msg);
-	ids = malloc((n_text + 1) * sizeof(uint32_t));
-	if (!ids)
-		return die("no memory for the tokens");
-	if (bpe ? bpe_encode(bpe, text, n_text, BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, ids,
-	                     n_text + 1, &n_ids, &eb)
-	        : tok_encode(text, n_text, 0, ids, n_text + 1, &n_ids, &eb))
-		return die(eb.msg);
-	if (!n_ids)
-		return die("the calibration text is no tokens");
-	/* windows of the model's context, a sequence each */
-	ctx = f.desc.default_context < n_ids ? f.desc.default_context : n_ids;
-	pages = (uint32_t)((ctx + 63) / 64);
-	n_counts = (uint64_t)f.desc.layers * f.desc.experts;
-	counts = calloc(n_counts, sizeof(uint64_t));
-	if (!counts)
-		return die("no host memory for the counts");
-	if (bem_open(&r, &f,
-	             &(struct bem_opts){.backend = backend,
-	                                .max_round_tokens = CAL_CHUNK,
-	                                .context = ctx,
-	                                .threads = (uint32_t)threads,
-	                                .states = 1,
-	                                .pages = pages,
-	                                .fmt = MDESC_KV_BF16},
-	             &eb))
-		return die(eb.msg);
-	for (size_t w = 0; w < n_ids; w += ctx) {
-		size_t end = w + ctx < n_ids ? w + ctx : n_ids;
-		struct be_seq s;
-
-		if (bem_seq_open(&r, &s, 1, pages, &eb))
-			return die(eb.msg);
-		for (size_t t = w; t < end; t += CAL_CHUNK) {
-			uint32_t n = (uint32_t)(end - t < CAL_CHUNK ? end - t : CAL_CHUNK);
-			struct be_step step = {&s, ids + t, n, false}; /* routing only */
-
-			if (bem_round(&r, &step, 1, NULL, &eb))
-				return die(eb.msg);
-		}
-		bem_seq_close(&r, &s);
-	}
-	if (r.be.ops->expert_counts(&r.be, &r.d, counts, n_counts) != n_counts)
-		return die("the backend kept no counts of the experts' routing");
-	if (!out) {
-		if (expcounts_path(path, sizeof(path), model, &eb))
-			return die(eb.msg);
-		out = path;
-	}
-	if (expcounts_write(out, &f, counts, &eb))
-		return die(eb.msg);
-	for (uint64_t i = 0; i < (uint64_t)f.desc.layers * f.desc.experts; i++)
-		total += counts[i];
-	printf("ignis-calibrate: %zu tokens routed through %u layers (%" PRIu64
-	       " choices of %u experts a layer) into %s\n",
-	       n_ids, f.desc.layers, total, f.desc.experts, out);
-	bem_close(&r);
-	bpe_close(bpe);
-	mfile_close(&f);
-	free(ids);
-	free(counts);
+	rc = n_text ? calibrate(model, text, n_text, out, backend, (uint32_t)threads)
+	            : die("the calibration text is empty");
 	if (text_file)
 		free(text);
-	return 0;
+	return rc;
 }

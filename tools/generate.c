@@ -230,6 +230,129 @@ static int generate_remote(const struct remote *r, const char *prompt, unsigned 
 	return 0;
 }
 
+struct local {
+	const char *model, *prompt, *backend;
+	unsigned max_tokens, chunk;
+	uint32_t threads;
+	enum mdesc_kv_format fmt;
+};
+
+/* Run the model in this process on l->backend; 0 done, 1 failed (said on
+ * stderr). Everything taken is given back on every path. */
+static int generate_local(const struct local *l, const struct smp_params *sp)
+{
+	struct ig_errbuf eb = {0};
+	struct mfile f;
+	struct bpe *bpe = NULL;
+	struct tok_vocab vocab;
+	struct bem r = {0};
+	struct be_seq s = {0};
+	struct smp_state st;
+	uint32_t *ids = NULL, *gen = NULL, pages, ng = 0;
+	size_t n_ids, ctx;
+	float *logits = NULL;
+	void *sscratch = NULL;
+	int rc = 1;
+
+	if (mfile_open(&f, l->model, &eb))
+		return die(eb.msg);
+	if (smp_params_check(sp, f.desc.vocab, &eb))
+		goto out_err;
+	if (f.desc.tokenizer == MDESC_TOK_NONE) {
+		ig_errf(&eb, IG_E_INVAL,
+		        "'%s' has no tokenizer (tokenizer none): a text prompt needs one",
+		        l->model);
+		goto out_err;
+	}
+	if (f.desc.tokenizer == MDESC_TOK_GPT2 && bpe_open(&bpe, &f.g, &eb))
+		goto out_err;
+	tok_vocab_init(&vocab, f.desc.tokenizer, bpe);
+	n_ids = strlen(l->prompt);
+	ctx = n_ids + l->max_tokens;
+	if (ctx > f.desc.default_context) {
+		ig_errf(&eb, IG_E_INVAL, "the prompt and --max-tokens pass the model's context");
+		goto out_err;
+	}
+	ids = malloc((n_ids + 1) * sizeof(uint32_t));
+	logits = malloc(f.desc.vocab * sizeof(float));
+	sscratch = malloc(smp_scratch_bytes(f.desc.vocab));
+	gen = malloc(((size_t)l->max_tokens + 1) * sizeof(uint32_t));
+	if (!ids || !logits || !sscratch || !gen) {
+		ig_errf(&eb, IG_E_NOMEM, "no host memory for the sequence");
+		goto out_err;
+	}
+	if (bpe ? bpe_encode(bpe, l->prompt, n_ids, BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, ids,
+	                     n_ids + 1, &n_ids, &eb)
+	        : tok_encode(l->prompt, n_ids, 0, ids, n_ids + 1, &n_ids, &eb))
+		goto out_err;
+	if (!n_ids) {
+		ig_errf(&eb, IG_E_INVAL, "the prompt is no tokens: there is nothing to continue");
+		goto out_err;
+	}
+	ctx = n_ids + l->max_tokens;
+	pages = (uint32_t)((ctx + 63) / 64);
+	/* rounds of a prompt chunk at most, then of one token */
+	if (bem_open(&r, &f,
+	             &(struct bem_opts){.backend = l->backend,
+	                                .max_round_tokens =
+	                                    (uint32_t)(n_ids < l->chunk ? n_ids : l->chunk),
+	                                .context = ctx,
+	                                .threads = l->threads,
+	                                .states = 1,
+	                                .pages = pages,
+	                                .fmt = l->fmt},
+	             &eb) ||
+	    bem_seq_open(&r, &s, 1, pages, &eb))
+		goto out_err;
+	smp_init(&st, sp);
+	for (size_t t = 0; t < n_ids; t += l->chunk) {
+		uint32_t n = (uint32_t)(n_ids - t < l->chunk ? n_ids - t : l->chunk);
+		struct be_step step = {&s, ids + t, n, t + n == n_ids};
+
+		if (bem_round(&r, &step, 1, logits, &eb))
+			goto out_err;
+	}
+	for (unsigned g = 0; g < l->max_tokens; g++) {
+		uint32_t next = smp_pick(sp, &st, logits, f.desc.vocab, sscratch), n;
+		struct be_step step = {&s, &next, 1, true};
+		char out[TOK_TEXT_TOKEN_MAX];
+		size_t len;
+
+		if (next == mdesc_eos(&f.desc) || (bpe && bpe_is_eog(bpe, next)))
+			break;
+		gen[ng++] = next;
+		tok_text_delta(&vocab, gen, ng - 1, ng, false, out, sizeof(out), NULL, &n, &len);
+		fwrite(out, 1, len, stdout);
+		fflush(stdout);
+		if (g + 1 < l->max_tokens && bem_round(&r, &step, 1, logits, &eb))
+			goto out_err;
+	}
+	{
+		char out[TOK_TEXT_TOKEN_MAX];
+		uint32_t n;
+		size_t len;
+
+		/* the end: an incomplete character's U+FFFD */
+		tok_text_delta(&vocab, gen, ng, ng, true, out, sizeof(out), NULL, &n, &len);
+		fwrite(out, 1, len, stdout);
+	}
+	putchar('\n');
+	rc = 0;
+	goto out;
+out_err:
+	die(eb.msg);
+out:
+	bem_seq_close(&r, &s);
+	bem_close(&r);
+	bpe_close(bpe);
+	mfile_close(&f);
+	free(ids);
+	free(logits);
+	free(sscratch);
+	free(gen);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -262,16 +385,6 @@ int main(int argc, char **argv)
 	unsigned max_tokens = 64, chunk = 64;
 	int threads = 1, c;
 	struct ig_errbuf eb;
-	struct mfile f;
-	struct bpe *bpe = NULL;
-	struct tok_vocab vocab;
-	struct bem r;
-	struct be_seq s = {0};
-	struct smp_state st;
-	uint32_t *ids, *gen, pages, ng = 0;
-	size_t n_ids, ctx;
-	float *logits;
-	void *sscratch;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -375,93 +488,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (mfile_open(&f, model, &eb))
-		return die(eb.msg);
-	if (smp_params_check(&sp, f.desc.vocab, &eb))
-		return die(eb.msg);
-	if (f.desc.tokenizer == MDESC_TOK_NONE) {
-		fprintf(stderr,
-		        "ignis-generate: '%s' has no tokenizer (tokenizer none): a text prompt "
-		        "needs one\n",
-		        model);
-		return 1;
-	}
-	if (f.desc.tokenizer == MDESC_TOK_GPT2 && bpe_open(&bpe, &f.g, &eb))
-		return die(eb.msg);
-	tok_vocab_init(&vocab, f.desc.tokenizer, bpe);
-	n_ids = strlen(prompt);
-	ctx = n_ids + max_tokens;
-	if (ctx > f.desc.default_context)
-		return die("the prompt and --max-tokens pass the model's context");
-	ids = malloc((n_ids + 1) * sizeof(uint32_t));
-	if (!ids)
-		return die("no host memory for the prompt");
-	if (bpe ? bpe_encode(bpe, prompt, n_ids, BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, ids,
-	                     n_ids + 1, &n_ids, &eb)
-	        : tok_encode(prompt, n_ids, 0, ids, n_ids + 1, &n_ids, &eb))
-		return die(eb.msg);
-	if (!n_ids)
-		return die("the prompt is no tokens: there is nothing to continue");
-	ctx = n_ids + max_tokens;
-	pages = (uint32_t)((ctx + 63) / 64);
-	/* rounds of a prompt chunk at most, then of one token */
-	if (bem_open(
-	        &r, &f,
-	        &(struct bem_opts){.backend = backend,
-	                           .max_round_tokens = (uint32_t)(n_ids < chunk ? n_ids : chunk),
-	                           .context = ctx,
-	                           .threads = (uint32_t)threads,
-	                           .states = 1,
-	                           .pages = pages,
-	                           .fmt = fmt},
-	        &eb) ||
-	    bem_seq_open(&r, &s, 1, pages, &eb))
-		return die(eb.msg);
-	logits = malloc(f.desc.vocab * sizeof(float));
-	sscratch = malloc(smp_scratch_bytes(f.desc.vocab));
-	gen = malloc((size_t)max_tokens * sizeof(uint32_t));
-	if (!logits || !sscratch || !gen)
-		return die("no host memory for the sequence");
-	smp_init(&st, &sp);
-	for (size_t t = 0; t < n_ids; t += chunk) {
-		uint32_t n = (uint32_t)(n_ids - t < chunk ? n_ids - t : chunk);
-		struct be_step step = {&s, ids + t, n, t + n == n_ids};
-
-		if (bem_round(&r, &step, 1, logits, &eb))
-			return die(eb.msg);
-	}
-	for (unsigned g = 0; g < max_tokens; g++) {
-		uint32_t next = smp_pick(&sp, &st, logits, f.desc.vocab, sscratch), n;
-		struct be_step step = {&s, &next, 1, true};
-		char out[TOK_TEXT_TOKEN_MAX];
-		size_t len;
-
-		if (next == mdesc_eos(&f.desc) || (bpe && bpe_is_eog(bpe, next)))
-			break;
-		gen[ng++] = next;
-		tok_text_delta(&vocab, gen, ng - 1, ng, false, out, sizeof(out), NULL, &n, &len);
-		fwrite(out, 1, len, stdout);
-		fflush(stdout);
-		if (g + 1 < max_tokens && bem_round(&r, &step, 1, logits, &eb))
-			return die(eb.msg);
-	}
-	{
-		char out[TOK_TEXT_TOKEN_MAX];
-		uint32_t n;
-		size_t len;
-
-		/* the end: an incomplete character's U+FFFD */
-		tok_text_delta(&vocab, gen, ng, ng, true, out, sizeof(out), NULL, &n, &len);
-		fwrite(out, 1, len, stdout);
-	}
-	putchar('\n');
-	bem_seq_close(&r, &s);
-	bem_close(&r);
-	bpe_close(bpe);
-	mfile_close(&f);
-	free(ids);
-	free(logits);
-	free(sscratch);
-	free(gen);
-	return 0;
+	return generate_local(
+	    &(struct local){model, prompt, backend, max_tokens, chunk, (uint32_t)threads, fmt},
+	    &sp);
 }
