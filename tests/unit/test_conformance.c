@@ -16,7 +16,10 @@
  * cpu backend, and the four exactness checks. Each runs a script of three
  * sequences (prompts of 37, 5 and 67 tokens, then 4 decode steps each, the
  * tokens fixed by the seed, not picked) and compares the logits of every
- * step. A layer operation's case is one more row of cf_ops[].
+ * step. A layer operation's case is one more row of cf_ops[]: a function
+ * that runs the operation on the backend under test and on the cpu backend
+ * and compares with cf_near (the type's tolerance) or cf_bits (bit for
+ * bit), and the models it applies to.
  *
  *   test-conformance [--backend NAME] [--perf] [--filter TEXT] [--seed N]
  *
@@ -354,71 +357,96 @@ static const float *cf_reference(struct cf_ctx *c)
 	return c->ref;
 }
 
-/* Every row of `got` the same bits as `want`'s, or fail naming the first
- * that is not. */
+/*
+ * The two comparisons, on any vector (a row of logits; a layer operation's
+ * output): `where` says which ("sequence 1 step 3"), the failure names the
+ * model, the check, the first element that is off and the seed.
+ */
+
+/* `got` the same bits as `want`, n floats. */
+static void cf_bits(const struct cf_ctx *c, const char *what, const char *where, const float *want,
+                    const float *got, size_t n)
+{
+	for (size_t v = 0; v < n; v++)
+		if (memcmp(&want[v], &got[v], sizeof(float)))
+			fail_msg("%s on %s: %s: element %zu is %.9g, want %.9g (seed %" PRIu64 ")",
+			         c->models[c->cur].name, what, where, v, (double)got[v],
+			         (double)want[v], c->seed);
+}
+
+/* `got` within the model's type's tolerance of `ref`'s spread (max - min),
+ * n floats, every one finite; the difference as a fraction of the spread
+ * returned. */
+static double cf_near(const struct cf_ctx *c, const char *what, const char *where, const float *ref,
+                      const float *got, size_t n)
+{
+	const struct cf_model *md = &c->models[c->cur];
+	double lo = INFINITY, hi = -INFINITY, diff = 0, tol = md->t->tol;
+
+	for (size_t v = 0; v < n; v++) {
+		if (!isfinite(got[v]))
+			fail_msg("%s on %s: %s: element %zu is %g", md->name, what, where, v,
+			         (double)got[v]);
+		lo = fmin(lo, ref[v]);
+		hi = fmax(hi, ref[v]);
+		diff = fmax(diff, fabs((double)ref[v] - got[v]));
+	}
+	if (!(hi > lo))
+		fail_msg("%s on %s: %s: the reference is %g throughout", md->name, what, where, lo);
+	if (diff > tol * (hi - lo))
+		fail_msg("%s on %s: %s: differs by %g, spread %g (tolerance %g of it; seed %" PRIu64
+		         ")",
+		         md->name, what, where, diff, hi - lo, tol, c->seed);
+	return diff / (hi - lo);
+}
+
+/* Every row of logits the same bits as each alone's. */
 static void cf_same(struct cf_ctx *c, const char *what, const float *want, const float *got)
 {
-	uint32_t vocab = c->f.desc.vocab;
+	char where[64];
 
 	for (uint32_t s = 0; s < CF_SEQS; s++)
 		for (uint32_t k = 0; k < CF_STEPS; k++) {
-			const float *a = cf_row(c, want, s, k), *b = cf_row(c, got, s, k);
-
-			for (uint32_t v = 0; v < vocab; v++)
-				if (memcmp(&a[v], &b[v], sizeof(float)))
-					fail_msg("%s on %s: sequence %u step %u: logit %u is %.9g, "
-					         "alone %.9g (seed %" PRIu64 ")",
-					         c->models[c->cur].name, what, s, k, v,
-					         (double)b[v], (double)a[v], c->seed);
+			snprintf(where, sizeof where, "sequence %u step %u", s, k);
+			cf_bits(c, what, where, cf_row(c, want, s, k), cf_row(c, got, s, k),
+			        c->f.desc.vocab);
 		}
 }
 
-/* Every row of `got` within the type's tolerance of the reference's spread,
- * the greedy pick the same where the reference's is clear; the worst
- * fraction measured returned. */
+/* Every row of logits near the reference's, and the greedy pick the
+ * reference's wherever its top two are further apart than twice the
+ * tolerance; the worst fraction of the spread returned. */
 static double cf_close(struct cf_ctx *c, const char *what, const float *ref, const float *got)
 {
 	const struct cf_model *md = &c->models[c->cur];
 	uint32_t vocab = c->f.desc.vocab;
-	double worst = 0, tol = md->t->tol;
+	double worst = 0;
+	char where[64];
 
 	for (uint32_t s = 0; s < CF_SEQS; s++)
 		for (uint32_t k = 0; k < CF_STEPS; k++) {
 			const float *a = cf_row(c, ref, s, k), *b = cf_row(c, got, s, k);
+			uint32_t best = a[1] > a[0], second = !best, mine = 0;
 			float lo = a[0], hi = a[0];
-			double diff = 0, gap;
-			uint32_t best = 0, second = 1, mine = 0;
 
-			if (a[1] > a[0])
-				best = 1, second = 0;
+			snprintf(where, sizeof where, "sequence %u step %u", s, k);
+			worst = fmax(worst, cf_near(c, what, where, a, b, vocab));
 			for (uint32_t v = 0; v < vocab; v++) {
 				lo = a[v] < lo ? a[v] : lo;
 				hi = a[v] > hi ? a[v] : hi;
-				diff = fmax(diff, fabs((double)a[v] - b[v]));
-				if (!isfinite(b[v]))
-					fail_msg("%s on %s: sequence %u step %u: logit %u is %g",
-					         md->name, what, s, k, v, (double)b[v]);
 				if (v > 1 && a[v] > a[best])
 					second = best, best = v;
 				else if (v > 1 && a[v] > a[second])
 					second = v;
 				mine = b[v] > b[mine] ? v : mine;
 			}
-			if (!(hi > lo))
+			if ((double)a[best] - a[second] > 2 * md->t->tol * (hi - lo) &&
+			    mine != best)
 				fail_msg(
-				    "%s: sequence %u step %u: the cpu backend's logits are all %g",
-				    md->name, s, k, (double)lo);
-			worst = fmax(worst, diff / (hi - lo));
-			if (diff > tol * (hi - lo))
-				fail_msg("%s on %s: sequence %u step %u: logits differ by %g, "
-				         "spread %g (tolerance %g of it; seed %" PRIu64 ")",
-				         md->name, what, s, k, diff, (double)(hi - lo), tol,
-				         c->seed);
-			gap = (double)a[best] - a[second];
-			if (gap > 2 * tol * (hi - lo) && mine != best)
-				fail_msg("%s on %s: sequence %u step %u: picks %u, the cpu backend "
-				         "%u (its top two %g apart)",
-				         md->name, what, s, k, mine, best, gap);
+				    "%s on %s: %s: picks %u, the cpu backend %u (its top two %g "
+				    "apart)",
+				    md->name, what, where, mine, best,
+				    (double)(a[best] - a[second]));
 		}
 	return worst;
 }
