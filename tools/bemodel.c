@@ -120,7 +120,7 @@ int bem_open(struct bem *r, struct mfile *f, const struct bem_opts *o, struct ig
 	int rc;
 
 	memset(r, 0, sizeof(*r));
-	r->be.ops = backend_find(name, eb);
+	r->be.ops = o->ops ? o->ops : backend_find(name, eb);
 	if (!r->be.ops)
 		return IG_E_NOTFOUND;
 	if (!r->be.ops->model_bind || !r->be.ops->round)
@@ -181,7 +181,7 @@ int bem_needs(const struct bem_opts *o, const struct mfile *f, struct be_needs *
 	                          .states = o->states ? o->states : 1};
 	int rc;
 
-	b.ops = backend_find(o->backend ? o->backend : "cpu", eb);
+	b.ops = o->ops ? o->ops : backend_find(o->backend ? o->backend : "cpu", eb);
 	if (!b.ops)
 		return IG_E_NOTFOUND;
 	if (!b.ops->model_needs)

@@ -42,7 +42,10 @@
 
 /* What to bind. Zeroed fields take the defaults named. */
 struct bem_opts {
-	const char *backend;       /* backend_find's name; NULL: "cpu" */
+	const char *backend; /* backend_find's name; NULL: "cpu" */
+	/* A table to bind on instead of the named backend's (a test's wrapper
+	 * of one); NULL: backend_find(backend). */
+	const struct be_ops *ops;
 	uint32_t max_round_tokens; /* decode lanes + the prefill chunk; 0: 1 */
 	uint64_t context;          /* the longest sequence */
 	uint32_t threads;          /* host threads the backend may use; 0: 1 */

@@ -27,7 +27,9 @@
  * build or machine does not run it); without it every backend a build may
  * have runs in turn, those absent skipped with a line saying why. --perf
  * prints each case's time (its rounds, not its binds). --filter runs the
- * cases whose name ("cpu/qwen35moe/q4_k/lanes") holds TEXT.
+ * cases whose name ("cpu/qwen35moe/q4_k/lanes") holds TEXT. --self-test
+ * checks the checks instead: each operation's must fail on a wrapper of the
+ * cpu backend that breaks what it checks.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -128,6 +130,11 @@ struct cf_ctx {
 	const char *backend;
 	uint64_t seed;
 	bool perf;
+	/* the self-test's: the backend under test's table (NULL: found by its
+	 * name), and comparisons that note a mismatch in `caught` instead of
+	 * failing */
+	const struct be_ops *ops;
+	bool probe, caught;
 	struct cf_model models[N_MODELS];
 	/* the model the cases now run on: its file, open, and what was
 	 * computed once for its cases (NULL until asked) */
@@ -228,6 +235,7 @@ static void cf_bound_open(struct cf_ctx *c, struct cf_bound *b, const struct cf_
 {
 	const struct cf_model *md = &c->models[c->cur];
 	struct bem_opts o = {.backend = how->backend,
+	                     .ops = how->backend == c->backend ? c->ops : NULL,
 	                     .max_round_tokens = CF_ROUND,
 	                     .context = CF_CONTEXT,
 	                     .threads = how->threads,
@@ -364,11 +372,14 @@ static const float *cf_reference(struct cf_ctx *c)
  */
 
 /* `got` the same bits as `want`, n floats. */
-static void cf_bits(const struct cf_ctx *c, const char *what, const char *where, const float *want,
+static void cf_bits(struct cf_ctx *c, const char *what, const char *where, const float *want,
                     const float *got, size_t n)
 {
 	for (size_t v = 0; v < n; v++)
-		if (memcmp(&want[v], &got[v], sizeof(float)))
+		if (memcmp(&want[v], &got[v], sizeof(float)) && c->probe) {
+			c->caught = true;
+			return;
+		} else if (memcmp(&want[v], &got[v], sizeof(float)))
 			fail_msg("%s on %s: %s: element %zu is %.9g, want %.9g (seed %" PRIu64 ")",
 			         c->models[c->cur].name, what, where, v, (double)got[v],
 			         (double)want[v], c->seed);
@@ -377,7 +388,7 @@ static void cf_bits(const struct cf_ctx *c, const char *what, const char *where,
 /* `got` within the model's type's tolerance of `ref`'s spread (max - min),
  * n floats, every one finite; the difference as a fraction of the spread
  * returned. */
-static double cf_near(const struct cf_ctx *c, const char *what, const char *where, const float *ref,
+static double cf_near(struct cf_ctx *c, const char *what, const char *where, const float *ref,
                       const float *got, size_t n)
 {
 	const struct cf_model *md = &c->models[c->cur];
@@ -393,7 +404,9 @@ static double cf_near(const struct cf_ctx *c, const char *what, const char *wher
 	}
 	if (!(hi > lo))
 		fail_msg("%s on %s: %s: the reference is %g throughout", md->name, what, where, lo);
-	if (diff > tol * (hi - lo))
+	if (diff > tol * (hi - lo) && c->probe)
+		c->caught = true;
+	else if (diff > tol * (hi - lo))
 		fail_msg("%s on %s: %s: differs by %g, spread %g (tolerance %g of it; seed %" PRIu64
 		         ")",
 		         md->name, what, where, diff, hi - lo, tol, c->seed);
@@ -633,6 +646,99 @@ static int cf_run_backend(struct cf_ctx *c, const char *filter)
 	return failed;
 }
 
+/* ---- the self-test: each check fails on a backend that breaks it -------- */
+
+/*
+ * A wrapper of the cpu backend's table whose rounds are off where a
+ * nonconforming backend's would be: by one ulp of each row's first logit
+ * (what a bit-for-bit check must see) in a round of several sequences
+ * (lanes), in the last chunk of a prompt that began earlier (chunks), in a
+ * round cut in passes (passes), on more than one thread (threads); by 1.0
+ * in every round (round, against the cpu backend's tolerance). The mode is
+ * the test's (the table's round has no context of its own).
+ */
+static const struct be_ops *cf_cpu;
+static const char *cf_break; /* the op whose check must see it */
+
+static int cf_broken_round(struct be *b, const struct be_model *m, const struct be_step *steps,
+                           uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
+                           uint64_t context, float *logits, struct ig_errbuf *eb)
+{
+	int rc = cf_cpu->round(b, m, steps, n_steps, fmt, kv, context, logits, eb);
+	uint64_t tokens = 0;
+	uint32_t rows = 0;
+	bool off = !strcmp(cf_break, "round") || (!strcmp(cf_break, "lanes") && n_steps > 1) ||
+	           (!strcmp(cf_break, "threads") && m->threads > 1);
+
+	for (uint32_t i = 0; i < n_steps; i++) {
+		tokens += steps[i].n_tok;
+		rows += steps[i].want_logits;
+		/* (the round moved the position past the step's tokens) */
+		off |= !strcmp(cf_break, "chunks") && steps[i].want_logits && steps[i].n_tok > 1 &&
+		       steps[i].s->pos > steps[i].n_tok;
+	}
+	off |= !strcmp(cf_break, "passes") && (tokens > m->pass_tokens || rows > m->logit_rows);
+	for (uint32_t r = 0; !rc && off && r < rows; r++) {
+		float *x = &logits[(size_t)r * m->m->vocab];
+
+		*x = strcmp(cf_break, "round") ? nextafterf(*x, INFINITY) : *x + 1.0f;
+	}
+	return rc;
+}
+
+/* The op on the wrapper breaking nothing, then breaking what the op checks:
+ * its check must pass the first and see the second. */
+static void cf_self_case(void **state)
+{
+	struct cf_case *k = *state;
+	struct cf_ctx *c = k->c;
+	for (int i = 0; i < 2; i++) {
+		cf_break = i ? k->op->name : "nothing";
+		c->cur = -1; /* the baselines again, on this breakage */
+		cf_model_open(c, k->model);
+		c->probe = true;
+		c->caught = false;
+		k->op->run(c);
+		c->probe = false;
+		if (c->caught != (i == 1))
+			fail_msg("the %s check %s a backend that breaks %s", k->op->name,
+			         i ? "passed" : "failed", cf_break);
+	}
+}
+
+/* Each operation's check against a backend that breaks it, on one model. */
+static int cf_self_test(struct cf_ctx *c)
+{
+	static struct be_ops broken;
+	struct cf_case cases[N_OPS];
+	struct CMUnitTest tests[N_OPS];
+	struct ig_errbuf eb;
+	int model = 0, failed;
+
+	cf_cpu = backend_find("cpu", &eb);
+	assert_non_null(cf_cpu);
+	broken = *cf_cpu;
+	broken.name = "cpu-broken";
+	broken.round = cf_broken_round;
+	c->backend = broken.name;
+	c->ops = &broken;
+	while (strcmp(c->models[model].name, "qwen35/q8_0"))
+		model++;
+	for (size_t o = 0; o < N_OPS; o++) {
+		cases[o] = (struct cf_case){c, model, &cf_ops[o], ""};
+		snprintf(cases[o].name, sizeof cases[o].name, "self-test: %s breaks %s",
+		         broken.name, cf_ops[o].name);
+		tests[o] = (struct CMUnitTest){cases[o].name, cf_self_case, NULL, cf_case_teardown,
+		                               &cases[o]};
+	}
+	failed = _cmocka_run_group_tests("self-test", tests, N_OPS, NULL, NULL);
+	if (c->f_open)
+		mfile_close(&c->f);
+	free(c->alone);
+	free(c->ref);
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
 	static const char *const all[] = BEM_BACKENDS;
@@ -640,6 +746,7 @@ int main(int argc, char **argv)
 	const char *names[sizeof(all) / sizeof(all[0])], *filter = NULL;
 	size_t n_names = 0;
 	int failed = 0, ran = 0;
+	bool self = false;
 
 	c.seed = 29;
 	for (int i = 1; i < argc; i++) {
@@ -651,9 +758,11 @@ int main(int argc, char **argv)
 			filter = argv[++i];
 		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
 			c.seed = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--self-test"))
+			self = true;
 		else {
 			fprintf(stderr, "usage: test-conformance [--backend NAME] [--perf] "
-			                "[--filter TEXT] [--seed N]\n");
+			                "[--filter TEXT] [--seed N] [--self-test]\n");
 			return 2;
 		}
 	}
@@ -672,6 +781,8 @@ int main(int argc, char **argv)
 			         compact ? "+compact" : "");
 		}
 	printf("# seed %" PRIu64 " (--seed N to change it)\n", c.seed);
+	if (self)
+		return cf_self_test(&c);
 	for (size_t i = 0; i < n_names; i++) {
 		char why[256];
 
