@@ -4,12 +4,16 @@
  * model/expcounts.h), from which the worker pins the hottest experts
  * (--vram-pinned-expert-bytes; docs/adr/0039).
  *
- *   ignis-calibrate --model FILE (--text FILE | --prompt TEXT) [-o OUT] [--threads N]
+ *   ignis-calibrate --model FILE (--text FILE | --prompt TEXT) [-o OUT]
+ *                   [--backend NAME] [--threads N]
  *
  * The text is tokenized with the model's own tokenizer and run through the
- * model in windows of its context (prefill only: every token's routing is
- * counted, top_k experts a token a layer), on the cpu backend in this
- * process. Counts are tokens routed, layer by layer.
+ * model in windows of its context (prefill only, in rounds of CAL_CHUNK
+ * tokens: every token's routing is counted, top_k experts a token a
+ * layer), on the backend named (cpu by default) through the backend table
+ * in this process (tools/bemodel.h): its experts resident in the device's
+ * expert cache, which counts the tokens routed to each (expert_counts).
+ * Counts are tokens routed, layer by layer.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,41 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu-worker/backend/cpu/model_cpu.h"
 #include "model/bpe.h"
 #include "model/expcounts.h"
 #include "model/tokenizer.h"
+#include "bemodel.h"
 
 #define CAL_CHUNK 128u
-
-struct cal {
-	const struct mdl *d;
-	uint64_t *counts; /* layers x experts */
-	struct lffn_experts iface;
-};
-
-static int cal_prepare(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n,
-                       struct ig_errbuf *eb)
-{
-	struct cal *c = ctx;
-
-	(void)eb;
-	for (uint32_t i = 0; i < n; i++)
-		c->counts[(uint64_t)layer * c->d->m->experts + ids[i]]++;
-	return IG_E_OK;
-}
-
-/* In place: each tensor's slice, as the feed-forward reads it uncached. */
-static void cal_get(void *ctx, uint32_t layer, uint32_t e, struct cop_w w[3])
-{
-	const struct cal *c = ctx;
-	const struct lffn_weights *f = &c->d->layers[layer].ffn;
-	size_t hidden = c->d->m->hidden, inter = c->d->m->expert_inter;
-
-	w[0] = cop_w_rows(f->gate_exps, hidden, (size_t)e * inter);
-	w[1] = cop_w_rows(f->up_exps, hidden, (size_t)e * inter);
-	w[2] = cop_w_rows(f->down_exps, inter, (size_t)e * hidden);
-}
 
 static int die(const char *msg)
 {
@@ -63,10 +38,11 @@ static int die(const char *msg)
 static void usage(FILE *f)
 {
 	fputs("usage: ignis-calibrate --model FILE (--text FILE | --prompt TEXT) [-o OUT]\n"
-	      "                       [--threads N]\n"
+	      "                       [--backend NAME] [--threads N]\n"
 	      "Route a calibration text through a MoE model and write how often each expert\n"
 	      "was chosen to OUT (default: the model's path and \".experts\"), where the\n"
-	      "worker looks for them to pin the hottest (--vram-pinned-expert-bytes).\n",
+	      "worker looks for them to pin the hottest (--vram-pinned-expert-bytes).\n"
+	      "The model runs on --backend (cpu, the default, or another of this build's).\n",
 	      f);
 }
 
@@ -90,30 +66,120 @@ static char *slurp(const char *path, size_t *n)
 	return buf;
 }
 
-int main(int argc, char **argv)
+/* Route the text through the model on `backend` and write the counts to
+ * `out` (NULL: beside the model); 0 done, 1 failed (said on stderr).
+ * Everything taken is given back on every path. */
+static int calibrate(const char *model, const char *text, size_t n_text, const char *out,
+                     const char *backend, uint32_t threads)
 {
-	static const struct option opts[] = {{"model", required_argument, NULL, 'm'},
-	                                     {"text", required_argument, NULL, 'T'},
-	                                     {"prompt", required_argument, NULL, 'p'},
-	                                     {"output", required_argument, NULL, 'o'},
-	                                     {"threads", required_argument, NULL, 'j'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {0, 0, 0, 0}};
-	const char *model = NULL, *text_file = NULL, *out = NULL;
-	char *text = NULL, path[4200];
-	size_t n_text = 0, n_ids;
-	int threads = 1, c, err;
-	struct ig_errbuf eb;
+	struct ig_errbuf eb = {0};
 	struct mfile f;
 	struct bpe *bpe = NULL;
-	struct mdl d;
-	struct kvpool kv;
-	struct cpool *pool;
-	struct cal cal = {0};
-	uint32_t *ids, pages;
-	uint64_t ctx, total = 0;
-	float *logits;
-	void *scratch, *region;
+	struct bem r = {0};
+	struct be_seq s = {0};
+	char path[4200];
+	uint32_t *ids = NULL, pages;
+	uint64_t ctx, total = 0, *counts = NULL, n_counts;
+	size_t n_ids;
+	int rc = 1;
+
+	if (mfile_open(&f, model, &eb))
+		return die(eb.msg);
+	if (f.desc.family != MDESC_MOE) {
+		ig_errf(&eb, IG_E_INVAL, "the model has no routed experts: nothing to calibrate");
+		goto out_err;
+	}
+	if (f.desc.tokenizer == MDESC_TOK_NONE) {
+		ig_errf(&eb, IG_E_INVAL,
+		        "the model has no tokenizer (tokenizer none): a text needs one");
+		goto out_err;
+	}
+	if (f.desc.tokenizer == MDESC_TOK_GPT2 && bpe_open(&bpe, &f.g, &eb))
+		goto out_err;
+	n_counts = (uint64_t)f.desc.layers * f.desc.experts;
+	ids = malloc((n_text + 1) * sizeof(uint32_t));
+	counts = calloc(n_counts, sizeof(uint64_t));
+	if (!ids || !counts) {
+		ig_errf(&eb, IG_E_NOMEM, "no host memory for the tokens and the counts");
+		goto out_err;
+	}
+	if (bpe ? bpe_encode(bpe, text, n_text, BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, ids,
+	                     n_text + 1, &n_ids, &eb)
+	        : tok_encode(text, n_text, 0, ids, n_text + 1, &n_ids, &eb))
+		goto out_err;
+	if (!n_ids) {
+		ig_errf(&eb, IG_E_INVAL, "the calibration text is no tokens");
+		goto out_err;
+	}
+	/* windows of the model's context, a sequence each */
+	ctx = f.desc.default_context < n_ids ? f.desc.default_context : n_ids;
+	pages = (uint32_t)((ctx + 63) / 64);
+	if (bem_open(&r, &f,
+	             &(struct bem_opts){.backend = backend,
+	                                .max_round_tokens = CAL_CHUNK,
+	                                .context = ctx,
+	                                .threads = threads,
+	                                .states = 1,
+	                                .pages = pages,
+	                                .fmt = MDESC_KV_BF16},
+	             &eb))
+		goto out_err;
+	for (size_t w = 0; w < n_ids; w += ctx) {
+		size_t end = w + ctx < n_ids ? w + ctx : n_ids;
+
+		if (bem_seq_open(&r, &s, 1, pages, &eb))
+			goto out_err;
+		for (size_t t = w; t < end; t += CAL_CHUNK) {
+			uint32_t n = (uint32_t)(end - t < CAL_CHUNK ? end - t : CAL_CHUNK);
+			struct be_step step = {&s, ids + t, n, false}; /* routing only */
+
+			if (bem_round(&r, &step, 1, NULL, &eb))
+				goto out_err;
+		}
+		bem_seq_close(&r, &s);
+	}
+	if (r.be.ops->expert_counts(&r.be, &r.d, counts, n_counts) != n_counts) {
+		ig_errf(&eb, IG_E_INVAL, "the %s backend kept no counts of the experts' routing",
+		        r.be.ops->name);
+		goto out_err;
+	}
+	if (!out) {
+		if (expcounts_path(path, sizeof(path), model, &eb))
+			goto out_err;
+		out = path;
+	}
+	if (expcounts_write(out, &f, counts, &eb))
+		goto out_err;
+	for (uint64_t i = 0; i < n_counts; i++)
+		total += counts[i];
+	printf("ignis-calibrate: %zu tokens routed through %u layers (%" PRIu64
+	       " choices of %u experts a layer) into %s\n",
+	       n_ids, f.desc.layers, total, f.desc.experts, out);
+	rc = 0;
+	goto out;
+out_err:
+	die(eb.msg);
+out:
+	bem_seq_close(&r, &s);
+	bem_close(&r);
+	bpe_close(bpe);
+	mfile_close(&f);
+	free(ids);
+	free(counts);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	    {"model", required_argument, NULL, 'm'},   {"text", required_argument, NULL, 'T'},
+	    {"prompt", required_argument, NULL, 'p'},  {"output", required_argument, NULL, 'o'},
+	    {"threads", required_argument, NULL, 'j'}, {"backend", required_argument, NULL, 'b'},
+	    {"help", no_argument, NULL, 'h'},          {0, 0, 0, 0}};
+	const char *model = NULL, *text_file = NULL, *out = NULL, *backend = "cpu";
+	char *text = NULL;
+	size_t n_text = 0;
+	int threads = 1, c, rc;
 
 	while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
 		switch (c) {
@@ -129,6 +195,9 @@ int main(int argc, char **argv)
 			break;
 		case 'o':
 			out = optarg;
+			break;
+		case 'b':
+			backend = optarg;
 			break;
 		case 'j':
 			threads = atoi(optarg);
@@ -156,79 +225,9 @@ int main(int argc, char **argv)
 		        strerror(errno));
 		return 1;
 	}
-	if (!n_text)
-		return die("the calibration text is empty");
-	if (mfile_open(&f, model, &eb) || mdl_bind(&d, &f, &eb))
-		return die(eb.msg);
-	if (f.desc.family != MDESC_MOE)
-		return die("the model has no routed experts: nothing to calibrate");
-	if (f.desc.tokenizer == MDESC_TOK_NONE)
-		return die("the model has no tokenizer (tokenizer none): a text needs one");
-	if (f.desc.tokenizer == MDESC_TOK_GPT2 && bpe_open(&bpe, &f.g, &eb))
-		return die(eb.msg);
-	ids = malloc((n_text + 1) * sizeof(uint32_t));
-	if (!ids)
-		return die("no memory for the tokens");
-	if (bpe ? bpe_encode(bpe, text, n_text, BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, ids,
-	                     n_text + 1, &n_ids, &eb)
-	        : tok_encode(text, n_text, 0, ids, n_text + 1, &n_ids, &eb))
-		return die(eb.msg);
-	/* windows of the model's context */
-	ctx = f.desc.default_context < n_ids ? f.desc.default_context : n_ids;
-	pages = (uint32_t)((ctx + 63) / 64);
-	cal.d = &d;
-	cal.counts = calloc((size_t)f.desc.layers * f.desc.experts, sizeof(uint64_t));
-	cal.iface = (struct lffn_experts){cal_prepare, cal_get, NULL, &cal};
-	d.experts = &cal.iface;
-	region = calloc(pages, mdesc_page_bytes(&f.desc, MDESC_KV_BF16));
-	logits = malloc(f.desc.vocab * sizeof(float));
-	scratch = aligned_alloc(64, (mdl_scratch_bytes(d.m, CAL_CHUNK, ctx) + 63) / 64 * 64);
-	if (!cal.counts || !region || !logits || !scratch)
-		return die("no host memory for the run");
-	if (kvpool_init(&kv, region, mdesc_page_bytes(&f.desc, MDESC_KV_BF16), pages, &eb) ||
-	    cpool_create(&pool, threads, &eb))
-		return die(eb.msg);
-	for (size_t w = 0; w < n_ids; w += ctx) {
-		size_t end = w + ctx < n_ids ? w + ctx : n_ids;
-		struct be_seq s = {0};
-
-		if (mdl_seq_init(&d, &s, &eb))
-			return die(eb.msg);
-		if (!kvpool_try_reserve(&kv, &s.kv, 1, pages, &err))
-			return die("the KV pool cannot hold a window");
-		for (size_t t = w; t < end; t += CAL_CHUNK) {
-			uint32_t n = (uint32_t)(end - t < CAL_CHUNK ? end - t : CAL_CHUNK);
-
-			if (mdl_forward(&d, &s, ids + t, n, MDESC_KV_BF16, &kv, ctx, logits,
-			                scratch, pool, &eb))
-				return die(eb.msg);
-		}
-		mdl_seq_release(&s);
-		kvpool_free(&kv, &s.kv);
-	}
-	if (!out) {
-		if (expcounts_path(path, sizeof(path), model, &eb))
-			return die(eb.msg);
-		out = path;
-	}
-	if (expcounts_write(out, &f, cal.counts, &eb))
-		return die(eb.msg);
-	for (uint64_t i = 0; i < (uint64_t)f.desc.layers * f.desc.experts; i++)
-		total += cal.counts[i];
-	printf("ignis-calibrate: %zu tokens routed through %u layers (%" PRIu64
-	       " choices of %u experts a layer) into %s\n",
-	       n_ids, f.desc.layers, total, f.desc.experts, out);
-	cpool_destroy(pool);
-	kvpool_release(&kv);
-	mdl_release(&d);
-	bpe_close(bpe);
-	mfile_close(&f);
-	free(ids);
-	free(region);
-	free(logits);
-	free(scratch);
-	free(cal.counts);
+	rc = n_text ? calibrate(model, text, n_text, out, backend, (uint32_t)threads)
+	            : die("the calibration text is empty");
 	if (text_file)
 		free(text);
-	return 0;
+	return rc;
 }

@@ -1,16 +1,19 @@
 /*
- * ignis-generate - the developer's path to generate with the cpu runtime,
- * before the client protocol exists: one prompt, one sequence, tokens to
- * stdout as they come.
+ * ignis-generate - the developer's path to generate: one prompt, one
+ * sequence, tokens to stdout as they come.
  *
- *   ignis-generate --model FILE --prompt TEXT [--max-tokens N] [--seed S]
- *                  [--temperature T] [--top-k K] [--top-p P] [--threads N]
- *                  [--chunk N] [--kv-format bf16|compact]
+ *   ignis-generate --model FILE --prompt TEXT [--backend NAME] [--max-tokens N]
+ *                  [--seed S] [--temperature T] [--top-k K] [--top-p P]
+ *                  [--threads N] [--chunk N] [--kv-format bf16|compact]
  *   ignis-generate --worker [--runtime-dir DIR] --prompt TEXT [--class agent]
  *                  [--max-tokens N] [--seed S] [--temperature T] [--top-k K] [--top-p P]
  *                  [--ids]
  *
- * The first runs the model in this process. The second submits the prompt to
+ * The first runs the model in this process, on the backend named (cpu by
+ * default) through the backend table as the worker does (tools/bemodel.h:
+ * the weights placed on the backend, a MoE model's experts resident, the
+ * KV pool in its memory, the prompt in rounds of --chunk tokens, then a
+ * round a token). The second submits the prompt to
  * the running gpu-worker over its control socket (submit, then poll from the
  * last token received until done: docs/protocol.md) and prints the text the
  * worker sends with the tokens as it comes; --ids prints the token ids
@@ -18,7 +21,7 @@
  * (tok_text_delta), so both print the same bytes.
  *
  * The same arguments give the same text, whatever --threads and --chunk say,
- * and the worker gives the same text as this process.
+ * and the worker gives the same text as this process on the same backend.
  *
  * Counts (--max-tokens, --top-k, --threads, --chunk) take K, M, G and T
  * suffixes as the knobs' counts do (common/bytesize.h: 1K = 1024).
@@ -34,12 +37,12 @@
 #include <unistd.h>
 
 #include "common/bytesize.h"
-#include "gpu-worker/backend/cpu/model_cpu.h"
 #include "common/rtdir.h"
 #include "gpu-worker/engine/sampler.h"
 #include "model/bpe.h"
 #include "model/tokenizer.h"
 #include "proto/transport.h"
+#include "bemodel.h"
 
 static int die(const char *msg)
 {
@@ -48,9 +51,9 @@ static int die(const char *msg)
 }
 
 #define USAGE                                                                                      \
-	"usage: ignis-generate --model FILE --prompt TEXT [--max-tokens N] [--seed S]\n"           \
-	"                      [--temperature T] [--top-k K] [--top-p P] [--threads N]\n"          \
-	"                      [--chunk N] [--kv-format bf16|compact]\n"                           \
+	"usage: ignis-generate --model FILE --prompt TEXT [--backend NAME] [--max-tokens N]\n"     \
+	"                      [--seed S] [--temperature T] [--top-k K] [--top-p P]\n"             \
+	"                      [--threads N] [--chunk N] [--kv-format bf16|compact]\n"             \
 	"   or: ignis-generate --worker [--runtime-dir DIR] --prompt TEXT\n"                       \
 	"                      [--class interactive|agent] [--max-tokens N] [--seed S]\n"          \
 	"                      [--temperature T] [--top-k K] [--top-p P] [--ids]\n"
@@ -60,25 +63,28 @@ static void usage(FILE *f)
 	fputs(USAGE, f);
 	if (f != stdout)
 		return;
-	fputs("\n"
-	      "The first runs the model file in this process on the cpu runtime; the second\n"
-	      "sends the prompt to the running gpu-worker (its runtime directory: --runtime-dir,\n"
-	      "else $IGNIS_RUNTIME_DIR, else the default) and prints its tokens as they come.\n"
-	      "\n"
-	      "  --max-tokens N   tokens to generate (default 64)\n"
-	      "  --seed S         the sampler's seed (default 1)\n"
-	      "  --temperature T  0 (greedy, the default) to 100\n"
-	      "  --top-k K        keep the K largest logits; 0 (the default) keeps all\n"
-	      "  --top-p P        above 0 up to 1 (the default: keeps all)\n"
-	      "  --threads N      1 to 256 (default 1)\n"
-	      "  --chunk N        prompt tokens a forward pass (default 64)\n"
-	      "  --kv-format F    bf16 (the default) or compact\n"
-	      "  --class C        interactive (the default) or agent (--worker)\n"
-	      "  --ids            print token ids, one a line (--worker)\n"
-	      "  -h, --help       this text\n"
-	      "Counts take K, M, G or T (binary: 1K = 1024), as the knobs do.\n"
-	      "Exit status: 0 done, 1 failed, 2 bad usage.\n",
-	      f);
+	fputs(
+	    "\n"
+	    "The first runs the model file in this process on a backend of this build; the second\n"
+	    "sends the prompt to the running gpu-worker (its runtime directory: --runtime-dir,\n"
+	    "else $IGNIS_RUNTIME_DIR, else the default) and prints its tokens as they come.\n"
+	    "\n"
+	    "  --backend NAME   the backend that runs the model in this process: cpu (the\n"
+	    "                   default) or another of this build's\n"
+	    "  --max-tokens N   tokens to generate (default 64)\n"
+	    "  --seed S         the sampler's seed (default 1)\n"
+	    "  --temperature T  0 (greedy, the default) to 100\n"
+	    "  --top-k K        keep the K largest logits; 0 (the default) keeps all\n"
+	    "  --top-p P        above 0 up to 1 (the default: keeps all)\n"
+	    "  --threads N      1 to 256 (default 1)\n"
+	    "  --chunk N        prompt tokens a round (default 64)\n"
+	    "  --kv-format F    bf16 (the default) or compact\n"
+	    "  --class C        interactive (the default) or agent (--worker)\n"
+	    "  --ids            print token ids, one a line (--worker)\n"
+	    "  -h, --help       this text\n"
+	    "Counts take K, M, G or T (binary: 1K = 1024), as the knobs do.\n"
+	    "Exit status: 0 done, 1 failed, 2 bad usage.\n",
+	    f);
 }
 
 /* A count in lo..hi (a whole number, K/M/G/T suffixes as the knobs' counts
@@ -224,10 +230,134 @@ static int generate_remote(const struct remote *r, const char *prompt, unsigned 
 	return 0;
 }
 
+struct local {
+	const char *model, *prompt, *backend;
+	unsigned max_tokens, chunk;
+	uint32_t threads;
+	enum mdesc_kv_format fmt;
+};
+
+/* Run the model in this process on l->backend; 0 done, 1 failed (said on
+ * stderr). Everything taken is given back on every path. */
+static int generate_local(const struct local *l, const struct smp_params *sp)
+{
+	struct ig_errbuf eb = {0};
+	struct mfile f;
+	struct bpe *bpe = NULL;
+	struct tok_vocab vocab;
+	struct bem r = {0};
+	struct be_seq s = {0};
+	struct smp_state st;
+	uint32_t *ids = NULL, *gen = NULL, pages, ng = 0;
+	size_t n_ids, ctx;
+	float *logits = NULL;
+	void *sscratch = NULL;
+	int rc = 1;
+
+	if (mfile_open(&f, l->model, &eb))
+		return die(eb.msg);
+	if (smp_params_check(sp, f.desc.vocab, &eb))
+		goto out_err;
+	if (f.desc.tokenizer == MDESC_TOK_NONE) {
+		ig_errf(&eb, IG_E_INVAL,
+		        "'%s' has no tokenizer (tokenizer none): a text prompt needs one",
+		        l->model);
+		goto out_err;
+	}
+	if (f.desc.tokenizer == MDESC_TOK_GPT2 && bpe_open(&bpe, &f.g, &eb))
+		goto out_err;
+	tok_vocab_init(&vocab, f.desc.tokenizer, bpe);
+	n_ids = strlen(l->prompt);
+	ctx = n_ids + l->max_tokens;
+	if (ctx > f.desc.default_context) {
+		ig_errf(&eb, IG_E_INVAL, "the prompt and --max-tokens pass the model's context");
+		goto out_err;
+	}
+	ids = malloc((n_ids + 1) * sizeof(uint32_t));
+	logits = malloc(f.desc.vocab * sizeof(float));
+	sscratch = malloc(smp_scratch_bytes(f.desc.vocab));
+	gen = malloc(((size_t)l->max_tokens + 1) * sizeof(uint32_t));
+	if (!ids || !logits || !sscratch || !gen) {
+		ig_errf(&eb, IG_E_NOMEM, "no host memory for the sequence");
+		goto out_err;
+	}
+	if (bpe ? bpe_encode(bpe, l->prompt, n_ids, BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, ids,
+	                     n_ids + 1, &n_ids, &eb)
+	        : tok_encode(l->prompt, n_ids, 0, ids, n_ids + 1, &n_ids, &eb))
+		goto out_err;
+	if (!n_ids) {
+		ig_errf(&eb, IG_E_INVAL, "the prompt is no tokens: there is nothing to continue");
+		goto out_err;
+	}
+	ctx = n_ids + l->max_tokens;
+	pages = (uint32_t)((ctx + 63) / 64);
+	/* rounds of a prompt chunk at most, then of one token */
+	if (bem_open(&r, &f,
+	             &(struct bem_opts){.backend = l->backend,
+	                                .max_round_tokens =
+	                                    (uint32_t)(n_ids < l->chunk ? n_ids : l->chunk),
+	                                .context = ctx,
+	                                .threads = l->threads,
+	                                .states = 1,
+	                                .pages = pages,
+	                                .fmt = l->fmt},
+	             &eb) ||
+	    bem_seq_open(&r, &s, 1, pages, &eb))
+		goto out_err;
+	smp_init(&st, sp);
+	for (size_t t = 0; t < n_ids; t += l->chunk) {
+		uint32_t n = (uint32_t)(n_ids - t < l->chunk ? n_ids - t : l->chunk);
+		struct be_step step = {&s, ids + t, n, t + n == n_ids};
+
+		if (bem_round(&r, &step, 1, logits, &eb))
+			goto out_err;
+	}
+	for (unsigned g = 0; g < l->max_tokens; g++) {
+		uint32_t next = smp_pick(sp, &st, logits, f.desc.vocab, sscratch), n;
+		struct be_step step = {&s, &next, 1, true};
+		char out[TOK_TEXT_TOKEN_MAX];
+		size_t len;
+
+		if (next == mdesc_eos(&f.desc) || (bpe && bpe_is_eog(bpe, next)))
+			break;
+		gen[ng++] = next;
+		tok_text_delta(&vocab, gen, ng - 1, ng, false, out, sizeof(out), NULL, &n, &len);
+		fwrite(out, 1, len, stdout);
+		fflush(stdout);
+		if (g + 1 < l->max_tokens && bem_round(&r, &step, 1, logits, &eb))
+			goto out_err;
+	}
+	{
+		char out[TOK_TEXT_TOKEN_MAX];
+		uint32_t n;
+		size_t len;
+
+		/* the end: an incomplete character's U+FFFD */
+		tok_text_delta(&vocab, gen, ng, ng, true, out, sizeof(out), NULL, &n, &len);
+		fwrite(out, 1, len, stdout);
+	}
+	putchar('\n');
+	rc = 0;
+	goto out;
+out_err:
+	die(eb.msg);
+out:
+	bem_seq_close(&r, &s);
+	bem_close(&r);
+	bpe_close(bpe);
+	mfile_close(&f);
+	free(ids);
+	free(logits);
+	free(sscratch);
+	free(gen);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"model", required_argument, NULL, 'm'},
+	    {"backend", required_argument, NULL, 'b'},
 	    {"prompt", required_argument, NULL, 'p'},
 	    {"max-tokens", required_argument, NULL, 'n'},
 	    {"seed", required_argument, NULL, 's'},
@@ -245,34 +375,26 @@ int main(int argc, char **argv)
 	    {NULL, 0, NULL, 0},
 	};
 	struct remote remote = {NULL, "interactive", false, 0.0, 1.0};
-	bool worker = false;
+	bool worker = false, backend_given = false;
 	struct smp_params sp;
 	double temperature = 0.0, top_p = 1.0;
 	uint32_t top_k = 0;
 	uint64_t seed = 1;
 	enum mdesc_kv_format fmt = MDESC_KV_BF16;
-	const char *model = NULL, *prompt = NULL;
+	const char *model = NULL, *prompt = NULL, *backend = "cpu";
 	unsigned max_tokens = 64, chunk = 64;
-	int threads = 1, c, err;
+	int threads = 1, c;
 	struct ig_errbuf eb;
-	struct mfile f;
-	struct bpe *bpe = NULL;
-	struct tok_vocab vocab;
-	struct mdl d;
-	struct kvpool kv;
-	struct be_seq s = {0};
-	struct cpool *pool;
-	struct smp_state st;
-	uint32_t *ids, *gen, pages, ng = 0;
-	size_t n_ids, ctx;
-	float *logits;
-	void *scratch, *region, *sscratch;
 
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'm':
 			model = optarg;
+			break;
+		case 'b':
+			backend = optarg;
+			backend_given = true;
 			break;
 		case 'p':
 			prompt = optarg;
@@ -350,10 +472,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (worker) {
-		if (!prompt || !prompt[0] || model) {
+		if (!prompt || !prompt[0] || model || backend_given) {
 			fprintf(stderr,
 			        "ignis-generate: --worker takes a non-empty --prompt and no "
-			        "--model (the worker has its own)\n");
+			        "--model nor --backend (the worker has its own)\n");
 			return 2;
 		}
 		remote.temperature = temperature;
@@ -366,88 +488,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (mfile_open(&f, model, &eb) || mdl_bind(&d, &f, &eb))
-		return die(eb.msg);
-	if (smp_params_check(&sp, f.desc.vocab, &eb))
-		return die(eb.msg);
-	if (f.desc.tokenizer == MDESC_TOK_NONE) {
-		fprintf(stderr,
-		        "ignis-generate: '%s' has no tokenizer (tokenizer none): a text prompt "
-		        "needs one\n",
-		        model);
-		return 1;
-	}
-	if (f.desc.tokenizer == MDESC_TOK_GPT2 && bpe_open(&bpe, &f.g, &eb))
-		return die(eb.msg);
-	tok_vocab_init(&vocab, f.desc.tokenizer, bpe);
-	n_ids = strlen(prompt);
-	ctx = n_ids + max_tokens;
-	if (ctx > f.desc.default_context)
-		return die("the prompt and --max-tokens pass the model's context");
-	ids = malloc((n_ids + 1) * sizeof(uint32_t));
-	if (bpe ? bpe_encode(bpe, prompt, n_ids, BPE_PARSE_SPECIAL | BPE_ADD_SPECIAL, ids, n_ids + 1,
-	                     &n_ids, &eb)
-	        : tok_encode(prompt, n_ids, 0, ids, n_ids + 1, &n_ids, &eb))
-		return die(eb.msg);
-	pages = (uint32_t)((ctx + 63) / 64);
-	region = calloc(pages, mdesc_page_bytes(&f.desc, fmt));
-	logits = malloc(f.desc.vocab * sizeof(float));
-	scratch = aligned_alloc(64, (mdl_scratch_bytes(d.m, chunk, ctx) + 63) / 64 * 64);
-	sscratch = malloc(smp_scratch_bytes(f.desc.vocab));
-	gen = malloc((size_t)max_tokens * sizeof(uint32_t));
-	if (!region || !logits || !scratch || !sscratch || !gen)
-		return die("no host memory for the sequence");
-	if (kvpool_init(&kv, region, mdesc_page_bytes(&f.desc, fmt), pages, &eb) ||
-	    mdl_seq_init(&d, &s, &eb) || cpool_create(&pool, threads, &eb))
-		return die(eb.msg);
-	if (!kvpool_try_reserve(&kv, &s.kv, 1, pages, &err))
-		return die("the KV pool cannot hold the sequence");
-	smp_init(&st, &sp);
-	for (size_t t = 0; t < n_ids; t += chunk) {
-		uint32_t n = (uint32_t)(n_ids - t < chunk ? n_ids - t : chunk);
-
-		if (mdl_forward(&d, &s, ids + t, n, fmt, &kv, ctx, logits, scratch, pool, &eb))
-			return die(eb.msg);
-	}
-	for (unsigned g = 0; g < max_tokens; g++) {
-		uint32_t next = smp_pick(&sp, &st, logits, f.desc.vocab, sscratch), n;
-		char out[TOK_TEXT_TOKEN_MAX];
-		size_t len;
-
-		if (next == mdesc_eos(&f.desc) || (bpe && bpe_is_eog(bpe, next)))
-			break;
-		gen[ng++] = next;
-		tok_text_delta(&vocab, gen, ng - 1, ng, false, out, sizeof(out), NULL, &n,
-		               &len);
-		fwrite(out, 1, len, stdout);
-		fflush(stdout);
-		if (g + 1 < max_tokens &&
-		    mdl_forward(&d, &s, &next, 1, fmt, &kv, ctx, logits, scratch, pool, &eb))
-			return die(eb.msg);
-	}
-	{
-		char out[TOK_TEXT_TOKEN_MAX];
-		uint32_t n;
-		size_t len;
-
-		/* the end: an incomplete character's U+FFFD */
-		tok_text_delta(&vocab, gen, ng, ng, true, out, sizeof(out), NULL, &n,
-		               &len);
-		fwrite(out, 1, len, stdout);
-	}
-	putchar('\n');
-	cpool_destroy(pool);
-	mdl_seq_release(&s);
-	kvpool_free(&kv, &s.kv);
-	kvpool_release(&kv);
-	mdl_release(&d);
-	bpe_close(bpe);
-	mfile_close(&f);
-	free(ids);
-	free(region);
-	free(logits);
-	free(scratch);
-	free(sscratch);
-	free(gen);
-	return 0;
+	return generate_local(
+	    &(struct local){model, prompt, backend, max_tokens, chunk, (uint32_t)threads, fmt},
+	    &sp);
 }

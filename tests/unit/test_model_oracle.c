@@ -1,6 +1,6 @@
 /*
  * test_model_oracle.c - llama.cpp's files of the four architectures we run
- * (qwen3, qwen35, qwen35moe, qwen3next) run by our cpu backend and by
+ * (qwen3, qwen35, qwen35moe, qwen3next) run by our backends and by
  * llama.cpp (libllama from the oracle), the same file on both sides: the
  * tiny presets' shapes written in each layout by ignis-mkmodel's writer
  * (mfile_as_layout: the output tied to the embedding, the synthetic gpt2
@@ -16,6 +16,13 @@
  * are further apart than that. What may differ is rounding: llama.cpp
  * keeps K and V in f32 here, we keep them in bf16 (our KV format), and the
  * sums run in other orders. Skipped (exit 77) without the oracle.
+ *
+ * Ours runs through the backend table (tools/bemodel.h: the model bound on
+ * a backend by name, rounds of one sequence), so the oracle checks
+ * whichever backend runs: `--backend NAME` names one (exit 77 when this
+ * build or machine has no such backend: meson counts the skip), and with
+ * none every backend a build may have runs in turn, those absent here
+ * skipped with a line saying why.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -29,28 +36,21 @@
 
 #include <cmocka.h>
 
-#include "gpu-worker/backend/cpu/model_cpu.h"
 #include "model/mfile.h"
+#include "tools/bemodel.h"
 #include "llama_oracle.h"
 
 static struct llo ll;
 static bool have;
+/* the backend under test (main walks them) */
+static const char *backend = "cpu";
 static char dir[] = "/tmp/test-model-oracle.XXXXXX";
 
 static int setup(void **state)
 {
-	int rc;
-
 	(void)state;
-	if (!mkdtemp(dir))
-		return -1;
-	rc = llo_open(&ll);
-	if (rc < 0) {
-		print_error("the oracle: %s\n", ll.why);
-		return -1;
-	}
-	have = rc == 1;
-	return 0;
+	snprintf(dir, sizeof dir, "/tmp/test-model-oracle.XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -82,16 +82,14 @@ static uint32_t argmax(const float *v, uint32_t n, float *gap)
 	return best;
 }
 
-/* One synthetic qwen3 file open on both sides: our decoder with a
- * sequence on a bf16 KV pool, and a llama.cpp context (f32 K and V). */
+/* One synthetic file open on both sides: the model bound on our backend
+ * with a sequence on a bf16 KV pool, and a llama.cpp context (f32 K and V). */
 struct pair {
 	char path[256], wide[256];
 	struct mfile f;
-	struct mdl d;
-	struct kvpool kv;
+	struct bem r;
 	struct be_seq s;
-	struct cpool *pool;
-	void *lm, *lc, *region, *scratch;
+	void *lm, *lc;
 	float *ours;
 	const float *theirs;
 	uint32_t vocab;
@@ -119,7 +117,6 @@ static void pair_open(struct pair *p, enum mfile_dtype dtype, uint64_t seed, con
 	struct llo_model_params mp = ll.model_defaults();
 	struct llo_context_params cp = ll.context_defaults();
 	uint32_t pages = CTX / 64;
-	int err = 0;
 
 	memset(p, 0, sizeof(*p));
 	if (mfile_as_layout(mdesc_find(arch_moe(arch) ? "tiny-moe" : "tiny-dense"), arch, &q3, &eb))
@@ -137,8 +134,19 @@ static void pair_open(struct pair *p, enum mfile_dtype dtype, uint64_t seed, con
 	if (wide && mfile_write_synthetic_opts(&q3, seed, dtype, p->wide, &wo, &eb))
 		fail_msg("%s: %s", what, eb.msg);
 	if (mfile_write_synthetic(&q3, seed, dtype, p->path, &eb) ||
-	    mfile_open(&p->f, p->path, &eb) || mdl_bind(&p->d, &p->f, &eb))
+	    mfile_open(&p->f, p->path, &eb))
 		fail_msg("%s: %s", what, eb.msg);
+	/* rounds of the prompt (at most 64 tokens) on two threads */
+	if (bem_open(&p->r, &p->f,
+	             &(struct bem_opts){.backend = backend,
+	                                .max_round_tokens = 64,
+	                                .context = CTX,
+	                                .threads = 2,
+	                                .states = 1,
+	                                .pages = pages,
+	                                .fmt = MDESC_KV_BF16},
+	             &eb))
+		fail_msg("%s on the %s backend: %s", what, backend, eb.msg);
 	assert_int_equal(p->f.desc.arch, arch);
 	assert_true(p->f.desc.tied_output);
 	if (arch == MDESC_ARCH_QWEN3)
@@ -155,20 +163,15 @@ static void pair_open(struct pair *p, enum mfile_dtype dtype, uint64_t seed, con
 	cp.n_ctx = CTX;
 	cp.n_batch = cp.n_ubatch = 64;
 	cp.n_threads = cp.n_threads_batch = 1; /* no spinning against the other tests */
-	cp.type_k = cp.type_v = 0; /* f32 */
-	cp.flash_attn_type = 0;    /* off: f32 K and V */
+	cp.type_k = cp.type_v = 0;             /* f32 */
+	cp.flash_attn_type = 0;                /* off: f32 K and V */
 	if (!(p->lc = ll.init_context(p->lm, cp)))
 		fail_msg("%s: llama.cpp could not make a context", what);
 
-	p->region = calloc(pages, mdesc_page_bytes(&p->f.desc, MDESC_KV_BF16));
-	p->scratch = aligned_alloc(64, (mdl_scratch_bytes(p->d.m, 64, CTX) + 63) / 64 * 64);
 	p->ours = malloc(p->vocab * sizeof(float));
-	assert_true(p->region && p->scratch && p->ours);
-	if (kvpool_init(&p->kv, p->region, mdesc_page_bytes(&p->f.desc, MDESC_KV_BF16), pages,
-	                &eb) ||
-	    mdl_seq_init(&p->d, &p->s, &eb) || cpool_create(&p->pool, 2, &eb))
+	assert_non_null(p->ours);
+	if (bem_seq_open(&p->r, &p->s, 1, pages, &eb))
 		fail_msg("%s", eb.msg);
-	assert_true(kvpool_try_reserve(&p->kv, &p->s.kv, 1, pages, &err));
 }
 
 /* Feed each side its tokens (the same ones, or each its own pick): the
@@ -177,9 +180,9 @@ static void pair_step(struct pair *p, const int32_t *mine, const int32_t *theirs
                       const char *what, uint32_t step)
 {
 	struct ig_errbuf eb = {0};
+	struct be_step one = {&p->s, (const uint32_t *)mine, (uint32_t)n, true};
 
-	if (mdl_forward(&p->d, &p->s, (const uint32_t *)mine, (uint32_t)n, MDESC_KV_BF16, &p->kv,
-	                CTX, p->ours, p->scratch, p->pool, &eb))
+	if (bem_round(&p->r, &one, 1, p->ours, &eb))
 		fail_msg("%s: %s", what, eb.msg);
 	if (ll.decode(p->lc, ll.batch_one((int32_t *)theirs, n)))
 		fail_msg("%s: llama_decode failed at step %u", what, step);
@@ -189,16 +192,11 @@ static void pair_step(struct pair *p, const int32_t *mine, const int32_t *theirs
 
 static void pair_close(struct pair *p)
 {
-	cpool_destroy(p->pool);
-	mdl_seq_release(&p->s);
-	kvpool_free(&p->kv, &p->s.kv);
-	kvpool_release(&p->kv);
-	mdl_release(&p->d);
+	bem_seq_close(&p->r, &p->s);
+	bem_close(&p->r);
 	mfile_close(&p->f);
 	ll.free_context(p->lc);
 	ll.free_model(p->lm);
-	free(p->region);
-	free(p->scratch);
 	free(p->ours);
 	unlink(p->path);
 	unlink(p->wide);
@@ -250,16 +248,18 @@ static void compare(enum mfile_dtype dtype, double tol_frac, const char *what, b
 		if (tol_frac > 0 && gap > 2 * tol && gap > PICK_GAP * (hi - lo)) {
 			checked++;
 			if (pick != opick && !measure)
-				fail_msg("%s: step %u: we pick %u, llama.cpp %u (its gap %g)", what, step,
-				         opick, pick, (double)gap);
+				fail_msg("%s: step %u: we pick %u, llama.cpp %u (its gap %g)", what,
+				         step, opick, pick, (double)gap);
 			agreed += pick == opick;
 		}
 		prompt[39] = (int32_t)pick; /* both sides are fed llama.cpp's pick */
 	}
-	print_message("# %s %s%s: logits within %.2g of their spread over %u steps; greedy agreed "
-	              "%u of %u clear picks\n",
-	              mdesc_arch_name(arch), what, wide ? " (llama.cpp on f32 of the same values)" : "",
-	              worst, STEPS + 1, agreed, checked);
+	print_message(
+	    "# %s %s %s%s: logits within %.2g of their spread over %u steps; greedy agreed "
+	    "%u of %u clear picks\n",
+	    backend, mdesc_arch_name(arch), what,
+	    wide ? " (llama.cpp on f32 of the same values)" : "", worst, STEPS + 1, agreed,
+	    checked);
 	if (!measure && tol_frac > 0 && tol_frac <= 3e-2)
 		assert_true(checked >= 4);
 	pair_close(&p);
@@ -294,8 +294,9 @@ static void free_run(uint64_t seed)
 			fail_msg("free run: step %u: we pick %d, llama.cpp %d (its top-two gap %g)",
 			         step, mine, theirs, (double)gap);
 	}
-	print_message("# %s free-running greedy, f32: %u tokens equal (smallest top-two gap %g)\n",
-	              mdesc_arch_name(arch), FREE_STEPS, (double)least);
+	print_message(
+	    "# %s %s free-running greedy, f32: %u tokens equal (smallest top-two gap %g)\n",
+	    backend, mdesc_arch_name(arch), FREE_STEPS, (double)least);
 	pair_close(&p);
 }
 
@@ -320,14 +321,10 @@ static const struct {
 	const char *name;
 	double tol[MDESC_ARCH_COUNT]; /* indexed by arch */
 } types[] = {
-    {MFILE_F32, "f32", {0, 1e-2, 1e-2, 1e-2, 1e-2}},
-    {MFILE_BF16, "bf16", {0, 1e-2, 4e-2, 0, 0}},
-    {MFILE_F16, "f16", {0, 1e-2, 1e-2, 3e-2, 3e-2}},
-    {MFILE_Q8_0, "q8_0", {0, 3e-2, 0.2, 0, 0}},
-    {MFILE_Q4_0, "q4_0", {0, 3e-2, 0.15, 0, 0}},
-    {MFILE_Q4_K, "q4_k", {0, 3e-2, 0.15, 0, 0}},
-    {MFILE_Q5_K, "q5_k", {0, 3e-2, 0.15, 0, 0}},
-    {MFILE_Q6_K, "q6_k", {0, 3e-2, 0.15, 0, 0}},
+    {MFILE_F32, "f32", {0, 1e-2, 1e-2, 1e-2, 1e-2}}, {MFILE_BF16, "bf16", {0, 1e-2, 4e-2, 0, 0}},
+    {MFILE_F16, "f16", {0, 1e-2, 1e-2, 3e-2, 3e-2}}, {MFILE_Q8_0, "q8_0", {0, 3e-2, 0.2, 0, 0}},
+    {MFILE_Q4_0, "q4_0", {0, 3e-2, 0.15, 0, 0}},     {MFILE_Q4_K, "q4_k", {0, 3e-2, 0.15, 0, 0}},
+    {MFILE_Q5_K, "q5_k", {0, 3e-2, 0.15, 0, 0}},     {MFILE_Q6_K, "q6_k", {0, 3e-2, 0.15, 0, 0}},
 };
 
 static bool oracle_here(void)
@@ -370,7 +367,8 @@ static void widened_rows(enum mdesc_arch a)
 		compare(types[i].t, 1e-2, types[i].name, true);
 }
 
-#define ORACLE_TESTS(X) X(qwen3, QWEN3) X(qwen35, QWEN35) X(qwen35moe, QWEN35MOE) X(qwen3next, QWEN3NEXT)
+#define ORACLE_TESTS(X)                                                                            \
+	X(qwen3, QWEN3) X(qwen35, QWEN35) X(qwen35moe, QWEN35MOE) X(qwen3next, QWEN3NEXT)
 #define ORACLE_FNS(n, A)                                                                           \
 	static void test_##n##_f32(void **state)                                                   \
 	{                                                                                          \
@@ -392,12 +390,38 @@ ORACLE_TESTS(ORACLE_FNS)
 	cmocka_unit_test(test_##n##_f32), cmocka_unit_test(test_##n##_same_file),                  \
 	    cmocka_unit_test(test_##n##_widened),
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {ORACLE_TESTS(ORACLE_ROWS)};
-	int failed;
+	static const char *const all[] = BEM_BACKENDS;
+	const char *const *names = all;
+	size_t n_names = sizeof(all) / sizeof(all[0]);
+	int failed = 0, ran = 0, rc;
 
+	if (argc == 3 && !strcmp(argv[1], "--backend")) {
+		names = (const char *const *)&argv[2];
+		n_names = 1;
+	} else if (argc != 1) {
+		fprintf(stderr, "usage: test-model-oracle [--backend NAME]\n");
+		return 2;
+	}
 	measure = getenv("IGNIS_ORACLE_MEASURE") != NULL;
-	failed = cmocka_run_group_tests(tests, setup, teardown);
-	return failed ? failed : have ? 0 : 77;
+	rc = llo_open(&ll);
+	if (rc < 0) {
+		fprintf(stderr, "the oracle: %s\n", ll.why);
+		return 1;
+	}
+	have = rc == 1;
+	for (size_t i = 0; i < n_names; i++) {
+		char why[256];
+
+		if (!bem_backend_here(names[i], why, sizeof why)) {
+			printf("# the %s backend: skipped: %s\n", names[i], why);
+			continue;
+		}
+		backend = names[i];
+		failed += cmocka_run_group_tests_name(backend, tests, setup, teardown);
+		ran++;
+	}
+	return failed ? failed : have && ran ? 0 : 77;
 }
