@@ -27,7 +27,8 @@
  * build or machine does not run it); without it every backend a build may
  * have runs in turn, those absent skipped with a line saying why. --perf
  * prints each case's time (its rounds, not its binds). --filter runs the
- * cases whose name ("cpu/qwen35moe/q4_k/lanes") holds TEXT. --self-test
+ * cases whose name ("cpu/qwen35moe/q4_k/lanes") holds TEXT, or any of the
+ * comma-separated TEXTs. --self-test
  * checks the checks instead: each operation's must fail on a wrapper of the
  * cpu backend that breaks what it checks.
  */
@@ -35,6 +36,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -610,6 +612,29 @@ static bool cf_applies(const struct cf_ctx *c, const struct cf_model *md, const 
 	return op->applies(m);
 }
 
+/* Does `filter` (TEXT[,TEXT...]; NULL: every case) name `name`: does any of
+ * its comma-separated parts occur in it? */
+static bool cf_named(const char *name, const char *filter)
+{
+	const char *p = filter;
+
+	if (!filter)
+		return true;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char part[64];
+
+		if (len && len < sizeof(part)) {
+			memcpy(part, p, len);
+			part[len] = '\0';
+			if (strstr(name, part))
+				return true;
+		}
+		p += len + (p[len] == ',');
+	}
+	return false;
+}
+
 /* Run every case on `c->backend` that `filter` names; the failures. */
 static int cf_run_backend(struct cf_ctx *c, const char *filter)
 {
@@ -628,7 +653,7 @@ static int cf_run_backend(struct cf_ctx *c, const char *filter)
 			*k = (struct cf_case){c, m, &cf_ops[o], ""};
 			snprintf(k->name, sizeof k->name, "%s/%s/%s", c->backend, c->models[m].name,
 			         cf_ops[o].name);
-			if (filter && !strstr(k->name, filter))
+			if (!cf_named(k->name, filter))
 				continue;
 			tests[n++] =
 			    (struct CMUnitTest){k->name, cf_case_run, NULL, cf_case_teardown, k};
