@@ -19,13 +19,15 @@
  *     admission or a replay (eng__replay), READY at a prompt's end, DECODE
  *     for a lane, DONE at the end; moves.c MOVING_OUT, MOVED, MOVING_IN and
  *     back to `resume`; reuse.c PREFILL or READY at a claim's admission.
- *   - eng_seq.sch.pages and .prefilled: engine.c at submit and replay;
- *     reuse.c for a claim (what it shares does not count; then again the
- *     whole reservation when the claim goes or the sequence moves out).
+ *   - eng_seq.sch.pages, .prefilled and .split: engine.c at submit, after
+ *     each chunk and at a replay; reuse.c for a claim (the shared pages do
+ *     not count, the checkpoint's tokens are prefilled; the whole
+ *     reservation again when the claim goes or the sequence moves out) and
+ *     where a prompt parts from a known one (split).
  *   - eng_seq.ms: engine.c's helpers take and give back its pages and state
  *     (eng__take_pages, eng__release_state, eng__replay: whoever calls);
- *     moves.c (a restore's image) and reuse.c (a claim) set its position
- *     and write its state through the backend.
+ *     moves.c (a restore's image) and reuse.c (a claim) write them through
+ *     the backend and set its position.
  *   - eng.st: each file counts its own figures (moves.c the moves', reuse.c
  *     the reuse ones, engine.c the rest).
  */
@@ -64,7 +66,8 @@ struct eng_seq {
 	bool in_tier;            /* the kvstore may hold a record of it */
 	uint64_t for_id;         /* the need it was moved for */
 	uint64_t stay_until;     /* not a victim before this round (a move refused) */
-	/* reuse.c's (pages_all set by engine.c at submit) */
+	/* reuse.c's (engine.c starts them at submit: pages_all the whole
+	 * reservation, nothing cached, no claim lost) */
 	uint32_t pages_all; /* its whole reservation, with nothing shared */
 	int32_t ck;         /* waiting: the checkpoint it will start from, or -1 */
 	uint32_t ck_gen;    /* ... while that entry holds the same checkpoint */

@@ -79,12 +79,18 @@ struct engmv_dir {
 	uint64_t ticket;
 };
 
+/* Sequences waiting for a direction, by slot, first in line first: room
+ * for every request slot (a sequence is in one at most once). */
+struct engmv_queue {
+	uint32_t *slot, n;
+};
+
 /* The moves' state: the window copies go on the backend's transfer stream,
  * beside the rounds. */
 struct engmv {
 	struct engmv_dir xo, xi;
-	uint32_t *vq, n_vq; /* victims to move out, in order (slots) */
-	uint32_t *iq, n_iq; /* restores to move in, in rank order (slots) */
+	struct engmv_queue vq; /* victims to move out, in the plan's order */
+	struct engmv_queue iq; /* restores to move in, in rank order */
 	/* tier keys to drop when the out client is free, each once; room for
 	 * one per request slot and as many more (a key past that stays in the
 	 * tier until the next worker's sweep) */
@@ -92,7 +98,28 @@ struct engmv {
 	uint32_t n_drops, cap_drops;
 };
 
-/* ---- sequences and keys ------------------------------------------------------ */
+/* ---- queues, sequences and keys ---------------------------------------------- */
+
+static void engmv__q_push(struct engmv_queue *q, uint32_t slot)
+{
+	q->slot[q->n++] = slot;
+}
+
+/* Back at the head of the line (a try that did not get through). */
+static void engmv__q_push_first(struct engmv_queue *q, uint32_t slot)
+{
+	memmove(q->slot + 1, q->slot, (size_t)q->n * sizeof(*q->slot));
+	q->slot[0] = slot;
+	q->n++;
+}
+
+static uint32_t engmv__q_pop(struct engmv_queue *q)
+{
+	uint32_t slot = q->slot[0];
+
+	memmove(q->slot, q->slot + 1, (size_t)--q->n * sizeof(*q->slot));
+	return slot;
+}
 
 /* A sequence's key in the tiers: its id under the engine's nonce. */
 static uint64_t engmv__key(const struct eng *e, uint64_t id)
@@ -207,9 +234,7 @@ static void engmv__out_retry(struct eng *e)
 	x->step = XS_IDLE;
 	x->waiting = false;
 	x->backoff = 2;
-	memmove(e->mv->vq + 1, e->mv->vq, (size_t)e->mv->n_vq * sizeof(*e->mv->vq));
-	e->mv->vq[0] = x->slot;
-	e->mv->n_vq++;
+	engmv__q_push_first(&e->mv->vq, x->slot);
 }
 
 /* Start moving victim `s` out: its image header and parts, then kv_reserve. */
@@ -411,17 +436,16 @@ static void engmv__out_idle(struct eng *e)
 			x->step = XS_IDLE;
 		return;
 	}
-	while (e->mv->n_vq) {
-		uint32_t slot = e->mv->vq[0];
+	while (e->mv->vq.n) {
+		uint32_t slot = engmv__q_pop(&e->mv->vq);
 		struct eng_seq *s = &e->seqs[slot];
 
-		memmove(e->mv->vq, e->mv->vq + 1, (size_t)--e->mv->n_vq * sizeof(*e->mv->vq));
 		if (!s->used || s->sch.phase != SCHED_MOVING_OUT)
 			continue;
 		if (engmv__out_start(e, s, &eb) != IG_E_OK) {
 			x->step = XS_IDLE;
 			x->waiting = false;
-			e->mv->vq[e->mv->n_vq++] = slot;
+			engmv__q_push(&e->mv->vq, slot);
 			x->backoff = 8;
 		}
 		return;
@@ -636,9 +660,7 @@ static void engmv__in_reply(struct eng *e)
 		x->backoff = 2;
 		if (x->step == XS_FETCH) { /* asked again from the start, first in line */
 			x->step = XS_IDLE;
-			memmove(e->mv->iq + 1, e->mv->iq, (size_t)e->mv->n_iq * sizeof(*e->mv->iq));
-			e->mv->iq[0] = x->slot;
-			e->mv->n_iq++;
+			engmv__q_push_first(&e->mv->iq, x->slot);
 		}
 		return;
 	}
@@ -695,11 +717,10 @@ static void engmv__in_idle(struct eng *e)
 
 	if (engmv__in_backoff(x))
 		return;
-	while (e->mv->n_iq) {
-		uint32_t slot = e->mv->iq[0];
+	while (e->mv->iq.n) {
+		uint32_t slot = engmv__q_pop(&e->mv->iq);
 		struct eng_seq *s = &e->seqs[slot];
 
-		memmove(e->mv->iq, e->mv->iq + 1, (size_t)--e->mv->n_iq * sizeof(*e->mv->iq));
 		if (!s->used || s->sch.phase != SCHED_MOVING_IN)
 			continue;
 		x->slot = slot;
@@ -711,7 +732,7 @@ static void engmv__in_idle(struct eng *e)
 		kvc_req_fetch(&q, x->key);
 		if (engmv__send(x, XS_FETCH, &q, &eb) != IG_E_OK) {
 			x->step = XS_IDLE;
-			e->mv->iq[e->mv->n_iq++] = slot;
+			engmv__q_push(&e->mv->iq, slot);
 			x->backoff = 2;
 		}
 		return;
@@ -755,14 +776,14 @@ int engmv__init(struct eng *e, struct ig_errbuf *eb)
 		return ig_errf(eb, IG_E_NOMEM, "no memory for the engine's moves");
 	m->xo = (struct engmv_dir){.c = cfg->kv_out, .window = cfg->window_out};
 	m->xi = (struct engmv_dir){.c = cfg->kv_in, .window = cfg->window_in};
-	m->vq = calloc(n, sizeof(uint32_t));
-	m->iq = calloc(n, sizeof(uint32_t));
+	m->vq.slot = calloc(n, sizeof(uint32_t));
+	m->iq.slot = calloc(n, sizeof(uint32_t));
 	m->cap_drops = 2 * n;
 	m->drops = calloc(m->cap_drops, sizeof(uint64_t));
 	m->xo.pages = calloc(pages, sizeof(void *));
 	m->xi.pages = calloc(pages, sizeof(void *));
 	m->xi.sums = calloc(KVC_MAX_WINDOWS, sizeof(uint64_t));
-	if (!m->vq || !m->iq || !m->drops || !m->xo.pages || !m->xi.pages || !m->xi.sums)
+	if (!m->vq.slot || !m->iq.slot || !m->drops || !m->xo.pages || !m->xi.pages || !m->xi.sums)
 		return ig_errf(eb, IG_E_NOMEM, "no memory for the engine's moves");
 	if (!e->be->ops->img_gather_async || !e->be->ops->img_scatter_async)
 		return ig_errf(eb, IG_E_INVAL,
@@ -791,8 +812,8 @@ void engmv__release(struct eng *e)
 	 * and the page list freed here */
 	e->be->ops->xfer_wait(e->be, m->xo.ticket, &eb);
 	e->be->ops->xfer_wait(e->be, m->xi.ticket, &eb);
-	free(m->vq);
-	free(m->iq);
+	free(m->vq.slot);
+	free(m->iq.slot);
 	free(m->drops);
 	free(m->xo.pages);
 	free(m->xi.pages);
@@ -806,7 +827,7 @@ bool engmv__busy(const struct eng *e)
 	const struct engmv *m = e->mv;
 
 	return m &&
-	       (m->xo.step != XS_IDLE || m->xi.step != XS_IDLE || m->n_vq || m->n_iq || m->n_drops);
+	       (m->xo.step != XS_IDLE || m->xi.step != XS_IDLE || m->vq.n || m->iq.n || m->n_drops);
 }
 
 void engmv__evict(struct eng *e, struct eng_seq *s, uint64_t for_id)
@@ -816,7 +837,7 @@ void engmv__evict(struct eng *e, struct eng_seq *s, uint64_t for_id)
 	s->resume = s->sch.phase == SCHED_PREFILL ? SCHED_PREFILL : SCHED_READY;
 	s->sch.phase = SCHED_MOVING_OUT;
 	s->for_id = for_id;
-	m->vq[m->n_vq++] = (uint32_t)(s - e->seqs);
+	engmv__q_push(&m->vq, (uint32_t)(s - e->seqs));
 	eng__seq_event(e, ENG_EV_EVICTED, s);
 }
 
@@ -825,12 +846,12 @@ void engmv__restore(struct eng *e, struct eng_seq *s)
 	struct engmv *m = e->mv;
 
 	s->sch.phase = SCHED_MOVING_IN;
-	m->iq[m->n_iq++] = (uint32_t)(s - e->seqs);
+	engmv__q_push(&m->iq, (uint32_t)(s - e->seqs));
 }
 
 void engmv__ended(struct eng *e, struct eng_seq *s)
 {
-	if (!s->in_tier)
+	if (!e->mv || !s->in_tier)
 		return;
 	engmv__queue_drop(e, engmv__key(e, s->sch.id));
 	s->in_tier = false;
