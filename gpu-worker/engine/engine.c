@@ -1,4 +1,6 @@
-/* engine.c - requests, rounds and outputs (see engine.h). */
+/* engine.c - requests, rounds and outputs (see engine.h): the public face
+ * of the engine, which applies each round's plan; the moves (moves.c) and
+ * prompt reuse (reuse.c) are called from here (engine_int.h). */
 #include "engine_int.h"
 
 #include <inttypes.h>
@@ -12,25 +14,24 @@
 
 const uint64_t eng_ttft_bounds_us[ENG_TTFT_NBOUNDS] = ENG_TTFT_BOUNDS_US;
 
-/* Wait for a window copy of the sequence in `slot` on the transfer stream,
- * if one runs (its pages and state are about to change hands). */
-void eng__xfer_quiet(struct eng *e, uint32_t slot)
+/* The ticket of a window copy of its pages on the transfer stream, set by
+ * moves.c: waited for, never a move's state read. A copy that failed is
+ * moves.c's to report when it collects it. */
+void eng__xfer_wait(struct eng *e, struct eng_seq *s)
 {
 	struct ig_errbuf eb;
 
-	if (e->xo.step == XS_COPY && e->xo.slot == slot)
-		e->be->ops->xfer_wait(e->be, e->xo.ticket, &eb);
-	if (e->xi.step == XS_SCATTER && e->xi.slot == slot)
-		e->be->ops->xfer_wait(e->be, e->xi.ticket, &eb);
+	if (!s->xfer)
+		return;
+	e->be->ops->xfer_wait(e->be, s->xfer, &eb);
+	s->xfer = 0;
 }
 
 void eng__release_state(struct eng *e, struct eng_seq *s)
 {
-	uint32_t slot = (uint32_t)(s - e->seqs);
-
 	/* a window copy of this sequence still running reads or writes its
 	 * pages and state: it ends before they are given back */
-	eng__xfer_quiet(e, slot);
+	eng__xfer_wait(e, s);
 	kvpool_free(e->kv, &s->ms.kv);
 	if (s->have_state)
 		e->be->ops->seq_release(e->be, e->d, &s->ms);
@@ -47,26 +48,9 @@ static void eng__forget(struct eng *e, struct eng_seq *s)
 	memset(s, 0, sizeof(*s));
 }
 
-uint64_t eng__key(const struct eng *e, uint64_t id)
-{
-	return ((uint64_t)e->cfg.tier_nonce << 32) | (id & 0xffffffffu);
-}
-
-void eng__queue_drop(struct eng *e, uint64_t key)
-{
-	for (uint32_t i = 0; i < e->n_drops; i++)
-		if (e->drops[i] == key)
-			return;
-	if (e->n_drops < e->cap_drops)
-		e->drops[e->n_drops++] = key;
-}
-
 static void eng__finish(struct eng *e, struct eng_seq *s, enum eng_finish why)
 {
-	if (s->in_tier) {
-		eng__queue_drop(e, eng__key(e, s->sch.id));
-		s->in_tier = false;
-	}
+	engmv__ended(e, s); /* what a tier holds of it goes */
 	eng__release_state(e, s);
 	s->sch.phase = SCHED_DONE;
 	s->finish = why;
@@ -82,6 +66,7 @@ int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct
 {
 	struct eng *e;
 	uint32_t n;
+	int rc;
 
 	*out = NULL;
 	if (!be || !be->ops || !be->ops->round || !d || !d->impl)
@@ -123,74 +108,23 @@ int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct
 	e->r.prefill = calloc(n, sizeof(*e->r.prefill));
 	e->r.restore = calloc(n, sizeof(uint32_t));
 	e->r.victims = calloc(n, sizeof(uint32_t));
-	e->vq = calloc(n, sizeof(uint32_t));
-	e->iq = calloc(n, sizeof(uint32_t));
-	e->cap_drops = 2 * n;
-	e->drops = calloc(e->cap_drops, sizeof(uint64_t));
 	e->steps = calloc(e->max_steps, sizeof(*e->steps));
 	e->step_slot = calloc(e->max_steps, sizeof(*e->step_slot));
 	e->logits = calloc((size_t)e->max_steps * d->m->vocab, sizeof(float));
 	e->smp_scratch = malloc(smp_scratch_bytes(d->m->vocab));
 	if (!e->seqs || !e->snap || !e->snap_slot || !e->order || !e->r.admit || !e->r.grant ||
 	    !e->r.decode || !e->r.prefill || !e->steps || !e->step_slot || !e->logits ||
-	    !e->smp_scratch || !e->r.restore || !e->r.victims || !e->vq || !e->iq || !e->drops) {
+	    !e->smp_scratch || !e->r.restore || !e->r.victims) {
 		eng_destroy(e);
 		return ig_errf(eb, IG_E_NOMEM, "no memory for an engine of %u requests", n);
 	}
 	e->next_id = 1;
-	if ((cfg->kv_out != NULL) != (cfg->kv_in != NULL) ||
-	    (cfg->kv_out && (!cfg->window_out || !cfg->window_in))) {
+	rc = engmv__init(e, eb);
+	if (!rc)
+		rc = engru__init(e, eb);
+	if (rc) {
 		eng_destroy(e);
-		return ig_errf(eb, IG_E_INVAL,
-		               "engine: moves need both kvstore clients and both window sizes "
-		               "(out %llu, in %llu bytes)",
-		               (unsigned long long)cfg->window_out,
-		               (unsigned long long)cfg->window_in);
-	}
-	if (cfg->kv_out && (cfg->tier_nonce == 0 || cfg->tier_nonce > INT32_MAX)) {
-		eng_destroy(e);
-		return ig_errf(
-		    eb, IG_E_INVAL,
-		    "engine: tier nonce %u; accepted: 1 to 2^31-1 (a key's owner, msg.h)",
-		    cfg->tier_nonce);
-	}
-	if (cfg->kv_out) {
-		struct ig_errbuf e2 = {0};
-		struct msg q;
-
-		e->moves = true;
-		e->xo = (struct eng_xfer){.c = cfg->kv_out, .window = cfg->window_out};
-		e->xi = (struct eng_xfer){.c = cfg->kv_in, .window = cfg->window_in};
-		e->xo.pages = calloc(kv->n_pages ? kv->n_pages : 1, sizeof(void *));
-		e->xi.pages = calloc(kv->n_pages ? kv->n_pages : 1, sizeof(void *));
-		e->xi.sums = calloc(KVC_MAX_WINDOWS, sizeof(uint64_t));
-		if (!e->xo.pages || !e->xi.pages || !e->xi.sums) {
-			eng_destroy(e);
-			return ig_errf(eb, IG_E_NOMEM, "no memory for the engine's moves");
-		}
-		if (!be->ops->img_gather_async || !be->ops->img_scatter_async) {
-			eng_destroy(e);
-			return ig_errf(eb, IG_E_INVAL,
-			               "the %s backend cannot move a sequence's windows (no image "
-			               "copies on its transfer stream)",
-			               be->ops->name);
-		}
-		/* first on the out client: what an earlier worker left in the
-		 * tiers goes (its requests ended with it); the reply is only
-		 * collected, the moves do not wait for it */
-		kvc_req_sweep(&q, cfg->tier_nonce);
-		e->xo.step = XS_DROP;
-		e->xo.waiting = kvc_start(e->xo.c, &q, &e2) == IG_E_OK;
-		if (!e->xo.waiting)
-			e->xo.step = XS_IDLE;
-	}
-	{
-		int rc = engru_init(e, eb);
-
-		if (rc) {
-			eng_destroy(e);
-			return rc;
-		}
+		return rc;
 	}
 	*out = e;
 	return IG_E_OK;
@@ -200,16 +134,11 @@ void eng_destroy(struct eng *e)
 {
 	if (!e)
 		return;
-	if (e->moves) { /* a window copy in flight ends first */
-		struct ig_errbuf eb;
-
-		e->be->ops->xfer_wait(e->be, e->xo.ticket, &eb);
-		e->be->ops->xfer_wait(e->be, e->xi.ticket, &eb);
-	}
+	engmv__release(e); /* a window copy in flight ends first */
 	for (uint32_t i = 0; e->seqs && i < e->n_slots; i++)
 		if (e->seqs[i].used)
 			eng__forget(e, &e->seqs[i]);
-	engru_free(e);
+	engru__release(e);
 	free(e->seqs);
 	free(e->snap);
 	free(e->snap_slot);
@@ -220,12 +149,6 @@ void eng_destroy(struct eng *e)
 	free(e->r.prefill);
 	free(e->r.restore);
 	free(e->r.victims);
-	free(e->vq);
-	free(e->iq);
-	free(e->drops);
-	free(e->xo.pages);
-	free(e->xi.pages);
-	free(e->xi.sums);
 	free(e->steps);
 	free(e->step_slot);
 	free(e->logits);
@@ -333,7 +256,7 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 	s->pages_all = pages;
 	s->cached = 0;
 	s->ck_lost = false;
-	engru_match(e, s);
+	engru__match(e, s);
 	s->submit_us = clk_mono_us();
 	e->st.submitted++;
 	e->st.prompt_tokens += r->n_prompt;
@@ -363,18 +286,14 @@ static uint32_t eng__plan(struct eng *e, uint32_t n)
 	const struct sched_cfg cfg = {.lanes = e->cfg.lanes,
 	                              .slots = e->cfg.slots ? e->cfg.slots : e->cfg.lanes,
 	                              .chunk = e->cfg.chunk,
-	                              .moves = e->moves};
+	                              .moves = e->mv != NULL};
 
 	return sched_plan(&cfg, e->snap, n, e->kv->n_free, e->order, &e->r);
 }
 
 bool eng_busy(struct eng *e)
 {
-	if (e->moves &&
-	    (e->xo.step != XS_IDLE || e->xi.step != XS_IDLE || e->n_vq || e->n_iq || e->n_drops))
-		return true;
-	/* the host slots' client has a reply to take or a request to send */
-	if (e->hst.c && (e->hst.waiting || e->hst.n_drops || e->hst.n_touch || e->hst.cap >= 0))
+	if (engmv__busy(e) || engru__busy(e))
 		return true;
 	e->r.n_restore = e->r.n_victims = 0;
 	return eng__plan(e, eng__snapshot(e)) > 0 || e->r.n_restore > 0 || e->r.n_victims > 0;
@@ -413,7 +332,7 @@ static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
 		eng__finish(e, s, s->cap_cut ? ENG_CONTEXT : ENG_LENGTH);
 }
 
-/* ---- moves (engine.h; ADR 0017) ---------------------------------------------- */
+/* ---- what moves.c and reuse.c call; the plan's moves applied --------------- */
 
 void eng__event(struct eng *e, const struct eng_event *ev)
 {
@@ -428,14 +347,6 @@ void eng__seq_event(struct eng *e, enum eng_event_kind kind, const struct eng_se
 	                                  .for_id = s->for_id,
 	                                  .cls = (int)s->sch.cls,
 	                                  .pages = s->sch.pages});
-}
-
-/* Is the sequence a transfer is working on still the one, in that phase? */
-struct eng_seq *eng__xfer_seq(struct eng *e, const struct eng_xfer *x, enum sched_phase ph)
-{
-	struct eng_seq *s = &e->seqs[x->slot];
-
-	return s->used && s->sch.id == x->id && s->sch.phase == ph ? s : NULL;
 }
 
 /* Its tier record is gone (given up, lost, or the move in failed): prefill
@@ -471,7 +382,6 @@ int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_err
 	s->sch.prefilled = 0;
 	s->replay_skip = s->n_out > 0;
 	s->sch.phase = SCHED_PREFILL;
-	s->in_tier = false;
 	e->st.lost++;
 	eng__event(e, &(struct eng_event){.kind = ENG_EV_LOST,
 	                                  .id = s->sch.id,
@@ -512,8 +422,7 @@ static int eng__restores(struct eng *e, struct ig_errbuf *eb)
 
 		if (rc)
 			return rc;
-		s->sch.phase = SCHED_MOVING_IN;
-		e->iq[e->n_iq++] = slot;
+		engmv__restore(e, s);
 	}
 	return IG_E_OK;
 }
@@ -532,11 +441,7 @@ static void eng__victims(struct eng *e)
 		if (!s->used || (s->sch.phase != SCHED_PREFILL && s->sch.phase != SCHED_READY &&
 		                 s->sch.phase != SCHED_DECODE))
 			continue; /* finished this round */
-		s->resume = s->sch.phase == SCHED_PREFILL ? SCHED_PREFILL : SCHED_READY;
-		s->sch.phase = SCHED_MOVING_OUT;
-		s->for_id = for_id;
-		e->vq[e->n_vq++] = slot;
-		eng__seq_event(e, ENG_EV_EVICTED, s);
+		engmv__evict(e, s, for_id);
 	}
 }
 
@@ -548,8 +453,7 @@ int eng_round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 
 	/* the window copies posted at the start of the round ran beside its
 	 * compute: their commits go, or the moved sequence resumes, now */
-	if (e->moves)
-		engmv_collect(e);
+	engmv__collect(e);
 	return rc;
 }
 
@@ -559,11 +463,8 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 	int rc;
 
 	*ran = 0;
-	if (e->moves) {
-		engmv_stop_needless(e);
-		engmv_turn(e);
-	}
-	engru_before_plan(e);
+	engmv__turn(e); /* the needless moves stopped, then each direction's turn */
+	engru__before_plan(e);
 	n = eng__snapshot(e);
 	tokens = eng__plan(e, n);
 	rc = eng__restores(e, eb);
@@ -580,9 +481,9 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 			 * or, for the same prompt, its first token at once; a host
 			 * checkpoint whose image went leaves it waiting, planned again
 			 * next round with its whole prompt */
-			rc = engru_admit(e, s, &first, &admitted, eb);
+			rc = engru__admit(e, s, &first, &admitted, eb);
 		} else {
-			engru_admitted_whole(e, s);
+			engru__admitted_whole(e, s);
 			rc = eng__take_pages(e, s, NULL, 0, s->sch.pages, eb);
 			s->sch.phase = SCHED_PREFILL;
 		}
@@ -627,7 +528,7 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 
 		if (s->sch.phase != SCHED_PREFILL || c->from != s->sch.prefilled) {
 			skipped +=
-			    c->n; /* not admitted after all (its claim failed: engru_admit) */
+			    c->n; /* not admitted after all (its claim failed: engru__admit) */
 			continue;
 		}
 		e->step_slot[n_steps] = slot;
@@ -647,8 +548,8 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 		if (s->sch.phase == SCHED_PREFILL) {
 			s->sch.prefilled += e->steps[k].n_tok;
 			if (s->sch.split && s->sch.prefilled == s->sch.split) {
-				engru_capture(e, s, s->sch.split, ENG_CK_PREFIX,
-				              e->logits + (size_t)n_logits++ * e->d->m->vocab);
+				engru__capture(e, s, s->sch.split, ENG_CK_PREFIX,
+				               e->logits + (size_t)n_logits++ * e->d->m->vocab);
 				s->sch.split = 0;
 				continue;
 			}
@@ -660,8 +561,8 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 				continue;
 			}
 			/* its prompt, retained for the next that begins with it */
-			engru_capture(e, s, s->n_prompt, ENG_CK_CHECKPOINT,
-			              e->logits + (size_t)n_logits * e->d->m->vocab);
+			engru__capture(e, s, s->n_prompt, ENG_CK_CHECKPOINT,
+			               e->logits + (size_t)n_logits * e->d->m->vocab);
 		}
 		eng__emit(e, s, e->logits + (size_t)n_logits++ * e->d->m->vocab);
 	}
@@ -789,7 +690,7 @@ void eng_stats(const struct eng *e, struct eng_stats *st)
 			st->pending_pages += s->sch.pages;
 	}
 	st->free_pages = e->kv->n_free;
-	st->retained_pages = engru_retained_pages(e);
+	st->retained_pages = engru__retained_pages(e);
 }
 
 const char *eng_finish_name(enum eng_finish f)

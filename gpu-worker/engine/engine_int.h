@@ -1,15 +1,42 @@
 /*
- * engine_int.h - what engine.c and moves.c share inside the engine: its
- * private state and the helpers both call. Not a public header: engine.h is.
+ * engine_int.h - what the engine's three files share: engine.c (requests,
+ * rounds and outputs; the public face, engine.h), moves.c (the move
+ * machines: docs/adr/0017) and reuse.c (retained prompt checkpoints:
+ * docs/adr/0037, 0038). Not a public header: engine.h is.
+ *
+ * Names. `eng_` is the public API (engine.h), engine.c's. Every other
+ * function of the engine carries its file's prefix and two underscores:
+ * `eng__` (engine.c), `engmv__` (moves.c), `engru__` (reuse.c), as libuv
+ * has uv_ and uv__ (docs/adr/0044). Those this header declares are the ones
+ * another file calls; the rest are static. Types and constants this header
+ * shares keep the engine's `eng_`/`ENG_`; a type one file keeps to itself
+ * takes its file's prefix (struct engmv).
+ *
+ * Who writes what. Each part of the shared structs below names its writer;
+ * a part that names none is engine.c's. The others may read any of it. Some
+ * parts have more than one writer, each for the transitions it owns:
+ *   - eng_seq.sch.phase: engine.c WAITING at submit, PREFILL at an
+ *     admission or a replay (eng__replay), READY at a prompt's end, DECODE
+ *     for a lane, DONE at the end; moves.c MOVING_OUT, MOVED, MOVING_IN and
+ *     back to `resume`; reuse.c PREFILL or READY at a claim's admission.
+ *   - eng_seq.sch.pages, .prefilled and .split: engine.c at submit, after
+ *     each chunk and at a replay; reuse.c for a claim (the shared pages do
+ *     not count, the checkpoint's tokens are prefilled; the whole
+ *     reservation again when the claim goes or the sequence moves out) and
+ *     where a prompt parts from a known one (split).
+ *   - eng_seq.ms: engine.c's helpers take and give back its pages and state
+ *     (eng__take_pages, eng__release_state, eng__replay: whoever calls);
+ *     moves.c (a restore's image) and reuse.c (a claim) write them through
+ *     the backend and set its position.
+ *   - eng.st: each file counts its own figures (moves.c the moves', reuse.c
+ *     the reuse ones, engine.c the rest).
  */
 #ifndef IGNIS_GPU_WORKER_ENGINE_INT_H
 #define IGNIS_GPU_WORKER_ENGINE_INT_H
 
 #include "engine.h"
-#include "model/seqimg.h"
 
-/* Rounds a victim whose move the tier refused stays off the victim list. */
-#define ENG_STAY_ROUNDS 256u
+struct engmv;
 
 struct eng_seq {
 	bool used;
@@ -17,28 +44,38 @@ struct eng_seq {
 	struct be_seq ms;     /* pages and fixed-size state while admitted */
 	bool have_state;
 	struct smp_params smp;
-	struct smp_state rng;
+	struct smp_state rng; /* moves.c saves it into an image and loads it back */
 	uint32_t *prompt;
 	uint32_t *out, n_out, cap;
 	bool cap_cut; /* cap shortened to fit the context */
 	enum eng_finish finish;
 	uint64_t finished_at; /* finish order: the oldest is forgotten first */
 	uint64_t submit_us;   /* clk_mono_us at its submit, for the time to first token */
-	/* moves */
-	uint32_t n_prompt;       /* the request's prompt (sch.prompt counts a replay) */
-	uint32_t *feed;          /* what prefill feeds: the prompt, or a replay */
-	bool replay_skip;        /* the replay ends on a token already generated */
+	uint32_t n_prompt;    /* the request's prompt (sch.prompt counts a replay) */
+	uint32_t *feed;       /* what prefill feeds: the prompt, or a replay */
+	bool replay_skip;     /* the replay ends on a token already generated */
+	/* The window copy of its pages and state on the backend's transfer
+	 * stream: the latest ticket (waiting for it waits for every earlier
+	 * one), 0 when none. moves.c sets it when it posts a copy and clears
+	 * it when it collects that copy; eng__xfer_wait waits for it, and
+	 * clears it, before the pages or the state change hands. What the
+	 * engine knows of a move's copies is this, never a move's state. */
+	uint64_t xfer;
+	/* moves.c's */
 	enum sched_phase resume; /* where a moved sequence goes on */
 	bool in_tier;            /* the kvstore may hold a record of it */
 	uint64_t for_id;         /* the need it was moved for */
 	uint64_t stay_until;     /* not a victim before this round (a move refused) */
-	/* prompt reuse (reuse.c) */
+	/* reuse.c's (engine.c starts them at submit: pages_all the whole
+	 * reservation, nothing cached, no claim lost) */
 	uint32_t pages_all; /* its whole reservation, with nothing shared */
 	int32_t ck;         /* waiting: the checkpoint it will start from, or -1 */
 	uint32_t ck_gen;    /* ... while that entry holds the same checkpoint */
 	uint32_t cached;    /* prompt tokens it took from a checkpoint */
 	bool ck_lost;       /* its claim went before admission (counted given up) */
 };
+
+/* ---- reuse.c's types ------------------------------------------------------- */
 
 /* A retained prompt checkpoint (docs/adr/0037): the state of a sequence
  * after tokens[0..n), in a device retained slot, its KV in kv: the full
@@ -105,44 +142,7 @@ struct eng_host {
 	bool rematch;       /* a checkpoint became claimable: match the waiting again */
 };
 
-/* One direction of moves: one sequence at a time, one window in flight. */
-enum eng_xstep {
-	XS_IDLE = 0,
-	XS_RESERVE, /* out: kv_reserve sent */
-	XS_COMMIT,  /* out: window k written, its kv_commit sent */
-	XS_FETCH,   /* in: kv_fetch sent */
-	XS_READ,    /* in: reading window k, one a round */
-	XS_STAGE,   /* in, from KV-disk: kv_stage of window k sent */
-	XS_COPY,    /* out: window k being gathered into the arena (transfer stream) */
-	XS_SCATTER, /* in: windows k.. being scattered into the pages (transfer stream) */
-	XS_DROP,    /* a kv_drop sent (after a restore, or for a cancelled one) */
-};
-
-struct eng_xfer {
-	struct kvc *c;
-	uint64_t window;
-	enum eng_xstep step;
-	bool waiting; /* a request is in flight on c */
-	uint32_t slot;
-	uint64_t id, key;
-	uint64_t offset, image_bytes, t0_us;
-	uint64_t r0, d0; /* the engine's rounds and decode tokens at the start */
-	uint32_t k, windows;
-	const char *tier;
-	uint64_t stride; /* bytes between two windows in the arena: the window's
-	                    size, or 0 when every window passes through one
-	                    staging window (KV-disk) */
-	struct seqimg_writer w;
-	struct seqimg_reader r;
-	void **pages; /* the pool's page count */
-	uint8_t sampler[SMP_STATE_BYTES];
-	uint64_t *sums;   /* KVC_MAX_WINDOWS */
-	uint32_t backoff; /* rounds to wait before asking again (tier full) */
-	/* the window copy in flight (XS_COPY, XS_SCATTER) on the backend's
-	 * transfer stream, and its ticket: its results are read once done */
-	struct be_img img;
-	uint64_t ticket;
-};
+/* ---- the engine ------------------------------------------------------------ */
 
 struct eng {
 	struct be *be;
@@ -163,21 +163,14 @@ struct eng {
 	struct smp_scratch *smp_scratch;
 	uint32_t max_steps;
 
-	struct eng_stats st;
+	struct eng_stats st; /* each file its own figures (above) */
 
-	/* moves: their window copies go on the backend's transfer stream,
-	 * beside the rounds */
-	bool moves;
-	struct eng_xfer xo, xi;
-	uint32_t *vq, n_vq; /* victims to move out, in order (slots) */
-	uint32_t *iq, n_iq; /* restores to move in, in rank order (slots) */
-	/* tier keys to drop when the out client is free, each once; room for
-	 * one per request slot and as many more (a key past that stays in the
-	 * tier until the next worker's sweep) */
-	uint64_t *drops;
-	uint32_t n_drops, cap_drops;
+	/* moves.c's: the two move machines, their victim and restore queues
+	 * and the tier keys to drop; NULL when moves are off (no kvstore
+	 * clients in the configuration) */
+	struct engmv *mv;
 
-	/* prompt reuse: one checkpoint a device retained slot (entries
+	/* reuse.c's: one checkpoint a device retained slot (entries
 	 * 0..n_ck_dev), then one a host slot (n_ck_dev..n_ck) */
 	struct eng_ckpt *ck;
 	uint32_t n_ck, n_ck_dev;
@@ -189,16 +182,14 @@ struct eng {
 	uint32_t n_ends;
 };
 
-/* engine.c */
+/* ---- engine.c -------------------------------------------------------------- */
+
 struct eng_seq *eng__find(const struct eng *e, uint64_t id);
-uint64_t eng__key(const struct eng *e, uint64_t id);
-void eng__queue_drop(struct eng *e, uint64_t key);
 void eng__event(struct eng *e, const struct eng_event *ev);
 void eng__seq_event(struct eng *e, enum eng_event_kind kind, const struct eng_seq *s);
-/* Is the sequence a transfer is working on still the one, in that phase? */
-struct eng_seq *eng__xfer_seq(struct eng *e, const struct eng_xfer *x, enum sched_phase ph);
-/* Wait for a window copy of the sequence in `slot`, if one runs. */
-void eng__xfer_quiet(struct eng *e, uint32_t slot);
+/* Wait for the window copy of its pages and state in flight (s->xfer), if
+ * one is: they are about to change hands, or to be written by a round. */
+void eng__xfer_wait(struct eng *e, struct eng_seq *s);
 /* Its pages and state back (after any copy of them in flight). */
 void eng__release_state(struct eng *e, struct eng_seq *s);
 /* Reserve its pages (the first n_shared listed from `shared`, counted
@@ -206,46 +197,65 @@ void eng__release_state(struct eng *e, struct eng_seq *s);
  * state: an admission or a restore. */
 int eng__take_pages(struct eng *e, struct eng_seq *s, const uint32_t *shared, uint32_t n_shared,
                     uint32_t pages, struct ig_errbuf *eb);
-/* Prefill it again from the start, its generated tokens replayed. */
+/* Prefill it again from the start, its generated tokens replayed (a fresh
+ * state, the pages it holds). */
 int eng__replay(struct eng *e, struct eng_seq *s, const char *why, struct ig_errbuf *eb);
 
-/* reuse.c: retained prompt checkpoints (docs/adr/0037) */
-int engru_init(struct eng *e, struct ig_errbuf *eb);
-void engru_free(struct eng *e);
+/* ---- moves.c: the two move machines (docs/adr/0017) ------------------------- */
+
+/* Moves on when cfg names the kvstore clients (e->mv set, the sweep of an
+ * earlier worker's records sent); e->mv stays NULL when it names none.
+ * IG_E_INVAL for half a configuration, a nonce out of range or a backend
+ * with no image copies; IG_E_NOMEM. Called once the slots exist. */
+int engmv__init(struct eng *e, struct ig_errbuf *eb);
+/* The copies in flight waited for, everything freed; e->mv NULL. */
+void engmv__release(struct eng *e);
+/* Has a move something to do: a step under way, a victim or a restore
+ * queued, a tier key to drop? False with moves off. */
+bool engmv__busy(const struct eng *e);
+/* Victim `s`, chosen for request `for_id`, sits out from now on, queued to
+ * move out (moves on). */
+void engmv__evict(struct eng *e, struct eng_seq *s, uint64_t for_id);
+/* Moved `s` has its pages again (eng__take_pages): queued to move in. */
+void engmv__restore(struct eng *e, struct eng_seq *s);
+/* `s` ends: what a tier may hold of it is dropped. */
+void engmv__ended(struct eng *e, struct eng_seq *s);
+/* At the start of a round: the moves out whose need went are stopped, then
+ * each direction takes its turn. Nothing with moves off. */
+void engmv__turn(struct eng *e);
+/* After the round's compute: the window copies posted at its start. */
+void engmv__collect(struct eng *e);
+
+/* ---- reuse.c: retained prompt checkpoints (docs/adr/0037, 0038) ------------ */
+
+int engru__init(struct eng *e, struct ig_errbuf *eb);
+void engru__release(struct eng *e);
+/* Has the host slots' client a reply to take or a request to send? */
+bool engru__busy(const struct eng *e);
 /* At submit: the longest checkpoint its prompt begins with, counted on. */
-void engru_match(struct eng *e, struct eng_seq *s);
+void engru__match(struct eng *e, struct eng_seq *s);
 /* An admission with no checkpoint: counted as a miss (once). */
-void engru_admitted_whole(struct eng *e, const struct eng_seq *s);
+void engru__admitted_whole(struct eng *e, const struct eng_seq *s);
 /* Before a round's plan: claims whose checkpoint went are dropped; a
  * checkpoint is given up for the first waiting request that lacks pages. */
-void engru_before_plan(struct eng *e);
+void engru__before_plan(struct eng *e);
 /* The admission of `s`, which counts on a checkpoint: its pages (the full
  * ones shared), state and position from it. A prompt equal to the
  * checkpoint's takes its first token from the stored logits. A host
  * checkpoint whose image is no longer in its slot is given up: `s` stays
  * waiting, its claim dropped (*admitted false), and is planned again. */
-int engru_admit(struct eng *e, struct eng_seq *s, const float **first, bool *admitted,
-                struct ig_errbuf *eb);
-/* The host slots' client, each round: a reply taken, the next request sent. */
-void engru_host_turn(struct eng *e);
+int engru__admit(struct eng *e, struct eng_seq *s, const float **first, bool *admitted,
+                 struct ig_errbuf *eb);
 /* A prompt prefilled to `n` tokens (its end: a checkpoint; where it parts
  * from an earlier prompt: a shared prefix), the logits of token n-1:
  * retained; with cfg.prefixes_only a prompt's end leaves its tokens alone,
  * for later prompts to part from. */
-void engru_capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kind kind,
-                   const float *logits);
+void engru__capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kind kind,
+                    const float *logits);
 /* Pages the checkpoints hold and no live sequence lists (what room could
  * take from them at most). */
-uint64_t engru_retained_pages(const struct eng *e);
+uint64_t engru__retained_pages(const struct eng *e);
 /* Its pages go back whole on a restore (nothing shared then). */
-void engru_moved_out(struct eng_seq *s);
-
-/* moves.c: the two move state machines */
-/* Each direction's turn, at the start of a round. */
-void engmv_turn(struct eng *e);
-/* The window copies posted this round, collected after its compute. */
-void engmv_collect(struct eng *e);
-/* Stop the moves out whose need went before they landed. */
-void engmv_stop_needless(struct eng *e);
+void engru__moved_out(struct eng_seq *s);
 
 #endif

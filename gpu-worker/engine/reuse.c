@@ -67,6 +67,9 @@
 /* A shared prefix shorter than this is not worth a slot. */
 #define ENGRU_MIN_PREFIX 64u
 
+/* The host slots' client, each round: a reply taken, the next request sent. */
+static void engru__host_turn(struct eng *e);
+
 static bool engru__paged(const struct eng *e)
 {
 	return e->d->m->full_layers > 0;
@@ -88,7 +91,7 @@ static const char *engru__tier(const struct eng_ckpt *c)
 	return c->host ? "host" : "device";
 }
 
-int engru_init(struct eng *e, struct ig_errbuf *eb)
+int engru__init(struct eng *e, struct ig_errbuf *eb)
 {
 	uint32_t dev = e->cfg.retained_device, host = e->cfg.kv_slots ? e->cfg.retained_host : 0;
 	struct eng_host *h = &e->hst;
@@ -190,7 +193,7 @@ static void engru__drop(struct eng *e, uint32_t i, enum eng_event_kind kind, con
 	c->gen++;
 }
 
-void engru_free(struct eng *e)
+void engru__release(struct eng *e)
 {
 	for (uint32_t i = 0; i < e->n_ck; i++) {
 		kvpool_free(e->kv, &e->ck[i].kv);
@@ -211,6 +214,13 @@ void engru_free(struct eng *e)
 	free(e->hst.touch);
 	memset(&e->hst, 0, sizeof(e->hst));
 	e->hst.cap = -1;
+}
+
+bool engru__busy(const struct eng *e)
+{
+	const struct eng_host *h = &e->hst;
+
+	return h->c && (h->waiting || h->n_drops || h->n_touch || h->cap >= 0);
 }
 
 /* Can a request start from entry i now? A host entry once held. */
@@ -247,7 +257,7 @@ static uint32_t engru__parts(const uint32_t *t, uint32_t n, const struct eng_seq
 	return k < n && k < s->n_prompt && k >= ENGRU_MIN_PREFIX ? k : 0;
 }
 
-void engru_match(struct eng *e, struct eng_seq *s)
+void engru__match(struct eng *e, struct eng_seq *s)
 {
 	int32_t best = -1;
 	uint32_t split = 0, k;
@@ -382,17 +392,17 @@ static void engru__rematch(struct eng *e)
 
 		if (s->used && s->sch.phase == SCHED_WAITING && s->ck < 0 && !s->n_out &&
 		    s->sch.prefilled == 0)
-			engru_match(e, s);
+			engru__match(e, s);
 	}
 }
 
-void engru_before_plan(struct eng *e)
+void engru__before_plan(struct eng *e)
 {
 	struct eng_seq *first = NULL;
 
 	if (!e->n_ck)
 		return;
-	engru_host_turn(e);
+	engru__host_turn(e);
 	engru__validate(e);
 	if (e->hst.rematch)
 		engru__rematch(e);
@@ -447,7 +457,7 @@ static bool engru__host_fetch(struct eng *e, const struct eng_ckpt *c)
 	       now.state == ARENA_SLOT_HELD && now.gen == c->hgen && now.sum == c->hsum;
 }
 
-void engru_admitted_whole(struct eng *e, const struct eng_seq *s)
+void engru__admitted_whole(struct eng *e, const struct eng_seq *s)
 {
 	/* no checkpoint matched: a miss, once (not a replay's second admission,
 	 * not one whose claim went: counted as given up) */
@@ -467,8 +477,8 @@ static void engru__queue_touch(struct eng *e, uint64_t key)
 		h->touch[h->n_touch++] = key;
 }
 
-int engru_admit(struct eng *e, struct eng_seq *s, const float **first, bool *admitted,
-                struct ig_errbuf *eb)
+int engru__admit(struct eng *e, struct eng_seq *s, const float **first, bool *admitted,
+                 struct ig_errbuf *eb)
 {
 	uint32_t i = (uint32_t)s->ck;
 	struct eng_ckpt *c = &e->ck[i];
@@ -642,8 +652,8 @@ static void engru__remember(struct eng *e, const uint32_t *tokens, uint32_t n)
 	r->used_at = ++e->ck_clock;
 }
 
-void engru_capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kind kind,
-                   const float *logits)
+void engru__capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kind kind,
+                    const float *logits)
 {
 	uint32_t full = engru__shared(e, n), vocab = e->d->m->vocab;
 	bool tail = engru__paged(e) && n % KVPOOL_PAGE_TOKENS;
@@ -720,7 +730,7 @@ void engru_capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_kin
 	c->key = engru__key(e, c->tokens, n);
 	e->hst.cap = slot;
 	e->hst.cap_gen = c->gen;
-	engru_host_turn(e);
+	engru__host_turn(e);
 }
 
 /* ---- the host slots' client ------------------------------------------------ */
@@ -880,7 +890,7 @@ static void engru__host_reply(struct eng *e)
 	}
 }
 
-void engru_host_turn(struct eng *e)
+static void engru__host_turn(struct eng *e)
 {
 	struct eng_host *h = &e->hst;
 	struct eng_ckpt *c;
@@ -919,7 +929,7 @@ void engru_host_turn(struct eng *e)
 	}
 }
 
-uint64_t engru_retained_pages(const struct eng *e)
+uint64_t engru__retained_pages(const struct eng *e)
 {
 	uint32_t n = e->kv->n_pages;
 	unsigned char *mark;
@@ -940,7 +950,7 @@ uint64_t engru_retained_pages(const struct eng *e)
 	return count;
 }
 
-void engru_moved_out(struct eng_seq *s)
+void engru__moved_out(struct eng_seq *s)
 {
 	s->sch.pages = s->pages_all; /* it comes back with pages of its own */
 }
