@@ -72,14 +72,11 @@ struct door_req {
 	uint64_t id;
 	enum door_rq st;
 	bool forgotten; /* no client can see it; freed once wcancels is 0 */
-	/* the submit, kept until the worker answered it */
-	char *text;
-	uint32_t *prompt, n_prompt;
-	uint32_t *plain, n_plain; /* the spans of text tokenized as text */
-	char (*stops)[MSG_STOP_BYTES + 1];
-	uint32_t nstop;
-	uint64_t max_tokens_asked, top_k, seed;
-	double temperature, top_p;
+	/* the submit as it came (an nng client's message, or the one message
+	 * an in-process client's was encoded into), re-tagged for the worker
+	 * (msg_retag): the request's storage until the worker admits it; each
+	 * attempt sends a duplicate, as nng frees what it sends once answered */
+	nng_msg *sub;
 	struct door_slot *submitter;
 	char cls[17];
 	bool slot_waited; /* counted in n_slot_waits */
@@ -267,14 +264,12 @@ static void door__free_req(struct door *d, struct door_req *r)
 {
 	door__count(d, r, -1);
 	door__unlink(d, r);
-	free(r->text);
-	free(r->prompt);
-	free(r->plain);
+	if (r->sub)
+		nng_msg_free(r->sub);
 	free(r->toks);
 	free(r->tend);
 	free(r->otext);
 	free(r->message);
-	free(r->stops);
 	free(r);
 }
 
@@ -630,10 +625,12 @@ static void door__refuse(struct door *d, struct door_req *r, int code, const cha
 	door__news(r);
 }
 
-/* The door's checks of a submit from `peer`, and the request made of it,
- * queued. NULL, with *code and text[] saying why, when refused. */
-static struct door_req *door__take(struct door *d, const struct msg_fd_submit *q, uint64_t peer,
-                                   int *code, char *text, size_t cap)
+/* The door's checks of a submit `q` from `peer`, and the request made of
+ * it, queued, holding `nm` (q's message, re-tagged: owned by the request
+ * from here on). NULL, with *code and text[] saying why, when refused:
+ * the caller keeps `nm` then. */
+static struct door_req *door__take(struct door *d, const struct msg_fd_submit *q, nng_msg *nm,
+                                   uint64_t peer, int *code, char *text, size_t cap)
 {
 	struct door_req *r;
 
@@ -679,47 +676,15 @@ static struct door_req *door__take(struct door *d, const struct msg_fd_submit *q
 		             "when some finish");
 	}
 	r = calloc(1, sizeof(*r));
-	if (r && q->text.n)
-		r->text = strndup(q->text.p, q->text.n);
-	if (r && q->prompt.n) {
-		r->prompt = malloc((size_t)q->prompt.n * sizeof(uint32_t));
-		if (r->prompt)
-			memcpy(r->prompt, q->prompt.v, (size_t)q->prompt.n * sizeof(uint32_t));
-	}
-	if (r && q->plain.n) {
-		r->plain = malloc((size_t)q->plain.n * sizeof(uint32_t));
-		if (r->plain)
-			memcpy(r->plain, q->plain.v, (size_t)q->plain.n * sizeof(uint32_t));
-	}
-	if (r && q->stop.n) {
-		r->stops = calloc(q->stop.n, sizeof(*r->stops));
-		for (uint32_t i = 0; r->stops && i < q->stop.n; i++)
-			msg_str_copy(r->stops[i], sizeof(r->stops[i]), q->stop.v[i].text);
-		r->nstop = q->stop.n;
-	}
-	if (!r || (q->text.n && !r->text) || (q->prompt.n && !r->prompt) ||
-	    (q->plain.n && !r->plain) || (q->stop.n && !r->stops)) {
-		if (r) {
-			free(r->text);
-			free(r->prompt);
-			free(r->plain);
-			free(r->stops);
-			free(r);
-		}
+	if (!r) {
 		*code = IG_E_NOMEM;
 		snprintf(text, cap, "the front door is out of memory");
 		return NULL;
 	}
+	r->sub = nm;
 	r->id = d->next_id++;
 	r->st = RQ_QUEUED;
 	r->peer = peer;
-	r->n_prompt = q->prompt.n;
-	r->n_plain = q->plain.n;
-	r->max_tokens_asked = q->max_tokens;
-	r->temperature = q->temperature;
-	r->top_p = q->top_p;
-	r->top_k = q->top_k;
-	r->seed = q->seed;
 	msg_str_copy(r->cls, sizeof(r->cls), q->class);
 	r->created_ms = r->touched_ms = clk_mono_ms();
 	r->prev = d->tail;
@@ -735,7 +700,10 @@ static struct door_req *door__take(struct door *d, const struct msg_fd_submit *q
 	return r;
 }
 
-static void door__submit(struct door *d, struct door_slot *s, const struct msg_fd_submit *q)
+/* An nng client's fd_submit `q`, decoded from *nm (already re-tagged): the
+ * request takes *nm (set to NULL) when it is queued. */
+static void door__submit(struct door *d, struct door_slot *s, const struct msg_fd_submit *q,
+                         nng_msg **nm)
 {
 	char text[512];
 	struct door_req *r;
@@ -747,11 +715,12 @@ static void door__submit(struct door *d, struct door_slot *s, const struct msg_f
 		                 "again shortly");
 		return;
 	}
-	r = door__take(d, q, s->pipe, &code, text, sizeof(text));
+	r = door__take(d, q, *nm, s->pipe, &code, text, sizeof(text));
 	if (!r) {
 		door__send_error(d, s, code, text);
 		return;
 	}
+	*nm = NULL;
 	r->submitter = s;
 	s->st = SLOT_PARKED;
 	s->poll = false;
@@ -881,8 +850,10 @@ static void door__stats_reply(struct door *d, struct door_slot *s)
 	door__send_msg(d, s, m);
 }
 
-/* A decoded request: answer it, or park the slot. Under mu. */
-static void door__dispatch(struct door *d, struct door_slot *s, const struct msg *q)
+/* A decoded request `q` (from *nm, which a queued submit takes): answer it,
+ * or park the slot. Under mu. */
+static void door__dispatch(struct door *d, struct door_slot *s, const struct msg *q,
+                           nng_msg **nm)
 {
 	struct msg *m = d->out;
 	char text[400];
@@ -907,7 +878,7 @@ static void door__dispatch(struct door *d, struct door_slot *s, const struct msg
 			return;
 		}
 	case MSG_FD_SUBMIT: {
-		door__submit(d, s, &q->u.fd_submit);
+		door__submit(d, s, &q->u.fd_submit, nm);
 		return;
 	}
 	case MSG_FD_POLL: {
@@ -985,6 +956,14 @@ static void door__cb(void *arg)
 		q = malloc(sizeof(*q));
 		rc = q ? msg_decode(nng_msg_body(nm), nng_msg_len(nm), q, &eb)
 		       : ig_errf(&eb, IG_E_NOMEM, "no memory to decode a request");
+		/* a submit goes on to the worker as it came: only its type
+		 * changes (fd_submit and submit are one declaration), and the
+		 * reply socket's routing header goes */
+		if (!rc && q->type == MSG_FD_SUBMIT) {
+			rc = msg_retag(nng_msg_body(nm), nng_msg_len(nm), MSG_FD_SUBMIT, MSG_SUBMIT,
+			               &eb);
+			nng_msg_header_clear(nm);
+		}
 	}
 	pthread_mutex_lock(&d->mu);
 	d->receiving--;
@@ -999,7 +978,7 @@ static void door__cb(void *arg)
 		svc_reject(&d->rejects, rc, eb.msg);
 		door__send_error(d, s, rc, eb.msg);
 	} else {
-		door__dispatch(d, s, q);
+		door__dispatch(d, s, q, &nm);
 	}
 	door__arm(d);
 	pthread_mutex_unlock(&d->mu);
@@ -1187,31 +1166,6 @@ struct door_flight {
 	struct ig_errbuf eb;
 };
 
-/* Fill `q` with request `r`'s submit. */
-static void door__submit_msg(const struct door_req *r, struct msg *q)
-{
-	struct msg_submit *sq = &q->u.submit;
-
-	memset(sq, 0, sizeof(*sq));
-	q->type = MSG_SUBMIT;
-	sq->text = msg_str_of(r->text ? r->text : "");
-	sq->prompt.n = r->n_prompt;
-	if (r->n_prompt)
-		memcpy(sq->prompt.v, r->prompt, (size_t)r->n_prompt * sizeof(uint32_t));
-	sq->plain.n = r->n_plain;
-	if (r->n_plain)
-		memcpy(sq->plain.v, r->plain, (size_t)r->n_plain * sizeof(uint32_t));
-	sq->max_tokens = r->max_tokens_asked;
-	sq->class = msg_str_of(r->cls);
-	sq->temperature = r->temperature;
-	sq->top_p = r->top_p;
-	sq->top_k = r->top_k;
-	sq->seed = r->seed;
-	sq->stop.n = r->nstop;
-	for (uint32_t i = 0; i < r->nstop; i++)
-		sq->stop.v[i].text = msg_str_of(r->stops[i]);
-}
-
 /* Wait for the operation on entry f; false, with f->rc saying `what`
  * failed (and a message that was not sent freed), when it did. */
 static bool door__landed(struct door_flight *f, const char *what, bool sending)
@@ -1331,14 +1285,8 @@ static bool door__submit_answer(struct door *d, struct door_req *r, pid_t pid, i
 		r->max_tokens = (uint32_t)a->max_tokens;
 		r->reserved_pages = (uint32_t)a->reserved_pages;
 		r->admitted_ms = r->touched_ms = clk_mono_ms();
-		free(r->text);
-		free(r->prompt);
-		free(r->plain);
-		free(r->stops);
-		r->text = NULL;
-		r->prompt = NULL;
-		r->plain = NULL;
-		r->stops = NULL;
+		nng_msg_free(r->sub); /* the worker has the prompt now */
+		r->sub = NULL;
 		d->n_submitted++;
 		if (r->local)
 			door__news(r);
@@ -1370,17 +1318,26 @@ static bool door__submit_answer(struct door *d, struct door_req *r, pid_t pid, i
 
 /* ---- a pass of the pump: one flight ------------------------------------------------ */
 
-/* Add `q`, encoded, to the flight (kind, door id or poll ids). */
-static void door__board(struct door_flight *f, uint32_t *nf, const struct msg *q,
+/* Add `q`, encoded, or when q is NULL a duplicate of the message `nm`, to
+ * the flight (kind, door id or poll ids). */
+static void door__board(struct door_flight *f, uint32_t *nf, const struct msg *q, nng_msg *nm,
                         enum door_fl kind, uint64_t id, uint32_t npoll)
 {
 	struct door_flight *e = &f[(*nf)++];
+	int rv;
 
 	e->kind = kind;
 	e->id = id;
 	e->npoll = npoll;
 	e->rx.nm = NULL;
-	e->rc = tp_encode(q, &e->nm, &e->eb);
+	if (q) {
+		e->rc = tp_encode(q, &e->nm, &e->eb);
+		return;
+	}
+	rv = nng_msg_dup(&e->nm, nm);
+	e->rc = rv ? tp_nng_err(&e->eb, rv, "cannot copy a submit to send") : IG_E_OK;
+	if (rv)
+		e->nm = NULL;
 }
 
 /* Polls: every running request of worker `pid`, 64 to a poll_many. */
@@ -1408,7 +1365,7 @@ static void door__board_polls(struct door *d, pid_t pid, struct msg *q, struct d
 			return;
 		pm->reqs.n = n;
 		cursor = d->poll_ids[k][n - 1];
-		door__board(f, nf, q, DOOR_FL_POLL, k, n);
+		door__board(f, nf, q, NULL, DOOR_FL_POLL, k, n);
 		k++;
 	}
 }
@@ -1433,7 +1390,7 @@ static void door__board_cancels(struct door *d, pid_t pid, struct msg *q, struct
 		}
 		q->type = MSG_CANCEL;
 		q->u.cancel.id = r->wid;
-		door__board(f, nf, q, DOOR_FL_CANCEL, r->id, 0);
+		door__board(f, nf, q, NULL, DOOR_FL_CANCEL, r->id, 0);
 		n++;
 	}
 }
@@ -1460,8 +1417,7 @@ static int door__by_rank(const void *a, const void *b)
 /* Submits: the queued ones in the order of their rank (above), as many as
  * the worker has slots for (--server-max-requests, counting those it still
  * keeps for us). */
-static void door__board_submits(struct door *d, pid_t pid, struct msg *q, struct door_flight *f,
-                                uint32_t *nf)
+static void door__board_submits(struct door *d, pid_t pid, struct door_flight *f, uint32_t *nf)
 {
 	uint32_t n = 0, nc = 0, room, max = d->model.max_requests ? (uint32_t)d->model.max_requests : 1;
 	uint32_t at = door__at_worker(d, pid);
@@ -1508,8 +1464,7 @@ static void door__board_submits(struct door *d, pid_t pid, struct msg *q, struct
 			d->submit_blocked_until = clk_mono_ms() + 20;
 			return;
 		}
-		door__submit_msg(r, q);
-		door__board(f, nf, q, DOOR_FL_SUBMIT, r->id, 0);
+		door__board(f, nf, NULL, r->sub, DOOR_FL_SUBMIT, r->id, 0);
 		door__set_st(d, r, RQ_SUBMITTING);
 		r->board_seq = ++d->board_seq;
 		n++;
@@ -1575,7 +1530,7 @@ static bool door__pass(struct door *d, pid_t pid, struct msg *q, struct door_fli
 
 	door__board_polls(d, pid, q, f, &nf);
 	door__board_cancels(d, pid, q, f, &nf, &moved);
-	door__board_submits(d, pid, q, f, &nf);
+	door__board_submits(d, pid, f, &nf);
 	if (!nf)
 		return moved;
 	pthread_mutex_unlock(&d->mu);
@@ -2073,29 +2028,59 @@ void door_close(struct door *d)
 
 /* ---- in-process clients -------------------------------------------------------------- */
 
+/* The bytes `q` encodes to, or a little more: its text, stop strings and
+ * ids at their widest (5 bytes an id), and 256 for keys and the rest. */
+static size_t door__submit_bytes(const struct msg_fd_submit *q)
+{
+	size_t n = 256 + (size_t)q->text.n + 5 * ((size_t)q->prompt.n + q->plain.n);
+
+	for (uint32_t i = 0; i < q->stop.n; i++)
+		n += 16 + q->stop.v[i].text.n;
+	return n;
+}
+
 int door_local_submit(struct door *d, const struct msg *q, uint64_t peer, struct door_req **out,
                       struct ig_errbuf *eb)
 {
 	struct door_req *r;
+	nng_msg *nm = NULL;
 	char text[512];
-	int code, rc;
+	int code, rc, rv;
 
 	*out = NULL;
 	if (q->type != MSG_FD_SUBMIT)
 		return ig_errf(eb, IG_E_INVAL, "door_local_submit takes fd_submit, not '%s'",
 		               msg_type_name(q->type));
-	rc = msg_check(q, eb);
-	if (rc)
+	/* encoded once, into room enough for it (no growing copies), and
+	 * checked there as msg_decode would check it; from here on the
+	 * request holds this message, as it holds an nng client's */
+	rv = nng_msg_alloc(&nm, 0);
+	if (!rv)
+		rv = nng_msg_reserve(nm, door__submit_bytes(&q->u.fd_submit));
+	if (rv) {
+		if (nm)
+			nng_msg_free(nm);
+		return tp_nng_err(eb, rv, "cannot allocate a submit's message");
+	}
+	rc = msg_encode(q, door__append, nm, eb);
+	if (!rc)
+		rc = msg_retag(nng_msg_body(nm), nng_msg_len(nm), MSG_FD_SUBMIT, MSG_SUBMIT, eb);
+	if (rc) {
+		nng_msg_free(nm);
 		return rc;
+	}
 	pthread_mutex_lock(&d->mu);
-	r = d->closing ? NULL : door__take(d, &q->u.fd_submit, peer, &code, text, sizeof(text));
+	r = d->closing ? NULL
+	               : door__take(d, &q->u.fd_submit, nm, peer, &code, text, sizeof(text));
 	if (r)
 		r->local = r->held = true;
 	else if (d->closing)
 		code = IG_E_BUSY, snprintf(text, sizeof(text), "the front door is closing");
 	pthread_mutex_unlock(&d->mu);
-	if (!r)
+	if (!r) {
+		nng_msg_free(nm);
 		return ig_errf(eb, code, "%s", text);
+	}
 	*out = r;
 	return IG_E_OK;
 }
