@@ -721,7 +721,8 @@ int msg_retag(void *buf, size_t len, uint32_t from, uint32_t to, struct ig_errbu
 	size_t hdr, pos;
 
 	if (!df || !dt || !msg__same_fields(&df->rec, &dt->rec))
-		return ig_errf(eb, IG_E_INVAL, "cannot re-tag '%s' as '%s': they declare other fields",
+		return ig_errf(eb, IG_E_INVAL,
+		               "cannot re-tag '%s' as '%s': they declare other fields",
 		               msg_type_name(from), msg_type_name(to));
 	if (!len || msg__head(b, len, 0, &hdr, &body, &count) ||
 	    (!(b[0] >= 0x80 && b[0] <= 0x8f) && b[0] != 0xde && b[0] != 0xdf))
@@ -746,19 +747,23 @@ int msg_retag(void *buf, size_t len, uint32_t from, uint32_t to, struct ig_errbu
 			break;
 		c = b[pos];
 		/* positive fixint, uint 8..64, int 8..64: the value's width */
-		w = c <= 0x7f ? 0 : c >= 0xcc && c <= 0xcf ? (size_t)1 << (c - 0xcc)
-		                  : c >= 0xd0 && c <= 0xd3 ? (size_t)1 << (c - 0xd0)
-		                                           : SIZE_MAX;
+		w = c <= 0x7f                ? 0
+		    : c >= 0xcc && c <= 0xcf ? (size_t)1 << (c - 0xcc)
+		    : c >= 0xd0 && c <= 0xd3 ? (size_t)1 << (c - 0xd0)
+		                             : SIZE_MAX;
 		if (w == SIZE_MAX || len - pos - 1 < w)
 			break;
 		v = w ? msg__be(b + pos + 1, (int)w) : c;
 		if (v != from)
-			return ig_errf(eb, IG_E_INVAL, "cannot re-tag: the message is of type %" PRIu64
-			               ", not '%s'", v, msg_type_name(from));
+			return ig_errf(eb, IG_E_INVAL,
+			               "cannot re-tag: the message is of type %" PRIu64
+			               ", not '%s'",
+			               v, msg_type_name(from));
 		if (w == 0 ? to > 0x7f : w < 8 && (uint64_t)to >> (8 * w - (c >= 0xd0)))
 			return ig_errf(eb, IG_E_INVAL,
 			               "cannot re-tag: type %u does not fit the %zu bytes the "
-			               "sender wrote the type in", to, w);
+			               "sender wrote the type in",
+			               to, w);
 		if (!w)
 			b[pos] = (unsigned char)to;
 		for (size_t k = 0; k < w; k++)

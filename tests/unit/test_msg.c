@@ -1297,13 +1297,27 @@ static void pack_fd_submit(unsigned tform, const struct msg *m, msgpack_sbuffer 
 	msgpack_pack_uint32(&pk, MSG_PROTO_VERSION);
 	pack_key(&pk, "t");
 	switch (tform) {
-	case 0xcc: msgpack_pack_fix_uint8(&pk, MSG_FD_SUBMIT); break;
-	case 0xcd: msgpack_pack_fix_uint16(&pk, MSG_FD_SUBMIT); break;
-	case 0xce: msgpack_pack_fix_uint32(&pk, MSG_FD_SUBMIT); break;
-	case 0xcf: msgpack_pack_fix_uint64(&pk, MSG_FD_SUBMIT); break;
-	case 0xd0: msgpack_pack_fix_int8(&pk, MSG_FD_SUBMIT); break;
-	case 0xd3: msgpack_pack_fix_int64(&pk, MSG_FD_SUBMIT); break;
-	default: msgpack_pack_uint32(&pk, MSG_FD_SUBMIT); break;
+	case 0xcc:
+		msgpack_pack_fix_uint8(&pk, MSG_FD_SUBMIT);
+		break;
+	case 0xcd:
+		msgpack_pack_fix_uint16(&pk, MSG_FD_SUBMIT);
+		break;
+	case 0xce:
+		msgpack_pack_fix_uint32(&pk, MSG_FD_SUBMIT);
+		break;
+	case 0xcf:
+		msgpack_pack_fix_uint64(&pk, MSG_FD_SUBMIT);
+		break;
+	case 0xd0:
+		msgpack_pack_fix_int8(&pk, MSG_FD_SUBMIT);
+		break;
+	case 0xd3:
+		msgpack_pack_fix_int64(&pk, MSG_FD_SUBMIT);
+		break;
+	default:
+		msgpack_pack_uint32(&pk, MSG_FD_SUBMIT);
+		break;
 	}
 	for (uint32_t i = 0; i < d->rec.nfields; i++) {
 		pack_key(&pk, d->rec.fields[i].name);
