@@ -308,6 +308,9 @@ void door__refuse(struct door *d, struct door_req *r, int code, const char *mess
 		return;
 	}
 	door__set_st(d, r, RQ_DONE);
+	if (r->sub)
+		nng_msg_free(r->sub); /* its reader reads the refusal, not the submit */
+	r->sub = NULL;
 	r->refused = true;
 	r->code = code;
 	snprintf(r->finish, sizeof(r->finish), "error");
