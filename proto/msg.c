@@ -99,6 +99,10 @@ const size_t msg_ndescs = sizeof(msg_descs) / sizeof(msg_descs[0]);
 #define MSG__PAYLOAD(m)  ((char *)&(m)->u)
 #define MSG__CPAYLOAD(m) ((const char *)&(m)->u)
 
+/* submit and fd_submit are one declaration (msg.h): one layout. */
+_Static_assert(sizeof(struct msg_submit) == sizeof(struct msg_fd_submit),
+               "fd_submit is submit, field for field");
+
 const struct msg_desc *msg_desc_find(uint32_t type)
 {
 	for (size_t i = 0; i < msg_ndescs; i++)
@@ -573,6 +577,54 @@ static uint64_t msg__be(const unsigned char *p, int n)
 	return v;
 }
 
+/* The object whose first byte is b[pos] (pos < len): the bytes of its
+ * header (*hdr), the bytes that follow the header (*body) and the items a
+ * container holds (*count: a map's keys and values both). 0, or 1 for the
+ * byte 0xc1 (which msgpack never uses), or 2 when the header itself runs
+ * past len. */
+static int msg__head(const unsigned char *b, size_t len, size_t pos, size_t *hdr, uint64_t *body,
+                     uint64_t *count)
+{
+	unsigned c = b[pos];
+
+	*hdr = 1;
+	*body = 0;
+	*count = 0;
+	if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
+		/* fixint, nil, bool */
+	} else if (c <= 0x8f) {
+		*count = 2u * (c & 0x0f);
+	} else if (c <= 0x9f) {
+		*count = c & 0x0f;
+	} else if (c <= 0xbf) {
+		*body = c & 0x1f;
+	} else if (c == 0xc1) {
+		return 1;
+	} else {
+		/* Fixed tables for 0xc4..0xdf: length-field width, fixed body. */
+		static const unsigned char lenw[] = {
+		    /* c4 */ 1, 2, 4, 1, 2, 4, 0, 0, 0, 0, 0, 0,
+		    /* d0 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 4, 2, 4, 2, 4};
+		static const unsigned char fixed[] = {
+		    /* c4 */ 0, 0, 0, 1, 1, 1, 4, 8, 1,  2, 4, 8,
+		    /* d0 */ 1, 2, 4, 8, 2, 3, 5, 9, 17, 0, 0, 0, 0, 0, 0, 0};
+		unsigned k = c - 0xc4;
+		uint64_t n;
+
+		*hdr = 1 + lenw[k];
+		if (len - pos < *hdr)
+			return 2;
+		n = msg__be(b + pos + 1, lenw[k]);
+		if (c == 0xdc || c == 0xdd)
+			*count = n;
+		else if (c == 0xde || c == 0xdf)
+			*count = 2 * n;
+		else
+			*body = fixed[k] + (lenw[k] ? n : 0);
+	}
+	return 0;
+}
+
 static int msg__prescan(const unsigned char *b, size_t len, struct ig_errbuf *eb)
 {
 	uint64_t pending[MSG_MAX_DEPTH + 1];
@@ -581,9 +633,9 @@ static int msg__prescan(const unsigned char *b, size_t len, struct ig_errbuf *eb
 
 	pending[0] = 1;
 	for (;;) {
-		uint64_t body = 0, count = 0; /* bytes after the header; container items */
-		size_t hdr = 1;
-		unsigned c;
+		uint64_t body, count; /* bytes after the header; container items */
+		size_t hdr;
+		int h;
 
 		while (top >= 0 && pending[top] == 0)
 			top--;
@@ -593,41 +645,13 @@ static int msg__prescan(const unsigned char *b, size_t len, struct ig_errbuf *eb
 		if (pos >= len)
 			return ig_errf(eb, IG_E_PROTO_TRUNCATED,
 			               "message truncated at byte %zu of %zu", pos, len);
-		c = b[pos];
-		if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
-			/* fixint, nil, bool */
-		} else if (c <= 0x8f) {
-			count = 2u * (c & 0x0f);
-		} else if (c <= 0x9f) {
-			count = c & 0x0f;
-		} else if (c <= 0xbf) {
-			body = c & 0x1f;
-		} else if (c == 0xc1) {
+		h = msg__head(b, len, pos, &hdr, &body, &count);
+		if (h == 1)
 			return ig_errf(eb, IG_E_PROTO_MALFORMED,
 			               "byte %zu is 0xc1, which msgpack never uses", pos);
-		} else {
-			/* Fixed tables for 0xc4..0xdf: length-field width, fixed body. */
-			static const unsigned char lenw[] = {
-			    /* c4 */ 1, 2, 4, 1, 2, 4, 0, 0, 0, 0, 0, 0,
-			    /* d0 */ 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 4, 2, 4, 2, 4};
-			static const unsigned char fixed[] = {
-			    /* c4 */ 0, 0, 0, 1, 1, 1, 4, 8, 1,  2, 4, 8,
-			    /* d0 */ 1, 2, 4, 8, 2, 3, 5, 9, 17, 0, 0, 0, 0, 0, 0, 0};
-			unsigned k = c - 0xc4;
-			uint64_t n;
-
-			hdr = 1 + lenw[k];
-			if (len - pos < hdr)
-				return ig_errf(eb, IG_E_PROTO_TRUNCATED,
-				               "message truncated in a header at byte %zu", pos);
-			n = msg__be(b + pos + 1, lenw[k]);
-			if (c == 0xdc || c == 0xdd)
-				count = n;
-			else if (c == 0xde || c == 0xdf)
-				count = 2 * n;
-			else
-				body = fixed[k] + (lenw[k] ? n : 0);
-		}
+		if (h == 2)
+			return ig_errf(eb, IG_E_PROTO_TRUNCATED,
+			               "message truncated in a header at byte %zu", pos);
 		if (body > len - pos - hdr)
 			return ig_errf(eb, IG_E_PROTO_TRUNCATED,
 			               "message truncated: byte %zu announces %" PRIu64
@@ -652,6 +676,101 @@ static int msg__prescan(const unsigned char *b, size_t len, struct ig_errbuf *eb
 		               "%zu trailing bytes after the message (one msgpack map expected)",
 		               len - pos);
 	return IG_E_OK;
+}
+
+/* ---- re-tagging ---------------------------------------------------------- */
+
+/* The position after the object at b[pos] (of a buffer the prescan took),
+ * or 0 when it runs past len. */
+static size_t msg__skip(const unsigned char *b, size_t len, size_t pos, int depth)
+{
+	uint64_t body, count;
+	size_t hdr;
+
+	if (pos >= len || depth > MSG_MAX_DEPTH || msg__head(b, len, pos, &hdr, &body, &count) ||
+	    body > len - pos - hdr)
+		return 0;
+	pos += hdr + (size_t)body;
+	for (uint64_t i = 0; i < count && pos; i++)
+		pos = msg__skip(b, len, pos, depth + 1);
+	return pos;
+}
+
+/* True when records a and b declare the same fields: names, kinds,
+ * limits, places and nested records. */
+static bool msg__same_fields(const struct msg_rec *a, const struct msg_rec *b)
+{
+	if (a->size != b->size || a->nfields != b->nfields)
+		return false;
+	for (uint32_t i = 0; i < a->nfields; i++) {
+		const struct msg_field *x = &a->fields[i], *y = &b->fields[i];
+
+		if (strcmp(x->name, y->name) || x->kind != y->kind || x->offset != y->offset ||
+		    x->elems != y->elems || x->lo != y->lo || x->hi != y->hi || x->flo != y->flo ||
+		    x->fhi != y->fhi || x->sub != y->sub)
+			return false;
+	}
+	return true;
+}
+
+int msg_retag(void *buf, size_t len, uint32_t from, uint32_t to, struct ig_errbuf *eb)
+{
+	const struct msg_desc *df = msg_desc_find(from), *dt = msg_desc_find(to);
+	unsigned char *b = buf;
+	uint64_t body, count;
+	size_t hdr, pos;
+
+	if (!df || !dt || !msg__same_fields(&df->rec, &dt->rec))
+		return ig_errf(eb, IG_E_INVAL,
+		               "cannot re-tag '%s' as '%s': they declare other fields",
+		               msg_type_name(from), msg_type_name(to));
+	if (!len || msg__head(b, len, 0, &hdr, &body, &count) ||
+	    (!(b[0] >= 0x80 && b[0] <= 0x8f) && b[0] != 0xde && b[0] != 0xdf))
+		return ig_errf(eb, IG_E_INVAL, "cannot re-tag: not a message map");
+	pos = hdr;
+	for (uint64_t i = 0; i < count / 2 && pos; i++) {
+		uint64_t kbody, kcount, v;
+		size_t khdr, w;
+		unsigned c;
+
+		if (pos >= len || msg__head(b, len, pos, &khdr, &kbody, &kcount))
+			break;
+		c = b[pos];
+		if (!((c >= 0xa0 && c <= 0xbf) || (c >= 0xd9 && c <= 0xdb)) || kbody != 1 ||
+		    pos + khdr >= len || b[pos + khdr] != 't') {
+			pos = msg__skip(b, len, pos, 1);
+			pos = pos ? msg__skip(b, len, pos, 1) : 0;
+			continue;
+		}
+		pos += khdr + 1; /* the type's value */
+		if (pos >= len)
+			break;
+		c = b[pos];
+		/* positive fixint, uint 8..64, int 8..64: the value's width */
+		w = c <= 0x7f                ? 0
+		    : c >= 0xcc && c <= 0xcf ? (size_t)1 << (c - 0xcc)
+		    : c >= 0xd0 && c <= 0xd3 ? (size_t)1 << (c - 0xd0)
+		                             : SIZE_MAX;
+		if (w == SIZE_MAX || len - pos - 1 < w)
+			break;
+		v = w ? msg__be(b + pos + 1, (int)w) : c;
+		if (v != from)
+			return ig_errf(eb, IG_E_INVAL,
+			               "cannot re-tag: the message is of type %" PRIu64
+			               ", not '%s'",
+			               v, msg_type_name(from));
+		if (w == 0 ? to > 0x7f : w < 8 && (uint64_t)to >> (8 * w - (c >= 0xd0)))
+			return ig_errf(eb, IG_E_INVAL,
+			               "cannot re-tag: type %u does not fit the %zu bytes the "
+			               "sender wrote the type in",
+			               to, w);
+		if (!w)
+			b[pos] = (unsigned char)to;
+		for (size_t k = 0; k < w; k++)
+			b[pos + 1 + k] = (unsigned char)((uint64_t)to >> (8 * (w - 1 - k)));
+		return IG_E_OK;
+	}
+	return ig_errf(eb, IG_E_INVAL, "cannot re-tag: the message has no type");
 }
 
 /* ---- decoder ------------------------------------------------------------- */

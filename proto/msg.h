@@ -244,7 +244,8 @@ struct msg_str {
  * more there, so none it has not read is ever forgotten. */
 #define MSG_WORKER_REQUESTS_MAX 4096u
 
-/* Generation requests, served by the gpu-worker. A submit's prompt is either
+/* Generation requests, served by the gpu-worker (fd_submit, the front
+ * door's, is declared as the same fields). A submit's prompt is either
  * `text` or `prompt`, the other empty; both or neither, and top_p 0, are
  * refused above the codec (the codec checks each field alone). The member
  * `class` is a C++ keyword: this header is C only (no extern "C" either).
@@ -606,7 +607,7 @@ struct msg_str {
 
 /* The front door (supervisor/frontdoor.h; docs/protocol.md, "The front
  * door"): what clients send to the supervisor's client socket. fd_submit is
- * submit (stop strings included) as the door forwards it. */
+ * submit (stop strings included), declared as one below. */
 /* poll_many: the most requests asked at once, tokens and text bytes
  * returned per request: 64 x (64 ids, their text's ends and 200 bytes of
  * text, at least the 195 that 64 tokens of the byte-level tokenizer can
@@ -617,17 +618,11 @@ struct msg_str {
 /* fd_poll: the longest a poll waits for new tokens. */
 #define MSG_WAIT_MAX_MS 60000u
 
-#define MSG_FIELDS_fd_submit(F, R)                                                                 \
-	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
-	F(R, IDS, prompt, 0, MSG_IDS_MAX, _)                                                       \
-	F(R, IDS, plain, 0, MSG_IDS_MAX, _)                                                        \
-	F(R, U64, max_tokens, 0, UINT32_MAX, _) /* 0: the model's default */                       \
-	F(R, STR, class, 1, 16, _)              /* "interactive" or "agent" */                     \
-	F(R, F64, temperature, 0.0, 100.0, _)   /* 0: greedy */                                    \
-	F(R, F64, top_p, 0.0, 1.0, _)           /* 1: off */                                       \
-	F(R, U64, top_k, 0, UINT32_MAX, _)      /* 0: off */                                       \
-	F(R, U64, seed, 0, UINT64_MAX, _)                                                          \
-	F(R, ARR, stop, 0, MSG_STOP_MAX, stop)
+/* fd_submit is submit: one declaration, so that the two are the same
+ * fields on the wire and the same C layout, and the door forwards a
+ * client's fd_submit to the worker as it came, its type re-tagged in place
+ * (msg_retag; docs/adr/0043). */
+#define MSG_FIELDS_fd_submit(F, R) MSG_FIELDS_submit(F, R)
 
 /* queued_ms: how long the submit waited for a worker slot. */
 #define MSG_FIELDS_fd_submitted(F, R)                                                              \
@@ -869,6 +864,19 @@ int msg_encode(const struct msg *m, msg_write_fn write, void *ctx, struct ig_err
  * for a message handed over in process (the HTTP API's submits to the front
  * door): IG_E_OK or the error decoding would give, naming the field. */
 int msg_check(const struct msg *m, struct ig_errbuf *eb);
+
+/*
+ * Re-tag an encoded message in place: the envelope's type `from` becomes
+ * `to`, written in the width the sender gave it; no other byte changes. For
+ * two types declared with the same fields (fd_submit and submit), so that a
+ * message decoded as one goes on as the other without being encoded again
+ * (the front door forwards a client's fd_submit to the worker this way).
+ * `buf` holds a message msg_decode took, of type `from`. IG_E_INVAL, with
+ * nothing changed, when the two types' fields differ, the type found is not
+ * `from`, or `to` does not fit the width the type was written in (never
+ * for types below 128, msgpack's one-byte integers).
+ */
+int msg_retag(void *buf, size_t len, uint32_t from, uint32_t to, struct ig_errbuf *eb);
 
 /* Decode `len` bytes at `buf` into `out`. String views in `out` point into
  * `buf`. On success the payload member of out->type is filled in (members of

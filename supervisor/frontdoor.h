@@ -137,9 +137,12 @@ struct door_news {
 
 /*
  * Submit `q` (a message of type MSG_FD_SUBMIT: checked as msg_decode would
- * check it, then as the door checks an fd_submit) for peer `peer`. IG_E_OK
- * and *out, or the door's refusal (the code and message an nng client would
- * get) with nothing held. Admission by the worker comes later, as news.
+ * check it, then as the door checks an fd_submit) for peer `peer`. It is
+ * encoded once, into the message the request holds and the worker is sent
+ * (docs/adr/0043): `q` and the strings it points at are the caller's again
+ * on return. IG_E_OK and *out, or the door's refusal (the code and message
+ * an nng client would get) with nothing held. Admission by the worker
+ * comes later, as news.
  */
 int door_local_submit(struct door *d, const struct msg *q, uint64_t peer,
                       struct door_req **out, struct ig_errbuf *eb);

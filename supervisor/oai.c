@@ -28,13 +28,11 @@ void oai_errf(struct oai_err *err, int status, const char *param, const char *co
 
 void oai_req_free(struct oai_req *r)
 {
-	free(r->prompt);
 	free(r->prompt_ids);
 	for (size_t i = 0; i < r->n_messages; i++)
-		free(r->messages[i].text);
+		free(r->messages[i].joined);
 	free(r->messages);
-	for (size_t i = 0; i < r->n_stop; i++)
-		free(r->stop[i]);
+	json_decref(r->json); /* the strings the rest pointed at */
 	memset(r, 0, sizeof(*r));
 }
 
@@ -74,17 +72,6 @@ static int oai__bad(struct oai__in *in, const char *param, const json_t *v, cons
 	oai_errf(in->err, 400, param, "invalid_value", "'%s' is %s; accepted: %s", param,
 	         oai__type(v), accepted);
 	return -1;
-}
-
-static char *oai__dup(const char *s, size_t n)
-{
-	char *d = malloc(n + 1);
-
-	if (d) {
-		memcpy(d, s, n);
-		d[n] = '\0';
-	}
-	return d;
 }
 
 static int oai__nomem(struct oai__in *in)
@@ -192,9 +179,7 @@ static int oai__stop_one(struct oai__in *in, const char *k, json_t *v)
 
 	if (!json_is_string(v) || n == 0 || n > 64)
 		return oai__bad(in, k, v, "a string of 1 to 64 bytes, or an array of up to 4");
-	if (!(in->r->stop[in->r->n_stop] = oai__dup(json_string_value(v), n)))
-		return oai__nomem(in);
-	in->r->n_stop++;
+	in->r->stop[in->r->n_stop++] = json_string_value(v);
 	return 0;
 }
 
@@ -308,8 +293,8 @@ static int oai__content(struct oai__in *in, json_t *v, struct oai_message *m)
 
 	if (json_is_string(v)) {
 		m->len = json_string_length(v);
-		m->text = oai__dup(json_string_value(v), m->len);
-		return m->text ? 0 : oai__nomem(in);
+		m->text = json_string_value(v);
+		return 0;
 	}
 	if (!json_is_array(v))
 		return oai__bad(in, "messages.content", v, accepted);
@@ -326,16 +311,17 @@ static int oai__content(struct oai__in *in, json_t *v, struct oai_message *m)
 		}
 		n += json_string_length(x);
 	}
-	if (!(m->text = malloc(n + 1)))
+	if (!(m->joined = malloc(n + 1)))
 		return oai__nomem(in);
 	n = 0;
 	json_array_foreach(v, i, p) {
 		json_t *x = json_object_get(p, "text");
 
-		memcpy(m->text + n, json_string_value(x), json_string_length(x));
+		memcpy(m->joined + n, json_string_value(x), json_string_length(x));
 		n += json_string_length(x);
 	}
-	m->text[n] = '\0';
+	m->joined[n] = '\0';
+	m->text = m->joined;
 	m->len = n;
 	return 0;
 }
@@ -482,8 +468,8 @@ static int oai__prompt(struct oai__in *in, const char *k, json_t *v)
 		return -1;
 	}
 	in->r->prompt_len = json_string_length(one);
-	in->r->prompt = oai__dup(json_string_value(one), in->r->prompt_len);
-	return in->r->prompt ? 0 : oai__nomem(in);
+	in->r->prompt = json_string_value(one);
+	return 0;
 }
 
 /* A field we do not run, taken at its neutral value only. */
@@ -633,6 +619,7 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 		json_decref(root);
 		return -1;
 	}
+	out->json = root; /* held: the strings taken point into it */
 	json_object_foreach(root, key, v) {
 		size_t i = 0, n = sizeof(oai__fields) / sizeof(oai__fields[0]);
 
@@ -668,7 +655,6 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 		         "'stream_options' is only for a streamed request (\"stream\": true)");
 		rc = -1;
 	}
-	json_decref(root);
 	if (rc)
 		oai_req_free(out);
 	return rc;

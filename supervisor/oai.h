@@ -59,16 +59,22 @@ struct oai_limits {
 };
 
 struct oai_message {
-	char role[16]; /* system, developer, user, assistant */
-	char *text;    /* the content, its parts joined */
+	char role[16];    /* system, developer, user, assistant */
+	const char *text; /* the content: the body's string, or `joined` */
 	size_t len;
+	char *joined; /* a content of text parts, joined; NULL for a string */
 };
 
+/* Strings (prompt, a message's content, stop) point into the parsed body,
+ * which the request holds (`json`) until oai_req_free: a prompt is decoded
+ * from JSON once, here, and not copied again before it is encoded into the
+ * front door's submit (docs/adr/0043). */
 struct oai_req {
 	enum oai_kind kind;
 	char model[128];
+	struct json_t *json; /* the parsed body (jansson's), held */
 	/* completions: text, or token ids */
-	char *prompt;
+	const char *prompt;
 	size_t prompt_len;
 	uint32_t *prompt_ids;
 	size_t n_prompt_ids;
@@ -83,7 +89,7 @@ struct oai_req {
 	uint32_t top_k;      /* 0: off */
 	bool seed_set;
 	int64_t seed;
-	char *stop[4];
+	const char *stop[4];
 	size_t n_stop;
 	/* the answer */
 	bool stream, include_usage;

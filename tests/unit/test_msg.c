@@ -1281,6 +1281,122 @@ static void test_utf8(void **state)
 	assert_false(msg_utf8_valid("a\0b", 3));
 }
 
+/* ---- re-tagging: fd_submit forwarded as submit ------------------------------ */
+
+/* An fd_submit packed by hand: "v" first, then "t" in the msgpack form
+ * `tform` (0: fixint, else 0xcc..0xcf, 0xd0..0xd3), then its fields. */
+static void pack_fd_submit(unsigned tform, const struct msg *m, msgpack_sbuffer *sb)
+{
+	const struct msg_desc *d = msg_desc_find(MSG_FD_SUBMIT);
+	msgpack_packer pk;
+
+	msgpack_sbuffer_init(sb);
+	msgpack_packer_init(&pk, sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&pk, 2 + d->rec.nfields);
+	pack_key(&pk, "v");
+	msgpack_pack_uint32(&pk, MSG_PROTO_VERSION);
+	pack_key(&pk, "t");
+	switch (tform) {
+	case 0xcc:
+		msgpack_pack_fix_uint8(&pk, MSG_FD_SUBMIT);
+		break;
+	case 0xcd:
+		msgpack_pack_fix_uint16(&pk, MSG_FD_SUBMIT);
+		break;
+	case 0xce:
+		msgpack_pack_fix_uint32(&pk, MSG_FD_SUBMIT);
+		break;
+	case 0xcf:
+		msgpack_pack_fix_uint64(&pk, MSG_FD_SUBMIT);
+		break;
+	case 0xd0:
+		msgpack_pack_fix_int8(&pk, MSG_FD_SUBMIT);
+		break;
+	case 0xd3:
+		msgpack_pack_fix_int64(&pk, MSG_FD_SUBMIT);
+		break;
+	default:
+		msgpack_pack_uint32(&pk, MSG_FD_SUBMIT);
+		break;
+	}
+	for (uint32_t i = 0; i < d->rec.nfields; i++) {
+		pack_key(&pk, d->rec.fields[i].name);
+		pack_value(&pk, &d->rec.fields[i], (const char *)&m->u, MUT_NONE);
+	}
+}
+
+static void test_retag(void **state)
+{
+	static const unsigned forms[] = {0, 0xcc, 0xcd, 0xce, 0xcf, 0xd0, 0xd3};
+	struct ig_errbuf eb = {0};
+	struct msg m, got;
+	msgpack_sbuffer sb;
+	struct msg_buf b = {0};
+	void *keep;
+
+	(void)state;
+	memset(&m, 0, sizeof(m));
+	m.type = MSG_FD_SUBMIT;
+	m.u.fd_submit.text = msg_str_of("hello, door");
+	m.u.fd_submit.plain.n = 2;
+	m.u.fd_submit.plain.v[0] = 0;
+	m.u.fd_submit.plain.v[1] = 5;
+	m.u.fd_submit.class = msg_str_of("agent");
+	m.u.fd_submit.temperature = 0.75;
+	m.u.fd_submit.top_p = 0.5;
+	m.u.fd_submit.top_k = 40;
+	m.u.fd_submit.seed = UINT64_MAX;
+	m.u.fd_submit.max_tokens = 9;
+	m.u.fd_submit.stop.n = 1;
+	m.u.fd_submit.stop.v[0].text = msg_str_of("</s>");
+	/* our encoder's bytes: one byte changes, and they decode as the submit */
+	assert_int_equal(msg_encode(&m, msg_buf_write, &b, &eb), IG_E_OK);
+	{
+		char *orig = malloc(b.n);
+		size_t diff = 0;
+
+		assert_non_null(orig);
+		memcpy(orig, b.p, b.n);
+		assert_int_equal(msg_retag(b.p, b.n, MSG_FD_SUBMIT, MSG_SUBMIT, &eb), IG_E_OK);
+		for (size_t i = 0; i < b.n; i++)
+			diff += orig[i] != b.p[i];
+		assert_int_equal(diff, 1);
+		free(orig);
+	}
+	assert_int_equal(decode_exact(b.p, b.n, &got, &eb, &keep), IG_E_OK);
+	assert_int_equal(got.type, MSG_SUBMIT);
+	got.type = MSG_FD_SUBMIT; /* the same fields, the same layout */
+	assert_true(msg_equal(&m, &got));
+	free(keep);
+	/* the type written as it was: re-tagging it again is refused */
+	assert_int_equal(msg_retag(b.p, b.n, MSG_FD_SUBMIT, MSG_SUBMIT, &eb), IG_E_INVAL);
+	/* types that declare other fields are refused, nothing changed */
+	assert_int_equal(msg_retag(b.p, b.n, MSG_SUBMIT, MSG_POLL, &eb), IG_E_INVAL);
+	assert_int_equal(msg_retag(b.p, b.n, MSG_SUBMIT, 9999, &eb), IG_E_INVAL);
+	assert_int_equal(decode_exact(b.p, b.n, &got, &eb, NULL), IG_E_OK);
+	assert_int_equal(got.type, MSG_SUBMIT);
+	msg_buf_release(&b);
+	/* a sender's other forms of the type, "t" after "v" */
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		pack_fd_submit(forms[i], &m, &sb);
+		assert_int_equal(decode_exact(sb.data, sb.size, &got, &eb, NULL), IG_E_OK);
+		assert_int_equal(got.type, MSG_FD_SUBMIT);
+		if (msg_retag(sb.data, sb.size, MSG_FD_SUBMIT, MSG_SUBMIT, &eb) != IG_E_OK)
+			fail_msg("form 0x%02x: %s", forms[i], eb.msg);
+		assert_int_equal(decode_exact(sb.data, sb.size, &got, &eb, &keep), IG_E_OK);
+		assert_int_equal(got.type, MSG_SUBMIT);
+		got.type = MSG_FD_SUBMIT;
+		assert_true(msg_equal(&m, &got));
+		free(keep);
+		msgpack_sbuffer_destroy(&sb);
+	}
+	/* a message cut short has no type to re-tag */
+	pack_fd_submit(0, &m, &sb);
+	assert_int_equal(msg_retag(sb.data, sb.size, MSG_FD_SUBMIT, MSG_FD_SUBMIT, &eb), IG_E_OK);
+	assert_int_equal(msg_retag(sb.data, 3, MSG_FD_SUBMIT, MSG_SUBMIT, &eb), IG_E_INVAL);
+	msgpack_sbuffer_destroy(&sb);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1295,6 +1411,7 @@ int main(void)
 	    cmocka_unit_test(test_version_is_reported),
 	    cmocka_unit_test(test_encode_refuses),
 	    cmocka_unit_test(test_utf8),
+	    cmocka_unit_test(test_retag),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
