@@ -175,7 +175,7 @@ int main(int argc, char **argv)
 		return die(eb.msg);
 	/* windows of the model's context */
 	ctx = f.desc.default_context < n_ids ? f.desc.default_context : n_ids;
-	pages = (uint32_t)((ctx + 63) / 64);
+	pages = (uint32_t)mdesc_pages_for(ctx);
 	cal.d = &d;
 	cal.counts = calloc((size_t)f.desc.layers * f.desc.experts, sizeof(uint64_t));
 	cal.iface = (struct lffn_experts){cal_prepare, cal_get, NULL, &cal};

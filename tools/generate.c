@@ -389,7 +389,7 @@ int main(int argc, char **argv)
 	                     &n_ids, &eb)
 	        : tok_encode(prompt, n_ids, 0, ids, n_ids + 1, &n_ids, &eb))
 		return die(eb.msg);
-	pages = (uint32_t)((ctx + 63) / 64);
+	pages = (uint32_t)mdesc_pages_for(ctx);
 	region = calloc(pages, mdesc_page_bytes(&f.desc, fmt));
 	logits = malloc(f.desc.vocab * sizeof(float));
 	scratch = aligned_alloc(64, (mdl_scratch_bytes(d.m, chunk, ctx) + 63) / 64 * 64);
