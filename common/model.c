@@ -40,7 +40,8 @@ const struct mdesc mdesc_builtin[] = {
         .kv_heads = 4,
         .head_dim = 256,
         .vocab = 151936, /* the Qwen3 tokenizer */
-        /* its BPE is not built yet: ids only (docs/adr/0025) */
+        /* ids only: a description holds no vocabulary; a file of the model
+         * brings its own BPE (docs/adr/0025, 0030) */
         .tokenizer = MDESC_TOK_NONE,
         .ffn_inter = 17408,
         .full_interval = 4,

@@ -242,7 +242,8 @@ uint32_t mdesc_eos(const struct mdesc *m);
 /*
  * Every tensor of the family for these shapes, in file order (docs/adr/0006):
  * `fn(ctx, name, n_dims, dims, expert)`; dims[0] is the input (fastest)
- * dimension; `expert` marks the routed experts, which live in host memory.
+ * dimension; `expert` marks the routed experts, which the plan keeps off the
+ * weights line (they are the expert cache's: docs/adr/0039).
  */
 typedef void (*mdesc_tensor_fn)(void *ctx, const char *name, uint32_t n_dims,
                                 const uint64_t dims[4], bool expert);

@@ -44,7 +44,7 @@ static const void *mdl__t(struct mdl__bind *b, const char *name, bool matrix, ui
 	if (type)
 		*type = t->type;
 	/* device weights go where the placer puts them; the routed experts
-	 * (ffn_*_exps) stay in host memory, as the plan keeps them */
+	 * (ffn_*_exps) are read through mdl.experts (the expert cache) */
 	if (b->placer && !strstr(name, "_exps.")) {
 		const void *at = NULL;
 
