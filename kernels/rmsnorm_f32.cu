@@ -26,7 +26,7 @@ static __device__ __forceinline__ float warp_sum(float v)
 
 /* blockDim.x is a multiple of WARP, so every warp is full for the shuffles. */
 static __global__ void rmsnorm_f32_kernel(const float *x, const float *__restrict__ w, float *y,
-					  int cols, float eps)
+                                          int cols, float eps)
 {
 	__shared__ float partial[RMSNORM_MAX_THREADS / WARP];
 	__shared__ float inv_rms;
@@ -60,7 +60,7 @@ static __global__ void rmsnorm_f32_kernel(const float *x, const float *__restric
 }
 
 extern "C" int kern_rmsnorm_f32(const float *d_x, const float *d_w, float *d_y, int rows, int cols,
-				float eps, void *stream)
+                                float eps, void *stream)
 {
 	if (rows < 0 || cols < 1 || !d_x || !d_w || !d_y)
 		return (int)cudaErrorInvalidValue;
