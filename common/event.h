@@ -31,7 +31,7 @@ struct ev {
 /*
  * The process's event identity ("supervisor", "gpu-worker", "kvstore") and the
  * descriptor events go to (stdout unless set). Set once in main, before any
- * thread starts: these are the early log sink the style guide allows.
+ * thread starts: these are the early log sink style rule 13 allows.
  */
 void ev_setup(const char *proc, int fd);
 

@@ -8,9 +8,6 @@
 #define MiB (1024ull * KiB)
 #define GiB (1024ull * MiB)
 
-/* Round up to 4 KiB, as expert records are padded. */
-#define PAD4K(x) ((((uint64_t)(x)) + 4095u) / 4096u * 4096u)
-
 /*
  * Tiny models: their weights and experts are derived from the tensor list
  * (mdesc_for_each_tensor) at bf16, and their fixed-size state image from
@@ -43,7 +40,8 @@ const struct mdesc mdesc_builtin[] = {
         .kv_heads = 4,
         .head_dim = 256,
         .vocab = 151936, /* the Qwen3 tokenizer */
-        /* its BPE is not built yet: ids only (docs/adr/0025) */
+        /* ids only: a description holds no vocabulary; a file of the model
+         * brings its own BPE (docs/adr/0025, 0030) */
         .tokenizer = MDESC_TOK_NONE,
         .ffn_inter = 17408,
         .full_interval = 4,
@@ -187,7 +185,8 @@ const struct mdesc mdesc_builtin[] = {
         .expert_table_bytes = TINY_MOE_LAYERS * TINY_MOE_EXPERTS * 64u,
         /* the classes of its file (docs/adr/0039): gate_up (256 -> 2 x 64) and
          * down (64 -> 256), each one class in bf16 */
-        .class_record_bytes = {PAD4K(2 * 64 * 256 * 2), 0, 0, 0, PAD4K(256 * 64 * 2), 0, 0, 0},
+        .class_record_bytes = {MDESC_EXPERT_RECORD_PAD(2 * 64 * 256 * 2), 0, 0, 0,
+                               MDESC_EXPERT_RECORD_PAD(256 * 64 * 2), 0, 0, 0},
         .state_image_bytes = 0, /* derived: 434,176 B */
         .fixed_lanes = 0,
         .default_lanes = 2,

@@ -60,6 +60,18 @@ enum mdesc_tokenizer { MDESC_TOK_NONE = 1, MDESC_TOK_BYTES = 2, MDESC_TOK_GPT2 =
 #define MDESC_EXPERT_CLASSES 8
 #define MDESC_EXPERT_WIDTHS  4
 
+/* An expert record (one class's bytes of one expert) is padded to whole
+ * 4 KiB, the host page: the expert cache carves a class's slots record after
+ * record from its region, so every slot, and every record copied into one,
+ * starts on a 4 KiB boundary of it, and the reference's class figures
+ * (docs/design.md, section 2) are whole multiples. mdesc's class_record_bytes,
+ * model/mfile.c's classes and the expert cache's check all pad with this one
+ * macro (a constant expression for a constant argument). */
+#define MDESC_EXPERT_RECORD_ALIGN 4096u
+#define MDESC_EXPERT_RECORD_PAD(bytes)                                                             \
+	(((uint64_t)(bytes) + MDESC_EXPERT_RECORD_ALIGN - 1u) / MDESC_EXPERT_RECORD_ALIGN *        \
+	 MDESC_EXPERT_RECORD_ALIGN)
+
 /* Tokens per KV page on every model. */
 #define MDESC_PAGE_TOKENS 64u
 
@@ -131,7 +143,7 @@ struct mdesc {
 	uint64_t expert_host_bytes;           /* MOE: every expert, pinned host; 0: derived */
 	uint64_t heaviest_layer_expert_bytes; /* MOE: its experts' projections */
 	uint64_t expert_table_bytes;          /* MOE: device routing/slot tables */
-	uint32_t class_record_bytes[MDESC_EXPERT_CLASSES]; /* MOE, 4 KiB padded */
+	uint32_t class_record_bytes[MDESC_EXPERT_CLASSES]; /* MOE: MDESC_EXPERT_RECORD_PAD */
 	uint64_t state_image_bytes; /* one sequence's fixed-size state image, carried; 0:
 	                               derived (mdesc_state_image_bytes) */
 
@@ -230,7 +242,8 @@ uint32_t mdesc_eos(const struct mdesc *m);
 /*
  * Every tensor of the family for these shapes, in file order (docs/adr/0006):
  * `fn(ctx, name, n_dims, dims, expert)`; dims[0] is the input (fastest)
- * dimension; `expert` marks the routed experts, which live in host memory.
+ * dimension; `expert` marks the routed experts, which the plan keeps off the
+ * weights line (they are the expert cache's: docs/adr/0039).
  */
 typedef void (*mdesc_tensor_fn)(void *ctx, const char *name, uint32_t n_dims,
                                 const uint64_t dims[4], bool expert);

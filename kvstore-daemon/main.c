@@ -105,7 +105,7 @@ struct kvs_touch {
 
 /* The daemon's context: everything it holds, built by main and passed down;
  * the program has no other mutable state but the daemon skeleton's signal
- * flags and the early log sink (STYLE rule 13). */
+ * flags and the early log sink (style rule 13). */
 struct kvs {
 	const struct svc *svc; /* the control service, while dmn_run runs */
 	struct arena *ram;

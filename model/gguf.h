@@ -6,11 +6,11 @@
  * gguf_open(); ignis-mkmodel writes synthetic models with struct gguf_writer,
  * tensor data produced chunk by chunk by a callback (gguf_writer_add_tensor_fill),
  * so that a model of tens of GB is written through one buffer of a few MiB.
- * Only what Ignis serves is accepted: GGUF version 3, tensors of type F32, F16
- * or BF16, at most 4 dimensions. Everything is parsed and checked when the
- * file is opened, so a struct gguf that opened is consistent: every string,
- * array and tensor lies inside the file, keys and tensor names are unique
- * valid UTF-8, tensors are aligned and do not overlap.
+ * Only what Ignis serves is accepted: GGUF version 3, tensors of the types
+ * model/quant.h reads, at most 4 dimensions. Everything is parsed and checked
+ * when the file is opened, so a struct gguf that opened is consistent: every
+ * string, array and tensor lies inside the file, keys and tensor names are
+ * unique valid UTF-8, tensors are aligned and do not overlap.
  *
  * On disk (little-endian throughout; a gguf string is a uint64 byte length
  * followed by that many bytes, no NUL):
@@ -371,12 +371,12 @@ int gguf_writer_add_arr_strn(struct gguf_writer *w, const char *key, const struc
                              size_t n);
 
 /*
- * A tensor of `type` (F32, F16 or BF16) with `n_dims` (1..4) dims, dims[0]
- * the fastest-moving, each >= 1; `data` holds the n_bytes of the tensor and
- * is referenced (see above). Tensors are laid out in the order added, each at
- * the next multiple of the alignment; the header is padded to the alignment
- * and so is the last tensor (as llama.cpp writes). A duplicate name is
- * refused by gguf_writer_write.
+ * A tensor of `type` (one model/quant.h reads; a block type's rows whole
+ * blocks) with `n_dims` (1..4) dims, dims[0] the fastest-moving, each >= 1;
+ * `data` holds the n_bytes of the tensor and is referenced (see above).
+ * Tensors are laid out in the order added, each at the next multiple of the
+ * alignment; the header is padded to the alignment and so is the last tensor
+ * (as llama.cpp writes). A duplicate name is refused by gguf_writer_write.
  */
 int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims,
                            const uint64_t *dims, const void *data);

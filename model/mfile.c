@@ -679,7 +679,7 @@ static void mfile__derive(struct mdesc *d)
 		                   : (uint64_t)d->expert_inter * d->hidden;
 		uint64_t b = w * eighths[c % 4] / 64u;
 
-		d->class_record_bytes[c] = (uint32_t)((b + 4095u) / 4096u * 4096u);
+		d->class_record_bytes[c] = (uint32_t)MDESC_EXPERT_RECORD_PAD(b);
 	}
 }
 
@@ -723,7 +723,7 @@ static int mfile__real_classes(struct mdesc *d, uint32_t (*type_of)(void *ctx, c
 			gu_key[n_gu++] = key;
 			b = (quant_row_bytes(tg, d->hidden) + quant_row_bytes(tu, d->hidden)) *
 			    d->expert_inter;
-			d->class_record_bytes[i] = (uint32_t)((b + 4095u) / 4096u * 4096u);
+			d->class_record_bytes[i] = (uint32_t)MDESC_EXPERT_RECORD_PAD(b);
 		}
 		for (i = 0; i < n_dn && dn_key[i] != td; i++)
 			;
@@ -736,7 +736,7 @@ static int mfile__real_classes(struct mdesc *d, uint32_t (*type_of)(void *ctx, c
 			dn_key[n_dn++] = td;
 			b = quant_row_bytes(td, d->expert_inter) * (uint64_t)d->hidden;
 			d->class_record_bytes[MDESC_EXPERT_WIDTHS + i] =
-			    (uint32_t)((b + 4095u) / 4096u * 4096u);
+			    (uint32_t)MDESC_EXPERT_RECORD_PAD(b);
 		}
 	}
 	return IG_E_OK;

@@ -13,7 +13,7 @@
 #include "common/rtdir.h"
 #include "version.h"
 
-/* Signal flag: the one kind of mutable global the style allows. */
+/* Signal flag: the one kind of mutable global the style allows (rule 13). */
 static volatile sig_atomic_t dmn__signal;
 
 static void dmn__on_signal(int sig)

@@ -339,7 +339,7 @@ int met_render(FILE *f, const struct met_snap *s, uint64_t now_ms);
 /*
  * The families an inference gateway's endpoint picker reads by default (the
  * Gateway API Inference Extension's model-server protocol, under vLLM's
- * names; docs/metrics.md), each labelled model_name="<model>":
+ * names; docs/adr/0036), each labelled model_name="<model>":
  *   vllm:num_requests_waiting   gauge: requests not being served: queued at
  *                               the front door for a worker slot
  *                               (`door_queued`), waiting at the worker for

@@ -36,7 +36,7 @@
 #define SUP_TICK_MS 100
 #define SUP_NPROC   2
 
-/* Signal flags: the one kind of mutable global the style allows. */
+/* Signal flags: the one kind of mutable global the style allows (rule 13). */
 static volatile sig_atomic_t sup__signal;
 
 static void sup__on_signal(int sig)

@@ -116,7 +116,7 @@ int bem_open(struct bem *r, struct mfile *f, const struct bem_opts *o, struct ig
 {
 	const char *name = o->backend ? o->backend : "cpu";
 	uint64_t pb = mdesc_page_bytes(&f->desc, o->fmt);
-	uint32_t pages = o->pages ? o->pages : (uint32_t)((o->context + 63) / 64);
+	uint32_t pages = o->pages ? o->pages : (uint32_t)mdesc_pages_for(o->context);
 	int rc;
 
 	memset(r, 0, sizeof(*r));

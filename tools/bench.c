@@ -237,7 +237,7 @@ static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, doub
 	const uint64_t ctx = 256;
 	const struct mdesc *m = &f->desc;
 	uint64_t pb = mdesc_page_bytes(m, MDESC_KV_BF16);
-	uint32_t pages = lanes * (uint32_t)(ctx / 64), prompt[PROMPT];
+	uint32_t pages = lanes * (uint32_t)mdesc_pages_for(ctx), prompt[PROMPT];
 	struct be be = {.ops = backend_find("cpu", NULL)};
 	void *region = NULL;
 	struct eng_cfg cfg = {.lanes = lanes,
@@ -1412,8 +1412,9 @@ static int mv_side_open(struct mv_side *s, struct mfile *f, const struct mvd *k,
                         uint64_t window_out, uint64_t window_in, bool moving, uint32_t nonce,
                         struct mv_run *m, struct ig_errbuf *eb)
 {
-	const uint32_t other_pages = (MV_OTHER_PROMPT + MV_OTHER_GEN + 63) / 64;
-	const uint32_t pages = 3 * other_pages + MV_CONTEXT / 64 + (moving ? 0 : 1 + 8);
+	const uint32_t other_pages = (uint32_t)mdesc_pages_for(MV_OTHER_PROMPT + MV_OTHER_GEN);
+	const uint32_t pages =
+	    3 * other_pages + MV_CONTEXT / MDESC_PAGE_TOKENS + (moving ? 0 : 1 + 8);
 	const struct mdesc *dm = &f->desc;
 	const uint64_t pb = mdesc_page_bytes(dm, MDESC_KV_BF16);
 	static uint32_t longp[MV_LONG_PROMPT], otherp[3][MV_OTHER_PROMPT];
@@ -1799,8 +1800,8 @@ static int mv_preset(const char *preset, const struct mvd *k, uint32_t cycles, i
 		    "of %" PRIu64 " KiB, %" PRIu64 " KiB of state); %u lanes decoding, 1 "
 		    "thread, %u engines in lockstep\n",
 		    preset, (double)image / (1 << 20), MV_LONG_PROMPT, MV_CONTEXT,
-		    (MV_LONG_PROMPT + 63) / 64, pb >> 10, mdesc_state_image_bytes(&f.desc) >> 10,
-		    MV_LANES, (unsigned)MV_NW + 1);
+		    (unsigned)mdesc_pages_for(MV_LONG_PROMPT), pb >> 10,
+		    mdesc_state_image_bytes(&f.desc) >> 10, MV_LANES, (unsigned)MV_NW + 1);
 		for (size_t w = 0; w < MV_NW; w++)
 			mv_report(preset, w, &runs[w], base, mc, ms, bs);
 	}
@@ -1879,7 +1880,7 @@ static double ru_run(struct mfile *f, const struct ru_req *q, uint32_t nq, enum 
 	struct kvc *kc = NULL;
 	const struct mdesc *m = &f->desc;
 	uint64_t pb = mdesc_page_bytes(m, MDESC_KV_BF16), sb = mdesc_state_image_bytes(m);
-	uint32_t pages = 2 * (RU_CONTEXT / 64) + slots * (RU_CONTEXT / 64);
+	uint32_t pages = (2 + slots) * (RU_CONTEXT / MDESC_PAGE_TOKENS);
 	struct be be = {.ops = backend_find("cpu", NULL)};
 	void *region = NULL, *sregion = NULL;
 	struct eng_cfg cfg = {.lanes = 1,

@@ -113,7 +113,7 @@ static int calibrate(const char *model, const char *text, size_t n_text, const c
 	}
 	/* windows of the model's context, a sequence each */
 	ctx = f.desc.default_context < n_ids ? f.desc.default_context : n_ids;
-	pages = (uint32_t)((ctx + 63) / 64);
+	pages = (uint32_t)mdesc_pages_for(ctx);
 	if (bem_open(&r, &f,
 	             &(struct bem_opts){.backend = backend,
 	                                .max_round_tokens = CAL_CHUNK,

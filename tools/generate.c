@@ -290,7 +290,7 @@ static int generate_local(const struct local *l, const struct smp_params *sp)
 		goto out_err;
 	}
 	ctx = n_ids + l->max_tokens;
-	pages = (uint32_t)((ctx + 63) / 64);
+	pages = (uint32_t)mdesc_pages_for(ctx);
 	/* rounds of a prompt chunk at most, then of one token */
 	if (bem_open(&r, &f,
 	             &(struct bem_opts){.backend = l->backend,

@@ -36,7 +36,7 @@ uint32_t kvpool_pages_for(uint64_t prompt_tokens, uint64_t cap_tokens, uint64_t 
 
 	if (t > context_tokens)
 		t = context_tokens;
-	return (uint32_t)((t + KVPOOL_PAGE_TOKENS - 1) / KVPOOL_PAGE_TOKENS);
+	return (uint32_t)mdesc_pages_for(t);
 }
 
 bool kvpool_try_reserve(struct kvpool *p, struct kvseq *s, uint32_t id, uint32_t pages, int *err)

@@ -1,6 +1,6 @@
 /*
- * kvpool.h - the paged KV pool: fixed pages of 64 tokens inside the plan's
- * kv_pool region, reserved whole per sequence at admission.
+ * kvpool.h - the paged KV pool: fixed pages of MDESC_PAGE_TOKENS (64) tokens
+ * inside the plan's kv_pool region, reserved whole per sequence at admission.
  *
  * Pages are counted, not owned: a page may be listed by several page
  * tables (a retained prompt checkpoint and the sequences that claimed it
@@ -25,8 +25,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-
-#define KVPOOL_PAGE_TOKENS 64u
+#include "common/model.h" /* MDESC_PAGE_TOKENS: the page's tokens, the plan's */
 
 struct kvpool {
 	unsigned char *base; /* the plan's kv_pool region */

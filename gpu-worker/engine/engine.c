@@ -220,7 +220,7 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 		               "prompt %u + max_tokens %llu tokens reserve %u pages; the whole KV "
 		               "pool has %u (%llu tokens): lower max_tokens or the prompt",
 		               r->n_prompt, (unsigned long long)cap, pages, e->kv->n_pages,
-		               (unsigned long long)e->kv->n_pages * KVPOOL_PAGE_TOKENS);
+		               (unsigned long long)e->kv->n_pages * MDESC_PAGE_TOKENS);
 	if (!m->full_layers)
 		pages = 0;
 	s = eng__slot(e);

@@ -83,7 +83,7 @@ static void *engru__slot(const struct eng *e, uint32_t i)
 /* Pages of a checkpoint of n tokens a claimant shares: the full ones. */
 static uint32_t engru__shared(const struct eng *e, uint32_t n)
 {
-	return engru__paged(e) ? n / KVPOOL_PAGE_TOKENS : 0;
+	return engru__paged(e) ? n / MDESC_PAGE_TOKENS : 0;
 }
 
 static const char *engru__tier(const struct eng_ckpt *c)
@@ -509,7 +509,7 @@ int engru__admit(struct eng *e, struct eng_seq *s, const float **first, bool *ad
 	if (rc)
 		return rc;
 	/* the partial last page: a copy of its own (it writes there next) */
-	if (engru__paged(e) && c->n % KVPOOL_PAGE_TOKENS)
+	if (engru__paged(e) && c->n % MDESC_PAGE_TOKENS)
 		rc = e->be->ops->copy_d2d(e->be, kvpool_page(e->kv, s->ms.kv.table[full]),
 		                          kvpool_page(e->kv, c->kv.table[full]), e->kv->page_bytes,
 		                          eb);
@@ -656,7 +656,7 @@ void engru__capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_ki
                     const float *logits)
 {
 	uint32_t full = engru__shared(e, n), vocab = e->d->m->vocab;
-	bool tail = engru__paged(e) && n % KVPOOL_PAGE_TOKENS;
+	bool tail = engru__paged(e) && n % MDESC_PAGE_TOKENS;
 	const char *why = NULL;
 	struct ig_errbuf eb;
 	struct eng_ckpt *c;

@@ -77,7 +77,7 @@ run 0 --preset 27b --set layers=8 --dry-run
 [[ $(field name) == qwen3.8-27b-custom ]] || fail "an overridden 27b keeps the name: $out"
 run 0 --preset 27b --name 27b --dry-run
 [[ $(field name) == 27b ]] || fail "27b's own shape under its alias: $out"
-[[ $(field tokenizer) == none ]] || fail "the 27b's tokenizer (its BPE is not built): $out"
+[[ $(field tokenizer) == none ]] || fail "the 27b's tokenizer (a description holds no vocabulary): $out"
 run 0 --preset tiny-dense --dry-run
 [[ $(field tokenizer) == bytes ]] || fail "tiny-dense's tokenizer: $out"
 run 0 --preset tiny-dense --tokenizer none --dry-run

@@ -1326,7 +1326,7 @@ static void test_script(void **state)
 	uint64_t moves = 0, lost = 0, t0 = clk_mono_us(), t1;
 
 	if (!s->sh->rig_open) {
-		rig_open(&s->sh->rig, "tiny-dense", SS_CONTEXT / KVPOOL_PAGE_TOKENS);
+		rig_open(&s->sh->rig, "tiny-dense", SS_CONTEXT / MDESC_PAGE_TOKENS);
 		s->sh->rig_open = true;
 	}
 	ss_parse(s);

@@ -70,7 +70,7 @@ static const char *const xc_names[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_dow
 
 static uint64_t xc__pad4k(uint64_t b)
 {
-	return (b + 4095u) / 4096u * 4096u;
+	return MDESC_EXPERT_RECORD_PAD(b);
 }
 
 /* Copy host `src` to device `dst` on the transfer stream (the ticket kept

@@ -11,11 +11,11 @@
  *          shared = sigmoid(gate_inp_shexp . xn) down_sh(silu(gate_sh xn) * up_sh xn);
  *          x += routed, then x += shared.
  *
- * Weights are bf16 in GGUF layout (docs/adr/0006). Routed experts are
- * addressed one by one: expert e of a [n_in, n_out, experts] tensor is the
- * contiguous block e * n_in * n_out. Every sum runs in a fixed order, so the
- * result is bit-identical whatever the thread count and whether the tokens
- * come as one chunk or one by one.
+ * Weights are in GGUF layout, in model/quant.h's types (docs/adr/0006, 0029).
+ * Routed experts are addressed one by one: expert e of a [n_in, n_out, experts]
+ * tensor is its rows e * n_out .. (e + 1) * n_out - 1 (cop_w_rows). Every
+ * sum runs in a fixed order, so the result is bit-identical whatever the
+ * thread count and whether the tokens come as one chunk or one by one.
  */
 #ifndef IGNIS_GPU_WORKER_LAYER_FFN_H
 #define IGNIS_GPU_WORKER_LAYER_FFN_H

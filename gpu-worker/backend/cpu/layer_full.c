@@ -54,10 +54,10 @@ struct lfull_ctx {
 
 static unsigned char *slot_addr(const struct lfull_ctx *c, uint64_t pos, uint32_t role, uint32_t kh)
 {
-	unsigned char *page = kvpool_page(c->kv, c->seq->table[pos / KVPOOL_PAGE_TOKENS]);
+	unsigned char *page = kvpool_page(c->kv, c->seq->table[pos / MDESC_PAGE_TOKENS]);
 
 	return page + kvfmt_page_offset(c->m, c->fmt, c->full_index, role, kh,
-	                                (uint32_t)(pos % KVPOOL_PAGE_TOKENS));
+	                                (uint32_t)(pos % MDESC_PAGE_TOKENS));
 }
 
 /* Items = tokens: q/k norms, RoPE, then the token's K and V into its page. */
@@ -159,7 +159,7 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 
 		if (segs[i].n_tok == 0)
 			continue;
-		if ((end - 1) / KVPOOL_PAGE_TOKENS >= segs[i].seq->n_pages)
+		if ((end - 1) / MDESC_PAGE_TOKENS >= segs[i].seq->n_pages)
 			return IG_E_INVAL;
 		n_tok += segs[i].n_tok;
 		longest = end > longest ? end : longest;

@@ -44,7 +44,7 @@
 #include "gpu-worker/backend/kvpool.h"
 #include "common/model.h"
 
-/* One full-attention layer's weights, bf16, GGUF [n_in, n_out] layout
+/* One full-attention layer's weights, any cop_w type, GGUF [n_in, n_out] layout
  * (w[o * n_in + i]). Borrowed: the caller keeps them alive for the call. */
 struct lfull_weights {
 	struct cop_w attn_norm;      /* [hidden] */

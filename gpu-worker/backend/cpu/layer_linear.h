@@ -5,7 +5,7 @@
  * that sequence's fixed-size state in place.
  *
  * Per token t, with x the residual stream (fp32 [hidden]) and the tensor
- * names of docs/adr/0006 (blk.N.*, bf16, GGUF [n_in, n_out]):
+ * names of docs/adr/0006 (blk.N.*, any cop_w type, GGUF [n_in, n_out]):
  *
  *   1. xn  = rmsnorm(x, attn_norm, eps)                    (cop_rmsnorm)
  *   2. qkv = lin_qkv . xn;  z = lin_z . xn;  ba = lin_ba . xn (cop_matmul)
@@ -58,7 +58,7 @@
 #include "cpu_pool.h"
 #include "common/model.h"
 
-/* One linear layer's weights: bf16, pointers into memory the caller keeps
+/* One linear layer's weights: cop_w, pointers into memory the caller keeps
  * mapped or loaded for as long as the struct is used. */
 struct llin_weights {
 	struct cop_w attn_norm;    /* [hidden] */

@@ -44,7 +44,7 @@ static const void *mdl__t(struct mdl__bind *b, const char *name, bool matrix, ui
 	if (type)
 		*type = t->type;
 	/* device weights go where the placer puts them; the routed experts
-	 * (ffn_*_exps) stay in host memory, as the plan keeps them */
+	 * (ffn_*_exps) are read through mdl.experts (the expert cache) */
 	if (b->placer && !strstr(name, "_exps.")) {
 		const void *at = NULL;
 
@@ -229,7 +229,7 @@ int mdl_check_round(const struct mdl *d, const struct be_step *steps, uint32_t n
 		if (end > max_context)
 			return ig_errf(eb, IG_E_INVAL, "%llu tokens would pass the context of %llu",
 			               (unsigned long long)end, (unsigned long long)max_context);
-		if (d->m->full_layers && (end - 1) / KVPOOL_PAGE_TOKENS >= st->s->kv.n_pages)
+		if (d->m->full_layers && (end - 1) / MDESC_PAGE_TOKENS >= st->s->kv.n_pages)
 			return ig_errf(eb, IG_E_INVAL,
 			               "a sequence reserved %u pages; %llu tokens need %llu",
 			               st->s->kv.n_pages, (unsigned long long)end,
@@ -347,7 +347,7 @@ void mdl_seq_image(const struct mdl *d, const struct be_seq *s, const struct kvp
 	h->page_bytes = (uint32_t)mdesc_page_bytes(d->m, fmt);
 	h->tokens = s->pos;
 	/* only the pages that hold tokens travel */
-	h->pages = (uint32_t)((s->pos + 63) / 64);
+	h->pages = (uint32_t)mdesc_pages_for(s->pos);
 	h->last_token = last_token;
 	{
 		struct mdesc_lin_state ls;

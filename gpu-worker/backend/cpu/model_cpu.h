@@ -42,14 +42,15 @@ struct mdl {
 	const struct lffn_experts *experts;
 };
 
-/* Bind the tensors of an open model file (bf16 only for now: other types
- * are refused naming the tensor). The file stays open while `d` is used. */
+/* Bind the tensors of an open model file (matrices in model/quant.h's types,
+ * vectors F32, F16 or BF16; others are refused naming the tensor). The file
+ * stays open while `d` is used. */
 int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb);
 
 /* Where the device weights go: `place` copies `bytes` of tensor `name` from
  * `src` (the file mapping) into device memory and returns its address in
  * *at (the worker takes it from the plan's weights line). The routed experts
- * are not placed: they stay in host memory, as the plan keeps them. */
+ * are not placed: they are read through `experts` (the expert cache). */
 struct mdl_placer {
 	int (*place)(void *ctx, const char *name, const void *src, uint64_t bytes, const void **at,
 	             struct ig_errbuf *eb);
