@@ -80,8 +80,11 @@ struct seqimg_writer;
 /* 2: the transfer stream (copy_*_async, xfer_*). 4: the model, its
  * sequences and the round on devseq.h's types; image windows on the stream.
  * 6: copy_d2d (retained prompt checkpoints: docs/adr/0037). 7: the expert
- * cache (be_bind_opts' expert regions, expert_stats: docs/adr/0039). */
-#define BE_ABI_VERSION 7u
+ * cache (be_bind_opts' expert regions, expert_stats: docs/adr/0039). 8:
+ * host_alloc and host_free (host memory the device copies from and to at
+ * full speed: pinned on a GPU; the expert cache's host copy), and the
+ * neutral half of every backend moved up beside the table (docs/adr/0045). */
+#define BE_ABI_VERSION 8u
 
 /* Copies in flight on the transfer stream at most. A move enqueues one copy
  * per window between two decode rounds and waits for them before the next
@@ -216,6 +219,15 @@ struct be_ops {
 	/* Free what alloc() returned, with the same `bytes`. Waits for the
 	 * transfer stream first, as cudaFree does. */
 	void (*free)(struct be *b, void *ptr, uint64_t bytes);
+	/* Host memory of `bytes` that the device copies from and to at full
+	 * speed, for what stays long in host memory and crosses to the device
+	 * often (the expert cache's host copy of the experts; a host window of
+	 * moves): pinned (page-locked) where the device has it (cuda:
+	 * cudaHostAlloc), plain memory on the cpu backend. Host memory to every
+	 * check of a copy. IG_E_NOMEM when there is none; the caller owns
+	 * `*ptr` until host_free with the same `bytes`. */
+	int (*host_alloc)(struct be *b, uint64_t bytes, void **ptr, struct ig_errbuf *eb);
+	void (*host_free)(struct be *b, void *ptr, uint64_t bytes);
 	/* Synchronous copies of `n` bytes between host and device memory. The
 	 * device side must lie inside one allocation, the host side outside
 	 * every one (IG_E_INVAL otherwise). They do not wait for the stream. */

@@ -1,27 +1,25 @@
 /*
- * be_cpu.c - the cpu backend's device memory: a simulated device of the
- * plan's free memory, in host memory. Allocations are counted against it as
- * a GPU counts them (4 KiB granules), so every plan rule and every refusal
- * runs on a machine without a GPU.
+ * be_cpu.c - the cpu backend's table entries: a simulated device of the
+ * plan's free memory, in host memory, its copy engine, and the decoder of
+ * model_cpu.h on its kernels. Allocations are counted against the simulated
+ * device as a GPU counts them (4 KiB granules), so every plan rule and
+ * every refusal runs on a machine without a GPU; the books of them and the
+ * copies' checks are the neutral devmem.h's.
  *
- * The backend also keeps the list of its live allocations, so that a copy
- * whose device side is not device memory, or whose host side is, is refused
- * here as it would fault (or silently misbehave) on a real device.
+ * The copy engine under the neutral transfer stream (xfer.h: tickets, ring,
+ * depth, sticky failure, faults) is one thread running the stream's jobs in
+ * order: plain copies (memcpy) and a move's image windows (gathered or
+ * scattered with their checksums, seqimg.h): the cpu backend's copy engine,
+ * beside the round's compute as a GPU's copy engine runs beside its kernels.
+ * Invariants, all under `mu`:
  *
- * The transfer stream (contract in backend.h) is one thread running a ring
- * of BE_XFER_DEPTH jobs: plain copies (memcpy) and a move's image windows
- * (gathered or scattered with their checksums, seqimg.h), in the order
- * enqueued: the cpu backend's copy engine, beside the round's compute as a
- * GPU's copy engine runs beside its kernels. Invariants, all under `mu`:
+ *   done <= started; the job of ticket t (done < t <= started) is
+ *   job[(t - 1) % DEPTH] (the stream's ring entry, unchanged until reaped)
+ *   broken: a job failed; every later one is not run and fails too
  *
- *   completed <= issued <= completed + BE_XFER_DEPTH
- *   the job of ticket t (completed < t <= issued) is ring[(t - 1) % DEPTH]
- *   failed == 0, or failed <= completed and `fail` describes it
- *
- * The thread takes ticket completed + 1, copies with `mu` released (callers
- * asking done() are never held up by a memcpy), then sets `completed` under
- * `mu`: whoever reads `completed >= t` under `mu` also sees the bytes of t.
- * Its slot stays counted in flight until then, so enqueue cannot reuse it.
+ * The thread takes ticket done + 1, runs it with `mu` released (callers
+ * asking ready() are never held up by a memcpy), then sets `done` under
+ * `mu`: whoever reads `done >= t` under `mu` also sees the bytes of t.
  * Nobody spins: the thread sleeps on `work_cv`, waiters on `done_cv`.
  */
 #include <inttypes.h>
@@ -31,6 +29,8 @@
 #include <string.h>
 
 #include "gpu-worker/backend/backend.h"
+#include "gpu-worker/backend/devmem.h"
+#include "gpu-worker/backend/xfer.h"
 #include "cpu_pool.h"
 #include "model/mfile.h"
 #include "expcache.h"
@@ -38,23 +38,6 @@
 #include "model/seqimg.h"
 
 #define BE_CPU_GRANULE 4096u
-
-struct be_cpu_alloc {
-	uintptr_t base;
-	uint64_t bytes; /* rounded to the granule: what the device holds */
-};
-
-enum be_cpu_jobk { JOB_COPY, JOB_GATHER, JOB_SCATTER };
-
-struct be_cpu_job {
-	enum be_cpu_jobk kind;
-	void *dst;
-	const void *src;
-	uint64_t n;
-	bool d2h;
-	bool fault;         /* struct be's fault_xfer named this copy */
-	struct be_img *img; /* JOB_GATHER, JOB_SCATTER */
-};
 
 /* A model bound on the cpu backend: the decoder's tensors, the thread pool
  * its rounds run on, and what it carved of the caller's regions: the round
@@ -79,92 +62,25 @@ struct be_cpu_model {
 };
 
 struct be_cpu {
-	/* the simulated device's live allocations; the caller's thread only */
-	struct be_cpu_alloc *alloc;
-	size_t nalloc, alloc_cap;
+	struct devmem mem; /* the simulated device's live allocations */
+	struct xfer xf;    /* the transfer stream's books */
 
-	/* the transfer stream */
+	/* the copy engine */
 	pthread_t thread;
 	pthread_mutex_t mu;
 	pthread_cond_t work_cv; /* the thread: a job or `stop` */
-	pthread_cond_t done_cv; /* waiters: `completed` moved */
-	struct be_cpu_job ring[BE_XFER_DEPTH];
-	uint64_t issued;       /* the last ticket given out */
-	uint64_t completed;    /* the last ticket done */
-	uint64_t failed;       /* the first ticket that failed; 0: none */
-	struct ig_errbuf fail; /* its code and description */
-	bool stop;             /* close: drain, then exit */
+	pthread_cond_t done_cv; /* waiters: `done` moved */
+	const struct xfer_job *job[BE_XFER_DEPTH];
+	int rc[BE_XFER_DEPTH]; /* each job's result */
+	uint64_t started;      /* the last ticket started */
+	uint64_t done;         /* the last ticket done */
+	bool broken;           /* a job failed: run nothing more */
+	bool stop;             /* close: finish the jobs started, then exit */
 };
 
 static uint64_t be_cpu__round(uint64_t n)
 {
 	return (n + BE_CPU_GRANULE - 1) / BE_CPU_GRANULE * BE_CPU_GRANULE;
-}
-
-/* "async copy #7 (h2d, 4096 bytes, 0x... <- 0x...)"; ticket 0: no number. */
-static void be_cpu__describe(char *buf, size_t size, const char *what, uint64_t ticket, bool d2h,
-                             const void *dst, const void *src, uint64_t n)
-{
-	char num[24] = "";
-
-	if (ticket)
-		snprintf(num, sizeof(num), " #%" PRIu64, ticket);
-	snprintf(buf, size, "%s%s (%s, %" PRIu64 " bytes, %p <- %p)", what, num,
-	         d2h ? "d2h" : "h2d", n, dst, src);
-}
-
-/* Does [p, p + n) lie inside one allocation (`inside`) or touch any? */
-static bool be_cpu__in_device(const struct be_cpu *c, const void *p, uint64_t n, bool inside)
-{
-	uintptr_t a = (uintptr_t)p, end = a + (uintptr_t)n;
-
-	for (size_t i = 0; i < c->nalloc; i++) {
-		uintptr_t lo = c->alloc[i].base, hi = lo + (uintptr_t)c->alloc[i].bytes;
-
-		if (inside ? (a >= lo && end <= hi) : (a < hi && end > lo))
-			return true;
-	}
-	return false;
-}
-
-/* The checks a copy passes before it runs or is enqueued. */
-/* What is wrong with any copy of n bytes from src to dst, before the sides
- * are looked at: NULL when nothing (*empty when there is nothing to copy). */
-static const char *be_cpu__plain(const struct be_cpu *c, const void *dst, const void *src,
-                                 uint64_t n, bool *empty)
-{
-	*empty = false;
-	if (!c)
-		return "the backend is not open";
-	if (n == 0) {
-		*empty = true;
-		return NULL;
-	}
-	if (!dst || !src)
-		return "a null pointer";
-	if ((uintptr_t)dst > UINTPTR_MAX - n || (uintptr_t)src > UINTPTR_MAX - n)
-		return "the range wraps around the address space";
-	return NULL;
-}
-
-static int be_cpu__check(const struct be_cpu *c, const char *what, bool d2h, void *dst,
-                         const void *src, uint64_t n, struct ig_errbuf *eb)
-{
-	const void *dev = d2h ? src : dst, *host = d2h ? (const void *)dst : src;
-	bool empty;
-	const char *why = be_cpu__plain(c, dst, src, n, &empty);
-	char desc[160];
-
-	if (empty)
-		return IG_E_OK;
-	if (!why && !be_cpu__in_device(c, dev, n, true))
-		why = "the device range is not inside one allocation of the simulated device";
-	else if (!why && be_cpu__in_device(c, host, n, false))
-		why = "the host range is device memory (the other direction?)";
-	if (!why)
-		return IG_E_OK;
-	be_cpu__describe(desc, sizeof(desc), what, 0, d2h, dst, src, n);
-	return ig_errf(eb, IG_E_INVAL, "%s: %s", desc, why);
 }
 
 static void *be_cpu__xfer_main(void *arg)
@@ -173,47 +89,80 @@ static void *be_cpu__xfer_main(void *arg)
 
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
-		struct be_cpu_job j;
+		const struct xfer_job *j;
 		uint64_t t;
 		bool run;
+		int rc = IG_E_OK;
 
-		while (c->completed == c->issued && !c->stop)
+		while (c->done == c->started && !c->stop)
 			pthread_cond_wait(&c->work_cv, &c->mu);
-		if (c->completed == c->issued)
+		if (c->done == c->started)
 			break; /* stopped, and drained */
-		t = c->completed + 1;
-		j = c->ring[(t - 1) % BE_XFER_DEPTH];
-		run = !c->failed; /* after a failure, later copies are not run */
+		t = c->done + 1;
+		j = c->job[(t - 1) % BE_XFER_DEPTH];
+		run = !c->broken && !j->fault; /* after a failure, later jobs are not run */
 		pthread_mutex_unlock(&c->mu);
 
-		if (run && !j.fault) {
-			if (j.kind == JOB_GATHER)
-				seqimg_write_window_sum(j.img->w, j.img->dst, j.img->window,
-				                        &j.img->n, &j.img->sum);
-			else if (j.kind == JOB_SCATTER)
-				j.img->rc = seqimg_read_windows_checked(
-				    j.img->r, j.img->src, j.img->k0, j.img->count, j.img->window,
-				    j.img->image_bytes, j.img->sums, j.img->why,
-				    sizeof(j.img->why));
-			else if (j.n)
-				memcpy(j.dst, j.src, (size_t)j.n);
+		if (run) {
+			if (j->kind == XFER_GATHER)
+				seqimg_write_window_sum(j->img->w, j->img->dst, j->img->window,
+				                        &j->img->n, &j->img->sum);
+			else if (j->kind == XFER_SCATTER)
+				j->img->rc = seqimg_read_windows_checked(
+				    j->img->r, j->img->src, j->img->k0, j->img->count,
+				    j->img->window, j->img->image_bytes, j->img->sums, j->img->why,
+				    sizeof(j->img->why));
+			else if (j->n)
+				memcpy(j->dst, j->src, (size_t)j->n);
+		} else {
+			rc = IG_E_IO; /* writes nothing, stops the engine */
 		}
 
 		pthread_mutex_lock(&c->mu);
-		if (run && j.fault) { /* writes nothing, stops the stream */
-			char desc[160];
-
-			be_cpu__describe(desc, sizeof(desc), "async copy", t, j.d2h, j.dst, j.src,
-			                 j.n);
-			ig_errf(&c->fail, IG_E_IO, "%s: injected fault (struct be.fault_xfer)",
-			        desc);
-			c->failed = t;
-		}
-		c->completed = t;
+		c->broken |= rc != IG_E_OK;
+		c->rc[(t - 1) % BE_XFER_DEPTH] = rc;
+		c->done = t;
 		pthread_cond_broadcast(&c->done_cv);
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
+}
+
+static void be_cpu__start(void *ctx, const struct xfer_job *j, uint64_t t)
+{
+	struct be_cpu *c = ctx;
+
+	pthread_mutex_lock(&c->mu);
+	c->job[(t - 1) % BE_XFER_DEPTH] = j;
+	c->started = t;
+	pthread_cond_signal(&c->work_cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static bool be_cpu__ready(void *ctx, uint64_t t)
+{
+	struct be_cpu *c = ctx;
+	bool ready;
+
+	pthread_mutex_lock(&c->mu);
+	ready = c->done >= t;
+	pthread_mutex_unlock(&c->mu);
+	return ready;
+}
+
+static int be_cpu__await(void *ctx, uint64_t t, struct ig_errbuf *eb)
+{
+	struct be_cpu *c = ctx;
+	int rc;
+
+	pthread_mutex_lock(&c->mu);
+	while (c->done < t)
+		pthread_cond_wait(&c->done_cv, &c->mu);
+	rc = c->rc[(t - 1) % BE_XFER_DEPTH];
+	pthread_mutex_unlock(&c->mu);
+	if (rc)
+		ig_errf(eb, rc, "not run: an earlier job failed");
+	return rc;
 }
 
 static int be_cpu_open(struct be *b, uint64_t sim_bytes, struct ig_errbuf *eb)
@@ -223,6 +172,8 @@ static int be_cpu_open(struct be *b, uint64_t sim_bytes, struct ig_errbuf *eb)
 
 	if (!c)
 		return ig_errf(eb, IG_E_NOMEM, "host memory for the cpu backend's state");
+	devmem_init(&c->mem, "the simulated device");
+	xfer_init(&c->xf, &(struct xfer_engine){be_cpu__start, be_cpu__ready, be_cpu__await, c});
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->work_cv, NULL);
 	pthread_cond_init(&c->done_cv, NULL);
@@ -252,15 +203,16 @@ static void be_cpu_close(struct be *b)
 	b->capacity = b->used = 0;
 	if (!c)
 		return;
+	xfer_drain(&c->xf);
 	pthread_mutex_lock(&c->mu);
 	c->stop = true;
 	pthread_cond_signal(&c->work_cv);
 	pthread_mutex_unlock(&c->mu);
-	pthread_join(c->thread, NULL); /* it drains the ring first */
+	pthread_join(c->thread, NULL);
 	pthread_cond_destroy(&c->done_cv);
 	pthread_cond_destroy(&c->work_cv);
 	pthread_mutex_destroy(&c->mu);
-	free(c->alloc);
+	devmem_release(&c->mem);
 	free(c);
 	b->priv = NULL;
 }
@@ -275,6 +227,7 @@ static int be_cpu_alloc(struct be *b, uint64_t bytes, void **ptr, struct ig_errb
 {
 	struct be_cpu *c = b->priv;
 	uint64_t n = be_cpu__round(bytes ? bytes : 1);
+	int rc;
 
 	if (!c)
 		return ig_errf(eb, IG_E_INVAL,
@@ -285,37 +238,21 @@ static int be_cpu_alloc(struct be *b, uint64_t bytes, void **ptr, struct ig_errb
 		               "the simulated device has %llu bytes free of %llu; asked for %llu",
 		               (unsigned long long)(b->capacity - b->used),
 		               (unsigned long long)b->capacity, (unsigned long long)n);
-	if (c->nalloc == c->alloc_cap) {
-		size_t cap = c->alloc_cap ? 2 * c->alloc_cap : 16;
-		struct be_cpu_alloc *a = realloc(c->alloc, cap * sizeof(*a));
-
-		if (!a)
-			return ig_errf(eb, IG_E_NOMEM, "host memory for the list of allocations");
-		c->alloc = a;
-		c->alloc_cap = cap;
-	}
+	rc = devmem_reserve(&c->mem, eb);
+	if (rc)
+		return rc;
 	*ptr = aligned_alloc(BE_CPU_GRANULE, (size_t)n);
 	if (!*ptr)
 		return ig_errf(eb, IG_E_NOMEM, "host memory for %llu simulated device bytes",
 		               (unsigned long long)n);
-	c->alloc[c->nalloc++] = (struct be_cpu_alloc){(uintptr_t)*ptr, n};
+	devmem_add(&c->mem, *ptr, n);
 	b->used += n;
 	return IG_E_OK;
-}
-
-/* Block until every ticket issued is done. */
-static void be_cpu__drain(struct be_cpu *c)
-{
-	pthread_mutex_lock(&c->mu);
-	while (c->completed < c->issued)
-		pthread_cond_wait(&c->done_cv, &c->mu);
-	pthread_mutex_unlock(&c->mu);
 }
 
 static void be_cpu_free(struct be *b, void *ptr, uint64_t bytes)
 {
 	struct be_cpu *c = b->priv;
-	size_t i;
 
 	if (!ptr)
 		return;
@@ -323,26 +260,42 @@ static void be_cpu_free(struct be *b, void *ptr, uint64_t bytes)
 		free(ptr);
 		return;
 	}
-	be_cpu__drain(c); /* as cudaFree: no copy in flight may touch it */
-	for (i = 0; i < c->nalloc && c->alloc[i].base != (uintptr_t)ptr; i++)
-		;
-	if (i == c->nalloc) {
+	xfer_drain(&c->xf); /* as cudaFree: no copy in flight may touch it */
+	if (!devmem_remove(&c->mem, ptr)) {
 		/* style rule 5: a device error in the worker may abort */
 		fprintf(stderr, "be_cpu_free: %p is not an allocation of the simulated device\n",
 		        ptr);
 		abort();
 	}
-	c->alloc[i] = c->alloc[--c->nalloc];
 	free(ptr);
 	b->used -= be_cpu__round(bytes ? bytes : 1);
+}
+
+/* Host memory (plain on the cpu backend: nothing to pin). */
+static int be_cpu_host_alloc(struct be *b, uint64_t bytes, void **ptr, struct ig_errbuf *eb)
+{
+	(void)b;
+	*ptr = aligned_alloc(BE_CPU_GRANULE, (size_t)be_cpu__round(bytes ? bytes : 1));
+	if (!*ptr)
+		return ig_errf(eb, IG_E_NOMEM, "no host memory for %" PRIu64 " bytes", bytes);
+	return IG_E_OK;
+}
+
+static void be_cpu_host_free(struct be *b, void *ptr, uint64_t bytes)
+{
+	(void)b;
+	(void)bytes;
+	free(ptr);
 }
 
 static int be_cpu__copy(struct be *b, bool d2h, void *dst, const void *src, uint64_t n,
                         struct ig_errbuf *eb)
 {
-	int rc = be_cpu__check(b->priv, "copy", d2h, dst, src, n, eb);
+	struct be_cpu *c = b->priv;
+	bool empty;
+	int rc = devmem_check_copy(c ? &c->mem : NULL, "copy", d2h, dst, src, n, &empty, eb);
 
-	if (!rc && n)
+	if (!rc && !empty)
 		memcpy(dst, src, (size_t)n);
 	return rc;
 }
@@ -364,70 +317,22 @@ static int be_cpu_copy_d2d(struct be *b, void *dst, const void *src, uint64_t n,
 {
 	struct be_cpu *c = b->priv;
 	bool empty;
-	const char *why = be_cpu__plain(c, dst, src, n, &empty);
+	int rc = devmem_check_d2d(c ? &c->mem : NULL, dst, src, n, &empty, eb);
 
-	if (empty)
-		return IG_E_OK;
-	if (!why && (!be_cpu__in_device(c, dst, n, true) || !be_cpu__in_device(c, src, n, true)))
-		why = "a range is not inside one allocation of the simulated device";
-	else if (!why && (const char *)dst < (const char *)src + n &&
-	         (const char *)src < (const char *)dst + n)
-		why = "the ranges overlap";
-	if (why)
-		return ig_errf(eb, IG_E_INVAL, "copy d2d of %" PRIu64 " bytes (%p to %p): %s", n,
-		               src, dst, why);
-	memcpy(dst, src, (size_t)n);
-	return IG_E_OK;
-}
-
-/* Put job `j` on the ring (checked by the caller): its ticket in *ticket. */
-static int be_cpu__push(struct be *b, struct be_cpu_job j, uint64_t *ticket, struct ig_errbuf *eb)
-{
-	struct be_cpu *c = b->priv;
-	bool d2h = j.d2h;
-	void *dst = j.dst;
-	const void *src = j.src;
-	uint64_t n = j.n;
-	char desc[160];
-	uint64_t t;
-	int rc = IG_E_OK;
-
-	pthread_mutex_lock(&c->mu);
-	if (c->failed) {
-		be_cpu__describe(desc, sizeof(desc), "async copy", 0, d2h, dst, src, n);
-		rc = ig_errf(eb, c->fail.code,
-		             "%s: refused, the transfer stream stopped at the failure of %s", desc,
-		             c->fail.msg);
-		goto out_unlock;
-	}
-	if (c->issued - c->completed >= BE_XFER_DEPTH) {
-		be_cpu__describe(desc, sizeof(desc), "async copy", 0, d2h, dst, src, n);
-		rc = ig_errf(eb, IG_E_BUSY,
-		             "%s: the transfer stream has %u copies in flight, its depth; wait for "
-		             "ticket %" PRIu64 " and enqueue again",
-		             desc, BE_XFER_DEPTH, c->completed + 1);
-		goto out_unlock;
-	}
-	t = ++c->issued;
-	j.fault = b->fault_xfer == t;
-	c->ring[(t - 1) % BE_XFER_DEPTH] = j;
-	pthread_cond_signal(&c->work_cv);
-	*ticket = t;
-out_unlock:
-	pthread_mutex_unlock(&c->mu);
+	if (!rc && !empty)
+		memcpy(dst, src, (size_t)n);
 	return rc;
 }
 
 static int be_cpu__enqueue(struct be *b, bool d2h, void *dst, const void *src, uint64_t n,
                            uint64_t *ticket, struct ig_errbuf *eb)
 {
-	int rc = be_cpu__check(b->priv, "async copy", d2h, dst, src, n, eb);
+	struct be_cpu *c = b->priv;
+	bool empty;
 
-	if (rc)
-		return rc;
-	return be_cpu__push(
-	    b, (struct be_cpu_job){.kind = JOB_COPY, .dst = dst, .src = src, .n = n, .d2h = d2h},
-	    ticket, eb);
+	if (!c)
+		return devmem_check_copy(NULL, "async copy", d2h, dst, src, n, &empty, eb);
+	return xfer_copy(&c->xf, &c->mem, b->fault_xfer, d2h, dst, src, n, ticket, eb);
 }
 
 static int be_cpu_copy_h2d_async(struct be *b, void *dst, const void *src, uint64_t n,
@@ -445,94 +350,49 @@ static int be_cpu_copy_d2h_async(struct be *b, void *dst, const void *src, uint6
 static bool be_cpu_xfer_done(struct be *b, uint64_t ticket)
 {
 	struct be_cpu *c = b->priv;
-	bool done;
 
-	if (!c || ticket == 0)
-		return true;
-	pthread_mutex_lock(&c->mu);
-	done = ticket > c->issued || c->completed >= ticket;
-	pthread_mutex_unlock(&c->mu);
-	return done;
+	return !c || xfer_done(&c->xf, ticket);
 }
 
 static int be_cpu_xfer_wait(struct be *b, uint64_t ticket, struct ig_errbuf *eb)
 {
 	struct be_cpu *c = b->priv;
-	int rc = IG_E_OK;
 
 	if (ticket == 0)
 		return IG_E_OK;
 	if (!c)
 		return ig_errf(eb, IG_E_INVAL,
 		               "wait for async copy #%" PRIu64 ": the backend is not open", ticket);
-	pthread_mutex_lock(&c->mu);
-	if (ticket > c->issued) {
-		rc = ig_errf(eb, IG_E_INVAL,
-		             "wait for async copy #%" PRIu64
-		             ": no such ticket (the last issued is %" PRIu64 ")",
-		             ticket, c->issued);
-		goto out_unlock;
-	}
-	while (c->completed < ticket)
-		pthread_cond_wait(&c->done_cv, &c->mu);
-	if (c->failed && c->failed == ticket)
-		rc = ig_errf(eb, c->fail.code, "%s", c->fail.msg);
-	else if (c->failed && c->failed < ticket)
-		rc = ig_errf(eb, c->fail.code, "async copy #%" PRIu64 " not run: %s", ticket,
-		             c->fail.msg);
-out_unlock:
-	pthread_mutex_unlock(&c->mu);
-	return rc;
+	return xfer_wait(&c->xf, ticket, eb);
 }
 
 static int be_cpu_xfer_wait_all(struct be *b, struct ig_errbuf *eb)
 {
 	struct be_cpu *c = b->priv;
-	uint64_t last;
 
-	if (!c)
-		return IG_E_OK;
-	pthread_mutex_lock(&c->mu);
-	last = c->issued;
-	pthread_mutex_unlock(&c->mu);
-	return be_cpu_xfer_wait(b, last, eb);
+	return c ? xfer_wait_all(&c->xf, eb) : IG_E_OK;
 }
 
-/* An image window job: the host side checked as an async copy's is (the
- * device side is the sequence's, laid out by the caller's seqimg parts). */
-static int be_cpu__img(struct be *b, enum be_cpu_jobk kind, struct be_img *job, uint64_t *ticket,
+static int be_cpu__img(struct be *b, enum xfer_kind kind, struct be_img *job, uint64_t *ticket,
                        struct ig_errbuf *eb)
 {
 	struct be_cpu *c = b->priv;
-	bool gather = kind == JOB_GATHER;
-	const void *host = gather ? (const void *)job->dst : job->src;
-	uint64_t n = gather ? job->window : (uint64_t)job->count * job->window;
 
 	if (!c)
 		return ig_errf(eb, IG_E_INVAL, "image window: the backend is not open");
-	if (!host || !job->window || (gather ? !job->w : !job->r || !job->sums || !job->count))
-		return ig_errf(eb, IG_E_INVAL, "image window: %s without its parts",
-		               gather ? "a gather" : "a scatter");
-	if (be_cpu__in_device(c, host, n, false))
-		return ig_errf(eb, IG_E_INVAL,
-		               "image window %s %p: the host window is device memory",
-		               gather ? "gather to" : "scatter from", host);
-	job->rc = IG_E_OK;
-	job->why[0] = '\0';
-	return be_cpu__push(b, (struct be_cpu_job){.kind = kind, .d2h = gather, .img = job}, ticket,
-	                    eb);
+	return xfer_img(&c->xf, &c->mem, b->fault_xfer, kind, job, ticket, eb);
 }
 
 static int be_cpu_img_gather_async(struct be *b, struct be_img *job, uint64_t *ticket,
                                    struct ig_errbuf *eb)
 {
-	return be_cpu__img(b, JOB_GATHER, job, ticket, eb);
+	return be_cpu__img(b, XFER_GATHER, job, ticket, eb);
 }
 
 static int be_cpu_img_scatter_async(struct be *b, struct be_img *job, uint64_t *ticket,
                                     struct ig_errbuf *eb)
 {
-	return be_cpu__img(b, JOB_SCATTER, job, ticket, eb);
+	return be_cpu__img(b, XFER_SCATTER, job, ticket, eb);
 }
 
 /* ---- the model and its sequences: the decoder of model_cpu.h ------------ */
@@ -601,17 +461,7 @@ static void be_cpu_model_release(struct be *b, struct be_model *m)
 static int be_cpu__region_ok(const struct be_cpu *c, const char *line, const struct be_region *r,
                              uint64_t least, struct ig_errbuf *eb)
 {
-	if (r->bytes < least)
-		return ig_errf(eb, IG_E_NOSPACE,
-		               "the plan's %s line gives the cpu backend %" PRIu64
-		               " bytes; binding the model needs at least %" PRIu64,
-		               line, r->bytes, least);
-	if (!be_cpu__in_device(c, r->base, r->bytes, true))
-		return ig_errf(eb, IG_E_INVAL,
-		               "the %s region (%p, %" PRIu64 " bytes) is not device memory of "
-		               "the cpu backend",
-		               line, r->base, r->bytes);
-	return IG_E_OK;
+	return devmem_check_region(&c->mem, "cpu", line, r->base, r->bytes, least, eb);
 }
 
 /* Carve the caller's regions: the scratch of as many tokens a pass as the
@@ -862,6 +712,8 @@ const struct be_ops be_cpu_ops = {
     .mem_info = be_cpu_mem_info,
     .alloc = be_cpu_alloc,
     .free = be_cpu_free,
+    .host_alloc = be_cpu_host_alloc,
+    .host_free = be_cpu_host_free,
     .copy_h2d = be_cpu_copy_h2d,
     .copy_d2h = be_cpu_copy_d2h,
     .copy_d2d = be_cpu_copy_d2d,
