@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "gpu-worker/backend/backend.h"
+#include "gpu-worker/backend/bind.h"
 #include "gpu-worker/backend/devmem.h"
 #include "gpu-worker/backend/xfer.h"
 #include "cpu_pool.h"
@@ -40,24 +41,12 @@
 #define BE_CPU_GRANULE 4096u
 
 /* A model bound on the cpu backend: the decoder's tensors, the thread pool
- * its rounds run on, and what it carved of the caller's regions: the round
- * scratch (workspace), the device rows of logits (sampling) and the state
- * slots (lane_state). A round runs in passes of at most pass_tokens tokens
- * and logit_rows rows of logits; pass[] holds one pass's steps. */
+ * its rounds run on, what it carved of the caller's regions (bind.h), and a
+ * MoE model's expert cache. */
 struct be_cpu_model {
 	struct mdl d;
 	struct cpool *pool;
-	void *scratch;
-	uint32_t max_tokens;  /* a round's tokens at most ... */
-	uint64_t context;     /* ... over sequences of this context at most */
-	uint32_t pass_tokens; /* what the scratch holds */
-	float *logits;        /* logit_rows x vocab, device memory */
-	uint32_t logit_rows;
-	struct be_step *pass; /* max_tokens steps (a step holds a token at least) */
-	uint8_t *states;      /* n_states slots of slot_bytes, device memory */
-	uint64_t slot_bytes;
-	uint32_t n_states;
-	bool *held;        /* n_states: slot i is a sequence's */
+	struct bind bd;
 	struct xcache *xc; /* a MoE model's experts (docs/adr/0039), or NULL */
 };
 
@@ -397,39 +386,9 @@ static int be_cpu_img_scatter_async(struct be *b, struct be_img *job, uint64_t *
 
 /* ---- the model and its sequences: the decoder of model_cpu.h ------------ */
 
-static uint64_t be_cpu__align(uint64_t n)
+static uint64_t be_cpu__scratch(const struct mdesc *m, uint32_t n_tok, uint64_t context)
 {
-	return (n + 63u) & ~(uint64_t)63u;
-}
-
-/* A state slot's bytes: the linear states, 64-byte aligned, and never 0 (a
- * model without linear layers still gives each sequence a slot of its own,
- * so slots count sequences alike on every model). */
-static uint64_t be_cpu__slot_bytes(const struct mdesc *m)
-{
-	struct mdesc_lin_state ls;
-	uint64_t n;
-
-	mdesc_lin_state(m, &ls);
-	n = be_cpu__align(ls.bytes);
-	return n ? n : 64u;
-}
-
-/* The one place the regions' needs are worked out: what model_needs says
- * and what model_bind checks. */
-static void be_cpu__needs(const struct mdesc *m, const struct be_bind_opts *o, struct be_needs *n)
-{
-	uint32_t tokens = o->max_round_tokens ? o->max_round_tokens : 1;
-	uint32_t states = o->states ? o->states : 1;
-	uint64_t row = (uint64_t)m->vocab * sizeof(float);
-
-	*n = (struct be_needs){
-	    .workspace_min = be_cpu__align(mdl_scratch_bytes(m, 1, o->context)),
-	    .workspace_one_pass = be_cpu__align(mdl_scratch_bytes(m, tokens, o->context)),
-	    .sampling_min = row,
-	    .sampling_one_pass = row * states,
-	    .lane_state = (uint64_t)states * be_cpu__slot_bytes(m),
-	};
+	return mdl_scratch_bytes(m, n_tok, context);
 }
 
 static int be_cpu_model_needs(struct be *b, const struct mfile *f, const struct be_bind_opts *o,
@@ -437,7 +396,7 @@ static int be_cpu_model_needs(struct be *b, const struct mfile *f, const struct 
 {
 	(void)b;
 	(void)eb;
-	be_cpu__needs(&f->desc, o, n);
+	bind_needs(&f->desc, o, be_cpu__scratch, n);
 	return IG_E_OK;
 }
 
@@ -449,74 +408,19 @@ static void be_cpu_model_release(struct be *b, struct be_model *m)
 	if (!cm)
 		return;
 	cpool_destroy(cm->pool);
-	free(cm->pass);
-	free(cm->held);
+	bind_release(&cm->bd);
 	xc_destroy(cm->xc);
 	mdl_release(&cm->d);
 	free(cm);
 	memset(m, 0, sizeof(*m));
 }
 
-/* A region of the caller's must be device memory of this backend. */
-static int be_cpu__region_ok(const struct be_cpu *c, const char *line, const struct be_region *r,
-                             uint64_t least, struct ig_errbuf *eb)
-{
-	return devmem_check_region(&c->mem, "cpu", line, r->base, r->bytes, least, eb);
-}
-
-/* Carve the caller's regions: the scratch of as many tokens a pass as the
- * workspace holds, as many rows of logits as sampling holds, o->states state
- * slots. */
-static int be_cpu__carve(struct be *b, struct be_cpu_model *cm, const struct be_bind_opts *o,
-                         struct ig_errbuf *eb)
-{
-	const struct be_cpu *c = b->priv;
-	const struct mdesc *m = cm->d.m;
-	uint64_t row = (uint64_t)m->vocab * sizeof(float);
-	uint32_t lo = 1, hi = cm->max_tokens;
-	struct be_needs n;
-	int rc;
-
-	if (o->states == 0)
-		return ig_errf(eb, IG_E_INVAL,
-		               "a bound model needs 1 state slot at least; given 0");
-	be_cpu__needs(m, o, &n);
-	cm->slot_bytes = be_cpu__slot_bytes(m);
-	cm->n_states = o->states;
-	rc = be_cpu__region_ok(c, "workspace", &o->workspace, n.workspace_min, eb);
-	if (!rc)
-		rc = be_cpu__region_ok(c, "sampling", &o->sampling, n.sampling_min, eb);
-	if (!rc)
-		rc = be_cpu__region_ok(c, "lane_state", &o->lane_state, n.lane_state, eb);
-	if (rc)
-		return rc;
-	/* the most tokens whose scratch fits (it grows with the tokens) */
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo + 1) / 2;
-
-		if (be_cpu__align(mdl_scratch_bytes(m, mid, cm->context)) <= o->workspace.bytes)
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	cm->pass_tokens = lo;
-	cm->scratch = o->workspace.base;
-	cm->logits = o->sampling.base;
-	cm->logit_rows =
-	    o->sampling.bytes / row > UINT32_MAX ? UINT32_MAX : (uint32_t)(o->sampling.bytes / row);
-	cm->states = o->lane_state.base;
-	cm->pass = calloc(cm->max_tokens, sizeof(*cm->pass));
-	cm->held = calloc(cm->n_states, sizeof(*cm->held));
-	if (!cm->pass || !cm->held)
-		return ig_errf(eb, IG_E_NOMEM, "host memory for the books of %u state slots",
-		               cm->n_states);
-	return IG_E_OK;
-}
-
 static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_placer *placer,
                              const struct be_bind_opts *o, struct be_model *m, struct ig_errbuf *eb)
 {
+	struct be_cpu *c = b->priv;
 	struct be_cpu_model *cm = calloc(1, sizeof(*cm));
+	struct mdesc_lin_state ls;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
@@ -530,16 +434,16 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 		m->impl = NULL;
 		return rc;
 	}
-	cm->max_tokens = o->max_round_tokens ? o->max_round_tokens : 1;
-	cm->context = o->context;
-	rc = be_cpu__carve(b, cm, o, eb);
+	rc = bind_carve(&cm->bd, &c->mem, "cpu", cm->d.m, o, be_cpu__scratch, eb);
 	if (!rc)
 		rc = cpool_create(&cm->pool, o->threads ? o->threads : 1, eb);
 	/* a MoE model's experts where the plan put them (docs/adr/0039) */
 	if (!rc && cm->d.m->family == MDESC_MOE && o->expert_cache.base) {
-		rc = be_cpu__region_ok(b->priv, "expert_cache", &o->expert_cache, 1, eb);
+		rc = devmem_check_region(&c->mem, "cpu", "expert_cache", o->expert_cache.base,
+		                         o->expert_cache.bytes, 1, eb);
 		if (!rc && o->residency.base)
-			rc = be_cpu__region_ok(b->priv, "residency", &o->residency, 1, eb);
+			rc = devmem_check_region(&c->mem, "cpu", "residency", o->residency.base,
+			                         o->residency.bytes, 1, eb);
 		if (!rc)
 			rc = xc_create(
 			    &cm->xc, b, f, o->expert_cache, o->residency, o->experts_offloaded,
@@ -554,16 +458,12 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 		return rc;
 	}
 	m->m = cm->d.m;
-	{
-		struct mdesc_lin_state ls;
-
-		mdesc_lin_state(cm->d.m, &ls);
-		m->state_bytes = ls.bytes;
-	}
-	m->scratch_bytes = mdl_scratch_bytes(cm->d.m, cm->pass_tokens, cm->context);
-	m->pass_tokens = cm->pass_tokens;
-	m->logit_rows = cm->logit_rows;
-	m->states = cm->n_states;
+	mdesc_lin_state(cm->d.m, &ls);
+	m->state_bytes = ls.bytes;
+	m->scratch_bytes = mdl_scratch_bytes(cm->d.m, cm->bd.pass_tokens, cm->bd.context);
+	m->pass_tokens = cm->bd.pass_tokens;
+	m->logit_rows = cm->bd.logit_rows;
+	m->states = cm->bd.n_states;
 	m->placed_bytes = cm->d.placed_bytes;
 	m->threads = (uint32_t)cpool_threads(cm->pool);
 	return IG_E_OK;
@@ -593,109 +493,52 @@ static int be_cpu_seq_init(struct be *b, const struct be_model *m, struct be_seq
                            struct ig_errbuf *eb)
 {
 	struct be_cpu_model *cm = m->impl;
-	struct mdesc_lin_state ls;
+	int rc = bind_seq_take(&cm->bd, s, eb);
 
 	(void)b;
-	for (uint32_t i = 0; i < cm->n_states; i++) {
-		if (cm->held[i])
-			continue;
-		cm->held[i] = true;
-		s->state = cm->states + (uint64_t)i * cm->slot_bytes;
-		mdesc_lin_state(cm->d.m, &ls);
-		memset(s->state, 0, (size_t)ls.bytes);
-		s->pos = 0;
-		return IG_E_OK;
-	}
-	return ig_errf(eb, IG_E_NOSPACE,
-	               "every one of the %u state slots (the plan's lane_state line) is held",
-	               cm->n_states);
+	if (!rc)
+		memset(s->state, 0, (size_t)m->state_bytes);
+	return rc;
 }
 
 static void be_cpu_seq_release(struct be *b, const struct be_model *m, struct be_seq *s)
 {
 	struct be_cpu_model *cm = m->impl;
-	uint64_t at;
 
 	(void)b;
-	if (!s->state)
-		return;
-	at = (uint64_t)((uint8_t *)s->state - cm->states);
-	if ((uint8_t *)s->state >= cm->states && at % cm->slot_bytes == 0 &&
-	    at / cm->slot_bytes < cm->n_states)
-		cm->held[at / cm->slot_bytes] = false;
-	s->state = NULL;
+	bind_seq_give(&cm->bd, s);
 }
 
 static void be_cpu_seq_image(struct be *b, const struct be_model *m, const struct be_seq *s,
                              const struct kvpool *kv, enum mdesc_kv_format fmt, uint32_t last_token,
                              uint64_t sampler_bytes, struct seqimg_header *h, void **pages_out)
 {
-	const struct be_cpu_model *cm = m->impl;
-
 	(void)b;
-	mdl_seq_image(&cm->d, s, kv, fmt, last_token, sampler_bytes, h, pages_out);
-}
-
-/* The next pass of a round from step *i, token *off on: at most pass_tokens
- * tokens and logit_rows steps that want logits; a step cut by the pass's end
- * goes on in the next, the logits only with its last piece. Returns the
- * pass's steps (in cm->pass) and its rows of logits in *rows. */
-static uint32_t be_cpu__pass(struct be_cpu_model *cm, const struct be_step *steps, uint32_t n_steps,
-                             uint32_t *i, uint32_t *off, uint32_t *rows)
-{
-	uint32_t n = 0, toks = 0;
-
-	*rows = 0;
-	while (*i < n_steps && toks < cm->pass_tokens && *rows < cm->logit_rows) {
-		const struct be_step *st = &steps[*i];
-		uint32_t left = st->n_tok - *off;
-		uint32_t take = left < cm->pass_tokens - toks ? left : cm->pass_tokens - toks;
-		bool last = take == left;
-
-		cm->pass[n++] =
-		    (struct be_step){st->s, st->tokens + *off, take, last && st->want_logits};
-		toks += take;
-		*rows += last && st->want_logits;
-		if (!last) {
-			*off += take;
-			break; /* the pass is full */
-		}
-		(*i)++;
-		*off = 0;
-	}
-	return n;
+	bind_seq_image(m->m, s, kv, fmt, last_token, sampler_bytes, h, pages_out);
 }
 
 /* The cpu backend's compute: the decoder of model_cpu.h on its kernels, in
- * passes when the workspace holds fewer tokens than the round (the same
- * bits: model_cpu.h), each pass's logits copied out of the device rows. */
+ * the passes of bind.h (the same bits: backend.h's exactness contract),
+ * each pass's logits copied out of the device rows. */
 static int be_cpu_round(struct be *b, const struct be_model *m, const struct be_step *steps,
                         uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
                         uint64_t context, float *logits, struct ig_errbuf *eb)
 {
 	struct be_cpu_model *cm = m->impl;
 	size_t vocab = cm->d.m->vocab;
-	uint64_t tokens = 0, out = 0;
+	uint64_t out = 0;
 	uint32_t i = 0, off = 0;
 	int rc;
 
 	(void)b;
-	for (uint32_t k = 0; k < n_steps; k++)
-		tokens += steps[k].n_tok;
-	if (tokens > cm->max_tokens || context > cm->context)
-		return ig_errf(eb, IG_E_INVAL,
-		               "a round of %" PRIu64 " tokens over a context of %" PRIu64
-		               ": the model was bound for rounds of at most %u tokens and a "
-		               "context of %" PRIu64,
-		               tokens, context, cm->max_tokens, cm->context);
-	rc = mdl_check_round(&cm->d, steps, n_steps, context, eb);
+	rc = bind_check_round(&cm->bd, steps, n_steps, context, eb);
 	while (!rc && i < n_steps) {
-		uint32_t rows, n = be_cpu__pass(cm, steps, n_steps, &i, &off, &rows);
+		uint32_t rows, n = bind_pass(&cm->bd, steps, n_steps, &i, &off, &rows);
 
-		rc = mdl_forward_round(&cm->d, cm->pass, n, fmt, kv, context, cm->logits,
-		                       cm->scratch, cm->pool, eb);
+		rc = mdl_forward_round(&cm->d, cm->bd.pass, n, fmt, kv, context, cm->bd.logits,
+		                       cm->bd.scratch, cm->pool, eb);
 		if (!rc && rows) {
-			memcpy(logits + out * vocab, cm->logits,
+			memcpy(logits + out * vocab, cm->bd.logits,
 			       (size_t)rows * vocab * sizeof(float));
 			out += rows;
 		}

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_ops.h"
+#include "gpu-worker/backend/bind.h"
 #include "model/gguf.h"
 #include "model/quant.h"
 
@@ -215,32 +216,7 @@ int mdl_forward(const struct mdl *d, struct be_seq *s, const uint32_t *tokens, u
 int mdl_check_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
                     uint64_t max_context, struct ig_errbuf *eb)
 {
-	for (uint32_t i = 0; i < n_steps; i++) {
-		const struct be_step *st = &steps[i];
-		uint64_t end = st->s->pos + st->n_tok;
-
-		if (st->n_tok == 0)
-			return ig_errf(eb, IG_E_INVAL, "step %u of the round has no tokens", i);
-		for (uint32_t j = 0; j < i; j++)
-			if (steps[j].s == st->s)
-				return ig_errf(eb, IG_E_INVAL,
-				               "steps %u and %u of the round are the same sequence",
-				               j, i);
-		if (end > max_context)
-			return ig_errf(eb, IG_E_INVAL, "%llu tokens would pass the context of %llu",
-			               (unsigned long long)end, (unsigned long long)max_context);
-		if (d->m->full_layers && (end - 1) / KVPOOL_PAGE_TOKENS >= st->s->kv.n_pages)
-			return ig_errf(eb, IG_E_INVAL,
-			               "a sequence reserved %u pages; %llu tokens need %llu",
-			               st->s->kv.n_pages, (unsigned long long)end,
-			               (unsigned long long)mdesc_pages_for(end));
-		for (uint32_t t = 0; t < st->n_tok; t++)
-			if (st->tokens[t] >= d->m->vocab)
-				return ig_errf(eb, IG_E_INVAL,
-				               "token %u at %u is outside the vocabulary of %u",
-				               st->tokens[t], t, d->m->vocab);
-	}
-	return IG_E_OK;
+	return bind_check_steps(d->m, steps, n_steps, max_context, eb);
 }
 
 int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
@@ -340,22 +316,5 @@ void mdl_seq_image(const struct mdl *d, const struct be_seq *s, const struct kvp
                    enum mdesc_kv_format fmt, uint32_t last_token, uint64_t sampler_bytes,
                    struct seqimg_header *h, void **pages_out)
 {
-	memset(h, 0, sizeof(*h));
-	snprintf(h->model, sizeof(h->model), "%s", d->m->name);
-	h->model_id = seqimg_model_id(d->m);
-	h->kv_format = fmt;
-	h->page_bytes = (uint32_t)mdesc_page_bytes(d->m, fmt);
-	h->tokens = s->pos;
-	/* only the pages that hold tokens travel */
-	h->pages = (uint32_t)((s->pos + 63) / 64);
-	h->last_token = last_token;
-	{
-		struct mdesc_lin_state ls;
-
-		mdesc_lin_state(d->m, &ls);
-		h->state_bytes = ls.bytes;
-	}
-	h->sampler_bytes = sampler_bytes;
-	for (uint32_t i = 0; i < h->pages && i < s->kv.n_pages; i++)
-		pages_out[i] = kvpool_page(kv, s->kv.table[i]);
+	bind_seq_image(d->m, s, kv, fmt, last_token, sampler_bytes, h, pages_out);
 }
