@@ -31,10 +31,10 @@
 #include "gpu-worker/backend/backend.h"
 #include "gpu-worker/backend/bind.h"
 #include "gpu-worker/backend/devmem.h"
+#include "gpu-worker/backend/expcache.h"
 #include "gpu-worker/backend/xfer.h"
 #include "cpu_pool.h"
 #include "model/mfile.h"
-#include "expcache.h"
 #include "model_cpu.h"
 #include "model/seqimg.h"
 
@@ -47,7 +47,8 @@ struct be_cpu_model {
 	struct mdl d;
 	struct cpool *pool;
 	struct bind bd;
-	struct xcache *xc; /* a MoE model's experts (docs/adr/0039), or NULL */
+	struct xcache *xc;      /* a MoE model's experts (docs/adr/0039), or NULL */
+	struct lffn_experts xp; /* the feed-forward's way to them (over xc) */
 };
 
 struct be_cpu {
@@ -415,6 +416,28 @@ static void be_cpu_model_release(struct be *b, struct be_model *m)
 	memset(m, 0, sizeof(*m));
 }
 
+/* The feed-forward's experts (layer_ffn.h) read where the neutral expert
+ * cache keeps them: its views are the kernels' weights. */
+static int be_cpu__xp_prepare(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n,
+                              struct ig_errbuf *eb)
+{
+	return xc_prepare(ctx, layer, ids, n, eb);
+}
+
+static void be_cpu__xp_get(void *ctx, uint32_t layer, uint32_t e, struct cop_w w[3])
+{
+	struct be_weight v[3];
+
+	xc_get(ctx, layer, e, v);
+	for (int i = 0; i < 3; i++)
+		w[i] = (struct cop_w){v[i].p, v[i].type};
+}
+
+static void be_cpu__xp_prefetch(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n)
+{
+	xc_prefetch(ctx, layer, ids, n);
+}
+
 static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_placer *placer,
                              const struct be_bind_opts *o, struct be_model *m, struct ig_errbuf *eb)
 {
@@ -450,8 +473,11 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 			    &(struct xc_pins){o->pinned_expert_bytes, o->expert_counts,
 			                      o->states * (f->desc.top_k + f->desc.prefetch_width)},
 			    eb);
-		if (!rc)
-			cm->d.experts = xc_experts(cm->xc);
+		if (!rc) {
+			cm->xp = (struct lffn_experts){be_cpu__xp_prepare, be_cpu__xp_get,
+			                               be_cpu__xp_prefetch, cm->xc};
+			cm->d.experts = &cm->xp;
+		}
 	}
 	if (rc) {
 		be_cpu_model_release(b, m);
