@@ -266,13 +266,10 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 			rc = lfull_forward_segs(m, l->index, &l->fw, fmt, kv, fsegs, n_steps, x, ls,
 			                        pool);
 		} else {
-			for (uint32_t j = 0; j < n_steps; j++) {
-				float *base = (float *)steps[j].s->state +
-				              l->index * (size_t)lst.layer_floats;
-
-				lsegs[j] =
-				    (struct llin_seg){{base, base + lst.s_floats}, steps[j].n_tok};
-			}
+			for (uint32_t j = 0; j < n_steps; j++)
+				lsegs[j] = (struct llin_seg){
+				    linstate_layer(&lst, steps[j].s->state, l->index),
+				    steps[j].n_tok};
 			rc = llin_forward_segs(m, &l->lw, lsegs, n_steps, x, ls, pool);
 		}
 		if (rc) {
