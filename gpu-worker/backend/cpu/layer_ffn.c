@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_ops.h"
+#include "gpu-worker/backend/route.h"
 #include "model/gguf.h"
 
 static size_t lffn__align(size_t n)
@@ -42,29 +43,12 @@ static void lffn__swiglu(struct cpool *pool, struct cop_w gate, struct cop_w up,
 	cop_matmul(pool, down, g, out, inter, hidden, n_tok);
 }
 
-/* One row's router output `pt` made probabilities (softmax), its top k
- * into id[0..k) by p, ties to the lower id (selection in a fixed order);
- * returns the sum of their p. */
+/* One row's router output `pt` made probabilities (softmax), its experts
+ * chosen by the neutral rule (route.h); returns the sum of their p. */
 static float lffn__route(float *pt, uint32_t experts, uint32_t k, uint32_t *id)
 {
-	float sum = 0.0f;
-
 	cop_softmax(pt, experts);
-	for (uint32_t r = 0; r < k; r++) {
-		uint32_t best = UINT32_MAX;
-
-		for (uint32_t e = 0; e < experts; e++) {
-			bool taken = false;
-
-			for (uint32_t q = 0; q < r; q++)
-				taken |= id[q] == e;
-			if (!taken && (best == UINT32_MAX || pt[e] > pt[best]))
-				best = e;
-		}
-		id[r] = best;
-		sum += pt[best];
-	}
-	return sum;
+	return route_topk(pt, experts, k, id);
 }
 
 const uint32_t *lffn_predict(const struct mdesc *m, const struct lffn_weights *w, const float *x,
@@ -155,7 +139,7 @@ int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t l
 				ew[2] = cop_w_rows(w->down_exps, inter, (size_t)e * hidden);
 			}
 			lffn__swiglu(pool, ew[0], ew[1], ew[2], xt, hidden, inter, 1, g, u, eo);
-			cop_scale(eo, sum > 0.0f ? pt[e] / sum : 0.0f, eo, hidden);
+			cop_scale(eo, route_weight(pt[e], sum), eo, hidden);
 			cop_add(x_t, eo, x_t, hidden);
 			if (chosen)
 				chosen[(size_t)t * k + r] = e;

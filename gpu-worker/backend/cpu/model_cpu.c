@@ -7,157 +7,89 @@
 
 #include "cpu_ops.h"
 #include "gpu-worker/backend/bind.h"
+#include "gpu-worker/backend/dectab.h"
 #include "model/gguf.h"
 #include "model/quant.h"
 
-struct mdl__bind {
-	const struct gguf *g;
-	const struct mdl_placer *placer;
-	struct ig_errbuf *eb;
-	int rc;
-	uint64_t placed;
-};
-
-/* A tensor's bytes where the worker keeps them; `matrix`: any type the
- * matrix product reads (model/quant.h), else (norms, the convolution, decay
- * and bias vectors) F32, F16 or BF16: vectors are read element by element. */
-static const void *mdl__t(struct mdl__bind *b, const char *name, bool matrix, uint32_t *type)
+/* A neutral view as the kernels' weight (the same two fields). */
+static struct cop_w mdl__w(struct be_weight w)
 {
-	const struct gguf_tensor *t;
-
-	if (b->rc)
-		return NULL;
-	t = gguf_find_tensor(b->g, name);
-	if (!t) {
-		b->rc = ig_errf(b->eb, IG_E_INVAL, "tensor '%s' is missing", name);
-		return NULL;
-	}
-	if (matrix ? !quant_type_of(t->type) || !quant_row_bytes(t->type, t->dims[0])
-	           : t->type != GGUF_TENSOR_BF16 && t->type != GGUF_TENSOR_F16 &&
-	                 t->type != GGUF_TENSOR_F32) {
-		b->rc = ig_errf(b->eb, IG_E_INVAL,
-		                "tensor '%s' is %s; the cpu runtime takes %s here "
-		                "(ignis-mkmodel --dtype writes them so)",
-		                name, gguf_tensor_type_name(t->type),
-		                matrix ? quant_accepted() : "F32, F16 or BF16");
-		return NULL;
-	}
-	if (type)
-		*type = t->type;
-	/* device weights go where the placer puts them; the routed experts
-	 * (ffn_*_exps) stay in host memory, as the plan keeps them */
-	if (b->placer && !strstr(name, "_exps.")) {
-		const void *at = NULL;
-
-		b->rc = b->placer->place(b->placer->ctx, name, t->data, t->n_bytes, &at, b->eb);
-		if (b->rc)
-			return NULL;
-		b->placed += t->n_bytes;
-		return at;
-	}
-	return t->data;
+	return (struct cop_w){w.p, w.type};
 }
-
-static struct cop_w mdl__vec(struct mdl__bind *b, const char *name)
-{
-	struct cop_w w = {.type = QUANT_BF16};
-
-	w.p = mdl__t(b, name, false, &w.type);
-	return w;
-}
-
-static struct cop_w mdl__mat(struct mdl__bind *b, const char *name)
-{
-	struct cop_w w = {.type = QUANT_BF16};
-
-	w.p = mdl__t(b, name, true, &w.type);
-	return w;
-}
-
-/* The file's name of our tensor `what` of layer `layer` (mdesc_tensor_name). */
-static const char *mdl__ln(const struct mdesc *m, char *name, size_t cap, uint32_t layer,
-                           const char *what)
-{
-	mdesc_tensor_name(m, (int)layer, what, name, cap);
-	return name;
-}
-#define LVEC(i, what) mdl__vec(&b, mdl__ln(m, nm, sizeof(nm), (i), (what)))
-#define LMAT(i, what) mdl__mat(&b, mdl__ln(m, nm, sizeof(nm), (i), (what)))
 
 int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb)
 {
 	return mdl_bind_placed(d, f, NULL, eb);
 }
 
+/* The decoder's tensors are the neutral table's (dectab.h: which tensors,
+ * their types, where they are placed); the cpu layers take its views. */
 int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *placer,
                     struct ig_errbuf *eb)
 {
 	const struct mdesc *m = &f->desc;
-	struct mdl__bind b = {&f->g, placer, eb, 0, 0};
-	uint32_t nf = 0, nl = 0;
-	char nm[64];
+	struct dectab t;
+	int rc;
 
 	memset(d, 0, sizeof(*d));
 	d->m = m;
+	rc =
+	    dectab_bind(&t, f, placer ? &(struct be_placer){placer->place, placer->ctx} : NULL, eb);
+	if (rc)
+		return rc;
 	d->layers = calloc(m->layers, sizeof(*d->layers));
-	if (!d->layers)
+	if (!d->layers) {
+		dectab_release(&t);
 		return ig_errf(eb, IG_E_NOMEM, "no memory for %u layers", m->layers);
-	d->embd = mdl__mat(&b, "token_embd.weight");
-	d->out_norm = mdl__vec(&b, "output_norm.weight");
-	/* tied: the embedding's rows give the logits (llama.cpp's qwen3 files) */
-	d->output = m->tied_output ? d->embd : mdl__mat(&b, "output.weight");
-	for (uint32_t i = 0; i < m->layers && !b.rc; i++) {
+	}
+	d->embd = mdl__w(t.embd);
+	d->out_norm = mdl__w(t.out_norm);
+	d->output = mdl__w(t.output);
+	for (uint32_t i = 0; i < m->layers; i++) {
+		const struct dectab_layer *tl = &t.layers[i];
 		struct mdl_layer *l = &d->layers[i];
 
-		l->full = mdesc_is_full_layer(m, i);
-		if (l->full) {
-			l->index = nf++;
-			l->fw.attn_norm = LVEC(i, "attn_norm");
-			l->fw.attn_q = LMAT(i, "attn_q");
-			l->fw.attn_k = LMAT(i, "attn_k");
-			l->fw.attn_v = LMAT(i, "attn_v");
-			l->fw.attn_q_norm = LVEC(i, "attn_q_norm");
-			l->fw.attn_k_norm = LVEC(i, "attn_k_norm");
-			l->fw.attn_output = LMAT(i, "attn_output");
-		} else {
-			l->index = nl++;
-			l->lw.attn_norm = LVEC(i, "attn_norm");
-			l->lw.qkv = LMAT(i, "lin_qkv");
-			l->lw.z = LMAT(i, "lin_z");
-			if (mdesc_lin_ba(m) == MDESC_BA_SPLIT) {
-				l->lw.ba = LMAT(i, "lin_beta");
-				l->lw.alpha = LMAT(i, "lin_alpha");
-			} else {
-				l->lw.ba = LMAT(i, "lin_ba");
-			}
-			l->lw.conv = LVEC(i, "lin_conv");
-			l->lw.a_log = LVEC(i, "lin_a_log");
-			l->lw.dt_bias = LVEC(i, "lin_dt_bias");
-			l->lw.norm = LVEC(i, "lin_norm");
-			l->lw.out = LMAT(i, "lin_out");
-		}
-		l->ffn.norm = LVEC(i, "ffn_norm");
-		if (m->family == MDESC_DENSE) {
-			l->ffn.gate = LMAT(i, "ffn_gate");
-			l->ffn.up = LMAT(i, "ffn_up");
-			l->ffn.down = LMAT(i, "ffn_down");
-		} else {
-			l->ffn.router = LMAT(i, "ffn_gate_inp");
-			l->ffn.gate_exps = LMAT(i, "ffn_gate_exps");
-			l->ffn.up_exps = LMAT(i, "ffn_up_exps");
-			l->ffn.down_exps = LMAT(i, "ffn_down_exps");
-			l->ffn.shexp_gate = LVEC(i, "ffn_gate_inp_shexp");
-			l->ffn.gate_sh = LMAT(i, "ffn_gate_shexp");
-			l->ffn.up_sh = LMAT(i, "ffn_up_shexp");
-			l->ffn.down_sh = LMAT(i, "ffn_down_shexp");
-		}
+		l->full = tl->full;
+		l->index = tl->index;
+		l->fw = (struct lfull_weights){
+		    .attn_norm = mdl__w(tl->fw.attn_norm),
+		    .attn_q = mdl__w(tl->fw.attn_q),
+		    .attn_k = mdl__w(tl->fw.attn_k),
+		    .attn_v = mdl__w(tl->fw.attn_v),
+		    .attn_q_norm = mdl__w(tl->fw.attn_q_norm),
+		    .attn_k_norm = mdl__w(tl->fw.attn_k_norm),
+		    .attn_output = mdl__w(tl->fw.attn_output),
+		};
+		l->lw = (struct llin_weights){
+		    .attn_norm = mdl__w(tl->lw.attn_norm),
+		    .qkv = mdl__w(tl->lw.qkv),
+		    .z = mdl__w(tl->lw.z),
+		    .ba = mdl__w(tl->lw.ba),
+		    .alpha = mdl__w(tl->lw.alpha),
+		    .conv = mdl__w(tl->lw.conv),
+		    .a_log = mdl__w(tl->lw.a_log),
+		    .dt_bias = mdl__w(tl->lw.dt_bias),
+		    .norm = mdl__w(tl->lw.norm),
+		    .out = mdl__w(tl->lw.out),
+		};
+		l->ffn = (struct lffn_weights){
+		    .norm = mdl__w(tl->ffn.norm),
+		    .gate = mdl__w(tl->ffn.gate),
+		    .up = mdl__w(tl->ffn.up),
+		    .down = mdl__w(tl->ffn.down),
+		    .router = mdl__w(tl->ffn.router),
+		    .gate_exps = mdl__w(tl->ffn.gate_exps),
+		    .up_exps = mdl__w(tl->ffn.up_exps),
+		    .down_exps = mdl__w(tl->ffn.down_exps),
+		    .shexp_gate = mdl__w(tl->ffn.shexp_gate),
+		    .gate_sh = mdl__w(tl->ffn.gate_sh),
+		    .up_sh = mdl__w(tl->ffn.up_sh),
+		    .down_sh = mdl__w(tl->ffn.down_sh),
+		};
 	}
-	d->placed_bytes = b.placed;
-	if (b.rc) {
-		ig_errprefix(eb, "'%s'", f->g.path);
-		mdl_release(d);
-	}
-	return b.rc;
+	d->placed_bytes = t.placed_bytes;
+	dectab_release(&t);
+	return IG_E_OK;
 }
 
 void mdl_release(struct mdl *d)
