@@ -4,8 +4,10 @@
 # below it. In particular the engine sees only the backend table: it
 # reaches no backend's own code (gpu-worker/backend/cpu/, .../cuda/) and
 # nothing of the kvstore daemon's (kvstore-daemon/), even through another
-# header, since no component it may include may include those; the model
-# library includes nothing of gpu-worker/; the KV-RAM object's byte layout
+# header, since no component it may include may include those; the
+# neutral half of the backends (gpu-worker/backend/, docs/adr/0045) reaches
+# no backend's own code either; the model library includes nothing of
+# gpu-worker/; the KV-RAM object's byte layout
 # (kvram/kvram_layout.h) is read by kvram/ and the daemon's index alone.
 # Fails naming the file, the line and the rule.
 #   layering.sh SOURCE_ROOT       check the tree
@@ -80,6 +82,7 @@ self_test() { # each rule, broken once in a copy of the tree, fails the check
 		'gpu-worker/engine/engine.h|#include "gpu-worker/backend/cpu/model_cpu.h"'
 		'gpu-worker/engine/moves.c|#include "kvstore-daemon/arena.h"'
 		'gpu-worker/backend/backend.h|#include "gpu-worker/backend/cuda/kernels.h"'
+		'gpu-worker/backend/decoder.c|#include "gpu-worker/backend/cpu/cpu_ops.h"'
 		'model/seqimg.h|#include "gpu-worker/backend/kvpool.h"'
 		'gpu-worker/engine/kvclient.c|#include "kvram/kvram_layout.h"'
 		'gpu-worker/engine/engine.c|#include "err.h"'

@@ -151,3 +151,96 @@ int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t l
 	}
 	return IG_E_OK;
 }
+
+/* Where lffn_forward's buffers sit in the scratch of n_tok tokens (the MoE
+ * pieces below use the same, so their calls compose to lffn_forward's). */
+struct lffn__at {
+	float *normw, *xn, *g, *u, *out, *p, *shg, *eo, *sums;
+	uint32_t *ids;
+};
+
+static void lffn__layout(const struct mdesc *m, uint32_t n_tok, void *scratch, struct lffn__at *a)
+{
+	size_t hidden = m->hidden;
+	size_t inter = m->family == MDESC_DENSE ? m->ffn_inter : m->expert_inter;
+	size_t sh = m->family == MDESC_DENSE ? 0 : m->shared_inter;
+	size_t wide = inter > sh ? inter : sh;
+	uint32_t k = m->top_k;
+	char *s = scratch;
+
+	a->normw = (float *)s;
+	a->xn = (float *)(s += lffn__align(hidden * sizeof(float)));
+	a->g = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
+	a->u = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
+	a->out = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
+	a->p = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
+	a->shg = (float *)(s += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
+	a->eo = (float *)(s += lffn__align((size_t)hidden * sizeof(float)));
+	a->ids = (uint32_t *)(s += lffn__align((size_t)hidden * sizeof(float)));
+	a->sums = (float *)(s + lffn__align((size_t)n_tok * (k ? k : 1) * sizeof(uint32_t)));
+}
+
+struct lffn_moe lffn_moe_begin(const struct mdesc *m, const struct lffn_weights *w, const float *x,
+                               uint32_t n_tok, void *scratch, struct cpool *pool)
+{
+	size_t hidden = m->hidden;
+	struct lffn__at a;
+
+	lffn__layout(m, n_tok, scratch, &a);
+	cop_row(w->norm, hidden, 0, a.normw);
+	cop_rmsnorm_rows(x, a.normw, a.xn, n_tok, hidden, m->rms_eps);
+	cop_row(w->shexp_gate, hidden, 0, a.shg);
+	cop_matmul(pool, w->router, a.xn, a.p, hidden, m->experts, n_tok);
+	lffn__swiglu(pool, w->gate_sh, w->up_sh, w->down_sh, a.xn, hidden, m->shared_inter, n_tok,
+	             a.g, a.u, a.out);
+	for (uint32_t t = 0; t < n_tok; t++)
+		cop_softmax(a.p + (size_t)t * m->experts, m->experts);
+	return (struct lffn_moe){a.p, a.ids, a.sums};
+}
+
+struct lffn_moe lffn_moe_probs(const struct mdesc *m, const struct lffn_weights *w, const float *x,
+                               uint32_t n_tok, void *scratch, struct cpool *pool)
+{
+	size_t hidden = m->hidden;
+	char *s = scratch;
+	float *normw = (float *)s;
+	float *xn = (float *)(s += lffn__align(hidden * sizeof(float)));
+	float *p = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
+	uint32_t *ids =
+	    (uint32_t *)(s + lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
+
+	cop_row(w->norm, hidden, 0, normw);
+	cop_rmsnorm_rows(x, normw, xn, n_tok, hidden, m->rms_eps);
+	cop_matmul(pool, w->router, xn, p, hidden, m->experts, n_tok);
+	for (uint32_t t = 0; t < n_tok; t++)
+		cop_softmax(p + (size_t)t * m->experts, m->experts);
+	return (struct lffn_moe){p, ids, NULL};
+}
+
+void lffn_moe_expert(const struct mdesc *m, const struct cop_w ew[3], float weight, uint32_t t,
+                     float *x, uint32_t n_tok, void *scratch, struct cpool *pool)
+{
+	size_t hidden = m->hidden;
+	float *x_t = x + (size_t)t * hidden;
+	struct lffn__at a;
+
+	lffn__layout(m, n_tok, scratch, &a);
+	lffn__swiglu(pool, ew[0], ew[1], ew[2], a.xn + (size_t)t * hidden, hidden, m->expert_inter,
+	             1, a.g, a.u, a.eo);
+	cop_scale(a.eo, weight, a.eo, hidden);
+	cop_add(x_t, a.eo, x_t, hidden);
+}
+
+void lffn_moe_shared(const struct mdesc *m, uint32_t t, float *x, uint32_t n_tok, void *scratch)
+{
+	size_t hidden = m->hidden;
+	float *x_t = x + (size_t)t * hidden;
+	struct lffn__at a;
+	float gate_s;
+
+	lffn__layout(m, n_tok, scratch, &a);
+	gate_s = cop_dot_f32(a.shg, a.xn + (size_t)t * hidden, hidden);
+	gate_s = 1.0f / (1.0f + expf(-gate_s));
+	cop_scale(a.out + (size_t)t * hidden, gate_s, a.out + (size_t)t * hidden, hidden);
+	cop_add(x_t, a.out + (size_t)t * hidden, x_t, hidden);
+}

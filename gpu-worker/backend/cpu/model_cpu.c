@@ -8,6 +8,7 @@
 #include "cpu_ops.h"
 #include "gpu-worker/backend/bind.h"
 #include "gpu-worker/backend/dectab.h"
+#include "gpu-worker/backend/decoder.h"
 #include "model/gguf.h"
 #include "model/quant.h"
 
@@ -151,93 +152,187 @@ int mdl_check_round(const struct mdl *d, const struct be_step *steps, uint32_t n
 	return bind_check_steps(d->m, steps, n_steps, max_context, eb);
 }
 
+/* ---- the cpu backend's layer operations (decoder.h) over one round ---- */
+
+struct mdl__run {
+	const struct mdl *d;
+	enum mdesc_kv_format fmt;
+	const struct kvpool *kv;
+	struct cpool *pool;
+	float *x;  /* the residual rows */
+	void *ls;  /* the layers' scratch */
+	float *nw; /* the final norm's weights */
+	uint32_t n_tok;
+	struct lfull_seg *fsegs;
+	struct llin_seg *lsegs;
+};
+
+static void mdl__embed(void *ctx, const struct be_step *steps, uint32_t n_steps)
+{
+	struct mdl__run *r = ctx;
+	size_t h = r->d->m->hidden, row = 0;
+
+	for (uint32_t i = 0; i < n_steps; i++)
+		for (uint32_t t = 0; t < steps[i].n_tok; t++, row++)
+			cop_row(r->d->embd, h, steps[i].tokens[t], r->x + row * h);
+}
+
+static int mdl__mixer_full(void *ctx, uint32_t layer, uint32_t index, const struct be_step *steps,
+                           uint32_t n_steps)
+{
+	struct mdl__run *r = ctx;
+
+	for (uint32_t i = 0; i < n_steps; i++)
+		r->fsegs[i] = (struct lfull_seg){&steps[i].s->kv, steps[i].s->pos, steps[i].n_tok};
+	return lfull_forward_segs(r->d->m, index, &r->d->layers[layer].fw, r->fmt, r->kv, r->fsegs,
+	                          n_steps, r->x, r->ls, r->pool);
+}
+
+static int mdl__mixer_linear(void *ctx, uint32_t layer, const struct be_step *steps,
+                             uint32_t n_steps, const struct linstate *st)
+{
+	struct mdl__run *r = ctx;
+
+	for (uint32_t j = 0; j < n_steps; j++)
+		r->lsegs[j] = (struct llin_seg){st[j], steps[j].n_tok};
+	return llin_forward_segs(r->d->m, &r->d->layers[layer].lw, r->lsegs, n_steps, r->x, r->ls,
+	                         r->pool);
+}
+
+static void mdl__ffn_dense(void *ctx, uint32_t layer, uint32_t n_tok)
+{
+	struct mdl__run *r = ctx;
+	struct ig_errbuf eb;
+
+	/* dense: nothing to prepare, so nothing fails */
+	(void)lffn_forward(r->d->m, &r->d->layers[layer].ffn, layer, NULL, r->x, n_tok, r->ls,
+	                   r->pool, NULL, &eb);
+}
+
+static struct dec_route mdl__route(void *ctx, uint32_t layer, uint32_t n_tok, bool predict)
+{
+	struct mdl__run *r = ctx;
+	const struct lffn_weights *w = &r->d->layers[layer].ffn;
+	struct lffn_moe a = predict ? lffn_moe_probs(r->d->m, w, r->x, n_tok, r->ls, r->pool)
+	                            : lffn_moe_begin(r->d->m, w, r->x, n_tok, r->ls, r->pool);
+
+	return (struct dec_route){a.p, a.ids, a.sums};
+}
+
+static void mdl__expert(void *ctx, uint32_t layer, uint32_t t, const struct be_weight w[3],
+                        float weight)
+{
+	struct mdl__run *r = ctx;
+	struct cop_w ew[3] = {mdl__w(w[0]), mdl__w(w[1]), mdl__w(w[2])};
+
+	(void)layer;
+	lffn_moe_expert(r->d->m, ew, weight, t, r->x, r->n_tok, r->ls, r->pool);
+}
+
+static void mdl__shared(void *ctx, uint32_t layer, uint32_t t)
+{
+	struct mdl__run *r = ctx;
+
+	(void)layer;
+	lffn_moe_shared(r->d->m, t, r->x, r->n_tok, r->ls);
+}
+
+static void mdl__head(void *ctx, const struct be_step *steps, uint32_t n_steps, float *logits)
+{
+	struct mdl__run *r = ctx;
+	const struct mdesc *m = r->d->m;
+	size_t h = m->hidden, row = 0, n_out = 0;
+
+	cop_row(r->d->out_norm, h, 0, r->nw);
+	for (uint32_t i = 0; i < n_steps; i++) {
+		row += steps[i].n_tok;
+		if (steps[i].want_logits)
+			cop_rmsnorm(r->x + (row - 1) * h, r->nw, (float *)r->ls + n_out++ * h, h,
+			            m->rms_eps);
+	}
+	cop_matmul(r->pool, r->d->output, r->ls, logits, h, m->vocab, n_out);
+}
+
+/* The routed experts through the bound model's hook (the expert cache's,
+ * or a tool's), or in place: each [.., .., experts] tensor's slices. */
+static int mdl__xp_prepare(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n,
+                           struct ig_errbuf *eb)
+{
+	const struct mdl *d = ctx;
+
+	return d->experts->prepare(d->experts->ctx, layer, ids, n, eb);
+}
+
+static void mdl__xp_get(void *ctx, uint32_t layer, uint32_t e, struct be_weight w[3])
+{
+	const struct mdl *d = ctx;
+	struct cop_w ew[3];
+
+	if (d->experts) {
+		d->experts->get(d->experts->ctx, layer, e, ew);
+	} else {
+		const struct lffn_weights *f = &d->layers[layer].ffn;
+		size_t hidden = d->m->hidden, inter = d->m->expert_inter;
+
+		/* expert e: inter rows of hidden (gate, up), hidden rows of inter
+		 * (down) into each [.., .., experts] tensor */
+		ew[0] = cop_w_rows(f->gate_exps, hidden, (size_t)e * inter);
+		ew[1] = cop_w_rows(f->up_exps, hidden, (size_t)e * inter);
+		ew[2] = cop_w_rows(f->down_exps, inter, (size_t)e * hidden);
+	}
+	for (int i = 0; i < 3; i++)
+		w[i] = (struct be_weight){ew[i].p, ew[i].type};
+}
+
+static void mdl__xp_prefetch(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n)
+{
+	const struct mdl *d = ctx;
+
+	d->experts->prefetch(d->experts->ctx, layer, ids, n);
+}
+
+/* The neutral layer walk (decoder.h) on the cpu's layer operations. */
 int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
                       enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
                       float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb)
 {
 	enum { SEGS_ON_STACK = 64 };
 	const struct mdesc *m = d->m;
-	size_t h = m->hidden, n_tok = 0, row = 0, n_out = 0;
-	struct lfull_seg fsegs_stack[SEGS_ON_STACK], *fsegs = fsegs_stack;
-	struct llin_seg lsegs_stack[SEGS_ON_STACK], *lsegs = lsegs_stack;
-	struct mdesc_lin_state lst;
-	float *x, *nw;
-	void *ls;
+	size_t h = m->hidden, n_tok = 0;
+	struct lfull_seg fsegs_stack[SEGS_ON_STACK];
+	struct llin_seg lsegs_stack[SEGS_ON_STACK];
+	struct mdl__run r = {d, fmt, kv, pool, NULL, NULL, NULL, 0, fsegs_stack, lsegs_stack};
+	struct dec_experts xp = {d->experts ? mdl__xp_prepare : NULL, mdl__xp_get,
+	                         d->experts && d->experts->prefetch ? mdl__xp_prefetch : NULL,
+	                         (void *)d};
+	struct dec_ops ops = {mdl__embed,     mdl__mixer_full, mdl__mixer_linear,
+	                      mdl__ffn_dense, mdl__route,      mdl__expert,
+	                      mdl__shared,    mdl__head,       &r};
 	int rc;
 
 	if (n_steps == 0)
 		return IG_E_OK;
-	mdesc_lin_state(m, &lst);
-	rc = mdl_check_round(d, steps, n_steps, max_context, eb);
-	if (rc)
-		return rc;
 	for (uint32_t i = 0; i < n_steps; i++)
 		n_tok += steps[i].n_tok;
 	if (n_steps > SEGS_ON_STACK) {
-		fsegs = calloc(n_steps, sizeof(*fsegs));
-		lsegs = calloc(n_steps, sizeof(*lsegs));
-		if (!fsegs || !lsegs) {
+		r.fsegs = calloc(n_steps, sizeof(*r.fsegs));
+		r.lsegs = calloc(n_steps, sizeof(*r.lsegs));
+		if (!r.fsegs || !r.lsegs) {
 			rc = ig_errf(eb, IG_E_NOMEM, "no memory for a round of %u sequences",
 			             n_steps);
 			goto out;
 		}
 	}
-	x = scratch;
-	nw = x + n_tok * h;
-	ls = (char *)scratch + (n_tok * h * 4u + 2u * h * 4u + 63u) / 64u * 64u;
-
-	for (uint32_t i = 0; i < n_steps; i++) {
-		for (uint32_t t = 0; t < steps[i].n_tok; t++, row++)
-			cop_row(d->embd, h, steps[i].tokens[t], x + row * h);
-		fsegs[i] = (struct lfull_seg){&steps[i].s->kv, steps[i].s->pos, steps[i].n_tok};
-	}
-	for (uint32_t i = 0; i < m->layers; i++) {
-		const struct mdl_layer *l = &d->layers[i];
-
-		if (l->full) {
-			rc = lfull_forward_segs(m, l->index, &l->fw, fmt, kv, fsegs, n_steps, x, ls,
-			                        pool);
-		} else {
-			for (uint32_t j = 0; j < n_steps; j++)
-				lsegs[j] = (struct llin_seg){
-				    linstate_layer(&lst, steps[j].s->state, l->index),
-				    steps[j].n_tok};
-			rc = llin_forward_segs(m, &l->lw, lsegs, n_steps, x, ls, pool);
-		}
-		if (rc) {
-			/* checked above: a refusal here is a shape the binding let by */
-			rc = ig_errf(eb, rc, "layer %u refused its input", i);
-			goto out;
-		}
-		rc =
-		    lffn_forward(m, &l->ffn, i, d->experts, x, (uint32_t)n_tok, ls, pool, NULL, eb);
-		if (rc)
-			goto out;
-		/* the next layer's likely experts, from this residual: their copies
-		 * go now, beside the next token mixer's compute (expcache.h) */
-		if (d->experts && d->experts->prefetch && i + 1 < m->layers)
-			d->experts->prefetch(
-			    d->experts->ctx, i + 1,
-			    lffn_predict(m, &d->layers[i + 1].ffn, x, (uint32_t)n_tok, ls, pool),
-			    (uint32_t)n_tok * m->top_k);
-	}
-	/* The head over the last row of each step that wants logits, at once. */
-	cop_row(d->out_norm, h, 0, nw);
-	row = 0;
-	for (uint32_t i = 0; i < n_steps; i++) {
-		row += steps[i].n_tok;
-		if (steps[i].want_logits)
-			cop_rmsnorm(x + (row - 1) * h, nw, (float *)ls + n_out++ * h, h,
-			            m->rms_eps);
-		steps[i].s->pos += steps[i].n_tok;
-	}
-	cop_matmul(pool, d->output, ls, logits, h, m->vocab, n_out);
-	rc = IG_E_OK;
+	r.n_tok = (uint32_t)n_tok;
+	r.x = scratch;
+	r.nw = r.x + n_tok * h;
+	r.ls = (char *)scratch + (n_tok * h * 4u + 2u * h * 4u + 63u) / 64u * 64u;
+	rc = dec_round(m, &ops, &xp, steps, n_steps, max_context, logits, eb);
 out:
-	if (fsegs != fsegs_stack)
-		free(fsegs);
-	if (lsegs != lsegs_stack)
-		free(lsegs);
+	if (r.fsegs != fsegs_stack)
+		free(r.fsegs);
+	if (r.lsegs != lsegs_stack)
+		free(r.lsegs);
 	return rc;
 }
 
