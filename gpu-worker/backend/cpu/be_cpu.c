@@ -318,10 +318,10 @@ static int be_cpu__enqueue(struct be *b, bool d2h, void *dst, const void *src, u
                            uint64_t *ticket, struct ig_errbuf *eb)
 {
 	struct be_cpu *c = b->priv;
-	bool empty;
 
 	if (!c)
-		return devmem_check_copy(NULL, "async copy", d2h, dst, src, n, &empty, eb);
+		return ig_errf(eb, IG_E_INVAL,
+		               "async copy of %" PRIu64 " bytes: the backend is not open", n);
 	return xfer_copy(&c->xf, &c->mem, b->fault_xfer, d2h, dst, src, n, ticket, eb);
 }
 
