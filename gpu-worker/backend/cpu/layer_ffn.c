@@ -43,115 +43,6 @@ static void lffn__swiglu(struct cpool *pool, struct cop_w gate, struct cop_w up,
 	cop_matmul(pool, down, g, out, inter, hidden, n_tok);
 }
 
-/* One row's router output `pt` made probabilities (softmax), its experts
- * chosen by the neutral rule (route.h); returns the sum of their p. */
-static float lffn__route(float *pt, uint32_t experts, uint32_t k, uint32_t *id)
-{
-	cop_softmax(pt, experts);
-	return route_topk(pt, experts, k, id);
-}
-
-const uint32_t *lffn_predict(const struct mdesc *m, const struct lffn_weights *w, const float *x,
-                             uint32_t n_tok, void *scratch, struct cpool *pool)
-{
-	size_t hidden = m->hidden;
-	char *s = scratch;
-	float *normw = (float *)s;
-	float *xn = (float *)(s += lffn__align(hidden * sizeof(float)));
-	float *p = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
-	uint32_t *ids =
-	    (uint32_t *)(s + lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
-
-	cop_row(w->norm, hidden, 0, normw);
-	cop_rmsnorm_rows(x, normw, xn, n_tok, hidden, m->rms_eps);
-	cop_matmul(pool, w->router, xn, p, hidden, m->experts, n_tok);
-	for (uint32_t t = 0; t < n_tok; t++)
-		lffn__route(p + (size_t)t * m->experts, m->experts, m->top_k,
-		            ids + (size_t)t * m->top_k);
-	return ids;
-}
-
-int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t layer,
-                 const struct lffn_experts *xp, float *x, uint32_t n_tok, void *scratch,
-                 struct cpool *pool, uint32_t *chosen, struct ig_errbuf *eb)
-{
-	size_t hidden = m->hidden;
-	size_t inter = m->family == MDESC_DENSE ? m->ffn_inter : m->expert_inter;
-	size_t sh = m->family == MDESC_DENSE ? 0 : m->shared_inter;
-	size_t wide = inter > sh ? inter : sh;
-	uint32_t k = m->top_k;
-	char *s = scratch;
-	float *normw = (float *)s;
-	float *xn = (float *)(s += lffn__align(hidden * sizeof(float)));
-	float *g = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
-	float *u = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
-	float *out = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
-	float *p = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
-	float *shg = (float *)(s += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
-	float *eo = (float *)(s += lffn__align((size_t)hidden * sizeof(float)));
-	uint32_t *ids = (uint32_t *)(s += lffn__align((size_t)hidden * sizeof(float)));
-	float *sums = (float *)(s + lffn__align((size_t)n_tok * (k ? k : 1) * sizeof(uint32_t)));
-
-	cop_row(w->norm, hidden, 0, normw);
-	cop_rmsnorm_rows(x, normw, xn, n_tok, hidden, m->rms_eps);
-	if (m->family == MDESC_DENSE) {
-		lffn__swiglu(pool, w->gate, w->up, w->down, xn, hidden, inter, n_tok, g, u, out);
-		cop_add(x, out, x, (size_t)n_tok * hidden);
-		return IG_E_OK;
-	}
-	cop_row(w->shexp_gate, hidden, 0, shg);
-	/* The router and the shared expert see every row at once (their weights
-	 * are the same for all tokens; a row's result does not depend on the
-	 * others); every row's experts are chosen next (so that the expert
-	 * cache can make the whole pass's experts readable at once), then the
-	 * routed experts run token by token, each token on its own experts. The
-	 * additions into a token's row keep their order: its experts in rank
-	 * order, then the gated shared expert. */
-	cop_matmul(pool, w->router, xn, p, hidden, m->experts, n_tok);
-	lffn__swiglu(pool, w->gate_sh, w->up_sh, w->down_sh, xn, hidden, sh, n_tok, g, u, out);
-	for (uint32_t t = 0; t < n_tok; t++)
-		sums[t] =
-		    lffn__route(p + (size_t)t * m->experts, m->experts, k, ids + (size_t)t * k);
-	if (xp) {
-		int rc = xp->prepare(xp->ctx, layer, ids, n_tok * k, eb);
-
-		if (rc)
-			return rc;
-	}
-	for (uint32_t t = 0; t < n_tok; t++) {
-		const float *xt = xn + (size_t)t * hidden;
-		float *x_t = x + (size_t)t * hidden, *pt = p + (size_t)t * m->experts;
-		float *sh_t = out + (size_t)t * hidden;
-		float sum = sums[t], gate_s;
-
-		for (uint32_t r = 0; r < k; r++) {
-			uint32_t e = ids[(size_t)t * k + r];
-			struct cop_w ew[3];
-
-			/* expert e: inter rows of hidden (gate, up), hidden rows of
-			 * inter (down) into each [.., .., experts] tensor, or the same
-			 * bytes where the expert cache keeps them */
-			if (xp) {
-				xp->get(xp->ctx, layer, e, ew);
-			} else {
-				ew[0] = cop_w_rows(w->gate_exps, hidden, (size_t)e * inter);
-				ew[1] = cop_w_rows(w->up_exps, hidden, (size_t)e * inter);
-				ew[2] = cop_w_rows(w->down_exps, inter, (size_t)e * hidden);
-			}
-			lffn__swiglu(pool, ew[0], ew[1], ew[2], xt, hidden, inter, 1, g, u, eo);
-			cop_scale(eo, route_weight(pt[e], sum), eo, hidden);
-			cop_add(x_t, eo, x_t, hidden);
-			if (chosen)
-				chosen[(size_t)t * k + r] = e;
-		}
-		gate_s = cop_dot_f32(shg, xt, hidden);
-		gate_s = 1.0f / (1.0f + expf(-gate_s));
-		cop_scale(sh_t, gate_s, sh_t, hidden);
-		cop_add(x_t, sh_t, x_t, hidden);
-	}
-	return IG_E_OK;
-}
-
 /* Where lffn_forward's buffers sit in the scratch of n_tok tokens (the MoE
  * pieces below use the same, so their calls compose to lffn_forward's). */
 struct lffn__at {
@@ -243,4 +134,76 @@ void lffn_moe_shared(const struct mdesc *m, uint32_t t, float *x, uint32_t n_tok
 	gate_s = 1.0f / (1.0f + expf(-gate_s));
 	cop_scale(a.out + (size_t)t * hidden, gate_s, a.out + (size_t)t * hidden, hidden);
 	cop_add(x_t, a.out + (size_t)t * hidden, x_t, hidden);
+}
+
+const uint32_t *lffn_predict(const struct mdesc *m, const struct lffn_weights *w, const float *x,
+                             uint32_t n_tok, void *scratch, struct cpool *pool)
+{
+	struct lffn_moe a = lffn_moe_probs(m, w, x, n_tok, scratch, pool);
+
+	for (uint32_t t = 0; t < n_tok; t++)
+		(void)route_topk(a.p + (size_t)t * m->experts, m->experts, m->top_k,
+		                 a.ids + (size_t)t * m->top_k);
+	return a.ids;
+}
+
+int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t layer,
+                 const struct lffn_experts *xp, float *x, uint32_t n_tok, void *scratch,
+                 struct cpool *pool, uint32_t *chosen, struct ig_errbuf *eb)
+{
+	size_t hidden = m->hidden, inter = m->expert_inter;
+	uint32_t k = m->top_k, E = m->experts;
+	struct lffn_moe a;
+
+	if (m->family == MDESC_DENSE) {
+		struct lffn__at at;
+
+		lffn__layout(m, n_tok, scratch, &at);
+		cop_row(w->norm, hidden, 0, at.normw);
+		cop_rmsnorm_rows(x, at.normw, at.xn, n_tok, hidden, m->rms_eps);
+		lffn__swiglu(pool, w->gate, w->up, w->down, at.xn, hidden, m->ffn_inter, n_tok,
+		             at.g, at.u, at.out);
+		cop_add(x, at.out, x, (size_t)n_tok * hidden);
+		return IG_E_OK;
+	}
+	/* The router and the shared expert see every row at once (their weights
+	 * are the same for all tokens; a row's result does not depend on the
+	 * others); every row's experts are chosen next (route.h; so that the
+	 * expert cache can make the whole pass's experts readable at once), then
+	 * the routed experts run token by token, each token on its own experts.
+	 * The additions into a token's row keep their order: its experts in
+	 * rank order, then the gated shared expert. The neutral layer walk
+	 * (decoder.c) calls the same pieces in the same order. */
+	a = lffn_moe_begin(m, w, x, n_tok, scratch, pool);
+	for (uint32_t t = 0; t < n_tok; t++)
+		a.sums[t] = route_topk(a.p + (size_t)t * E, E, k, a.ids + (size_t)t * k);
+	if (xp) {
+		int rc = xp->prepare(xp->ctx, layer, a.ids, n_tok * k, eb);
+
+		if (rc)
+			return rc;
+	}
+	for (uint32_t t = 0; t < n_tok; t++) {
+		for (uint32_t r = 0; r < k; r++) {
+			uint32_t e = a.ids[(size_t)t * k + r];
+			struct cop_w ew[3];
+
+			/* expert e: inter rows of hidden (gate, up), hidden rows of
+			 * inter (down) into each [.., .., experts] tensor, or the same
+			 * bytes where the expert cache keeps them */
+			if (xp) {
+				xp->get(xp->ctx, layer, e, ew);
+			} else {
+				ew[0] = cop_w_rows(w->gate_exps, hidden, (size_t)e * inter);
+				ew[1] = cop_w_rows(w->up_exps, hidden, (size_t)e * inter);
+				ew[2] = cop_w_rows(w->down_exps, inter, (size_t)e * hidden);
+			}
+			lffn_moe_expert(m, ew, route_weight(a.p[(size_t)t * E + e], a.sums[t]), t,
+			                x, n_tok, scratch, pool);
+			if (chosen)
+				chosen[(size_t)t * k + r] = e;
+		}
+		lffn_moe_shared(m, t, x, n_tok, scratch);
+	}
+	return IG_E_OK;
 }
