@@ -201,7 +201,7 @@ bool mdesc_is_full_layer(const struct mdesc *m, uint32_t i);
 
 /*
  * One sequence's linear-attention state, the one place its size is
- * computed (the cpu layer's layout is layer_linear.h's; the image carries
+ * computed (its inner layout is model/linstate.h's; the image carries
  * it beside the pages; the plan reserves it per lane and retained slot):
  * per linear layer (every layer mdesc_is_full_layer is not)
  *   S     lin_v_heads x lin_dk x lin_dv fp32 (the delta rule's state), then

@@ -12,12 +12,40 @@
  * weights into its memory (model_bind), gives each sequence its device
  * state (seq_init), and runs rounds over the backend-neutral types of
  * devseq.h. Compute is one entry at the granularity of a round
- * (docs/adr/0010): the decoder over the round's rows (model_cpu.h,
- * mdl_forward_round, is the contract and the cpu backend's implementation).
- * A backend schedules and fuses its own kernels inside a round, on scratch
- * and threads of its own (the cuda backend: kernels/ and cuBLAS on its
- * compute stream); the engine above it only plans rounds and never sees a
+ * (docs/adr/0010): the decoder over the round's rows (the cpu backend's,
+ * model_cpu.h, is the reference every other is checked against). A backend
+ * schedules and fuses its own kernels inside a round, on scratch and
+ * threads of its own (the cuda backend: kernels/ and cuBLAS on its compute
+ * stream); the engine above it only plans rounds and never sees a
  * backend's type nor dereferences device memory.
+ *
+ * The half of a backend that is no device's own sits beside this table,
+ * and a backend links it rather than writing it again (docs/adr/0045): the
+ * device memory's books and the copies' checks (devmem.h), the transfer
+ * stream's tickets, depth, failure and faults (xfer.h: a backend gives its
+ * copy engine), binding (bind.h: regions, state slots, passes, the round's
+ * checks, the image header), the expert cache (expcache.h) over the
+ * tensors' neutral views (weight.h), and the linear state's layout
+ * (model/linstate.h, beside the KV formats of model/kvfmt.h).
+ *
+ * EXACTNESS, part of every backend's contract. A token's bits (its logits,
+ * the KV it stores, the state it leaves) are a function of the model, the
+ * sequence's tokens so far and the KV format alone. They do not depend on:
+ *   - the batch: which other sequences share its round, and in which order;
+ *   - the chunk: how its prompt is cut into steps (one chunk, token by
+ *     token, any split);
+ *   - the pass: whether a round runs in one pass or in several (a workspace
+ *     smaller than the round: bind.h);
+ *   - the threads, streams or kernels' launch shapes the backend uses;
+ *   - where its state and pages were before: a sequence moved out (seqimg.h)
+ *     and back, or restored from a retained checkpoint, continues exactly.
+ * The engine, the round planner (roundplan.h), the moves and prompt reuse
+ * rely on this: they batch, chunk, move and reuse freely because nothing a
+ * sequence sees changes. On a GPU it rules out what changes a sum's order
+ * with the shape (cuBLAS's heuristics, split-K, atomics in a reduction):
+ * every sum of a row runs in an order fixed by the model's shapes alone.
+ * Across backends tokens may differ within the tolerance the conformance
+ * suite states per type; within one backend they are bit-identical.
  *
  * Copies. A synchronous copy has landed when it returns. An asynchronous
  * copy goes on the backend's one transfer stream (CUDA: a stream of its own
@@ -80,8 +108,11 @@ struct seqimg_writer;
 /* 2: the transfer stream (copy_*_async, xfer_*). 4: the model, its
  * sequences and the round on devseq.h's types; image windows on the stream.
  * 6: copy_d2d (retained prompt checkpoints: docs/adr/0037). 7: the expert
- * cache (be_bind_opts' expert regions, expert_stats: docs/adr/0039). */
-#define BE_ABI_VERSION 7u
+ * cache (be_bind_opts' expert regions, expert_stats: docs/adr/0039). 8:
+ * host_alloc and host_free (host memory the device copies from and to at
+ * full speed: pinned on a GPU; the expert cache's host copy), and the
+ * neutral half of every backend moved up beside the table (docs/adr/0045). */
+#define BE_ABI_VERSION 8u
 
 /* Copies in flight on the transfer stream at most. A move enqueues one copy
  * per window between two decode rounds and waits for them before the next
@@ -114,8 +145,8 @@ struct be_region {
  * for even the least it can work with (naming the line, what it holds and
  * what is needed). A region larger than the least is used as far as it
  * helps: a workspace that cannot hold a whole round's scratch runs the
- * round in passes of as many tokens as it holds (the same bits: a token's
- * arithmetic does not depend on the tokens beside it, model_cpu.h). */
+ * round in passes of as many tokens as it holds (the same bits: the
+ * exactness contract above; bind.h cuts the passes). */
 struct be_bind_opts {
 	uint32_t max_round_tokens;   /* decode lanes + the prefill chunk */
 	uint64_t context;            /* the longest sequence */
@@ -216,6 +247,15 @@ struct be_ops {
 	/* Free what alloc() returned, with the same `bytes`. Waits for the
 	 * transfer stream first, as cudaFree does. */
 	void (*free)(struct be *b, void *ptr, uint64_t bytes);
+	/* Host memory of `bytes` that the device copies from and to at full
+	 * speed, for what stays long in host memory and crosses to the device
+	 * often (the expert cache's host copy of the experts; a host window of
+	 * moves): pinned (page-locked) where the device has it (cuda:
+	 * cudaHostAlloc), plain memory on the cpu backend. Host memory to every
+	 * check of a copy. IG_E_NOMEM when there is none; the caller owns
+	 * `*ptr` until host_free with the same `bytes`. */
+	int (*host_alloc)(struct be *b, uint64_t bytes, void **ptr, struct ig_errbuf *eb);
+	void (*host_free)(struct be *b, void *ptr, uint64_t bytes);
 	/* Synchronous copies of `n` bytes between host and device memory. The
 	 * device side must lie inside one allocation, the host side outside
 	 * every one (IG_E_INVAL otherwise). They do not wait for the stream. */
@@ -279,12 +319,6 @@ struct be_ops {
 	void (*seq_image)(struct be *b, const struct be_model *m, const struct be_seq *s,
 	                  const struct kvpool *kv, enum mdesc_kv_format fmt, uint32_t last_token,
 	                  uint64_t sampler_bytes, struct seqimg_header *h, void **pages_out);
-	/* One round of the decoder: every step's tokens through `m`, KV into
-	 * `kv`'s pages, logits out in host memory (vocab floats per step that
-	 * wants them, in step order; the contract of mdl_forward_round, bit for
-	 * bit on the cpu backend). At most o->max_round_tokens tokens; the
-	 * whole round is checked before any state changes, so a refusal touches
-	 * nothing even when the round runs in passes. */
 	/* The expert cache's figures (st->cached false for a model without). */
 	void (*expert_stats)(struct be *b, const struct be_model *m, struct be_expert_stats *st);
 	/* Tokens routed to each expert since the bind (layers x experts,
@@ -292,6 +326,12 @@ struct be_ops {
 	 * many there are, 0 for a model bound without an expert_cache region. */
 	uint64_t (*expert_counts)(struct be *b, const struct be_model *m, uint64_t *out,
 	                          uint64_t n);
+	/* One round of the decoder: every step's tokens through `m`, KV into
+	 * `kv`'s pages, logits out in host memory (vocab floats per step that
+	 * wants them, in step order), under the exactness contract above. At
+	 * most o->max_round_tokens tokens; the whole round is checked before
+	 * any state changes (bind_check_round), so a refusal touches nothing
+	 * even when the round runs in passes. */
 	int (*round)(struct be *b, const struct be_model *m, const struct be_step *steps,
 	             uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
 	             uint64_t context, float *logits, struct ig_errbuf *eb);

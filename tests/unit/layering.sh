@@ -5,7 +5,8 @@
 # reaches no backend's own code (gpu-worker/backend/cpu/, .../cuda/), no
 # kernel (kernels/) and nothing of the kvstore daemon's (kvstore-daemon/),
 # even through another header, since no component it may include may include
-# those; the CUDA kernels (kernels/) are a leaf over common/, reached by the
+# those; the neutral half of the backends (gpu-worker/backend/, docs/adr/0045)
+# reaches no backend's own code either; the CUDA kernels (kernels/) are a leaf over common/, reached by the
 # cuda backend alone; the model library includes nothing of gpu-worker/; the
 # KV-RAM object's byte layout (kvram/kvram_layout.h) is read by kvram/ and the
 # daemon's index alone. Fails naming the file, the line and the rule.
@@ -110,6 +111,7 @@ self_test() { # each rule, broken once in a copy of the tree, fails the check
 		'gpu-worker/backend/cuda/be_cuda.c|#include "gpu-worker/engine/engine.h"'
 		'kernels/kernels.h|#include "gpu-worker/backend/backend.h"'
 		'kernels/rmsnorm_f32.cu|#include "model/quant.h"'
+		'gpu-worker/backend/decoder.c|#include "gpu-worker/backend/cpu/cpu_ops.h"'
 		'model/seqimg.h|#include "gpu-worker/backend/kvpool.h"'
 		'gpu-worker/engine/kvclient.c|#include "kvram/kvram_layout.h"'
 		'gpu-worker/engine/engine.c|#include "err.h"'

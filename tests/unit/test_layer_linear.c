@@ -136,7 +136,7 @@ static void fix_release(struct fix *f)
 /* One run's results: the stream after the layer and the state. */
 struct run {
 	float *x;
-	struct llin_state st;
+	struct linstate st;
 };
 
 static void run_init(const struct fix *f, struct run *r)
@@ -145,7 +145,7 @@ static void run_init(const struct fix *f, struct run *r)
 	memcpy(r->x, f->x, N_TOK * f->hidden * sizeof(float));
 	r->st.S = xmalloc(s_floats(f->m) * sizeof(float));
 	r->st.conv = xmalloc(conv_floats(f->m) * sizeof(float));
-	llin_state_zero(f->m, &r->st);
+	linstate_zero(f->m, &r->st);
 }
 
 static void run_release(struct run *r)
@@ -464,7 +464,7 @@ static void test_resume(void **state)
 	free(moved.st.conv);
 	moved.st.S = xmalloc(nS * sizeof(float));
 	moved.st.conv = xmalloc(nC * sizeof(float));
-	llin_state_zero(f.m, &moved.st);
+	linstate_zero(f.m, &moved.st);
 	memcpy(moved.st.S, saved_S, nS * sizeof(float));
 	memcpy(moved.st.conv, saved_conv, nC * sizeof(float));
 	run_tokens(&f, &moved, SAVE_AT, N_TOK, 4, NULL);

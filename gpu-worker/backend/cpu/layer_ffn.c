@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_ops.h"
+#include "gpu-worker/backend/route.h"
 #include "model/gguf.h"
 
 static size_t lffn__align(size_t n)
@@ -42,33 +43,54 @@ static void lffn__swiglu(struct cpool *pool, struct cop_w gate, struct cop_w up,
 	cop_matmul(pool, down, g, out, inter, hidden, n_tok);
 }
 
-/* One row's router output `pt` made probabilities (softmax), its top k
- * into id[0..k) by p, ties to the lower id (selection in a fixed order);
- * returns the sum of their p. */
-static float lffn__route(float *pt, uint32_t experts, uint32_t k, uint32_t *id)
+/* Where lffn_forward's buffers sit in the scratch of n_tok tokens (the MoE
+ * pieces below use the same, so their calls compose to lffn_forward's). */
+struct lffn__at {
+	float *normw, *xn, *g, *u, *out, *p, *shg, *eo, *sums;
+	uint32_t *ids;
+};
+
+static void lffn__layout(const struct mdesc *m, uint32_t n_tok, void *scratch, struct lffn__at *a)
 {
-	float sum = 0.0f;
+	size_t hidden = m->hidden;
+	size_t inter = m->family == MDESC_DENSE ? m->ffn_inter : m->expert_inter;
+	size_t sh = m->family == MDESC_DENSE ? 0 : m->shared_inter;
+	size_t wide = inter > sh ? inter : sh;
+	uint32_t k = m->top_k;
+	char *s = scratch;
 
-	cop_softmax(pt, experts);
-	for (uint32_t r = 0; r < k; r++) {
-		uint32_t best = UINT32_MAX;
-
-		for (uint32_t e = 0; e < experts; e++) {
-			bool taken = false;
-
-			for (uint32_t q = 0; q < r; q++)
-				taken |= id[q] == e;
-			if (!taken && (best == UINT32_MAX || pt[e] > pt[best]))
-				best = e;
-		}
-		id[r] = best;
-		sum += pt[best];
-	}
-	return sum;
+	a->normw = (float *)s;
+	a->xn = (float *)(s += lffn__align(hidden * sizeof(float)));
+	a->g = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
+	a->u = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
+	a->out = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
+	a->p = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
+	a->shg = (float *)(s += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
+	a->eo = (float *)(s += lffn__align((size_t)hidden * sizeof(float)));
+	a->ids = (uint32_t *)(s += lffn__align((size_t)hidden * sizeof(float)));
+	a->sums = (float *)(s + lffn__align((size_t)n_tok * (k ? k : 1) * sizeof(uint32_t)));
 }
 
-const uint32_t *lffn_predict(const struct mdesc *m, const struct lffn_weights *w, const float *x,
-                             uint32_t n_tok, void *scratch, struct cpool *pool)
+struct lffn_moe lffn_moe_begin(const struct mdesc *m, const struct lffn_weights *w, const float *x,
+                               uint32_t n_tok, void *scratch, struct cpool *pool)
+{
+	size_t hidden = m->hidden;
+	struct lffn__at a;
+
+	lffn__layout(m, n_tok, scratch, &a);
+	cop_row(w->norm, hidden, 0, a.normw);
+	cop_rmsnorm_rows(x, a.normw, a.xn, n_tok, hidden, m->rms_eps);
+	cop_row(w->shexp_gate, hidden, 0, a.shg);
+	cop_matmul(pool, w->router, a.xn, a.p, hidden, m->experts, n_tok);
+	lffn__swiglu(pool, w->gate_sh, w->up_sh, w->down_sh, a.xn, hidden, m->shared_inter, n_tok,
+	             a.g, a.u, a.out);
+	for (uint32_t t = 0; t < n_tok; t++)
+		cop_softmax(a.p + (size_t)t * m->experts, m->experts);
+	return (struct lffn_moe){a.p, a.ids, a.sums};
+}
+
+struct lffn_moe lffn_moe_probs(const struct mdesc *m, const struct lffn_weights *w, const float *x,
+                               uint32_t n_tok, void *scratch, struct cpool *pool)
 {
 	size_t hidden = m->hidden;
 	char *s = scratch;
@@ -82,66 +104,88 @@ const uint32_t *lffn_predict(const struct mdesc *m, const struct lffn_weights *w
 	cop_rmsnorm_rows(x, normw, xn, n_tok, hidden, m->rms_eps);
 	cop_matmul(pool, w->router, xn, p, hidden, m->experts, n_tok);
 	for (uint32_t t = 0; t < n_tok; t++)
-		lffn__route(p + (size_t)t * m->experts, m->experts, m->top_k,
-		            ids + (size_t)t * m->top_k);
-	return ids;
+		cop_softmax(p + (size_t)t * m->experts, m->experts);
+	return (struct lffn_moe){p, ids, NULL};
+}
+
+void lffn_moe_expert(const struct mdesc *m, const struct cop_w ew[3], float weight, uint32_t t,
+                     float *x, uint32_t n_tok, void *scratch, struct cpool *pool)
+{
+	size_t hidden = m->hidden;
+	float *x_t = x + (size_t)t * hidden;
+	struct lffn__at a;
+
+	lffn__layout(m, n_tok, scratch, &a);
+	lffn__swiglu(pool, ew[0], ew[1], ew[2], a.xn + (size_t)t * hidden, hidden, m->expert_inter,
+	             1, a.g, a.u, a.eo);
+	cop_scale(a.eo, weight, a.eo, hidden);
+	cop_add(x_t, a.eo, x_t, hidden);
+}
+
+void lffn_moe_shared(const struct mdesc *m, uint32_t t, float *x, uint32_t n_tok, void *scratch)
+{
+	size_t hidden = m->hidden;
+	float *x_t = x + (size_t)t * hidden;
+	struct lffn__at a;
+	float gate_s;
+
+	lffn__layout(m, n_tok, scratch, &a);
+	gate_s = cop_dot_f32(a.shg, a.xn + (size_t)t * hidden, hidden);
+	gate_s = 1.0f / (1.0f + expf(-gate_s));
+	cop_scale(a.out + (size_t)t * hidden, gate_s, a.out + (size_t)t * hidden, hidden);
+	cop_add(x_t, a.out + (size_t)t * hidden, x_t, hidden);
+}
+
+const uint32_t *lffn_predict(const struct mdesc *m, const struct lffn_weights *w, const float *x,
+                             uint32_t n_tok, void *scratch, struct cpool *pool)
+{
+	struct lffn_moe a = lffn_moe_probs(m, w, x, n_tok, scratch, pool);
+
+	for (uint32_t t = 0; t < n_tok; t++)
+		(void)route_topk(a.p + (size_t)t * m->experts, m->experts, m->top_k,
+		                 a.ids + (size_t)t * m->top_k);
+	return a.ids;
 }
 
 int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t layer,
                  const struct lffn_experts *xp, float *x, uint32_t n_tok, void *scratch,
                  struct cpool *pool, uint32_t *chosen, struct ig_errbuf *eb)
 {
-	size_t hidden = m->hidden;
-	size_t inter = m->family == MDESC_DENSE ? m->ffn_inter : m->expert_inter;
-	size_t sh = m->family == MDESC_DENSE ? 0 : m->shared_inter;
-	size_t wide = inter > sh ? inter : sh;
-	uint32_t k = m->top_k;
-	char *s = scratch;
-	float *normw = (float *)s;
-	float *xn = (float *)(s += lffn__align(hidden * sizeof(float)));
-	float *g = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
-	float *u = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
-	float *out = (float *)(s += lffn__align((size_t)n_tok * wide * sizeof(float)));
-	float *p = (float *)(s += lffn__align((size_t)n_tok * hidden * sizeof(float)));
-	float *shg = (float *)(s += lffn__align((size_t)n_tok * (m->experts + 1) * sizeof(float)));
-	float *eo = (float *)(s += lffn__align((size_t)hidden * sizeof(float)));
-	uint32_t *ids = (uint32_t *)(s += lffn__align((size_t)hidden * sizeof(float)));
-	float *sums = (float *)(s + lffn__align((size_t)n_tok * (k ? k : 1) * sizeof(uint32_t)));
+	size_t hidden = m->hidden, inter = m->expert_inter;
+	uint32_t k = m->top_k, E = m->experts;
+	struct lffn_moe a;
 
-	cop_row(w->norm, hidden, 0, normw);
-	cop_rmsnorm_rows(x, normw, xn, n_tok, hidden, m->rms_eps);
 	if (m->family == MDESC_DENSE) {
-		lffn__swiglu(pool, w->gate, w->up, w->down, xn, hidden, inter, n_tok, g, u, out);
-		cop_add(x, out, x, (size_t)n_tok * hidden);
+		struct lffn__at at;
+
+		lffn__layout(m, n_tok, scratch, &at);
+		cop_row(w->norm, hidden, 0, at.normw);
+		cop_rmsnorm_rows(x, at.normw, at.xn, n_tok, hidden, m->rms_eps);
+		lffn__swiglu(pool, w->gate, w->up, w->down, at.xn, hidden, m->ffn_inter, n_tok,
+		             at.g, at.u, at.out);
+		cop_add(x, at.out, x, (size_t)n_tok * hidden);
 		return IG_E_OK;
 	}
-	cop_row(w->shexp_gate, hidden, 0, shg);
 	/* The router and the shared expert see every row at once (their weights
 	 * are the same for all tokens; a row's result does not depend on the
-	 * others); every row's experts are chosen next (so that the expert
-	 * cache can make the whole pass's experts readable at once), then the
-	 * routed experts run token by token, each token on its own experts. The
-	 * additions into a token's row keep their order: its experts in rank
-	 * order, then the gated shared expert. */
-	cop_matmul(pool, w->router, xn, p, hidden, m->experts, n_tok);
-	lffn__swiglu(pool, w->gate_sh, w->up_sh, w->down_sh, xn, hidden, sh, n_tok, g, u, out);
+	 * others); every row's experts are chosen next (route.h; so that the
+	 * expert cache can make the whole pass's experts readable at once), then
+	 * the routed experts run token by token, each token on its own experts.
+	 * The additions into a token's row keep their order: its experts in
+	 * rank order, then the gated shared expert. The neutral layer walk
+	 * (decoder.c) calls the same pieces in the same order. */
+	a = lffn_moe_begin(m, w, x, n_tok, scratch, pool);
 	for (uint32_t t = 0; t < n_tok; t++)
-		sums[t] =
-		    lffn__route(p + (size_t)t * m->experts, m->experts, k, ids + (size_t)t * k);
+		a.sums[t] = route_topk(a.p + (size_t)t * E, E, k, a.ids + (size_t)t * k);
 	if (xp) {
-		int rc = xp->prepare(xp->ctx, layer, ids, n_tok * k, eb);
+		int rc = xp->prepare(xp->ctx, layer, a.ids, n_tok * k, eb);
 
 		if (rc)
 			return rc;
 	}
 	for (uint32_t t = 0; t < n_tok; t++) {
-		const float *xt = xn + (size_t)t * hidden;
-		float *x_t = x + (size_t)t * hidden, *pt = p + (size_t)t * m->experts;
-		float *sh_t = out + (size_t)t * hidden;
-		float sum = sums[t], gate_s;
-
 		for (uint32_t r = 0; r < k; r++) {
-			uint32_t e = ids[(size_t)t * k + r];
+			uint32_t e = a.ids[(size_t)t * k + r];
 			struct cop_w ew[3];
 
 			/* expert e: inter rows of hidden (gate, up), hidden rows of
@@ -154,16 +198,12 @@ int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t l
 				ew[1] = cop_w_rows(w->up_exps, hidden, (size_t)e * inter);
 				ew[2] = cop_w_rows(w->down_exps, inter, (size_t)e * hidden);
 			}
-			lffn__swiglu(pool, ew[0], ew[1], ew[2], xt, hidden, inter, 1, g, u, eo);
-			cop_scale(eo, sum > 0.0f ? pt[e] / sum : 0.0f, eo, hidden);
-			cop_add(x_t, eo, x_t, hidden);
+			lffn_moe_expert(m, ew, route_weight(a.p[(size_t)t * E + e], a.sums[t]), t,
+			                x, n_tok, scratch, pool);
 			if (chosen)
 				chosen[(size_t)t * k + r] = e;
 		}
-		gate_s = cop_dot_f32(shg, xt, hidden);
-		gate_s = 1.0f / (1.0f + expf(-gate_s));
-		cop_scale(sh_t, gate_s, sh_t, hidden);
-		cop_add(x_t, sh_t, x_t, hidden);
+		lffn_moe_shared(m, t, x, n_tok, scratch);
 	}
 	return IG_E_OK;
 }

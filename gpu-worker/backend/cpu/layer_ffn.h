@@ -6,7 +6,8 @@
  *   xn = rmsnorm(x, ffn_norm)
  *   dense: x += down(silu(gate xn) * up xn)
  *   moe:   p = softmax(router xn); the top_k experts by p (ties: lower id),
- *          weights p_e / sum of the kept p; routed = sum over them, in rank
+ *          weights p_e / sum of the kept p (the rule is the neutral
+ *          gpu-worker/backend/route.h's); routed = sum over them, in rank
  *          order, of w_e down_e(silu(gate_e xn) * up_e xn);
  *          shared = sigmoid(gate_inp_shexp . xn) down_sh(silu(gate_sh xn) * up_sh xn);
  *          x += routed, then x += shared.
@@ -77,5 +78,30 @@ size_t lffn_scratch_bytes(const struct mdesc *m, uint32_t n_tok);
 int lffn_forward(const struct mdesc *m, const struct lffn_weights *w, uint32_t layer,
                  const struct lffn_experts *xp, float *x, uint32_t n_tok, void *scratch,
                  struct cpool *pool, uint32_t *chosen, struct ig_errbuf *eb);
+
+/*
+ * The mixture of experts in pieces, for the neutral layer walk
+ * (gpu-worker/backend/decoder.h), which routes and keeps the order; each
+ * piece over the scratch of the round's n_tok tokens, composing to exactly
+ * lffn_forward's arithmetic:
+ *   begin   xn, the shared expert's output for every row, and every row's
+ *           router probabilities (softmax) in host memory; `ids` and
+ *           `sums` room for the routing (n_tok x top_k, n_tok)
+ *   probs   the router probabilities alone (a prediction: nothing kept)
+ *   expert  x[t] += weight * expert(ew)(xn[t])
+ *   shared  x[t] += sigmoid(shexp_gate . xn[t]) * shared[t]
+ */
+struct lffn_moe {
+	const float *p;
+	uint32_t *ids;
+	float *sums;
+};
+struct lffn_moe lffn_moe_begin(const struct mdesc *m, const struct lffn_weights *w, const float *x,
+                               uint32_t n_tok, void *scratch, struct cpool *pool);
+struct lffn_moe lffn_moe_probs(const struct mdesc *m, const struct lffn_weights *w, const float *x,
+                               uint32_t n_tok, void *scratch, struct cpool *pool);
+void lffn_moe_expert(const struct mdesc *m, const struct cop_w ew[3], float weight, uint32_t t,
+                     float *x, uint32_t n_tok, void *scratch, struct cpool *pool);
+void lffn_moe_shared(const struct mdesc *m, uint32_t t, float *x, uint32_t n_tok, void *scratch);
 
 #endif

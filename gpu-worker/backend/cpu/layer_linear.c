@@ -55,20 +55,9 @@ static int llin_dims_of(const struct mdesc *m, struct llin_dims *d)
 	return 0;
 }
 
-
 static size_t round_floats(size_t n)
 {
 	return (n + LLIN_ALIGN_FLOATS - 1) / LLIN_ALIGN_FLOATS * LLIN_ALIGN_FLOATS;
-}
-
-void llin_state_zero(const struct mdesc *m, struct llin_state *st)
-{
-	struct mdesc_lin_state ls;
-
-	mdesc_lin_state(m, &ls);
-	memset(st->S, 0, ls.s_floats * sizeof(float));
-	if (ls.conv_floats)
-		memset(st->conv, 0, ls.conv_floats * sizeof(float));
 }
 
 /*
@@ -124,7 +113,7 @@ size_t llin_scratch_bytes(const struct mdesc *m, uint32_t n_tok)
 struct llin_job {
 	const struct llin_dims *d;
 	const struct llin_weights *w;
-	struct llin_state *st;
+	struct linstate *st;
 	struct llin_scratch *s;
 	size_t n;
 	float eps;
@@ -247,8 +236,8 @@ static void llin_head_items(void *ctx, size_t begin, size_t end)
 	}
 }
 
-int llin_forward(const struct mdesc *m, const struct llin_weights *w, struct llin_state *st,
-                 float *x, uint32_t n_tok, void *scratch, struct cpool *pool)
+int llin_forward(const struct mdesc *m, const struct llin_weights *w, struct linstate *st, float *x,
+                 uint32_t n_tok, void *scratch, struct cpool *pool)
 {
 	struct llin_seg one = {*st, n_tok};
 
@@ -289,7 +278,7 @@ int llin_forward_segs(const struct mdesc *m, const struct llin_weights *w,
 	/* The conv and the recurrence sequence by sequence, each on its own
 	 * state and rows. */
 	for (uint32_t i = 0; i < n_segs; i++) {
-		struct llin_state st = segs[i].st;
+		struct linstate st = segs[i].st;
 
 		if (!segs[i].n_tok)
 			continue;

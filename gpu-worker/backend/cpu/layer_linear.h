@@ -41,12 +41,9 @@
  * tokens, or any split give the same bits in x and in the state, so a
  * sequence whose state was copied elsewhere resumes exactly.
  *
- * THE STATE of one sequence in one linear layer (fp32, the caller's memory):
- *   S    [lv][dk][dv]   S[(h * dk + i) * dv + j] = row i (key dim), col j
- *   conv [qkv][K-1]     conv[c * (K-1) + j] = u_c(t - (K-1) + j), oldest first,
- *                       where t is the next token; qkv = 2*lk*dk + lv*dv.
- * A fresh sequence starts with both zeroed (llin_state_zero). Copying both
- * arrays is a complete save of the layer's state.
+ * THE STATE of one sequence in one linear layer is model/linstate.h's
+ * (struct linstate: S, then the convolution's inputs), the layout every
+ * backend shares since it travels in sequence images.
  */
 #ifndef IGNIS_GPU_WORKER_LAYER_LINEAR_H
 #define IGNIS_GPU_WORKER_LAYER_LINEAR_H
@@ -57,35 +54,24 @@
 #include "cpu_ops.h"
 #include "cpu_pool.h"
 #include "common/model.h"
+#include "model/linstate.h"
 
 /* One linear layer's weights: cop_w, pointers into memory the caller keeps
  * mapped or loaded for as long as the struct is used. */
 struct llin_weights {
-	struct cop_w attn_norm;    /* [hidden] */
-	struct cop_w qkv;          /* [hidden -> 2*lk*dk + lv*dv] */
-	struct cop_w z;            /* [hidden -> lv*dv] */
-	struct cop_w ba;           /* [hidden -> 2*lv]: b then a (mdesc_lin_ba FUSED),
-	                              per key head its b then its a (GROUPED); SPLIT:
-	                              [hidden -> lv], b only */
-	struct cop_w alpha;        /* SPLIT: [hidden -> lv], a */
-	struct cop_w conv;         /* [K, qkv]: channel c, tap i at c*K + i */
-	struct cop_w a_log;        /* [lv]: A_log, or -exp(A_log) (mdesc_lin_a_neg) */
-	struct cop_w dt_bias;      /* [lv] */
-	struct cop_w norm;         /* [dv] */
-	struct cop_w out;          /* [lv*dv -> hidden] */
+	struct cop_w attn_norm; /* [hidden] */
+	struct cop_w qkv;       /* [hidden -> 2*lk*dk + lv*dv] */
+	struct cop_w z;         /* [hidden -> lv*dv] */
+	struct cop_w ba;        /* [hidden -> 2*lv]: b then a (mdesc_lin_ba FUSED),
+	                           per key head its b then its a (GROUPED); SPLIT:
+	                           [hidden -> lv], b only */
+	struct cop_w alpha;     /* SPLIT: [hidden -> lv], a */
+	struct cop_w conv;      /* [K, qkv]: channel c, tap i at c*K + i */
+	struct cop_w a_log;     /* [lv]: A_log, or -exp(A_log) (mdesc_lin_a_neg) */
+	struct cop_w dt_bias;   /* [lv] */
+	struct cop_w norm;      /* [dv] */
+	struct cop_w out;       /* [lv*dv -> hidden] */
 };
-
-/* One sequence's state in one linear layer (layout above); the caller owns
- * both arrays. Their sizes are the description's (common/model.h,
- * mdesc_lin_state: s_floats and conv_floats; a sequence's layers one after
- * the other, layer_floats apart). */
-struct llin_state {
-	float *S;    /* mdesc_lin_state(m).s_floats floats */
-	float *conv; /* mdesc_lin_state(m).conv_floats floats */
-};
-
-/* Zero a state: the state of a sequence before its first token. */
-void llin_state_zero(const struct mdesc *m, struct llin_state *st);
 
 /* Bytes of scratch llin_forward needs for a chunk of n_tok tokens (a multiple
  * of 64; pass memory aligned to at least 64 bytes). */
@@ -100,12 +86,12 @@ size_t llin_scratch_bytes(const struct mdesc *m, uint32_t n_tok);
  * shapes are not a linear layer's (a zero dimension, conv_kernel 0, or
  * lin_v_heads not a multiple of lin_k_heads).
  */
-int llin_forward(const struct mdesc *m, const struct llin_weights *w, struct llin_state *st,
-                 float *x, uint32_t n_tok, void *scratch, struct cpool *pool);
+int llin_forward(const struct mdesc *m, const struct llin_weights *w, struct linstate *st, float *x,
+                 uint32_t n_tok, void *scratch, struct cpool *pool);
 
 /* One sequence's rows in a round and its state in this layer. */
 struct llin_seg {
-	struct llin_state st;
+	struct linstate st;
 	uint32_t n_tok;
 };
 

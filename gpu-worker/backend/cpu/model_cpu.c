@@ -6,157 +6,91 @@
 #include <string.h>
 
 #include "cpu_ops.h"
+#include "gpu-worker/backend/bind.h"
+#include "gpu-worker/backend/dectab.h"
+#include "gpu-worker/backend/decoder.h"
 #include "model/gguf.h"
 #include "model/quant.h"
 
-struct mdl__bind {
-	const struct gguf *g;
-	const struct mdl_placer *placer;
-	struct ig_errbuf *eb;
-	int rc;
-	uint64_t placed;
-};
-
-/* A tensor's bytes where the worker keeps them; `matrix`: any type the
- * matrix product reads (model/quant.h), else (norms, the convolution, decay
- * and bias vectors) F32, F16 or BF16: vectors are read element by element. */
-static const void *mdl__t(struct mdl__bind *b, const char *name, bool matrix, uint32_t *type)
+/* A neutral view as the kernels' weight (the same two fields). */
+static struct cop_w mdl__w(struct be_weight w)
 {
-	const struct gguf_tensor *t;
-
-	if (b->rc)
-		return NULL;
-	t = gguf_find_tensor(b->g, name);
-	if (!t) {
-		b->rc = ig_errf(b->eb, IG_E_INVAL, "tensor '%s' is missing", name);
-		return NULL;
-	}
-	if (matrix ? !quant_type_of(t->type) || !quant_row_bytes(t->type, t->dims[0])
-	           : t->type != GGUF_TENSOR_BF16 && t->type != GGUF_TENSOR_F16 &&
-	                 t->type != GGUF_TENSOR_F32) {
-		b->rc = ig_errf(b->eb, IG_E_INVAL,
-		                "tensor '%s' is %s; the cpu runtime takes %s here "
-		                "(ignis-mkmodel --dtype writes them so)",
-		                name, gguf_tensor_type_name(t->type),
-		                matrix ? quant_accepted() : "F32, F16 or BF16");
-		return NULL;
-	}
-	if (type)
-		*type = t->type;
-	/* device weights go where the placer puts them; the routed experts
-	 * (ffn_*_exps) are read through mdl.experts (the expert cache) */
-	if (b->placer && !strstr(name, "_exps.")) {
-		const void *at = NULL;
-
-		b->rc = b->placer->place(b->placer->ctx, name, t->data, t->n_bytes, &at, b->eb);
-		if (b->rc)
-			return NULL;
-		b->placed += t->n_bytes;
-		return at;
-	}
-	return t->data;
+	return (struct cop_w){w.p, w.type};
 }
-
-static struct cop_w mdl__vec(struct mdl__bind *b, const char *name)
-{
-	struct cop_w w = {.type = QUANT_BF16};
-
-	w.p = mdl__t(b, name, false, &w.type);
-	return w;
-}
-
-static struct cop_w mdl__mat(struct mdl__bind *b, const char *name)
-{
-	struct cop_w w = {.type = QUANT_BF16};
-
-	w.p = mdl__t(b, name, true, &w.type);
-	return w;
-}
-
-/* The file's name of our tensor `what` of layer `layer` (mdesc_tensor_name). */
-static const char *mdl__ln(const struct mdesc *m, char *name, size_t cap, uint32_t layer,
-                           const char *what)
-{
-	mdesc_tensor_name(m, (int)layer, what, name, cap);
-	return name;
-}
-#define LVEC(i, what) mdl__vec(&b, mdl__ln(m, nm, sizeof(nm), (i), (what)))
-#define LMAT(i, what) mdl__mat(&b, mdl__ln(m, nm, sizeof(nm), (i), (what)))
 
 int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb)
 {
 	return mdl_bind_placed(d, f, NULL, eb);
 }
 
+/* The decoder's tensors are the neutral table's (dectab.h: which tensors,
+ * their types, where they are placed); the cpu layers take its views. */
 int mdl_bind_placed(struct mdl *d, struct mfile *f, const struct mdl_placer *placer,
                     struct ig_errbuf *eb)
 {
 	const struct mdesc *m = &f->desc;
-	struct mdl__bind b = {&f->g, placer, eb, 0, 0};
-	uint32_t nf = 0, nl = 0;
-	char nm[64];
+	struct dectab t;
+	int rc;
 
 	memset(d, 0, sizeof(*d));
 	d->m = m;
+	rc =
+	    dectab_bind(&t, f, placer ? &(struct be_placer){placer->place, placer->ctx} : NULL, eb);
+	if (rc)
+		return rc;
 	d->layers = calloc(m->layers, sizeof(*d->layers));
-	if (!d->layers)
+	if (!d->layers) {
+		dectab_release(&t);
 		return ig_errf(eb, IG_E_NOMEM, "no memory for %u layers", m->layers);
-	d->embd = mdl__mat(&b, "token_embd.weight");
-	d->out_norm = mdl__vec(&b, "output_norm.weight");
-	/* tied: the embedding's rows give the logits (llama.cpp's qwen3 files) */
-	d->output = m->tied_output ? d->embd : mdl__mat(&b, "output.weight");
-	for (uint32_t i = 0; i < m->layers && !b.rc; i++) {
+	}
+	d->embd = mdl__w(t.embd);
+	d->out_norm = mdl__w(t.out_norm);
+	d->output = mdl__w(t.output);
+	for (uint32_t i = 0; i < m->layers; i++) {
+		const struct dectab_layer *tl = &t.layers[i];
 		struct mdl_layer *l = &d->layers[i];
 
-		l->full = mdesc_is_full_layer(m, i);
-		if (l->full) {
-			l->index = nf++;
-			l->fw.attn_norm = LVEC(i, "attn_norm");
-			l->fw.attn_q = LMAT(i, "attn_q");
-			l->fw.attn_k = LMAT(i, "attn_k");
-			l->fw.attn_v = LMAT(i, "attn_v");
-			l->fw.attn_q_norm = LVEC(i, "attn_q_norm");
-			l->fw.attn_k_norm = LVEC(i, "attn_k_norm");
-			l->fw.attn_output = LMAT(i, "attn_output");
-		} else {
-			l->index = nl++;
-			l->lw.attn_norm = LVEC(i, "attn_norm");
-			l->lw.qkv = LMAT(i, "lin_qkv");
-			l->lw.z = LMAT(i, "lin_z");
-			if (mdesc_lin_ba(m) == MDESC_BA_SPLIT) {
-				l->lw.ba = LMAT(i, "lin_beta");
-				l->lw.alpha = LMAT(i, "lin_alpha");
-			} else {
-				l->lw.ba = LMAT(i, "lin_ba");
-			}
-			l->lw.conv = LVEC(i, "lin_conv");
-			l->lw.a_log = LVEC(i, "lin_a_log");
-			l->lw.dt_bias = LVEC(i, "lin_dt_bias");
-			l->lw.norm = LVEC(i, "lin_norm");
-			l->lw.out = LMAT(i, "lin_out");
-		}
-		l->ffn.norm = LVEC(i, "ffn_norm");
-		if (m->family == MDESC_DENSE) {
-			l->ffn.gate = LMAT(i, "ffn_gate");
-			l->ffn.up = LMAT(i, "ffn_up");
-			l->ffn.down = LMAT(i, "ffn_down");
-		} else {
-			l->ffn.router = LMAT(i, "ffn_gate_inp");
-			l->ffn.gate_exps = LMAT(i, "ffn_gate_exps");
-			l->ffn.up_exps = LMAT(i, "ffn_up_exps");
-			l->ffn.down_exps = LMAT(i, "ffn_down_exps");
-			l->ffn.shexp_gate = LVEC(i, "ffn_gate_inp_shexp");
-			l->ffn.gate_sh = LMAT(i, "ffn_gate_shexp");
-			l->ffn.up_sh = LMAT(i, "ffn_up_shexp");
-			l->ffn.down_sh = LMAT(i, "ffn_down_shexp");
-		}
+		l->full = tl->full;
+		l->index = tl->index;
+		l->fw = (struct lfull_weights){
+		    .attn_norm = mdl__w(tl->fw.attn_norm),
+		    .attn_q = mdl__w(tl->fw.attn_q),
+		    .attn_k = mdl__w(tl->fw.attn_k),
+		    .attn_v = mdl__w(tl->fw.attn_v),
+		    .attn_q_norm = mdl__w(tl->fw.attn_q_norm),
+		    .attn_k_norm = mdl__w(tl->fw.attn_k_norm),
+		    .attn_output = mdl__w(tl->fw.attn_output),
+		};
+		l->lw = (struct llin_weights){
+		    .attn_norm = mdl__w(tl->lw.attn_norm),
+		    .qkv = mdl__w(tl->lw.qkv),
+		    .z = mdl__w(tl->lw.z),
+		    .ba = mdl__w(tl->lw.ba),
+		    .alpha = mdl__w(tl->lw.alpha),
+		    .conv = mdl__w(tl->lw.conv),
+		    .a_log = mdl__w(tl->lw.a_log),
+		    .dt_bias = mdl__w(tl->lw.dt_bias),
+		    .norm = mdl__w(tl->lw.norm),
+		    .out = mdl__w(tl->lw.out),
+		};
+		l->ffn = (struct lffn_weights){
+		    .norm = mdl__w(tl->ffn.norm),
+		    .gate = mdl__w(tl->ffn.gate),
+		    .up = mdl__w(tl->ffn.up),
+		    .down = mdl__w(tl->ffn.down),
+		    .router = mdl__w(tl->ffn.router),
+		    .gate_exps = mdl__w(tl->ffn.gate_exps),
+		    .up_exps = mdl__w(tl->ffn.up_exps),
+		    .down_exps = mdl__w(tl->ffn.down_exps),
+		    .shexp_gate = mdl__w(tl->ffn.shexp_gate),
+		    .gate_sh = mdl__w(tl->ffn.gate_sh),
+		    .up_sh = mdl__w(tl->ffn.up_sh),
+		    .down_sh = mdl__w(tl->ffn.down_sh),
+		};
 	}
-	d->placed_bytes = b.placed;
-	if (b.rc) {
-		ig_errprefix(eb, "'%s'", f->g.path);
-		mdl_release(d);
-	}
-	return b.rc;
+	d->placed_bytes = t.placed_bytes;
+	dectab_release(&t);
+	return IG_E_OK;
 }
 
 void mdl_release(struct mdl *d)
@@ -215,124 +149,190 @@ int mdl_forward(const struct mdl *d, struct be_seq *s, const uint32_t *tokens, u
 int mdl_check_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
                     uint64_t max_context, struct ig_errbuf *eb)
 {
-	for (uint32_t i = 0; i < n_steps; i++) {
-		const struct be_step *st = &steps[i];
-		uint64_t end = st->s->pos + st->n_tok;
-
-		if (st->n_tok == 0)
-			return ig_errf(eb, IG_E_INVAL, "step %u of the round has no tokens", i);
-		for (uint32_t j = 0; j < i; j++)
-			if (steps[j].s == st->s)
-				return ig_errf(eb, IG_E_INVAL,
-				               "steps %u and %u of the round are the same sequence",
-				               j, i);
-		if (end > max_context)
-			return ig_errf(eb, IG_E_INVAL, "%llu tokens would pass the context of %llu",
-			               (unsigned long long)end, (unsigned long long)max_context);
-		if (d->m->full_layers && (end - 1) / MDESC_PAGE_TOKENS >= st->s->kv.n_pages)
-			return ig_errf(eb, IG_E_INVAL,
-			               "a sequence reserved %u pages; %llu tokens need %llu",
-			               st->s->kv.n_pages, (unsigned long long)end,
-			               (unsigned long long)mdesc_pages_for(end));
-		for (uint32_t t = 0; t < st->n_tok; t++)
-			if (st->tokens[t] >= d->m->vocab)
-				return ig_errf(eb, IG_E_INVAL,
-				               "token %u at %u is outside the vocabulary of %u",
-				               st->tokens[t], t, d->m->vocab);
-	}
-	return IG_E_OK;
+	return bind_check_steps(d->m, steps, n_steps, max_context, eb);
 }
 
+/* ---- the cpu backend's layer operations (decoder.h) over one round ---- */
+
+struct mdl__run {
+	const struct mdl *d;
+	enum mdesc_kv_format fmt;
+	const struct kvpool *kv;
+	struct cpool *pool;
+	float *x;  /* the residual rows */
+	void *ls;  /* the layers' scratch */
+	float *nw; /* the final norm's weights */
+	uint32_t n_tok;
+	struct lfull_seg *fsegs;
+	struct llin_seg *lsegs;
+};
+
+static void mdl__embed(void *ctx, const struct be_step *steps, uint32_t n_steps)
+{
+	struct mdl__run *r = ctx;
+	size_t h = r->d->m->hidden, row = 0;
+
+	for (uint32_t i = 0; i < n_steps; i++)
+		for (uint32_t t = 0; t < steps[i].n_tok; t++, row++)
+			cop_row(r->d->embd, h, steps[i].tokens[t], r->x + row * h);
+}
+
+static int mdl__mixer_full(void *ctx, uint32_t layer, uint32_t index, const struct be_step *steps,
+                           uint32_t n_steps)
+{
+	struct mdl__run *r = ctx;
+
+	for (uint32_t i = 0; i < n_steps; i++)
+		r->fsegs[i] = (struct lfull_seg){&steps[i].s->kv, steps[i].s->pos, steps[i].n_tok};
+	return lfull_forward_segs(r->d->m, index, &r->d->layers[layer].fw, r->fmt, r->kv, r->fsegs,
+	                          n_steps, r->x, r->ls, r->pool);
+}
+
+static int mdl__mixer_linear(void *ctx, uint32_t layer, const struct be_step *steps,
+                             uint32_t n_steps, const struct linstate *st)
+{
+	struct mdl__run *r = ctx;
+
+	for (uint32_t j = 0; j < n_steps; j++)
+		r->lsegs[j] = (struct llin_seg){st[j], steps[j].n_tok};
+	return llin_forward_segs(r->d->m, &r->d->layers[layer].lw, r->lsegs, n_steps, r->x, r->ls,
+	                         r->pool);
+}
+
+static void mdl__ffn_dense(void *ctx, uint32_t layer, uint32_t n_tok)
+{
+	struct mdl__run *r = ctx;
+	struct ig_errbuf eb;
+
+	/* dense: nothing to prepare, so nothing fails */
+	(void)lffn_forward(r->d->m, &r->d->layers[layer].ffn, layer, NULL, r->x, n_tok, r->ls,
+	                   r->pool, NULL, &eb);
+}
+
+static struct dec_route mdl__route(void *ctx, uint32_t layer, uint32_t n_tok, bool predict)
+{
+	struct mdl__run *r = ctx;
+	const struct lffn_weights *w = &r->d->layers[layer].ffn;
+	struct lffn_moe a = predict ? lffn_moe_probs(r->d->m, w, r->x, n_tok, r->ls, r->pool)
+	                            : lffn_moe_begin(r->d->m, w, r->x, n_tok, r->ls, r->pool);
+
+	return (struct dec_route){a.p, a.ids, a.sums};
+}
+
+static void mdl__expert(void *ctx, uint32_t layer, uint32_t t, const struct be_weight w[3],
+                        float weight)
+{
+	struct mdl__run *r = ctx;
+	struct cop_w ew[3] = {mdl__w(w[0]), mdl__w(w[1]), mdl__w(w[2])};
+
+	(void)layer;
+	lffn_moe_expert(r->d->m, ew, weight, t, r->x, r->n_tok, r->ls, r->pool);
+}
+
+static void mdl__shared(void *ctx, uint32_t layer, uint32_t t)
+{
+	struct mdl__run *r = ctx;
+
+	(void)layer;
+	lffn_moe_shared(r->d->m, t, r->x, r->n_tok, r->ls);
+}
+
+static void mdl__head(void *ctx, const struct be_step *steps, uint32_t n_steps, float *logits)
+{
+	struct mdl__run *r = ctx;
+	const struct mdesc *m = r->d->m;
+	size_t h = m->hidden, row = 0, n_out = 0;
+
+	cop_row(r->d->out_norm, h, 0, r->nw);
+	for (uint32_t i = 0; i < n_steps; i++) {
+		row += steps[i].n_tok;
+		if (steps[i].want_logits)
+			cop_rmsnorm(r->x + (row - 1) * h, r->nw, (float *)r->ls + n_out++ * h, h,
+			            m->rms_eps);
+	}
+	cop_matmul(r->pool, r->d->output, r->ls, logits, h, m->vocab, n_out);
+}
+
+/* The routed experts through the bound model's hook (the expert cache's,
+ * or a tool's), or in place: each [.., .., experts] tensor's slices. */
+static int mdl__xp_prepare(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n,
+                           struct ig_errbuf *eb)
+{
+	const struct mdl *d = ctx;
+
+	return d->experts->prepare(d->experts->ctx, layer, ids, n, eb);
+}
+
+static void mdl__xp_get(void *ctx, uint32_t layer, uint32_t e, struct be_weight w[3])
+{
+	const struct mdl *d = ctx;
+	struct cop_w ew[3];
+
+	if (d->experts) {
+		d->experts->get(d->experts->ctx, layer, e, ew);
+	} else {
+		const struct lffn_weights *f = &d->layers[layer].ffn;
+		size_t hidden = d->m->hidden, inter = d->m->expert_inter;
+
+		/* expert e: inter rows of hidden (gate, up), hidden rows of inter
+		 * (down) into each [.., .., experts] tensor */
+		ew[0] = cop_w_rows(f->gate_exps, hidden, (size_t)e * inter);
+		ew[1] = cop_w_rows(f->up_exps, hidden, (size_t)e * inter);
+		ew[2] = cop_w_rows(f->down_exps, inter, (size_t)e * hidden);
+	}
+	for (int i = 0; i < 3; i++)
+		w[i] = (struct be_weight){ew[i].p, ew[i].type};
+}
+
+static void mdl__xp_prefetch(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n)
+{
+	const struct mdl *d = ctx;
+
+	d->experts->prefetch(d->experts->ctx, layer, ids, n);
+}
+
+/* The neutral layer walk (decoder.h) on the cpu's layer operations. */
 int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t n_steps,
                       enum mdesc_kv_format fmt, const struct kvpool *kv, uint64_t max_context,
                       float *logits, void *scratch, struct cpool *pool, struct ig_errbuf *eb)
 {
 	enum { SEGS_ON_STACK = 64 };
 	const struct mdesc *m = d->m;
-	size_t h = m->hidden, n_tok = 0, row = 0, n_out = 0;
-	struct lfull_seg fsegs_stack[SEGS_ON_STACK], *fsegs = fsegs_stack;
-	struct llin_seg lsegs_stack[SEGS_ON_STACK], *lsegs = lsegs_stack;
-	struct mdesc_lin_state lst;
-	float *x, *nw;
-	void *ls;
+	size_t h = m->hidden, n_tok = 0;
+	struct lfull_seg fsegs_stack[SEGS_ON_STACK];
+	struct llin_seg lsegs_stack[SEGS_ON_STACK];
+	struct mdl__run r = {d, fmt, kv, pool, NULL, NULL, NULL, 0, fsegs_stack, lsegs_stack};
+	struct dec_experts xp = {d->experts ? mdl__xp_prepare : NULL, mdl__xp_get,
+	                         d->experts && d->experts->prefetch ? mdl__xp_prefetch : NULL,
+	                         (void *)d};
+	struct dec_ops ops = {mdl__embed,     mdl__mixer_full, mdl__mixer_linear,
+	                      mdl__ffn_dense, mdl__route,      mdl__expert,
+	                      mdl__shared,    mdl__head,       &r};
 	int rc;
 
 	if (n_steps == 0)
 		return IG_E_OK;
-	mdesc_lin_state(m, &lst);
-	rc = mdl_check_round(d, steps, n_steps, max_context, eb);
-	if (rc)
-		return rc;
 	for (uint32_t i = 0; i < n_steps; i++)
 		n_tok += steps[i].n_tok;
 	if (n_steps > SEGS_ON_STACK) {
-		fsegs = calloc(n_steps, sizeof(*fsegs));
-		lsegs = calloc(n_steps, sizeof(*lsegs));
-		if (!fsegs || !lsegs) {
+		r.fsegs = calloc(n_steps, sizeof(*r.fsegs));
+		r.lsegs = calloc(n_steps, sizeof(*r.lsegs));
+		if (!r.fsegs || !r.lsegs) {
 			rc = ig_errf(eb, IG_E_NOMEM, "no memory for a round of %u sequences",
 			             n_steps);
 			goto out;
 		}
 	}
-	x = scratch;
-	nw = x + n_tok * h;
-	ls = (char *)scratch + (n_tok * h * 4u + 2u * h * 4u + 63u) / 64u * 64u;
-
-	for (uint32_t i = 0; i < n_steps; i++) {
-		for (uint32_t t = 0; t < steps[i].n_tok; t++, row++)
-			cop_row(d->embd, h, steps[i].tokens[t], x + row * h);
-		fsegs[i] = (struct lfull_seg){&steps[i].s->kv, steps[i].s->pos, steps[i].n_tok};
-	}
-	for (uint32_t i = 0; i < m->layers; i++) {
-		const struct mdl_layer *l = &d->layers[i];
-
-		if (l->full) {
-			rc = lfull_forward_segs(m, l->index, &l->fw, fmt, kv, fsegs, n_steps, x, ls,
-			                        pool);
-		} else {
-			for (uint32_t j = 0; j < n_steps; j++) {
-				float *base = (float *)steps[j].s->state +
-				              l->index * (size_t)lst.layer_floats;
-
-				lsegs[j] =
-				    (struct llin_seg){{base, base + lst.s_floats}, steps[j].n_tok};
-			}
-			rc = llin_forward_segs(m, &l->lw, lsegs, n_steps, x, ls, pool);
-		}
-		if (rc) {
-			/* checked above: a refusal here is a shape the binding let by */
-			rc = ig_errf(eb, rc, "layer %u refused its input", i);
-			goto out;
-		}
-		rc =
-		    lffn_forward(m, &l->ffn, i, d->experts, x, (uint32_t)n_tok, ls, pool, NULL, eb);
-		if (rc)
-			goto out;
-		/* the next layer's likely experts, from this residual: their copies
-		 * go now, beside the next token mixer's compute (expcache.h) */
-		if (d->experts && d->experts->prefetch && i + 1 < m->layers)
-			d->experts->prefetch(
-			    d->experts->ctx, i + 1,
-			    lffn_predict(m, &d->layers[i + 1].ffn, x, (uint32_t)n_tok, ls, pool),
-			    (uint32_t)n_tok * m->top_k);
-	}
-	/* The head over the last row of each step that wants logits, at once. */
-	cop_row(d->out_norm, h, 0, nw);
-	row = 0;
-	for (uint32_t i = 0; i < n_steps; i++) {
-		row += steps[i].n_tok;
-		if (steps[i].want_logits)
-			cop_rmsnorm(x + (row - 1) * h, nw, (float *)ls + n_out++ * h, h,
-			            m->rms_eps);
-		steps[i].s->pos += steps[i].n_tok;
-	}
-	cop_matmul(pool, d->output, ls, logits, h, m->vocab, n_out);
-	rc = IG_E_OK;
+	r.n_tok = (uint32_t)n_tok;
+	r.x = scratch;
+	r.nw = r.x + n_tok * h;
+	r.ls = (char *)scratch + (n_tok * h * 4u + 2u * h * 4u + 63u) / 64u * 64u;
+	rc = dec_round(m, &ops, &xp, steps, n_steps, max_context, logits, eb);
 out:
-	if (fsegs != fsegs_stack)
-		free(fsegs);
-	if (lsegs != lsegs_stack)
-		free(lsegs);
+	if (r.fsegs != fsegs_stack)
+		free(r.fsegs);
+	if (r.lsegs != lsegs_stack)
+		free(r.lsegs);
 	return rc;
 }
 
@@ -340,22 +340,5 @@ void mdl_seq_image(const struct mdl *d, const struct be_seq *s, const struct kvp
                    enum mdesc_kv_format fmt, uint32_t last_token, uint64_t sampler_bytes,
                    struct seqimg_header *h, void **pages_out)
 {
-	memset(h, 0, sizeof(*h));
-	snprintf(h->model, sizeof(h->model), "%s", d->m->name);
-	h->model_id = seqimg_model_id(d->m);
-	h->kv_format = fmt;
-	h->page_bytes = (uint32_t)mdesc_page_bytes(d->m, fmt);
-	h->tokens = s->pos;
-	/* only the pages that hold tokens travel */
-	h->pages = (uint32_t)mdesc_pages_for(s->pos);
-	h->last_token = last_token;
-	{
-		struct mdesc_lin_state ls;
-
-		mdesc_lin_state(d->m, &ls);
-		h->state_bytes = ls.bytes;
-	}
-	h->sampler_bytes = sampler_bytes;
-	for (uint32_t i = 0; i < h->pages && i < s->kv.n_pages; i++)
-		pages_out[i] = kvpool_page(kv, s->kv.table[i]);
+	bind_seq_image(d->m, s, kv, fmt, last_token, sampler_bytes, h, pages_out);
 }

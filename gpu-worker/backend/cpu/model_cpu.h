@@ -1,13 +1,20 @@
 /*
- * model_cpu.h - the decoder of our family on the cpu backend, assembled from
- * its halves: embedding, then per layer the token mixer (gated full attention
- * over the paged KV pool, or the gated delta rule) and the feed-forward
- * (dense or mixture of experts), then the final norm and the head.
+ * model_cpu.h - the decoder on the cpu backend: its layer operations (the
+ * token mixers of layer_full.h and layer_linear.h, the feed-forward of
+ * layer_ffn.h, the embedding and the head on cpu_ops.h's kernels) walked by
+ * the neutral decoder (gpu-worker/backend/decoder.h), over the neutral
+ * tensor table (dectab.h).
  *
  * A sequence's state is its KV pages (kvpool.h), one linear-attention state
- * per linear layer, and its position. Every step is bit-identical whatever the
- * chunking of the prompt and the thread count: a sequence that moved and
- * came back continues exactly.
+ * per linear layer (model/linstate.h), and its position. Every step keeps
+ * the exactness contract of backend.h: bit-identical whatever the batch,
+ * the chunking of the prompt, the passes and the thread count, so a
+ * sequence that moved and came back continues exactly.
+ *
+ * The mdl_* calls below are the decoder without the backend table, for the
+ * tools and tests that still call it directly (ignis-generate,
+ * ignis-calibrate, the oracle test); the table's entries (be_cpu.c) use the
+ * same calls.
  */
 #ifndef IGNIS_GPU_WORKER_MODEL_CPU_H
 #define IGNIS_GPU_WORKER_MODEL_CPU_H
@@ -42,15 +49,16 @@ struct mdl {
 	const struct lffn_experts *experts;
 };
 
-/* Bind the tensors of an open model file (matrices in model/quant.h's types,
- * vectors F32, F16 or BF16; others are refused naming the tensor). The file
- * stays open while `d` is used. */
+/* Bind the tensors of an open model file (dectab.h: matrices in
+ * model/quant.h's types, vectors F32, F16 or BF16; others are refused naming
+ * the tensor). The file stays open while `d` is used. */
 int mdl_bind(struct mdl *d, struct mfile *f, struct ig_errbuf *eb);
 
 /* Where the device weights go: `place` copies `bytes` of tensor `name` from
  * `src` (the file mapping) into device memory and returns its address in
  * *at (the worker takes it from the plan's weights line). The routed experts
- * are not placed: they are read through `experts` (the expert cache). */
+ * are not placed: they are the expert cache's (expcache.h), or read in
+ * place from the mapping. */
 struct mdl_placer {
 	int (*place)(void *ctx, const char *name, const void *src, uint64_t bytes, const void **at,
 	             struct ig_errbuf *eb);

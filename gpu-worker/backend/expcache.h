@@ -25,6 +25,11 @@
  * Exactness: every place an expert is read from holds the same bytes as the
  * file's tensor slice, so the arithmetic is the same at any cache size
  * (tests/unit/test_expcache.c).
+ *
+ * Neutral (docs/adr/0045): the cache reaches the device only through the
+ * backend table (copies sync and on the transfer stream, host_alloc for its
+ * host copy) and gives each expert as struct be_weight views, so every
+ * backend runs the same cache; its layer operations read the views.
  */
 #ifndef IGNIS_GPU_WORKER_EXPCACHE_H
 #define IGNIS_GPU_WORKER_EXPCACHE_H
@@ -33,8 +38,8 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "gpu-worker/backend/backend.h"
-#include "layer_ffn.h"
+#include "backend.h"
+#include "weight.h"
 #include "model/mfile.h"
 
 struct xcache;
@@ -58,8 +63,18 @@ int xc_create(struct xcache **out, struct be *be, struct mfile *f, struct be_reg
               struct be_region staging, bool offloaded, const struct xc_pins *pins,
               struct ig_errbuf *eb);
 void xc_destroy(struct xcache *c);
-/* The lffn_experts interface (layer_ffn.h) over `c`. */
-const struct lffn_experts *xc_experts(struct xcache *c);
+/* Layer `layer`'s pass routed these experts (n ids, repeats included):
+ * make each readable (a hit, a slot filled, or the whole layer staged) and
+ * wait for their copies. Fails only when the device does (a copy refused),
+ * or when a pass needs the staging ring and there is none. */
+int xc_prepare(struct xcache *c, uint32_t layer, const uint32_t *ids, uint32_t n,
+               struct ig_errbuf *eb);
+/* Expert e of `layer`'s three projections (gate, up, down) where the last
+ * xc_prepare of the layer put them: the same bytes as the tensors' slices. */
+void xc_get(const struct xcache *c, uint32_t layer, uint32_t e, struct be_weight w[3]);
+/* The experts `layer` will likely route to (a guess): their copies start
+ * now, beside the work before the layer, and are not waited for. */
+void xc_prefetch(struct xcache *c, uint32_t layer, const uint32_t *ids, uint32_t n);
 void xc_stats(const struct xcache *c, struct be_expert_stats *st);
 /* Tokens routed to each expert since the bind (layers x experts, layer-major
  * order; the calibration's counts): up to n into `out`; returns how many

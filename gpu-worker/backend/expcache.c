@@ -1,4 +1,5 @@
-/* expcache.c - where a MoE model's routed experts live at run time (see expcache.h). */
+/* expcache.c - where a MoE model's routed experts live at run time, on any
+ * backend (see expcache.h). */
 #include "expcache.h"
 
 #include <inttypes.h>
@@ -63,7 +64,6 @@ struct xcache {
 	bool *pinned;
 	uint64_t *routed;
 	uint64_t pinned_bytes;
-	struct lffn_experts iface;
 };
 
 static const char *const xc_names[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
@@ -275,9 +275,8 @@ static uint32_t xc__distinct(struct xcache *c, uint32_t l, const uint32_t *ids, 
 	return nd;
 }
 
-static int xc_prepare(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n, struct ig_errbuf *eb)
+int xc_prepare(struct xcache *c, uint32_t l, const uint32_t *ids, uint32_t n, struct ig_errbuf *eb)
 {
-	struct xcache *c = ctx;
 	struct xc_layer *L = &c->L[l];
 	uint32_t nd;
 	bool fits;
@@ -312,14 +311,14 @@ static int xc_prepare(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n, st
 
 /* Expert `key`'s projections in its slots (a slot pass, or a pinned one). */
 static void xc__in_slots(const struct xcache *c, const struct xc_layer *L, uint64_t key,
-                         struct cop_w w[3])
+                         struct be_weight w[3])
 {
 	const struct xc_class *gu = &c->cls[L->cls_gu], *dn = &c->cls[L->cls_d];
 	const unsigned char *p = gu->pool + (uint64_t)c->map[0][key] * gu->record;
 
-	w[0] = (struct cop_w){p, L->type[0]};
-	w[1] = (struct cop_w){p + L->bytes[0], L->type[1]};
-	w[2] = (struct cop_w){dn->pool + (uint64_t)c->map[1][key] * dn->record, L->type[2]};
+	w[0] = (struct be_weight){p, L->type[0]};
+	w[1] = (struct be_weight){p + L->bytes[0], L->type[1]};
+	w[2] = (struct be_weight){dn->pool + (uint64_t)c->map[1][key] * dn->record, L->type[2]};
 }
 
 /* The experts layer l will likely route to: the misses among them copied
@@ -327,9 +326,8 @@ static void xc__in_slots(const struct xcache *c, const struct xc_layer *L, uint6
  * FIFO), so that they land while the layer's token mixer computes. Only
  * when they all fit the order (a guess that would need the ring is
  * dropped); a guess never holds a slot past this call. */
-static void xc_prefetch(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n)
+void xc_prefetch(struct xcache *c, uint32_t l, const uint32_t *ids, uint32_t n)
 {
-	struct xcache *c = ctx;
 	const struct xc_layer *L = &c->L[l];
 	uint64_t base = (uint64_t)l * c->m->experts;
 	struct ig_errbuf eb;
@@ -361,9 +359,8 @@ static void xc_prefetch(void *ctx, uint32_t l, const uint32_t *ids, uint32_t n)
 	}
 }
 
-static void xc_get(void *ctx, uint32_t l, uint32_t e, struct cop_w w[3])
+void xc_get(const struct xcache *c, uint32_t l, uint32_t e, struct be_weight w[3])
 {
-	const struct xcache *c = ctx;
 	const struct xc_layer *L = &c->L[l];
 	uint64_t key = (uint64_t)l * c->m->experts + e;
 
@@ -374,13 +371,13 @@ static void xc_get(void *ctx, uint32_t l, uint32_t e, struct cop_w w[3])
 	if (L->mode == XC_RING) {
 		uint64_t n0 = L->bytes[0] * c->m->experts, n1 = L->bytes[1] * c->m->experts;
 
-		w[0] = (struct cop_w){L->ring + e * L->bytes[0], L->type[0]};
-		w[1] = (struct cop_w){L->ring + n0 + e * L->bytes[1], L->type[1]};
-		w[2] = (struct cop_w){L->ring + n0 + n1 + e * L->bytes[2], L->type[2]};
+		w[0] = (struct be_weight){L->ring + e * L->bytes[0], L->type[0]};
+		w[1] = (struct be_weight){L->ring + n0 + e * L->bytes[1], L->type[1]};
+		w[2] = (struct be_weight){L->ring + n0 + n1 + e * L->bytes[2], L->type[2]};
 		return;
 	}
 	for (int i = 0; i < 3; i++)
-		w[i] = (struct cop_w){L->src[i] + e * L->bytes[i], L->type[i]};
+		w[i] = (struct be_weight){L->src[i] + e * L->bytes[i], L->type[i]};
 }
 
 /* The classes of the offloaded load, in the order the plan counts them
@@ -619,17 +616,22 @@ int xc_create(struct xcache **out, struct be *be, struct mfile *f, struct be_reg
 			             pins ? pins->keep : 0, eb);
 		if (!rc) {
 			uint64_t host = 0;
+			void *hostp = NULL;
 
 			for (uint64_t k = 0; k < nkeys; k++)
 				if (!c->pinned[k])
 					for (int i = 0; i < 3; i++)
 						host += c->L[k / m->experts].bytes[i];
-			c->host = malloc(host ? host : 1);
-			c->host_bytes = host;
-			if (!c->host)
-				rc = ig_errf(eb, IG_E_NOMEM,
-				             "no host memory for the experts (%" PRIu64 " bytes)",
+			/* the table's host memory: pinned where the device has it, so
+			 * that a miss's copy runs at the link's full speed */
+			rc = be->ops->host_alloc(be, host ? host : 1, &hostp, eb);
+			if (!rc) {
+				c->host = hostp;
+				c->host_bytes = host;
+			} else {
+				ig_errprefix(eb, "host memory for the experts (%" PRIu64 " bytes)",
 				             host);
+			}
 		}
 		for (uint64_t k = 0; !rc && k < nkeys; k++) {
 			const struct xc_layer *L = &c->L[k / m->experts];
@@ -670,7 +672,6 @@ int xc_create(struct xcache **out, struct be *be, struct mfile *f, struct be_reg
 		xc_destroy(c);
 		return rc;
 	}
-	c->iface = (struct lffn_experts){xc_prepare, xc_get, xc_prefetch, c};
 	*out = c;
 	return IG_E_OK;
 }
@@ -694,7 +695,8 @@ void xc_destroy(struct xcache *c)
 	free(c->map[1]);
 	free(c->seen);
 	free(c->list);
-	free(c->host);
+	if (c->host)
+		c->be->ops->host_free(c->be, c->host, c->host_bytes ? c->host_bytes : 1);
 	free(c->hp);
 	free(c->pinned);
 	free(c->routed);
@@ -738,11 +740,6 @@ static void xc__class_name(const struct xcache *c, int k, char *out, size_t cap)
 		}
 	}
 	snprintf(out, cap, "class%d", k);
-}
-
-const struct lffn_experts *xc_experts(struct xcache *c)
-{
-	return &c->iface;
 }
 
 void xc_stats(const struct xcache *c, struct be_expert_stats *st)
