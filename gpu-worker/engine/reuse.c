@@ -12,7 +12,7 @@
  * checkpoint's takes its first token from the stored logits. Nothing of the
  * model's arithmetic differs from prefilling the whole prompt with a chunk
  * boundary at the checkpoint (a token's arithmetic does not depend on the
- * chunk it is in: model_cpu.h), so the tokens are the same.
+ * chunk it is in: backend.h's exactness contract), so the tokens are the same.
  *
  * Shared prefixes: a request whose prompt parts from a checkpoint's tokens
  * after at least ENGRU_MIN_PREFIX of them (two prompts with a common start:

@@ -51,8 +51,8 @@
  *     A chunk that ends a prompt gives that sequence its first token.
  *
  * The decode tokens and the prefill chunks run together as one batch
- * (model_cpu.h, mdl_forward_round): which sequences share a round never
- * changes a token.
+ * (backend.h, the exactness contract of the table's round): which
+ * sequences share a round never changes a token.
  */
 #ifndef IGNIS_GPU_WORKER_ROUNDPLAN_H
 #define IGNIS_GPU_WORKER_ROUNDPLAN_H

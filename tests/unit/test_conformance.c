@@ -2,10 +2,10 @@
  * test_conformance.c - every backend of the build checked through the
  * backend table alone, ggml's test-backend-ops in our terms: against the cpu
  * backend (the reference) at a tolerance stated per tensor type, and against
- * itself bit for bit where the contract promises it (model_cpu.h, backend.h:
- * a token's bits depend neither on the tokens beside it in a round, nor on
- * how its prompt was chunked, nor on the passes a small workspace cuts a
- * round into, nor on the thread count).
+ * itself bit for bit where the contract promises it (backend.h's exactness
+ * contract: a token's bits depend neither on the tokens beside it in a
+ * round, nor on how its prompt was chunked, nor on the passes a small
+ * workspace cuts a round into, nor on the thread count).
  *
  * A case is a model and an operation. The models: each architecture we run
  * (ours, dense and MoE, from the tiny presets; llama.cpp's qwen3, qwen35,
