@@ -132,16 +132,20 @@ int engru__init(struct eng *e, struct ig_errbuf *eb)
 	if (!host)
 		return IG_E_OK;
 	h->c = e->cfg.kv_slots;
-	h->stage = malloc(e->d->state_bytes);
-	h->claim = malloc(e->d->state_bytes);
+	/* The state crosses between these and the device at every take and
+	 * give-back: the table's host memory (pinned where the device has it) */
+	if (e->be->ops->host_alloc(e->be, e->d->state_bytes, &h->stage, eb) ||
+	    e->be->ops->host_alloc(e->be, e->d->state_bytes, &h->claim, eb)) {
+		ig_errprefix(eb, "engine: the host slots' staging (2 x %llu bytes)",
+		             (unsigned long long)e->d->state_bytes);
+		return eb->code ? eb->code : IG_E_NOMEM;
+	}
 	h->cap_drops = 2 * host + 16;
 	h->drops = calloc(h->cap_drops, sizeof(*h->drops));
 	h->cap_touch = 2 * host + 16;
 	h->touch = calloc(h->cap_touch, sizeof(*h->touch));
-	if (!h->stage || !h->claim || !h->drops || !h->touch)
-		return ig_errf(eb, IG_E_NOMEM,
-		               "engine: no memory for the host slots' staging (2 x %llu bytes)",
-		               (unsigned long long)e->d->state_bytes);
+	if (!h->drops || !h->touch)
+		return ig_errf(eb, IG_E_NOMEM, "engine: no memory for the host slots' books");
 	return IG_E_OK;
 }
 
@@ -208,8 +212,10 @@ void engru__release(struct eng *e)
 	free(e->ends);
 	e->ends = NULL;
 	e->n_ends = 0;
-	free(e->hst.stage);
-	free(e->hst.claim);
+	if (e->hst.stage)
+		e->be->ops->host_free(e->be, e->hst.stage, e->d->state_bytes);
+	if (e->hst.claim)
+		e->be->ops->host_free(e->be, e->hst.claim, e->d->state_bytes);
 	free(e->hst.drops);
 	free(e->hst.touch);
 	memset(&e->hst, 0, sizeof(e->hst));
