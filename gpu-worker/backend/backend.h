@@ -339,6 +339,23 @@ struct be_ops {
 
 /* An open backend. The caller embeds it (it may move: the transfer thread
  * holds `priv`, not `b`); `priv` belongs to the backend. */
+/* A test's window on a round's layer operations (the conformance suite;
+ * style rule 12). While be.trace is set, each pass of a round copies its
+ * residual rows (the pass's tokens x hidden floats, in step order) into
+ * `rows` after the embedding and after each layer's token mixer and
+ * feed-forward, and calls after() with the operation that ran ("embed",
+ * "mixer_full", "mixer_linear", "ffn_dense", "moe": its routing, experts
+ * and shared expert) and the layer (0 for the embedding). A pass of more
+ * than `cap` floats is not traced. Every backend honours it (the
+ * conformance suite checks each layer operation through it); a round's
+ * results never depend on it. */
+struct be_trace {
+	void (*after)(void *ctx, const char *op, uint32_t layer, const float *rows, uint64_t n);
+	void *ctx;
+	float *rows;
+	uint64_t cap;
+};
+
 struct be {
 	const struct be_ops *ops;
 	uint64_t capacity; /* the cpu backend's simulated device */
@@ -347,6 +364,9 @@ struct be {
 	 * ticket this is fails when it runs, with IG_E_IO. 0: none. Read at
 	 * enqueue, on the caller's thread. */
 	uint64_t fault_xfer;
+	/* A test's trace of the layer operations (struct be_trace); NULL: none.
+	 * Read at each round. */
+	const struct be_trace *trace;
 	void *priv;
 };
 

@@ -6,6 +6,19 @@
 #include "bind.h"
 #include "route.h"
 
+/* The rows after operation `op` of layer `layer`, to the trace if any. */
+static void dec__trace(const struct mdesc *m, const struct dec_ops *ops, const char *op,
+                       uint32_t layer, uint32_t n_tok)
+{
+	const struct be_trace *t = ops->trace;
+	uint64_t n = (uint64_t)n_tok * m->hidden;
+
+	if (!t || !ops->rows || n > t->cap)
+		return;
+	ops->rows(ops->ctx, t->rows);
+	t->after(t->ctx, op, layer, t->rows, n);
+}
+
 /* The feed-forward of a mixture of experts: route every row, make the
  * pass's experts readable, then each row's experts in rank order and its
  * shared expert (the order every backend keeps: route.h). */
@@ -75,6 +88,7 @@ int dec_round(const struct mdesc *m, const struct dec_ops *ops, const struct dec
 			               n_steps);
 	}
 	ops->embed(ops->ctx, steps, n_steps);
+	dec__trace(m, ops, "embed", 0, n_tok);
 	for (uint32_t i = 0; i < m->layers; i++) {
 		if (mdesc_is_full_layer(m, i)) {
 			rc = ops->mixer_full(ops->ctx, i, nf++, steps, n_steps);
@@ -89,12 +103,16 @@ int dec_round(const struct mdesc *m, const struct dec_ops *ops, const struct dec
 			rc = ig_errf(eb, rc, "layer %u refused its input", i);
 			goto out;
 		}
+		dec__trace(m, ops, mdesc_is_full_layer(m, i) ? "mixer_full" : "mixer_linear", i,
+		           n_tok);
 		if (m->family == MDESC_DENSE) {
 			ops->ffn_dense(ops->ctx, i, n_tok);
+			dec__trace(m, ops, "ffn_dense", i, n_tok);
 		} else {
 			rc = dec__moe(m, ops, xp, i, n_tok, eb);
 			if (rc)
 				goto out;
+			dec__trace(m, ops, "moe", i, n_tok);
 			if (xp->prefetch && i + 1 < m->layers)
 				dec__prefetch(m, ops, xp, i + 1, n_tok);
 		}

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "devseq.h"
 #include "weight.h"
 #include "common/err.h"
@@ -65,6 +66,10 @@ struct dec_ops {
 	 * that wants logits: vocab floats each, in step order, into `logits`. */
 	void (*head)(void *ctx, const struct be_step *steps, uint32_t n_steps, float *logits);
 	void *ctx;
+	/* The round's residual rows (n_tok x hidden floats) into host `out`,
+	 * for `trace` (backend.h's struct be_trace); both NULL: not traced. */
+	void (*rows)(void *ctx, float *out);
+	const struct be_trace *trace;
 };
 
 /* Where the routed experts are read (the expert cache, expcache.h, or the

@@ -13,11 +13,14 @@
  * experts as the oracle test has them) in each tensor type (F32, F16,
  * BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) on the bf16 KV format, and in BF16 on
  * the compact one. The operations (cf_ops[]): a whole round against the
- * cpu backend, and the four exactness checks. Each runs a script of three
- * sequences (prompts of 37, 5 and 67 tokens, then 4 decode steps each, the
- * tokens fixed by the seed, not picked) and compares the logits of every
- * step. A layer operation's case is one more row of cf_ops[]: a function
- * that runs the operation on the backend under test and on the cpu backend
+ * cpu backend, the four exactness checks, and each layer operation (the
+ * residual rows after the embedding and after each layer's token mixer and
+ * feed-forward, through the table's trace, against the cpu backend's: which
+ * operation of which layer parts first). The round and the exactness checks
+ * run a script of three sequences (prompts of 37, 5 and 67 tokens, then 4
+ * decode steps each, the tokens fixed by the seed, not picked) and compare
+ * the logits of every step. Another check is one more row of cf_ops[]: a
+ * function that runs it on the backend under test and on the cpu backend
  * and compares with cf_near (the type's tolerance) or cf_bits (bit for
  * bit), and the models it applies to.
  *
@@ -549,6 +552,126 @@ static void op_threads(struct cf_ctx *c)
 	cf_same(c, "threads (2 against 1)", want, got);
 }
 
+/* ---- each layer operation, through the table's trace (backend.h) -------- */
+
+#define CF_TRACE_MAX 512u /* records a round gives at most: the embedding, 2 a layer */
+
+struct cf_trace {
+	struct be_trace t;
+	float *all; /* the records' rows, one after another */
+	uint64_t cap, used;
+	uint32_t n;
+	bool overflow;
+	struct {
+		char op[16];
+		uint32_t layer;
+		uint64_t off, len;
+	} rec[CF_TRACE_MAX];
+};
+
+static void cf_trace_after(void *ctx, const char *op, uint32_t layer, const float *rows, uint64_t n)
+{
+	struct cf_trace *tr = ctx;
+
+	if (tr->n == CF_TRACE_MAX || tr->used + n > tr->cap) {
+		tr->overflow = true;
+		return;
+	}
+	snprintf(tr->rec[tr->n].op, sizeof tr->rec[tr->n].op, "%s", op);
+	tr->rec[tr->n].layer = layer;
+	tr->rec[tr->n].off = tr->used;
+	tr->rec[tr->n].len = n;
+	memcpy(tr->all + tr->used, rows, n * sizeof(float));
+	tr->used += n;
+	tr->n++;
+}
+
+static void cf_trace_free(struct cf_trace *tr)
+{
+	if (!tr)
+		return;
+	free(tr->all);
+	free(tr->t.rows);
+	free(tr);
+}
+
+/* One round on the backend `name`, traced: every prompt whole, together. */
+static struct cf_trace *cf_trace_run(struct cf_ctx *c, const char *name)
+{
+	const struct mdesc *m = &c->f.desc;
+	struct cf_trace *tr = calloc(1, sizeof(*tr));
+	float *logits = malloc((size_t)CF_SEQS * m->vocab * sizeof(float));
+	struct be_step steps[CF_SEQS];
+	struct ig_errbuf eb = {0};
+	uint64_t tokens = 0;
+	double t0;
+
+	assert_true(tr && logits);
+	for (uint32_t s = 0; s < CF_SEQS; s++)
+		tokens += cf_prompt_len[s];
+	tr->cap = (1u + 2ull * m->layers) * tokens * m->hidden;
+	tr->all = malloc(tr->cap * sizeof(float));
+	tr->t = (struct be_trace){cf_trace_after, tr, malloc(tokens * m->hidden * sizeof(float)),
+	                          tokens * m->hidden};
+	assert_true(tr->all && tr->t.rows);
+	cf_bound_open(c, &c->b, &(struct cf_bind){name, 1, false, false});
+	for (uint32_t s = 0; s < CF_SEQS; s++)
+		steps[s] = (struct be_step){&c->b.s[s], c->tokens[s], cf_prompt_len[s], true};
+	c->b.r.be.trace = &tr->t;
+	t0 = cf_now();
+	if (bem_round(&c->b.r, steps, CF_SEQS, logits, &eb))
+		fail_msg("%s: the traced round: %s", c->models[c->cur].name, eb.msg);
+	c->secs += cf_now() - t0;
+	c->rounds++;
+	c->toks += tokens;
+	c->b.r.be.trace = NULL;
+	cf_bound_close(&c->b);
+	free(logits);
+	if (tr->overflow)
+		fail_msg("%s on %s: the trace holds %u records of %" PRIu64 " floats at most",
+		         c->models[c->cur].name, name, CF_TRACE_MAX, tr->cap);
+	return tr;
+}
+
+/* Layers: one round of every prompt, the residual rows after the
+ * embedding and after each layer's token mixer and feed-forward (backend.h's
+ * trace), each within the type's tolerance of the cpu backend's: which
+ * operation of which layer first parts from the reference. */
+static void op_layers(struct cf_ctx *c)
+{
+	struct cf_trace *want = cf_trace_run(c, "cpu"), *got = cf_trace_run(c, c->backend);
+	const char *what = "layer operations against the cpu backend";
+	double worst = 0;
+	char where[64];
+
+	if (!want->n)
+		fail_msg("%s: the cpu backend traced no layer operation", c->models[c->cur].name);
+	if (got->n != want->n && c->probe)
+		c->caught = true;
+	else if (got->n != want->n)
+		fail_msg("%s on %s: %u layer operations traced, the cpu backend %u (every "
+		         "backend honours be.trace)",
+		         c->models[c->cur].name, c->backend, got->n, want->n);
+	for (uint32_t k = 0; got->n == want->n && k < want->n; k++) {
+		if (strcmp(want->rec[k].op, got->rec[k].op) ||
+		    want->rec[k].layer != got->rec[k].layer || want->rec[k].len != got->rec[k].len)
+			fail_msg("%s on %s: operation %u is %s of layer %u, the cpu backend's %s of "
+			         "layer %u",
+			         c->models[c->cur].name, c->backend, k, got->rec[k].op,
+			         got->rec[k].layer, want->rec[k].op, want->rec[k].layer);
+		snprintf(where, sizeof where, "%s of layer %u", want->rec[k].op, want->rec[k].layer);
+		worst = fmax(worst, cf_near(c, what, where, want->all + want->rec[k].off,
+		                            got->all + got->rec[k].off, want->rec[k].len));
+	}
+	if (c->perf || worst > 0)
+		print_message("# %s %s: %u layer operations, the worst %.3g of the spread "
+		              "(tolerance %.3g)\n",
+		              c->backend, c->models[c->cur].name, want->n, worst,
+		              c->models[c->cur].t->tol);
+	cf_trace_free(want);
+	cf_trace_free(got);
+}
+
 /*
  * The operations, a case each per model. `applies` (NULL: every model)
  * leaves out the models an operation has nothing to check on (a layer
@@ -560,7 +683,7 @@ static const struct cf_op {
 	bool (*applies)(const struct mdesc *m);
 } cf_ops[] = {
     {"round", op_round, NULL},   {"lanes", op_lanes, NULL},     {"chunks", op_chunks, NULL},
-    {"passes", op_passes, NULL}, {"threads", op_threads, NULL},
+    {"passes", op_passes, NULL}, {"threads", op_threads, NULL}, {"layers", op_layers, NULL},
 };
 
 #define N_OPS (sizeof(cf_ops) / sizeof(cf_ops[0]))
@@ -679,18 +802,37 @@ static int cf_run_backend(struct cf_ctx *c, const char *filter)
  * (what a bit-for-bit check must see) in a round of several sequences
  * (lanes), in the last chunk of a prompt that began earlier (chunks), in a
  * round cut in passes (passes), on more than one thread (threads); by 1.0
- * in every round (round, against the cpu backend's tolerance). The mode is
+ * in every round (round, against the cpu backend's tolerance) and in each
+ * traced layer operation's rows (layers). The mode is
  * the test's (the table's round has no context of its own).
  */
 static const struct be_ops *cf_cpu;
 static const char *cf_break; /* the op whose check must see it */
 
+/* layers: each traced operation's rows off by 1.0 in their first element */
+static void cf_broken_after(void *ctx, const char *op, uint32_t layer, const float *rows,
+                            uint64_t n)
+{
+	const struct be_trace *to = ctx;
+
+	(void)rows;
+	to->rows[0] += 1.0f;
+	to->after(to->ctx, op, layer, to->rows, n);
+}
+
 static int cf_broken_round(struct be *b, const struct be_model *m, const struct be_step *steps,
                            uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
                            uint64_t context, float *logits, struct ig_errbuf *eb)
 {
-	int rc = cf_cpu->round(b, m, steps, n_steps, fmt, kv, context, logits, eb);
+	const struct be_trace *to = b->trace;
+	struct be_trace shim = {cf_broken_after, (void *)to, to ? to->rows : NULL, to ? to->cap : 0};
+	int rc;
 	uint64_t tokens = 0;
+
+	if (to && !strcmp(cf_break, "layers"))
+		b->trace = &shim;
+	rc = cf_cpu->round(b, m, steps, n_steps, fmt, kv, context, logits, eb);
+	b->trace = to;
 	uint32_t rows = 0;
 	bool off = !strcmp(cf_break, "round") || (!strcmp(cf_break, "lanes") && n_steps > 1) ||
 	           (!strcmp(cf_break, "threads") && m->threads > 1);

@@ -556,7 +556,7 @@ static int be_cpu_round(struct be *b, const struct be_model *m, const struct be_
 	uint32_t i = 0, off = 0;
 	int rc;
 
-	(void)b;
+	cm->d.trace = b->trace;
 	rc = bind_check_round(&cm->bd, steps, n_steps, context, eb);
 	while (!rc && i < n_steps) {
 		uint32_t rows, n = bind_pass(&cm->bd, steps, n_steps, &i, &off, &rows);

@@ -253,6 +253,14 @@ static void mdl__head(void *ctx, const struct be_step *steps, uint32_t n_steps, 
 	cop_matmul(r->pool, r->d->output, r->ls, logits, h, m->vocab, n_out);
 }
 
+/* The round's residual rows, for a trace. */
+static void mdl__rows(void *ctx, float *out)
+{
+	struct mdl__run *r = ctx;
+
+	memcpy(out, r->x, (size_t)r->n_tok * r->d->m->hidden * sizeof(float));
+}
+
 /* The routed experts through the bound model's hook (the expert cache's,
  * or a tool's), or in place: each [.., .., experts] tensor's slices. */
 static int mdl__xp_prepare(void *ctx, uint32_t layer, const uint32_t *ids, uint32_t n,
@@ -307,7 +315,8 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 	                         (void *)d};
 	struct dec_ops ops = {mdl__embed,     mdl__mixer_full, mdl__mixer_linear,
 	                      mdl__ffn_dense, mdl__route,      mdl__expert,
-	                      mdl__shared,    mdl__head,       &r};
+	                      mdl__shared,    mdl__head,       &r,
+	                      mdl__rows,      d->trace};
 	int rc;
 
 	if (n_steps == 0)

@@ -30,6 +30,8 @@
 #include "model/mfile.h"
 #include "model/seqimg.h"
 
+struct be_trace;
+
 struct mdl_layer {
 	bool full;
 	uint32_t index; /* among the full, or among the linear layers */
@@ -47,6 +49,8 @@ struct mdl {
 	/* where the routed experts are read (the expert cache, ADR 0039); NULL:
 	 * in place, from the file mapping */
 	const struct lffn_experts *experts;
+	/* a test's trace of the layer operations (backend.h); NULL: none */
+	const struct be_trace *trace;
 };
 
 /* Bind the tensors of an open model file (dectab.h: matrices in
