@@ -87,8 +87,9 @@ enum knob_type {
 	  "Longest sequence, prompt and output, in tokens.")                                       \
 	X(MODEL_PREFILL_CHUNK, "model-prefill-chunk", KT_COUNT, "@model", 0, "1..1048576",         \
 	  "Tokens prefilled per chunk; sizes the workspace line.")                                 \
-	X(MODEL_KV_FORMAT, "model-kv-format", KT_ENUM, "compact", 0, "bf16|compact",               \
-	  "KV format: bf16, or compact (72 B per token per KV head and role at head dim 256).")    \
+	X(MODEL_KV_FORMAT, "model-kv-format", KT_ENUM, "compact", 0, "bf16|fp8|compact",           \
+	  "KV format: bf16 (exact), fp8 (e4m3, half of bf16) or compact (72 B per token per "      \
+	  "KV head and role at head dim 256). README: reading the plan.")                          \
 	X(MODEL_DEFAULT_MAX_TOKENS, "model-default-max-tokens", KT_COUNT, "@model", 0,             \
 	  "1..16777216",                                                                           \
 	  "Output cap of a request that names none; admission reserves prompt + "                  \

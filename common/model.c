@@ -258,11 +258,40 @@ const char *mdesc_names(void)
 	       "tiny-moe, tiny-chat";
 }
 
+static const char *const mdesc__kv_names[] = {
+    [MDESC_KV_BF16] = "bf16",
+    [MDESC_KV_COMPACT1] = "compact1",
+    [MDESC_KV_FP8] = "fp8",
+    [MDESC_KV_COMPACT] = "compact",
+};
+
+const char *mdesc_kv_format_name(enum mdesc_kv_format f)
+{
+	if ((unsigned)f > MDESC_KV_FORMAT_LAST)
+		return NULL;
+	return mdesc__kv_names[f];
+}
+
+enum mdesc_kv_format mdesc_kv_format_parse(const char *name)
+{
+	for (unsigned f = 1; f <= MDESC_KV_FORMAT_LAST; f++)
+		if (mdesc__kv_names[f] && !strcmp(mdesc__kv_names[f], name))
+			return (enum mdesc_kv_format)f;
+	return 0;
+}
+
+bool mdesc_kv_compact(enum mdesc_kv_format f)
+{
+	return f == MDESC_KV_COMPACT || f == MDESC_KV_COMPACT1;
+}
+
 uint64_t mdesc_kv_head_bytes(enum mdesc_kv_format f, uint32_t head_dim)
 {
 	if (f == MDESC_KV_BF16)
 		return 2ull * head_dim;
-	if (head_dim % MDESC_KV_GROUP)
+	if (f == MDESC_KV_FP8)
+		return head_dim ? (uint64_t)head_dim + MDESC_KV_FP8_SCALE_BYTES : 0;
+	if (!mdesc_kv_compact(f) || head_dim % MDESC_KV_GROUP)
 		return 0;
 	return (uint64_t)head_dim / MDESC_KV_GROUP * MDESC_KV_GROUP_BYTES;
 }
@@ -274,7 +303,7 @@ uint64_t mdesc_kv_bytes_per_token(const struct mdesc *m, enum mdesc_kv_format f)
 
 	/* 72 B per KV head and role at head dim 256 (docs/design.md, section 3),
 	 * and on the MoE family the indexer's keys. */
-	if (f == MDESC_KV_COMPACT)
+	if (mdesc_kv_compact(f))
 		b += (uint64_t)m->full_layers * m->indexer_key_bytes;
 	return b;
 }

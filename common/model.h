@@ -21,13 +21,30 @@
 
 enum mdesc_family { MDESC_DENSE = 1, MDESC_MOE = 2 };
 
-enum mdesc_kv_format { MDESC_KV_BF16 = 1, MDESC_KV_COMPACT = 2 };
+/* How KV vectors are stored (model/kvfmt.h writes and reads them). The
+ * number travels in sequence images and names the layout with its rotation:
+ * never renumber, never reuse one.
+ *   BF16      the exact one, every other is measured against it.
+ *   COMPACT1  the first compact code (a plain 2-bit scalar code a group of
+ *             64); no longer served, kept to measure the new one against.
+ *   FP8       e4m3 with a scale per vector.
+ *   COMPACT   the 2-bit code after a rotation (E8 lattice, docs/adr/0046),
+ *             the same bytes as COMPACT1. */
+enum mdesc_kv_format {
+	MDESC_KV_BF16 = 1,
+	MDESC_KV_COMPACT1 = 2,
+	MDESC_KV_FP8 = 3,
+	MDESC_KV_COMPACT = 4,
+};
+#define MDESC_KV_FORMAT_LAST MDESC_KV_COMPACT
 
-/* The compact KV format (model/kvfmt.h encodes it): one fp16 scale and
- * 64 two-bit codes a group of 64 values, 18 bytes; 72 B a head of 256. The
- * plan sizes pages from these, the encoder writes them: one definition. */
+/* Both compact codes: one fp16 scale and 16 bytes of codes a group of 64
+ * values, 18 bytes; 72 B a head of 256. The plan sizes pages from these,
+ * the encoder writes them: one definition. */
 #define MDESC_KV_GROUP       64u
 #define MDESC_KV_GROUP_BYTES 18u
+/* fp8: head_dim bytes of e4m3 and one fp32 scale. */
+#define MDESC_KV_FP8_SCALE_BYTES 4u
 
 /*
  * The tokenizer a model's ids belong to: a model file's
@@ -175,6 +192,14 @@ const char *mdesc_names(void);
 /* Bytes of one KV head's vector (a key or a value of head_dim values) in a
  * format: bf16 head_dim x 2; compact head_dim / 64 groups of 18 bytes (0
  * when head_dim is not a multiple of 64: the format does not suit it). */
+/* The format's name ("bf16", "compact1", "fp8", "compact"); NULL for a
+ * number that is none. */
+const char *mdesc_kv_format_name(enum mdesc_kv_format f);
+/* The format named `name` (as mdesc_kv_format_name spells it); 0 when none. */
+enum mdesc_kv_format mdesc_kv_format_parse(const char *name);
+/* A 2-bit compact code (COMPACT or COMPACT1): the page also holds the MoE
+ * family's indexer keys. */
+bool mdesc_kv_compact(enum mdesc_kv_format f);
 uint64_t mdesc_kv_head_bytes(enum mdesc_kv_format f, uint32_t head_dim);
 /* KV bytes per token of a format, all full-attention layers:
  *   full_layers x kv_heads x 2 roles x mdesc_kv_head_bytes

@@ -106,7 +106,7 @@ static void vplan__lines(struct vplan *p)
 	p->line[VPLAN_DRAFTER_ROUND] = 0;
 	p->line[VPLAN_LANE_STATE] = (uint64_t)p->lanes * mdesc_state_image_bytes(m);
 	p->line[VPLAN_RETAINED_SLOTS] = (uint64_t)p->retained_device * mdesc_state_image_bytes(m);
-	p->line[VPLAN_HQ_RESIDUAL_WINDOW] = p->kv_format == MDESC_KV_COMPACT
+	p->line[VPLAN_HQ_RESIDUAL_WINDOW] = mdesc_kv_compact(p->kv_format)
 	                                        ? (uint64_t)p->lanes * MDESC_PAGE_TOKENS *
 	                                              mdesc_kv_bytes_per_token(m, MDESC_KV_BF16)
 	                                        : 0;
@@ -475,6 +475,28 @@ static int vplan__too_many_pages(struct vplan *p, const struct knobs *k, uint64_
 	                     pages, p->page_bytes, from, VPLAN_MAX_POOL_PAGES, over, lift);
 }
 
+/* The knob's choice (an index into its accepted names, spelled as
+ * mdesc_kv_format_name spells them) as a format. */
+static enum mdesc_kv_format vplan__kv_format(uint64_t index)
+{
+	const char *p = knob_defs[KNOB_MODEL_KV_FORMAT].accepted;
+	char name[16];
+	size_t n;
+
+	for (; index > 0 && p; index--) {
+		p = strchr(p, '|');
+		p = p ? p + 1 : NULL;
+	}
+	if (!p)
+		return 0;
+	n = strcspn(p, "|");
+	if (n >= sizeof(name))
+		return 0;
+	memcpy(name, p, n);
+	name[n] = 0;
+	return mdesc_kv_format_parse(name);
+}
+
 int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct vplan *p)
 {
 	const struct mdesc *m = k->model;
@@ -485,7 +507,7 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 	memset(p, 0, sizeof(*p));
 	p->model = m;
 	p->cuda = dev->cuda;
-	p->kv_format = k->v[KNOB_MODEL_KV_FORMAT].u == 0 ? MDESC_KV_BF16 : MDESC_KV_COMPACT;
+	p->kv_format = vplan__kv_format(k->v[KNOB_MODEL_KV_FORMAT].u);
 	p->kv_bytes_per_token = mdesc_kv_bytes_per_token(m, p->kv_format);
 	p->page_bytes = mdesc_page_bytes(m, p->kv_format);
 	p->lanes = k->lanes;

@@ -284,6 +284,7 @@ static uint64_t worker_reuse_ns(const struct mfile *f, const char *fmt)
 static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct ig_errbuf *eb)
 {
 	char path[4097], fmt[17];
+	enum mdesc_kv_format kv_format;
 	struct be_bind_opts bo;
 	struct eng_cfg cfg;
 	uint64_t *counts = NULL; /* the experts' calibration counts, for pins */
@@ -384,10 +385,17 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	if (rc)
 		goto fail;
 	w->d_bound = true;
+	msg_str_copy(fmt, sizeof(fmt), pl->kv_format);
+	kv_format = mdesc_kv_format_parse(fmt);
+	if (!kv_format || kv_format == MDESC_KV_COMPACT1) {
+		rc = ig_errf(eb, IG_E_INVAL,
+		             "the plan names the KV format '%s'; this worker serves bf16, fp8 and "
+		             "compact",
+		             fmt);
+		goto fail;
+	}
 	{
-		enum mdesc_kv_format f =
-		    msg_str_eq(pl->kv_format, "bf16") ? MDESC_KV_BF16 : MDESC_KV_COMPACT;
-		uint64_t need = mdesc_page_bytes(&w->f.desc, f);
+		uint64_t need = mdesc_page_bytes(&w->f.desc, kv_format);
 
 		if (need != pl->page_bytes) {
 			rc = ig_errf(eb, IG_E_INVAL,
@@ -402,13 +410,12 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	if (rc)
 		goto fail;
 	w->kv_ready = true;
-	msg_str_copy(fmt, sizeof(fmt), pl->kv_format);
 	cfg = (struct eng_cfg){
 	    .lanes = (uint32_t)pl->lanes,
 	    .chunk = (uint32_t)pl->chunk_tokens,
 	    .context = pl->context_tokens,
 	    .default_max_tokens = (uint32_t)pl->default_max_tokens,
-	    .fmt = strcmp(fmt, "bf16") ? MDESC_KV_COMPACT : MDESC_KV_BF16,
+	    .fmt = kv_format,
 	    .max_requests = (uint32_t)pl->max_requests,
 	    .eos = mdesc_eos(&w->f.desc),
 	    .on_finish = worker_on_finish,

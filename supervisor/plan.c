@@ -71,7 +71,7 @@ void plan_to_msg(const struct vplan *p, const struct knobs *k, const char *model
 	pl->backend = msg_str_of(p->cuda ? "cuda" : "cpu");
 	pl->free_bytes = p->free_bytes;
 	pl->model = msg_str_of(p->model->name);
-	pl->kv_format = msg_str_of(p->kv_format == MDESC_KV_BF16 ? "bf16" : "compact");
+	pl->kv_format = msg_str_of(mdesc_kv_format_name(p->kv_format));
 	pl->policy = msg_str_of(p->policy == VPLAN_RESIDENT ? "resident" : "offloaded");
 	pl->budget_bytes = p->budget_bytes;
 	pl->lines.n = VPLAN_NLINES;
@@ -135,7 +135,7 @@ void plan_emit(const struct vplan *p, const struct knobs *k)
 	ev_str(&e, "kv_pool_policy", p->policy == VPLAN_RESIDENT ? "resident" : "offloaded");
 	ev_u64(&e, "kv_pool_pages", p->pool_pages);
 	ev_u64(&e, "kv_pool_tokens", p->pool_pages * MDESC_PAGE_TOKENS);
-	ev_str(&e, "kv_format", p->kv_format == MDESC_KV_BF16 ? "bf16" : "compact");
+	ev_str(&e, "kv_format", mdesc_kv_format_name(p->kv_format));
 	ev_u64(&e, "kv_bytes_per_token", p->kv_bytes_per_token);
 	ev_u64(&e, "kv_page_bytes", p->page_bytes);
 	ev_u64(&e, "max_context_tokens", p->context);
@@ -195,7 +195,7 @@ void plan_print(FILE *f, const struct vplan *p, const struct knobs *k)
 	fprintf(f,
 	        "VRAM plan: %s, %s KV (%" PRIu64 " B/token, %" PRIu64 " B/page), %u lanes, "
 	        "context %" PRIu64 " tokens%s, %s backend\n",
-	        p->model->name, p->kv_format == MDESC_KV_BF16 ? "bf16" : "compact",
+	        p->model->name, mdesc_kv_format_name(p->kv_format),
 	        p->kv_bytes_per_token, p->page_bytes, p->lanes, p->context,
 	        p->context_adapted ? " (adapted)" : "", p->cuda ? "cuda" : "cpu");
 	plan__row(f, "free at start", p->free_bytes, p->device_source);

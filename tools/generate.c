@@ -4,7 +4,7 @@
  *
  *   ignis-generate --model FILE --prompt TEXT [--backend NAME] [--max-tokens N]
  *                  [--seed S] [--temperature T] [--top-k K] [--top-p P]
- *                  [--threads N] [--chunk N] [--kv-format bf16|compact]
+ *                  [--threads N] [--chunk N] [--kv-format bf16|fp8|compact]
  *   ignis-generate --worker [--runtime-dir DIR] --prompt TEXT [--class agent]
  *                  [--max-tokens N] [--seed S] [--temperature T] [--top-k K] [--top-p P]
  *                  [--ids]
@@ -53,7 +53,7 @@ static int die(const char *msg)
 #define USAGE                                                                                      \
 	"usage: ignis-generate --model FILE --prompt TEXT [--backend NAME] [--max-tokens N]\n"     \
 	"                      [--seed S] [--temperature T] [--top-k K] [--top-p P]\n"             \
-	"                      [--threads N] [--chunk N] [--kv-format bf16|compact]\n"             \
+	"                      [--threads N] [--chunk N] [--kv-format bf16|fp8|compact]\n"             \
 	"   or: ignis-generate --worker [--runtime-dir DIR] --prompt TEXT\n"                       \
 	"                      [--class interactive|agent] [--max-tokens N] [--seed S]\n"          \
 	"                      [--temperature T] [--top-k K] [--top-p P] [--ids]\n"
@@ -78,7 +78,7 @@ static void usage(FILE *f)
 	    "  --top-p P        above 0 up to 1 (the default: keeps all)\n"
 	    "  --threads N      1 to 256 (default 1)\n"
 	    "  --chunk N        prompt tokens a round (default 64)\n"
-	    "  --kv-format F    bf16 (the default) or compact\n"
+	    "  --kv-format F    bf16 (the default), fp8, compact or compact1\n"
 	    "  --class C        interactive (the default) or agent (--worker)\n"
 	    "  --ids            print token ids, one a line (--worker)\n"
 	    "  -h, --help       this text\n"
@@ -440,15 +440,12 @@ int main(int argc, char **argv)
 			remote.ids = true;
 			break;
 		case 'f':
-			if (!strcmp(optarg, "bf16"))
-				fmt = MDESC_KV_BF16;
-			else if (!strcmp(optarg, "compact"))
-				fmt = MDESC_KV_COMPACT;
-			else {
-				fprintf(
-				    stderr,
-				    "ignis-generate: --kv-format '%s'; accepted: bf16, compact\n",
-				    optarg);
+			fmt = mdesc_kv_format_parse(optarg);
+			if (!fmt) {
+				fprintf(stderr,
+				        "ignis-generate: --kv-format '%s'; accepted: bf16, fp8, "
+				        "compact, compact1 (the first compact code)\n",
+				        optarg);
 				return 2;
 			}
 			break;

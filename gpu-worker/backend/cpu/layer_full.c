@@ -79,6 +79,9 @@ static void prep_fn(void *ctx, size_t begin, size_t end)
 			cop_rmsnorm(q, c->q_norm, q, hd, m->rms_eps);
 			/* Arguments checked by lfull_forward: cannot fail. */
 			(void)cop_rope_neox(q, 1, hd, m->rope_dims, pos, m->rope_theta);
+			/* in the basis the format stores keys in (kvfmt.h): rotated
+			 * once here, not every key at every read */
+			kvfmt_rotate(c->fmt, q, (uint32_t)hd);
 		}
 		cop_rmsnorm_rows(k, c->k_norm, k, m->kv_heads, hd, m->rms_eps);
 		(void)cop_rope_neox(k, m->kv_heads, hd, m->rope_dims, pos, m->rope_theta);
@@ -109,17 +112,18 @@ static void attn_fn(void *ctx, size_t begin, size_t end)
 		uint32_t kh = (uint32_t)(h / group);
 
 		for (uint64_t j = 0; j < n; j++) {
-			kvfmt_decode(c->fmt, slot_addr(c, j, 0, kh), (uint32_t)hd, dec);
+			kvfmt_decode_rotated(c->fmt, slot_addr(c, j, 0, kh), (uint32_t)hd, dec);
 			s[j] = cop_dot_f32(q, dec, hd) * c->scale;
 		}
 		(void)cop_softmax(s, (size_t)n);
 		for (size_t d = 0; d < hd; d++)
 			o[d] = 0.0f;
 		for (uint64_t j = 0; j < n; j++) {
-			kvfmt_decode(c->fmt, slot_addr(c, j, 1, kh), (uint32_t)hd, dec);
+			kvfmt_decode_rotated(c->fmt, slot_addr(c, j, 1, kh), (uint32_t)hd, dec);
 			for (size_t d = 0; d < hd; d++)
 				o[d] += s[j] * dec[d];
 		}
+		kvfmt_unrotate(c->fmt, o, (uint32_t)hd);
 		if (gate)
 			for (size_t d = 0; d < hd; d++)
 				o[d] *= 1.0f / (1.0f + expf(-gate[d]));
