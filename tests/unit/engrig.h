@@ -3,7 +3,8 @@
  * bound on the cpu backend (rounds of at most RIG_ROUND_TOKENS tokens over
  * contexts of at most RIG_CONTEXT, on `threads` threads; its regions those
  * of one pass, or the least it takes), and a KV pool of
- * `pages` bf16 pages in the backend's memory. Include after <cmocka.h> and
+ * `pages` bf16 pages in the backend's memory (on a test's wrapper of the
+ * cpu table when rig_ops names one). Include after <cmocka.h> and
  * testutil.h.
  */
 #ifndef IGNIS_TESTS_ENGRIG_H
@@ -57,6 +58,10 @@ static enum mfile_dtype rig_dtype = MFILE_BF16;
  * (mfile_as_layout: qwen3 or qwen35 for a dense preset, qwen35moe or
  * qwen3next for a moe one). */
 static enum mdesc_arch rig_arch = MDESC_ARCH_IGNIS;
+/* When not NULL, the table the rig opens and binds on instead of the cpu
+ * backend's own: a test's wrapper of the cpu table, which watches what the
+ * engine asks of the backend (test_moves' hands-off checks). */
+static const struct be_ops *rig_ops;
 
 static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pages,
                                   uint32_t threads, bool least)
@@ -69,7 +74,7 @@ static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pa
 
 	snprintf(path, sizeof(path), "/tmp/ignis-engine-%s-%d.gguf", preset, (int)getpid());
 	memset(&r->be, 0, sizeof(r->be));
-	r->be.ops = backend_find("cpu", &eb);
+	r->be.ops = rig_ops ? rig_ops : backend_find("cpu", &eb);
 	assert_non_null(r->be.ops);
 	assert_int_equal(r->be.ops->open(&r->be, 1ull << 30, &eb), IG_E_OK);
 	r->bo = (struct be_bind_opts){.max_round_tokens = RIG_ROUND_TOKENS,

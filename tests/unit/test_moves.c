@@ -10,6 +10,13 @@
  * one is prefilled again); with the daemon killed (-9) in the middle of a
  * move; with KV-disk on and a KV-RAM too small for an image: straight to
  * disk and back from it, also with the daemon killed mid-move each way.
+ * And the engine's hands-off rule (engine_int.h: a window copy in flight on
+ * the transfer stream is waited for before its sequence's pages or state
+ * are touched), on a wrapped cpu table that holds each copy in flight for
+ * some polls and checks every round, state slot, synchronous copy and page
+ * given back against the copies in flight: a victim moved out and restored,
+ * a move stopped and a victim cancelled with a window in flight, prompt
+ * reuse beside a move. A test's name as the argument runs it alone.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -36,6 +43,7 @@
 #include "testutil.h"
 #include "engrig.h"
 #include "kvdrig.h"
+#include "model/seqimg.h"
 #include "proto/transport.h"
 
 #define DEFAULT_SEED 41u
@@ -104,7 +112,359 @@ struct run_opts {
 	                               never) */
 	long kill_in_after_rounds; /* the same, of a move in */
 	uint32_t retained;         /* device retained slots (prompt reuse; 0: none) */
+	/* the moved run on the hands-off table (below), its copies in flight
+	 * this many polls (0: on the cpu table) */
+	uint32_t hands;
+	/* request cancel - 1 is cancelled while a window copy of it is in
+	 * flight in a move out (0: none; with `hands`) */
+	uint32_t cancel;
 };
+
+/* ---- hands off: the backend table wrapped ------------------------------------ */
+
+/*
+ * The rule the engine keeps (engine_int.h, moves.c): before anything touches
+ * a sequence's pages or state (a round that includes it, a restore's
+ * scatter, its pages given to another sequence, a retained checkpoint's
+ * copy), the window copy of them in flight on the transfer stream is waited
+ * for (eng_seq.xfer). The cpu backend's copies are quick, so a broken rule
+ * would rarely show in the tokens. The table below wraps the cpu one: it
+ * remembers, for every window copy enqueued (img_gather_async reads the
+ * sequence's pages and state, img_scatter_async writes them), its ticket and
+ * the pool pages and state it covers, and keeps the copy in flight in the
+ * engine's eyes (xfer_done answers false) until the engine waits for it or
+ * has asked `ho.polls` times; then on every call that reads or writes pages
+ * or a state (a round's steps, seq_init and seq_release of a state slot, the
+ * synchronous copies of prompt reuse, another window copy) and at every
+ * call for the pool's books (a page given back), it checks that no copy
+ * still in flight covers what is touched. What breaks the rule is counted
+ * and the first one kept, for the test to fail on after the run (failing
+ * inside the engine would leave it half way through a round).
+ */
+#define HO_COPIES 128u /* copies remembered in flight (the stream holds BE_XFER_DEPTH) */
+#define HO_PAGES  64u  /* pool pages a test's rig has at most */
+
+struct ho_copy {
+	uint64_t ticket;
+	bool scatter; /* writes the pages and state; a gather reads them */
+	uint32_t polls;
+	uint32_t n_pages;
+	uint32_t page[HO_PAGES]; /* the pool's page indices */
+	void *state;
+};
+
+struct ho {
+	const struct be_ops *cpu;
+	struct be_ops ops;
+	const struct kvpool *kv;
+	uint64_t state_bytes;
+	uint32_t polls;                /* xfer_done answers false this many times for a ticket */
+	struct ho_copy fly[HO_COPIES]; /* in flight in the engine's eyes */
+	uint32_t n_fly;
+	/* what the run saw: copies enqueued, copies the engine waited for while
+	 * in flight (before their polls ran out), rounds checked */
+	uint64_t copies, waited, rounds;
+	/* a restore's last window landed (its state), at which round: and the
+	 * sequence in the very next round */
+	void *landed;
+	uint64_t landed_at, restored_next;
+	/* per pool page: the sequence (its id) a round last wrote it for, the
+	 * one a gather last read it from (state slots are reused: ids are
+	 * not), and pages written by a round of another sequence since */
+	uint32_t writer[HO_PAGES], gathered_from[HO_PAGES];
+	uint64_t reassigned;
+	uint64_t bad;
+	char first[256];
+};
+
+static struct ho ho;
+
+static void ho__bad(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!ho.bad++) {
+		va_start(ap, fmt);
+		vsnprintf(ho.first, sizeof(ho.first), fmt, ap);
+		va_end(ap);
+	}
+}
+
+static const char *ho__kind(const struct ho_copy *c)
+{
+	return c->scatter ? "scatter" : "gather";
+}
+
+/* The copies up to `ticket` are done in the engine's eyes (done(t) implies
+ * done of every earlier ticket). `waited`: the engine waited for them. */
+static void ho__land(uint64_t ticket, bool waited)
+{
+	for (uint32_t i = 0; i < ho.n_fly;) {
+		struct ho_copy *c = &ho.fly[i];
+
+		if (c->ticket > ticket) {
+			i++;
+			continue;
+		}
+		ho.waited += waited;
+		if (c->scatter) {
+			ho.landed = c->state;
+			ho.landed_at = ho.rounds;
+		}
+		*c = ho.fly[--ho.n_fly];
+	}
+}
+
+/* The pool's books: a page a copy in flight covers is still listed by a
+ * table (its sequence did not give it back, nobody else took it). */
+static void ho__books(const char *at)
+{
+	if (!ho.kv)
+		return;
+	for (uint32_t i = 0; i < ho.n_fly; i++)
+		for (uint32_t k = 0; k < ho.fly[i].n_pages; k++)
+			if (!ho.kv->refs[ho.fly[i].page[k]])
+				ho__bad(
+				    "%s: page %u given back while the %s #%llu of it is in flight",
+				    at, ho.fly[i].page[k], ho__kind(&ho.fly[i]),
+				    (unsigned long long)ho.fly[i].ticket);
+}
+
+/* `n` bytes at `p` of device memory read (or written) by `what`: no copy
+ * in flight may write them, nor read them while they are written. */
+static void ho__touch(const char *what, const void *p, uint64_t n, bool write)
+{
+	const unsigned char *a = p;
+
+	if (!p || !n || !ho.kv)
+		return;
+	for (uint32_t i = 0; i < ho.n_fly; i++) {
+		const struct ho_copy *c = &ho.fly[i];
+		const unsigned char *st = c->state;
+
+		if (!write && !c->scatter)
+			continue;
+		if (st && ho.state_bytes && a < st + ho.state_bytes && st < a + n)
+			ho__bad("%s: a state in the %s #%llu in flight", what, ho__kind(c),
+			        (unsigned long long)c->ticket);
+		for (uint32_t k = 0; k < c->n_pages; k++) {
+			uint64_t pb = ho.kv->page_bytes;
+			const unsigned char *pg = ho.kv->base + (uint64_t)c->page[k] * pb;
+
+			if (a < pg + pb && pg < a + n)
+				ho__bad("%s: page %u in the %s #%llu in flight", what, c->page[k],
+				        ho__kind(c), (unsigned long long)c->ticket);
+		}
+	}
+}
+
+/* A sequence's state, `write` or read, by `what`. */
+static void ho__state(const char *what, const void *state, bool write)
+{
+	ho__touch(what, state, ho.state_bytes, write);
+}
+
+static void ho__page_index(const void *pg, uint32_t *out)
+{
+	uint64_t off = (uint64_t)((const unsigned char *)pg - ho.kv->base);
+
+	assert_true(off % ho.kv->page_bytes == 0);
+	*out = (uint32_t)(off / ho.kv->page_bytes);
+	assert_true(*out < ho.kv->n_pages);
+}
+
+/* A window copy enqueued: what it covers, checked against those in flight
+ * (two copies of one sequence at once would break the engine's one ticket
+ * a sequence), then remembered until it lands. */
+static void ho__enqueued(const struct be_img *job, bool scatter, uint64_t ticket)
+{
+	const struct seqimg_parts *parts = scatter ? &job->r->parts : &job->w->parts;
+	uint32_t n = scatter ? job->r->max_pages : job->w->h.pages;
+	struct ho_copy c = {
+	    .ticket = ticket, .scatter = scatter, .n_pages = n, .state = parts->state};
+
+	assert_true(n <= HO_PAGES);
+	assert_true(ho.n_fly < HO_COPIES);
+	for (uint32_t i = 0; i < n; i++)
+		ho__page_index(parts->pages[i], &c.page[i]);
+	ho__state(scatter ? "a scatter" : "a gather", c.state, scatter);
+	for (uint32_t i = 0; i < n; i++) {
+		ho__touch(scatter ? "a scatter" : "a gather",
+		          ho.kv->base + (uint64_t)c.page[i] * ho.kv->page_bytes, ho.kv->page_bytes,
+		          scatter);
+		if (!scatter)
+			ho.gathered_from[c.page[i]] = ho.writer[c.page[i]];
+	}
+	ho.fly[ho.n_fly++] = c;
+	ho.copies++;
+}
+
+static int ho_gather(struct be *b, struct be_img *job, uint64_t *ticket, struct ig_errbuf *eb)
+{
+	int rc = ho.cpu->img_gather_async(b, job, ticket, eb);
+
+	ho__books("img_gather_async");
+	if (rc == IG_E_OK)
+		ho__enqueued(job, false, *ticket);
+	return rc;
+}
+
+static int ho_scatter(struct be *b, struct be_img *job, uint64_t *ticket, struct ig_errbuf *eb)
+{
+	int rc = ho.cpu->img_scatter_async(b, job, ticket, eb);
+
+	ho__books("img_scatter_async");
+	if (rc == IG_E_OK)
+		ho__enqueued(job, true, *ticket);
+	return rc;
+}
+
+/* In flight until waited for or asked about `ho.polls` times; then it has
+ * landed for sure (the cpu copy is waited for first). */
+static bool ho_done(struct be *b, uint64_t ticket)
+{
+	struct ig_errbuf eb;
+	bool ours = false;
+
+	ho__books("xfer_done");
+	for (uint32_t i = 0; i < ho.n_fly; i++) {
+		if (ho.fly[i].ticket > ticket)
+			continue;
+		ours = true;
+		if (ho.fly[i].ticket == ticket && ++ho.fly[i].polls >= ho.polls) {
+			ho.cpu->xfer_wait(b, ticket, &eb);
+			ho__land(ticket, false);
+			return true;
+		}
+	}
+	return ours ? false : ho.cpu->xfer_done(b, ticket);
+}
+
+static int ho_wait(struct be *b, uint64_t ticket, struct ig_errbuf *eb)
+{
+	int rc = ho.cpu->xfer_wait(b, ticket, eb);
+
+	ho__land(ticket, true);
+	return rc;
+}
+
+static int ho_wait_all(struct be *b, struct ig_errbuf *eb)
+{
+	int rc = ho.cpu->xfer_wait_all(b, eb);
+
+	ho__land(UINT64_MAX, true);
+	return rc;
+}
+
+/* free waits for the stream, as cudaFree does (the rig's, after the
+ * engine: not counted as the engine's wait) */
+static void ho_free(struct be *b, void *ptr, uint64_t bytes)
+{
+	ho.cpu->free(b, ptr, bytes);
+	ho__land(UINT64_MAX, false);
+}
+
+static int ho_copy_d2d(struct be *b, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb)
+{
+	ho__books("copy_d2d");
+	ho__touch("copy_d2d's source", src, n, false);
+	ho__touch("copy_d2d's destination", dst, n, true);
+	return ho.cpu->copy_d2d(b, dst, src, n, eb);
+}
+
+static int ho_copy_h2d(struct be *b, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb)
+{
+	ho__touch("copy_h2d", dst, n, true);
+	return ho.cpu->copy_h2d(b, dst, src, n, eb);
+}
+
+static int ho_copy_d2h(struct be *b, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb)
+{
+	ho__touch("copy_d2h", src, n, false);
+	return ho.cpu->copy_d2h(b, dst, src, n, eb);
+}
+
+/* A fresh state is zeroed in its slot. */
+static int ho_seq_init(struct be *b, const struct be_model *m, struct be_seq *s,
+                       struct ig_errbuf *eb)
+{
+	int rc = ho.cpu->seq_init(b, m, s, eb);
+
+	ho__books("seq_init");
+	if (rc == IG_E_OK)
+		ho__state("seq_init", s->state, true);
+	return rc;
+}
+
+/* A state slot given back, for another sequence's seq_init. */
+static void ho_seq_release(struct be *b, const struct be_model *m, struct be_seq *s)
+{
+	ho__books("seq_release");
+	ho__state("seq_release", s->state, true);
+	ho.cpu->seq_release(b, m, s);
+}
+
+/* Each step reads its pages up to its last token's and writes those its
+ * tokens fall in, and writes its state. */
+static int ho_round(struct be *b, const struct be_model *m, const struct be_step *steps,
+                    uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
+                    uint64_t context, float *logits, struct ig_errbuf *eb)
+{
+	char what[64];
+
+	ho__books("a round");
+	ho.rounds++;
+	for (uint32_t i = 0; i < n_steps; i++) {
+		const struct be_seq *s = steps[i].s;
+		uint64_t first = s->pos / MDESC_PAGE_TOKENS;
+		uint64_t last = (s->pos + steps[i].n_tok - 1) / MDESC_PAGE_TOKENS;
+
+		snprintf(what, sizeof(what), "round %llu, sequence %u",
+		         (unsigned long long)ho.rounds, s->kv.id);
+		ho__state(what, s->state, true);
+		for (uint64_t j = 0; j <= last && j < s->kv.n_pages; j++) {
+			uint32_t p = s->kv.table[j];
+
+			ho__touch(what, kv->base + (uint64_t)p * kv->page_bytes, kv->page_bytes,
+			          j >= first);
+			if (j < first)
+				continue;
+			if (ho.gathered_from[p] && ho.gathered_from[p] != s->kv.id)
+				ho.reassigned++;
+			ho.writer[p] = s->kv.id;
+		}
+		if (s->state == ho.landed && ho.rounds == ho.landed_at + 1)
+			ho.restored_next++;
+	}
+	return ho.cpu->round(b, m, steps, n_steps, fmt, kv, context, logits, eb);
+}
+
+/* The wrapped table, copies held in flight `polls` polls unless waited
+ * for; the counts start again. */
+static const struct be_ops *ho_begin(uint32_t polls)
+{
+	struct ig_errbuf eb;
+
+	memset(&ho, 0, sizeof(ho));
+	ho.cpu = backend_find("cpu", &eb);
+	assert_non_null(ho.cpu);
+	ho.polls = polls;
+	ho.ops = *ho.cpu;
+	ho.ops.name = "cpu-hands-off";
+	ho.ops.img_gather_async = ho_gather;
+	ho.ops.img_scatter_async = ho_scatter;
+	ho.ops.xfer_done = ho_done;
+	ho.ops.xfer_wait = ho_wait;
+	ho.ops.xfer_wait_all = ho_wait_all;
+	ho.ops.free = ho_free;
+	ho.ops.copy_d2d = ho_copy_d2d;
+	ho.ops.copy_h2d = ho_copy_h2d;
+	ho.ops.copy_d2h = ho_copy_d2h;
+	ho.ops.seq_init = ho_seq_init;
+	ho.ops.seq_release = ho_seq_release;
+	ho.ops.round = ho_round;
+	return &ho.ops;
+}
 
 /* Run the requests; out[i] their tokens. Counts, in *decoded_during_move,
  * the decode tokens of others while a sequence was moving out. */
@@ -126,7 +486,7 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 	uint32_t next = 0, round = 0;
 	struct ig_errbuf eb = {0};
 	struct eng *e;
-	bool killed = false, reconnected = false;
+	bool killed = false, reconnected = false, cancelled = false;
 	long moving_rounds = 0, in_rounds = 0;
 	uint64_t windows_at_kill = 0;
 
@@ -173,6 +533,10 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 		if (before.moving_out && after.moving_out)
 			*decoded_during_move += after.decode_tokens - before.decode_tokens;
 		moving_rounds += after.moving_out > 0;
+		if (o->cancel && !cancelled && after.moving_out && ho.n_fly) {
+			assert_int_equal(eng_cancel(e, ids[o->cancel - 1], &eb), IG_E_OK);
+			cancelled = true;
+		}
 		in_rounds += after.moving_in > 0;
 		if (!killed && ((o->kill_after_rounds && after.moving_out &&
 		                 moving_rounds > o->kill_after_rounds) ||
@@ -225,7 +589,10 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 		assert_int_equal(eng_tokens(e, ids[i], 0, MAXGEN, out[i], &n_out[i], &es, &eb),
 		                 IG_E_OK);
 		assert_int_equal(es.phase, SCHED_DONE);
-		assert_int_equal(n_out[i], q[i].max_tokens);
+		if (o->cancel == i + 1)
+			assert_int_equal(es.finish, ENG_CANCELLED);
+		else
+			assert_int_equal(n_out[i], q[i].max_tokens);
 	}
 	eng_stats(e, st);
 	if (!o->retained)
@@ -244,6 +611,8 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 	kvc_close(kin);
 	if (o->kill_after_rounds || o->kill_in_after_rounds)
 		assert_true(killed);
+	if (o->cancel)
+		assert_true(cancelled);
 }
 
 /* Each request alone on a pool where nothing moves. */
@@ -309,11 +678,26 @@ static void moved_as_alone_disk(const char *what, const struct req *q, uint32_t 
 	rig_close(&r);
 	daemon_open(&k, "moves", arena_bytes, disk_bytes);
 	o->k = &k;
+	if (o->hands)
+		rig_ops = ho_begin(o->hands);
 	rig_open(&r, "tiny-dense", o->pages);
+	if (o->hands) {
+		ho.kv = &r.kv;
+		ho.state_bytes = r.d.state_bytes;
+	}
 	run(&r, q, n, o, got, n_got, ev, st, during);
 	rig_close(&r);
+	rig_ops = NULL;
+	ho.kv = NULL;
 	daemon_close(&k);
 	o->k = NULL;
+	if (o->hands && ho.bad)
+		fail_msg("%s: %llu touches of what a window copy in flight covers; the first: %s",
+		         what, (unsigned long long)ho.bad, ho.first);
+	if (o->cancel) { /* what it had when cancelled, as alone */
+		assert_true(n_got[o->cancel - 1] <= n_ref[o->cancel - 1]);
+		n_ref[o->cancel - 1] = n_got[o->cancel - 1];
+	}
 	same_tokens(what, q, n, got, n_got, ref, n_ref);
 }
 
@@ -531,6 +915,120 @@ static void test_straight_to_disk_killed_in(void **state)
 	straight_to_disk("back from disk, daemon killed mid-move in", 0, 1);
 }
 
+/*
+ * Hands off (engine_int.h's rule), on the wrapped table above with every
+ * window copy in flight for four polls (over two rounds' compute): nothing
+ * touches what a copy in flight covers while an interactive request moves a
+ * decoding agent out and it comes back. The victim's pages are written by
+ * the request they went to, and the restored agent runs in the round right
+ * after its last window lands; the tokens are those of each request alone
+ * on the cpu table.
+ */
+static void test_hands_off_moves(void **state)
+{
+	struct rng g = {test_seed("hands off")};
+	struct req q[3];
+	struct events ev;
+	struct eng_stats st;
+	uint64_t during;
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .hands = 4};
+
+	(void)state;
+	/* long enough to outlast the slower move: were it to end first, the
+	 * need would go and the move stop (test_hands_off_stopped_move) */
+	fill(&q[0], &g, 8, 120, SCHED_AGENT, false, 0);
+	fill(&q[1], &g, 40, 60, SCHED_AGENT, true, 0);
+	fill(&q[2], &g, 9, 40, SCHED_INTERACTIVE, true, 6);
+	moved_as_alone("hands off: a decoding agent moved", q, 3, &o, 32ull << 20, &ev, &st,
+	               &during);
+	assert_int_equal(ev.moved_out, 1);
+	assert_int_equal(ev.restored, 1);
+	assert_true(ho.copies > 2);
+	assert_true(ho.reassigned > 0);    /* the victim's pages, written by another */
+	assert_true(ho.restored_next > 0); /* a restore, then its decode at once */
+	assert_true(during > 0);
+	print_message("# hands off: %llu window copies, %llu rounds checked, %llu page writes "
+	              "after a reassignment\n",
+	              (unsigned long long)ho.copies, (unsigned long long)ho.rounds,
+	              (unsigned long long)ho.reassigned);
+}
+
+/*
+ * A move out stopped with a window's gather in flight: the victim's need
+ * goes (the agent beside it ends and the interactive request takes its
+ * pages) while the first window is held in flight (200 polls, longer than
+ * the agent has left), so the engine must wait for the copy before the
+ * victim decodes again (moves.c, engmv__stop_needless).
+ */
+static void test_hands_off_stopped_move(void **state)
+{
+	struct rng g = {test_seed("hands off stopped")};
+	struct req q[3];
+	struct events ev;
+	struct eng_stats st;
+	uint64_t during;
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .hands = 200};
+
+	(void)state;
+	fill(&q[0], &g, 40, 40, SCHED_AGENT, false, 0); /* 2 pages; ends about round 40 */
+	fill(&q[1], &g, 40, 60, SCHED_AGENT, true, 0);  /* 2 pages: the victim */
+	fill(&q[2], &g, 9, 40, SCHED_INTERACTIVE, true, 6);
+	moved_as_alone("hands off: a move stopped mid-window", q, 3, &o, 32ull << 20, &ev, &st,
+	               &during);
+	assert_int_equal(ev.evicted, 1);
+	assert_int_equal(ev.stopped, 1);
+	assert_int_equal(ev.moved_out, 0);
+	assert_true(ho.waited > 0); /* the stop met the window in flight */
+}
+
+/*
+ * A victim cancelled with a window's gather in flight (held 200 polls): its
+ * pages and state are given back, and the pages go to the interactive
+ * request, only after the engine waited for the copy (eng__release_state).
+ */
+static void test_hands_off_cancelled_victim(void **state)
+{
+	struct rng g = {test_seed("hands off cancelled")};
+	struct req q[3];
+	struct events ev;
+	struct eng_stats st;
+	uint64_t during;
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .hands = 200, .cancel = 2};
+
+	(void)state;
+	fill(&q[0], &g, 8, 120, SCHED_AGENT, false, 0);
+	fill(&q[1], &g, 40, 60, SCHED_AGENT, true, 0); /* the victim, cancelled */
+	fill(&q[2], &g, 9, 40, SCHED_INTERACTIVE, true, 6);
+	moved_as_alone("hands off: a victim cancelled mid-window", q, 3, &o, 32ull << 20, &ev, &st,
+	               &during);
+	assert_int_equal(ev.evicted, 1);
+	assert_int_equal(ev.moved_out, 0);
+	assert_true(ho.waited > 0);     /* the cancel met the window in flight */
+	assert_true(ho.reassigned > 0); /* and its pages went to the interactive request */
+}
+
+/* Prompt reuse beside the moves on the wrapped table: the checkpoints'
+ * copies (copy_d2d of a state and a tail page) touch nothing in flight. */
+static void test_hands_off_claimant(void **state)
+{
+	struct rng g = {test_seed("hands off claimant")};
+	struct req q[3];
+	struct events ev;
+	struct eng_stats st;
+	uint64_t during;
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64, .retained = 2, .hands = 6};
+
+	(void)state;
+	fill(&q[0], &g, 70, 8, SCHED_AGENT, false, 0);
+	fill(&q[1], &g, 80, 40, SCHED_AGENT, true, 30);
+	memcpy(q[1].prompt, q[0].prompt, 70 * sizeof(uint32_t));
+	fill(&q[2], &g, 140, 100, SCHED_INTERACTIVE, true, 40);
+	moved_as_alone("hands off: a claimant moved", q, 3, &o, 32ull << 20, &ev, &st, &during);
+	assert_int_equal(st.reuse_hits, 1);
+	assert_int_equal(ev.restored, 1);
+	assert_true(ho.copies > 2);
+}
+
 /* The same moves on llama.cpp's qwen3 layout (every layer full attention:
  * an image of KV pages and no linear state), with and without a kill -9 of
  * the daemon mid-move: the same tokens. */
@@ -552,7 +1050,8 @@ static void test_qwen35_moves(void **state)
 	rig_arch = MDESC_ARCH_IGNIS;
 }
 
-int main(void)
+/* A test's name as the one argument: that test alone. */
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_interactive_moves_decoding_agent),
@@ -565,8 +1064,14 @@ int main(void)
 	    cmocka_unit_test(test_straight_to_disk_killed_in),
 	    cmocka_unit_test(test_qwen3_moves),
 	    cmocka_unit_test(test_qwen35_moves),
+	    cmocka_unit_test(test_hands_off_moves),
+	    cmocka_unit_test(test_hands_off_stopped_move),
+	    cmocka_unit_test(test_hands_off_cancelled_victim),
+	    cmocka_unit_test(test_hands_off_claimant),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
+	if (argc > 1)
+		cmocka_set_test_filter(argv[1]);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
