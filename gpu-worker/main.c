@@ -481,6 +481,9 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	ev_u64(&e, "weights_placed_bytes", w->d.placed_bytes);
 	ev_u64(&e, "weights_line_bytes", w->layout.r[VPLAN_WEIGHTS].bytes);
 	ev_u64(&e, "kv_pool_pages", pl->pool_pages);
+	/* how the pool's vectors are stored, and what a page of them takes */
+	ev_str(&e, "kv_format", mdesc_kv_format_name(cfg.fmt));
+	ev_u64(&e, "kv_page_bytes", pl->page_bytes);
 	ev_u64(&e, "lanes", cfg.lanes);
 	ev_u64(&e, "prefill_chunk", cfg.chunk);
 	/* prompt reuse: checkpoints and shared prefixes in these (docs/adr/0037) */

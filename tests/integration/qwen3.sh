@@ -7,7 +7,7 @@
 # the stream with it and ends a request at its end-of-generation tokens;
 # every output equals the same request run in this process
 # (ignis-generate), greedy and sampled, while several share the rounds, in
-# both KV formats. ignis-vocab shows the same vocabulary. Then a qwen3next
+# every KV format. ignis-vocab shows the same vocabulary. Then a qwen3next
 # file (the MoE hybrid) the same way.
 #   qwen3.sh BUILD_DIR
 set -uo pipefail
@@ -44,7 +44,7 @@ prompts=("<|im_start|>user
 hello<|im_end|>
 <|im_start|>assistant
 " "plain text, é ü 中文 and 🙂" "x")
-for fmt in bf16 compact; do
+for fmt in bf16 fp8 compact; do
 	step "$fmt: the worker loads the qwen3 file"
 	rm -rf "$rt"
 	: >"$events"
@@ -53,6 +53,11 @@ for fmt in bf16 compact; do
 	sup_pid=$!
 	wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "$fmt: no start"
 	grep -q '"ignis.gpu_worker.model_loaded"' "$events" || fail "$fmt: no model_loaded event"
+	got=$(grep '"ignis.gpu_worker.model_loaded"' "$events" | tail -1 | jq -r .kv_format)
+	[[ $got == "$fmt" ]] || fail "$fmt: model_loaded says the KV format is '$got'"
+	grep '"ignis.runtime.vram_plan"' "$events" | tail -1 | jq -e --arg f "$fmt" \
+		'.kv_format == $f and .kv_bytes_per_token > 0' >/dev/null ||
+		fail "$fmt: the vram_plan event does not name the format and its bytes per token"
 
 	step "$fmt: concurrent text requests each equal the same request run alone in this process"
 	pids=()
