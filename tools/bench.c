@@ -3,7 +3,8 @@
  * measured in the same run against the machine's own memcpy, so the figures
  * travel between machines better than absolute times do.
  *
- *   ignis-bench [--quick] [seqimg|matmul|codec|model|types|llama|kvstore|moves ...]
+ *   ignis-bench [--quick] [seqimg|matmul|codec|model|types|llama|kvstore|moves|reuse|
+ *               experts|kvformat ...]
  *   (default: all)
  *   ignis-bench --help
  *
@@ -28,6 +29,8 @@
  *    image; the rounds it took and the tokens decoded meanwhile (mv_group).
  *    The daemon is $IGNIS_KVSTORED, else ../kvstore-daemon/ignis-kvstored
  *    from this program's directory (the build tree).
+ * kvformat is not a speed: the KV formats' error against exact vectors,
+ * per vector, in attention and end to end (bench_kvformat.c).
  * Best of several repetitions; results go to docs/benchmarks.md by hand with
  * the command that produced them.
  */
@@ -61,6 +64,7 @@
 #include "model/seqimg.h"
 #include "proto/transport.h"
 #include "tests/unit/llama_oracle.h"
+#include "tools/bench_kvformat.h"
 
 static double now(void)
 {
@@ -2186,8 +2190,8 @@ static void bench_experts(int reps)
 static void usage(FILE *f)
 {
 	fputs("usage: ignis-bench [--quick] [--base-kernels] "
-	      "[seqimg|matmul|codec|model|types|llama|kvstore|moves|reuse|experts "
-	      "...]\n",
+	      "[seqimg|matmul|codec|model|types|llama|kvstore|moves|reuse|experts|"
+	      "kvformat ...]\n",
 	      f);
 	if (f != stdout)
 		return;
@@ -2210,6 +2214,10 @@ static void usage(FILE *f)
 	      "           requests sharing a system prompt (tiny-dense, device and host slots)\n"
 	      "  experts  decode tokens per second and the expert cache's hit rate against its\n"
 	      "           size (64 experts a layer, top-8)\n"
+	      "  kvformat each KV format's error against exact vectors, not a speed: per\n"
+	      "           vector, in attention over 1K-32K keys with and without the residual\n"
+	      "           window, end to end against bf16 KV on every architecture's\n"
+	      "           synthetic model (--quick: 1K-4K keys, 512 tokens)\n"
 	      "  --quick  two repetitions instead of five\n"
 	      "  --base-kernels  the matrix product's baseline kernels, not the CPU's best\n"
 	      "           (AVX-512 where it has it): the same bits, to compare speeds\n"
@@ -2237,6 +2245,8 @@ int main(int argc, char **argv)
 	    {"moves", bench_moves},
 	    {"reuse", bench_reuse},
 	    {"experts", bench_experts},
+	    /* fixed seeds: the same table every run on a machine */
+	    {"kvformat", bkvf_run},
 	};
 	enum { NPARTS = sizeof(parts) / sizeof(parts[0]) };
 	size_t run[64], nrun = 0;
@@ -2268,7 +2278,7 @@ int main(int argc, char **argv)
 		if (k == NPARTS) {
 			fprintf(stderr,
 			        "ignis-bench: unknown part '%s'; accepted: seqimg, matmul, codec, "
-			        "model, kvstore, moves\n",
+			        "model, types, llama, kvstore, moves, reuse, experts, kvformat\n",
 			        argv[i]);
 			usage(stderr);
 			return 2;
