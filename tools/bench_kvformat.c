@@ -54,6 +54,8 @@ static const struct bkvf_fmt {
 	enum mdesc_kv_format f;
 } bkvf_fmts[] = {
     {"bf16", MDESC_KV_BF16},
+    {"fp8", MDESC_KV_FP8},
+    {"compact1", MDESC_KV_COMPACT1},
     {"compact", MDESC_KV_COMPACT},
 };
 #define BKVF_NFMT (sizeof(bkvf_fmts) / sizeof(bkvf_fmts[0]))
