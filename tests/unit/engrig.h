@@ -3,7 +3,8 @@
  * bound on the cpu backend (rounds of at most RIG_ROUND_TOKENS tokens over
  * contexts of at most RIG_CONTEXT, on `threads` threads; its regions those
  * of one pass, or the least it takes), and a KV pool of
- * `pages` bf16 pages in the backend's memory (on a test's wrapper of the
+ * `pages` pages of rig_fmt (bf16 unless the test's command line names
+ * another: rig_args) in the backend's memory (on a test's wrapper of the
  * cpu table when rig_ops names one). Include after <cmocka.h> and
  * testutil.h.
  */
@@ -62,6 +63,38 @@ static enum mdesc_arch rig_arch = MDESC_ARCH_IGNIS;
  * backend's own: a test's wrapper of the cpu table, which watches what the
  * engine asks of the backend (test_moves' hands-off checks). */
 static const struct be_ops *rig_ops;
+/* The KV format of the rig's pool (its page bytes) and of the engines a
+ * test makes on it (eng_cfg.fmt takes it): bf16 unless the command line
+ * names another (rig_args). */
+static enum mdesc_kv_format rig_fmt = MDESC_KV_BF16;
+
+/* "--kv-format NAME" (bf16, fp8, compact: mdesc_kv_format_parse) anywhere in
+ * argv sets rig_fmt; the first other argument, if any, is returned in
+ * *name (NULL: none). False, with a line on stderr, for an unknown format
+ * or argument: the test exits 2. */
+static inline bool rig_args(int argc, char **argv, const char **name)
+{
+	*name = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--kv-format") && i + 1 < argc) {
+			rig_fmt = mdesc_kv_format_parse(argv[++i]);
+			if (!rig_fmt) {
+				fprintf(
+				    stderr,
+				    "no KV format '%s'; accepted: bf16, fp8, compact, compact1\n",
+				    argv[i]);
+				return false;
+			}
+		} else if (!*name && argv[i][0] != '-') {
+			*name = argv[i];
+		} else {
+			fprintf(stderr, "usage: %s [--kv-format bf16|fp8|compact] [TEST]\n",
+			        argv[0]);
+			return false;
+		}
+	}
+	return true;
+}
 
 static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pages,
                                   uint32_t threads, bool least)
@@ -94,7 +127,7 @@ static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pa
 	if (r->be.ops->model_bind(&r->be, &r->f, NULL, &r->bo, &r->d, &eb))
 		fail_msg("%s: %s", preset, eb.msg);
 	unlink(path);
-	pb = mdesc_page_bytes(&r->f.desc, MDESC_KV_BF16);
+	pb = mdesc_page_bytes(&r->f.desc, rig_fmt);
 	r->region_bytes = (uint64_t)pages * pb;
 	assert_int_equal(r->be.ops->alloc(&r->be, r->region_bytes, &r->region, &eb), IG_E_OK);
 	assert_int_equal(kvpool_init(&r->kv, r->region, pb, pages, &eb), IG_E_OK);

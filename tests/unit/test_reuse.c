@@ -19,6 +19,9 @@
  * Reuse off with slots named (ADR 0037): the slots hold shared prefixes
  * only, device or host; no prompt's end is retained, so a repeat takes only
  * the prefix it shares with another prompt; with no slots nothing is.
+ *
+ * On bf16 pages, or in the KV format --kv-format names (fp8 and compact run
+ * the few in main's fmt_tests).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -123,7 +126,7 @@ static void bench_open_reuse(struct bench *b, const char *preset, uint32_t pages
 	                      .chunk = chunk,
 	                      .context = CONTEXT,
 	                      .default_max_tokens = 8,
-	                      .fmt = MDESC_KV_BF16,
+	                      .fmt = rig_fmt,
 	                      .max_requests = 32,
 	                      .eos = UINT32_MAX,
 	                      .on_event = on_event};
@@ -192,8 +195,9 @@ static uint64_t submit(struct bench *b, const struct rq *q)
 	return adm.id;
 }
 
-/* Free pages scribbled over (0xff bytes: NaNs in bf16), so that a page a
- * claimant should have copied and did not shows in its tokens. */
+/* Free pages scribbled over (0xff bytes: NaNs in bf16 and fp8, NaN scales
+ * in fp8 and compact), so that a page a claimant should have copied and
+ * did not shows in its tokens. */
 static void poison_free(struct bench *b)
 {
 	for (uint32_t i = 0; i < b->r.kv.n_free; i++)
@@ -985,7 +989,10 @@ static void test_off_remembers_as_many_as_slots(void **state)
 	bench_close(&b);
 }
 
-int main(void)
+/* A test's name as the argument: that test alone. --kv-format NAME: the pool
+ * and the engines in that format; fp8 and compact run fmt_tests unless a
+ * name picks a test. */
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_dense_exact),
@@ -1003,6 +1010,24 @@ int main(void)
 	    cmocka_unit_test(test_off_prefixes_only),
 	    cmocka_unit_test(test_off_remembers_as_many_as_slots),
 	};
+	/* What fp8 and compact run (--kv-format: engrig.h's rig_args; the rows
+	 * reuse-fp8, reuse-compact), issue 28: the family from device
+	 * checkpoints at four chunkings and lane counts, checkpoints given up
+	 * for room, host checkpoints kept through a kill -9 of the daemon and
+	 * claimed; each request with its tokens alone in the same format. */
+	const struct CMUnitTest fmt_tests[] = {
+	    cmocka_unit_test(test_dense_exact),
+	    cmocka_unit_test(test_room),
+	    cmocka_unit_test(test_host_daemon_killed),
+	};
+	const char *name;
 
+	if (!rig_args(argc, argv, &name))
+		return 2;
+	if (name)
+		cmocka_set_test_filter(name);
+	if (rig_fmt != MDESC_KV_BF16 && !name)
+		return cmocka_run_group_tests_name(mdesc_kv_format_name(rig_fmt), fmt_tests, NULL,
+		                                   NULL);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

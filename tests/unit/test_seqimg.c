@@ -1,7 +1,8 @@
 /*
  * test_seqimg.c - sequence images: written from scattered pages and read back
  * into other scattered pages at every pairing of window sizes, byte-identical;
- * foreign, stale, corrupt, oversized and overlong images refused by name.
+ * foreign, stale, corrupt, oversized and overlong images refused by name;
+ * an image of one KV format refused by a reader of any other.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,11 +34,17 @@ static uint64_t page_bytes(void)
 	return mdesc_page_bytes(model(), MDESC_KV_COMPACT);
 }
 
+/* The largest page of any format, bf16's: room for a page of each. */
+static uint64_t max_page_bytes(void)
+{
+	return mdesc_page_bytes(model(), MDESC_KV_BF16);
+}
+
 static void seq_alloc(struct seq *s, unsigned seed)
 {
 	for (int i = 0; i < PAGES; i++) {
-		s->pages[i] = malloc(page_bytes());
-		for (uint64_t b = 0; b < page_bytes(); b++)
+		s->pages[i] = malloc(max_page_bytes());
+		for (uint64_t b = 0; b < max_page_bytes(); b++)
 			((unsigned char *)s->pages[i])[b] = (unsigned char)(seed * 31 + i * 7 + b);
 	}
 	s->state = malloc(1000);
@@ -72,10 +79,10 @@ static struct seqimg_header header(uint32_t pages)
 	return h;
 }
 
-/* The whole image through windows of `wsz` bytes into a flat buffer. */
-static unsigned char *write_all(struct seq *s, uint32_t pages, uint64_t wsz, uint64_t *len)
+/* The whole image of header `h` through windows of `wsz` bytes into a flat
+ * buffer. */
+static unsigned char *write_as(struct seq *s, struct seqimg_header h, uint64_t wsz, uint64_t *len)
 {
-	struct seqimg_header h = header(pages);
 	struct seqimg_parts parts = {s->pages, s->state, s->sampler};
 	struct seqimg_writer w;
 	unsigned char *img;
@@ -91,6 +98,11 @@ static unsigned char *write_all(struct seq *s, uint32_t pages, uint64_t wsz, uin
 	assert_true(seqimg_writer_done(&w));
 	*len = off;
 	return img;
+}
+
+static unsigned char *write_all(struct seq *s, uint32_t pages, uint64_t wsz, uint64_t *len)
+{
+	return write_as(s, header(pages), wsz, len);
 }
 
 static void test_windows_of_every_size(void **state)
@@ -259,6 +271,67 @@ static void test_refusals(void **state)
 	seq_free(&b);
 }
 
+/*
+ * An image is read in its own KV format only (issue 28). Written in each
+ * format (its pages that format's size), it is read back whole by a reader
+ * of that format and refused, naming the format, by a reader of each other
+ * one; and refused the same with its header's page bytes forged to the
+ * reader's, so that the format's number alone refuses it. compact1 and
+ * compact have the same page bytes: only the number tells them apart, and
+ * compact's number names its rotation seed too (common/model.h).
+ */
+static void test_formats_refused(void **state)
+{
+	struct seq a, b;
+	uint32_t refused = 0;
+
+	(void)state;
+	assert_int_equal(mdesc_page_bytes(model(), MDESC_KV_COMPACT1),
+	                 mdesc_page_bytes(model(), MDESC_KV_COMPACT));
+	seq_alloc(&a, 3);
+	for (unsigned w = 1; w <= MDESC_KV_FORMAT_LAST; w++)
+		for (unsigned rd = 1; rd <= MDESC_KV_FORMAT_LAST; rd++)
+			for (int forged = 0; forged < 2 && (!forged || w != rd); forged++) {
+				struct seqimg_header h = header(PAGES);
+				struct seqimg_parts parts;
+				struct seqimg_reader r;
+				struct ig_errbuf eb = {0};
+				unsigned char *img;
+				uint64_t len;
+				int rc;
+
+				h.kv_format = w;
+				h.page_bytes = (uint32_t)mdesc_page_bytes(model(), forged ? rd : w);
+				img = write_as(&a, h, 4096, &len);
+				seq_alloc(&b, 4);
+				parts = (struct seqimg_parts){b.pages, b.state, b.sampler};
+				seqimg_reader_init(&r, model(), rd, &parts, PAGES, 1000, 24);
+				rc = seqimg_read_window(&r, img, len, &eb);
+				if (w == rd) {
+					if (rc)
+						fail_msg("%s read as itself: %s",
+						         mdesc_kv_format_name(w), eb.msg);
+					assert_true(seqimg_reader_done(&r));
+					for (int p = 0; p < PAGES; p++)
+						assert_memory_equal(a.pages[p], b.pages[p],
+						                    h.page_bytes);
+				} else if (rc != IG_E_INVAL || !strstr(eb.msg, "KV format")) {
+					fail_msg("a %s image%s read as %s: not refused by its "
+					         "format (%s)",
+					         mdesc_kv_format_name(w),
+					         forged ? " with the reader's page bytes" : "",
+					         mdesc_kv_format_name(rd), eb.msg);
+				} else {
+					refused++;
+				}
+				seq_free(&b);
+				free(img);
+			}
+	/* every ordered pair of four formats, twice */
+	assert_int_equal(refused, 2 * 4 * 3);
+	seq_free(&a);
+}
+
 static void test_model_identity(void **state)
 {
 	(void)state;
@@ -276,6 +349,7 @@ int main(void)
 	    cmocka_unit_test(test_windows_of_every_size),
 	    cmocka_unit_test(test_window_sums),
 	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_formats_refused),
 	    cmocka_unit_test(test_model_identity),
 	};
 
