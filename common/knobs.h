@@ -87,7 +87,7 @@ enum knob_type {
 	  "Longest sequence, prompt and output, in tokens.")                                       \
 	X(MODEL_PREFILL_CHUNK, "model-prefill-chunk", KT_COUNT, "@model", 0, "1..1048576",         \
 	  "Tokens prefilled per chunk; sizes the workspace line.")                                 \
-	X(MODEL_KV_FORMAT, "model-kv-format", KT_ENUM, "compact", 0, "bf16|fp8|compact",           \
+	X(MODEL_KV_FORMAT, "model-kv-format", KT_ENUM, "fp8", 0, "bf16|fp8|compact",               \
 	  "KV format: bf16 (exact), fp8 (e4m3, half of bf16) or compact (72 B per token per "      \
 	  "KV head and role at head dim 256). README: reading the plan.")                          \
 	X(MODEL_DEFAULT_MAX_TOKENS, "model-default-max-tokens", KT_COUNT, "@model", 0,             \
@@ -214,7 +214,7 @@ enum knob_id {
  */
 #define KNOB_PROFILES(X)                                                                           \
 	X("cpu", BACKEND, 0, "cpu")                                                                \
-	X("cpu", DEVICE_FREE_BYTES, 0, "64M")                                                      \
+	X("cpu", DEVICE_FREE_BYTES, 0, "128M")                                                     \
 	X("cpu", VRAM_HEADROOM_BYTES, 0, "8M")                                                     \
 	X("cpu", REUSE_KV_RAM_BYTES, 0, "32M")                                                     \
 	X("rtx5090", BACKEND, 0, "cuda")                                                           \
@@ -223,7 +223,8 @@ enum knob_id {
 	X("rtx5090", MODEL_MAX_CONTEXT, MDESC_DENSE, "786432")                                     \
 	X("rtx5090", MODEL_MAX_CONTEXT, MDESC_MOE, "589824")                                       \
 	X("rtx5090", SPEC_DECODE_LANES, MDESC_MOE, "3")                                            \
-	X("rtx5090", VRAM_PINNED_EXPERT_BYTES, 0, "2G")
+	X("rtx5090", VRAM_PINNED_EXPERT_BYTES, 0, "2G")                                            \
+	X("rtx5090", MODEL_KV_FORMAT, 0, "compact")
 
 struct knob_profile_row {
 	const char *profile;
@@ -255,7 +256,8 @@ extern const size_t knob_nprofile_rows;
 	X(MODEL_MAX_CONTEXT, "CONTEXT")                                                            \
 	X(SPEC_DECODE_LANES, "LANES")                                                              \
 	X(VRAM_ALLOW_EXPERT_CACHE_BELOW_FLOOR, "ALLOW_EXPERT_CACHE_BELOW_FLOOR")                   \
-	X(VRAM_PINNED_EXPERT_BYTES, "PINNED_EXPERT_BYTES")
+	X(VRAM_PINNED_EXPERT_BYTES, "PINNED_EXPERT_BYTES")                                         \
+	X(MODEL_KV_FORMAT, "KV_FORMAT")
 
 /* Knob id's make variable ("LANES"), or NULL when it has none. */
 const char *knob_make_var(enum knob_id id);

@@ -8,6 +8,7 @@
 #   BACKEND                          --backend=VALUE
 #   DEVICE_FREE_BYTES                --device-free-bytes=VALUE
 #   CONTEXT                          --model-max-context=VALUE
+#   KV_FORMAT                        --model-kv-format=VALUE
 #   LANES                            --spec-decode-lanes=VALUE
 #   ALLOW_EXPERT_CACHE_BELOW_FLOOR   --vram-allow-expert-cache-below-floor=VALUE
 #   PINNED_EXPERT_BYTES              --vram-pinned-expert-bytes=VALUE
@@ -20,6 +21,7 @@ KNOB_FLAGS = \
 	$(call knob_flag,BACKEND,backend) \
 	$(call knob_flag,DEVICE_FREE_BYTES,device-free-bytes) \
 	$(call knob_flag,CONTEXT,model-max-context) \
+	$(call knob_flag,KV_FORMAT,model-kv-format) \
 	$(call knob_flag,LANES,spec-decode-lanes) \
 	$(call knob_flag,ALLOW_EXPERT_CACHE_BELOW_FLOOR,vram-allow-expert-cache-below-floor) \
 	$(call knob_flag,PINNED_EXPERT_BYTES,vram-pinned-expert-bytes)

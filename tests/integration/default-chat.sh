@@ -59,7 +59,7 @@ prompt='<|im_start|>user
 hello<|im_end|>
 <|im_start|>assistant
 '
-want=$("$build/tools/ignis-generate" --model "$work/tc.gguf" --kv-format compact --prompt "$prompt" \
+want=$("$build/tools/ignis-generate" --model "$work/tc.gguf" --kv-format fp8 --prompt "$prompt" \
 	--max-tokens 24) || fail "in-process generate"
 curl -s -o "$work/body" -w '%{http_code}' "$http/v1/chat/completions" -H 'Content-Type: application/json' -d \
 	'{"model":"tiny-chat","messages":[{"role":"user","content":"hello"}],"max_tokens":24,"temperature":0}' \

@@ -29,7 +29,8 @@ start() {
 	# truncated file, and the hole of NULs before it makes grep stop there
 	nstart=$((${nstart:-0} + 1))
 	events=$work/events.$nstart.jsonl
-	"$sup" start --runtime-dir "$rt" --model "$m" "$@" >"$events" 2>&1 &
+	# the cache's figures below are those of the compact KV format's pool
+	"$sup" start --runtime-dir "$rt" --model "$m" --model-kv-format compact "$@" >"$events" 2>&1 &
 	sup_pid=$!
 	wait_for 20 grep -q '"ignis.gpu_worker.model_loaded"' "$events" ||
 		fail "no start: $(tail -3 "$events")"

@@ -104,7 +104,7 @@ pids=()
 for i in 0 1; do
 	args=(--prompt "${prompts[$i]}" --max-tokens $((20 + 7 * i)) --seed $((i + 5)))
 	((i % 2)) && args+=(--temperature 0.8 --top-k 30)
-	"$gen" --model "$mn" --kv-format compact "${args[@]}" >"$work/want.$i" ||
+	"$gen" --model "$mn" --kv-format fp8 "${args[@]}" >"$work/want.$i" ||
 		fail "qwen3next: in-process generate $i"
 	"$gen" --worker --runtime-dir "$rt" "${args[@]}" >"$work/got.$i" &
 	pids+=($!)

@@ -55,7 +55,7 @@ i=0
 for args in "--prompt|$base|--max-tokens|24" "--prompt|$base|--max-tokens|24|--temperature|0.8|--seed|5" \
 	"--prompt|$more|--max-tokens|20"; do
 	IFS='|' read -ra a <<<"${args#|}"
-	"$gen" --model "$m" --kv-format compact "${a[@]}" >"$work/want.$i" || fail "in-process $i"
+	"$gen" --model "$m" --kv-format fp8 "${a[@]}" >"$work/want.$i" || fail "in-process $i"
 	"$cli" --runtime-dir "$rt" generate "${a[@]}" >"$work/got.$i" || fail "client $i"
 	cmp -s "$work/want.$i" "$work/got.$i" || fail "request $i differs from itself alone"
 	i=$((i + 1))
@@ -148,7 +148,7 @@ off_prompts() {
 				fail "no capture where the second prompt parted: $(grep ignis.reuse "$events")"
 		fi
 		a=(--prompt "$base $q." --max-tokens 16)
-		"$gen" --model "$m" --kv-format compact "${a[@]}" >"$work/$1w.$i" || fail "in-process $q"
+		"$gen" --model "$m" --kv-format fp8 "${a[@]}" >"$work/$1w.$i" || fail "in-process $q"
 		"$cli" --runtime-dir "$rt" generate "${a[@]}" >"$work/$1g.$i" || fail "client $q"
 		cmp -s "$work/$1w.$i" "$work/$1g.$i" ||
 			fail "\"$base $q.\" differs from itself alone ($1)"

@@ -202,7 +202,7 @@ grep -q '"ignis.supervisor.builtin_weights".*"model":"tiny-chat"' "$events" || f
 	>"$work/example.got" || fail "generate on the example configuration"
 "$build/tools/ignis-mkmodel" --preset tiny-chat --seed 1 -o "$work/td.gguf" 2>/dev/null || fail "mkmodel"
 "$build/tools/ignis-generate" --model "$work/td.gguf" --prompt hello --max-tokens 12 \
-	--kv-format compact >"$work/example.want" || fail "in-process generate"
+	--kv-format fp8 >"$work/example.want" || fail "in-process generate"
 cmp -s "$work/example.got" "$work/example.want" ||
 	fail "the example's tokens differ from ignis-mkmodel --preset tiny-chat --seed 1's"
 kill -TERM "$sup_pid"; wait "$sup_pid"; sup_pid=

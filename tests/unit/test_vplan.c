@@ -24,6 +24,11 @@
 #define FN32   "model=flash-next device-free-bytes=" CARD32
 #define B27_32 "model=27b device-free-bytes=" CARD32
 
+/* What every plan_of starts from: the reference's figures are those of its
+ * format, compact (a test of another names it: the last value of a knob
+ * wins; test_default_format empties it). */
+static const char *plan_base = "profile=none backend=cuda model-kv-format=compact";
+
 /* Plan from "name=value" words. Returns the rc; the plan and the error text
  * land in *p and *eb. */
 static int plan_of(const char *words, struct vplan *p, struct ig_errbuf *eb)
@@ -37,7 +42,7 @@ static int plan_of(const char *words, struct vplan *p, struct ig_errbuf *eb)
 
 	memset(&in, 0, sizeof(in));
 	memset(p, 0, sizeof(*p));
-	snprintf(buf, sizeof(buf), "profile=none backend=cuda %s", words);
+	snprintf(buf, sizeof(buf), "%s %s", plan_base, words);
 	for (char *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
 		char *eq = strchr(w, '=');
 		int id;
@@ -74,6 +79,51 @@ static struct vplan ok_plan(const char *words)
 	if (rc)
 		fail_msg("'%s' refused: %s", words, eb.msg);
 	return p;
+}
+
+/* The default format is fp8 (docs/adr/0046: compact failed the quality
+ * bar); the rtx5090 profile, the reference's defaults, keeps compact, whose
+ * bytes its context needs. fp8's figures on the 32 GB card, by hand:
+ * 16 layers x 4 heads x 2 roles x (256 + 4) B = 33,280 B a token, 2,129,920
+ * a page; (31,529,590,784 - 19,799,212,032 lines) / 2,129,920 = 5,507 pages
+ * (no hq_residual_window line: the window is compact's). Flash-Next keeps
+ * its 6,144 pages (the policy counts pages), at 798,720 B, and the expert
+ * cache gives up the difference. */
+static void test_default_format(void **state)
+{
+	const char *saved = plan_base;
+	struct vplan p, q;
+
+	(void)state;
+	/* every plan before any check: a failed check must not leave the base
+	 * changed for the tests after this one */
+	plan_base = "profile=none backend=cuda";
+	p = ok_plan(B27_32);
+	q = ok_plan(FN32);
+	plan_base = saved;
+	assert_int_equal(p.kv_format, MDESC_KV_FP8);
+	assert_int_equal(p.kv_bytes_per_token, 33280);
+	assert_int_equal(p.page_bytes, 2129920);
+	assert_int_equal(p.lines_total, 19799212032ull);
+	assert_int_equal(p.pool_pages, 5507);
+	assert_int_equal(p.line[VPLAN_HQ_RESIDUAL_WINDOW], 0);
+	assert_int_equal(q.kv_format, MDESC_KV_FP8);
+	assert_int_equal(q.pool_pages, 6144);
+	assert_int_equal(q.page_bytes, 798720);
+	assert_int_equal(q.expert_cache_bytes, 18369806336ull);
+	/* the reference's profile: compact, and its 786,432-token context fits */
+	plan_base = "profile=rtx5090";
+	p = ok_plan("model=27b device-free-bytes=" CARD32);
+	plan_base = saved;
+	assert_int_equal(p.kv_format, MDESC_KV_COMPACT);
+	assert_int_equal(p.kv_bytes_per_token, 9216);
+	assert_int_equal(p.context, 786432);
+	assert_false(p.context_adapted);
+	/* which fp8 cannot hold (one context alone would be 26 GB): the load
+	 * adapts its context to the pool instead */
+	p = ok_plan("profile=rtx5090 model=27b device-free-bytes=" CARD32 " model-kv-format=fp8");
+	assert_true(p.context_adapted);
+	assert_true(p.context < 786432);
 }
 
 /* ---- the table ----------------------------------------------------------- */
@@ -1001,6 +1051,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_rows),
+	    cmocka_unit_test(test_default_format),
 	    cmocka_unit_test(test_line_names_and_order),
 	    cmocka_unit_test(test_model_figures),
 	    cmocka_unit_test(test_lin_state),
