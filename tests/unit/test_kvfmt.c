@@ -118,7 +118,7 @@ static void test_page_layout(void **state)
 static void test_hand_cases(void **state)
 {
 	float x[64], y[64];
-	unsigned char buf[68];
+	unsigned char buf[128]; /* the largest format at 64 values: bf16 */
 
 	(void)state;
 	/* compact1: levels exactly: -1.5, -0.5, 0.5, 1.5 of scale 1 */
