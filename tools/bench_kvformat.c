@@ -50,13 +50,12 @@
  * here and nothing else.
  */
 static const struct bkvf_fmt {
-	const char *name;
-	enum mdesc_kv_format f;
+	enum mdesc_kv_format f; /* its column's name: mdesc_kv_format_name */
 } bkvf_fmts[] = {
-    {"bf16", MDESC_KV_BF16},
-    {"fp8", MDESC_KV_FP8},
-    {"compact1", MDESC_KV_COMPACT1},
-    {"compact", MDESC_KV_COMPACT},
+    {MDESC_KV_BF16},
+    {MDESC_KV_FP8},
+    {MDESC_KV_COMPACT1},
+    {MDESC_KV_COMPACT},
 };
 #define BKVF_NFMT (sizeof(bkvf_fmts) / sizeof(bkvf_fmts[0]))
 
@@ -480,7 +479,7 @@ static void bkvf__e2e_run(const struct bkvf_arch *a, struct mfile *f, const stru
 	bem_close(&r);
 	return;
 fail:
-	fprintf(stderr, "ignis-bench: kvformat: %s in %s KV: %s\n", a->name, fmt->name, eb.msg);
+	fprintf(stderr, "ignis-bench: kvformat: %s in %s KV: %s\n", a->name, mdesc_kv_format_name(fmt->f), eb.msg);
 	exit(1);
 }
 
@@ -585,7 +584,7 @@ void bkvf_run(int reps)
 	       quick ? " --quick" : "", BKVF_SEED);
 	printf("%-7s %-40s %-8s", "part", "case", "figure");
 	for (size_t k = 0; k < BKVF_NFMT; k++)
-		printf(" %12s", bkvf_fmts[k].name);
+		printf(" %12s", mdesc_kv_format_name(bkvf_fmts[k].f));
 	putchar('\n');
 	bkvf__vectors();
 	bkvf__attention(quick);

@@ -96,6 +96,20 @@ static inline bool rig_args(int argc, char **argv, const char **name)
 	return true;
 }
 
+/* An engine test's main after rig_args: the test named, in the format
+ * named; with no name, `all` in bf16, or `fmt` (the subset a format row of
+ * tests/unit/meson.build runs) in another format. */
+static inline int rig_run(const char *name, const struct CMUnitTest *all, size_t n_all,
+                          const struct CMUnitTest *fmt, size_t n_fmt)
+{
+	if (name)
+		cmocka_set_test_filter(name);
+	if (rig_fmt != MDESC_KV_BF16 && !name)
+		return _cmocka_run_group_tests(mdesc_kv_format_name(rig_fmt), fmt, n_fmt, NULL,
+		                               NULL);
+	return _cmocka_run_group_tests("tests", all, n_all, NULL, NULL);
+}
+
 static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pages,
                                   uint32_t threads, bool least)
 {

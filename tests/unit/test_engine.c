@@ -680,10 +680,6 @@ int main(int argc, char **argv)
 
 	if (!rig_args(argc, argv, &name))
 		return 2;
-	if (name)
-		cmocka_set_test_filter(name);
-	if (rig_fmt != MDESC_KV_BF16 && !name)
-		return cmocka_run_group_tests_name(mdesc_kv_format_name(rig_fmt), fmt_tests, NULL,
-		                                   NULL);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return rig_run(name, tests, sizeof(tests) / sizeof(tests[0]), fmt_tests,
+	               sizeof(fmt_tests) / sizeof(fmt_tests[0]));
 }
