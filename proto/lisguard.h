@@ -1,6 +1,6 @@
 /*
  * lisguard.h - a listener that heals itself: nng 1.5.2's wedge (upstream
- * issue 1518, fixed in 1.6) found within LG_CHECK_MS, and the listener
+ * issue 1518, fixed in 1.6) found within LG_CONFIRM_MS, and the listener
  * re-created without disturbing any client already connected.
  *
  * The wedge: a connection that closes before nng's 8-byte header makes the
@@ -10,8 +10,8 @@
  * connected and waits for an answer that never comes. nng counts that error
  * in the listener's statistics, where no closed pipe explains it, which is
  * how the guard sees it: it reads the current listener's counters every
- * LG_CHECK_MS and re-creates the listener when two checks in a row see such
- * an error. A ping
+ * LG_CHECK_MS and re-creates the listener when they show such an error for
+ * LG_CONFIRM_MS (a pipe's own close shows one for a moment). A ping
  * through nng every `ping_ms` stays as a safety net for anything else that
  * stops the listener answering.
  *
@@ -52,6 +52,12 @@
 /* How often the listener's counters are read: a wedge is cured this long
  * after it happened, at most, plus one bind. */
 #define LG_CHECK_MS 20
+/* How long, and over how many checks, the counters must show an error no
+ * closed pipe explains before the listener counts as wedged: longer than a
+ * closed pipe's wait for nng's reaper on a loaded machine, which counts its
+ * error before it leaves the pipe count (lisguard.c). */
+#define LG_CONFIRM_MS     250
+#define LG_CONFIRM_CHECKS 3
 /* The safety-net ping's default period. */
 #define LG_PING_MS 5000
 /* How long the safety net waits for its ping's answer. Generous: the wedge
@@ -92,6 +98,7 @@ struct lisguard {
 	bool cur_open;
 	int64_t cur_excess; /* its excess when it was created (lisguard.c) */
 	int strikes;        /* checks in a row that saw more */
+	uint64_t suspect_ms; /* when the first of them did */
 	struct lg_retired retired[LG_RETIRED_MAX];
 	unsigned nretired;
 

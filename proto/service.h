@@ -15,7 +15,7 @@
  * service keeps serving.
  *
  * The listener is guarded (lisguard.h): nng 1.5.2's wedge is found from the
- * listener's counters within LG_CHECK_MS and cured with a new listener while
+ * listener's counters within LG_CONFIRM_MS and cured with a new listener while
  * connected clients keep theirs; a ping every `watchdog_ms` (default
  * LG_PING_MS) is the safety net, a failed ping counting only when the loop
  * entered svc_poll meanwhile (a busy loop is not a wedged listener).
