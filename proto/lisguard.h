@@ -96,8 +96,8 @@ struct lisguard {
 	pthread_mutex_t mu; /* cur, retired */
 	nng_listener cur;
 	bool cur_open;
-	int64_t cur_excess; /* its excess when it was created (lisguard.c) */
-	int strikes;        /* checks in a row that saw more */
+	int64_t cur_excess;  /* its excess when it was created (lisguard.c) */
+	int strikes;         /* checks in a row that saw more */
 	uint64_t suspect_ms; /* when the first of them did */
 	struct lg_retired retired[LG_RETIRED_MAX];
 	unsigned nretired;
