@@ -90,6 +90,13 @@ enum knob_type {
 	X(MODEL_KV_FORMAT, "model-kv-format", KT_ENUM, "fp8", 0, "bf16|fp8|compact",               \
 	  "KV format: bf16 (exact), fp8 (e4m3, half of bf16) or compact (72 B per token per "      \
 	  "KV head and role at head dim 256). README: reading the plan.")                          \
+	X(MODEL_KV_WINDOW, "model-kv-window", KT_COUNT, "512", 0, "0..65536",                      \
+	  "Compact KV only: each sequence's newest tokens that attention reads in bf16 (the "      \
+	  "residual window; with the first --model-kv-sinks tokens), in the plan's "               \
+	  "hq_residual_window line per lane and device retained slot. 0: none.")                   \
+	X(MODEL_KV_SINKS, "model-kv-sinks", KT_COUNT, "32", 0, "0..4096",                          \
+	  "Compact KV only: each sequence's first tokens kept in bf16 beside the window (the "     \
+	  "attention sinks).")                                                                     \
 	X(MODEL_DEFAULT_MAX_TOKENS, "model-default-max-tokens", KT_COUNT, "@model", 0,             \
 	  "1..16777216",                                                                           \
 	  "Output cap of a request that names none; admission reserves prompt + "                  \

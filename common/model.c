@@ -398,6 +398,31 @@ uint64_t mdesc_state_image_bytes(const struct mdesc *m)
 	return s.image_bytes;
 }
 
+uint64_t mdesc_kv_window_bytes(const struct mdesc *m, uint32_t sinks, uint32_t window)
+{
+	if (!window)
+		return 0;
+	return ((uint64_t)sinks + window) * m->full_layers * m->kv_heads * 2u * m->head_dim * 2u;
+}
+
+uint64_t mdesc_kv_window_offset(const struct mdesc *m)
+{
+	struct mdesc_lin_state s;
+
+	mdesc_lin_state(m, &s);
+	return (s.bytes + 63u) & ~(uint64_t)63u;
+}
+
+uint64_t mdesc_seq_state_bytes(const struct mdesc *m, uint32_t sinks, uint32_t window)
+{
+	struct mdesc_lin_state s;
+
+	if (window)
+		return mdesc_kv_window_offset(m) + mdesc_kv_window_bytes(m, sinks, window);
+	mdesc_lin_state(m, &s);
+	return s.bytes;
+}
+
 const char *mdesc_tokenizer_name(enum mdesc_tokenizer t)
 {
 	switch (t) {

@@ -148,8 +148,8 @@ struct mdesc {
 	uint32_t lin_k_heads, lin_v_heads, lin_dk, lin_dv; /* gated delta rule */
 	uint32_t conv_kernel;                              /* its short convolution */
 	uint32_t rope_dims;                                /* rotary dims of head_dim */
-	bool attn_ungated; /* attn_q holds the query only (no output gate) */
-	bool tied_output;  /* no output matrix: the embedding's rows give the logits */
+	bool attn_ungated;   /* attn_q holds the query only (no output gate) */
+	bool tied_output;    /* no output matrix: the embedding's rows give the logits */
 	uint32_t mtp_layers; /* a llama.cpp file's multi-token-prediction blocks after the
 	                        trunk (blk.<layers>...): not run, their tensors not read */
 	float rope_theta, rms_eps;
@@ -254,6 +254,26 @@ bool mdesc_lin_state(const struct mdesc *m, struct mdesc_lin_state *out);
  * description carries it (the reference models' figures, docs/design.md,
  * section 3), else mdesc_lin_state's image_bytes. */
 uint64_t mdesc_state_image_bytes(const struct mdesc *m);
+
+/*
+ * The compact formats' residual window (docs/adr/0047): a sequence's first
+ * `sinks` positions (the attention sinks) and its newest `window` positions
+ * are read by attention in bf16, the rest from their coded pages. The bf16
+ * copies are part of the sequence's fixed-size state, after its linear
+ * states at mdesc_kv_window_offset, laid out per full-attention layer, role
+ * (K, V) and KV head: sinks + window slots of head_dim bf16 values, position
+ * p in slot p (p < sinks) or sinks + p % window. window 0: none (sinks
+ * unused).
+ */
+#define MDESC_KV_SINKS_DEFAULT  32u
+#define MDESC_KV_WINDOW_DEFAULT 512u
+uint64_t mdesc_kv_window_bytes(const struct mdesc *m, uint32_t sinks, uint32_t window);
+/* Where the window starts in a sequence's state: its linear states' bytes,
+ * rounded up to 64. */
+uint64_t mdesc_kv_window_offset(const struct mdesc *m);
+/* A sequence's fixed-size state on the device: its linear states, and the
+ * window after them when window > 0. */
+uint64_t mdesc_seq_state_bytes(const struct mdesc *m, uint32_t sinks, uint32_t window);
 
 /* "none", "bytes" (the model file's tokenizer.ggml.model); "?" for another
  * value. */

@@ -14,8 +14,11 @@
  *   drafter_round    0: likewise
  *   lane_state       lanes x one sequence's fixed-size state image
  *   retained_slots   device retained slots x the state image
- *   hq_residual_window  compact format: each lane keeps its newest page in
- *                    bf16 until it fills: lanes x 64 x bf16 bytes per token
+ *   hq_residual_window  compact format: the residual window of each lane's
+ *                    and each device retained slot's sequence (sinks + window
+ *                    tokens in bf16, common/model.h): (lanes + retained
+ *                    device) x mdesc_kv_window_bytes; it lives in their
+ *                    state images (the worker lays it out with them)
  *   residual         the rounding of every line to the allocation granule,
  *                    and a granule for each region after the lines
  */
@@ -106,10 +109,8 @@ static void vplan__lines(struct vplan *p)
 	p->line[VPLAN_DRAFTER_ROUND] = 0;
 	p->line[VPLAN_LANE_STATE] = (uint64_t)p->lanes * mdesc_state_image_bytes(m);
 	p->line[VPLAN_RETAINED_SLOTS] = (uint64_t)p->retained_device * mdesc_state_image_bytes(m);
-	p->line[VPLAN_HQ_RESIDUAL_WINDOW] = mdesc_kv_compact(p->kv_format)
-	                                        ? (uint64_t)p->lanes * MDESC_PAGE_TOKENS *
-	                                              mdesc_kv_bytes_per_token(m, MDESC_KV_BF16)
-	                                        : 0;
+	p->line[VPLAN_HQ_RESIDUAL_WINDOW] =
+	    ((uint64_t)p->lanes + p->retained_device) * p->window_bytes;
 	/* Each line is reserved in whole granules; `residual` is what that
 	 * rounding adds, so the lines sum to what is reserved. */
 	g = p->cuda ? VPLAN_GRANULE_CUDA : VPLAN_GRANULE_CPU;
@@ -515,7 +516,13 @@ int vplan_compute(const struct knobs *k, const struct vplan_device *dev, struct 
 	p->context = p->requested_context = k->v[KNOB_MODEL_MAX_CONTEXT].u;
 	p->retained_device = (uint32_t)k->v[KNOB_REUSE_RETAINED_DEVICE].u;
 	p->retained_host = (uint32_t)k->v[KNOB_REUSE_RETAINED_HOST].u;
-	p->retained_host_bytes = (uint64_t)p->retained_host * mdesc_state_image_bytes(m);
+	if (mdesc_kv_compact(p->kv_format) && k->v[KNOB_MODEL_KV_WINDOW].u) {
+		p->kv_window = (uint32_t)k->v[KNOB_MODEL_KV_WINDOW].u;
+		p->kv_sinks = (uint32_t)k->v[KNOB_MODEL_KV_SINKS].u;
+		p->window_bytes = mdesc_kv_window_bytes(m, p->kv_sinks, p->kv_window);
+	}
+	p->retained_host_bytes =
+	    (uint64_t)p->retained_host * (mdesc_state_image_bytes(m) + p->window_bytes);
 	p->floor_pages = mdesc_pages_for(p->context) + p->retained_device + p->retained_host;
 	p->free_bytes = dev->free_bytes;
 	p->free_named = dev->free_named;

@@ -88,6 +88,10 @@ struct vplan {
 	uint32_t retained_device, retained_host;
 	uint64_t retained_host_bytes;
 	uint64_t kv_bytes_per_token, page_bytes;
+	/* the compact formats' residual window (common/model.h): its knobs, and
+	 * its bytes in each sequence's state (0 in another format) */
+	uint32_t kv_sinks, kv_window;
+	uint64_t window_bytes;
 
 	/* Lines. */
 	uint64_t line[VPLAN_NLINES];

@@ -64,7 +64,7 @@ struct worker {
 	struct kvpool kv;
 	bool kv_ready;
 	struct eng *eng;
-	uint32_t ids[MSG_TEXT_MAX + 1]; /* a text prompt's tokens */
+	uint32_t ids[MSG_TEXT_MAX + 1];          /* a text prompt's tokens */
 	struct chat_span spans[MSG_IDS_MAX / 2]; /* its plain spans (submit.plain) */
 	/* the stop strings of the requests that have some, in stops[0..n_stops):
 	 * at most one per request the engine keeps (a request it forgot to make
@@ -342,6 +342,8 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	    .context = pl->context_tokens,
 	    .threads = (uint32_t)worker_threads(),
 	    .states = (uint32_t)pl->lanes,
+	    .kv_sinks = (uint32_t)pl->kv_sinks,
+	    .kv_window = (uint32_t)pl->kv_window,
 	};
 	rc =
 	    layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_WORKSPACE, &bo.workspace, eb);
@@ -397,6 +399,20 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	{
 		uint64_t need = mdesc_page_bytes(&w->f.desc, kv_format);
 
+		uint64_t wb = mdesc_kv_window_bytes(&w->f.desc, (uint32_t)pl->kv_sinks,
+		                                    (uint32_t)pl->kv_window);
+
+		if (pl->kv_window_bytes != (mdesc_kv_compact(kv_format) ? wb : 0)) {
+			rc = ig_errf(eb, IG_E_INVAL,
+			             "the plan's KV window of %" PRIu64 " sinks and %" PRIu64
+			             " tokens is %" PRIu64 " bytes a sequence; %s needs %" PRIu64
+			             " in the %.*s format",
+			             (uint64_t)pl->kv_sinks, (uint64_t)pl->kv_window,
+			             (uint64_t)pl->kv_window_bytes, path,
+			             mdesc_kv_compact(kv_format) ? wb : 0, (int)pl->kv_format.n,
+			             pl->kv_format.p);
+			goto fail;
+		}
 		if (need != pl->page_bytes) {
 			rc = ig_errf(eb, IG_E_INVAL,
 			             "the plan's pages are %" PRIu64 " bytes; %s needs %" PRIu64
@@ -445,7 +461,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	 * where they were named (common/knobs.c; 0037, "Reuse off with slots
 	 * named") */
 	{
-		uint64_t slot = mdesc_state_image_bytes(&w->f.desc);
+		uint64_t slot = mdesc_state_image_bytes(&w->f.desc) + pl->kv_window_bytes;
 
 		rc = layout_take_rest(&w->layout, (enum layout_region_id)VPLAN_RETAINED_SLOTS,
 		                      &cfg.retained, eb);
@@ -676,10 +692,11 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 			return ig_errprefix(eb, "submit");
 	}
 	if (q->plain.n % 2 || (q->plain.n && !q->text.n))
-		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
-		               "submit.plain: %u offsets%s; accepted: pairs of byte offsets [start, "
-		               "end) of `text`",
-		               q->plain.n, q->text.n ? "" : " without a text");
+		return ig_errf(
+		    eb, IG_E_PROTO_FIELD_RANGE,
+		    "submit.plain: %u offsets%s; accepted: pairs of byte offsets [start, "
+		    "end) of `text`",
+		    q->plain.n, q->text.n ? "" : " without a text");
 	for (uint32_t i = 0; i < q->plain.n / 2; i++)
 		w->spans[i] = (struct chat_span){q->plain.v[2 * i], q->plain.v[2 * i + 1]};
 	if (q->plain.n && bpe_spans_check(w->spans, q->plain.n / 2, q->text.n, eb))

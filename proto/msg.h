@@ -236,7 +236,11 @@ struct msg_str {
 	F(R, BOOL, reuse_prompt, 0, 1, _) /* --reuse-prompt: checkpoints captured and claimed */   \
 	F(R, U64, retained_host, 0, 1024, _) /* --reuse-retained-host: the kvstore's slots */      \
 	F(R, U64, interactive_ttl_s, 0, UINT32_MAX, _)   /* --reuse-retained-interactive-ttl */    \
-	F(R, U64, pinned_expert_bytes, 0, UINT64_MAX, _) /* --vram-pinned-expert-bytes */
+	F(R, U64, pinned_expert_bytes, 0, UINT64_MAX, _) /* --vram-pinned-expert-bytes */          \
+	F(R, U64, kv_sinks, 0, 4096, _)              /* --model-kv-sinks (0 outside compact) */    \
+	F(R, U64, kv_window, 0, 65536, _)            /* --model-kv-window (0 outside compact) */   \
+	F(R, U64, kv_window_bytes, 0, UINT64_MAX, _) /* a state's window (mdesc_kv_window_bytes)   \
+	                                              */
 
 /* Requests the gpu-worker keeps, running or finished and not yet forgotten
  * (a submit beyond them forgets the oldest finished one), at most: the

@@ -96,6 +96,9 @@ void plan_to_msg(const struct vplan *p, const struct knobs *k, const char *model
 	pl->retained_host = p->retained_host;
 	pl->interactive_ttl_s = k->v[KNOB_REUSE_RETAINED_INTERACTIVE_TTL].u;
 	pl->pinned_expert_bytes = p->pinned_expert_bytes;
+	pl->kv_sinks = p->kv_sinks;
+	pl->kv_window = p->kv_window;
+	pl->kv_window_bytes = p->window_bytes;
 }
 
 static void plan__lines_fields(struct ev *e, const struct vplan *p)
@@ -138,6 +141,11 @@ void plan_emit(const struct vplan *p, const struct knobs *k)
 	ev_str(&e, "kv_format", mdesc_kv_format_name(p->kv_format));
 	ev_u64(&e, "kv_bytes_per_token", p->kv_bytes_per_token);
 	ev_u64(&e, "kv_page_bytes", p->page_bytes);
+	if (p->kv_window) {
+		ev_u64(&e, "kv_sinks", p->kv_sinks);
+		ev_u64(&e, "kv_window", p->kv_window);
+		ev_u64(&e, "kv_window_bytes_per_sequence", p->window_bytes);
+	}
 	ev_u64(&e, "max_context_tokens", p->context);
 	if (p->context_adapted)
 		ev_u64(&e, "requested_context_tokens", p->requested_context);
@@ -195,9 +203,9 @@ void plan_print(FILE *f, const struct vplan *p, const struct knobs *k)
 	fprintf(f,
 	        "VRAM plan: %s, %s KV (%" PRIu64 " B/token, %" PRIu64 " B/page), %u lanes, "
 	        "context %" PRIu64 " tokens%s, %s backend\n",
-	        p->model->name, mdesc_kv_format_name(p->kv_format),
-	        p->kv_bytes_per_token, p->page_bytes, p->lanes, p->context,
-	        p->context_adapted ? " (adapted)" : "", p->cuda ? "cuda" : "cpu");
+	        p->model->name, mdesc_kv_format_name(p->kv_format), p->kv_bytes_per_token,
+	        p->page_bytes, p->lanes, p->context, p->context_adapted ? " (adapted)" : "",
+	        p->cuda ? "cuda" : "cpu");
 	plan__row(f, "free at start", p->free_bytes, p->device_source);
 	if (p->derived) {
 		plan__row(f, "headroom", p->headroom_bytes, k->v[KNOB_VRAM_HEADROOM_BYTES].where);
@@ -206,8 +214,18 @@ void plan_print(FILE *f, const struct vplan *p, const struct knobs *k)
 		plan__row(f, "budget", p->budget_bytes, k->v[KNOB_VRAM_BUDGET_BYTES].where);
 	}
 	fprintf(f, "  lines:\n");
-	for (int i = 0; i < VPLAN_NLINES; i++)
-		plan__row(f, vplan_line_names[i], p->line[i], NULL);
+	for (int i = 0; i < VPLAN_NLINES; i++) {
+		const char *n = NULL;
+
+		if (i == VPLAN_HQ_RESIDUAL_WINDOW && p->kv_window) {
+			snprintf(note, sizeof(note),
+			         "%u sinks + %u newest tokens in bf16 per sequence, %u lanes + %u "
+			         "retained",
+			         p->kv_sinks, p->kv_window, p->lanes, p->retained_device);
+			n = note;
+		}
+		plan__row(f, vplan_line_names[i], p->line[i], n);
+	}
 	plan__row(f, "lines total", p->lines_total, NULL);
 	if (p->model->family == MDESC_MOE) {
 		plan__row(f, "prefill_staging", p->prefill_staging_bytes,

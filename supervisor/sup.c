@@ -147,7 +147,8 @@ static int sup__http_open(struct sup *s, const struct sup_opts *o, struct ig_err
 		    .cors_origins = k->v[KNOB_SERVER_CORS_ORIGINS].s,
 		    .door = s->door,
 		    .max_connections = (uint32_t)k->v[KNOB_SERVER_HTTP_MAX_CONNECTIONS].u,
-		    .max_per_address = (uint32_t)k->v[KNOB_SERVER_HTTP_MAX_CONNECTIONS_PER_ADDRESS].u,
+		    .max_per_address =
+		        (uint32_t)k->v[KNOB_SERVER_HTTP_MAX_CONNECTIONS_PER_ADDRESS].u,
 		    .header_timeout_ms = (uint32_t)k->v[KNOB_SERVER_HTTP_HEADER_TIMEOUT].u * 1000u,
 		    .body_timeout_ms = (uint32_t)k->v[KNOB_SERVER_HTTP_BODY_TIMEOUT].u * 1000u,
 		    .model = m->name,
@@ -170,9 +171,10 @@ static int sup__http_open(struct sup *s, const struct sup_opts *o, struct ig_err
 			ev_str(&e, "http", bind);
 			ev_bool(&e, "api_key", s->api_key[0] != '\0');
 			ev_str(&e, "risk",
-			       s->api_key[0] ? "whoever holds the key can submit requests"
-			                     : "whoever reaches the address can submit requests and "
-			                       "read the metrics: no API key");
+			       s->api_key[0]
+			           ? "whoever holds the key can submit requests"
+			           : "whoever reaches the address can submit requests and "
+			             "read the metrics: no API key");
 			ev_end(&e);
 		}
 	}
@@ -238,7 +240,9 @@ static int sup__kv_config(struct sup *s, const struct knobs *k, struct ig_errbuf
 	/* the retained host slots: one state image each, in the KV-RAM object
 	 * beside --reuse-kv-ram-bytes (ADR 0016) */
 	c->retained_slots = s->plan.retained_host;
-	c->slot_bytes = s->plan.retained_host ? mdesc_state_image_bytes(s->plan.model) : 0;
+	c->slot_bytes = s->plan.retained_host
+	                    ? mdesc_state_image_bytes(s->plan.model) + s->plan.window_bytes
+	                    : 0;
 	return IG_E_OK;
 }
 
@@ -510,10 +514,10 @@ int sup_start(const struct sup_opts *o)
 	if (!rc)
 		rc = sup__api_key(&o->cfg->k, s.api_key, sizeof s.api_key, &eb);
 	if (!rc)
-		rc = http_check_bind(o->cfg->k.v[KNOB_SERVER_HTTP_BIND].s,
-		                     o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE].u != 0, s.api_key[0] != '\0',
-		                     o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE_WITHOUT_API_KEY].u != 0,
-		                     &eb);
+		rc = http_check_bind(
+		    o->cfg->k.v[KNOB_SERVER_HTTP_BIND].s,
+		    o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE].u != 0, s.api_key[0] != '\0',
+		    o->cfg->k.v[KNOB_SERVER_ALLOW_REMOTE_WITHOUT_API_KEY].u != 0, &eb);
 	if (rc) {
 		fprintf(stderr, "ignis-supervisor: %s\n", eb.msg);
 		return PLAN_EXIT_CONFIG;
@@ -599,7 +603,8 @@ int sup_start(const struct sup_opts *o)
 	{
 		struct door_opts dopt = {.bind = o->cfg->k.v[KNOB_SERVER_BIND].s,
 		                         .rtdir = s.env.rtdir,
-		                         .queue_max = (uint32_t)o->cfg->k.v[KNOB_SERVER_MAX_QUEUED].u};
+		                         .queue_max =
+		                             (uint32_t)o->cfg->k.v[KNOB_SERVER_MAX_QUEUED].u};
 
 		door_model_of(&s.plan_msg.u.plan, s.plan.model, &dopt.model);
 		rc = door_open(&s.door, &dopt, &eb);

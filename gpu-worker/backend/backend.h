@@ -148,10 +148,14 @@ struct be_region {
  * round in passes of as many tokens as it holds (the same bits: the
  * exactness contract above; bind.h cuts the passes). */
 struct be_bind_opts {
-	uint32_t max_round_tokens;   /* decode lanes + the prefill chunk */
-	uint64_t context;            /* the longest sequence */
-	uint32_t threads;            /* host threads the backend may use (cpu: its pool) */
-	uint32_t states;             /* sequences holding a state at once (the lanes) */
+	uint32_t max_round_tokens; /* decode lanes + the prefill chunk */
+	uint64_t context;          /* the longest sequence */
+	uint32_t threads;          /* host threads the backend may use (cpu: its pool) */
+	uint32_t states;           /* sequences holding a state at once (the lanes) */
+	/* The compact formats' residual window (common/model.h,
+	 * mdesc_kv_window_bytes): each state holds it after the linear states;
+	 * rounds in a compact format read it. kv_window 0: none. */
+	uint32_t kv_sinks, kv_window;
 	struct be_region workspace;  /* the plan's workspace line: the round scratch */
 	struct be_region sampling;   /* the plan's sampling line: the round's logits */
 	struct be_region lane_state; /* the plan's lane_state line: `states` states */

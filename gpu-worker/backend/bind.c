@@ -14,13 +14,10 @@ static uint64_t bind__align(uint64_t n)
 	return (n + 63u) & ~(uint64_t)63u;
 }
 
-uint64_t bind_slot_bytes(const struct mdesc *m)
+uint64_t bind_slot_bytes(const struct mdesc *m, const struct be_bind_opts *o)
 {
-	struct mdesc_lin_state ls;
-	uint64_t n;
+	uint64_t n = bind__align(mdesc_seq_state_bytes(m, o->kv_sinks, o->kv_window));
 
-	mdesc_lin_state(m, &ls);
-	n = bind__align(ls.bytes);
 	return n ? n : 64u;
 }
 
@@ -36,7 +33,7 @@ void bind_needs(const struct mdesc *m, const struct be_bind_opts *o, bind_scratc
 	    .workspace_one_pass = bind__align(scratch(m, tokens, o->context)),
 	    .sampling_min = row,
 	    .sampling_one_pass = row * states,
-	    .lane_state = (uint64_t)states * bind_slot_bytes(m),
+	    .lane_state = (uint64_t)states * bind_slot_bytes(m, o),
 	};
 }
 
@@ -57,7 +54,7 @@ int bind_carve(struct bind *bd, const struct devmem *mem, const char *backend,
 		return ig_errf(eb, IG_E_INVAL,
 		               "a bound model needs 1 state slot at least; given 0");
 	bind_needs(m, o, scratch, &n);
-	bd->slot_bytes = bind_slot_bytes(m);
+	bd->slot_bytes = bind_slot_bytes(m, o);
 	bd->n_states = o->states;
 	rc = devmem_check_region(mem, backend, "workspace", o->workspace.base, o->workspace.bytes,
 	                         n.workspace_min, eb);
@@ -202,12 +199,10 @@ uint32_t bind_pass(struct bind *bd, const struct be_step *steps, uint32_t n_step
 	return n;
 }
 
-void bind_seq_image(const struct mdesc *m, const struct be_seq *s, const struct kvpool *kv,
-                    enum mdesc_kv_format fmt, uint32_t last_token, uint64_t sampler_bytes,
-                    struct seqimg_header *h, void **pages_out)
+void bind_seq_image(const struct mdesc *m, uint64_t state_bytes, const struct be_seq *s,
+                    const struct kvpool *kv, enum mdesc_kv_format fmt, uint32_t last_token,
+                    uint64_t sampler_bytes, struct seqimg_header *h, void **pages_out)
 {
-	struct mdesc_lin_state ls;
-
 	memset(h, 0, sizeof(*h));
 	snprintf(h->model, sizeof(h->model), "%s", m->name);
 	h->model_id = seqimg_model_id(m);
@@ -217,8 +212,7 @@ void bind_seq_image(const struct mdesc *m, const struct be_seq *s, const struct 
 	/* only the pages that hold tokens travel */
 	h->pages = (uint32_t)mdesc_pages_for(s->pos);
 	h->last_token = last_token;
-	mdesc_lin_state(m, &ls);
-	h->state_bytes = ls.bytes;
+	h->state_bytes = state_bytes;
 	h->sampler_bytes = sampler_bytes;
 	for (uint32_t i = 0; i < h->pages && i < s->kv.n_pages; i++)
 		pages_out[i] = kvpool_page(kv, s->kv.table[i]);

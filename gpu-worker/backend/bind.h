@@ -50,11 +50,11 @@ struct bind {
 	bool *held; /* n_states: slot i is a sequence's */
 };
 
-/* A state slot's bytes: the linear states (model/linstate.h), 64-byte
- * aligned, and never 0 (a model without linear layers still gives each
- * sequence a slot of its own, so slots count sequences alike on every
- * model). */
-uint64_t bind_slot_bytes(const struct mdesc *m);
+/* A state slot's bytes: the linear states (model/linstate.h) and the KV
+ * window of `o` (mdesc_seq_state_bytes), 64-byte aligned, and never 0 (a
+ * model without linear layers still gives each sequence a slot of its own,
+ * so slots count sequences alike on every model). */
+uint64_t bind_slot_bytes(const struct mdesc *m, const struct be_bind_opts *o);
 
 /* What each region of `o` must hold at least, and for rounds in one pass
  * (be_ops.model_needs), with the backend's scratch. */
@@ -98,9 +98,10 @@ uint32_t bind_pass(struct bind *bd, const struct be_step *steps, uint32_t n_step
 /* The image header of `s` (its pages in `kv`, its state, its position,
  * `last_token` and `sampler_bytes` of sampler state) and in `pages_out`
  * (room for s->kv.n_pages) the device addresses of its pages: what a
- * seqimg writer or reader over the sequence needs (be_ops.seq_image). */
-void bind_seq_image(const struct mdesc *m, const struct be_seq *s, const struct kvpool *kv,
-                    enum mdesc_kv_format fmt, uint32_t last_token, uint64_t sampler_bytes,
-                    struct seqimg_header *h, void **pages_out);
+ * seqimg writer or reader over the sequence needs (be_ops.seq_image). Its
+ * state is `state_bytes` (be_model.state_bytes). */
+void bind_seq_image(const struct mdesc *m, uint64_t state_bytes, const struct be_seq *s,
+                    const struct kvpool *kv, enum mdesc_kv_format fmt, uint32_t last_token,
+                    uint64_t sampler_bytes, struct seqimg_header *h, void **pages_out);
 
 #endif

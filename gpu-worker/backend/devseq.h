@@ -17,7 +17,8 @@
 /* A model whose weights a backend holds (be_ops.model_bind). */
 struct be_model {
 	const struct mdesc *m;  /* its description (the file's) */
-	uint64_t state_bytes;   /* one sequence's fixed-size state (linear layers) */
+	uint64_t state_bytes;   /* one sequence's fixed-size state (linear layers, the
+	                           KV window: mdesc_seq_state_bytes) */
 	uint64_t scratch_bytes; /* the round scratch the backend carved for it */
 	uint32_t pass_tokens;   /* tokens a pass of a round holds (the workspace's) */
 	uint32_t logit_rows;    /* rows of logits a pass holds (the sampling line's) */

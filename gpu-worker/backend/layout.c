@@ -20,10 +20,22 @@ const char *layout_region_name(enum layout_region_id id)
 
 /* What the plan gives region `id`. The cuda_context line is the runtime's
  * own context, measured rather than allocated; residual is the rounding of
- * the other regions to the allocation granule, held by them. */
+ * the other regions to the allocation granule, held by them. The
+ * hq_residual_window line is the residual windows of the lanes' and the
+ * device retained slots' sequences, which are part of their states
+ * (common/model.h): each share is laid out with the states it belongs to. */
 static uint64_t layout__planned(const struct msg_plan *pl, enum layout_region_id id)
 {
-	switch (id) {
+	uint64_t lanes_window = pl->lanes * pl->kv_window_bytes;
+	uint64_t window = pl->lines.v[VPLAN_HQ_RESIDUAL_WINDOW].bytes;
+
+	switch ((int)id) {
+	case VPLAN_LANE_STATE:
+		return pl->lines.v[id].bytes + lanes_window;
+	case VPLAN_RETAINED_SLOTS:
+		return pl->lines.v[id].bytes + (window > lanes_window ? window - lanes_window : 0);
+	case VPLAN_HQ_RESIDUAL_WINDOW:
+		return 0;
 	case LAYOUT_RESIDENCY:
 		return pl->residency_fixed_bytes;
 	case LAYOUT_EXPERT_CACHE:

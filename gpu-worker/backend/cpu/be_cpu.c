@@ -443,7 +443,6 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 {
 	struct be_cpu *c = b->priv;
 	struct be_cpu_model *cm = calloc(1, sizeof(*cm));
-	struct mdesc_lin_state ls;
 	int rc;
 
 	memset(m, 0, sizeof(*m));
@@ -457,6 +456,8 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 		m->impl = NULL;
 		return rc;
 	}
+	cm->d.kv_sinks = o->kv_window ? o->kv_sinks : 0;
+	cm->d.kv_window = o->kv_window;
 	rc = bind_carve(&cm->bd, &c->mem, "cpu", cm->d.m, o, be_cpu__scratch, eb);
 	if (!rc)
 		rc = cpool_create(&cm->pool, o->threads ? o->threads : 1, eb);
@@ -484,8 +485,7 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 		return rc;
 	}
 	m->m = cm->d.m;
-	mdesc_lin_state(cm->d.m, &ls);
-	m->state_bytes = ls.bytes;
+	m->state_bytes = mdl_state_bytes(&cm->d);
 	m->scratch_bytes = mdl_scratch_bytes(cm->d.m, cm->bd.pass_tokens, cm->bd.context);
 	m->pass_tokens = cm->bd.pass_tokens;
 	m->logit_rows = cm->bd.logit_rows;
@@ -540,7 +540,7 @@ static void be_cpu_seq_image(struct be *b, const struct be_model *m, const struc
                              uint64_t sampler_bytes, struct seqimg_header *h, void **pages_out)
 {
 	(void)b;
-	bind_seq_image(m->m, s, kv, fmt, last_token, sampler_bytes, h, pages_out);
+	bind_seq_image(m->m, m->state_bytes, s, kv, fmt, last_token, sampler_bytes, h, pages_out);
 }
 
 /* The cpu backend's compute: the decoder of model_cpu.h on its kernels, in

@@ -216,8 +216,8 @@ X512 void mk512_4x1(const float *const *wr, const float *x, float *acc, size_t l
 
 /* 16 bf16 at p widened exactly: zero-extend to 32 bits, shift into place. */
 #define WIDEN512(p)                                                                                \
-	_mm512_castsi512_ps(                                                                       \
-	    _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
+	_mm512_castsi512_ps(_mm512_slli_epi32(                                                     \
+	    _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p))), 16))
 
 X512 void mk512_4x1_bf16(const uint16_t *const *wr, const float *x, float *acc, size_t len)
 {
@@ -267,12 +267,12 @@ X512 void mk512_q8_0(const uint8_t *row, const float *x, float *acc, size_t len)
 
 	for (size_t i = 0; i < len; i += 32, row += 34) {
 		__m512 d = _mm512_set1_ps(cop__half(row));
-		__m512 w0 = _mm512_mul_ps(
-		    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + 2)))),
-		    d);
-		__m512 w1 = _mm512_mul_ps(
-		    _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(row + 18)))),
-		    d);
+		__m512 w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+		                              _mm_loadu_si128((const __m128i *)(row + 2)))),
+		                          d);
+		__m512 w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+		                              _mm_loadu_si128((const __m128i *)(row + 18)))),
+		                          d);
 
 		a = _mm512_add_ps(a, _mm512_mul_ps(w0, _mm512_loadu_ps(x + i)));
 		a = _mm512_add_ps(a, _mm512_mul_ps(w1, _mm512_loadu_ps(x + i + 16)));
@@ -298,10 +298,12 @@ X512 void mk512_q4_k(const uint8_t *row, const float *x, float *acc, size_t len)
 					s6 = sc[is] & 63;
 					m6 = sc[is + 4] & 63;
 				} else {
-					s6 = (uint8_t)((sc[is + 4] & 0x0f) | ((sc[is - 4] >> 6) << 4));
+					s6 = (uint8_t)((sc[is + 4] & 0x0f) |
+					               ((sc[is - 4] >> 6) << 4));
 					m6 = (uint8_t)((sc[is + 4] >> 4) | ((sc[is] >> 6) << 4));
 				}
-				__m512 dv = _mm512_set1_ps(d * (float)s6), mv = _mm512_set1_ps(dmin * (float)m6);
+				__m512 dv = _mm512_set1_ps(d * (float)s6),
+				       mv = _mm512_set1_ps(dmin * (float)m6);
 				const float *xs = x + i + 64 * j + 32 * h;
 
 				for (int k = 0; k < 2; k++) {
@@ -310,8 +312,10 @@ X512 void mk512_q4_k(const uint8_t *row, const float *x, float *acc, size_t len)
 					__m512 w;
 
 					q = h ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, lo4);
-					w = _mm512_sub_ps(_mm512_mul_ps(dv, _mm512_cvtepi32_ps(q)), mv);
-					a = _mm512_add_ps(a, _mm512_mul_ps(w, _mm512_loadu_ps(xs + 16 * k)));
+					w = _mm512_sub_ps(_mm512_mul_ps(dv, _mm512_cvtepi32_ps(q)),
+					                  mv);
+					a = _mm512_add_ps(
+					    a, _mm512_mul_ps(w, _mm512_loadu_ps(xs + 16 * k)));
 				}
 			}
 		}
@@ -431,7 +435,8 @@ static void mm_item(const struct mm_job *j, size_t rb, size_t tc)
 				wr[r] = wbuf[r];
 			} else if (j->wq) { /* k0 and len are whole blocks: MM_KB is */
 				quant_dequantize(j->qtype,
-				                 j->wq + (o0 + r) * j->row_bytes + k0 / j->blk * j->blk_bytes,
+				                 j->wq + (o0 + r) * j->row_bytes +
+				                     k0 / j->blk * j->blk_bytes,
 				                 wbuf[r], len);
 				wr[r] = wbuf[r];
 			} else {
@@ -442,8 +447,8 @@ static void mm_item(const struct mm_job *j, size_t rb, size_t tc)
 			const float *xt = j->x + (t0 + t) * n_in + k0;
 
 			if (nr == MM_RB) {
-				mk4(wr, j->w16 && cop__kernels == COP_KERNELS_AVX512 ? wr16 : NULL, xt,
-				    ACC(0, t), len);
+				mk4(wr, j->w16 && cop__kernels == COP_KERNELS_AVX512 ? wr16 : NULL,
+				    xt, ACC(0, t), len);
 			} else {
 				for (r = 0; r < nr; r++)
 					mk_1x1(wr[r], xt, ACC(r, t), len);
@@ -528,7 +533,8 @@ struct cop_w cop_w_rows(struct cop_w w, size_t n_in, size_t rows)
 
 void cop_row(struct cop_w w, size_t n_in, size_t r, float *out)
 {
-	quant_dequantize(w.type, (const uint8_t *)w.p + r * quant_row_bytes(w.type, n_in), out, n_in);
+	quant_dequantize(w.type, (const uint8_t *)w.p + r * quant_row_bytes(w.type, n_in), out,
+	                 n_in);
 }
 
 float cop_dot_f32(const float *a, const float *b, size_t n)

@@ -34,6 +34,10 @@ size_t lfull_scratch_bytes(const struct mdesc *m, uint32_t n_tok, uint64_t max_c
 	return f * sizeof(float);
 }
 
+struct lfull_ctx;
+static unsigned char *slot_addr(const struct lfull_ctx *c, uint64_t pos, uint32_t role,
+                                uint32_t kh);
+
 /* What the jobs share. */
 struct lfull_ctx {
 	const struct mdesc *m;
@@ -50,7 +54,47 @@ struct lfull_ctx {
 	float scale;
 	size_t qs; /* floats a q head takes in qg: 2 head_dim (query, gate), or
 	              head_dim when attn_q holds no gate */
+	/* the segment's residual window (layer_full.h); NULL: none. While it is
+	 * on, prep leaves in k and v each token's rotated vectors rounded to
+	 * bf16: what the window holds of them once the chunk is over */
+	uint16_t *win;
+	uint32_t sinks, window;
 };
+
+/* Window slot of position `pos` (common/model.h's layout). */
+static uint16_t *win_slot(const struct lfull_ctx *c, uint64_t pos, uint32_t role, uint32_t kh)
+{
+	const struct mdesc *m = c->m;
+	uint64_t slots = (uint64_t)c->sinks + c->window;
+	uint64_t slot = pos < c->sinks ? pos : c->sinks + pos % c->window;
+
+	return c->win +
+	       ((((uint64_t)c->full_index * 2u + role) * m->kv_heads + kh) * slots + slot) *
+	           m->head_dim;
+}
+
+/* Position j's key (role 0) or value (1) of KV head kh, in the rotated basis,
+ * as the token at position p reads it: from the window in bf16 (the chunk's
+ * own tokens from k and v, the same bits), else decoded from its page into
+ * `dec`. */
+static const float *kv_read(const struct lfull_ctx *c, uint64_t p, uint64_t j, uint32_t role,
+                            uint32_t kh, float *dec)
+{
+	size_t hd = c->m->head_dim;
+
+	if (c->win && (j < c->sinks || j + c->window > p)) {
+		const uint16_t *w;
+
+		if (j >= c->pos0)
+			return (role ? c->v : c->k) + ((j - c->pos0) * c->m->kv_heads + kh) * hd;
+		w = win_slot(c, j, role, kh);
+		for (size_t d = 0; d < hd; d++)
+			dec[d] = gguf_bf16_to_f32(w[d]);
+		return dec;
+	}
+	kvfmt_decode_rotated(c->fmt, slot_addr(c, j, role, kh), (uint32_t)hd, dec);
+	return dec;
+}
 
 static unsigned char *slot_addr(const struct lfull_ctx *c, uint64_t pos, uint32_t role, uint32_t kh)
 {
@@ -58,6 +102,15 @@ static unsigned char *slot_addr(const struct lfull_ctx *c, uint64_t pos, uint32_
 
 	return page + kvfmt_page_offset(c->m, c->fmt, c->full_index, role, kh,
 	                                (uint32_t)(pos % MDESC_PAGE_TOKENS));
+}
+
+/* The window's copy of a vector: rotated as the format stores it, rounded
+ * to bf16 (kept as floats in place). */
+static void win_round(const struct lfull_ctx *c, float *x, size_t hd)
+{
+	kvfmt_rotate(c->fmt, x, (uint32_t)hd);
+	for (size_t d = 0; d < hd; d++)
+		x[d] = gguf_bf16_to_f32(gguf_f32_to_bf16(x[d]));
 }
 
 /* Items = tokens: q/k norms, RoPE, then the token's K and V into its page. */
@@ -90,6 +143,10 @@ static void prep_fn(void *ctx, size_t begin, size_t end)
 			             slot_addr(c, (uint64_t)pos, 0, kh));
 			kvfmt_encode(c->fmt, v + kh * hd, (uint32_t)hd,
 			             slot_addr(c, (uint64_t)pos, 1, kh));
+			if (c->win) {
+				win_round(c, k + kh * hd, hd);
+				win_round(c, v + kh * hd, hd);
+			}
 		}
 	}
 }
@@ -111,17 +168,16 @@ static void attn_fn(void *ctx, size_t begin, size_t end)
 		float *dec = s + (c->head_stride - hd);
 		uint32_t kh = (uint32_t)(h / group);
 
-		for (uint64_t j = 0; j < n; j++) {
-			kvfmt_decode_rotated(c->fmt, slot_addr(c, j, 0, kh), (uint32_t)hd, dec);
-			s[j] = cop_dot_f32(q, dec, hd) * c->scale;
-		}
+		for (uint64_t j = 0; j < n; j++)
+			s[j] = cop_dot_f32(q, kv_read(c, n - 1, j, 0, kh, dec), hd) * c->scale;
 		(void)cop_softmax(s, (size_t)n);
 		for (size_t d = 0; d < hd; d++)
 			o[d] = 0.0f;
 		for (uint64_t j = 0; j < n; j++) {
-			kvfmt_decode_rotated(c->fmt, slot_addr(c, j, 1, kh), (uint32_t)hd, dec);
+			const float *vj = kv_read(c, n - 1, j, 1, kh, dec);
+
 			for (size_t d = 0; d < hd; d++)
-				o[d] += s[j] * dec[d];
+				o[d] += s[j] * vj[d];
 		}
 		kvfmt_unrotate(c->fmt, o, (uint32_t)hd);
 		if (gate)
@@ -130,11 +186,36 @@ static void attn_fn(void *ctx, size_t begin, size_t end)
 	}
 }
 
+/* Once the segment's tokens have attended: the window takes its sinks and
+ * its newest `window` positions (the rows prep left in k and v); a ring
+ * slot is read only for positions past the sinks (kv_read). */
+static void win_store(const struct lfull_ctx *c, uint32_t n_tok)
+{
+	size_t hd = c->m->head_dim;
+	uint64_t end = c->pos0 + n_tok;
+
+	for (uint32_t t = 0; t < n_tok; t++) {
+		uint64_t p = c->pos0 + t;
+
+		if (p >= c->sinks && p + c->window < end)
+			continue; /* neither a sink nor among the newest */
+		for (uint32_t kh = 0; kh < c->m->kv_heads; kh++)
+			for (uint32_t role = 0; role < 2; role++) {
+				const float *x =
+				    (role ? c->v : c->k) + ((size_t)t * c->m->kv_heads + kh) * hd;
+				uint16_t *w = win_slot(c, p, role, kh);
+
+				for (size_t d = 0; d < hd; d++)
+					w[d] = gguf_f32_to_bf16(x[d]);
+			}
+	}
+}
+
 int lfull_forward(const struct mdesc *m, uint32_t full_index, const struct lfull_weights *w,
                   enum mdesc_kv_format fmt, const struct kvpool *kv, const struct kvseq *seq,
                   uint64_t pos0, float *x, uint32_t n_tok, void *scratch, struct cpool *pool)
 {
-	struct lfull_seg one = {seq, pos0, n_tok};
+	struct lfull_seg one = {.seq = seq, .pos0 = pos0, .n_tok = n_tok};
 
 	return lfull_forward_segs(m, full_index, w, fmt, kv, &one, 1, x, scratch, pool);
 }
@@ -213,6 +294,9 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 		c.k = k + row * kvd;
 		c.v = v + row * kvd;
 		c.o = o + row * qd;
+		c.win = mdesc_kv_compact(fmt) && segs[i].window ? segs[i].win : NULL;
+		c.sinks = segs[i].sinks;
+		c.window = segs[i].window;
 		/* Every token's K and V stored before any token attends. */
 		cpool_run_sized(pool, segs[i].n_tok,
 		                (size_t)(m->q_heads + 2u * m->kv_heads) * hd * 4u, prep_fn, &c);
@@ -221,6 +305,8 @@ int lfull_forward_segs(const struct mdesc *m, uint32_t full_index, const struct 
 			cpool_run_sized(pool, m->q_heads, (size_t)(c.pos0 + t + 1) * hd * 2u,
 			                attn_fn, &c);
 		}
+		if (c.win)
+			win_store(&c, segs[i].n_tok);
 		row += segs[i].n_tok;
 	}
 

@@ -47,13 +47,13 @@
 /* One full-attention layer's weights, any cop_w type, GGUF [n_in, n_out] layout
  * (w[o * n_in + i]). Borrowed: the caller keeps them alive for the call. */
 struct lfull_weights {
-	struct cop_w attn_norm;      /* [hidden] */
-	struct cop_w attn_q;         /* hidden -> 2 * q_heads * head_dim (query, gate) */
-	struct cop_w attn_k;         /* hidden -> kv_heads * head_dim */
-	struct cop_w attn_v;         /* hidden -> kv_heads * head_dim */
-	struct cop_w attn_q_norm;    /* [head_dim] */
-	struct cop_w attn_k_norm;    /* [head_dim] */
-	struct cop_w attn_output;    /* q_heads * head_dim -> hidden */
+	struct cop_w attn_norm;   /* [hidden] */
+	struct cop_w attn_q;      /* hidden -> 2 * q_heads * head_dim (query, gate) */
+	struct cop_w attn_k;      /* hidden -> kv_heads * head_dim */
+	struct cop_w attn_v;      /* hidden -> kv_heads * head_dim */
+	struct cop_w attn_q_norm; /* [head_dim] */
+	struct cop_w attn_k_norm; /* [head_dim] */
+	struct cop_w attn_output; /* q_heads * head_dim -> hidden */
 };
 
 /* Scratch bytes lfull_forward needs for chunks of up to `n_tok` tokens at
@@ -77,11 +77,19 @@ int lfull_forward(const struct mdesc *m, uint32_t full_index, const struct lfull
                   enum mdesc_kv_format fmt, const struct kvpool *kv, const struct kvseq *seq,
                   uint64_t pos0, float *x, uint32_t n_tok, void *scratch, struct cpool *pool);
 
-/* One sequence's rows in a round: n_tok consecutive tokens from pos0. */
+/* One sequence's rows in a round: n_tok consecutive tokens from pos0.
+ * `win`: its residual window (common/model.h, mdesc_kv_window_bytes; the
+ * sequence's state at mdesc_kv_window_offset), read and written in a compact
+ * format: a token at position p reads position j in bf16 when j < sinks or
+ * j > p - window, else from its coded page. The rule is a function of p and
+ * j alone, so a token's result does not depend on the chunk it is in. NULL
+ * or window 0: none (every position from its page). */
 struct lfull_seg {
 	const struct kvseq *seq;
 	uint64_t pos0;
 	uint32_t n_tok;
+	uint16_t *win;
+	uint32_t sinks, window;
 };
 
 /*

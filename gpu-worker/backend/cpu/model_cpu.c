@@ -99,15 +99,16 @@ void mdl_release(struct mdl *d)
 	d->layers = NULL;
 }
 
+uint64_t mdl_state_bytes(const struct mdl *d)
+{
+	return mdesc_seq_state_bytes(d->m, d->kv_sinks, d->kv_window);
+}
+
 int mdl_seq_init(const struct mdl *d, struct be_seq *s, struct ig_errbuf *eb)
 {
-	struct mdesc_lin_state ls;
-	size_t n;
+	size_t n = (size_t)mdl_state_bytes(d);
 
-	mdesc_lin_state(d->m, &ls);
-	n = (size_t)ls.floats;
-
-	s->state = calloc(n ? n : 1, sizeof(float));
+	s->state = calloc(n ? n : 1, 1);
 	s->pos = 0;
 	if (!s->state)
 		return ig_errf(eb, IG_E_NOMEM, "no memory for a sequence's state");
@@ -182,8 +183,17 @@ static int mdl__mixer_full(void *ctx, uint32_t layer, uint32_t index, const stru
 {
 	struct mdl__run *r = ctx;
 
-	for (uint32_t i = 0; i < n_steps; i++)
-		r->fsegs[i] = (struct lfull_seg){&steps[i].s->kv, steps[i].s->pos, steps[i].n_tok};
+	uint64_t woff = mdesc_kv_window_offset(r->d->m);
+
+	for (uint32_t i = 0; i < n_steps; i++) {
+		r->fsegs[i] = (struct lfull_seg){
+		    .seq = &steps[i].s->kv, .pos0 = steps[i].s->pos, .n_tok = steps[i].n_tok};
+		if (r->d->kv_window) {
+			r->fsegs[i].win = (uint16_t *)((unsigned char *)steps[i].s->state + woff);
+			r->fsegs[i].sinks = r->d->kv_sinks;
+			r->fsegs[i].window = r->d->kv_window;
+		}
+	}
 	return lfull_forward_segs(r->d->m, index, &r->d->layers[layer].fw, r->fmt, r->kv, r->fsegs,
 	                          n_steps, r->x, r->ls, r->pool);
 }
@@ -313,10 +323,9 @@ int mdl_forward_round(const struct mdl *d, const struct be_step *steps, uint32_t
 	struct dec_experts xp = {d->experts ? mdl__xp_prepare : NULL, mdl__xp_get,
 	                         d->experts && d->experts->prefetch ? mdl__xp_prefetch : NULL,
 	                         (void *)d};
-	struct dec_ops ops = {mdl__embed,     mdl__mixer_full, mdl__mixer_linear,
-	                      mdl__ffn_dense, mdl__route,      mdl__expert,
-	                      mdl__shared,    mdl__head,       &r,
-	                      mdl__rows,      d->trace};
+	struct dec_ops ops = {mdl__embed, mdl__mixer_full, mdl__mixer_linear, mdl__ffn_dense,
+	                      mdl__route, mdl__expert,     mdl__shared,       mdl__head,
+	                      &r,         mdl__rows,       d->trace};
 	int rc;
 
 	if (n_steps == 0)
@@ -349,5 +358,6 @@ void mdl_seq_image(const struct mdl *d, const struct be_seq *s, const struct kvp
                    enum mdesc_kv_format fmt, uint32_t last_token, uint64_t sampler_bytes,
                    struct seqimg_header *h, void **pages_out)
 {
-	bind_seq_image(d->m, s, kv, fmt, last_token, sampler_bytes, h, pages_out);
+	bind_seq_image(d->m, mdl_state_bytes(d), s, kv, fmt, last_token, sampler_bytes, h,
+	               pages_out);
 }

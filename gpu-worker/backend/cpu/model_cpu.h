@@ -51,7 +51,13 @@ struct mdl {
 	const struct lffn_experts *experts;
 	/* a test's trace of the layer operations (backend.h); NULL: none */
 	const struct be_trace *trace;
+	/* the compact formats' residual window (common/model.h): set before
+	 * the first mdl_seq_init; kv_window 0: none */
+	uint32_t kv_sinks, kv_window;
 };
+
+/* A sequence's state bytes under `d` (mdesc_seq_state_bytes). */
+uint64_t mdl_state_bytes(const struct mdl *d);
 
 /* Bind the tensors of an open model file (dectab.h: matrices in
  * model/quant.h's types, vectors F32, F16 or BF16; others are refused naming
@@ -77,7 +83,7 @@ void mdl_release(struct mdl *d);
 
 /* A sequence (devseq.h): its reserved pages in kv, its linear states in
  * `state` (mdesc_lin_state(m).floats floats: one layer's after another),
- * its position. */
+ * then its KV window (mdl_state_bytes in all), its position. */
 
 /* A fresh sequence (position 0, zero states); its pages are reserved by the
  * caller in seq->kv. */
