@@ -140,7 +140,9 @@ int bem_open(struct bem *r, struct mfile *f, const struct bem_opts *o, struct ig
 	    (struct be_bind_opts){.max_round_tokens = o->max_round_tokens ? o->max_round_tokens : 1,
 	                          .context = o->context,
 	                          .threads = o->threads ? o->threads : 1,
-	                          .states = o->states ? o->states : 1};
+	                          .states = o->states ? o->states : 1,
+	                          .kv_sinks = o->kv_sinks,
+	                          .kv_window = o->kv_window};
 	rc = be_bind_reserve(&r->be, f, &r->bo, eb);
 	r->reserved = rc == IG_E_OK;
 	if (!rc && (o->workspace_bytes || o->sampling_bytes))
@@ -178,7 +180,9 @@ int bem_needs(const struct bem_opts *o, const struct mfile *f, struct be_needs *
 	struct be_bind_opts bo = {.max_round_tokens = o->max_round_tokens ? o->max_round_tokens : 1,
 	                          .context = o->context,
 	                          .threads = o->threads ? o->threads : 1,
-	                          .states = o->states ? o->states : 1};
+	                          .states = o->states ? o->states : 1,
+	                          .kv_sinks = o->kv_sinks,
+	                          .kv_window = o->kv_window};
 	int rc;
 
 	b.ops = o->ops ? o->ops : backend_find(o->backend ? o->backend : "cpu", eb);

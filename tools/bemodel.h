@@ -52,6 +52,9 @@ struct bem_opts {
 	uint32_t states;           /* sequences holding a state at once; 0: 1 */
 	uint32_t pages;            /* the KV pool; 0: one context's */
 	enum mdesc_kv_format fmt;  /* the pool's format */
+	/* the compact formats' residual window (common/model.h): each state
+	 * holds it; rounds in a compact format read it. kv_window 0: none */
+	uint32_t kv_sinks, kv_window;
 	/* The round scratch and the rows of logits: 0, what a round needs in
 	 * one pass (model_needs' *_one_pass); else these bytes, at least
 	 * model_needs' *_min (rounds then run in passes). */
