@@ -1,9 +1,9 @@
 /*
  * test_model_cpu.c - the whole decoder on the cpu backend, on synthetic model
  * files of both families: the same greedy tokens whatever the prefill
- * chunking and the thread count, in bf16 and in the compact KV format, and
- * after the sequence's state moved to other pages midway (the exactness a
- * move to KV-RAM or KV-disk relies on).
+ * chunking and the thread count, in bf16 and in the compact KV format (with
+ * and without its residual window), and after the sequence's state moved to
+ * other pages midway (the exactness a move to KV-RAM or KV-disk relies on).
  */
 #include <math.h>
 #include <setjmp.h>
@@ -31,6 +31,10 @@ struct rig {
 	uint64_t page_bytes;
 };
 
+/* The residual window the next rig_open binds with (common/model.h): a
+ * test sets it and puts it back to none. */
+static uint32_t rig_sinks, rig_window;
+
 static void rig_open(struct rig *r, const char *preset, enum mdesc_kv_format fmt)
 {
 	char path[128];
@@ -42,6 +46,8 @@ static void rig_open(struct rig *r, const char *preset, enum mdesc_kv_format fmt
 	    mfile_open(&r->f, path, &eb) || mdl_bind(&r->d, &r->f, &eb))
 		fail_msg("%s: %s", preset, eb.msg);
 	unlink(path); /* the mapping stays */
+	r->d.kv_sinks = rig_sinks;
+	r->d.kv_window = rig_window;
 	r->page_bytes = mdesc_page_bytes(&r->f.desc, fmt);
 	r->region = calloc(pages, r->page_bytes);
 	assert_int_equal(kvpool_init(&r->kv, r->region, r->page_bytes, pages, &eb), IG_E_OK);
@@ -55,13 +61,10 @@ static void rig_close(struct rig *r)
 	mfile_close(&r->f);
 }
 
-/* A sequence's linear states (model.h, mdesc_lin_state). */
-static size_t state_bytes(const struct mdesc *m)
+/* A sequence's state: its linear states and its window (mdl_state_bytes). */
+static size_t state_bytes(const struct rig *r)
 {
-	struct mdesc_lin_state ls;
-
-	assert_true(mdesc_lin_state(m, &ls));
-	return (size_t)ls.bytes;
+	return (size_t)mdl_state_bytes(&r->d);
 }
 
 static uint32_t argmax(const float *x, uint32_t n)
@@ -121,7 +124,7 @@ static void generate(struct rig *r, enum mdesc_kv_format fmt, uint32_t chunk, in
 				memcpy(kvpool_page(&r->kv, s2.kv.table[p]),
 				       kvpool_page(&r->kv, s.kv.table[p]), r->page_bytes);
 			}
-			memcpy(s2.state, s.state, state_bytes(r->d.m));
+			memcpy(s2.state, s.state, state_bytes(r));
 			s2.pos = s.pos;
 			memset(kvpool_page(&r->kv, s.kv.table[0]), 0xa5,
 			       r->page_bytes); /* old copy gone */
@@ -150,19 +153,43 @@ static const struct {
 	const char *preset;
 	enum mdesc_kv_format fmt;
 	uint32_t tokens[GEN];
+	uint32_t sinks, window; /* the residual window (0: none) */
 } pinned[] = {
-    {"tiny-dense", MDESC_KV_BF16, {68,  86, 127, 181, 216, 250, 169, 146, 178, 238, 124, 150,
-                                   203, 14, 134, 248, 46,  61,  71,  248, 159, 137, 87,  13}},
-    {"tiny-dense", MDESC_KV_COMPACT, {77,  44,  82, 30,  128, 259, 225, 174, 63, 178, 232, 75,
-                                      231, 9,   140, 134, 97, 30,  118, 244, 129, 68, 32,  246}},
+    {"tiny-dense",
+     MDESC_KV_BF16,
+     {68,  86, 127, 181, 216, 250, 169, 146, 178, 238, 124, 150,
+      203, 14, 134, 248, 46,  61,  71,  248, 159, 137, 87,  13},
+     0,
+     0},
+    {"tiny-dense",
+     MDESC_KV_COMPACT,
+     {77,  44, 82,  30,  128, 259, 225, 174, 63,  178, 232, 75,
+      231, 9,  140, 134, 97,  30,  118, 244, 129, 68,  32,  246},
+     0,
+     0},
+    /* the window of 4 sinks and 8 newest: 22 of compact's own, then apart */
+    {"tiny-dense",
+     MDESC_KV_COMPACT,
+     {77,  44, 82,  30,  128, 259, 225, 174, 63,  178, 232, 75,
+      231, 9,  140, 134, 97,  30,  118, 244, 129, 68,  223, 178},
+     4,
+     8},
     /* fp8 keeps every one of bf16's 24 here */
-    {"tiny-dense", MDESC_KV_FP8, {68,  86, 127, 181, 216, 250, 169, 146, 178, 238, 124, 150,
-                                  203, 14, 134, 248, 46,  61,  71,  248, 159, 137, 87,  13}},
-    {"tiny-moe", MDESC_KV_BF16, {236, 209, 183, 150, 182, 192, 245, 165, 49, 229, 36, 151,
-                                 96,  198, 159, 64,  190, 149, 142, 201, 49, 73,  83, 118}},
+    {"tiny-dense",
+     MDESC_KV_FP8,
+     {68,  86, 127, 181, 216, 250, 169, 146, 178, 238, 124, 150,
+      203, 14, 134, 248, 46,  61,  71,  248, 159, 137, 87,  13},
+     0,
+     0},
+    {"tiny-moe",
+     MDESC_KV_BF16,
+     {236, 209, 183, 150, 182, 192, 245, 165, 49, 229, 36, 151,
+      96,  198, 159, 64,  190, 149, 142, 201, 49, 73,  83, 118},
+     0,
+     0},
 };
 
-static void exact(const char *preset, enum mdesc_kv_format fmt)
+static void exact(const char *preset, enum mdesc_kv_format fmt, uint32_t *tokens)
 {
 	static const struct {
 		uint32_t chunk;
@@ -174,12 +201,14 @@ static void exact(const char *preset, enum mdesc_kv_format fmt)
 
 	rig_open(&r, preset, fmt);
 	generate(&r, fmt, runs[0].chunk, runs[0].threads, 0, ref);
-	printf("# %s %s: greedy", preset, mdesc_kv_format_name(fmt));
+	printf("# %s %s (window %u+%u): greedy", preset, mdesc_kv_format_name(fmt), rig_sinks,
+	       rig_window);
 	for (uint32_t g = 0; g < GEN; g++)
 		printf(" %u", ref[g]);
 	printf("\n");
 	for (size_t i = 0; i < sizeof(pinned) / sizeof(pinned[0]); i++)
 		if (!strcmp(pinned[i].preset, preset) && pinned[i].fmt == fmt &&
+		    pinned[i].sinks == rig_sinks && pinned[i].window == rig_window &&
 		    memcmp(pinned[i].tokens, ref, sizeof(ref)))
 			fail_msg("%s: the greedy tokens changed from the pinned ones: a numeric "
 			         "change (see the comment above `pinned`)",
@@ -190,31 +219,56 @@ static void exact(const char *preset, enum mdesc_kv_format fmt)
 			fail_msg("%s: chunk %u, %d threads, move at %u differs", preset,
 			         runs[i].chunk, runs[i].threads, runs[i].move_at);
 	}
+	if (tokens)
+		memcpy(tokens, ref, sizeof(ref));
 	rig_close(&r);
 }
 
 static void test_dense_bf16(void **state)
 {
 	(void)state;
-	exact("tiny-dense", MDESC_KV_BF16);
+	exact("tiny-dense", MDESC_KV_BF16, NULL);
 }
 
 static void test_dense_compact(void **state)
 {
 	(void)state;
-	exact("tiny-dense", MDESC_KV_COMPACT);
+	exact("tiny-dense", MDESC_KV_COMPACT, NULL);
 }
 
 static void test_dense_fp8(void **state)
 {
 	(void)state;
-	exact("tiny-dense", MDESC_KV_FP8);
+	exact("tiny-dense", MDESC_KV_FP8, NULL);
 }
 
 static void test_moe_bf16(void **state)
 {
 	(void)state;
-	exact("tiny-moe", MDESC_KV_BF16);
+	exact("tiny-moe", MDESC_KV_BF16, NULL);
+}
+
+/* The residual window: a window of 8 after 4 sinks, so that the prompt's 32
+ * tokens and the 24 generated cross it (positions 4 .. p - 8 read from their
+ * coded pages), is as exact as the format alone, and its tokens are not the
+ * windowless ones (the window is read). A window over the whole context reads
+ * no page at all: the rotated vectors in bf16 give bf16's greedy tokens. */
+static void test_dense_compact_window(void **state)
+{
+	uint32_t none[GEN], win[GEN], bf16[GEN];
+
+	(void)state;
+	exact("tiny-dense", MDESC_KV_COMPACT, none);
+	exact("tiny-dense", MDESC_KV_BF16, bf16);
+	rig_sinks = 4;
+	rig_window = 8;
+	exact("tiny-dense", MDESC_KV_COMPACT, win);
+	assert_memory_not_equal(none, win, sizeof(win));
+	rig_sinks = 0;
+	rig_window = CONTEXT;
+	exact("tiny-dense", MDESC_KV_COMPACT, win);
+	rig_sinks = rig_window = 0;
+	assert_memory_equal(bf16, win, sizeof(win));
 }
 
 /* Window sizes of a move: 0 stands for the whole image in one window, and
@@ -305,7 +359,7 @@ static void sample(struct rig *r, enum mdesc_kv_format fmt, uint32_t move_at,
 				new_ptrs[p] = kvpool_page(&r->kv, s2.kv.table[p]);
 			seqimg_reader_init(&rd, r->d.m, fmt,
 			                   &(struct seqimg_parts){new_ptrs, s2.state, sampler},
-			                   pages, state_bytes(r->d.m), sizeof(sampler));
+			                   pages, state_bytes(r), sizeof(sampler));
 			for (uint64_t off = 0; off < len; off += win_in)
 				if (seqimg_read_window(&rd, img + off,
 				                       len - off < win_in ? len - off : win_in,
@@ -338,10 +392,14 @@ static void test_move_through_a_sequence_image(void **state)
 	static const struct {
 		const char *preset;
 		enum mdesc_kv_format fmt;
+		uint32_t sinks, window; /* the residual window */
 	} runs[] = {
-	    {"tiny-dense", MDESC_KV_BF16},
-	    {"tiny-moe", MDESC_KV_BF16},
-	    {"tiny-dense", MDESC_KV_COMPACT},
+	    {"tiny-dense", MDESC_KV_BF16, 0, 0},
+	    {"tiny-moe", MDESC_KV_BF16, 0, 0},
+	    {"tiny-dense", MDESC_KV_COMPACT, 0, 0},
+	    /* the image carries the window: 60 prompt tokens and 24 more
+	     * cross a window of 16 after 4 sinks */
+	    {"tiny-dense", MDESC_KV_COMPACT, 4, 16},
 	};
 	/* 1: a page a window; 0: the whole image; others: bytes */
 	static const struct move_windows ws[] = {
@@ -353,19 +411,21 @@ static void test_move_through_a_sequence_image(void **state)
 		uint32_t ref[GEN], got[GEN];
 		struct rig r;
 
+		rig_sinks = runs[i].sinks;
+		rig_window = runs[i].window;
 		rig_open(&r, runs[i].preset, runs[i].fmt);
+		rig_sinks = rig_window = 0;
 		sample(&r, runs[i].fmt, 0, ws[0], ref);
 		for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
 			struct move_windows mw = ws[(k + i) % (sizeof(ws) / sizeof(ws[0]))];
 
 			sample(&r, runs[i].fmt, at[k], mw, got);
 			if (memcmp(ref, got, sizeof(ref)))
-				fail_msg(
-				    "%s (%s): moved at token %u through windows %llu/%llu: the "
-				    "tokens differ from the uninterrupted run",
-				    runs[i].preset,
-				    runs[i].fmt == MDESC_KV_BF16 ? "bf16" : "compact", at[k],
-				    (unsigned long long)mw.out, (unsigned long long)mw.in);
+				fail_msg("%s (%s, KV window %u): moved at token %u through windows "
+				         "%llu/%llu: the tokens differ from the uninterrupted run",
+				         runs[i].preset, mdesc_kv_format_name(runs[i].fmt),
+				         runs[i].window, at[k], (unsigned long long)mw.out,
+				         (unsigned long long)mw.in);
 		}
 		rig_close(&r);
 	}
@@ -374,11 +434,9 @@ static void test_move_through_a_sequence_image(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_dense_bf16),
-	    cmocka_unit_test(test_dense_compact),
-	    cmocka_unit_test(test_dense_fp8),
-	    cmocka_unit_test(test_moe_bf16),
-	    cmocka_unit_test(test_move_through_a_sequence_image),
+	    cmocka_unit_test(test_dense_bf16), cmocka_unit_test(test_dense_compact),
+	    cmocka_unit_test(test_dense_fp8),  cmocka_unit_test(test_dense_compact_window),
+	    cmocka_unit_test(test_moe_bf16),   cmocka_unit_test(test_move_through_a_sequence_image),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
