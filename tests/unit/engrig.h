@@ -67,6 +67,11 @@ static const struct be_ops *rig_ops;
  * test makes on it (eng_cfg.fmt takes it): bf16 unless the command line
  * names another (rig_args). */
 static enum mdesc_kv_format rig_fmt = MDESC_KV_BF16;
+/* In a compact format the rig binds with a residual window (common/model.h)
+ * this small, so that the tests' prompts and outputs cross it: their
+ * exactness covers the positions read in bf16 and those read from pages. */
+#define RIG_KV_SINKS  4u
+#define RIG_KV_WINDOW 16u
 
 /* "--kv-format NAME" (bf16, fp8, compact: mdesc_kv_format_parse) anywhere in
  * argv sets rig_fmt; the first other argument, if any, is returned in
@@ -127,14 +132,16 @@ static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pa
 	r->bo = (struct be_bind_opts){.max_round_tokens = RIG_ROUND_TOKENS,
 	                              .context = RIG_CONTEXT,
 	                              .threads = threads,
-	                              .states = RIG_STATES};
+	                              .states = RIG_STATES,
+	                              .kv_sinks = mdesc_kv_compact(rig_fmt) ? RIG_KV_SINKS : 0,
+	                              .kv_window = mdesc_kv_compact(rig_fmt) ? RIG_KV_WINDOW : 0};
 	if (rig_arch != MDESC_ARCH_IGNIS) {
 		if (mfile_as_layout(src, rig_arch, &q3, &eb))
 			fail_msg("%s: %s", preset, eb.msg);
 		src = &q3;
 	}
-	if (mfile_write_synthetic(src, 5, rig_dtype, path, &eb) ||
-	    mfile_open(&r->f, path, &eb) || be_bind_reserve(&r->be, &r->f, &r->bo, &eb))
+	if (mfile_write_synthetic(src, 5, rig_dtype, path, &eb) || mfile_open(&r->f, path, &eb) ||
+	    be_bind_reserve(&r->be, &r->f, &r->bo, &eb))
 		fail_msg("%s: %s", preset, eb.msg);
 	if (least)
 		rig_shrink(r);
@@ -145,6 +152,14 @@ static inline void rig_open_sized(struct rig *r, const char *preset, uint32_t pa
 	r->region_bytes = (uint64_t)pages * pb;
 	assert_int_equal(r->be.ops->alloc(&r->be, r->region_bytes, &r->region, &eb), IG_E_OK);
 	assert_int_equal(kvpool_init(&r->kv, r->region, pb, pages, &eb), IG_E_OK);
+}
+
+/* A retained slot of the rig's model: a state image with the window the
+ * rig bound (what the worker gives each: gpu-worker/main.c). */
+static inline uint64_t rig_slot_bytes(const struct rig *r)
+{
+	return mdesc_state_image_bytes(&r->f.desc) +
+	       mdesc_kv_window_bytes(&r->f.desc, r->bo.kv_sinks, r->bo.kv_window);
 }
 
 static inline void rig_open_threads(struct rig *r, const char *preset, uint32_t pages,

@@ -494,7 +494,7 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 	uint64_t windows_at_kill = 0;
 
 	void *slots = NULL;
-	uint64_t slot_bytes = mdesc_state_image_bytes(&r->f.desc);
+	uint64_t slot_bytes = rig_slot_bytes(r);
 
 	memset(ev, 0, sizeof(*ev));
 	*decoded_during_move = 0;
@@ -559,8 +559,9 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 		 * would meet the need and stop the move (ADR 0017) instead of
 		 * letting it land, and the test would not see what it is for. */
 		if (killed && !reconnected) {
-			reconnected = after.move_out_windows + after.move_in_windows > windows_at_kill ||
-			              !(after.moving_out || after.moving_in);
+			reconnected =
+			    after.move_out_windows + after.move_in_windows > windows_at_kill ||
+			    !(after.moving_out || after.moving_in);
 			if (!reconnected)
 				usleep(100000);
 		}

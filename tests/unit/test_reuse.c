@@ -134,7 +134,7 @@ static void bench_open_reuse(struct bench *b, const char *preset, uint32_t pages
 	memset(b, 0, sizeof(*b));
 	rig_open(&b->r, preset, pages);
 	b->n_slots = n_slots;
-	b->slot_bytes = mdesc_state_image_bytes(&b->r.f.desc);
+	b->slot_bytes = rig_slot_bytes(&b->r);
 	if (n_slots)
 		assert_int_equal(
 		    b->r.be.ops->alloc(&b->r.be, (uint64_t)n_slots * b->slot_bytes, &b->slots, &eb),
