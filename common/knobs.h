@@ -34,6 +34,10 @@
 #include "err.h"
 #include "model.h"
 
+/* A number's spelling, for a default that a constant elsewhere holds. */
+#define KNOB__STR2(x) #x
+#define KNOB__STR(x)  KNOB__STR2(x)
+
 enum knob_type {
 	KT_BYTES = 1, /* size: 1536M, 2G (binary) */
 	KT_POOL,      /* size or tokens: 2G, 512Ktok */
@@ -90,11 +94,13 @@ enum knob_type {
 	X(MODEL_KV_FORMAT, "model-kv-format", KT_ENUM, "fp8", 0, "bf16|fp8|compact",               \
 	  "KV format: bf16 (exact), fp8 (e4m3, half of bf16) or compact (72 B per token per "      \
 	  "KV head and role at head dim 256). README: reading the plan.")                          \
-	X(MODEL_KV_WINDOW, "model-kv-window", KT_COUNT, "512", 0, "0..65536",                      \
+	X(MODEL_KV_WINDOW, "model-kv-window", KT_COUNT, KNOB__STR(MDESC_KV_WINDOW_DEFAULT), 0,     \
+	  "0..65536",                                                                              \
 	  "Compact KV only: each sequence's newest tokens that attention reads in bf16 (the "      \
 	  "residual window; with the first --model-kv-sinks tokens), in the plan's "               \
 	  "hq_residual_window line per lane and device retained slot. 0: none.")                   \
-	X(MODEL_KV_SINKS, "model-kv-sinks", KT_COUNT, "32", 0, "0..4096",                          \
+	X(MODEL_KV_SINKS, "model-kv-sinks", KT_COUNT, KNOB__STR(MDESC_KV_SINKS_DEFAULT), 0,        \
+	  "0..4096",                                                                               \
 	  "Compact KV only: each sequence's first tokens kept in bf16 beside the window (the "     \
 	  "attention sinks).")                                                                     \
 	X(MODEL_DEFAULT_MAX_TOKENS, "model-default-max-tokens", KT_COUNT, "@model", 0,             \
@@ -183,13 +189,12 @@ enum knob_type {
 	  "Where OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /v1/models, "           \
 	  "/health, /ready) listens: HOST:PORT, loopback unless --server-allow-remote; off: "      \
 	  "none.")                                                                                 \
-	X(SERVER_HTTP_MAX_CONNECTIONS, "server-http-max-connections", KT_COUNT, "0", 0,            \
-	  "0..1M",                                                                                 \
+	X(SERVER_HTTP_MAX_CONNECTIONS, "server-http-max-connections", KT_COUNT, "0", 0, "0..1M",   \
 	  "HTTP connections at once. 0: the descriptor limit (raised to its hard limit) less a "   \
 	  "quarter of it, at most 1,024, kept for the rest of the supervisor.")                    \
 	X(SERVER_HTTP_MAX_CONNECTIONS_PER_ADDRESS, "server-http-max-connections-per-address",      \
 	  KT_COUNT, "0", 0, "0..1M",                                                               \
-	  "HTTP connections at once from one client address. 0: half of "                         \
+	  "HTTP connections at once from one client address. 0: half of "                          \
 	  "--server-http-max-connections.")                                                        \
 	X(SERVER_HTTP_HEADER_TIMEOUT, "server-http-header-timeout", KT_COUNT, "30", 0, "1..3600",  \
 	  "Seconds an HTTP request's headers may take, counted from its connection's start or "    \
@@ -197,7 +202,8 @@ enum knob_type {
 	X(SERVER_HTTP_BODY_TIMEOUT, "server-http-body-timeout", KT_COUNT, "60", 0, "1..3600",      \
 	  "Seconds an HTTP request's body may take after its headers.")                            \
 	X(SERVER_MAX_QUEUED, "server-max-queued", KT_COUNT, "4096", 0, "16..65536",                \
-	  "Submits the front door holds waiting for a worker slot (beyond --server-max-requests), " \
+	  "Submits the front door holds waiting for a worker slot (beyond "                        \
+	  "--server-max-requests), "                                                               \
 	  "from every client, nng and HTTP; past it, the client holding the most gives way, or "   \
 	  "the submit is refused. Each holds its prompt (16 KiB of text and its ids at most).")    \
 	X(SERVER_MAX_REQUESTS, "server-max-requests", KT_COUNT, "1024", 0, "1..4096",              \

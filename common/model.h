@@ -265,8 +265,8 @@ uint64_t mdesc_state_image_bytes(const struct mdesc *m);
  * p in slot p (p < sinks) or sinks + p % window. window 0: none (sinks
  * unused).
  */
-#define MDESC_KV_SINKS_DEFAULT  32u
-#define MDESC_KV_WINDOW_DEFAULT 512u
+#define MDESC_KV_SINKS_DEFAULT  32 /* the knobs' defaults (common/knobs.h) */
+#define MDESC_KV_WINDOW_DEFAULT 512
 uint64_t mdesc_kv_window_bytes(const struct mdesc *m, uint32_t sinks, uint32_t window);
 /* Where the window starts in a sequence's state: its linear states' bytes,
  * rounded up to 64. */

@@ -50,10 +50,14 @@ static int die(const char *msg)
 	return 1;
 }
 
+#define GEN__STR2(x) #x
+#define GEN__STR(x)  GEN__STR2(x)
+
 #define USAGE                                                                                      \
 	"usage: ignis-generate --model FILE --prompt TEXT [--backend NAME] [--max-tokens N]\n"     \
 	"                      [--seed S] [--temperature T] [--top-k K] [--top-p P]\n"             \
-	"                      [--threads N] [--chunk N] [--kv-format bf16|fp8|compact]\n"             \
+	"                      [--threads N] [--chunk N] [--kv-format bf16|fp8|compact]\n"         \
+	"                      [--kv-window N] [--kv-sinks N]\n"                                   \
 	"   or: ignis-generate --worker [--runtime-dir DIR] --prompt TEXT\n"                       \
 	"                      [--class interactive|agent] [--max-tokens N] [--seed S]\n"          \
 	"                      [--temperature T] [--top-k K] [--top-p P] [--ids]\n"
@@ -79,11 +83,27 @@ static void usage(FILE *f)
 	    "  --threads N      1 to 256 (default 1)\n"
 	    "  --chunk N        prompt tokens a round (default 64)\n"
 	    "  --kv-format F    bf16 (the default), fp8, compact or compact1\n"
-	    "  --class C        interactive (the default) or agent (--worker)\n"
-	    "  --ids            print token ids, one a line (--worker)\n"
-	    "  -h, --help       this text\n"
-	    "Counts take K, M, G or T (binary: 1K = 1024), as the knobs do.\n"
-	    "Exit status: 0 done, 1 failed, 2 bad usage.\n",
+	    "  --kv-window N    compact only: the newest tokens attention reads in bf16, as\n"
+	    "                   the server's --model-kv-window (default " GEN__STR(
+	        MDESC_KV_WINDOW_DEFAULT) "; 0: none)\n"
+	                                 "  --kv-sinks N     compact only: the first tokens kept "
+	                                 "in bf16, as the\n"
+	                                 "                   server's --model-kv-sinks "
+	                                 "(default " GEN__STR(
+	                                     MDESC_KV_SINKS_DEFAULT) ")\n"
+	                                                             "  --class C        "
+	                                                             "interactive (the default) or "
+	                                                             "agent (--worker)\n"
+	                                                             "  --ids            print "
+	                                                             "token ids, one a line "
+	                                                             "(--worker)\n"
+	                                                             "  -h, --help       this "
+	                                                             "text\n"
+	                                                             "Counts take K, M, G or T "
+	                                                             "(binary: 1K = 1024), as the "
+	                                                             "knobs do.\n"
+	                                                             "Exit status: 0 done, 1 "
+	                                                             "failed, 2 bad usage.\n",
 	    f);
 }
 
@@ -235,6 +255,7 @@ struct local {
 	unsigned max_tokens, chunk;
 	uint32_t threads;
 	enum mdesc_kv_format fmt;
+	uint32_t kv_sinks, kv_window; /* the compact formats' residual window */
 };
 
 /* Run the model in this process on l->backend; 0 done, 1 failed (said on
@@ -300,7 +321,9 @@ static int generate_local(const struct local *l, const struct smp_params *sp)
 	                                .threads = l->threads,
 	                                .states = 1,
 	                                .pages = pages,
-	                                .fmt = l->fmt},
+	                                .fmt = l->fmt,
+	                                .kv_sinks = mdesc_kv_compact(l->fmt) ? l->kv_sinks : 0,
+	                                .kv_window = mdesc_kv_compact(l->fmt) ? l->kv_window : 0},
 	             &eb) ||
 	    bem_seq_open(&r, &s, 1, pages, &eb))
 		goto out_err;
@@ -367,6 +390,8 @@ int main(int argc, char **argv)
 	    {"threads", required_argument, NULL, 'j'},
 	    {"chunk", required_argument, NULL, 'c'},
 	    {"kv-format", required_argument, NULL, 'f'},
+	    {"kv-window", required_argument, NULL, 'W'},
+	    {"kv-sinks", required_argument, NULL, 'S'},
 	    {"worker", no_argument, NULL, 'w'},
 	    {"runtime-dir", required_argument, NULL, 'r'},
 	    {"class", required_argument, NULL, 'C'},
@@ -381,6 +406,7 @@ int main(int argc, char **argv)
 	uint32_t top_k = 0;
 	uint64_t seed = 1;
 	enum mdesc_kv_format fmt = MDESC_KV_BF16;
+	uint32_t kv_window = MDESC_KV_WINDOW_DEFAULT, kv_sinks = MDESC_KV_SINKS_DEFAULT;
 	const char *model = NULL, *prompt = NULL, *backend = "cpu";
 	unsigned max_tokens = 64, chunk = 64;
 	int threads = 1, c;
@@ -422,6 +448,12 @@ int main(int argc, char **argv)
 			break;
 		case 'w':
 			worker = true;
+			break;
+		case 'W':
+			kv_window = (uint32_t)num("--kv-window", optarg, 0, 65536);
+			break;
+		case 'S':
+			kv_sinks = (uint32_t)num("--kv-sinks", optarg, 0, 4096);
 			break;
 		case 'r':
 			remote.rtdir = optarg;
@@ -485,7 +517,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	return generate_local(
-	    &(struct local){model, prompt, backend, max_tokens, chunk, (uint32_t)threads, fmt},
-	    &sp);
+	return generate_local(&(struct local){model, prompt, backend, max_tokens, chunk,
+	                                      (uint32_t)threads, fmt, kv_sinks, kv_window},
+	                      &sp);
 }
