@@ -46,7 +46,9 @@ int be_bind_reserve(struct be *b, const struct mfile *f, struct be_bind_opts *o,
 	*o = (struct be_bind_opts){.max_round_tokens = o->max_round_tokens,
 	                           .context = o->context,
 	                           .threads = o->threads,
-	                           .states = o->states};
+	                           .states = o->states,
+	                           .kv_sinks = o->kv_sinks,
+	                           .kv_window = o->kv_window};
 	rc = b->ops->model_needs(b, f, o, &n, eb);
 	if (!rc && n.workspace_one_pass)
 		rc = b->ops->alloc(b, n.workspace_one_pass, &o->workspace.base, eb);
