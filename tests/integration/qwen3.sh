@@ -44,47 +44,58 @@ prompts=("<|im_start|>user
 hello<|im_end|>
 <|im_start|>assistant
 " "plain text, é ü 中文 and 🙂" "x")
-for fmt in bf16 fp8 compact; do
-	step "$fmt: the worker loads the qwen3 file"
+# compact-window: compact with a residual window of 4 sinks and 8 newest
+# tokens, which every request here crosses (the default's 32 + 512 holds
+# them whole)
+for spec in bf16 fp8 compact compact-window; do
+	fmt=${spec%-window}
+	win=()
+	[[ $spec == compact-window ]] && win=(--kv-window 8 --kv-sinks 4)
+	step "$spec: the worker loads the qwen3 file"
 	rm -rf "$rt"
 	: >"$events"
-	"$sup" start --runtime-dir "$rt" --model "$m" --model-kv-format "$fmt" \
+	"$sup" start --runtime-dir "$rt" --model "$m" --model-kv-format "$fmt" "${win[@]/#--/--model-}" \
 		--model-max-context 512 >"$events" 2>&1 &
 	sup_pid=$!
-	wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "$fmt: no start"
-	grep -q '"ignis.gpu_worker.model_loaded"' "$events" || fail "$fmt: no model_loaded event"
+	wait_for 20 grep -q '"ignis.supervisor.started"' "$events" || fail "$spec: no start"
+	grep -q '"ignis.gpu_worker.model_loaded"' "$events" || fail "$spec: no model_loaded event"
 	got=$(grep '"ignis.gpu_worker.model_loaded"' "$events" | tail -1 | jq -r .kv_format)
-	[[ $got == "$fmt" ]] || fail "$fmt: model_loaded says the KV format is '$got'"
+	[[ $got == "$fmt" ]] || fail "$spec: model_loaded says the KV format is '$got'"
 	grep '"ignis.runtime.vram_plan"' "$events" | tail -1 | jq -e --arg f "$fmt" \
 		'.kv_format == $f and .kv_bytes_per_token > 0' >/dev/null ||
-		fail "$fmt: the vram_plan event does not name the format and its bytes per token"
+		fail "$spec: the vram_plan event does not name the format and its bytes per token"
+	want_window=0
+	[[ $fmt == compact ]] && want_window=512
+	[[ $spec == compact-window ]] && want_window=8
+	got=$(grep '"ignis.runtime.vram_plan"' "$events" | tail -1 | jq '.kv_window // 0')
+	((got == want_window)) || fail "$spec: the vram_plan event's kv_window is $got, not $want_window"
 
-	step "$fmt: concurrent text requests each equal the same request run alone in this process"
+	step "$spec: concurrent text requests each equal the same request run alone in this process"
 	pids=()
 	for i in "${!prompts[@]}"; do
 		args=(--prompt "${prompts[$i]}" --max-tokens $((24 + 9 * i)) --seed $((i + 3)))
 		((i % 2)) && args+=(--temperature 0.9 --top-p 0.95 --top-k 40)
-		"$gen" --model "$m" --kv-format "$fmt" "${args[@]}" >"$work/want.$i" ||
-			fail "$fmt: in-process generate $i"
+		"$gen" --model "$m" --kv-format "$fmt" "${win[@]}" "${args[@]}" >"$work/want.$i" ||
+			fail "$spec: in-process generate $i"
 		"$gen" --worker --runtime-dir "$rt" "${args[@]}" >"$work/got.$i" &
 		pids+=($!)
 	done
 	for i in "${!pids[@]}"; do
-		wait "${pids[$i]}" || fail "$fmt: worker generate $i failed"
+		wait "${pids[$i]}" || fail "$spec: worker generate $i failed"
 		cmp -s "$work/want.$i" "$work/got.$i" ||
-			fail "$fmt: request $i differs: $(od -c "$work/got.$i" | head -3) vs $(od -c "$work/want.$i" | head -3)"
+			fail "$spec: request $i differs: $(od -c "$work/got.$i" | head -3) vs $(od -c "$work/want.$i" | head -3)"
 	done
-	[[ -s $work/got.0 ]] || fail "$fmt: empty output"
+	[[ -s $work/got.0 ]] || fail "$spec: empty output"
 	n=$(grep -c '"ignis.request.submitted"' "$events")
-	((n >= ${#prompts[@]})) || fail "$fmt: $n submitted"
+	((n >= ${#prompts[@]})) || fail "$spec: $n submitted"
 	# the chat prompt as the worker counted it: its special tokens' text
 	# became them (ignis-vocab's count, which the bytes alone would pass)
 	want=$(printf '%s' "${prompts[0]}" | "$voc" encode "$m" --parse-special --add-special | wc -w)
 	bytes=$(printf '%s' "${prompts[0]}" | wc -c)
-	((want < bytes)) || fail "$fmt: the chat prompt's specials were not parsed ($want ids)"
+	((want < bytes)) || fail "$spec: the chat prompt's specials were not parsed ($want ids)"
 	grep '"ignis.request.submitted"' "$events" | jq -s -e --argjson w "$want" \
 		'any(.[]; .prompt_tokens == $w)' >/dev/null ||
-		fail "$fmt: no request of $want prompt tokens"
+		fail "$spec: no request of $want prompt tokens"
 	kill -TERM "$sup_pid"
 	wait "$sup_pid"
 	sup_pid=
