@@ -270,13 +270,15 @@ static int worker_threads(void)
  * device weights, book the pool and start the engine. */
 /* What names a model in the retained host slots (docs/adr/0038), which
  * outlive a worker: the shapes a state has (seqimg_model_id), the KV
- * format, and the file itself (mfile_identity: its header, tokenizer
+ * format and its window, and the file itself (mfile_identity: its header, tokenizer
  * included, its size, samples of its weights). A slot from another model,
- * format or tokenizer is never claimed: its key and model_id are another. */
-static uint64_t worker_reuse_ns(const struct mfile *f, const char *fmt)
+ * format, window or tokenizer is never claimed: its key and model_id are
+ * another. */
+static uint64_t worker_reuse_ns(const struct mfile *f, const char *fmt, const struct msg_plan *pl)
 {
-	uint64_t v[3] = {seqimg_model_id(&f->desc), XXH3_64bits(fmt, strlen(fmt)),
-	                 mfile_identity(f)};
+	/* the KV window too: a checkpoint's state holds it (common/model.h) */
+	uint64_t v[5] = {seqimg_model_id(&f->desc), XXH3_64bits(fmt, strlen(fmt)),
+	                 mfile_identity(f), pl->kv_sinks, pl->kv_window};
 
 	return XXH3_64bits(v, sizeof(v));
 }
@@ -479,7 +481,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 			cfg.kv_slots = w->kv_slots;
 			cfg.retained_host = (uint32_t)pl->retained_host;
 			cfg.interactive_ttl_s = pl->interactive_ttl_s;
-			cfg.reuse_ns = worker_reuse_ns(&w->f, fmt);
+			cfg.reuse_ns = worker_reuse_ns(&w->f, fmt, pl);
 		}
 	}
 	rc = eng_create(&w->eng, &w->be, &w->d, &w->kv, &cfg, eb);

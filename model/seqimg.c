@@ -186,8 +186,17 @@ static int seqimg__check(struct seqimg_reader *r, struct ig_errbuf *eb)
 		               "holds format %u with %" PRIu64 "-byte pages",
 		               h->kv_format, h->page_bytes, (unsigned)r->kv_format,
 		               mdesc_page_bytes(r->model, r->kv_format));
-	if (h->pages > r->max_pages || h->state_bytes > r->max_state ||
-	    h->sampler_bytes > r->max_sampler)
+	/* the state exactly: it holds the linear states and, in a compact
+	 * format, the residual window, whose size is the reader's
+	 * configuration as much as the format is */
+	if (h->state_bytes != r->max_state)
+		return ig_errf(eb, IG_E_INVAL,
+		               "a sequence image with %" PRIu64 " bytes of fixed-size state; this "
+		               "worker's sequences hold %" PRIu64 " (their linear states, and in a "
+		               "compact format the KV window of --model-kv-sinks and "
+		               "--model-kv-window tokens: an image of another window is not read)",
+		               h->state_bytes, r->max_state);
+	if (h->pages > r->max_pages || h->sampler_bytes > r->max_sampler)
 		return ig_errf(eb, IG_E_INVAL,
 		               "a sequence image of %u pages, %" PRIu64 " state and %" PRIu64
 		               " sampler bytes; room for %u, %" PRIu64 " and %" PRIu64,

@@ -99,7 +99,9 @@ struct seqimg_reader {
 };
 
 /* Start reading an image for `model` in `kv_format` into `parts`, which have
- * room for `max_pages` pages and the given state and sampler bytes. */
+ * room for `max_pages` pages and the given sampler bytes, and whose state is
+ * `max_state` bytes: an image of another state size (another KV window) is
+ * refused. */
 void seqimg_reader_init(struct seqimg_reader *r, const struct mdesc *model,
                         enum mdesc_kv_format kv_format, const struct seqimg_parts *parts,
                         uint32_t max_pages, uint64_t max_state, uint64_t max_sampler);

@@ -256,6 +256,20 @@ static void test_refusals(void **state)
 		assert_non_null(strstr(eb.msg, "past the end"));
 		free(longer);
 	}
+	/* an image of another state size: another KV window (issue 28), fewer
+	 * or more bytes than this reader's sequences hold, is not read */
+	for (int d = -1; d <= 1; d += 2) {
+		struct seqimg_parts parts = {b.pages, b.state, b.sampler};
+		struct seqimg_reader r;
+		struct ig_errbuf eb;
+
+		seqimg_reader_init(&r, model(), MDESC_KV_COMPACT, &parts, PAGES,
+		                   (uint64_t)(1000 + 64 * d), 24);
+		assert_int_equal(seqimg_read_window(&r, img, len, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "1000 bytes of fixed-size state"));
+		assert_non_null(strstr(eb.msg, "--model-kv-window"));
+		assert_false(seqimg_reader_done(&r));
+	}
 	/* a truncated image is simply not done */
 	{
 		struct seqimg_parts parts = {b.pages, b.state, b.sampler};
