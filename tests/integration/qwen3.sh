@@ -1,15 +1,15 @@
-#!/ usr / bin / env bash
-#Integration : a model file in llama.cpp's qwen3 layout (ignis-mkmodel
-#-- layout qwen3 : every layer full attention, no output gate, the output tied
-#to the embedding, a gpt2 vocabulary) served by the whole system.The
-#worker reads the file's vocabulary, encodes text prompts with it (the text
-#of its special tokens becomes them, as llama.cpp's server does), decodes
-#the stream with it and ends a request at its end - of - generation tokens;
-#every output equals the same request run in this process
-#(ignis - generate), greedy and sampled, while several share the rounds, in
-#every KV format.ignis - vocab shows the same vocabulary.Then a qwen3next
-#file(the MoE hybrid) the same way.
-#qwen3.sh BUILD_DIR
+#!/usr/bin/env bash
+# Integration: a model file in llama.cpp's qwen3 layout (ignis-mkmodel
+# --layout qwen3: every layer full attention, no output gate, the output tied
+# to the embedding, a gpt2 vocabulary) served by the whole system. The
+# worker reads the file's vocabulary, encodes text prompts with it (the text
+# of its special tokens becomes them, as llama.cpp's server does), decodes
+# the stream with it and ends a request at its end-of-generation tokens;
+# every output equals the same request run in this process
+# (ignis-generate), greedy and sampled, while several share the rounds, in
+# every KV format. ignis-vocab shows the same vocabulary. Then a qwen3next
+# file (the MoE hybrid) the same way.
+#   qwen3.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: qwen3.sh BUILD_DIR}
 sup=$build/supervisor/ignis-supervisor
@@ -44,9 +44,9 @@ prompts=("<|im_start|>user
 hello<|im_end|>
 <|im_start|>assistant
 " "plain text, é ü 中文 and 🙂" "x")
-#compact - window : compact with a residual window of 4 sinks and 8 newest
-#tokens, which every request here crosses(the default's 32 + 512 holds
-#them whole)
+# compact-window: compact with a residual window of 4 sinks and 8 newest
+# tokens, which every request here crosses (the default's 32 + 512 holds
+# them whole)
 for spec in bf16 fp8 compact compact-window; do
 	fmt=${spec%-window}
 	win=()
@@ -87,10 +87,9 @@ for spec in bf16 fp8 compact compact-window; do
 	done
 	[[ -s $work/got.0 ]] || fail "$spec: empty output"
 	n=$(grep -c '"ignis.request.submitted"' "$events")
-	((n >= ${
-#prompts[@]})) || fail "$spec: $n submitted"
-#the chat prompt as the worker counted it : its special tokens' text
-#became them(ignis - vocab's count, which the bytes alone would pass)
+	((n >= ${#prompts[@]})) || fail "$spec: $n submitted"
+	# the chat prompt as the worker counted it: its special tokens' text
+	# became them (ignis-vocab's count, which the bytes alone would pass)
 	want=$(printf '%s' "${prompts[0]}" | "$voc" encode "$m" --parse-special --add-special | wc -w)
 	bytes=$(printf '%s' "${prompts[0]}" | wc -c)
 	((want < bytes)) || fail "$spec: the chat prompt's specials were not parsed ($want ids)"
