@@ -89,8 +89,8 @@ has "$err" "would get 556228608 bytes"; has "$err" "below its floor"
 has "$err" "--vram-allow-expert-cache-below-floor starts anyway"
 run 0 plan --json --model flash-next $card32 --vram-budget-bytes 8G --vram-allow-oversubscription \
 	--vram-allow-expert-cache-below-floor
-jq -e -s 'length == 3 and .[0].expert_cache_bytes == 556228608 and .[0].total_bytes == 9367224320 and
-	.[1].event == "ignis.runtime.vram_oversubscribed" and .[1].minimum_bytes == 9367224320 and
+jq -e -s 'length == 3 and .[0].expert_cache_bytes == 556228608 and .[0].total_bytes == 9402875904 and
+	.[1].event == "ignis.runtime.vram_oversubscribed" and .[1].minimum_bytes == 9402875904 and
 	.[2].event == "ignis.runtime.expert_cache_below_floor" and .[2].expert_cache_bytes == 556228608 and
 	.[2].floor_bytes == 12884901888' <<<"$out" >/dev/null || fail "not both warnings: $out"
 
@@ -101,32 +101,34 @@ grep -qF -- "smaller --vram-budget-bytes" <<<"$err" && fail "asks for a smaller 
 
 step "the pin holds per class (issue 13, item 11)"
 run 3 plan --model flash-next $card32 --vram-pinned-expert-bytes 5G
-has "$err" "3030 slots of every class"; has "$err" "the most it can pin is 3675783168 bytes"
-run 0 plan --json --model flash-next $card32 --vram-pinned-expert-bytes 3675783168
-jq -e '.pinned_expert_bytes == 3675783168' <<<"$out" >/dev/null || fail "the most did not pin: $out"
+has "$err" "3025 slots of every class"; has "$err" "the most it can pin is 3669557248 bytes"
+run 0 plan --json --model flash-next $card32 --vram-pinned-expert-bytes 3669557248
+jq -e '.pinned_expert_bytes == 3669557248' <<<"$out" >/dev/null || fail "the most did not pin: $out"
 
 step "the 27B below its fixed lines: the bytes really short; oversubscribed, that minimum (issue 13, item 8)"
 run 3 plan --model 27b $card32 --vram-budget-bytes 18G
-has "$err" "needs at least 20805386240 bytes"; has "$err" "short by 1478033408 bytes"
+has "$err" "needs at least 21057044480 bytes"; has "$err" "short by 1729691648 bytes"
 run 0 plan --json --model 27b $card32 --vram-budget-bytes 18G --vram-allow-oversubscription
-jq -e -s '.[0].total_bytes == 20805386240 and .[0].max_context_tokens == 38976 and
+jq -e -s '.[0].total_bytes == 21057044480 and .[0].max_context_tokens == 38976 and
 	([.[] | select(.event == "ignis.runtime.vram_oversubscribed")] | length == 1 and
-	.[0].reason == "budget below the plan'"'"'s minimum" and .[0].minimum_bytes == 20805386240)' \
+	.[0].reason == "budget below the plan'"'"'s minimum" and .[0].minimum_bytes == 21057044480)' \
 	<<<"$out" >/dev/null || fail "the oversubscribed minimum is not the refusal's: $out"
 
 step "Flash-Next's minimum refusal is whole (issue 13, item 10)"
 run 3 plan --model flash-next --profile none --backend cuda --device-free-bytes 10G
-has "$err" "whatever --vram-allow-expert-cache-below-floor says: 556228608 bytes) needs at least 9367224320 bytes"
-has "$err" "short by 240418816 bytes"
+has "$err" "whatever --vram-allow-expert-cache-below-floor says: 556228608 bytes) needs at least 9402875904 bytes"
+has "$err" "short by 276070400 bytes"
 [[ $err == *"--model-kv-format" ]] || fail "the refusal does not end with its last knob: $err"
 
 step "a device figure beyond what a pool counts: plan and start refuse the same way (issue 13, item 12)"
-# the embedded default (tiny-chat): (2^64 - 1 - 8 MiB of headroom - 8,597,504 B
-# of lines) / 18,432 B a page = 1,000,799,917,192,521 pages
+# the embedded default (tiny-chat): (2^64 - 1 - 8 MiB of headroom - 12,529,664 B
+# of lines) / 18,432 B a page = 1,000,799,917,192,308 pages; the lines hold
+# the residual window, 4 lanes x (32 + 512) x 2,048 B (4 layers x 2 KV heads
+# x 2 x 64 x 2 B a token in bf16) = 4,456,448 B
 IGNIS_DEVICE_FREE_BYTES=18446744073709551615 "$sup" plan >"$work/out" 2>"$work/err"
 [[ $? == 3 ]] || fail "plan with 2^64-1 bytes free did not refuse: $(cat "$work/out" "$work/err")"
 plan_err=$(cat "$work/err")
-has "$plan_err" "a KV pool of 1000799917192521 pages"; has "$plan_err" "(from IGNIS_DEVICE_FREE_BYTES)"
+has "$plan_err" "a KV pool of 1000799917192308 pages"; has "$plan_err" "(from IGNIS_DEVICE_FREE_BYTES)"
 has "$plan_err" "more than the 4294967295 pages a pool counts"; has "$plan_err" "Turn: a smaller --device-free-bytes"
 IGNIS_DEVICE_FREE_BYTES=18446744073709551615 "$sup" start --runtime-dir "$work/rt12" >/dev/null 2>"$work/err"
 [[ $? == 3 ]] || fail "start with 2^64-1 bytes free did not refuse: $(cat "$work/err")"
@@ -232,7 +234,7 @@ rm -f "$work/vocab.gguf" "$work/deep.gguf"
 
 step "the cpu backend's simulated device takes an oversubscribed plan, as the plan said (issue 13, item 13)"
 # Above free memory (200M on the cpu profile's 128M device), and below the
-# plan's minimum (7M, under the embedded default's 8,597,504 B of lines): the plan warns, and the
+# plan's minimum (7M, under the embedded default's 12,529,664 B of lines): the plan warns, and the
 # worker lays out all it planned on a device that pages, as the spec's Windows.
 for budget in 200M 7M; do
 	: >"$events"
@@ -255,18 +257,38 @@ step "--help lists the knobs with their variables"
 run 0 --help
 has "$out" "--vram-kv-pool-bytes"; has "$out" "IGNIS_VRAM_KV_POOL_BYTES"
 
+step "compact's residual window: a line for each lane and device slot, beside each host slot; none in fp8"
+# the 27B: 16 layers x 4 KV heads x 2 roles x 256 x 2 B = 65,536 B a token in
+# bf16, (32 sinks + 512) x 65,536 = 35,651,584 B a sequence; 8 lanes + 2
+# device slots: 356,515,840 B; 16 host slots x (232,532,224 + 35,651,584) =
+# 4,290,940,928 B of host memory
+run 0 plan --json --model 27b $card32 --reuse-retained-device 2
+jq -e '.kv_sinks == 32 and .kv_window == 512 and .kv_window_bytes_per_sequence == 35651584 and
+	.hq_residual_window_bytes == 356515840 and .retained_host_bytes == 4290940928' <<<"$out" \
+	>/dev/null || fail "the window: $(jq -c '{kv_window_bytes_per_sequence, hq_residual_window_bytes, retained_host_bytes}' <<<"$out")"
+run 0 plan --model 27b $card32 --reuse-retained-device 2
+has "$out" "32 sinks + 512 newest tokens in bf16 per sequence, 8 lanes + 2 retained"
+# fp8 keeps no window, nor does a compact plan with --model-kv-window 0: the
+# host slots hold the state image alone, 16 x 232,532,224 = 3,720,515,584 B
+for off in "--model-kv-format fp8" "--model-kv-window 0"; do
+	run 0 plan --json --model 27b $card32 $off
+	jq -e '.hq_residual_window_bytes == 0 and (has("kv_window") | not) and
+		(has("kv_window_bytes_per_sequence") | not) and .retained_host_bytes == 3720515584' \
+		<<<"$out" >/dev/null || fail "$off kept a window: $out"
+done
+
 step "the README's three worked examples, figure for figure"
 run 0 plan --json --model 27b $card32
 jq -e '.budget_bytes == 31529590784 and .kv_pool_policy == "resident" and
-	.kv_pool_pages == 19831 and .kv_pool_tokens == 1269184' <<<"$out" >/dev/null ||
+	.kv_pool_pages == 19404 and .kv_pool_tokens == 1241856' <<<"$out" >/dev/null ||
 	fail "the 27B on a 32 GB card: $(jq -c '{budget_bytes, kv_pool_pages}' <<<"$out")"
 run 0 plan --json --model flash-next $card32
 jq -e '.kv_pool_policy == "offloaded" and .kv_pool_pages == 6144 and
-	.kv_pool_tokens == 393216 and .expert_cache_bytes == 21607342080' <<<"$out" >/dev/null ||
+	.kv_pool_tokens == 393216 and .expert_cache_bytes == 21571686400' <<<"$out" >/dev/null ||
 	fail "Flash-Next offloaded: $(jq -c '{kv_pool_pages, expert_cache_bytes}' <<<"$out")"
 run 0 plan --json --model flash-next --profile none --backend cuda --device-free-bytes 96000000000
-jq -e '.kv_pool_policy == "resident" and .kv_pool_pages == 184635 and
-	.kv_pool_tokens == 11816640 and .prefill_staging_bytes == 0' <<<"$out" >/dev/null ||
+jq -e '.kv_pool_policy == "resident" and .kv_pool_pages == 184503 and
+	.kv_pool_tokens == 11808192 and .prefill_staging_bytes == 0' <<<"$out" >/dev/null ||
 	fail "Flash-Next resident: $(jq -c '{kv_pool_pages, prefill_staging_bytes}' <<<"$out")"
 
 step "the default KV format is fp8 (the 27B's pool on a 32 GB card: 5,507 pages); rtx5090's is compact"

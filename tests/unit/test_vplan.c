@@ -205,6 +205,10 @@ static const struct row rows[] = {
      0,
      0,
      {"--vram-budget-bytes"}},
+    /* lines 6,712,983,552 + ring and tables 1,577,852,928 + 6,144 pages x
+     * 270,336 = 1,660,944,384 + the class minimum 556,228,608 =
+     * 10,508,009,472: 508,009,472 over the budget (the residual window's
+     * 35,651,584 B of lines more than the 472,357,888 before it) */
     {"the policy's pool over the class minimum, explicit budget: a larger one lifts it",
      "model=flash-next device-free-bytes=64G vram-budget-bytes=10000000000",
      IG_E_PLAN_REFUSED,
@@ -213,7 +217,7 @@ static const struct row rows[] = {
      0,
      0,
      {"the 6144-page pool leaves", "a smaller --vram-kv-pool-bytes",
-      "or a larger --vram-budget-bytes", "short by 472357888 bytes"}},
+      "or a larger --vram-budget-bytes", "short by 508009472 bytes"}},
     {"the 27B's adaptation refusal names the spare",
      "profile=rtx5090 model=27b device-free-bytes=20G",
      IG_E_PLAN_REFUSED,
@@ -439,8 +443,15 @@ static const struct row rows[] = {
      0,
      0,
      {0}},
+    /* Between tiny-moe's minimum and its floor. In compact its lines hold
+     * the residual window, 2 lanes x (32 + 512) x 1,024 B (2 layers x 2 KV
+     * heads x 2 x 64 x 2 B a token in bf16) = 1,114,112 B, where they held
+     * 2 x 64 x 1,024 = 131,072: 983,040 B more (both whole 4 KiB granules),
+     * which the 23,592,960-byte device these rows had no longer holds with
+     * its minimum. 23,592,960 + 983,040 = 24,576,000 leaves the cache what
+     * it had. */
     {"tiny-moe below its scaled floor refuses",
-     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=23592960",
+     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=24576000",
      IG_E_PLAN_REFUSED,
      0,
      0,
@@ -448,7 +459,7 @@ static const struct row rows[] = {
      0,
      {"floor", "--vram-allow-expert-cache-below-floor"}},
     {"tiny-moe below its floor, allowed",
-     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=23592960 "
+     "profile=cpu backend=cpu model=tiny-moe device-free-bytes=24576000 "
      "vram-allow-expert-cache-below-floor=on",
      IG_E_OK,
      VPLAN_OFFLOADED,
@@ -790,8 +801,12 @@ static void test_oversubscription_keeps_the_floor(void **state)
 	assert_non_null(strstr(p.refusal, "--vram-allow-expert-cache-below-floor"));
 	assert_non_null(strstr(p.refusal, "a larger --vram-budget-bytes"));
 	/* the budget the floor needs: lines + ring and tables + the floor pool +
-	 * the floor in whole slot sets (1,807 of 7,131,136 B) */
-	assert_int_equal(p.shortfall_bytes, 6677331968ull + 1577852928ull + 2056ull * 270336 +
+	 * the floor in whole slot sets (1,807 of 7,131,136 B). The lines are
+	 * 6,712,983,552 in compact: 3 lanes x (32 + 512) x 24,576 B (12 layers
+	 * x 2 KV heads x 2 x 256 x 2 B a token in bf16) = 40,108,032 B of
+	 * hq_residual_window, 20 granules of 2 MiB, where 3 x 64 x 24,576 =
+	 * 4,718,592 took 3: 17 granules = 35,651,584 B more than 6,677,331,968 */
+	assert_int_equal(p.shortfall_bytes, 6712983552ull + 1577852928ull + 2056ull * 270336 +
 	                                        1807ull * 7131136 - (8ull << 30));
 	both = ok_plan(FN32 " vram-budget-bytes=8G vram-allow-oversubscription=on "
 	                    "vram-allow-expert-cache-below-floor=on");
@@ -799,7 +814,9 @@ static void test_oversubscription_keeps_the_floor(void **state)
 	assert_int_equal(both.expert_cache_bytes, 556228608);
 	assert_int_equal(both.pool_pages, 2056);
 	assert_int_equal(both.minimum_bytes, both.total_bytes);
-	assert_int_equal(both.total_bytes, 9367224320ull);
+	/* 6,712,983,552 + 1,577,852,928 + 555,810,816 (2,056 pages) +
+	 * 556,228,608 */
+	assert_int_equal(both.total_bytes, 9402875904ull);
 	/* the pool is at its floor: a smaller named pool cannot lift the cache */
 	assert_null(strstr(both.knobs, "--vram-kv-pool-bytes"));
 	assert_non_null(strstr(both.knobs, "--model-max-context"));
@@ -807,7 +824,12 @@ static void test_oversubscription_keeps_the_floor(void **state)
 
 /* Issue 13, item 9: the floor refusal names the direction that lifts the
  * cache: a smaller headroom, or a larger explicit budget; its shortfall is
- * exact (the cache is whole slot sets, so the floor is 1,807 of them). */
+ * exact (the cache is whole slot sets, so the floor is 1,807 of them). At
+ * 20G free the budget is 21,474,836,480 - 1,610,612,736 = 19,864,223,744;
+ * the floor needs lines 6,712,983,552 + ring and tables 1,577,852,928 +
+ * 6,144 pages x 270,336 = 1,660,944,384 + 1,807 x 7,131,136 =
+ * 12,885,962,752, 22,837,743,616 in all: short by 2,973,519,872 (the
+ * residual window's 35,651,584 B of lines more than 2,937,868,288). */
 static void test_floor_refusal_lifts(void **state)
 {
 	struct ig_errbuf eb = {0};
@@ -819,7 +841,7 @@ static void test_floor_refusal_lifts(void **state)
 	                 IG_E_PLAN_REFUSED);
 	assert_non_null(strstr(d.refusal, "a smaller --vram-kv-pool-bytes, --model-prefill-chunk "
 	                                  "or --vram-headroom-bytes"));
-	assert_int_equal(d.shortfall_bytes, 2937868288ull);
+	assert_int_equal(d.shortfall_bytes, 2973519872ull);
 	assert_int_equal(
 	    plan_of("model=flash-next device-free-bytes=64G vram-budget-bytes=20G", &e, &eb),
 	    IG_E_PLAN_REFUSED);
@@ -852,8 +874,16 @@ static void test_floor_refusal_lifts(void **state)
 
 /* Issue 13, item 8: the 27B's adaptation refusal with a budget below its
  * fixed lines states the bytes really missing (it said 972,619,776, the
- * pages alone, when 1,478,033,408 are), and oversubscription there starts
- * the plan of that minimum budget, whose bytes its warning carries. */
+ * pages alone, when the lines were missing too), and oversubscription there
+ * starts the plan of that minimum budget, whose bytes its warning carries.
+ * The least pool: 1,024 spare pages + 16 retained + 38,912 / 64 + 1 = 609
+ * pages of a request at the default cap, 1,649 x 589,824 = 972,619,776 B.
+ * The lines in compact: 19,832,766,464 with the old window line (8 lanes x
+ * 64 x 65,536 = 33,554,432), now 8 x (32 + 512) x 65,536 = 285,212,672 (16
+ * layers x 4 KV heads x 2 x 256 x 2 B = 65,536 a token in bf16; both whole
+ * 2 MiB granules): 251,658,240 more, 20,084,424,704. Needed 20,084,424,704
+ * + 972,619,776 = 21,057,044,480; 18G is 19,327,352,832: short by
+ * 1,729,691,648. */
 static void test_adaptation_below_the_lines(void **state)
 {
 	struct ig_errbuf eb = {0};
@@ -863,25 +893,25 @@ static void test_adaptation_below_the_lines(void **state)
 	(void)state;
 	assert_int_equal(plan_of(B27_32 " vram-budget-bytes=18G", &p, &eb), IG_E_PLAN_REFUSED);
 	assert_true(p.lines_total > 18ull << 30);
-	assert_int_equal(p.shortfall_bytes, 1478033408ull);
-	assert_non_null(strstr(p.refusal, "short by 1478033408 bytes"));
-	assert_non_null(strstr(p.refusal, "at least 20805386240 bytes"));
+	assert_int_equal(p.shortfall_bytes, 1729691648ull);
+	assert_non_null(strstr(p.refusal, "short by 1729691648 bytes"));
+	assert_non_null(strstr(p.refusal, "at least 21057044480 bytes"));
 	/* exactly that much more starts, adapted; one byte less is short by one */
 	snprintf(words, sizeof(words), B27_32 " vram-budget-bytes=%llu",
-	         (18ull << 30) + 1478033408ull);
+	         (18ull << 30) + 1729691648ull);
 	at = ok_plan(words);
 	assert_true(at.context_adapted);
 	assert_int_equal(at.warnings, 0);
 	assert_int_equal(at.pool_pages, 1024 + 16 + 38912 / 64 + 1);
 	assert_int_equal(at.context, (38912 / 64 + 1) * 64);
 	snprintf(words, sizeof(words), B27_32 " vram-budget-bytes=%llu",
-	         (18ull << 30) + 1478033408ull - 1);
+	         (18ull << 30) + 1729691648ull - 1);
 	assert_int_equal(plan_of(words, &p, &eb), IG_E_PLAN_REFUSED);
 	assert_int_equal(p.shortfall_bytes, 1);
 	/* oversubscribed: that plan, and its bytes as the minimum */
 	over = ok_plan(B27_32 " vram-budget-bytes=18G vram-allow-oversubscription=on");
 	assert_int_equal(over.warnings, VPLAN_WARN_BELOW_MINIMUM);
-	assert_int_equal(over.minimum_bytes, (18ull << 30) + 1478033408ull);
+	assert_int_equal(over.minimum_bytes, (18ull << 30) + 1729691648ull);
 	assert_int_equal(over.total_bytes, over.minimum_bytes);
 	assert_int_equal(over.pool_pages, at.pool_pages);
 	assert_int_equal(over.context, at.context);
@@ -943,17 +973,23 @@ static void test_pool_pages_fit_the_worker(void **state)
 
 	(void)state;
 	assert_int_equal(VPLAN_MAX_POOL_PAGES, 4294967295ull);
-	/* tiny-dense: 4,608 B a page */
+	/* tiny-dense in compact: 4,608 B a page; 8,364,032 B of lines, of which
+	 * hq_residual_window is 4 lanes x (32 + 512) x 512 B (1 layer x 2 KV
+	 * heads x 2 x 64 x 2 B a token in bf16) = 1,114,112 (it was 4 x 64 x
+	 * 512 = 131,072, and the lines 7,380,992). (2^64 - 1 - 8,388,608 of
+	 * headroom - 8,364,032) / 4,608 = 4,003,199,668,770,138 pages (3,071 B
+	 * over): 213 fewer than the 4,003,199,668,770,351 of 983,040 B fewer
+	 * lines (983,040 = 213 x 4,608 + 1,536, and 4,607 - 1,536 = 3,071) */
 	assert_int_equal(plan_of("model=tiny-dense profile=cpu backend=cpu "
 	                         "device-free-bytes=18446744073709551615",
 	                         &p, &eb),
 	                 IG_E_PLAN_REFUSED);
-	assert_non_null(strstr(p.refusal, "4003199668770351 pages"));
+	assert_non_null(strstr(p.refusal, "4003199668770138 pages"));
 	assert_non_null(strstr(p.refusal, "more than the 4294967295 pages"));
 	assert_non_null(strstr(p.refusal, "(from --device-free-bytes)"));
 	assert_string_equal(p.knobs,
 	                    "--device-free-bytes, --vram-budget-bytes, --vram-kv-pool-bytes");
-	assert_int_equal(p.shortfall_bytes, (4003199668770351ull - 4294967295ull) * 4608);
+	assert_int_equal(p.shortfall_bytes, (4003199668770138ull - 4294967295ull) * 4608);
 	/* an explicit budget as large, oversubscribed: the budget is the knob */
 	assert_int_equal(plan_of("model=tiny-dense profile=cpu backend=cpu "
 	                         "vram-budget-bytes=16384T vram-allow-oversubscription=on",
@@ -979,7 +1015,11 @@ static void test_pool_pages_fit_the_worker(void **state)
 }
 
 /* Issue 13, item 10: Flash-Next's minimum refusal is whole (its text was cut
- * at 256 bytes, "...below-fl needs at least"). */
+ * at 256 bytes, "...below-fl needs at least"). The minimum: lines
+ * 6,712,983,552 (compact, with the residual window: test_oversubscription_
+ * keeps_the_floor) + ring and tables 1,577,852,928 + the 2,056-page floor
+ * pool 555,810,816 + the class minimum 556,228,608 = 9,402,875,904; 10G less
+ * the 1,610,612,736 headroom is 9,126,805,504: short by 276,070,400. */
 static void test_moe_minimum_refusal_is_whole(void **state)
 {
 	struct ig_errbuf eb = {0};
@@ -988,17 +1028,84 @@ static void test_moe_minimum_refusal_is_whole(void **state)
 	(void)state;
 	assert_int_equal(plan_of("model=flash-next device-free-bytes=10G", &p, &eb),
 	                 IG_E_PLAN_REFUSED);
-	assert_int_equal(p.shortfall_bytes, 240418816);
+	assert_int_equal(p.shortfall_bytes, 276070400);
 	assert_non_null(strstr(p.refusal,
 	                       "whatever --vram-allow-expert-cache-below-floor says: "
-	                       "556228608 bytes) needs at least 9367224320 bytes but the "
-	                       "budget is 9126805504 bytes: short by 240418816 bytes. Turn: "
+	                       "556228608 bytes) needs at least 9402875904 bytes but the "
+	                       "budget is 9126805504 bytes: short by 276070400 bytes. Turn: "
 	                       "--vram-headroom-bytes, --model-max-context"));
 	/* whole: it ends with the last knob (the refusal is longer than an
 	 * ig_errbuf, so read it from the plan, as the supervisor prints it) */
 	assert_true(strlen(p.refusal) > strlen("--model-kv-format"));
 	assert_string_equal(p.refusal + strlen(p.refusal) - strlen("--model-kv-format"),
 	                    "--model-kv-format");
+}
+
+/* The compact formats' residual window (common/model.h): each sequence's
+ * first --model-kv-sinks (32) and newest --model-kv-window (512) tokens in
+ * bf16, part of its fixed-size state. On the 27B a token in bf16 is 16
+ * layers x 4 KV heads x 2 roles x 256 x 2 B = 65,536 B, so a sequence's
+ * window is (32 + 512) x 65,536 = 35,651,584 B; the hq_residual_window line
+ * holds one for each lane and each device retained slot, and a host slot
+ * holds one beside its state image. */
+static void test_window_line(void **state)
+{
+	const struct mdesc *b27 = mdesc_find("27b");
+	struct vplan p, q;
+
+	(void)state;
+	assert_int_equal(mdesc_kv_window_bytes(b27, 32, 512), 544ull * 65536);
+	assert_int_equal(mdesc_kv_window_bytes(b27, 32, 512), 35651584);
+	/* the defaults, compact: 8 lanes + 0 device slots = 8 x 35,651,584 =
+	 * 285,212,672 B (136 granules of 2 MiB: no rounding in residual) */
+	p = ok_plan(B27_32);
+	assert_int_equal(p.kv_sinks, 32);
+	assert_int_equal(p.kv_window, 512);
+	assert_int_equal(p.window_bytes, mdesc_kv_window_bytes(b27, 32, 512));
+	assert_int_equal(p.line[VPLAN_HQ_RESIDUAL_WINDOW], (8ull + 0) * 544 * 65536);
+	assert_int_equal(p.line[VPLAN_HQ_RESIDUAL_WINDOW], 285212672);
+	/* the 16 host slots (2 a lane) each hold a state image of 232,532,224 B
+	 * and a window: 16 x 268,183,808 = 4,290,940,928 B */
+	assert_int_equal(p.retained_host, 16);
+	assert_int_equal(p.retained_host_bytes, 16ull * (232532224 + 35651584));
+	assert_int_equal(p.retained_host_bytes, 4290940928ull);
+	/* without a window the line is 0 and the lines are 285,212,672 B fewer
+	 * (the window is whole granules); the host slots hold the image alone,
+	 * 16 x 232,532,224 = 3,720,515,584 B */
+	q = ok_plan(B27_32 " model-kv-window=0");
+	assert_int_equal(q.line[VPLAN_HQ_RESIDUAL_WINDOW], 0);
+	assert_int_equal(q.kv_window, 0);
+	assert_int_equal(q.kv_sinks, 0);
+	assert_int_equal(q.window_bytes, 0);
+	assert_int_equal(p.lines_total - q.lines_total, 285212672);
+	assert_int_equal(q.retained_host_bytes, 3720515584ull);
+	/* 2 device slots: (8 + 2) x 35,651,584 = 356,515,840 B */
+	q = ok_plan(B27_32 " reuse-retained-device=2");
+	assert_int_equal(q.line[VPLAN_HQ_RESIDUAL_WINDOW], (8ull + 2) * 544 * 65536);
+	assert_int_equal(q.line[VPLAN_HQ_RESIDUAL_WINDOW], 356515840);
+	/* other sinks: (64 + 512) x 65,536 = 37,748,736 a sequence, 8 x that =
+	 * 301,989,888; no sinks: 8 x 512 x 65,536 = 268,435,456 */
+	q = ok_plan(B27_32 " model-kv-sinks=64");
+	assert_int_equal(q.window_bytes, 576ull * 65536);
+	assert_int_equal(q.line[VPLAN_HQ_RESIDUAL_WINDOW], 301989888);
+	q = ok_plan(B27_32 " model-kv-sinks=0");
+	assert_int_equal(q.window_bytes, 512ull * 65536);
+	assert_int_equal(q.line[VPLAN_HQ_RESIDUAL_WINDOW], 268435456);
+	/* another window: (32 + 1,024) x 65,536 x 8 = 553,648,128 */
+	q = ok_plan(B27_32 " model-kv-window=1024");
+	assert_int_equal(q.window_bytes, mdesc_kv_window_bytes(b27, 32, 1024));
+	assert_int_equal(q.line[VPLAN_HQ_RESIDUAL_WINDOW], 553648128);
+	/* fp8 and bf16 keep every token in their own format: no window, and
+	 * the knobs are not carried */
+	q = ok_plan(B27_32 " model-kv-format=fp8");
+	assert_int_equal(q.line[VPLAN_HQ_RESIDUAL_WINDOW], 0);
+	assert_int_equal(q.window_bytes, 0);
+	assert_int_equal(q.kv_window, 0);
+	assert_int_equal(q.retained_host_bytes, 3720515584ull);
+	q = ok_plan(B27_32 " model-kv-format=bf16");
+	assert_int_equal(q.line[VPLAN_HQ_RESIDUAL_WINDOW], 0);
+	assert_int_equal(q.window_bytes, 0);
+	assert_int_equal(q.kv_window, 0);
 }
 
 static void test_adaptation(void **state)
@@ -1071,6 +1178,7 @@ int main(void)
 	    cmocka_unit_test(test_floor_refusal_lifts),
 	    cmocka_unit_test(test_adaptation_below_the_lines),
 	    cmocka_unit_test(test_adaptation_need_is_the_smaller),
+	    cmocka_unit_test(test_window_line),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
