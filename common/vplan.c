@@ -86,9 +86,10 @@ static const char *vplan__minimum_knobs(const struct vplan *p, char *buf, size_t
 {
 	snprintf(buf, cap,
 	         "%s, --model-max-context, --model-prefill-chunk, %s--reuse-retained-device, "
-	         "--reuse-retained-host, --model-kv-format%s",
+	         "--reuse-retained-host, --model-kv-format%s%s",
 	         vplan__budget_knob(p),
 	         p->model->family == MDESC_MOE ? "--spec-decode-lanes, " : "",
+	         p->kv_window ? ", --model-kv-window, --model-kv-sinks" : "",
 	         p->pool_named ? ", --vram-kv-pool-bytes" : "");
 	return buf;
 }
@@ -117,8 +118,17 @@ static void vplan__lines(struct vplan *p)
 	p->lines_total = 0;
 	for (int i = 0; i < VPLAN_RESIDUAL; i++) {
 		raw += p->line[i];
-		p->lines_total += vplan__round(p->line[i], g);
+		if (i != VPLAN_LANE_STATE && i != VPLAN_RETAINED_SLOTS &&
+		    i != VPLAN_HQ_RESIDUAL_WINDOW)
+			p->lines_total += vplan__round(p->line[i], g);
 	}
+	/* The windows are reserved with the states they belong to (the worker's
+	 * layout, gpu-worker/backend/layout.c): rounded as those two regions. */
+	p->lines_total +=
+	    vplan__round(p->line[VPLAN_LANE_STATE] + (uint64_t)p->lanes * p->window_bytes, g) +
+	    vplan__round(p->line[VPLAN_RETAINED_SLOTS] +
+	                     (uint64_t)p->retained_device * p->window_bytes,
+	                 g);
 	/* ...and one granule for each region reserved after the lines (the
 	 * pool; on Flash-Next's family also the residency lines and the expert
 	 * cache), whose sizes are not granule multiples: the layout rounds each
@@ -211,8 +221,9 @@ static int vplan__dense(struct vplan *p, const struct knobs *k, uint64_t named_p
 			    "%s, --vram-adapt-spare-tokens, "
 			    "--model-max-context, --model-default-max-tokens, "
 			    "--model-prefill-chunk, "
-			    "--reuse-retained-device, --reuse-retained-host, --model-kv-format",
-			    vplan__budget_knob(p));
+			    "--reuse-retained-device, --reuse-retained-host, --model-kv-format%s",
+			    vplan__budget_knob(p),
+			    p->kv_window ? ", --model-kv-window, --model-kv-sinks" : "");
 			return vplan__refuse(
 			    p, need - p->budget_bytes, knobs,
 			    "the load adapts its %" PRIu64 "-token context to the pool, but the "

@@ -337,6 +337,41 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 		            w->be.ops->name);
 		goto fail;
 	}
+	msg_str_copy(fmt, sizeof(fmt), pl->kv_format);
+	kv_format = mdesc_kv_format_parse(fmt);
+	if (!kv_format || kv_format == MDESC_KV_COMPACT1) {
+		rc = ig_errf(eb, IG_E_INVAL,
+		             "the plan names the KV format '%s'; this worker serves bf16, fp8 and "
+		             "compact",
+		             fmt);
+		goto fail;
+	}
+	{
+		uint64_t need = mdesc_page_bytes(&w->f.desc, kv_format);
+		bool compact = mdesc_kv_compact(kv_format);
+		uint64_t wb = mdesc_kv_window_bytes(&w->f.desc, (uint32_t)pl->kv_sinks,
+		                                    (uint32_t)pl->kv_window);
+
+		/* the window is the compact formats' alone (docs/adr/0047) */
+		if ((!compact && (pl->kv_sinks || pl->kv_window)) || pl->kv_window_bytes != wb) {
+			rc = ig_errf(eb, IG_E_INVAL,
+			             "the plan's KV window of %" PRIu64 " sinks and %" PRIu64
+			             " tokens is %" PRIu64 " bytes a sequence; %s needs %" PRIu64
+			             " in the %.*s format%s",
+			             (uint64_t)pl->kv_sinks, (uint64_t)pl->kv_window,
+			             (uint64_t)pl->kv_window_bytes, path, wb, (int)pl->kv_format.n,
+			             pl->kv_format.p, compact ? "" : ", which keeps no window");
+			goto fail;
+		}
+		if (need != pl->page_bytes) {
+			rc = ig_errf(eb, IG_E_INVAL,
+			             "the plan's pages are %" PRIu64 " bytes; %s needs %" PRIu64
+			             " in the %.*s format",
+			             pl->page_bytes, path, need, (int)pl->kv_format.n,
+			             pl->kv_format.p);
+			goto fail;
+		}
+	}
 	/* the round scratch, the logits and the sequences' states in the lines
 	 * the plan reserved for them; nothing else of the device is asked for */
 	bo = (struct be_bind_opts){
@@ -389,41 +424,6 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	if (rc)
 		goto fail;
 	w->d_bound = true;
-	msg_str_copy(fmt, sizeof(fmt), pl->kv_format);
-	kv_format = mdesc_kv_format_parse(fmt);
-	if (!kv_format || kv_format == MDESC_KV_COMPACT1) {
-		rc = ig_errf(eb, IG_E_INVAL,
-		             "the plan names the KV format '%s'; this worker serves bf16, fp8 and "
-		             "compact",
-		             fmt);
-		goto fail;
-	}
-	{
-		uint64_t need = mdesc_page_bytes(&w->f.desc, kv_format);
-
-		uint64_t wb = mdesc_kv_window_bytes(&w->f.desc, (uint32_t)pl->kv_sinks,
-		                                    (uint32_t)pl->kv_window);
-
-		if (pl->kv_window_bytes != (mdesc_kv_compact(kv_format) ? wb : 0)) {
-			rc = ig_errf(eb, IG_E_INVAL,
-			             "the plan's KV window of %" PRIu64 " sinks and %" PRIu64
-			             " tokens is %" PRIu64 " bytes a sequence; %s needs %" PRIu64
-			             " in the %.*s format",
-			             (uint64_t)pl->kv_sinks, (uint64_t)pl->kv_window,
-			             (uint64_t)pl->kv_window_bytes, path,
-			             mdesc_kv_compact(kv_format) ? wb : 0, (int)pl->kv_format.n,
-			             pl->kv_format.p);
-			goto fail;
-		}
-		if (need != pl->page_bytes) {
-			rc = ig_errf(eb, IG_E_INVAL,
-			             "the plan's pages are %" PRIu64 " bytes; %s needs %" PRIu64
-			             " in the %.*s format",
-			             pl->page_bytes, path, need, (int)pl->kv_format.n,
-			             pl->kv_format.p);
-			goto fail;
-		}
-	}
 	rc = kvpool_init(&w->kv, pool_base, pl->page_bytes, (uint32_t)pl->pool_pages, eb);
 	if (rc)
 		goto fail;

@@ -65,6 +65,20 @@ int layout_apply(struct layout *l, struct be *be, const struct msg_plan *pl, str
 		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
 		               "the plan has %u lines; this worker lays out %d", pl->lines.n,
 		               VPLAN_NLINES);
+	/* the window line is the lanes' windows and a whole number of retained
+	 * slots' (layout__planned lays them out with their states) */
+	{
+		uint64_t wb = pl->kv_window_bytes, hq = pl->lines.v[VPLAN_HQ_RESIDUAL_WINDOW].bytes;
+		uint64_t lanes_w;
+
+		if (__builtin_mul_overflow(pl->lanes, wb, &lanes_w) || hq < lanes_w ||
+		    (wb ? (hq - lanes_w) % wb != 0 : hq != 0))
+			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+			               "the plan's hq_residual_window line of %" PRIu64
+			               " bytes is not %" PRIu64 " lanes' and whole retained slots' "
+			               "windows of %" PRIu64 " bytes",
+			               hq, (uint64_t)pl->lanes, wb);
+	}
 	for (int i = 0; i < LAYOUT_NREGIONS; i++) {
 		uint64_t bytes = layout__planned(pl, (enum layout_region_id)i);
 		int rc;

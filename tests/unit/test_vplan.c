@@ -1034,11 +1034,13 @@ static void test_moe_minimum_refusal_is_whole(void **state)
 	                       "556228608 bytes) needs at least 9402875904 bytes but the "
 	                       "budget is 9126805504 bytes: short by 276070400 bytes. Turn: "
 	                       "--vram-headroom-bytes, --model-max-context"));
-	/* whole: it ends with the last knob (the refusal is longer than an
-	 * ig_errbuf, so read it from the plan, as the supervisor prints it) */
-	assert_true(strlen(p.refusal) > strlen("--model-kv-format"));
-	assert_string_equal(p.refusal + strlen(p.refusal) - strlen("--model-kv-format"),
-	                    "--model-kv-format");
+	/* whole: it ends with the last knob, in compact the window's (the
+	 * refusal is longer than an ig_errbuf, so read it from the plan, as the
+	 * supervisor prints it) */
+	assert_true(strlen(p.refusal) > strlen("--model-kv-window, --model-kv-sinks"));
+	assert_string_equal(p.refusal + strlen(p.refusal) -
+	                        strlen("--model-kv-format, --model-kv-window, --model-kv-sinks"),
+	                    "--model-kv-format, --model-kv-window, --model-kv-sinks");
 }
 
 /* The compact formats' residual window (common/model.h): each sequence's
