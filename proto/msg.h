@@ -30,7 +30,7 @@
 
 #include "common/err.h"
 
-#define MSG_PROTO_VERSION 10u
+#define MSG_PROTO_VERSION 11u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
 #define MSG_MAX_BYTES (64u * 1024u)
