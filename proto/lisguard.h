@@ -99,6 +99,8 @@ struct lisguard {
 	int64_t cur_excess;  /* its excess when it was created (lisguard.c) */
 	int strikes;         /* checks in a row that saw more */
 	uint64_t suspect_ms; /* when the first of them did */
+	int64_t suspect_min; /* the least excess they saw */
+	uint64_t cur_disc;   /* its disconnects when the excess was last explained */
 	struct lg_retired retired[LG_RETIRED_MAX];
 	unsigned nretired;
 

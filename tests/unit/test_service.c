@@ -278,17 +278,18 @@ static void test_client_dies_mid_connect(void **state)
 	uint64_t start;
 
 	snprintf(path, sizeof(path), "%s/test.sock", f->dir);
-	for (int i = 0; i < 5; i++)
-		poke(path);
-	assert_true(answers_within(f, 2000));
-	/* A poke either wedges the listener or is counted as a connection
-	 * aborted (nng restarts its accept for that); either way the counters
-	 * show an error no pipe explains, and the guard re-creates the listener
-	 * once it has held LG_CONFIRM_MS, which may come after the first
-	 * answer when no poke wedged. */
-	start = clk_mono_ms();
-	while (svc_relistens(&f->svc) < 1 && clk_mono_ms() - start < 2000)
-		clk_sleep_ms(10);
+	/* A poke wedges the listener, or is counted as a connection aborted
+	 * before nng accepted it (nng's accept goes on, and the guard leaves
+	 * the listener alone): rounds of pokes until one wedged, each answered
+	 * again within 2 s, cured or never wedged. */
+	for (int round = 0; round < 8 && svc_relistens(&f->svc) < 1; round++) {
+		for (int i = 0; i < 5; i++)
+			poke(path);
+		assert_true(answers_within(f, 2000));
+		start = clk_mono_ms();
+		while (svc_relistens(&f->svc) < 1 && clk_mono_ms() - start < 1000)
+			clk_sleep_ms(10);
+	}
 	assert_true(svc_relistens(&f->svc) >= 1);
 }
 
