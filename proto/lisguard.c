@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <nng/protocol/reqrep0/req.h>
+
 #include "common/clock.h"
 #include "common/event.h"
 #include "transport.h"
@@ -41,21 +43,20 @@ static nng_stat *lg__find(nng_stat *st, int id)
 	return NULL;
 }
 
-static bool lg__counters_disc(nng_stat *all, nng_listener l, int64_t *excess, uint64_t *pipes,
-                              uint64_t *disc);
+static bool lg__counters_acc(nng_stat *all, nng_listener l, int64_t *excess, uint64_t *pipes,
+                             uint64_t *accepted);
 
 static bool lg__counters(nng_stat *all, nng_listener l, int64_t *excess, uint64_t *pipes)
 {
-	uint64_t disc;
+	uint64_t accepted;
 
-	return lg__counters_disc(all, l, excess, pipes, &disc);
+	return lg__counters_acc(all, l, excess, pipes, &accepted);
 }
 
-/* ... and `disc`, its "disconnect" count: a connection reset or aborted
- * before nng accepted it counts one there with no pipe, and nng's accept
- * goes on (not the wedge); a pipe reset by its peer counts one there too. */
-static bool lg__counters_disc(nng_stat *all, nng_listener l, int64_t *excess, uint64_t *pipes,
-                              uint64_t *disc)
+/* ... and `accepted`, the connections it has accepted: only a wedge stops
+ * that count for good. */
+static bool lg__counters_acc(nng_stat *all, nng_listener l, int64_t *excess, uint64_t *pipes,
+                             uint64_t *accepted)
 {
 	static const char *const errs[] = {"other", "canceled", "disconnect"};
 	nng_stat *st = lg__find(all, nng_listener_id(l));
@@ -70,14 +71,13 @@ static bool lg__counters_disc(nng_stat *all, nng_listener l, int64_t *excess, ui
 		if (!e)
 			return false;
 		errors += nng_stat_value(e);
-		if (!strcmp(errs[i], "disconnect"))
-			*disc = nng_stat_value(e);
 	}
 	accept = nng_stat_find(st, "accept");
 	p = nng_stat_find(st, "pipes");
 	if (!accept || !p)
 		return false;
 	*pipes = nng_stat_value(p);
+	*accepted = nng_stat_value(accept);
 	*excess = (int64_t)errors - ((int64_t)nng_stat_value(accept) - (int64_t)*pipes);
 	return true;
 }
@@ -169,7 +169,6 @@ static void lg__recreate(struct lisguard *g, const char *reason, uint64_t pipes)
 	}
 	if (rc == IG_E_OK) {
 		g->cur_excess = 0; /* a new listener has no history */
-		g->cur_disc = 0;
 		g->strikes = 0;
 		atomic_fetch_add(&g->recreated, 1);
 	}
@@ -202,6 +201,69 @@ static void lg__summary(struct lisguard *g, uint64_t now)
 	ev_end(&e);
 }
 
+/* Close the probe connection, if one is open. */
+static void lg__probe_end(struct lisguard *g)
+{
+	if (g->probing)
+		nng_close(g->probe);
+	g->probing = false;
+}
+
+/* One check of the current listener (under mu). An excess above the
+ * baseline is a suspect: a wedge, or a pipe whose close nng's reaper has not
+ * finished (a loaded machine: tens of milliseconds), or a connection that
+ * failed before the header in a way nng's accept loop survives (it sleeps
+ * 100 ms and goes on: a tcp client's early close, ECONNSHUT, counts as
+ * "other" like the wedge's ECLOSED). Only a wedge stops "accept": so the
+ * suspect is cleared by any accept counted after it appeared, and when
+ * none comes by itself within LG_PROBE_AFTER_MS the guard connects once
+ * itself; a listener that has accepted nothing LG_CONFIRM_MS after the
+ * suspect appeared and LG_PROBE_MS after the probe is wedged. An excess
+ * that falls (a reaper that finished, a pipe the server closed without an
+ * error) lowers the baseline, so that a later wedge is not hidden below it. */
+static void lg__judge(struct lisguard *g, uint64_t now, int64_t excess, uint64_t pipes,
+                      uint64_t accepted)
+{
+	if (excess < g->cur_excess)
+		g->cur_excess = excess;
+	if (excess == g->cur_excess) {
+		g->strikes = 0;
+		lg__probe_end(g);
+		return;
+	}
+	if (g->strikes++ == 0) {
+		g->suspect_ms = now;
+		g->suspect_accepted = accepted;
+	}
+	if (accepted > g->suspect_accepted) {
+		/* the accept loop goes on: what held is not a wedge */
+		g->cur_excess = excess;
+		g->strikes = 0;
+		lg__probe_end(g);
+		return;
+	}
+	if (!g->probing && now - g->suspect_ms >= LG_PROBE_AFTER_MS) {
+		if (nng_req0_open(&g->probe) == 0) {
+			if (nng_dial(g->probe, g->url, NULL, NNG_FLAG_NONBLOCK) == 0) {
+				g->probing = true;
+				g->probe_ms = now;
+			} else {
+				nng_close(g->probe);
+			}
+		}
+		if (!g->probing)
+			g->probe_ms = now; /* cannot probe: the time alone decides */
+	}
+	if (g->strikes >= LG_CONFIRM_CHECKS && now - g->suspect_ms >= LG_CONFIRM_MS &&
+	    now - g->suspect_ms >= LG_PROBE_AFTER_MS && now - g->probe_ms >= LG_PROBE_MS) {
+		lg__probe_end(g);
+		lg__recreate(g,
+		             "its accept loop stopped (nng 1.5.2: a connection closed "
+		             "before the protocol header)",
+		             pipes);
+	}
+}
+
 /* Every LG_CHECK_MS: the current listener's counters, and the retired
  * listeners that can go. */
 static void *lg__checker(void *arg)
@@ -226,51 +288,10 @@ static void *lg__checker(void *arg)
 			}
 		} else if (all) {
 			int64_t excess;
-			uint64_t pipes;
+			uint64_t pipes, accepted;
 
-			/* Held for LG_CONFIRM_MS and LG_CONFIRM_CHECKS checks: a
-			 * pipe that closes counts its error at once but leaves the
-			 * pipe count only when nng's reaper thread destroys it, and
-			 * on a loaded machine that comes tens of milliseconds later
-			 * (measured: 20 ms under a sanitizer and a 1,000-stream
-			 * load); a wedge's excess stays until the cure. */
-			uint64_t disc = 0;
-
-			if (lg__counters_disc(all, g->cur, &excess, &pipes, &disc) &&
-			    excess > g->cur_excess) {
-				if (g->strikes++ == 0 || excess < g->suspect_min)
-					g->suspect_min = excess;
-				if (g->strikes == 1)
-					g->suspect_ms = now;
-				if (g->strikes >= LG_CONFIRM_CHECKS &&
-				    now - g->suspect_ms >= LG_CONFIRM_MS) {
-					/* Held: a wedge. On tcp also connections aborted
-					 * before nng accepted them (counted as disconnects,
-					 * nng's accept going on: seen in frontdoor.sh, whose
-					 * tcp pokes never wedged, and a cure there closes
-					 * the port while it rebinds): a rise the disconnects
-					 * since the baseline can explain becomes the new
-					 * baseline (the least excess seen while it held),
-					 * and the ping stays the safety net. On ipc every
-					 * such rise is cured (a poke there wedges). */
-					if (g->ipc_path[0] || g->suspect_min - g->cur_excess >
-					                          (int64_t)(disc - g->cur_disc)) {
-						lg__recreate(
-						    g,
-						    "its accept loop stopped (nng 1.5.2: a "
-						    "connection closed before the protocol "
-						    "header)",
-						    pipes);
-					} else {
-						g->cur_excess = g->suspect_min;
-						g->cur_disc = disc;
-						g->strikes = 0;
-					}
-				}
-			} else {
-				g->strikes = 0;
-				g->cur_disc = disc; /* every disconnect so far explained */
-			}
+			if (lg__counters_acc(all, g->cur, &excess, &pipes, &accepted))
+				lg__judge(g, now, excess, pipes, accepted);
 		}
 		lg__summary(g, now);
 		for (unsigned i = 0; i < g->nretired;) {
@@ -371,7 +392,6 @@ int lg_open(struct lisguard *g, nng_socket s, const char *url, const struct lg_o
 	if (nng_stats_get(&all) == 0) {
 		g->stats = lg__counters(all, g->cur, &excess, &pipes);
 		g->cur_excess = 0; /* a new listener has no history */
-		g->cur_disc = 0;
 		nng_stats_free(all);
 	}
 	if (!g->stats)
@@ -404,6 +424,7 @@ void lg_close(struct lisguard *g)
 	if (g->pinger_on)
 		pthread_join(g->pinger, NULL);
 	g->thr_on = g->pinger_on = false;
+	lg__probe_end(g);
 	while (g->nretired)
 		lg__close_retired(g, g->nretired - 1);
 	if (g->cur_open)

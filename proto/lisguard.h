@@ -11,7 +11,10 @@
  * in the listener's statistics, where no closed pipe explains it, which is
  * how the guard sees it: it reads the current listener's counters every
  * LG_CHECK_MS and re-creates the listener when they show such an error for
- * LG_CONFIRM_MS (a pipe's own close shows one for a moment). A ping
+ * LG_CONFIRM_MS and nng has accepted no connection since, its own probe
+ * included (a pipe's own close shows such an error for a moment; a
+ * connection that fails in a way nng survives shows one for good, but the
+ * accepts go on after it). A ping
  * through nng every `ping_ms` stays as a safety net for anything else that
  * stops the listener answering.
  *
@@ -53,11 +56,18 @@
  * after it happened, at most, plus one bind. */
 #define LG_CHECK_MS 20
 /* How long, and over how many checks, the counters must show an error no
- * closed pipe explains before the listener counts as wedged: longer than a
- * closed pipe's wait for nng's reaper on a loaded machine, which counts its
- * error before it leaves the pipe count (lisguard.c). */
+ * closed pipe explains, with no connection accepted since, before the
+ * listener counts as wedged: longer than a closed pipe's wait for nng's
+ * reaper on a loaded machine (it counts its error before it leaves the pipe
+ * count: 20 ms measured under a sanitizer and load) and than nng's 100 ms
+ * pause after a connection that failed in a way its accept loop survives. */
 #define LG_CONFIRM_MS     250
 #define LG_CONFIRM_CHECKS 3
+/* When no client connects by itself this long after a suspect appeared,
+ * the guard connects once (a wedged listener accepts nothing, a healthy one
+ * at once); the verdict waits LG_PROBE_MS after that connection. */
+#define LG_PROBE_AFTER_MS 100
+#define LG_PROBE_MS       150
 /* The safety-net ping's default period. */
 #define LG_PING_MS 5000
 /* How long the safety net waits for its ping's answer. Generous: the wedge
@@ -99,8 +109,10 @@ struct lisguard {
 	int64_t cur_excess;  /* its excess when it was created (lisguard.c) */
 	int strikes;         /* checks in a row that saw more */
 	uint64_t suspect_ms; /* when the first of them did */
-	int64_t suspect_min; /* the least excess they saw */
-	uint64_t cur_disc;   /* its disconnects when the excess was last explained */
+	uint64_t suspect_accepted; /* its accepts then */
+	nng_socket probe;          /* the guard's own connection, while probing */
+	bool probing;
+	uint64_t probe_ms; /* when it was dialed */
 	struct lg_retired retired[LG_RETIRED_MAX];
 	unsigned nretired;
 

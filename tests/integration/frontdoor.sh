@@ -35,7 +35,6 @@ events=$work/events.jsonl
 export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$(cd "$(dirname "$0")/.." && pwd)/lsan.supp"
 
 model=$work/tiny.gguf
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 start_sup() {
 	rm -rf "$rt"
 	: >"$events"
@@ -46,6 +45,8 @@ start_sup() {
 }
 stop_sup() {
 	kill -TERM "$sup_pid"
+	# a supervisor that does not stop: its threads' stacks, not a timeout
+	wait_for 60 eval '! kill -0 "$sup_pid"' || { dump_stacks "$sup_pid"; fail "SIGTERM: still running after 60 s"; }
 	wait "$sup_pid"
 	local rc=$?
 	sup_pid=

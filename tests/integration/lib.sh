@@ -49,6 +49,23 @@ fail() {
 }
 step() { echo "-- $*"; }
 
+# dump_stacks PID: where each thread of PID and of its children is (gdb's
+# backtraces where gdb is installed, else each thread's kernel wait), for a
+# process that hangs
+dump_stacks() {
+	local p t
+	for p in "$1" $(pgrep -P "$1"); do
+		echo "---- stacks of $(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-120) (pid $p) ----" >&2
+		if command -v gdb >/dev/null; then
+			timeout 60 gdb -p "$p" -batch -ex 'thread apply all bt' 2>&1 | grep -v '^\[New LWP' >&2
+		else
+			for t in /proc/"$p"/task/*; do
+				echo "$(cat "$t/comm" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)" >&2
+			done
+		fi
+	done
+}
+
 # wait_for SECONDS COMMAND...: poll every 50 ms until COMMAND succeeds
 wait_for() {
 	local deadline=$((SECONDS + $1))
