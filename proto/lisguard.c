@@ -215,7 +215,8 @@ static void lg__probe_end(struct lisguard *g)
  * failed before the header in a way nng's accept loop survives (it sleeps
  * 100 ms and goes on: a tcp client's early close, ECONNSHUT, counts as
  * "other" like the wedge's ECLOSED). Only a wedge stops "accept": so the
- * suspect is cleared by any accept counted after it appeared, and when
+ * suspect is cleared by an accept counted after it appeared (the errors
+ * counted by then become the baseline), and when
  * none comes by itself within LG_PROBE_AFTER_MS the guard connects once
  * itself; a listener that has accepted nothing LG_CONFIRM_MS after the
  * suspect appeared and LG_PROBE_MS after the probe is wedged. An excess
@@ -234,10 +235,14 @@ static void lg__judge(struct lisguard *g, uint64_t now, int64_t excess, uint64_t
 	if (g->strikes++ == 0) {
 		g->suspect_ms = now;
 		g->suspect_accepted = accepted;
+		g->suspect_excess = excess;
 	}
 	if (accepted > g->suspect_accepted) {
-		/* the accept loop goes on: what held is not a wedge */
-		g->cur_excess = excess;
+		/* The accept loop went on after every error counted when the
+		 * suspect appeared: those are no wedge, and become the baseline.
+		 * What came after (the same check cannot order it against the
+		 * accept) is judged again from the next check on. */
+		g->cur_excess = g->suspect_excess;
 		g->strikes = 0;
 		lg__probe_end(g);
 		return;

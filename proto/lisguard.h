@@ -110,6 +110,7 @@ struct lisguard {
 	int strikes;         /* checks in a row that saw more */
 	uint64_t suspect_ms; /* when the first of them did */
 	uint64_t suspect_accepted; /* its accepts then */
+	int64_t suspect_excess;    /* and its excess */
 	nng_socket probe;          /* the guard's own connection, while probing */
 	bool probing;
 	uint64_t probe_ms; /* when it was dialed */
