@@ -86,17 +86,32 @@ void seqimg_writer_init(struct seqimg_writer *w, const struct seqimg_header *h,
 	seqimg__encode(w->header, &w->h);
 }
 
-/* Copy a piece: memcpy, or hashed on the way through `st` (one pass). */
-static void seqimg__copy(struct kvcopy_stream *st, void *dst, const void *src, uint64_t n)
+/* How a window's pieces are copied: hashed on the way through `st` (one
+ * pass), or by the caller's mover (the parts' pieces only; `moved` keeps
+ * its failure apart from a refused image), or by memcpy. */
+struct seqimg__how {
+	struct kvcopy_stream *st;
+	const struct seqimg_mover *mv;
+	struct ig_errbuf *eb;
+	int moved; /* the mover's failure; IG_E_OK: none */
+};
+
+/* Copy a piece, `part` when it is the parts' (not the header's). */
+static int seqimg__copy(struct seqimg__how *how, bool part, void *dst, const void *src, uint64_t n)
 {
-	if (st)
-		kvcopy_stream_copy(st, dst, src, n);
+	if (part && how->mv) {
+		how->moved = how->mv->move(how->mv->ctx, dst, src, n, how->eb);
+		return how->moved;
+	}
+	if (how->st)
+		kvcopy_stream_copy(how->st, dst, src, n);
 	else
 		memcpy(dst, src, (size_t)n);
+	return IG_E_OK;
 }
 
-static void seqimg__write(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n,
-                          struct kvcopy_stream *st)
+static int seqimg__write(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n,
+                         struct seqimg__how *how)
 {
 	unsigned char *out = dst;
 
@@ -104,23 +119,28 @@ static void seqimg__write(struct seqimg_writer *w, void *dst, uint64_t cap, uint
 	while (*n < cap && w->off < w->h.image_bytes) {
 		uint64_t left, take;
 		const unsigned char *src;
+		bool part = w->off >= SEQIMG_HEADER_BYTES;
+		int rc;
 
-		if (w->off < SEQIMG_HEADER_BYTES) {
+		if (!part) {
 			src = w->header + w->off;
 			left = SEQIMG_HEADER_BYTES - w->off;
 		} else {
 			src = seqimg__at(&w->h, &w->parts, w->off, &left);
 		}
 		take = left < cap - *n ? left : cap - *n;
-		seqimg__copy(st, out + *n, src, take);
+		rc = seqimg__copy(how, part, out + *n, src, take);
+		if (rc)
+			return rc;
 		*n += take;
 		w->off += take;
 	}
+	return IG_E_OK;
 }
 
 void seqimg_write_window(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n)
 {
-	seqimg__write(w, dst, cap, n, NULL);
+	seqimg__write(w, dst, cap, n, &(struct seqimg__how){0});
 }
 
 void seqimg_write_window_sum(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n,
@@ -129,8 +149,19 @@ void seqimg_write_window_sum(struct seqimg_writer *w, void *dst, uint64_t cap, u
 	struct kvcopy_stream st;
 
 	kvcopy_stream_reset(&st);
-	seqimg__write(w, dst, cap, n, &st);
+	seqimg__write(w, dst, cap, n, &(struct seqimg__how){.st = &st});
 	*sum = kvcopy_stream_sum(&st);
+}
+
+uint64_t seqimg_window_sum(const void *window, uint64_t n)
+{
+	return kvcopy_sum(window, n);
+}
+
+int seqimg_write_window_by(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n,
+                           const struct seqimg_mover *mv, struct ig_errbuf *eb)
+{
+	return seqimg__write(w, dst, cap, n, &(struct seqimg__how){.mv = mv, .eb = eb});
 }
 
 void seqimg_reader_init(struct seqimg_reader *r, const struct mdesc *model,
@@ -209,7 +240,7 @@ static int seqimg__check(struct seqimg_reader *r, struct ig_errbuf *eb)
 }
 
 static int seqimg__read(struct seqimg_reader *r, const void *src, uint64_t n,
-                        struct kvcopy_stream *st, struct ig_errbuf *eb)
+                        struct seqimg__how *how, struct ig_errbuf *eb)
 {
 	const unsigned char *in = src;
 	uint64_t done = 0;
@@ -222,7 +253,7 @@ static int seqimg__read(struct seqimg_reader *r, const void *src, uint64_t n,
 		if (r->off < SEQIMG_HEADER_BYTES) {
 			take = SEQIMG_HEADER_BYTES - r->off;
 			take = take < n - done ? take : n - done;
-			seqimg__copy(st, r->header + r->off, in + done, take);
+			seqimg__copy(how, false, r->header + r->off, in + done, take);
 			r->off += take;
 			done += take;
 			if (r->off == SEQIMG_HEADER_BYTES && seqimg__check(r, eb)) {
@@ -241,7 +272,10 @@ static int seqimg__read(struct seqimg_reader *r, const void *src, uint64_t n,
 			unsigned char *dst = seqimg__at(&r->h, &r->parts, r->off, &left);
 
 			take = left < n - done ? left : n - done;
-			seqimg__copy(st, dst, in + done, take);
+			if (seqimg__copy(how, true, dst, in + done, take)) {
+				r->failed = true; /* torn: take nothing more */
+				return how->moved;
+			}
 		}
 		r->off += take;
 		done += take;
@@ -251,7 +285,7 @@ static int seqimg__read(struct seqimg_reader *r, const void *src, uint64_t n,
 
 int seqimg_read_window(struct seqimg_reader *r, const void *src, uint64_t n, struct ig_errbuf *eb)
 {
-	return seqimg__read(r, src, n, NULL, eb);
+	return seqimg__read(r, src, n, &(struct seqimg__how){0}, eb);
 }
 
 int seqimg_read_window_sum(struct seqimg_reader *r, const void *src, uint64_t n, uint64_t *sum,
@@ -261,7 +295,7 @@ int seqimg_read_window_sum(struct seqimg_reader *r, const void *src, uint64_t n,
 	int rc;
 
 	kvcopy_stream_reset(&st);
-	rc = seqimg__read(r, src, n, &st, eb);
+	rc = seqimg__read(r, src, n, &(struct seqimg__how){.st = &st}, eb);
 	*sum = kvcopy_stream_sum(&st);
 	return rc;
 }
@@ -270,23 +304,50 @@ int seqimg_read_windows_checked(struct seqimg_reader *r, const void *src, uint32
                                 uint32_t count, uint64_t window, uint64_t image_bytes,
                                 const uint64_t *sums, char *why, size_t cap)
 {
+	return seqimg_read_windows_checked_by(r, src, k0, count, window, image_bytes, sums, NULL,
+	                                      why, cap);
+}
+
+/* Without a mover each window is hashed as it is copied (one pass over
+ * memory); with one, its bytes are summed where they are first, since the
+ * mover's copies may land later (on a device's stream) and a window that
+ * fails its sum then moves nothing. */
+int seqimg_read_windows_checked_by(struct seqimg_reader *r, const void *src, uint32_t k0,
+                                   uint32_t count, uint64_t window, uint64_t image_bytes,
+                                   const uint64_t *sums, const struct seqimg_mover *mv, char *why,
+                                   size_t cap)
+{
 	for (uint32_t i = 0; i < count; i++) {
 		uint32_t k = k0 + i;
 		uint64_t at = (uint64_t)k * window, sum = 0;
 		uint64_t len = image_bytes - at < window ? image_bytes - at : window;
+		const unsigned char *in = (const unsigned char *)src + (uint64_t)i * window;
 		struct ig_errbuf eb = {0};
+		struct kvcopy_stream st;
+		struct seqimg__how how = {.mv = mv, .eb = &eb};
+		int rc;
 
 		if (at >= image_bytes) {
 			snprintf(why, cap, "window %u starts past the image's %" PRIu64 " bytes", k,
 			         image_bytes);
 			return IG_E_KV_LOST;
 		}
-		if (seqimg_read_window_sum(r, (const unsigned char *)src + (uint64_t)i * window,
-		                           len, &sum, &eb) != IG_E_OK) {
-			snprintf(why, cap, "%s", eb.msg);
+		if (mv && kvcopy_sum(in, len) != sums[k]) {
+			snprintf(why, cap, "window %u does not match its checksum", k);
 			return IG_E_KV_LOST;
 		}
-		if (sum != sums[k]) {
+		if (!mv) {
+			kvcopy_stream_reset(&st);
+			how.st = &st;
+		}
+		rc = seqimg__read(r, in, len, &how, &eb);
+		if (rc) {
+			snprintf(why, cap, "%s", eb.msg);
+			return how.moved ? how.moved : IG_E_KV_LOST;
+		}
+		if (!mv)
+			sum = kvcopy_stream_sum(&st);
+		if (!mv && sum != sums[k]) {
 			snprintf(why, cap, "window %u does not match its checksum", k);
 			return IG_E_KV_LOST;
 		}

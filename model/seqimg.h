@@ -81,6 +81,29 @@ void seqimg_write_window(struct seqimg_writer *w, void *dst, uint64_t cap, uint6
  * the same pass: what a move out commits. */
 void seqimg_write_window_sum(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n,
                              uint64_t *sum);
+/* The checksum of a window's bytes where they lie (kvcopy_sum): what
+ * seqimg_write_window_sum gives for them, for a window whose bytes arrived
+ * by DMA rather than through a copy that hashed them on the way. */
+uint64_t seqimg_window_sum(const void *window, uint64_t n);
+
+/* How a window's bytes reach the parts or leave them, for parts a plain
+ * memcpy cannot reach (a GPU backend's pages and state are device memory):
+ * move() copies one piece, a contiguous run of `n` bytes inside one page,
+ * the state or the sampler state, from `src` to `dst`, one call a piece in
+ * image order (the cuda backend: one cudaMemcpyAsync each, on its transfer
+ * stream). The header never goes through it: its bytes are the writer's and
+ * the reader's own. IG_E_OK, or the copy's failure (its message in `eb`),
+ * which stops the window there. */
+struct seqimg_mover {
+	int (*move)(void *ctx, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb);
+	void *ctx;
+};
+/* seqimg_write_window with each piece of the parts moved by `mv`. No
+ * checksum: the bytes may not have landed when it returns (`mv` may only
+ * have enqueued them); the caller takes kvcopy_sum of the window once they
+ * have. IG_E_OK or the mover's failure (the window is then torn). */
+int seqimg_write_window_by(struct seqimg_writer *w, void *dst, uint64_t cap, uint64_t *n,
+                           const struct seqimg_mover *mv, struct ig_errbuf *eb);
 static inline bool seqimg_writer_done(const struct seqimg_writer *w)
 {
 	return w->off == w->h.image_bytes;
@@ -123,6 +146,16 @@ int seqimg_read_window_sum(struct seqimg_reader *r, const void *src, uint64_t n,
 int seqimg_read_windows_checked(struct seqimg_reader *r, const void *src, uint32_t k0,
                                 uint32_t count, uint64_t window, uint64_t image_bytes,
                                 const uint64_t *sums, char *why, size_t cap);
+/* seqimg_read_windows_checked with each piece of the parts moved by `mv`:
+ * each window's checksum is taken of its bytes at `src` before any of them
+ * is moved (a window that fails it moves nothing), then its header bytes
+ * are checked and its parts' pieces handed to `mv`. IG_E_OK, IG_E_KV_LOST
+ * (the same reasons, in `why`), or the mover's failure code with its
+ * message in `why`. */
+int seqimg_read_windows_checked_by(struct seqimg_reader *r, const void *src, uint32_t k0,
+                                   uint32_t count, uint64_t window, uint64_t image_bytes,
+                                   const uint64_t *sums, const struct seqimg_mover *mv, char *why,
+                                   size_t cap);
 static inline bool seqimg_reader_done(const struct seqimg_reader *r)
 {
 	return !r->failed && r->off >= SEQIMG_HEADER_BYTES && r->off == r->h.image_bytes;

@@ -12,17 +12,34 @@
 #include "version.h"
 
 extern const struct be_ops be_cpu_ops;
+#if IGNIS_HAVE_CUDA
+extern const struct be_ops be_cuda_ops;
+#define BACKEND_ACCEPTED "cpu, cuda"
+#else
+#define BACKEND_ACCEPTED "cpu"
+#endif
 
+/* The cuda backend is found wherever the build has CUDA, with a device or
+ * without: its open() says when there is none, and a backend without
+ * compute yet is refused by name where a model is bound (main.c,
+ * tools/bemodel.c). */
 const struct be_ops *backend_find(const char *name, struct ig_errbuf *eb)
 {
 	if (!strcmp(name, "cpu"))
 		return &be_cpu_ops;
+#if IGNIS_HAVE_CUDA
 	if (!strcmp(name, "cuda"))
+		return &be_cuda_ops;
+#else
+	if (!strcmp(name, "cuda")) {
 		ig_errf(eb, IG_E_NOTFOUND,
-		        "the cuda backend's memory and kernels arrive with the model runtime; this "
-		        "worker lays plans out on the cpu backend (--backend cpu)");
-	else
-		ig_errf(eb, IG_E_NOTFOUND, "no backend '%s'; accepted: cpu", name);
+		        "this worker was built without CUDA, so without the cuda backend (meson "
+		        "setup -Dcuda=enabled builds it where nvcc is); this worker lays plans out "
+		        "on the cpu backend (--backend cpu)");
+		return NULL;
+	}
+#endif
+	ig_errf(eb, IG_E_NOTFOUND, "no backend '%s'; accepted: " BACKEND_ACCEPTED, name);
 	return NULL;
 }
 

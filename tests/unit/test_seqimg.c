@@ -2,7 +2,8 @@
  * test_seqimg.c - sequence images: written from scattered pages and read back
  * into other scattered pages at every pairing of window sizes, byte-identical;
  * foreign, stale, corrupt, oversized and overlong images refused by name;
- * an image of one KV format refused by a reader of any other.
+ * an image of one KV format refused by a reader of any other; windows
+ * through a mover (a device's copies) a piece at a time, the same bytes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -346,6 +347,142 @@ static void test_formats_refused(void **state)
 	seq_free(&a);
 }
 
+/* A mover that copies each piece and keeps its books: how many pieces,
+ * their bytes, that each lies inside one part of `s` (a page, the state,
+ * the sampler state), and a failure injected at its Nth call (0: none). */
+struct mv_log {
+	const struct seq *s;
+	uint64_t pieces, bytes, fail_at;
+};
+
+static bool in_one_part(const struct seq *s, const void *p, uint64_t n)
+{
+	const unsigned char *c = p;
+
+	for (int i = 0; i < PAGES; i++)
+		if (c >= (unsigned char *)s->pages[i] &&
+		    c + n <= (unsigned char *)s->pages[i] + page_bytes())
+			return true;
+	return (c >= s->state && c + n <= s->state + 1000) ||
+	       (c >= s->sampler && c + n <= s->sampler + 24);
+}
+
+static int mv_copy(void *ctx, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb)
+{
+	struct mv_log *l = ctx;
+
+	if (++l->pieces == l->fail_at)
+		return ig_errf(eb, IG_E_IO, "piece %llu: injected", (unsigned long long)l->pieces);
+	if (!in_one_part(l->s, dst, n) && !in_one_part(l->s, src, n))
+		fail_msg("a piece of %llu bytes crosses a part", (unsigned long long)n);
+	memcpy(dst, src, (size_t)n);
+	l->bytes += n;
+	return IG_E_OK;
+}
+
+/* The window through a mover (what a backend whose parts are device memory
+ * runs): the same bytes as seqimg_write_window and read_windows_checked at
+ * every window size, one piece per part a window touches, the header not
+ * among them; a window that fails its checksum moves nothing; the mover's
+ * failure stops the window and is its code, not IG_E_KV_LOST. */
+static void test_movers(void **state)
+{
+	static const uint64_t sizes[] = {1, 128, 4095, 4608, 100000, UINT32_MAX};
+	struct seq a, b;
+
+	(void)state;
+	seq_alloc(&a, 1);
+	for (size_t wi = 0; wi < sizeof(sizes) / sizeof(sizes[0]); wi++) {
+		uint64_t len, off = 0, n, sums[40000], k = 0;
+		unsigned char *img = write_all(&a, PAGES, sizes[wi], &len), *img2 = malloc(len);
+		struct seqimg_header h = header(PAGES);
+		struct mv_log lw = {.s = &a}, lr;
+		struct seqimg_mover mw = {mv_copy, &lw}, mr;
+		struct seqimg_writer w;
+		struct seqimg_reader r;
+		struct ig_errbuf eb = {0};
+		char why[200];
+
+		assert_non_null(img2);
+		assert_true(len / sizes[wi] < 40000 || sizes[wi] < 128);
+		seqimg_writer_init(&w, &h, &(struct seqimg_parts){a.pages, a.state, a.sampler});
+		do {
+			uint64_t cap = sizes[wi] < len - off ? sizes[wi] : len - off;
+
+			assert_int_equal(seqimg_write_window_by(&w, img2 + off, cap, &n, &mw, &eb),
+			                 IG_E_OK);
+			if (n && k < 40000)
+				sums[k++] = kvcopy_sum(img2 + off, n);
+			off += n;
+		} while (n);
+		assert_int_equal(off, len);
+		assert_memory_equal(img, img2, len);
+		assert_int_equal(lw.bytes, len - SEQIMG_HEADER_BYTES);
+		/* a piece per part and per window boundary inside one: at least one
+		 * per part, at most one more per window */
+		assert_true(lw.pieces >= PAGES + 2);
+		assert_true(lw.pieces <= PAGES + 2 + (len + sizes[wi] - 1) / sizes[wi]);
+		if (sizes[wi] < 128) { /* too many windows for the sums: writing was the test */
+			free(img2);
+			free(img);
+			continue;
+		}
+		seq_alloc(&b, 99);
+		lr = (struct mv_log){.s = &b};
+		mr = (struct seqimg_mover){mv_copy, &lr};
+		seqimg_reader_init(&r, model(), MDESC_KV_COMPACT,
+		                   &(struct seqimg_parts){b.pages, b.state, b.sampler}, PAGES, 1000,
+		                   24);
+		assert_int_equal(seqimg_read_windows_checked_by(&r, img2, 0, (uint32_t)k, sizes[wi],
+		                                                len, sums, &mr, why, sizeof(why)),
+		                 IG_E_OK);
+		assert_true(seqimg_reader_done(&r));
+		assert_int_equal(lr.bytes, len - SEQIMG_HEADER_BYTES);
+		for (int p = 0; p < PAGES; p++)
+			assert_memory_equal(a.pages[p], b.pages[p], page_bytes());
+		assert_memory_equal(a.state, b.state, 1000);
+		assert_memory_equal(a.sampler, b.sampler, 24);
+		/* the last window's sum wrong: named, and none of its bytes moved */
+		if (k > 1) {
+			seq_free(&b);
+			seq_alloc(&b, 99);
+			lr = (struct mv_log){.s = &b};
+			seqimg_reader_init(&r, model(), MDESC_KV_COMPACT,
+			                   &(struct seqimg_parts){b.pages, b.state, b.sampler},
+			                   PAGES, 1000, 24);
+			sums[k - 1] ^= 1;
+			assert_int_equal(seqimg_read_windows_checked_by(&r, img2, 0, (uint32_t)k,
+			                                                sizes[wi], len, sums, &mr,
+			                                                why, sizeof(why)),
+			                 IG_E_KV_LOST);
+			assert_non_null(strstr(why, "does not match its checksum"));
+			assert_int_equal(lr.bytes, (k - 1) * sizes[wi] - SEQIMG_HEADER_BYTES);
+			sums[k - 1] ^= 1;
+		}
+		/* the mover fails at its second piece: its code and message */
+		seq_free(&b);
+		seq_alloc(&b, 99);
+		lr = (struct mv_log){.s = &b, .fail_at = 2};
+		seqimg_reader_init(&r, model(), MDESC_KV_COMPACT,
+		                   &(struct seqimg_parts){b.pages, b.state, b.sampler}, PAGES, 1000,
+		                   24);
+		assert_int_equal(seqimg_read_windows_checked_by(&r, img2, 0, (uint32_t)k, sizes[wi],
+		                                                len, sums, &mr, why, sizeof(why)),
+		                 IG_E_IO);
+		assert_non_null(strstr(why, "piece 2: injected"));
+		assert_false(seqimg_reader_done(&r));
+		seq_free(&b);
+		/* and the writer's: its code, the window torn there */
+		lw = (struct mv_log){.s = &a, .fail_at = 2};
+		seqimg_writer_init(&w, &h, &(struct seqimg_parts){a.pages, a.state, a.sampler});
+		assert_int_equal(seqimg_write_window_by(&w, img2, len, &n, &mw, &eb), IG_E_IO);
+		assert_non_null(strstr(eb.msg, "piece 2: injected"));
+		free(img2);
+		free(img);
+	}
+	seq_free(&a);
+}
+
 static void test_model_identity(void **state)
 {
 	(void)state;
@@ -365,6 +502,7 @@ int main(void)
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_formats_refused),
 	    cmocka_unit_test(test_model_identity),
+	    cmocka_unit_test(test_movers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
