@@ -38,9 +38,9 @@
 #include "kernels.h"
 #include "quant_blocks.h"
 
-#define MV_ROWS    4 /* warps, hence rows, per block */
-#define MV_VT_MAX  8 /* vectors a lane carries at once */
-#define FULL_WARP  0xffffffffu
+#define MV_ROWS   4 /* warps, hence rows, per block */
+#define MV_VT_MAX 8 /* vectors a lane carries at once */
+#define FULL_WARP 0xffffffffu
 
 template <uint32_t TYPE, int VEC, int VT>
 static __global__ void __launch_bounds__(QB_LANES *MV_ROWS)
@@ -102,17 +102,17 @@ static int matvec_launch(const uint8_t *w, const float *x, float *y, uint32_t n_
 	 * the same bits (see the top). The smallest that covers n_vec in one
 	 * pass, up to MV_VT_MAX. */
 	if (n_vec <= 1)
-		matvec_kernel<TYPE, VEC, 1><<<grid, block, 0, stream>>>(w, row_bytes, x, y, n_in, n_out,
-		                                                        n_vec);
+		matvec_kernel<TYPE, VEC, 1>
+		    <<<grid, block, 0, stream>>>(w, row_bytes, x, y, n_in, n_out, n_vec);
 	else if (n_vec <= 2)
-		matvec_kernel<TYPE, VEC, 2><<<grid, block, 0, stream>>>(w, row_bytes, x, y, n_in, n_out,
-		                                                        n_vec);
+		matvec_kernel<TYPE, VEC, 2>
+		    <<<grid, block, 0, stream>>>(w, row_bytes, x, y, n_in, n_out, n_vec);
 	else if (n_vec <= 4)
-		matvec_kernel<TYPE, VEC, 4><<<grid, block, 0, stream>>>(w, row_bytes, x, y, n_in, n_out,
-		                                                        n_vec);
+		matvec_kernel<TYPE, VEC, 4>
+		    <<<grid, block, 0, stream>>>(w, row_bytes, x, y, n_in, n_out, n_vec);
 	else
-		matvec_kernel<TYPE, VEC, MV_VT_MAX><<<grid, block, 0, stream>>>(
-		    w, row_bytes, x, y, n_in, n_out, n_vec);
+		matvec_kernel<TYPE, VEC, MV_VT_MAX>
+		    <<<grid, block, 0, stream>>>(w, row_bytes, x, y, n_in, n_out, n_vec);
 	return (int)cudaGetLastError();
 }
 

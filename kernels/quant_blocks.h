@@ -475,8 +475,8 @@ QB_FN void qb_unit_plain(uint32_t type, const uint8_t *row, uint32_t u, int n, i
  * The row must be 16-byte aligned for Q4_K and Q5_K and for the plain
  * types' vector path, 4-byte for F32, 2-byte for the rest.
  */
-QB_FN int qb_unit(uint32_t type, const uint8_t *row, uint32_t u, uint32_t n_in, int vec,
-                  float *w, uint32_t *off)
+QB_FN int qb_unit(uint32_t type, const uint8_t *row, uint32_t u, uint32_t n_in, int vec, float *w,
+                  uint32_t *off)
 {
 	if (qb_is_plain(type)) {
 		const uint32_t e = QB_PLAIN_UNIT * u;

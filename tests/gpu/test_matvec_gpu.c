@@ -111,7 +111,8 @@ static size_t diff_bits(const struct quant_type *qt, const struct shape *sh, con
 
 			if (memcmp(&y[i], &ref[i], sizeof(float)) != 0 && nbad++ < 3)
 				printf("  %s %s %s: vector %d row %d: device %.9g, host %.9g\n",
-				       qt->name, sh->name, what, v, r, (double)y[i], (double)ref[i]);
+				       qt->name, sh->name, what, v, r, (double)y[i],
+				       (double)ref[i]);
 		}
 	return nbad;
 }
@@ -183,8 +184,8 @@ static int run_case(const struct quant_type *qt, const struct shape *sh, uint64_
 			if (scale > 0 && err / scale > worst)
 				worst = err / scale;
 			if (!(err <= tol * scale) && nbad++ < 3)
-				printf("  %s %s: vector %d row %d: device %.9g, cpu %.9g\n", qt->name,
-				       sh->name, v, r, (double)y_all[i], (double)cpu[i]);
+				printf("  %s %s: vector %d row %d: device %.9g, cpu %.9g\n",
+				       qt->name, sh->name, v, r, (double)y_all[i], (double)cpu[i]);
 		}
 	}
 	bad = nbad != 0;

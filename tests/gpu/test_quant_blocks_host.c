@@ -102,6 +102,43 @@ static void decode_units(uint32_t type, const uint8_t *row, uint32_t n_in, int v
 	}
 }
 
+/* Rows of n elements of random bytes, decoded both ways; the mismatches. */
+static int decode_len(const struct quant_type *qt, uint32_t n, uint64_t *seed)
+{
+	const size_t bytes = (size_t)quant_row_bytes(qt->id, n);
+	uint8_t *row = alloc16(bytes);
+	float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
+	int bad = 0;
+
+	if (!row || !ref || !got) {
+		printf("  out of memory\n");
+		bad = 1;
+		goto out;
+	}
+	for (int rep = 0; rep < 50; rep++) {
+		for (size_t i = 0; i < bytes; i++)
+			row[i] = (uint8_t)next_u64(seed);
+		quant_dequantize(qt->id, row, ref, n);
+		for (int vec = 0; vec <= qb_row_vec(qt->id, n, 1); vec++) {
+			memset(got, 0xa5, n * sizeof(float)); /* a missed element shows */
+			decode_units(qt->id, row, n, vec, got);
+			for (uint32_t i = 0; i < n; i++) {
+				if (bits_of(got[i]) == bits_of(ref[i]))
+					continue;
+				if (bad++ < 5)
+					printf(
+					    "  %s n %u vec %d element %u: 0x%08x, quant.c 0x%08x\n",
+					    qt->name, n, vec, i, bits_of(got[i]), bits_of(ref[i]));
+			}
+		}
+	}
+out:
+	free(got);
+	free(ref);
+	free(row);
+	return bad;
+}
+
 /* 1. Decoding, bit for bit. */
 static int check_decode(uint64_t *seed)
 {
@@ -118,42 +155,12 @@ static int check_decode(uint64_t *seed)
 	for (size_t t = 0; t < N_TYPES; t++) {
 		const struct quant_type *qt = quant_type_of(types[t]);
 		/* whole blocks, and for the plain types rows with a short last unit */
-		const uint32_t lens[] = {qt->block_elems * 8, qt->block_elems * 40,
-		                         qt->block_elems == 1 ? 13 : qt->block_elems,
-		                         qt->block_elems == 1 ? 1 : qt->block_elems * 3};
+		const uint32_t be = qt->block_elems;
+		const uint32_t lens[] = {be * 8, be * 40, be == 1 ? 13 : be, be == 1 ? 1 : be * 3};
 		int tbad = 0;
 
-		for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++) {
-			const uint32_t n = lens[li];
-			const size_t bytes = (size_t)quant_row_bytes(qt->id, n);
-			uint8_t *row = alloc16(bytes);
-			float *ref = malloc(n * sizeof(float)), *got = malloc(n * sizeof(float));
-
-			if (!row || !ref || !got) {
-				printf("not ok out of memory\n");
-				return 1;
-			}
-			for (int rep = 0; rep < 50; rep++) {
-				for (size_t i = 0; i < bytes; i++)
-					row[i] = (uint8_t)next_u64(seed);
-				quant_dequantize(qt->id, row, ref, n);
-				for (int vec = 0; vec <= qb_row_vec(qt->id, n, 1); vec++) {
-					memset(got, 0xa5, n * sizeof(float)); /* catch a missed element */
-					decode_units(qt->id, row, n, vec, got);
-					for (uint32_t i = 0; i < n; i++)
-						if (bits_of(got[i]) != bits_of(ref[i])) {
-							if (tbad++ < 5)
-								printf("  %s n %u vec %d element %u: "
-								       "0x%08x, quant.c 0x%08x\n",
-								       qt->name, n, vec, i,
-								       bits_of(got[i]), bits_of(ref[i]));
-						}
-				}
-			}
-			free(got);
-			free(ref);
-			free(row);
-		}
+		for (size_t li = 0; li < sizeof(lens) / sizeof(lens[0]); li++)
+			tbad += decode_len(qt, lens[li], seed);
 		printf("%s %s: qb_unit decodes as quant.c, bit for bit\n", tbad ? "not ok" : "ok",
 		       qt->name);
 		bad |= tbad;
@@ -189,8 +196,9 @@ static long unit_elem(uint32_t type, uint32_t u, int k, uint32_t n_in)
 static float order_ref(uint32_t type, const float *w, const float *x, uint32_t n_in)
 {
 	const struct quant_type *qt = quant_type_of(type);
-	uint32_t units = qt->block_elems == 1 ? (n_in + 7) / 8
-	                                      : n_in / qt->block_elems * (qt->block_elems == 32 ? 4 : 16);
+	uint32_t units = qt->block_elems == 1
+	                     ? (n_in + 7) / 8
+	                     : n_in / qt->block_elems * (qt->block_elems == 32 ? 4 : 16);
 	float s[32], t[32];
 
 	for (uint32_t l = 0; l < 32; l++) {
@@ -230,7 +238,8 @@ static int check_rows(uint32_t type, struct shape sh, uint64_t *seed, double *wo
 	const size_t row_bytes = (size_t)quant_row_bytes(type, sh.n_in);
 	float *src = malloc((size_t)sh.n_in * sh.n_out * sizeof(float));
 	float *wdec = malloc((size_t)sh.n_in * sh.n_out * sizeof(float));
-	float *x = alloc16((size_t)sh.n_in * sizeof(float)), *cpu = malloc(sh.n_out * sizeof(float));
+	float *x = alloc16((size_t)sh.n_in * sizeof(float)),
+	      *cpu = malloc(sh.n_out * sizeof(float));
 	uint8_t *wq = alloc16(row_bytes * sh.n_out);
 	const double tol = 4.0 * sqrt((double)sh.n_in / 16 + (double)sh.n_in / 32 + 16) * 0x1p-24;
 	int bad = 0;
