@@ -360,16 +360,21 @@ QB_FN void qb_unit_q4_0(const uint8_t *b, int i, float *w)
 }
 
 /* Scale and min j (0..7) of a Q4_K/Q5_K block: quant.c's scale_min_k4 on the
- * 12 bytes after the two halves (header bytes 4..15). */
+ * 12 bytes after the two halves (header words 1..3, bytes s[0..11]). Byte
+ * j % 4 of a word by a shift, not an indexed array, and both cases computed
+ * then selected, so that a warp whose lanes hold different j neither spills
+ * the header to local memory nor diverges. */
 QB_FN void qb_scale_min_k4(const uint32_t *hdr, int j, uint32_t *sc, uint32_t *m)
 {
-	if (j < 4) {
-		*sc = qb_byte(hdr, 4 + j) & 63u;
-		*m = qb_byte(hdr, 8 + j) & 63u;
-	} else {
-		*sc = (qb_byte(hdr, 8 + j) & 0x0fu) | ((qb_byte(hdr, j) >> 6) << 4);
-		*m = (qb_byte(hdr, 8 + j) >> 4) | ((qb_byte(hdr, 4 + j) >> 6) << 4);
-	}
+	const uint32_t sh = 8u * (uint32_t)(j & 3);
+	const uint32_t a = (hdr[1] >> sh) & 0xffu;      /* s[j % 4] */
+	const uint32_t b = (hdr[2] >> sh) & 0xffu;      /* s[j % 4 + 4] */
+	const uint32_t c = (hdr[3] >> sh) & 0xffu;      /* s[j % 4 + 8] */
+	const uint32_t lo_sc = a & 63u, lo_m = b & 63u; /* j < 4 */
+	const uint32_t hi_sc = (c & 0x0fu) | ((a >> 6) << 4), hi_m = (c >> 4) | ((b >> 6) << 4);
+
+	*sc = j < 4 ? lo_sc : hi_sc;
+	*m = j < 4 ? lo_m : hi_m;
 }
 
 /* Q4_K (five = 0) and Q5_K (five = 1): unit i covers bytes l..l+7 of the
