@@ -22,6 +22,10 @@
  *
  * Weights are valid blocks (quant_quantize of uniform floats in [-1, 1));
  * x uniform in [-1, 1). Seeded (IGNIS_TEST_SEED overrides the default).
+ *
+ * IGNIS_MATVEC_BENCH=1 also times each type on the 27B shape's FFN gate
+ * (17408 rows of 5120) at n_vec 1, 4 and 8 and prints the weight bytes read
+ * per second (a figure to hold against the card's copy rate; not a test).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -253,6 +257,41 @@ static int check_args(void)
 	return bad;
 }
 
+/* The weight bytes per second of kern_matvec, `iters` launches timed with
+ * events (after one warm-up), for one type and n_vec. */
+static void bench_one(const struct quant_type *qt, int n_vec)
+{
+	const int n_in = 5120, n_out = 17408, iters = 20;
+	const size_t wbytes = (size_t)quant_row_bytes(qt->id, (uint64_t)n_in) * (size_t)n_out;
+	void *d_w = NULL;
+	float *d_x = NULL, *d_y = NULL, ms = 0.0f;
+	cudaEvent_t t0 = NULL, t1 = NULL;
+
+	if (cudaMalloc(&d_w, wbytes) != cudaSuccess ||
+	    cudaMalloc((void **)&d_x, (size_t)n_vec * n_in * sizeof(float)) != cudaSuccess ||
+	    cudaMalloc((void **)&d_y, (size_t)n_vec * n_out * sizeof(float)) != cudaSuccess ||
+	    cudaEventCreate(&t0) != cudaSuccess || cudaEventCreate(&t1) != cudaSuccess)
+		goto out;
+	/* zero weights and inputs: the timing does not depend on the values */
+	cudaMemset(d_w, 0, wbytes);
+	cudaMemset(d_x, 0, (size_t)n_vec * n_in * sizeof(float));
+	kern_matvec(d_w, qt->id, d_x, d_y, n_in, n_out, n_vec, NULL);
+	cudaEventRecord(t0, NULL);
+	for (int i = 0; i < iters; i++)
+		kern_matvec(d_w, qt->id, d_x, d_y, n_in, n_out, n_vec, NULL);
+	cudaEventRecord(t1, NULL);
+	if (cudaEventSynchronize(t1) == cudaSuccess &&
+	    cudaEventElapsedTime(&ms, t0, t1) == cudaSuccess)
+		printf("bench %s %d x %d n_vec %d: %.1f us, %.0f GB/s of weights\n", qt->name,
+		       n_out, n_in, n_vec, 1e3 * ms / iters, (double)wbytes * iters / (ms * 1e6));
+out:
+	cudaEventDestroy(t1);
+	cudaEventDestroy(t0);
+	cudaFree(d_y);
+	cudaFree(d_x);
+	cudaFree(d_w);
+}
+
 int main(void)
 {
 	int ndev = 0;
@@ -279,5 +318,11 @@ int main(void)
 			if (qt->block_elems == 1 || !shapes[i].plain_only)
 				failed |= run_case(qt, &shapes[i], &s);
 	}
+	const char *bench = getenv("IGNIS_MATVEC_BENCH");
+	if (bench && *bench && strcmp(bench, "0") != 0)
+		for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
+			for (int nv = 1; nv <= 8; nv *= 2)
+				if (nv != 2)
+					bench_one(quant_type_of(types[t]), nv);
 	return failed ? 1 : 0;
 }
