@@ -12,7 +12,11 @@
  * launcher with plain C types, so C code calls it without CUDA headers. The
  * reference a launcher is checked against is the cpu backend's op of the same
  * name (gpu-worker/backend/cpu/cpu_ops.h), at a tolerance each test states:
- * there is no separate host copy of a kernel here.
+ * there is no separate host copy of a kernel here. One exception, by design:
+ * quant_blocks.h (the block types' decoding and kern_matvec's summation
+ * order) is a single source compiled for the device and for the host, so
+ * that a host test pins the kernel's exact bits (tests/gpu/
+ * test_quant_blocks_host.c) and the device test compares them bit for bit.
  *
  * Launchers: device pointers are prefixed `d_` and stay owned by the caller;
  * `stream` is a cudaStream_t (NULL: the legacy default stream). A launcher
