@@ -23,7 +23,7 @@
  * Weights are valid blocks (quant_quantize of uniform floats in [-1, 1));
  * x uniform in [-1, 1). Seeded (IGNIS_TEST_SEED overrides the default).
  *
- * IGNIS_MATVEC_BENCH=1 also times each type on the 27B shape's FFN gate
+ * `test_matvec_gpu --bench` also times each type on the 27B shape's FFN gate
  * (17408 rows of 5120) at n_vec 1, 4 and 8 and prints the weight bytes read
  * per second (a figure to hold against the card's copy rate; not a test).
  */
@@ -292,7 +292,7 @@ out:
 	cudaFree(d_w);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	int ndev = 0;
 	cudaError_t rc = cudaGetDeviceCount(&ndev);
@@ -318,8 +318,7 @@ int main(void)
 			if (qt->block_elems == 1 || !shapes[i].plain_only)
 				failed |= run_case(qt, &shapes[i], &s);
 	}
-	const char *bench = getenv("IGNIS_MATVEC_BENCH");
-	if (bench && *bench && strcmp(bench, "0") != 0)
+	if (argc > 1 && strcmp(argv[1], "--bench") == 0)
 		for (size_t t = 0; t < sizeof(types) / sizeof(types[0]); t++)
 			for (int nv = 1; nv <= 8; nv *= 2)
 				if (nv != 2)
