@@ -12,7 +12,11 @@
  * launcher with plain C types, so C code calls it without CUDA headers. The
  * reference a launcher is checked against is the cpu backend's op of the same
  * name (gpu-worker/backend/cpu/cpu_ops.h), at a tolerance each test states:
- * there is no separate host copy of a kernel here.
+ * there is no separate host copy of a kernel here. One exception, by design:
+ * quant_blocks.h (the block types' decoding and kern_matvec's summation
+ * order) is a single source compiled for the device and for the host, so
+ * that a host test pins the kernel's exact bits (tests/gpu/
+ * test_quant_blocks_host.c) and the device test compares them bit for bit.
  *
  * Launchers: device pointers are prefixed `d_` and stay owned by the caller;
  * `stream` is a cudaStream_t (NULL: the legacy default stream). A launcher
@@ -40,6 +44,38 @@ extern "C" {
  */
 int kern_rmsnorm_f32(const float *d_x, const float *d_w, float *d_y, int rows, int cols, float eps,
                      void *stream);
+
+/*
+ * y = W x for `n_vec` vectors at once, W a weight matrix read in place in
+ * one of the types a model file holds: `type` is ggml's number (model/quant.h:
+ * F32 0, F16 1, Q4_0 2, Q8_0 8, Q4_K 12, Q5_K 13, Q6_K 14, BF16 30).
+ *
+ *   d_w  n_out rows of n_in elements, GGUF's [n_in, n_out] layout: each row
+ *        whole blocks of the type (quant_row_bytes(type, n_in) bytes), the
+ *        rows back to back;
+ *   d_x  n_vec vectors of n_in floats, back to back ([n_vec][n_in]);
+ *   d_y  n_vec rows of n_out floats ([n_vec][n_out]):
+ *
+ *   y[v][r] = sum_k W[r][k] * x[v][k]
+ *
+ * in the fixed order of kernels/quant_blocks.h (qb_row_dot replays it on a
+ * host, bit for bit): it depends on the type and n_in alone, so a vector's
+ * outputs are the same bits whatever n_vec and whichever other vectors share
+ * the launch (the exactness contract). Not the cpu backend's order
+ * (cop_matmul): the two agree within the tolerance the tests state.
+ *
+ * Alignment: d_w 16 bytes for Q4_K and Q5_K, 4 for F32, 2 for the rest;
+ * d_x 16 bytes for the block types, 4 for the plain ones (cudaMalloc's
+ * pointers are 256-byte aligned; an expert's slice of a [n_in, n_out, e]
+ * tensor keeps its matrix's alignment). Plain rows are read 16 bytes at a
+ * time when n_in is a multiple of 8 and both pointers are 16-byte aligned.
+ * n_out or n_vec 0 does nothing; an unknown type, n_in < 1 or not whole
+ * blocks, a negative count or a NULL pointer is cudaErrorInvalidValue; a
+ * misaligned pointer cudaErrorMisalignedAddress. d_y must not overlap d_w
+ * or d_x.
+ */
+int kern_matvec(const void *d_w, unsigned type, const float *d_x, float *d_y, int n_in, int n_out,
+                int n_vec, void *stream);
 
 #ifdef __cplusplus
 }
