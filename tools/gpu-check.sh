@@ -24,13 +24,13 @@
 #
 # Environment:
 #   IGNIS_GPU_BUILD    build folder (build-gpu)
-#   IGNIS_DEVICE_DEBS  the .debs (.device/debs); none there: the libraries
+#   IGNIS_GPU_DEBS  the .debs (.device/debs); none there: the libraries
 #                      must be installed already
 #   IGNIS_GPU_ARCH     -Dgpu_arch (from the card: sm_90 on an H100/H200;
 #                      with no card, sm_90)
 #   IGNIS_GPU_BUDGET   seconds the whole script may take (450); the tests
 #                      and benchmarks get what the build left
-#   IGNIS_COMMIT       the commit under test, for the summary, where the
+#   IGNIS_GPU_COMMIT       the commit under test, for the summary, where the
 #                      tree has no .git
 # Benchmarks: tools/gpu-bench.sh BUILD OUTDIR, where it exists, run with
 # the time left; its key=value lines on stdout are figures.
@@ -44,7 +44,7 @@ mkdir -p "$1" && out=$(cd "$1" && pwd) || exit 2
 root=$PWD
 B=${IGNIS_GPU_BUILD:-build-gpu}
 [[ $B == /* ]] || B=$root/$B
-debs=${IGNIS_DEVICE_DEBS:-.device/debs}
+debs=${IGNIS_GPU_DEBS:-.device/debs}
 [[ $debs == /* ]] || debs=$root/$debs
 budget=${IGNIS_GPU_BUDGET:-450}
 t0=$(date +%s.%N)
@@ -75,7 +75,7 @@ fold_figures() { # a file of key=value lines
 
 write_summary() {
 	local s=$out/summary.md commit
-	commit=${IGNIS_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
+	commit=${IGNIS_GPU_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)}
 	{
 		echo "# gpu-check summary"
 		echo
