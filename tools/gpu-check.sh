@@ -156,13 +156,21 @@ if compgen -G "$debs/*.deb" >/dev/null; then
 		sed -i -e "s|^prefix=/usr\$|prefix=$P/usr|" -e "s|=/usr/|=$P/usr/|" \
 			-e '/^Requires.private:/d' "$pc"
 	done
-	# On the library path only the sonames the machine lacks: its own
-	# libffi, gnutls... stay the ones its programs (python3) load.
+	# On the library path: the libraries whose headers we build with,
+	# always; of what those load, only the sonames the machine lacks (its
+	# own libffi, gnutls... stay the ones its programs, python3, load).
 	ldc=$( (command -v ldconfig || echo /sbin/ldconfig) | head -1)
 	known=$("$ldc" -p 2>/dev/null | awk '{print $1}')
 	for so in "$ml"/lib*.so.*; do
-		n=${so##*/}
-		grep -qxF "$n" <<<"$known" || ln -sf "$so" "$P/ld/$n"
+		[[ -f $so && ! -L $so ]] || continue
+		n=$(objdump -p "$so" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')
+		[[ -n $n ]] || n=${so##*/}
+		case $n in
+		libnng.* | libmsgpackc.* | liblmdb.* | libcyaml.* | libyaml-0.* | libxxhash.* | \
+			libutf8proc.* | libjansson.* | libmicrohttpd.* | libcmocka.* | libpkgconf.*)
+			ln -sf "$so" "$P/ld/$n" ;;
+		*) grep -qxF "$n" <<<"$known" || ln -sf "$so" "$P/ld/$n" ;;
+		esac
 	done
 	export PKG_CONFIG_PATH=$ml/pkgconfig:$P/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 	export CPATH=$P/usr/include${CPATH:+:$CPATH}
@@ -176,7 +184,7 @@ if compgen -G "$debs/*.deb" >/dev/null; then
 	if [[ ${#bad[@]} -gt 0 ]]; then
 		phase deps fail "could not unpack: ${bad[*]}"
 	else
-		phase deps ok "$(ls "$debs"/*.deb | wc -l) packages from $debs; $(ls "$P/ld" | wc -l) libraries the machine lacked"
+		phase deps ok "$(ls "$debs"/*.deb | wc -l) packages from $debs; on the library path: $(ls "$P/ld" | sed 's/\.so\..*//' | sort -u | tr '\n' ' ')"
 	fi
 else
 	phase deps skip "no .debs in $debs (tools/device-deps.sh): the libraries must be installed"
