@@ -360,6 +360,7 @@ struct knobs {
 	X("IGNIS_QWEN3_TOKENIZER_CONFIG",                                                          \
 	  "test_chat: Qwen3's tokenizer_config.json, its chat template")                           \
 	X("IGNIS_SCHED_*", "test_schedscript: the scripts, a filter, a trace")                     \
+	X("IGNIS_GPU_*", "tools/gpu-check.sh: build folder, targets, budget, .debs, commit")       \
 	X("IGNIS_TEST_*", "tests and the daemons' test hooks (IGNIS_TEST_SEED, "                   \
 	                  "IGNIS_TEST_KVDISK_IGNORE_VOLUME, IGNIS_TEST_SLOT_WRITE_STALE_S)")
 
