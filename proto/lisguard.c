@@ -169,6 +169,7 @@ static void lg__recreate(struct lisguard *g, const char *reason, uint64_t pipes)
 	}
 	if (rc == IG_E_OK) {
 		g->cur_excess = 0; /* a new listener has no history */
+		g->last_excess = 0;
 		g->strikes = 0;
 		atomic_fetch_add(&g->recreated, 1);
 	}
@@ -225,19 +226,26 @@ static void lg__probe_end(struct lisguard *g)
 static void lg__judge(struct lisguard *g, uint64_t now, int64_t excess, uint64_t pipes,
                       uint64_t accepted)
 {
-	if (excess < g->cur_excess)
-		g->cur_excess = excess;
-	if (excess == g->cur_excess) {
+	/* (two checks in a row: one may read a pipe accepted between its
+	 * "pipes" and its "accept" and see the excess one lower) */
+	if (excess < g->cur_excess && g->last_excess < g->cur_excess)
+		g->cur_excess = excess > g->last_excess ? excess : g->last_excess;
+	g->last_excess = excess;
+	if (excess <= g->cur_excess) {
 		g->strikes = 0;
 		lg__probe_end(g);
 		return;
 	}
+	/* The accepts are compared from the check after the suspect's: nng
+	 * reads a listener's counters one by one, "accept" before the errors,
+	 * so the check that first sees an error may miss the accept counted
+	 * just before it; the next one has both. */
 	if (g->strikes++ == 0) {
 		g->suspect_ms = now;
-		g->suspect_accepted = accepted;
 		g->suspect_excess = excess;
-	}
-	if (accepted > g->suspect_accepted) {
+	} else if (g->strikes == 2) {
+		g->suspect_accepted = accepted;
+	} else if (accepted > g->suspect_accepted) {
 		/* The accept loop went on after every error counted when the
 		 * suspect appeared: those are no wedge, and become the baseline.
 		 * What came after (the same check cannot order it against the

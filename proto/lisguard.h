@@ -107,6 +107,7 @@ struct lisguard {
 	nng_listener cur;
 	bool cur_open;
 	int64_t cur_excess;  /* its excess when it was created (lisguard.c) */
+	int64_t last_excess; /* what the last check read */
 	int strikes;         /* checks in a row that saw more */
 	uint64_t suspect_ms; /* when the first of them did */
 	uint64_t suspect_accepted; /* its accepts then */
