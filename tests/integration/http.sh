@@ -321,6 +321,9 @@ sup_pid=
 
 step "off: nothing listens"
 rm -rf "$rt"
+# emptied here: the shell opens the file in the started child, later, and
+# the wait below must not find the last supervisor's "started" meanwhile
+: >"$events"
 "$sup" start --runtime-dir "$rt" --model "$m" --model-max-context 1024 --server-http-bind off \
 	>"$events" 2>&1 &
 sup_pid=$!
