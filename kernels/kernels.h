@@ -28,6 +28,10 @@
 #ifndef IGNIS_KERNELS_H
 #define IGNIS_KERNELS_H
 
+#include <stdint.h>
+
+#include "layer_args.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -76,6 +80,59 @@ int kern_rmsnorm_f32(const float *d_x, const float *d_w, float *d_y, int rows, i
  */
 int kern_matvec(const void *d_w, unsigned type, const float *d_x, float *d_y, int n_in, int n_out,
                 int n_vec, void *stream);
+
+/* ---- the layer kernels of a round (struct kern_attn, kern_lin:
+ * layer_args.h). Each computes what the cpu backend's layer does, in fp32,
+ * each output element's sums in an order fixed by the shapes alone. ---- */
+
+/*
+ * Row r of a [n_in, n_rows_of_w] matrix of weights in any type kern_matvec
+ * reads, decoded exactly (quant_blocks.h), for each of n_rows tokens:
+ * d_out[t][0..n_in) = W[d_tokens[t]][0..n_in). The embedding's lookup.
+ */
+int kern_embed(const void *d_w, unsigned type, int n_in, const uint32_t *d_tokens, int n_rows,
+               float *d_out, void *stream);
+
+/*
+ * cop_rmsnorm (cpu_ops.h) over `rows` rows of `cols` floats, the weight a
+ * vector as the file holds it (struct kern_vec): y[r] = rmsnorm(x[src(r)])
+ * with src(r) = r, or d_rows[r] when d_rows is not NULL (the head's rows:
+ * the last token of each step that wants logits). d_y may equal d_x when
+ * d_rows is NULL.
+ */
+int kern_rmsnorm(const float *d_x, struct kern_vec w, float *d_y, int rows, int cols, float eps,
+                 const uint32_t *d_rows, void *stream);
+
+/* d_x[i] += d_y[i] for i < n (the residual add). */
+int kern_add(float *d_x, const float *d_y, uint64_t n, void *stream);
+
+/* d_out[i] = silu(d_gate[i]) * d_up[i] (cop_swiglu); d_out may be either
+ * input. */
+int kern_swiglu(const float *d_gate, const float *d_up, float *d_out, uint64_t n, void *stream);
+
+/*
+ * Full attention (struct kern_attn): its device scratch for n_tok rows of
+ * sequences up to max_pos positions, then the three steps in this order on
+ * one stream (layer_args.h says what each does). Tables the formats need on
+ * the device (the compact format's codebook) are built once by
+ * kern_kvfmt_init, which the backend calls at open (idempotent; 0 or a
+ * cudaError_t).
+ */
+uint64_t kern_attn_scratch_bytes(uint32_t head_dim, uint32_t q_heads, uint32_t n_tok,
+                                 uint64_t max_pos);
+int kern_kvfmt_init(void);
+int kern_attn_prep(const struct kern_attn *a, void *stream);
+int kern_attn(const struct kern_attn *a, void *stream);
+int kern_attn_window_store(const struct kern_attn *a, void *stream);
+
+/*
+ * The gated delta rule (struct kern_lin): the convolution over each
+ * segment's tokens in order (in place in d_qkv, sliding each segment's conv
+ * state), then the recurrence per segment and value head over its tokens in
+ * order (S updated in place, o gated and normed into d_o).
+ */
+int kern_lin_conv(const struct kern_lin *l, void *stream);
+int kern_lin_recur(const struct kern_lin *l, void *stream);
 
 #ifdef __cplusplus
 }

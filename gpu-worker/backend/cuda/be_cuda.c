@@ -1,8 +1,8 @@
 /*
  * be_cuda.c - the cuda backend's table entries: device 0's memory, pinned
- * host memory, and two streams, compute and transfer. No compute for models
- * yet (issue 29's kernels come later): model_bind and round are NULL, and
- * the engine refuses to start on it by name (backend.h). The books of the
+ * host memory, and two streams, compute and transfer. The model's entries
+ * (bind, sequences, rounds on kernels/'s launchers) are model_cuda.c's, on
+ * the compute stream this file opens (cuda_int.h). The books of the
  * memory, the copies' checks and the transfer stream's tickets, depth,
  * failure and faults are the neutral devmem.h's and xfer.h's, as on cpu.
  *
@@ -59,10 +59,12 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_int.h"
 #include "gpu-worker/backend/backend.h"
 #include "gpu-worker/backend/devmem.h"
 #include "gpu-worker/backend/xfer.h"
 #include "common/vplan.h"
+#include "kernels/kernels.h"
 #include "model/seqimg.h"
 
 #define BE_CUDA_GRANULE VPLAN_GRANULE_CUDA
@@ -111,6 +113,21 @@ static int be_cuda__err(struct ig_errbuf *eb, int code, cudaError_t e, const cha
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
 	return ig_errf(eb, code, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
+}
+
+int be_cuda_fail(struct ig_errbuf *eb, int code, cudaError_t e, const char *what)
+{
+	return be_cuda__err(eb, code, e, "%s", what);
+}
+
+cudaStream_t be_cuda_compute(struct be *b)
+{
+	return ((struct be_cuda *)b->priv)->compute;
+}
+
+const struct devmem *be_cuda_mem(struct be *b)
+{
+	return &((struct be_cuda *)b->priv)->mem;
 }
 
 /* Is `p` device memory (or managed), as the runtime sees it? A plain host
@@ -364,6 +381,13 @@ static int be_cuda_open(struct be *b, uint64_t sim_bytes, struct ig_errbuf *eb)
 		goto out_teardown;
 	}
 	stage = BE_CUDA_EVENT;
+	/* the KV formats' tables the attention kernels read (the compact
+	 * format's codebook), once per process */
+	e = (cudaError_t)kern_kvfmt_init();
+	if (e != cudaSuccess) {
+		rc = be_cuda__err(eb, IG_E_IO, e, "the KV formats' tables on the device");
+		goto out_teardown;
+	}
 	pe = pthread_create(&c->thread, NULL, be_cuda__xfer_main, c);
 	if (pe) {
 		rc = ig_errf(eb, IG_E_NOMEM, "cannot start the cuda backend's transfer thread: %s",
@@ -628,9 +652,6 @@ static int be_cuda_img_scatter_async(struct be *b, struct be_img *job, uint64_t 
 	return be_cuda__img(b, XFER_SCATTER, job, ticket, eb);
 }
 
-/* The compute entries stay NULL until the kernels of issue 29 land: the
- * engine and the tools refuse the backend by name ("no compute for models
- * yet"), the conformance suite skips it. */
 const struct be_ops be_cuda_ops = {
     .abi = BE_ABI_VERSION,
     .name = "cuda",
@@ -652,4 +673,13 @@ const struct be_ops be_cuda_ops = {
     .xfer_wait_all = be_cuda_xfer_wait_all,
     .img_gather_async = be_cuda_img_gather_async,
     .img_scatter_async = be_cuda_img_scatter_async,
+    .model_bind = be_cuda_model_bind,
+    .model_needs = be_cuda_model_needs,
+    .model_release = be_cuda_model_release,
+    .seq_init = be_cuda_seq_init,
+    .seq_release = be_cuda_seq_release,
+    .seq_image = be_cuda_seq_image,
+    .expert_stats = be_cuda_expert_stats,
+    .expert_counts = be_cuda_expert_counts,
+    .round = be_cuda_round,
 };
