@@ -296,9 +296,9 @@ else
 	phase devlimits fail "tools/ignis-devlimits did not build"
 fi
 
-# ---- the gpu suite, within the time left (less a minute for the rest) ---------
+# ---- the gpu suite, within the time left (less 150 s for the benchmarks) ------
 phase_start tests
-t=$(($(left) - 60))
+t=$(($(left) - 150))
 [[ -x tools/gpu-bench.sh ]] || t=$(($(left) - 15))
 if [[ $t -lt 30 ]]; then
 	phase tests fail "no time left ($t s)"
