@@ -152,3 +152,76 @@ int xfer_wait_all(struct xfer *x, struct ig_errbuf *eb)
 {
 	return xfer_wait(x, x->issued, eb);
 }
+
+/* ---- the stream's table entries over a backend's books ------------------ */
+
+static int xfer__enqueue(struct be *b, bool d2h, void *dst, const void *src, uint64_t n,
+                         uint64_t *ticket, struct ig_errbuf *eb)
+{
+	struct xfer_books *k = b->priv;
+
+	if (!k)
+		return ig_errf(eb, IG_E_INVAL,
+		               "async copy of %" PRIu64 " bytes: the backend is not open", n);
+	return xfer_copy(&k->xf, &k->mem, b->fault_xfer, d2h, dst, src, n, ticket, eb);
+}
+
+int xfer_be_copy_h2d_async(struct be *b, void *dst, const void *src, uint64_t n,
+                           uint64_t *ticket, struct ig_errbuf *eb)
+{
+	return xfer__enqueue(b, false, dst, src, n, ticket, eb);
+}
+
+int xfer_be_copy_d2h_async(struct be *b, void *dst, const void *src, uint64_t n,
+                           uint64_t *ticket, struct ig_errbuf *eb)
+{
+	return xfer__enqueue(b, true, dst, src, n, ticket, eb);
+}
+
+bool xfer_be_done(struct be *b, uint64_t ticket)
+{
+	struct xfer_books *k = b->priv;
+
+	return !k || xfer_done(&k->xf, ticket);
+}
+
+int xfer_be_wait(struct be *b, uint64_t ticket, struct ig_errbuf *eb)
+{
+	struct xfer_books *k = b->priv;
+
+	if (ticket == 0)
+		return IG_E_OK;
+	if (!k)
+		return ig_errf(eb, IG_E_INVAL,
+		               "wait for async copy #%" PRIu64 ": the backend is not open", ticket);
+	return xfer_wait(&k->xf, ticket, eb);
+}
+
+int xfer_be_wait_all(struct be *b, struct ig_errbuf *eb)
+{
+	struct xfer_books *k = b->priv;
+
+	return k ? xfer_wait_all(&k->xf, eb) : IG_E_OK;
+}
+
+static int xfer__img(struct be *b, enum xfer_kind kind, struct be_img *job, uint64_t *ticket,
+                     struct ig_errbuf *eb)
+{
+	struct xfer_books *k = b->priv;
+
+	if (!k)
+		return ig_errf(eb, IG_E_INVAL, "image window: the backend is not open");
+	return xfer_img(&k->xf, &k->mem, b->fault_xfer, kind, job, ticket, eb);
+}
+
+int xfer_be_img_gather_async(struct be *b, struct be_img *job, uint64_t *ticket,
+                             struct ig_errbuf *eb)
+{
+	return xfer__img(b, XFER_GATHER, job, ticket, eb);
+}
+
+int xfer_be_img_scatter_async(struct be *b, struct be_img *job, uint64_t *ticket,
+                              struct ig_errbuf *eb)
+{
+	return xfer__img(b, XFER_SCATTER, job, ticket, eb);
+}

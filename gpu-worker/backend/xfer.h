@@ -89,4 +89,30 @@ bool xfer_done(struct xfer *x, uint64_t ticket);
 int xfer_wait(struct xfer *x, uint64_t ticket, struct ig_errbuf *eb);
 int xfer_wait_all(struct xfer *x, struct ig_errbuf *eb);
 
+/*
+ * The books every backend keeps the same way: its device memory's live
+ * allocations and its transfer stream. A backend's state (struct be's
+ * `priv`) starts with them, so that the stream's seven table entries below
+ * are one code for every backend: copy_h2d_async, copy_d2h_async,
+ * xfer_done, xfer_wait, xfer_wait_all, img_gather_async, img_scatter_async
+ * (backend.h says what each answers; a closed backend, priv NULL, refuses
+ * an enqueue by name and has nothing to wait for).
+ */
+struct xfer_books {
+	struct devmem mem;
+	struct xfer xf;
+};
+
+int xfer_be_copy_h2d_async(struct be *b, void *dst, const void *src, uint64_t n,
+                           uint64_t *ticket, struct ig_errbuf *eb);
+int xfer_be_copy_d2h_async(struct be *b, void *dst, const void *src, uint64_t n,
+                           uint64_t *ticket, struct ig_errbuf *eb);
+bool xfer_be_done(struct be *b, uint64_t ticket);
+int xfer_be_wait(struct be *b, uint64_t ticket, struct ig_errbuf *eb);
+int xfer_be_wait_all(struct be *b, struct ig_errbuf *eb);
+int xfer_be_img_gather_async(struct be *b, struct be_img *job, uint64_t *ticket,
+                             struct ig_errbuf *eb);
+int xfer_be_img_scatter_async(struct be *b, struct be_img *job, uint64_t *ticket,
+                              struct ig_errbuf *eb);
+
 #endif

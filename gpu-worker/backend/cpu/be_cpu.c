@@ -52,8 +52,9 @@ struct be_cpu_model {
 };
 
 struct be_cpu {
-	struct devmem mem; /* the simulated device's live allocations */
-	struct xfer xf;    /* the transfer stream's books */
+	/* first: the stream's table entries are xfer.c's over them. mem: the
+	 * simulated device's live allocations */
+	struct xfer_books books;
 
 	/* the copy engine */
 	pthread_t thread;
@@ -162,8 +163,8 @@ static int be_cpu_open(struct be *b, uint64_t sim_bytes, struct ig_errbuf *eb)
 
 	if (!c)
 		return ig_errf(eb, IG_E_NOMEM, "host memory for the cpu backend's state");
-	devmem_init(&c->mem, "the simulated device");
-	xfer_init(&c->xf, &(struct xfer_engine){be_cpu__start, be_cpu__ready, be_cpu__await, c});
+	devmem_init(&c->books.mem, "the simulated device");
+	xfer_init(&c->books.xf, &(struct xfer_engine){be_cpu__start, be_cpu__ready, be_cpu__await, c});
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->work_cv, NULL);
 	pthread_cond_init(&c->done_cv, NULL);
@@ -193,7 +194,7 @@ static void be_cpu_close(struct be *b)
 	b->capacity = b->used = 0;
 	if (!c)
 		return;
-	xfer_drain(&c->xf);
+	xfer_drain(&c->books.xf);
 	pthread_mutex_lock(&c->mu);
 	c->stop = true;
 	pthread_cond_signal(&c->work_cv);
@@ -202,7 +203,7 @@ static void be_cpu_close(struct be *b)
 	pthread_cond_destroy(&c->done_cv);
 	pthread_cond_destroy(&c->work_cv);
 	pthread_mutex_destroy(&c->mu);
-	devmem_release(&c->mem);
+	devmem_release(&c->books.mem);
 	free(c);
 	b->priv = NULL;
 }
@@ -228,14 +229,14 @@ static int be_cpu_alloc(struct be *b, uint64_t bytes, void **ptr, struct ig_errb
 		               "the simulated device has %llu bytes free of %llu; asked for %llu",
 		               (unsigned long long)(b->capacity - b->used),
 		               (unsigned long long)b->capacity, (unsigned long long)n);
-	rc = devmem_reserve(&c->mem, eb);
+	rc = devmem_reserve(&c->books.mem, eb);
 	if (rc)
 		return rc;
 	*ptr = aligned_alloc(BE_CPU_GRANULE, (size_t)n);
 	if (!*ptr)
 		return ig_errf(eb, IG_E_NOMEM, "host memory for %llu simulated device bytes",
 		               (unsigned long long)n);
-	devmem_add(&c->mem, *ptr, n);
+	devmem_add(&c->books.mem, *ptr, n);
 	b->used += n;
 	return IG_E_OK;
 }
@@ -250,8 +251,8 @@ static void be_cpu_free(struct be *b, void *ptr, uint64_t bytes)
 		free(ptr);
 		return;
 	}
-	xfer_drain(&c->xf); /* as cudaFree: no copy in flight may touch it */
-	if (!devmem_remove(&c->mem, ptr)) {
+	xfer_drain(&c->books.xf); /* as cudaFree: no copy in flight may touch it */
+	if (!devmem_remove(&c->books.mem, ptr)) {
 		/* style rule 5: a device error in the worker may abort */
 		fprintf(stderr, "be_cpu_free: %p is not an allocation of the simulated device\n",
 		        ptr);
@@ -283,7 +284,7 @@ static int be_cpu__copy(struct be *b, bool d2h, void *dst, const void *src, uint
 {
 	struct be_cpu *c = b->priv;
 	bool empty;
-	int rc = devmem_check_copy(c ? &c->mem : NULL, "copy", d2h, dst, src, n, &empty, eb);
+	int rc = devmem_check_copy(c ? &c->books.mem : NULL, "copy", d2h, dst, src, n, &empty, eb);
 
 	if (!rc && !empty)
 		memcpy(dst, src, (size_t)n);
@@ -307,82 +308,11 @@ static int be_cpu_copy_d2d(struct be *b, void *dst, const void *src, uint64_t n,
 {
 	struct be_cpu *c = b->priv;
 	bool empty;
-	int rc = devmem_check_d2d(c ? &c->mem : NULL, dst, src, n, &empty, eb);
+	int rc = devmem_check_d2d(c ? &c->books.mem : NULL, dst, src, n, &empty, eb);
 
 	if (!rc && !empty)
 		memcpy(dst, src, (size_t)n);
 	return rc;
-}
-
-static int be_cpu__enqueue(struct be *b, bool d2h, void *dst, const void *src, uint64_t n,
-                           uint64_t *ticket, struct ig_errbuf *eb)
-{
-	struct be_cpu *c = b->priv;
-
-	if (!c)
-		return ig_errf(eb, IG_E_INVAL,
-		               "async copy of %" PRIu64 " bytes: the backend is not open", n);
-	return xfer_copy(&c->xf, &c->mem, b->fault_xfer, d2h, dst, src, n, ticket, eb);
-}
-
-static int be_cpu_copy_h2d_async(struct be *b, void *dst, const void *src, uint64_t n,
-                                 uint64_t *ticket, struct ig_errbuf *eb)
-{
-	return be_cpu__enqueue(b, false, dst, src, n, ticket, eb);
-}
-
-static int be_cpu_copy_d2h_async(struct be *b, void *dst, const void *src, uint64_t n,
-                                 uint64_t *ticket, struct ig_errbuf *eb)
-{
-	return be_cpu__enqueue(b, true, dst, src, n, ticket, eb);
-}
-
-static bool be_cpu_xfer_done(struct be *b, uint64_t ticket)
-{
-	struct be_cpu *c = b->priv;
-
-	return !c || xfer_done(&c->xf, ticket);
-}
-
-static int be_cpu_xfer_wait(struct be *b, uint64_t ticket, struct ig_errbuf *eb)
-{
-	struct be_cpu *c = b->priv;
-
-	if (ticket == 0)
-		return IG_E_OK;
-	if (!c)
-		return ig_errf(eb, IG_E_INVAL,
-		               "wait for async copy #%" PRIu64 ": the backend is not open", ticket);
-	return xfer_wait(&c->xf, ticket, eb);
-}
-
-static int be_cpu_xfer_wait_all(struct be *b, struct ig_errbuf *eb)
-{
-	struct be_cpu *c = b->priv;
-
-	return c ? xfer_wait_all(&c->xf, eb) : IG_E_OK;
-}
-
-static int be_cpu__img(struct be *b, enum xfer_kind kind, struct be_img *job, uint64_t *ticket,
-                       struct ig_errbuf *eb)
-{
-	struct be_cpu *c = b->priv;
-
-	if (!c)
-		return ig_errf(eb, IG_E_INVAL, "image window: the backend is not open");
-	return xfer_img(&c->xf, &c->mem, b->fault_xfer, kind, job, ticket, eb);
-}
-
-static int be_cpu_img_gather_async(struct be *b, struct be_img *job, uint64_t *ticket,
-                                   struct ig_errbuf *eb)
-{
-	return be_cpu__img(b, XFER_GATHER, job, ticket, eb);
-}
-
-static int be_cpu_img_scatter_async(struct be *b, struct be_img *job, uint64_t *ticket,
-                                    struct ig_errbuf *eb)
-{
-	return be_cpu__img(b, XFER_SCATTER, job, ticket, eb);
 }
 
 /* ---- the model and its sequences: the decoder of model_cpu.h ------------ */
@@ -458,15 +388,15 @@ static int be_cpu_model_bind(struct be *b, struct mfile *f, const struct be_plac
 	}
 	cm->d.kv_sinks = o->kv_window ? o->kv_sinks : 0;
 	cm->d.kv_window = o->kv_window;
-	rc = bind_carve(&cm->bd, &c->mem, "cpu", cm->d.m, o, be_cpu__scratch, eb);
+	rc = bind_carve(&cm->bd, &c->books.mem, "cpu", cm->d.m, o, be_cpu__scratch, eb);
 	if (!rc)
 		rc = cpool_create(&cm->pool, o->threads ? o->threads : 1, eb);
 	/* a MoE model's experts where the plan put them (docs/adr/0039) */
 	if (!rc && cm->d.m->family == MDESC_MOE && o->expert_cache.base) {
-		rc = devmem_check_region(&c->mem, "cpu", "expert_cache", o->expert_cache.base,
+		rc = devmem_check_region(&c->books.mem, "cpu", "expert_cache", o->expert_cache.base,
 		                         o->expert_cache.bytes, 1, eb);
 		if (!rc && o->residency.base)
-			rc = devmem_check_region(&c->mem, "cpu", "residency", o->residency.base,
+			rc = devmem_check_region(&c->books.mem, "cpu", "residency", o->residency.base,
 			                         o->residency.bytes, 1, eb);
 		if (!rc)
 			rc = xc_create(
@@ -586,13 +516,13 @@ const struct be_ops be_cpu_ops = {
     .copy_h2d = be_cpu_copy_h2d,
     .copy_d2h = be_cpu_copy_d2h,
     .copy_d2d = be_cpu_copy_d2d,
-    .copy_h2d_async = be_cpu_copy_h2d_async,
-    .copy_d2h_async = be_cpu_copy_d2h_async,
-    .xfer_done = be_cpu_xfer_done,
-    .xfer_wait = be_cpu_xfer_wait,
-    .xfer_wait_all = be_cpu_xfer_wait_all,
-    .img_gather_async = be_cpu_img_gather_async,
-    .img_scatter_async = be_cpu_img_scatter_async,
+    .copy_h2d_async = xfer_be_copy_h2d_async,
+    .copy_d2h_async = xfer_be_copy_d2h_async,
+    .xfer_done = xfer_be_done,
+    .xfer_wait = xfer_be_wait,
+    .xfer_wait_all = xfer_be_wait_all,
+    .img_gather_async = xfer_be_img_gather_async,
+    .img_scatter_async = xfer_be_img_scatter_async,
     .model_bind = be_cpu_model_bind,
     .model_needs = be_cpu_model_needs,
     .model_release = be_cpu_model_release,

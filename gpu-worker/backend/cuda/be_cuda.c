@@ -71,9 +71,10 @@
 #define BE_CUDA_DEVICE  0
 
 struct be_cuda {
+	/* first: the stream's table entries are xfer.c's over them. mem: the
+	 * device's live allocations */
+	struct xfer_books books;
 	int dev;
-	struct devmem mem; /* the device's live allocations */
-	struct xfer xf;    /* the transfer stream's books */
 	cudaStream_t compute, transfer;
 	cudaEvent_t landed; /* the thread's: behind each job's copies */
 
@@ -127,7 +128,7 @@ cudaStream_t be_cuda_compute(struct be *b)
 
 const struct devmem *be_cuda_mem(struct be *b)
 {
-	return &((struct be_cuda *)b->priv)->mem;
+	return &((struct be_cuda *)b->priv)->books.mem;
 }
 
 /* Is `p` device memory (or managed), as the runtime sees it? A plain host
@@ -323,7 +324,7 @@ static void be_cuda__teardown(struct be_cuda *c, int stage)
 		cudaStreamSynchronize(c->compute);
 		cudaStreamDestroy(c->compute);
 	}
-	devmem_release(&c->mem);
+	devmem_release(&c->books.mem);
 	free(c);
 }
 
@@ -351,8 +352,8 @@ static int be_cuda_open(struct be *b, uint64_t sim_bytes, struct ig_errbuf *eb)
 	if (!c)
 		return ig_errf(eb, IG_E_NOMEM, "host memory for the cuda backend's state");
 	c->dev = BE_CUDA_DEVICE;
-	devmem_init(&c->mem, "the GPU");
-	xfer_init(&c->xf, &(struct xfer_engine){be_cuda__start, be_cuda__ready, be_cuda__await, c});
+	devmem_init(&c->books.mem, "the GPU");
+	xfer_init(&c->books.xf, &(struct xfer_engine){be_cuda__start, be_cuda__ready, be_cuda__await, c});
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->work_cv, NULL);
 	pthread_cond_init(&c->done_cv, NULL);
@@ -411,7 +412,7 @@ static void be_cuda_close(struct be *b)
 	b->capacity = b->used = 0;
 	if (!c)
 		return;
-	xfer_drain(&c->xf);
+	xfer_drain(&c->books.xf);
 	be_cuda__teardown(c, BE_CUDA_THREAD);
 	b->priv = NULL;
 }
@@ -440,7 +441,7 @@ static int be_cuda_alloc(struct be *b, uint64_t bytes, void **ptr, struct ig_err
 		return ig_errf(eb, IG_E_INVAL,
 		               "device allocation of %" PRIu64 " bytes: the backend is not open",
 		               bytes);
-	rc = devmem_reserve(&c->mem, eb);
+	rc = devmem_reserve(&c->books.mem, eb);
 	if (rc)
 		return rc;
 	e = cudaMalloc(ptr, (size_t)n);
@@ -457,7 +458,7 @@ static int be_cuda_alloc(struct be *b, uint64_t bytes, void **ptr, struct ig_err
 		*ptr = NULL;
 		return be_cuda__err(eb, IG_E_IO, e, "cudaMalloc of %" PRIu64 " bytes", n);
 	}
-	devmem_add(&c->mem, *ptr, n);
+	devmem_add(&c->books.mem, *ptr, n);
 	b->used += n;
 	return IG_E_OK;
 }
@@ -472,8 +473,8 @@ static void be_cuda_free(struct be *b, void *ptr, uint64_t bytes)
 	if (!ptr)
 		return;
 	if (c) {
-		xfer_drain(&c->xf);
-		if (!devmem_remove(&c->mem, ptr)) {
+		xfer_drain(&c->books.xf);
+		if (!devmem_remove(&c->books.mem, ptr)) {
 			/* style rule 5: a device error in the worker may abort */
 			fprintf(stderr, "be_cuda_free: %p is not an allocation of the GPU\n", ptr);
 			abort();
@@ -515,7 +516,7 @@ static void be_cuda_host_free(struct be *b, void *ptr, uint64_t bytes)
 	if (!ptr)
 		return;
 	if (c)
-		xfer_drain(&c->xf);
+		xfer_drain(&c->books.xf);
 	e = cudaFreeHost(ptr);
 	if (e != cudaSuccess) {
 		(void)cudaGetLastError();
@@ -549,7 +550,7 @@ static int be_cuda__copy(struct be *b, bool d2h, void *dst, const void *src, uin
 {
 	struct be_cuda *c = b->priv;
 	bool empty;
-	int rc = devmem_check_copy(c ? &c->mem : NULL, "copy", d2h, dst, src, n, &empty, eb);
+	int rc = devmem_check_copy(c ? &c->books.mem : NULL, "copy", d2h, dst, src, n, &empty, eb);
 
 	if (rc || empty)
 		return rc;
@@ -574,82 +575,11 @@ static int be_cuda_copy_d2d(struct be *b, void *dst, const void *src, uint64_t n
 {
 	struct be_cuda *c = b->priv;
 	bool empty;
-	int rc = devmem_check_d2d(c ? &c->mem : NULL, dst, src, n, &empty, eb);
+	int rc = devmem_check_d2d(c ? &c->books.mem : NULL, dst, src, n, &empty, eb);
 
 	if (rc || empty)
 		return rc;
 	return be_cuda__sync(c, cudaMemcpyDeviceToDevice, false, dst, src, n, eb);
-}
-
-static int be_cuda__enqueue(struct be *b, bool d2h, void *dst, const void *src, uint64_t n,
-                            uint64_t *ticket, struct ig_errbuf *eb)
-{
-	struct be_cuda *c = b->priv;
-
-	if (!c)
-		return ig_errf(eb, IG_E_INVAL,
-		               "async copy of %" PRIu64 " bytes: the backend is not open", n);
-	return xfer_copy(&c->xf, &c->mem, b->fault_xfer, d2h, dst, src, n, ticket, eb);
-}
-
-static int be_cuda_copy_h2d_async(struct be *b, void *dst, const void *src, uint64_t n,
-                                  uint64_t *ticket, struct ig_errbuf *eb)
-{
-	return be_cuda__enqueue(b, false, dst, src, n, ticket, eb);
-}
-
-static int be_cuda_copy_d2h_async(struct be *b, void *dst, const void *src, uint64_t n,
-                                  uint64_t *ticket, struct ig_errbuf *eb)
-{
-	return be_cuda__enqueue(b, true, dst, src, n, ticket, eb);
-}
-
-static bool be_cuda_xfer_done(struct be *b, uint64_t ticket)
-{
-	struct be_cuda *c = b->priv;
-
-	return !c || xfer_done(&c->xf, ticket);
-}
-
-static int be_cuda_xfer_wait(struct be *b, uint64_t ticket, struct ig_errbuf *eb)
-{
-	struct be_cuda *c = b->priv;
-
-	if (ticket == 0)
-		return IG_E_OK;
-	if (!c)
-		return ig_errf(eb, IG_E_INVAL,
-		               "wait for async copy #%" PRIu64 ": the backend is not open", ticket);
-	return xfer_wait(&c->xf, ticket, eb);
-}
-
-static int be_cuda_xfer_wait_all(struct be *b, struct ig_errbuf *eb)
-{
-	struct be_cuda *c = b->priv;
-
-	return c ? xfer_wait_all(&c->xf, eb) : IG_E_OK;
-}
-
-static int be_cuda__img(struct be *b, enum xfer_kind kind, struct be_img *job, uint64_t *ticket,
-                        struct ig_errbuf *eb)
-{
-	struct be_cuda *c = b->priv;
-
-	if (!c)
-		return ig_errf(eb, IG_E_INVAL, "image window: the backend is not open");
-	return xfer_img(&c->xf, &c->mem, b->fault_xfer, kind, job, ticket, eb);
-}
-
-static int be_cuda_img_gather_async(struct be *b, struct be_img *job, uint64_t *ticket,
-                                    struct ig_errbuf *eb)
-{
-	return be_cuda__img(b, XFER_GATHER, job, ticket, eb);
-}
-
-static int be_cuda_img_scatter_async(struct be *b, struct be_img *job, uint64_t *ticket,
-                                     struct ig_errbuf *eb)
-{
-	return be_cuda__img(b, XFER_SCATTER, job, ticket, eb);
 }
 
 const struct be_ops be_cuda_ops = {
@@ -666,13 +596,13 @@ const struct be_ops be_cuda_ops = {
     .copy_h2d = be_cuda_copy_h2d,
     .copy_d2h = be_cuda_copy_d2h,
     .copy_d2d = be_cuda_copy_d2d,
-    .copy_h2d_async = be_cuda_copy_h2d_async,
-    .copy_d2h_async = be_cuda_copy_d2h_async,
-    .xfer_done = be_cuda_xfer_done,
-    .xfer_wait = be_cuda_xfer_wait,
-    .xfer_wait_all = be_cuda_xfer_wait_all,
-    .img_gather_async = be_cuda_img_gather_async,
-    .img_scatter_async = be_cuda_img_scatter_async,
+    .copy_h2d_async = xfer_be_copy_h2d_async,
+    .copy_d2h_async = xfer_be_copy_d2h_async,
+    .xfer_done = xfer_be_done,
+    .xfer_wait = xfer_be_wait,
+    .xfer_wait_all = xfer_be_wait_all,
+    .img_gather_async = xfer_be_img_gather_async,
+    .img_scatter_async = xfer_be_img_scatter_async,
     .model_bind = be_cuda_model_bind,
     .model_needs = be_cuda_model_needs,
     .model_release = be_cuda_model_release,
