@@ -36,6 +36,7 @@
 #include "common/model.h"
 #include "gpu-worker/backend/cpu/cpu_ops.h"
 #include "gpu-worker/backend/cpu/layer_linear.h"
+#include "gpu_test.h"
 #include "kernels/kernels.h"
 #include "model/linstate.h"
 #include "model/quant.h"
@@ -63,26 +64,12 @@ static const struct tcase cases[] = {
      QUANT_BF16},
 };
 
-static uint64_t next_u64(uint64_t *s)
-{
-	uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1). */
-static float next_unit(uint64_t *s)
-{
-	return (float)((double)(next_u64(s) >> 11) * 0x1.0p-52 - 1.0);
-}
-
 static float *randv(size_t n, float scale, float offset, uint64_t *s)
 {
 	float *v = malloc((n ? n : 1) * sizeof(float));
 
 	for (size_t i = 0; v && i < n; i++)
-		v[i] = offset + scale * next_unit(s);
+		v[i] = offset + scale * gt_next_unit(s);
 	return v;
 }
 
@@ -606,20 +593,7 @@ static int check_args(void)
 
 int main(void)
 {
-	int ndev = 0;
-	cudaError_t rc = cudaGetDeviceCount(&ndev);
-
-	if (rc != cudaSuccess || ndev < 1) {
-		printf("skip: no CUDA device (%s)\n",
-		       rc != cudaSuccess ? cudaGetErrorString(rc) : "device count 0");
-		return 77;
-	}
-
-	uint64_t seed = DEFAULT_SEED;
-	const char *env = getenv("IGNIS_TEST_SEED");
-	if (env && *env)
-		seed = strtoull(env, NULL, 0);
-	printf("seed %" PRIu64 " (IGNIS_TEST_SEED=%" PRIu64 " repeats this run)\n", seed, seed);
+	uint64_t seed = gt_start(DEFAULT_SEED);
 
 	int failed = check_args();
 	uint64_t s = seed;

@@ -36,6 +36,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu-worker/backend/cpu/cpu_ops.h"
+#include "gpu_test.h"
 #include "kernels/kernels.h"
 #include "model/quant.h"
 
@@ -44,20 +45,6 @@
 #define ATOL         1e-6
 #define SW_RTOL      (16.0 * 0x1p-24)
 #define SW_ATOL      0x1p-146 /* a subnormal result rounds absolutely */
-
-static uint64_t next_u64(uint64_t *s)
-{
-	uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1). */
-static float next_unit(uint64_t *s)
-{
-	return (float)((double)(next_u64(s) >> 11) * 0x1.0p-52 - 1.0);
-}
 
 #define CUDA_OK(call, label)                                                                       \
 	do {                                                                                       \
@@ -123,12 +110,12 @@ static int embed_case(const struct quant_type *qt, const struct embed_shape *sh,
 	}
 	for (uint32_t r = 0; r < sh->vocab; r++) {
 		for (uint32_t k = 0; k < sh->n_in; k++)
-			src[k] = next_unit(seed);
+			src[k] = gt_next_unit(seed);
 		quant_quantize(qt->id, src, wq + (size_t)r * row_bytes, sh->n_in);
 	}
 	/* any order, the last row, and repeats */
 	for (int t = 0; t < sh->n_tok; t++)
-		tok[t] = (uint32_t)(next_u64(seed) % sh->vocab);
+		tok[t] = (uint32_t)(gt_next_u64(seed) % sh->vocab);
 	tok[0] = sh->vocab - 1;
 	if (sh->n_tok > 2)
 		tok[sh->n_tok - 1] = tok[1];
@@ -196,7 +183,7 @@ static const struct norm_shape norm_shapes[] = {
 static void make_weight(uint32_t type, int cols, uint64_t *seed, void *out)
 {
 	for (int c = 0; c < cols; c++) {
-		float v = 1.0f + 0.5f * next_unit(seed);
+		float v = 1.0f + 0.5f * gt_next_unit(seed);
 		uint32_t u;
 
 		if (type == QUANT_F32) {
@@ -232,7 +219,7 @@ static int norm_case(uint32_t wtype, const struct norm_shape *sh, uint64_t *seed
 		goto out;
 	}
 	for (size_t i = 0; i < n; i++)
-		x[i] = sh->scale * next_unit(seed);
+		x[i] = sh->scale * gt_next_unit(seed);
 	make_weight(wtype, sh->cols, seed, w);
 	for (int c = 0; c < sh->cols; c++)
 		wf[c] = cop_at((struct cop_w){.p = w, .type = wtype}, (size_t)c);
@@ -342,7 +329,7 @@ static float next_gate(uint64_t *s, uint64_t i)
 
 	if (i % 97 == 5)
 		return edge[(i / 97) % (sizeof(edge) / sizeof(edge[0]))];
-	return 20.0f * next_unit(s);
+	return 20.0f * gt_next_unit(s);
 }
 
 /* One size, inputs at element offset `off` of the buffers (off 1: not
@@ -368,8 +355,8 @@ static int ew_case(uint64_t n, int off, uint64_t *seed)
 
 	/* kern_add: d_a += d_b, then d_b += d_b (in place on itself) */
 	for (uint64_t i = 0; i < n; i++) {
-		a[i] = 100.0f * next_unit(seed);
-		b[i] = next_unit(seed);
+		a[i] = 100.0f * gt_next_unit(seed);
+		b[i] = gt_next_unit(seed);
 	}
 	CUDA_OK(cudaMemcpy(d_a + off, a, n * sizeof(float), cudaMemcpyHostToDevice), out);
 	CUDA_OK(cudaMemcpy(d_b + off, b, n * sizeof(float), cudaMemcpyHostToDevice), out);
@@ -386,7 +373,7 @@ static int ew_case(uint64_t n, int off, uint64_t *seed)
 	/* kern_swiglu: out of place, then in place into the gate */
 	for (uint64_t i = 0; i < n; i++) {
 		a[i] = next_gate(seed, i);
-		b[i] = 2.0f * next_unit(seed);
+		b[i] = 2.0f * gt_next_unit(seed);
 	}
 	CUDA_OK(cudaMemcpy(d_a + off, a, n * sizeof(float), cudaMemcpyHostToDevice), out);
 	CUDA_OK(cudaMemcpy(d_b + off, b, n * sizeof(float), cudaMemcpyHostToDevice), out);
@@ -492,20 +479,7 @@ static int check_args(void)
 
 int main(void)
 {
-	int ndev = 0;
-	cudaError_t rc = cudaGetDeviceCount(&ndev);
-
-	if (rc != cudaSuccess || ndev < 1) {
-		printf("skip: no CUDA device (%s)\n",
-		       rc != cudaSuccess ? cudaGetErrorString(rc) : "device count 0");
-		return 77;
-	}
-
-	uint64_t seed = DEFAULT_SEED;
-	const char *env = getenv("IGNIS_TEST_SEED");
-	if (env && *env)
-		seed = strtoull(env, NULL, 0);
-	printf("seed %" PRIu64 " (IGNIS_TEST_SEED=%" PRIu64 " repeats this run)\n", seed, seed);
+	uint64_t seed = gt_start(DEFAULT_SEED);
 
 	int failed = check_args();
 	uint64_t s = seed;

@@ -36,6 +36,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu-worker/backend/cpu/cpu_ops.h"
+#include "gpu_test.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 #include "model/quant.h"
@@ -63,19 +64,6 @@ static const struct shape shapes[] = {
 
 static const uint32_t types[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0,
                                  QUANT_Q4_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
-
-static uint64_t next_u64(uint64_t *s)
-{
-	uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-static float next_unit(uint64_t *s)
-{
-	return (float)((double)(next_u64(s) >> 11) * 0x1.0p-52 - 1.0);
-}
 
 #define CUDA_OK(call, label)                                                                       \
 	do {                                                                                       \
@@ -142,11 +130,11 @@ static int run_case(const struct quant_type *qt, const struct shape *sh, uint64_
 	}
 	for (int r = 0; r < sh->n_out; r++) {
 		for (uint32_t k = 0; k < sh->n_in; k++)
-			src[k] = next_unit(seed);
+			src[k] = gt_next_unit(seed);
 		quant_quantize(qt->id, src, wq + (size_t)r * row_bytes, sh->n_in);
 	}
 	for (size_t i = 0; i < xn; i++)
-		x[i] = next_unit(seed);
+		x[i] = gt_next_unit(seed);
 	/* the host's replay; the device takes the vector path where the host's
 	 * alignment flag says, or the element one: the same bits either way */
 	for (int v = 0; v < NV; v++)
@@ -294,20 +282,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	int ndev = 0;
-	cudaError_t rc = cudaGetDeviceCount(&ndev);
-
-	if (rc != cudaSuccess || ndev < 1) {
-		printf("skip: no CUDA device (%s)\n",
-		       rc != cudaSuccess ? cudaGetErrorString(rc) : "device count 0");
-		return 77;
-	}
-
-	uint64_t seed = DEFAULT_SEED;
-	const char *env = getenv("IGNIS_TEST_SEED");
-	if (env && *env)
-		seed = strtoull(env, NULL, 0);
-	printf("seed %" PRIu64 " (IGNIS_TEST_SEED=%" PRIu64 " repeats this run)\n", seed, seed);
+	uint64_t seed = gt_start(DEFAULT_SEED);
 
 	int failed = check_args();
 	uint64_t s = seed;

@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu-worker/backend/cpu/cpu_ops.h"
+#include "gpu_test.h"
 #include "kernels/kernels.h"
 
 #define RTOL         1e-5
@@ -54,21 +55,6 @@ static const struct shape shapes[] = {
     {"eps dominates", 8, 777, 1e-4f, 1e-5f},
 };
 
-/* splitmix64: small, seedable, the same sequence everywhere. */
-static uint64_t next_u64(uint64_t *s)
-{
-	uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
-	z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-	z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [-1, 1). */
-static float next_unit(uint64_t *s)
-{
-	return (float)((double)(next_u64(s) >> 11) * 0x1.0p-52 - 1.0);
-}
-
 #define CUDA_OK(call, label)                                                                       \
 	do {                                                                                       \
 		cudaError_t rc_ = (call);                                                          \
@@ -93,9 +79,9 @@ static int run_shape(const struct shape *sh, uint64_t *seed)
 		goto out_free;
 	}
 	for (size_t i = 0; i < n; i++)
-		x[i] = sh->scale * next_unit(seed);
+		x[i] = sh->scale * gt_next_unit(seed);
 	for (int c = 0; c < sh->cols; c++)
-		w[c] = 1.0f + 0.5f * next_unit(seed); /* [0.5, 1.5) */
+		w[c] = 1.0f + 0.5f * gt_next_unit(seed); /* [0.5, 1.5) */
 	cop_rmsnorm_rows(x, w, ref, (size_t)sh->rows, (size_t)sh->cols, sh->eps);
 
 	CUDA_OK(cudaMalloc((void **)&d_x, xbytes), out_free);
@@ -177,20 +163,7 @@ static int check_args(void)
 
 int main(void)
 {
-	int ndev = 0;
-	cudaError_t rc = cudaGetDeviceCount(&ndev);
-
-	if (rc != cudaSuccess || ndev < 1) {
-		printf("skip: no CUDA device (%s)\n",
-		       rc != cudaSuccess ? cudaGetErrorString(rc) : "device count 0");
-		return 77;
-	}
-
-	uint64_t seed = DEFAULT_SEED;
-	const char *env = getenv("IGNIS_TEST_SEED");
-	if (env && *env)
-		seed = strtoull(env, NULL, 0);
-	printf("seed %" PRIu64 " (IGNIS_TEST_SEED=%" PRIu64 " repeats this run)\n", seed, seed);
+	uint64_t seed = gt_start(DEFAULT_SEED);
 	printf("tolerance |gpu - cpu| <= %g * |cpu| + %g\n", RTOL, ATOL);
 
 	int failed = check_args();
