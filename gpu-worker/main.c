@@ -107,6 +107,37 @@ static void worker_unload(struct worker *w)
 
 /* The placer of the device weights: each tensor copied into the weights
  * line, nowhere else. */
+/* The KV-RAM arena pinned where a kvstore client maps it (kvclient.h's
+ * kvc_pin; be_ops.host_register): on a client's thread, while the backend
+ * is open (the clients close before it does). Refused: the windows are
+ * copied at the pageable rate, and the operator is told why. */
+static bool worker_pin(void *ctx, void *base, uint64_t bytes)
+{
+	struct worker *w = ctx;
+	struct ig_errbuf eb;
+	struct ev e;
+
+	if (!w->be.ops->host_register)
+		return false;
+	if (w->be.ops->host_register(&w->be, base, bytes, &eb) == IG_E_OK)
+		return true;
+	ev_begin(&e, EV_WARN, "ignis.gpu_worker.arena_pageable");
+	ev_u64(&e, "bytes", bytes);
+	ev_str(&e, "error", eb.msg);
+	ev_str(&e, "detail",
+	       "the KV-RAM arena stays pageable: moves' windows are copied at the pageable "
+	       "rate (raise the memory lock limit, ulimit -l, to pin it)");
+	ev_end(&e);
+	return false;
+}
+
+static void worker_unpin(void *ctx, void *base)
+{
+	struct worker *w = ctx;
+
+	w->be.ops->host_unregister(&w->be, base);
+}
+
 static int worker_place(void *ctx, const char *name, const void *src, uint64_t bytes,
                         const void **at, struct ig_errbuf *eb)
 {
@@ -291,6 +322,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	struct eng_cfg cfg;
 	uint64_t *counts = NULL; /* the experts' calibration counts, for pins */
 	void *pool_base = w->layout.r[LAYOUT_KV_POOL].base;
+	const struct kvc_pin pin = {worker_pin, worker_unpin, w};
 	struct ev e;
 	int rc;
 
@@ -444,9 +476,9 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	};
 	/* moves through the kvstore daemon: its clients dial in the background
 	 * and wait for it, so a worker starts whether or not it is up yet */
-	rc = kvc_open(&w->kv_out, w->rtdir, eb);
+	rc = kvc_open_pinned(&w->kv_out, w->rtdir, &pin, eb);
 	if (!rc)
-		rc = kvc_open(&w->kv_in, w->rtdir, eb);
+		rc = kvc_open_pinned(&w->kv_in, w->rtdir, &pin, eb);
 	if (rc)
 		goto fail;
 	cfg.kv_out = w->kv_out;
@@ -475,7 +507,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 		/* host slots: the kvstore daemon's, through a client of their own
 		 * (a capture's or claim's exchange never waits behind a move's) */
 		if (pl->retained_host) {
-			rc = kvc_open(&w->kv_slots, w->rtdir, eb);
+			rc = kvc_open_pinned(&w->kv_slots, w->rtdir, &pin, eb);
 			if (rc)
 				goto fail;
 			cfg.kv_slots = w->kv_slots;

@@ -111,8 +111,10 @@ struct seqimg_writer;
  * cache (be_bind_opts' expert regions, expert_stats: docs/adr/0039). 8:
  * host_alloc and host_free (host memory the device copies from and to at
  * full speed: pinned on a GPU; the expert cache's host copy), and the
- * neutral half of every backend moved up beside the table (docs/adr/0045). */
-#define BE_ABI_VERSION 8u
+ * neutral half of every backend moved up beside the table (docs/adr/0045).
+ * 9: host_register and host_unregister (the KV-RAM arena pinned where it is
+ * mapped). */
+#define BE_ABI_VERSION 9u
 
 /* Copies in flight on the transfer stream at most. A move enqueues one copy
  * per window between two decode rounds and waits for them before the next
@@ -260,6 +262,15 @@ struct be_ops {
 	 * `*ptr` until host_free with the same `bytes`. */
 	int (*host_alloc)(struct be *b, uint64_t bytes, void **ptr, struct ig_errbuf *eb);
 	void (*host_free)(struct be *b, void *ptr, uint64_t bytes);
+	/* The same for host memory mapped elsewhere (the kvstore daemon's
+	 * KV-RAM arena, mapped by the worker): `bytes` at `p`, page-aligned,
+	 * made memory the device copies from and to at full speed until
+	 * host_unregister(p) (cuda: cudaHostRegister, page-locking it). May be
+	 * called from any thread. A refusal (IG_E_NOMEM: the lock limit, the
+	 * driver's) leaves the memory as it was: copies from and to it still
+	 * work, at the pageable rate. NULL entries: nothing to do (cpu). */
+	int (*host_register)(struct be *b, void *p, uint64_t bytes, struct ig_errbuf *eb);
+	void (*host_unregister)(struct be *b, void *p);
 	/* Synchronous copies of `n` bytes between host and device memory. The
 	 * device side must lie inside one allocation, the host side outside
 	 * every one (IG_E_INVAL otherwise). They do not wait for the stream. */

@@ -58,9 +58,11 @@ struct kvc_map {
 	char name[KVC_NAME_MAX + 1];
 	dev_t dev;
 	ino_t ino;
+	bool pinned; /* the pin hook took it (kvc_pin) */
 };
 
 struct kvc {
+	struct kvc_pin pin;        /* set at open, read-only after */
 	char path[TP_PATH_MAX];    /* <rtdir>/kvstore.sock, for messages */
 	char url[TP_PATH_MAX + 8]; /* ipc://... */
 	nng_socket sock;
@@ -158,8 +160,11 @@ static nng_duration kvc__nng_ms(uint64_t left)
 	return left >= INT32_MAX ? NNG_DURATION_INFINITE : (nng_duration)left;
 }
 
-static void kvc__map_release(struct kvc_map *km)
+static void kvc__map_release(struct kvc *c, struct kvc_map *km)
 {
+	if (km->pinned && c->pin.unpin)
+		c->pin.unpin(c->pin.ctx, km->m.base);
+	km->pinned = false;
 	arena_map_close(&km->m);
 	memset(km, 0, sizeof(*km));
 	km->m.fd = -1;
@@ -344,6 +349,11 @@ static int kvc__sync_map(struct kvc *c, const char *name, struct ig_errbuf *eb)
 	snprintf(km.name, sizeof(km.name), "%s", name);
 	km.dev = st.st_dev;
 	km.ino = st.st_ino;
+	/* pinned here, on this thread, before a reply that refers to it is
+	 * handed out: registering a large arena takes a while, and the
+	 * caller's loop must not wait for it */
+	if (c->pin.pin)
+		km.pinned = c->pin.pin(c->pin.ctx, km.m.base, km.m.bytes);
 	c->t_map = km;
 	c->t_map.m = (struct arena_map){.base = NULL, .bytes = 0, .fd = -1};
 	c->t_mapped = true;
@@ -353,7 +363,7 @@ static int kvc__sync_map(struct kvc *c, const char *name, struct ig_errbuf *eb)
 	c->have_new = true;
 	pthread_mutex_unlock(&c->mtx);
 	if (stale.m.base)
-		arena_map_close(&stale.m);
+		kvc__map_release(c, &stale);
 	return IG_E_OK;
 }
 
@@ -563,7 +573,7 @@ static void kvc__adopt_map_locked(struct kvc *c)
 {
 	if (!c->have_new)
 		return;
-	kvc__map_release(&c->map_old);
+	kvc__map_release(c, &c->map_old);
 	c->map_old = c->map_cur;
 	c->map_cur = c->map_new;
 	memset(&c->map_new, 0, sizeof(c->map_new));
@@ -573,6 +583,12 @@ static void kvc__adopt_map_locked(struct kvc *c)
 }
 
 int kvc_open(struct kvc **out, const char *rtdir, struct ig_errbuf *eb)
+{
+	return kvc_open_pinned(out, rtdir, NULL, eb);
+}
+
+int kvc_open_pinned(struct kvc **out, const char *rtdir, const struct kvc_pin *pin,
+                    struct ig_errbuf *eb)
 {
 	pthread_condattr_t ca;
 	struct kvc *c;
@@ -589,6 +605,8 @@ int kvc_open(struct kvc **out, const char *rtdir, struct ig_errbuf *eb)
 		               rtdir, TP_PATH_MAX - 1);
 	}
 	snprintf(c->url, sizeof(c->url), "ipc://%s", c->path);
+	if (pin)
+		c->pin = *pin;
 	c->timeout_ms = KVC_TIMEOUT_MS;
 	c->map_cur.m.fd = c->map_old.m.fd = c->map_new.m.fd = -1;
 	pthread_mutex_init(&c->mtx, NULL);
@@ -660,9 +678,9 @@ void kvc_close(struct kvc *c)
 		nng_msg_free(c->req_nm);
 	if (c->rep_nm)
 		nng_msg_free(c->rep_nm);
-	kvc__map_release(&c->map_new);
-	kvc__map_release(&c->map_cur);
-	kvc__map_release(&c->map_old);
+	kvc__map_release(c, &c->map_new);
+	kvc__map_release(c, &c->map_cur);
+	kvc__map_release(c, &c->map_old);
 	pthread_cond_destroy(&c->cv);
 	pthread_mutex_destroy(&c->mtx);
 	pthread_mutex_destroy(&c->dial_mtx);

@@ -107,6 +107,23 @@ struct kvc;
  * background dial. Succeeds with no daemon listening (requests wait for
  * one). On success the caller owns *out and frees it with kvc_close. */
 int kvc_open(struct kvc **out, const char *rtdir, struct ig_errbuf *eb);
+
+/* Host memory the device copies windows from and to at full speed (a GPU's
+ * pinned, registered memory: be_ops.host_register). `pin` is called on the
+ * client thread with each arena mapping as soon as it is mapped, before any
+ * reply that refers to it is handed out, and says whether it took it;
+ * `unpin` is called, for a mapping it took, before that mapping is
+ * unmapped (on the thread that unmaps it). A mapping not taken is used as
+ * it is: copies still work, at the pageable rate; saying so is the hook's
+ * part. */
+struct kvc_pin {
+	bool (*pin)(void *ctx, void *base, uint64_t bytes);
+	void (*unpin)(void *ctx, void *base);
+	void *ctx;
+};
+/* kvc_open with the pin hook `pin` (copied; NULL: none). */
+int kvc_open_pinned(struct kvc **out, const char *rtdir, const struct kvc_pin *pin,
+                    struct ig_errbuf *eb);
 /* Stop the client thread, close the socket (a request in flight is
  * abandoned), unmap the arena and free `c`. NULL is a no-op. */
 void kvc_close(struct kvc *c);

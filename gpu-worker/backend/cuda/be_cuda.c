@@ -525,6 +525,28 @@ static void be_cuda_host_free(struct be *b, void *ptr, uint64_t bytes)
 	}
 }
 
+/* The KV-RAM arena where the worker maps it: page-locked and known to the
+ * device, so that a window's DMA reads and writes it in place (portable:
+ * every context may use it). */
+static int be_cuda_host_register(struct be *b, void *p, uint64_t bytes, struct ig_errbuf *eb)
+{
+	cudaError_t e;
+
+	(void)b;
+	e = cudaHostRegister(p, (size_t)bytes, cudaHostRegisterPortable);
+	if (e != cudaSuccess)
+		return be_cuda__err(eb, IG_E_NOMEM, e, "cudaHostRegister of %" PRIu64 " bytes",
+		                    bytes);
+	return IG_E_OK;
+}
+
+static void be_cuda_host_unregister(struct be *b, void *p)
+{
+	(void)b;
+	if (cudaHostUnregister(p) != cudaSuccess)
+		(void)cudaGetLastError();
+}
+
 /* A synchronous copy (checked first) on the compute stream, in order with
  * its kernels, landed when it returns. */
 static int be_cuda__sync(struct be_cuda *c, enum cudaMemcpyKind kind, bool d2h, void *dst,
@@ -593,6 +615,8 @@ const struct be_ops be_cuda_ops = {
     .free = be_cuda_free,
     .host_alloc = be_cuda_host_alloc,
     .host_free = be_cuda_host_free,
+    .host_register = be_cuda_host_register,
+    .host_unregister = be_cuda_host_unregister,
     .copy_h2d = be_cuda_copy_h2d,
     .copy_d2h = be_cuda_copy_d2h,
     .copy_d2d = be_cuda_copy_d2d,
