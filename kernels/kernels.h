@@ -116,7 +116,11 @@ int kern_swiglu(const float *d_gate, const float *d_up, float *d_out, uint64_t n
  * one stream (layer_args.h says what each does). Tables the formats need on
  * the device (the compact format's codebook) are built once by
  * kern_kvfmt_init, which the backend calls at open (idempotent; 0 or a
- * cudaError_t).
+ * cudaError_t). Each step's kernel keeps a (row, head)'s softmax state in
+ * registers and shared memory, so the scratch is 0 bytes today (d_scratch
+ * may be NULL); callers size it with kern_attn_scratch_bytes all the same,
+ * so that a kernel splitting positions over blocks may take some later
+ * (kernels/attention.cu says how its bits would stay the same).
  */
 uint64_t kern_attn_scratch_bytes(uint32_t head_dim, uint32_t q_heads, uint32_t n_tok,
                                  uint64_t max_pos);
