@@ -1,25 +1,26 @@
 /*
  * test_moves.c - the engine's moves (engine.h; docs/design.md, section 4) over the
- * real model (tiny-dense, cpu backend) and a real kvstore daemon
- * (ignis-kvstored, started here, configured as the supervisor would): a
- * request that does not fit moves a lower-ranked sequence out a window at a
- * time while the others keep decoding, and the moved one resumes where it
- * stopped. Every request's tokens equal those of the same request run alone
- * on a pool where nothing moves: greedy and seeded; a decoding victim, a
+ * real model (tiny-dense, on the backend --backend names: cpu unless
+ * another, engrig.h) and a real kvstore daemon (ignis-kvstored, started
+ * here, configured as the supervisor would): a request that does not fit
+ * moves a lower-ranked sequence out a window at a time while the others
+ * keep decoding, and the moved one resumes where it stopped. Every
+ * request's tokens equal those of the same request run alone on a pool
+ * where nothing moves: greedy and seeded; a decoding victim, a
  * half-prefilled one; with KV-disk off and a forced give-up (the given-up
  * one is prefilled again); with the daemon killed (-9) in the middle of a
  * move; with KV-disk on and a KV-RAM too small for an image: straight to
  * disk and back from it, also with the daemon killed mid-move each way.
  * And the engine's hands-off rule (engine_int.h: a window copy in flight on
  * the transfer stream is waited for before its sequence's pages or state
- * are touched), on a wrapped cpu table that holds each copy in flight for
- * some polls and checks every round, state slot, synchronous copy and page
- * given back against the copies in flight: a victim moved out and restored,
- * a move stopped and a victim cancelled with a window in flight, prompt
- * reuse beside a move. A test's name as the argument runs it alone. The
- * pool is bf16, or in the KV format --kv-format names (issue 28: the same
- * tokens as alone in each format; fp8 and compact run the few in main's
- * fmt_tests).
+ * are touched), on a wrapper of the backend's table that holds each copy
+ * in flight for some polls and checks every round, state slot, synchronous
+ * copy and page given back against the copies in flight: a victim moved
+ * out and restored, a move stopped and a victim cancelled with a window in
+ * flight, prompt reuse beside a move. A test's name as the argument runs it
+ * alone. The pool is bf16, or in the KV format --kv-format names (issue 28:
+ * the same tokens as alone in each format; fp8 and compact run the few in
+ * main's fmt_tests).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -116,7 +117,7 @@ struct run_opts {
 	long kill_in_after_rounds; /* the same, of a move in */
 	uint32_t retained;         /* device retained slots (prompt reuse; 0: none) */
 	/* the moved run on the hands-off table (below), its copies in flight
-	 * this many polls (0: on the cpu table) */
+	 * this many polls (0: on the backend's own table) */
 	uint32_t hands;
 	/* request cancel - 1 is cancelled while a window copy of it is in
 	 * flight in a move out (0: none; with `hands`) */
@@ -131,7 +132,9 @@ struct run_opts {
  * scatter, its pages given to another sequence, a retained checkpoint's
  * copy), the window copy of them in flight on the transfer stream is waited
  * for (eng_seq.xfer). The cpu backend's copies are quick, so a broken rule
- * would rarely show in the tokens. The table below wraps the cpu one: it
+ * would rarely show in the tokens. The table below wraps the backend
+ * under test's (engrig.h's rig_backend; it only compares addresses, never
+ * reads through them, so it wraps the cuda table as well as the cpu one): it
  * remembers, for every window copy enqueued (img_gather_async reads the
  * sequence's pages and state, img_scatter_async writes them), its ticket and
  * the pool pages and state it covers, and keeps the copy in flight in the
@@ -157,7 +160,8 @@ struct ho_copy {
 };
 
 struct ho {
-	const struct be_ops *cpu;
+	const struct be_ops *inner; /* the table wrapped: the backend under test's */
+	char name[32];
 	struct be_ops ops;
 	const struct kvpool *kv;
 	uint64_t state_bytes;
@@ -304,7 +308,7 @@ static void ho__enqueued(const struct be_img *job, bool scatter, uint64_t ticket
 
 static int ho_gather(struct be *b, struct be_img *job, uint64_t *ticket, struct ig_errbuf *eb)
 {
-	int rc = ho.cpu->img_gather_async(b, job, ticket, eb);
+	int rc = ho.inner->img_gather_async(b, job, ticket, eb);
 
 	ho__books("img_gather_async");
 	if (rc == IG_E_OK)
@@ -314,7 +318,7 @@ static int ho_gather(struct be *b, struct be_img *job, uint64_t *ticket, struct 
 
 static int ho_scatter(struct be *b, struct be_img *job, uint64_t *ticket, struct ig_errbuf *eb)
 {
-	int rc = ho.cpu->img_scatter_async(b, job, ticket, eb);
+	int rc = ho.inner->img_scatter_async(b, job, ticket, eb);
 
 	ho__books("img_scatter_async");
 	if (rc == IG_E_OK)
@@ -323,7 +327,7 @@ static int ho_scatter(struct be *b, struct be_img *job, uint64_t *ticket, struct
 }
 
 /* In flight until waited for or asked about `ho.polls` times; then it has
- * landed for sure (the cpu copy is waited for first). */
+ * landed for sure (the wrapped table's copy is waited for first). */
 static bool ho_done(struct be *b, uint64_t ticket)
 {
 	struct ig_errbuf eb;
@@ -335,17 +339,17 @@ static bool ho_done(struct be *b, uint64_t ticket)
 			continue;
 		ours = true;
 		if (ho.fly[i].ticket == ticket && ++ho.fly[i].polls >= ho.polls) {
-			ho.cpu->xfer_wait(b, ticket, &eb);
+			ho.inner->xfer_wait(b, ticket, &eb);
 			ho__land(ticket, false);
 			return true;
 		}
 	}
-	return ours ? false : ho.cpu->xfer_done(b, ticket);
+	return ours ? false : ho.inner->xfer_done(b, ticket);
 }
 
 static int ho_wait(struct be *b, uint64_t ticket, struct ig_errbuf *eb)
 {
-	int rc = ho.cpu->xfer_wait(b, ticket, eb);
+	int rc = ho.inner->xfer_wait(b, ticket, eb);
 
 	ho__land(ticket, true);
 	return rc;
@@ -353,7 +357,7 @@ static int ho_wait(struct be *b, uint64_t ticket, struct ig_errbuf *eb)
 
 static int ho_wait_all(struct be *b, struct ig_errbuf *eb)
 {
-	int rc = ho.cpu->xfer_wait_all(b, eb);
+	int rc = ho.inner->xfer_wait_all(b, eb);
 
 	ho__land(UINT64_MAX, true);
 	return rc;
@@ -363,7 +367,7 @@ static int ho_wait_all(struct be *b, struct ig_errbuf *eb)
  * engine: not counted as the engine's wait) */
 static void ho_free(struct be *b, void *ptr, uint64_t bytes)
 {
-	ho.cpu->free(b, ptr, bytes);
+	ho.inner->free(b, ptr, bytes);
 	ho__land(UINT64_MAX, false);
 }
 
@@ -372,26 +376,26 @@ static int ho_copy_d2d(struct be *b, void *dst, const void *src, uint64_t n, str
 	ho__books("copy_d2d");
 	ho__touch("copy_d2d's source", src, n, false);
 	ho__touch("copy_d2d's destination", dst, n, true);
-	return ho.cpu->copy_d2d(b, dst, src, n, eb);
+	return ho.inner->copy_d2d(b, dst, src, n, eb);
 }
 
 static int ho_copy_h2d(struct be *b, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb)
 {
 	ho__touch("copy_h2d", dst, n, true);
-	return ho.cpu->copy_h2d(b, dst, src, n, eb);
+	return ho.inner->copy_h2d(b, dst, src, n, eb);
 }
 
 static int ho_copy_d2h(struct be *b, void *dst, const void *src, uint64_t n, struct ig_errbuf *eb)
 {
 	ho__touch("copy_d2h", src, n, false);
-	return ho.cpu->copy_d2h(b, dst, src, n, eb);
+	return ho.inner->copy_d2h(b, dst, src, n, eb);
 }
 
 /* A fresh state is zeroed in its slot. */
 static int ho_seq_init(struct be *b, const struct be_model *m, struct be_seq *s,
                        struct ig_errbuf *eb)
 {
-	int rc = ho.cpu->seq_init(b, m, s, eb);
+	int rc = ho.inner->seq_init(b, m, s, eb);
 
 	ho__books("seq_init");
 	if (rc == IG_E_OK)
@@ -404,7 +408,7 @@ static void ho_seq_release(struct be *b, const struct be_model *m, struct be_seq
 {
 	ho__books("seq_release");
 	ho__state("seq_release", s->state, true);
-	ho.cpu->seq_release(b, m, s);
+	ho.inner->seq_release(b, m, s);
 }
 
 /* Each step reads its pages up to its last token's and writes those its
@@ -439,7 +443,7 @@ static int ho_round(struct be *b, const struct be_model *m, const struct be_step
 		if (s->state == ho.landed && ho.rounds == ho.landed_at + 1)
 			ho.restored_next++;
 	}
-	return ho.cpu->round(b, m, steps, n_steps, fmt, kv, context, logits, eb);
+	return ho.inner->round(b, m, steps, n_steps, fmt, kv, context, logits, eb);
 }
 
 /* The wrapped table, copies held in flight `polls` polls unless waited
@@ -449,11 +453,12 @@ static const struct be_ops *ho_begin(uint32_t polls)
 	struct ig_errbuf eb;
 
 	memset(&ho, 0, sizeof(ho));
-	ho.cpu = backend_find("cpu", &eb);
-	assert_non_null(ho.cpu);
+	ho.inner = backend_find(rig_backend, &eb);
+	assert_non_null(ho.inner);
 	ho.polls = polls;
-	ho.ops = *ho.cpu;
-	ho.ops.name = "cpu-hands-off";
+	ho.ops = *ho.inner;
+	snprintf(ho.name, sizeof(ho.name), "%s-hands-off", ho.inner->name);
+	ho.ops.name = ho.name;
 	ho.ops.img_gather_async = ho_gather;
 	ho.ops.img_scatter_async = ho_scatter;
 	ho.ops.xfer_done = ho_done;
@@ -926,7 +931,7 @@ static void test_straight_to_disk_killed_in(void **state)
  * decoding agent out and it comes back. The victim's pages are written by
  * the request they went to, and the restored agent runs in the round right
  * after its last window lands; the tokens are those of each request alone
- * on the cpu table.
+ * on the backend's own table.
  */
 static void test_hands_off_moves(void **state)
 {
@@ -1092,9 +1097,10 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_qwen35_moves),
 	};
 	const char *name;
+	int rc;
 
-	if (!rig_args(argc, argv, &name))
-		return 2;
+	if ((rc = rig_args(argc, argv, &name)))
+		return rc;
 	signal(SIGPIPE, SIG_IGN);
 	return rig_run(name, tests, sizeof(tests) / sizeof(tests[0]), fmt_tests,
 	               sizeof(fmt_tests) / sizeof(fmt_tests[0]));
