@@ -16,8 +16,13 @@
 #   LABEL_window_h2d_vs_pinned window_h2d_GBps / h2d_pinned_GBps (target 0.80)
 #   LABEL_window_d2h_vs_pinned the same from the device
 #   LABEL_state_copy_ms        (target: within the spec's 0.3 ms)
-# Not measured yet: a whole-context move out and back with the other lanes'
-# slowdown (it needs the engine and the kvstore daemon on the card).
+#   q4km_move_others_slowdown  the largest lane count's decode rounds while
+#                              a 32,768-token sequence moves out and back
+#                              a window a round (target: at most 0.10)
+#   q4km_move_alone_vs_pinned  move_alone_GBps / d2h_pinned_GBps
+# The move runs the engine's windows on the backend alone (roundbench
+# --move-context): the kvstore daemon's side (its arena, the commit
+# messages) is not in these figures.
 #
 # Environment: IGNIS_GPU_BENCH_DIR (where the sparse files go; default a
 # temporary folder, removed at exit), IGNIS_GPU_BENCH_LANES (1,4,8).
@@ -56,8 +61,10 @@ for spec in q4km:q4_k_m bf16:bf16; do
 		continue
 	fi
 	res=$dir/$label.txt
+	move=()
+	[[ $label == q4km ]] && move=(--move-context 32768)
 	"$B/tools/ignis-roundbench" --model "$m" --backend cuda --label "$label" --lanes "$lanes" \
-		--prompt 512 --rounds 32 --chunk 512 --context 4096 | tee "$res"
+		--prompt 512 --rounds 32 --chunk 512 --context 4096 "${move[@]}" | tee "$res"
 	r=${PIPESTATUS[0]}
 	rm -f "$m"
 	if [[ $r -ne 0 ]]; then
@@ -73,5 +80,7 @@ for spec in q4km:q4_k_m bf16:bf16; do
 		echo "${label}_window_h2d_vs_pinned=$v"
 	v=$(ratio "$(figure "${label}_window_d2h_GBps" "$res")" "$d2h") && [[ -n $v ]] &&
 		echo "${label}_window_d2h_vs_pinned=$v"
+	v=$(ratio "$(figure "${label}_move_alone_GBps" "$res")" "$d2h") && [[ -n $v ]] &&
+		echo "${label}_move_alone_vs_pinned=$v"
 done
 exit $rc

@@ -9,6 +9,7 @@
  *   ignis-roundbench --model FILE [--backend cuda] [--label NAME]
  *                    [--lanes 1,4,8] [--prompt 512] [--rounds 32]
  *                    [--chunk 512] [--context 4096] [--kv-format bf16]
+ *                    [--move-context 0] [--move-window 12582912]
  *
  * Prints key=value lines, LABEL_ before each key (default label: the
  * backend's name):
@@ -28,6 +29,30 @@
  *                       memory (host_alloc) and the device on the transfer
  *                       stream, median
  *   weights_bytes, kv_bytes_per_token, state_bytes   what the figures use
+ * With --move-context N (tokens; 0, the default: not run), a whole-context
+ * move out to pinned host memory and back, as the engine runs one
+ * (gpu-worker/engine/moves.c): the sequence's image in windows of
+ * --move-window bytes, one window gather (then scatter) in flight on the
+ * transfer stream at a time, the next enqueued in the first decode round
+ * after the last landed, while the largest --lanes count of other lanes
+ * keeps decoding on the compute stream:
+ *   move_image_bytes, move_windows   the image (pages, state, header)
+ *   move_out_s, move_in_s   wall time from the first window enqueued to the
+ *                       last landed, with the lanes decoding
+ *   move_rounds_out, move_rounds_in  the lanes' rounds meanwhile
+ *   move_others_ms_base median round of those lanes with nothing moving
+ *                       (rounds before the move out and between the two)
+ *   move_others_ms_out, move_others_ms_in   the same during each move
+ *   move_others_slowdown  max(out, in) / base - 1 (the spec's target: at
+ *                       most 0.10)
+ *   move_alone_GBps     the image gathered again with nothing else running,
+ *                       every window enqueued at once (the stream's depth):
+ *                       against the card's pinned copy rate
+ * The image gathered the second time must have the first's window sums
+ * (the move back restored every byte): otherwise exit 1. The victim's pages
+ * hold whatever the pool held (a move copies bytes, not meaning), and the
+ * lanes decode at positions that wrap back to --prompt after --rounds, so
+ * that any number of rounds fits their pages.
  * Exit 0, 77 when the backend does not run here (why on stderr), 1 on a
  * failure (named), 2 on usage.
  */
@@ -38,6 +63,7 @@
 #include <time.h>
 
 #include "bemodel.h"
+#include "model/seqimg.h"
 #include "model/quant.h"
 
 #define RB_WINDOW_BYTES (12ull << 20)
@@ -95,11 +121,202 @@ static void rb_weights(const struct mfile *f, uint64_t *read_bytes, uint64_t *ma
 	}
 }
 
+/* One decode round of lanes s[0..L), their positions wrapped back to `lo`
+ * when they reach `hi`; its wall time. */
+static double rb_decode(struct bem *r, struct be_seq *s, uint32_t L, uint32_t lo, uint32_t hi,
+                        uint64_t *g, float *logits)
+{
+	struct be_step st[RB_MAX_LANES];
+	uint32_t tok[RB_MAX_LANES];
+	struct ig_errbuf eb;
+	double t0;
+
+	for (uint32_t l = 0; l < L; l++) {
+		if (s[l].pos >= hi)
+			s[l].pos = lo;
+		tok[l] = rb_token(g, r->d.m->vocab);
+		st[l] = (struct be_step){&s[l], &tok[l], 1, true};
+	}
+	t0 = rb_now();
+	if (bem_round(r, st, L, logits, &eb))
+		rb_die("a decode round beside a move", &eb);
+	return rb_now() - t0;
+}
+
+/* The move (see the header): the figures printed under `label`. */
+static void rb_move(struct bem *r, const char *label, uint32_t L, uint32_t lane_pages,
+                    uint32_t prompt, uint32_t rounds, uint64_t move_ctx, uint64_t window,
+                    uint64_t *g, float *logits)
+{
+	const struct be_ops *ops = r->be.ops;
+	struct be_seq s[RB_MAX_LANES], v;
+	uint32_t move_pages = (uint32_t)mdesc_pages_for(move_ctx);
+	uint32_t hi = prompt + rounds, nb = 0;
+	unsigned char sampler[32] = {0};
+	struct seqimg_header h;
+	struct seqimg_writer w;
+	struct seqimg_reader rd;
+	struct ig_errbuf eb;
+	void **pages = calloc(move_pages, sizeof(void *));
+	double *base = malloc(2 * (size_t)rounds * sizeof(double)), t_out = 0, t_in = 0;
+	double *during[2] = {NULL, NULL};
+	uint32_t n_during[2] = {0, 0};
+	uint64_t *sums, windows, image;
+	unsigned char *host = NULL;
+
+	if (!pages || !base)
+		rb_die("the move", &(struct ig_errbuf){.msg = "out of host memory"});
+	/* the lanes, prefilled, and the victim: move_ctx tokens of pages */
+	memset(s, 0, sizeof(s));
+	for (uint32_t l = 0; l < L; l++) {
+		uint32_t *toks = malloc(prompt * sizeof(uint32_t));
+		struct be_step st;
+
+		if (!toks || bem_seq_open(r, &s[l], 300 + l, lane_pages, &eb))
+			rb_die("a lane beside the move", &eb);
+		for (uint32_t k = 0; k < prompt; k++)
+			toks[k] = rb_token(g, r->d.m->vocab);
+		st = (struct be_step){&s[l], toks, prompt, true};
+		if (bem_round(r, &st, 1, logits, &eb))
+			rb_die("a lane's prefill beside the move", &eb);
+		free(toks);
+	}
+	if (bem_seq_open(r, &v, 299, move_pages, &eb))
+		rb_die("the moved sequence", &eb);
+	v.pos = (uint32_t)move_ctx;
+	ops->seq_image(&r->be, &r->d, &v, &r->kv, r->fmt, 0, sizeof(sampler), &h, pages);
+	seqimg_writer_init(&w, &h, &(struct seqimg_parts){pages, v.state, sampler});
+	image = w.h.image_bytes;
+	windows = (image + window - 1) / window;
+	sums = calloc(windows, sizeof(uint64_t));
+	during[0] = malloc((windows + 2) * 4 * sizeof(double));
+	during[1] = malloc((windows + 2) * 4 * sizeof(double));
+	if (!sums || !during[0] || !during[1] || ops->host_alloc(&r->be, image, (void **)&host, &eb))
+		rb_die("the move's host memory", &eb);
+	printf("%s_move_image_bytes=%" PRIu64 "\n%s_move_windows=%" PRIu64 "\n", label, image, label,
+	       windows);
+
+	for (int dir = 0; dir < 2; dir++) {
+		uint64_t k = 0, ticket = 0;
+		struct be_img job;
+		double t0;
+
+		/* the lanes alone first: two warm-ups, then `rounds` timed */
+		for (uint32_t i = 0; i < rounds + 2; i++) {
+			double t = rb_decode(r, s, L, prompt, hi, g, logits);
+
+			if (i >= 2)
+				base[nb++] = t;
+		}
+		if (dir)
+			seqimg_reader_init(&rd, r->d.m, r->fmt,
+			                   &(struct seqimg_parts){pages, v.state, sampler}, move_pages,
+			                   r->d.state_bytes, sizeof(sampler));
+		t0 = rb_now();
+		while (k < windows || ticket) {
+			if (ticket && ops->xfer_done(&r->be, ticket)) {
+				if (ops->xfer_wait(&r->be, ticket, &eb))
+					rb_die(dir ? "a window's scatter" : "a window's gather", &eb);
+				if (dir && job.rc) {
+					fprintf(stderr, "ignis-roundbench: window %" PRIu64 "'s scatter: %s\n",
+					        k, job.why);
+					exit(1);
+				}
+				if (!dir)
+					sums[k] = job.sum;
+				ticket = 0;
+				k++;
+				if (k == windows)
+					break;
+			}
+			if (!ticket) {
+				int rc;
+
+				if (dir)
+					job = (struct be_img){.r = &rd,
+					                      .src = host + k * window,
+					                      .k0 = (uint32_t)k,
+					                      .count = 1,
+					                      .sums = sums,
+					                      .window = window,
+					                      .image_bytes = image};
+				else
+					job = (struct be_img){.w = &w, .dst = host + k * window, .window = window};
+				rc = dir ? ops->img_scatter_async(&r->be, &job, &ticket, &eb)
+				         : ops->img_gather_async(&r->be, &job, &ticket, &eb);
+				if (rc)
+					rb_die(dir ? "a window's scatter" : "a window's gather", &eb);
+			}
+			if (n_during[dir] < (windows + 2) * 4)
+				during[dir][n_during[dir]++] = rb_decode(r, s, L, prompt, hi, g, logits);
+			else
+				rb_decode(r, s, L, prompt, hi, g, logits);
+		}
+		if (dir)
+			t_in = rb_now() - t0;
+		else
+			t_out = rb_now() - t0;
+		if (dir && !seqimg_reader_done(&rd))
+			rb_die("the move back", &(struct ig_errbuf){.msg = "the image did not read whole"});
+	}
+
+	/* gathered again, alone, every window at once up to the stream's
+	 * depth: the sums must be the first gather's */
+	{
+		struct be_img jobs[BE_XFER_DEPTH];
+		uint64_t tickets[BE_XFER_DEPTH], k = 0, done = 0;
+		double t0 = rb_now();
+
+		seqimg_writer_init(&w, &h, &(struct seqimg_parts){pages, v.state, sampler});
+		while (done < windows) {
+			while (k < windows && k - done < BE_XFER_DEPTH) {
+				struct be_img *j = &jobs[k % BE_XFER_DEPTH];
+
+				*j = (struct be_img){.w = &w, .dst = host + k * window, .window = window};
+				if (ops->img_gather_async(&r->be, j, &tickets[k % BE_XFER_DEPTH], &eb))
+					rb_die("a window's gather alone", &eb);
+				k++;
+			}
+			if (ops->xfer_wait(&r->be, tickets[done % BE_XFER_DEPTH], &eb))
+				rb_die("a window's gather alone", &eb);
+			if (jobs[done % BE_XFER_DEPTH].sum != sums[done]) {
+				fprintf(stderr,
+				        "ignis-roundbench: window %" PRIu64 " of the image gathered after "
+				        "the move back differs from the one moved out\n",
+				        done);
+				exit(1);
+			}
+			done++;
+		}
+		double t = rb_now() - t0, b = rb_median(base, (int)nb);
+		double o = n_during[0] ? rb_median(during[0], (int)n_during[0]) : 0;
+		double i = n_during[1] ? rb_median(during[1], (int)n_during[1]) : 0;
+
+		printf("%s_move_out_s=%.3f\n%s_move_in_s=%.3f\n%s_move_rounds_out=%u\n"
+		       "%s_move_rounds_in=%u\n%s_move_others_ms_base=%.3f\n%s_move_others_ms_out=%.3f\n"
+		       "%s_move_others_ms_in=%.3f\n%s_move_others_slowdown=%.3f\n"
+		       "%s_move_alone_GBps=%.1f\n",
+		       label, t_out, label, t_in, label, n_during[0], label, n_during[1], label,
+		       b * 1e3, label, o * 1e3, label, i * 1e3, label, (o > i ? o : i) / b - 1.0,
+		       label, (double)image / t / 1e9);
+	}
+	ops->host_free(&r->be, host, image);
+	for (uint32_t l = 0; l < L; l++)
+		bem_seq_close(r, &s[l]);
+	bem_seq_close(r, &v);
+	free(during[0]);
+	free(during[1]);
+	free(sums);
+	free(base);
+	free(pages);
+}
+
 static void rb_usage(void)
 {
 	fprintf(stderr, "usage: ignis-roundbench --model FILE [--backend NAME] [--label NAME]\n"
 	                "       [--lanes L,L,...] [--prompt N] [--rounds N] [--chunk N]\n"
-	                "       [--context N] [--kv-format bf16|fp8|compact]\n");
+	                "       [--context N] [--kv-format bf16|fp8|compact]\n"
+	                "       [--move-context TOKENS] [--move-window BYTES]\n");
 	exit(2);
 }
 
@@ -107,7 +324,7 @@ int main(int argc, char **argv)
 {
 	const char *path = NULL, *backend = "cuda", *label = NULL, *lanes_arg = "1,4,8";
 	uint32_t prompt = 512, rounds = 32, chunk = 512, lanes[16], n_lanes = 0, max_lanes = 0;
-	uint64_t context = 4096, wbytes, melems, g = 42;
+	uint64_t context = 4096, wbytes, melems, g = 42, move_ctx = 0, move_window = RB_WINDOW_BYTES;
 	enum mdesc_kv_format fmt = MDESC_KV_BF16;
 	struct ig_errbuf eb;
 	struct mfile f;
@@ -136,6 +353,10 @@ int main(int argc, char **argv)
 			chunk = (uint32_t)strtoul(v, NULL, 10);
 		else if (!strcmp(a, "--context"))
 			context = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--move-context"))
+			move_ctx = strtoull(v, NULL, 10);
+		else if (!strcmp(a, "--move-window"))
+			move_window = strtoull(v, NULL, 10);
 		else if (!strcmp(a, "--kv-format") && (fmt = mdesc_kv_format_parse(v)) != 0)
 			;
 		else
@@ -153,7 +374,8 @@ int main(int argc, char **argv)
 		p = *end == ',' ? end + 1 : end;
 	}
 	if (!path || !n_lanes || !prompt || !rounds || !chunk ||
-	    context < (uint64_t)prompt + rounds + 2 || context < chunk)
+	    context < (uint64_t)prompt + rounds + 2 || context < chunk || move_ctx > UINT32_MAX ||
+	    move_window < 4096)
 		rb_usage();
 	if (!label)
 		label = backend;
@@ -171,7 +393,7 @@ int main(int argc, char **argv)
 	    .max_round_tokens = chunk > prompt ? chunk : prompt,
 	    .context = context,
 	    .states = max_lanes + 1,
-	    .pages = max_lanes * lane_pages + chunk_pages,
+	    .pages = max_lanes * lane_pages + chunk_pages + (uint32_t)mdesc_pages_for(move_ctx),
 	    .fmt = fmt,
 	    .kv_sinks = mdesc_kv_compact(fmt) ? MDESC_KV_SINKS_DEFAULT : 0,
 	    .kv_window = mdesc_kv_compact(fmt) ? MDESC_KV_WINDOW_DEFAULT : 0,
@@ -320,6 +542,9 @@ int main(int argc, char **argv)
 		r.be.ops->free(&r.be, dev, RB_WINDOW_BYTES);
 		r.be.ops->host_free(&r.be, host, RB_WINDOW_BYTES);
 	}
+	if (move_ctx)
+		rb_move(&r, label, max_lanes, lane_pages, prompt, rounds, move_ctx, move_window, &g,
+		        logits);
 	free(t);
 	free(toks);
 	free(logits);
