@@ -20,6 +20,9 @@
 #                              a 32,768-token sequence moves out and back
 #                              a window a round (target: at most 0.10)
 #   q4km_move_alone_vs_pinned  move_alone_GBps / d2h_pinned_GBps
+#   LABEL_graphs_gain_lL       decode_each_ms_lL / decode_ms_lL: what
+#                              replaying a recorded decode pass saves over
+#                              launching its kernels one by one
 # The move runs the engine's windows on the backend alone (roundbench
 # --move-context): the kvstore daemon's side (its arena, the commit
 # messages) is not in these figures.
@@ -82,5 +85,10 @@ for spec in q4km:q4_k_m bf16:bf16; do
 		echo "${label}_window_d2h_vs_pinned=$v"
 	v=$(ratio "$(figure "${label}_move_alone_GBps" "$res")" "$d2h") && [[ -n $v ]] &&
 		echo "${label}_move_alone_vs_pinned=$v"
+	for l in ${lanes//,/ }; do
+		v=$(ratio "$(figure "${label}_decode_each_ms_l$l" "$res")" \
+			"$(figure "${label}_decode_ms_l$l" "$res")") && [[ -n $v ]] &&
+			echo "${label}_graphs_gain_l$l=$v"
+	done
 done
 exit $rc

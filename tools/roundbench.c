@@ -20,6 +20,9 @@
  *                       but the embedding's rows, each lane's KV and its
  *                       state read and written) over that time: against the
  *                       card's d2d_rw_GBps, the fraction of the roofline
+ *   decode_each_ms_lL   the same rounds launching each kernel on its own
+ *                       (be.launch_each: no recorded graph), interleaved
+ *                       round by round with the others
  *   prefill_tps         tokens per second of one --chunk-token prefill
  *                       round (a fresh sequence each time), median
  *   prefill_tflops      2 x the matrices' weights x tokens per second
@@ -191,10 +194,11 @@ static void rb_move(struct bem *r, const char *label, uint32_t L, uint32_t lane_
 	sums = calloc(windows, sizeof(uint64_t));
 	during[0] = malloc((windows + 2) * 4 * sizeof(double));
 	during[1] = malloc((windows + 2) * 4 * sizeof(double));
-	if (!sums || !during[0] || !during[1] || ops->host_alloc(&r->be, image, (void **)&host, &eb))
+	if (!sums || !during[0] || !during[1] ||
+	    ops->host_alloc(&r->be, image, (void **)&host, &eb))
 		rb_die("the move's host memory", &eb);
-	printf("%s_move_image_bytes=%" PRIu64 "\n%s_move_windows=%" PRIu64 "\n", label, image, label,
-	       windows);
+	printf("%s_move_image_bytes=%" PRIu64 "\n%s_move_windows=%" PRIu64 "\n", label, image,
+	       label, windows);
 
 	for (int dir = 0; dir < 2; dir++) {
 		uint64_t k = 0, ticket = 0;
@@ -210,15 +214,18 @@ static void rb_move(struct bem *r, const char *label, uint32_t L, uint32_t lane_
 		}
 		if (dir)
 			seqimg_reader_init(&rd, r->d.m, r->fmt,
-			                   &(struct seqimg_parts){pages, v.state, sampler}, move_pages,
-			                   r->d.state_bytes, sizeof(sampler));
+			                   &(struct seqimg_parts){pages, v.state, sampler},
+			                   move_pages, r->d.state_bytes, sizeof(sampler));
 		t0 = rb_now();
 		while (k < windows || ticket) {
 			if (ticket && ops->xfer_done(&r->be, ticket)) {
 				if (ops->xfer_wait(&r->be, ticket, &eb))
-					rb_die(dir ? "a window's scatter" : "a window's gather", &eb);
+					rb_die(dir ? "a window's scatter" : "a window's gather",
+					       &eb);
 				if (dir && job.rc) {
-					fprintf(stderr, "ignis-roundbench: window %" PRIu64 "'s scatter: %s\n",
+					fprintf(stderr,
+					        "ignis-roundbench: window %" PRIu64
+					        "'s scatter: %s\n",
 					        k, job.why);
 					exit(1);
 				}
@@ -241,14 +248,17 @@ static void rb_move(struct bem *r, const char *label, uint32_t L, uint32_t lane_
 					                      .window = window,
 					                      .image_bytes = image};
 				else
-					job = (struct be_img){.w = &w, .dst = host + k * window, .window = window};
+					job = (struct be_img){
+					    .w = &w, .dst = host + k * window, .window = window};
 				rc = dir ? ops->img_scatter_async(&r->be, &job, &ticket, &eb)
 				         : ops->img_gather_async(&r->be, &job, &ticket, &eb);
 				if (rc)
-					rb_die(dir ? "a window's scatter" : "a window's gather", &eb);
+					rb_die(dir ? "a window's scatter" : "a window's gather",
+					       &eb);
 			}
 			if (n_during[dir] < (windows + 2) * 4)
-				during[dir][n_during[dir]++] = rb_decode(r, s, L, prompt, hi, g, logits);
+				during[dir][n_during[dir]++] =
+				    rb_decode(r, s, L, prompt, hi, g, logits);
 			else
 				rb_decode(r, s, L, prompt, hi, g, logits);
 		}
@@ -257,7 +267,8 @@ static void rb_move(struct bem *r, const char *label, uint32_t L, uint32_t lane_
 		else
 			t_out = rb_now() - t0;
 		if (dir && !seqimg_reader_done(&rd))
-			rb_die("the move back", &(struct ig_errbuf){.msg = "the image did not read whole"});
+			rb_die("the move back",
+			       &(struct ig_errbuf){.msg = "the image did not read whole"});
 	}
 
 	/* gathered again, alone, every window at once up to the stream's
@@ -272,8 +283,10 @@ static void rb_move(struct bem *r, const char *label, uint32_t L, uint32_t lane_
 			while (k < windows && k - done < BE_XFER_DEPTH) {
 				struct be_img *j = &jobs[k % BE_XFER_DEPTH];
 
-				*j = (struct be_img){.w = &w, .dst = host + k * window, .window = window};
-				if (ops->img_gather_async(&r->be, j, &tickets[k % BE_XFER_DEPTH], &eb))
+				*j = (struct be_img){
+				    .w = &w, .dst = host + k * window, .window = window};
+				if (ops->img_gather_async(&r->be, j, &tickets[k % BE_XFER_DEPTH],
+				                          &eb))
 					rb_die("a window's gather alone", &eb);
 				k++;
 			}
@@ -281,7 +294,8 @@ static void rb_move(struct bem *r, const char *label, uint32_t L, uint32_t lane_
 				rb_die("a window's gather alone", &eb);
 			if (jobs[done % BE_XFER_DEPTH].sum != sums[done]) {
 				fprintf(stderr,
-				        "ignis-roundbench: window %" PRIu64 " of the image gathered after "
+				        "ignis-roundbench: window %" PRIu64
+				        " of the image gathered after "
 				        "the move back differs from the one moved out\n",
 				        done);
 				exit(1);
@@ -293,7 +307,8 @@ static void rb_move(struct bem *r, const char *label, uint32_t L, uint32_t lane_
 		double i = n_during[1] ? rb_median(during[1], (int)n_during[1]) : 0;
 
 		printf("%s_move_out_s=%.3f\n%s_move_in_s=%.3f\n%s_move_rounds_out=%u\n"
-		       "%s_move_rounds_in=%u\n%s_move_others_ms_base=%.3f\n%s_move_others_ms_out=%.3f\n"
+		       "%s_move_rounds_in=%u\n%s_move_others_ms_base=%.3f\n%s_move_others_ms_out=%."
+		       "3f\n"
 		       "%s_move_others_ms_in=%.3f\n%s_move_others_slowdown=%.3f\n"
 		       "%s_move_alone_GBps=%.1f\n",
 		       label, t_out, label, t_in, label, n_during[0], label, n_during[1], label,
@@ -324,7 +339,8 @@ int main(int argc, char **argv)
 {
 	const char *path = NULL, *backend = "cuda", *label = NULL, *lanes_arg = "1,4,8";
 	uint32_t prompt = 512, rounds = 32, chunk = 512, lanes[16], n_lanes = 0, max_lanes = 0;
-	uint64_t context = 4096, wbytes, melems, g = 42, move_ctx = 0, move_window = RB_WINDOW_BYTES;
+	uint64_t context = 4096, wbytes, melems, g = 42, move_ctx = 0,
+	         move_window = RB_WINDOW_BYTES;
 	enum mdesc_kv_format fmt = MDESC_KV_BF16;
 	struct ig_errbuf eb;
 	struct mfile f;
@@ -374,7 +390,7 @@ int main(int argc, char **argv)
 		p = *end == ',' ? end + 1 : end;
 	}
 	if (!path || !n_lanes || !prompt || !rounds || !chunk ||
-	    context < (uint64_t)prompt + rounds + 2 || context < chunk || move_ctx > UINT32_MAX ||
+	    context < (uint64_t)prompt + 2 * (rounds + 2) || context < chunk || move_ctx > UINT32_MAX ||
 	    move_window < 4096)
 		rb_usage();
 	if (!label)
@@ -386,7 +402,7 @@ int main(int argc, char **argv)
 	if (mfile_open(&f, path, &eb))
 		rb_die(path, &eb);
 	memset(&r, 0, sizeof(r));
-	uint32_t lane_pages = (uint32_t)((prompt + rounds + 2 + 63) / 64);
+	uint32_t lane_pages = (uint32_t)((prompt + 2 * (rounds + 2) + 63) / 64);
 	uint32_t chunk_pages = (chunk + 63) / 64;
 	struct bem_opts o = {
 	    .backend = backend,
@@ -416,7 +432,8 @@ int main(int argc, char **argv)
 	logits = malloc((size_t)max_lanes * m->vocab * sizeof(float));
 	uint32_t *toks = malloc((size_t)(chunk > prompt ? chunk : prompt) * sizeof(uint32_t));
 	double *t = malloc((rounds > RB_COPY_REPS ? rounds : RB_COPY_REPS) * sizeof(double));
-	if (!logits || !toks || !t) {
+	double *te = malloc(rounds * sizeof(double));
+	if (!logits || !toks || !t || !te) {
 		fprintf(stderr, "ignis-roundbench: out of host memory\n");
 		return 1;
 	}
@@ -438,25 +455,33 @@ int main(int argc, char **argv)
 			if (bem_round(&r, st, 1, logits, &eb))
 				rb_die("a lane's prefill", &eb);
 		}
-		for (uint32_t k = 0; k < rounds + 2; k++) {
+		/* rounds in pairs, one with the backend's graphs, one launching
+		 * each kernel on its own (be.launch_each): the two interleaved */
+		for (uint32_t k = 0; k < 2 * (rounds + 2); k++) {
 			double t0;
 
 			for (uint32_t l = 0; l < L; l++) {
 				dtok[l] = rb_token(&g, m->vocab);
 				st[l] = (struct be_step){&s[l], &dtok[l], 1, true};
 			}
+			r.be.launch_each = k % 2;
 			t0 = rb_now();
 			if (bem_round(&r, st, L, logits, &eb))
 				rb_die("a decode round", &eb);
-			if (k >= 2) /* two warm-ups */
-				t[k - 2] = rb_now() - t0;
+			if (k >= 4) /* two warm-ups each */
+				(k % 2 ? te : t)[k / 2 - 2] = rb_now() - t0;
 		}
-		double med = rb_median(t, (int)rounds);
-		double bytes = (double)wbytes + (double)L * ((double)(prompt + rounds / 2) * kv_tok +
-		                                             2.0 * (double)state);
+		r.be.launch_each = false;
+		double med = rb_median(t, (int)rounds), med_each = rb_median(te, (int)rounds);
+		double bytes =
+		    (double)wbytes +
+		    (double)L * ((double)(prompt + rounds / 2) * kv_tok + 2.0 * (double)state);
 
-		printf("%s_decode_ms_l%u=%.3f\n%s_decode_tps_l%u=%.1f\n%s_decode_read_GBps_l%u=%.1f\n",
-		       label, L, med * 1e3, label, L, L / med, label, L, bytes / med / 1e9);
+		printf(
+		    "%s_decode_ms_l%u=%.3f\n%s_decode_tps_l%u=%.1f\n%s_decode_read_GBps_l%u=%.1f\n"
+		    "%s_decode_each_ms_l%u=%.3f\n",
+		    label, L, med * 1e3, label, L, L / med, label, L, bytes / med / 1e9, label, L,
+		    med_each * 1e3);
 		fflush(stdout);
 		for (uint32_t l = 0; l < L; l++)
 			bem_seq_close(&r, &s[l]);
@@ -524,10 +549,10 @@ int main(int argc, char **argv)
 			for (int k = 0; k < RB_COPY_REPS + 1; k++) {
 				uint64_t ticket;
 				double t0 = rb_now();
-				int rc = dir ? r.be.ops->copy_d2h_async(&r.be, host, dev, RB_WINDOW_BYTES,
-				                                        &ticket, &eb)
-				             : r.be.ops->copy_h2d_async(&r.be, dev, host, RB_WINDOW_BYTES,
-				                                        &ticket, &eb);
+				int rc = dir ? r.be.ops->copy_d2h_async(
+				                   &r.be, host, dev, RB_WINDOW_BYTES, &ticket, &eb)
+				             : r.be.ops->copy_h2d_async(
+				                   &r.be, dev, host, RB_WINDOW_BYTES, &ticket, &eb);
 
 				if (!rc)
 					rc = r.be.ops->xfer_wait(&r.be, ticket, &eb);
@@ -545,6 +570,7 @@ int main(int argc, char **argv)
 	if (move_ctx)
 		rb_move(&r, label, max_lanes, lane_pages, prompt, rounds, move_ctx, move_window, &g,
 		        logits);
+	free(te);
 	free(t);
 	free(toks);
 	free(logits);

@@ -382,6 +382,11 @@ struct be {
 	/* A test's trace of the layer operations (struct be_trace); NULL: none.
 	 * Read at each round. */
 	const struct be_trace *trace;
+	/* Launch each kernel of a round on its own, never replaying a recorded
+	 * decode pass (the cuda backend's graphs): the same bits either way;
+	 * for a benchmark that weighs the graphs and for diagnosis. Read at
+	 * each round; backends without graphs ignore it. */
+	bool launch_each;
 	void *priv;
 };
 

@@ -13,8 +13,9 @@
  * experts as the oracle test has them) in each tensor type (F32, F16,
  * BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) on the bf16 KV format, and in BF16 on
  * each other KV format served (cf_kvs[]: compact, fp8). The operations
- * (cf_ops[]): a whole round against the cpu backend, the four exactness
- * checks, and each layer operation (the residual rows after the embedding
+ * (cf_ops[]): a whole round against the cpu backend, the five exactness
+ * checks (the fifth, launches, the backend's graphs against its kernels
+ * launched one by one), and each layer operation (the residual rows after the embedding
  * and after each layer's token mixer and feed-forward, through the table's
  * trace, against the cpu backend's: which operation of which layer parts
  * first). The round and the exactness checks
@@ -249,6 +250,7 @@ struct cf_bind {
 	uint32_t threads;
 	bool least; /* the least workspace and sampling: a token and a row a pass */
 	bool few;   /* a workspace of a few tokens a pass, a row of logits */
+	bool each;  /* every kernel launched on its own (be.launch_each) */
 };
 
 static void cf_bound_close(struct cf_bound *b)
@@ -285,6 +287,7 @@ static void cf_bound_open(struct cf_ctx *c, struct cf_bound *b, const struct cf_
 	}
 	if (bem_open(&b->r, &c->f, &o, &eb))
 		fail_msg("%s on the %s backend: %s", md->name, how->backend, eb.msg);
+	b->r.be.launch_each = how->each;
 	for (uint32_t i = 0; i < CF_SEQS; i++)
 		if (bem_seq_open(&b->r, &b->s[i], i + 1, CF_PAGES, &eb))
 			fail_msg("%s: %s", md->name, eb.msg);
@@ -367,7 +370,8 @@ static const float *cf_baseline(struct cf_ctx *c)
 		float *rows = malloc(cf_rows_bytes(c));
 
 		assert_non_null(rows);
-		cf_bind_run(c, &(struct cf_bind){c->backend, 1, false, false}, &cf_alone, rows);
+		cf_bind_run(c, &(struct cf_bind){c->backend, 1, false, false, false}, &cf_alone,
+		            rows);
 		c->alone = rows; /* kept only once whole */
 		/* not the case's time */
 		c->secs = secs, c->rounds = rounds, c->toks = toks;
@@ -386,7 +390,7 @@ static const float *cf_reference(struct cf_ctx *c)
 		float *rows = malloc(cf_rows_bytes(c));
 
 		assert_non_null(rows);
-		cf_bind_run(c, &(struct cf_bind){"cpu", 1, false, false}, &cf_alone, rows);
+		cf_bind_run(c, &(struct cf_bind){"cpu", 1, false, false, false}, &cf_alone, rows);
 		c->ref = rows;
 		c->secs = secs, c->rounds = rounds, c->toks = toks;
 	}
@@ -509,8 +513,8 @@ static void op_round(struct cf_ctx *c)
 	float *got = cf_out(c);
 	double worst;
 
-	cf_bind_run(c, &(struct cf_bind){c->backend, 1, false, false}, &(struct cf_sched){true, 16},
-	            got);
+	cf_bind_run(c, &(struct cf_bind){c->backend, 1, false, false, false},
+	            &(struct cf_sched){true, 16}, got);
 	worst = cf_close(c, "rounds against the cpu backend", ref, got);
 	if (c->perf || worst > 0)
 		print_message("# %s %s: worst logit %.3g of the spread (tolerance %.3g)\n",
@@ -524,8 +528,8 @@ static void op_lanes(struct cf_ctx *c)
 	const float *want = cf_baseline(c);
 	float *got = cf_out(c);
 
-	cf_bind_run(c, &(struct cf_bind){c->backend, 1, false, false}, &(struct cf_sched){true, 0},
-	            got);
+	cf_bind_run(c, &(struct cf_bind){c->backend, 1, false, false, false},
+	            &(struct cf_sched){true, 0}, got);
 	cf_same(c, "lanes (together against alone)", want, got);
 }
 
@@ -536,8 +540,8 @@ static void op_chunks(struct cf_ctx *c)
 	const float *want = cf_baseline(c);
 	float *got = cf_out(c);
 
-	cf_bind_run(c, &(struct cf_bind){c->backend, 1, false, false}, &(struct cf_sched){false, 7},
-	            got);
+	cf_bind_run(c, &(struct cf_bind){c->backend, 1, false, false, false},
+	            &(struct cf_sched){false, 7}, got);
 	cf_same(c, "chunks (chunks of 7 against one)", want, got);
 }
 
@@ -549,13 +553,13 @@ static void op_passes(struct cf_ctx *c)
 	const float *want = cf_baseline(c);
 	float *got = cf_out(c);
 
-	cf_bound_open(c, &c->b, &(struct cf_bind){c->backend, 1, false, true});
+	cf_bound_open(c, &c->b, &(struct cf_bind){c->backend, 1, false, true, false});
 	assert_true(c->b.r.d.pass_tokens < CF_ROUND);
 	assert_int_equal(c->b.r.d.logit_rows, 1);
 	cf_run(c, &c->b, &(struct cf_sched){true, 0}, got);
 	cf_bound_close(&c->b);
 	cf_same(c, "passes (a few tokens a pass against one pass)", want, got);
-	cf_bound_open(c, &c->b, &(struct cf_bind){c->backend, 1, true, false});
+	cf_bound_open(c, &c->b, &(struct cf_bind){c->backend, 1, true, false, false});
 	assert_int_equal(c->b.r.d.pass_tokens, 1);
 	cf_run(c, &c->b, &(struct cf_sched){true, 16}, got);
 	cf_bound_close(&c->b);
@@ -569,9 +573,27 @@ static void op_threads(struct cf_ctx *c)
 	const float *want = cf_baseline(c);
 	float *got = cf_out(c);
 
-	cf_bind_run(c, &(struct cf_bind){c->backend, CF_THREADS, false, false},
+	cf_bind_run(c, &(struct cf_bind){c->backend, CF_THREADS, false, false, false},
 	            &(struct cf_sched){true, 16}, got);
 	cf_same(c, "threads (2 against 1)", want, got);
+}
+
+/* Launches: the sequences together, every kernel launched on its own
+ * (be.launch_each), bit for bit the same rounds with the backend's own
+ * launching (the cuda backend replays recorded decode passes: a replay must
+ * run what a fresh walk enqueues). The cpu backend has one way: the check
+ * is the cuda backend's. */
+static void op_launches(struct cf_ctx *c)
+{
+	float *want = malloc(cf_rows_bytes(c)), *got = cf_out(c);
+
+	assert_non_null(want);
+	cf_bind_run(c, &(struct cf_bind){c->backend, 1, false, false, false},
+	            &(struct cf_sched){true, 0}, want);
+	cf_bind_run(c, &(struct cf_bind){c->backend, 1, false, false, true},
+	            &(struct cf_sched){true, 0}, got);
+	cf_same(c, "launches (each kernel on its own against the backend's own)", want, got);
+	free(want);
 }
 
 /* ---- each layer operation, through the table's trace (backend.h) -------- */
@@ -636,7 +658,7 @@ static struct cf_trace *cf_trace_run(struct cf_ctx *c, const char *name)
 	tr->t = (struct be_trace){cf_trace_after, tr, malloc(tokens * m->hidden * sizeof(float)),
 	                          tokens * m->hidden};
 	assert_true(tr->all && tr->t.rows);
-	cf_bound_open(c, &c->b, &(struct cf_bind){name, 1, false, false});
+	cf_bound_open(c, &c->b, &(struct cf_bind){name, 1, false, false, false});
 	for (uint32_t s = 0; s < CF_SEQS; s++)
 		steps[s] = (struct be_step){&c->b.s[s], c->tokens[s], cf_prompt_len[s], true};
 	c->b.r.be.trace = &tr->t;
@@ -677,11 +699,13 @@ static void op_layers(struct cf_ctx *c)
 	for (uint32_t k = 0; got->n == want->n && k < want->n; k++) {
 		if (strcmp(want->rec[k].op, got->rec[k].op) ||
 		    want->rec[k].layer != got->rec[k].layer || want->rec[k].len != got->rec[k].len)
-			fail_msg("%s on %s: operation %u is %s of layer %u, the cpu backend's %s of "
-			         "layer %u",
-			         c->models[c->cur].name, c->backend, k, got->rec[k].op,
-			         got->rec[k].layer, want->rec[k].op, want->rec[k].layer);
-		snprintf(where, sizeof where, "%s of layer %u", want->rec[k].op, want->rec[k].layer);
+			fail_msg(
+			    "%s on %s: operation %u is %s of layer %u, the cpu backend's %s of "
+			    "layer %u",
+			    c->models[c->cur].name, c->backend, k, got->rec[k].op,
+			    got->rec[k].layer, want->rec[k].op, want->rec[k].layer);
+		snprintf(where, sizeof where, "%s of layer %u", want->rec[k].op,
+		         want->rec[k].layer);
 		worst = fmax(worst, cf_near(c, what, where, want->all + want->rec[k].off,
 		                            got->all + got->rec[k].off, want->rec[k].len));
 	}
@@ -694,6 +718,12 @@ static void op_layers(struct cf_ctx *c)
 	cf_trace_free(got);
 }
 
+/* The dense models: the ones every backend runs. */
+static bool cf_dense(const struct mdesc *m)
+{
+	return m->family == MDESC_DENSE;
+}
+
 /*
  * The operations, a case each per model. `applies` (NULL: every model)
  * leaves out the models an operation has nothing to check on (a layer
@@ -704,8 +734,9 @@ static const struct cf_op {
 	void (*run)(struct cf_ctx *c);
 	bool (*applies)(const struct mdesc *m);
 } cf_ops[] = {
-    {"round", op_round, NULL},   {"lanes", op_lanes, NULL},     {"chunks", op_chunks, NULL},
-    {"passes", op_passes, NULL}, {"threads", op_threads, NULL}, {"layers", op_layers, NULL},
+    {"round", op_round, NULL},           {"lanes", op_lanes, NULL},     {"chunks", op_chunks, NULL},
+    {"passes", op_passes, NULL},         {"threads", op_threads, NULL}, {"layers", op_layers, NULL},
+    {"launches", op_launches, cf_dense},
 };
 
 #define N_OPS (sizeof(cf_ops) / sizeof(cf_ops[0]))
@@ -823,7 +854,8 @@ static int cf_run_backend(struct cf_ctx *c, const char *filter)
  * nonconforming backend's would be: by one ulp of each row's first logit
  * (what a bit-for-bit check must see) in a round of several sequences
  * (lanes), in the last chunk of a prompt that began earlier (chunks), in a
- * round cut in passes (passes), on more than one thread (threads); by 1.0
+ * round cut in passes (passes), on more than one thread (threads), in
+ * every round not launched kernel by kernel (launches); by 1.0
  * in every round (round, against the cpu backend's tolerance) and in each
  * traced layer operation's rows (layers). The mode is
  * the test's (the table's round has no context of its own).
@@ -847,7 +879,8 @@ static int cf_broken_round(struct be *b, const struct be_model *m, const struct 
                            uint64_t context, float *logits, struct ig_errbuf *eb)
 {
 	const struct be_trace *to = b->trace;
-	struct be_trace shim = {cf_broken_after, (void *)to, to ? to->rows : NULL, to ? to->cap : 0};
+	struct be_trace shim = {cf_broken_after, (void *)to, to ? to->rows : NULL,
+	                        to ? to->cap : 0};
 	int rc;
 	uint64_t tokens = 0;
 
@@ -867,6 +900,7 @@ static int cf_broken_round(struct be *b, const struct be_model *m, const struct 
 		       steps[i].s->pos > steps[i].n_tok;
 	}
 	off |= !strcmp(cf_break, "passes") && (tokens > m->pass_tokens || rows > m->logit_rows);
+	off |= !strcmp(cf_break, "launches") && !b->launch_each;
 	for (uint32_t r = 0; !rc && off && r < rows; r++) {
 		float *x = &logits[(size_t)r * m->m->vocab];
 

@@ -28,6 +28,18 @@
  * kernel. Kernel failures are taken at that synchronisation and reported
  * with the first launch that was refused, if any.
  *
+ * Graphs. A decode pass (every step one token) is recorded once as a CUDA
+ * graph (stream capture) and replayed in later passes of the same shape:
+ * its launches' arguments depend only on the pass's token, step and
+ * logit-row counts, the KV format and pool and the bound context (every
+ * per-step figure, positions and page tables, travels in the round's
+ * tables, which the graph copies up from the pinned staging each time),
+ * so a replay runs what a fresh walk would enqueue, and the same bits. A
+ * few shapes are kept (MC_GRAPHS, the least recently used replaced). A
+ * prefill pass, a traced one and every pass with be.launch_each set launch
+ * each kernel on its own. A capture the runtime refuses turns graphs off
+ * for the model and the pass runs launch by launch instead.
+ *
  * Exactness. Each kernel computes a row's outputs in an order fixed by the
  * shapes (kernels/kernels.h): a token's bits do not depend on the pass it
  * is in or its neighbours, so passes cut by bind.h give the same bits as
@@ -50,6 +62,18 @@
  * every kernel's vector loads stay aligned). */
 #define MC_ALIGN 256u
 
+/* Decode shapes whose graphs are kept (lane counts in practice). */
+#define MC_GRAPHS 8u
+
+/* A recorded decode pass, replayed while the pass's shape is the same. */
+struct mc_graph {
+	uint32_t n_tok, n_segs, n_head, fmt;
+	const void *pool;
+	uint64_t page_bytes, context;
+	cudaGraphExec_t x; /* NULL: an empty slot */
+	uint64_t last;     /* the pass it last ran in (the least recent goes first) */
+};
+
 struct mc_model {
 	const struct mdesc *m;
 	struct dectab t;
@@ -59,6 +83,9 @@ struct mc_model {
 	cudaStream_t s;
 	unsigned char *h_tables; /* pinned: a pass's tables before their copy up */
 	uint64_t tables_bytes;
+	struct mc_graph graphs[MC_GRAPHS];
+	uint64_t passes;
+	bool graphs_off; /* a capture was refused: every pass launch by launch */
 };
 
 static uint64_t mc__al(uint64_t n)
@@ -76,8 +103,8 @@ static uint64_t mc__pages(uint64_t context)
 /* The round's tables for n_tok tokens (n_tok steps at most). */
 static uint64_t mc__tables_bytes(uint32_t n_tok, uint64_t context)
 {
-	return mc__al((uint64_t)n_tok * sizeof(struct kern_seg)) + 3 * mc__al((uint64_t)n_tok * 4u) +
-	       mc__al((uint64_t)n_tok * mc__pages(context) * 4u);
+	return mc__al((uint64_t)n_tok * sizeof(struct kern_seg)) +
+	       3 * mc__al((uint64_t)n_tok * 4u) + mc__al((uint64_t)n_tok * mc__pages(context) * 4u);
 }
 
 /* A layer's buffers, the largest kind of the model's at n_tok tokens. */
@@ -113,9 +140,9 @@ static uint64_t mc__scratch(const struct mdesc *m, uint32_t n_tok, uint64_t cont
 /* A pass's buffers in the workspace. */
 struct mc_at {
 	float *x, *xn, *y;
-	unsigned char *layer;   /* the layer's buffers (carved by each operation) */
-	unsigned char *tables;  /* device: the round's tables */
-	struct kern_seg *segs;  /* in the tables */
+	unsigned char *layer;  /* the layer's buffers (carved by each operation) */
+	unsigned char *tables; /* device: the round's tables */
+	struct kern_seg *segs; /* in the tables */
 	uint32_t *row_seg, *tokens, *head_rows, *pages;
 	uint64_t tables_bytes;
 };
@@ -148,7 +175,7 @@ struct mc_run {
 	const struct kvpool *kv;
 	struct mc_at a;
 	uint32_t n_tok, n_segs, n_head;
-	uint64_t max_pos; /* the longest segment's end */
+	uint64_t context; /* the bound context: the positions' bound */
 	cudaStream_t s;
 	/* the first launch refused, if any: the pass fails with it */
 	int err;
@@ -244,10 +271,13 @@ static int mc__mixer_full(void *ctx, uint32_t layer, uint32_t index, const struc
 	a.n_segs = r->n_segs;
 	a.d_row_seg = r->a.row_seg;
 	a.n_tok = r->n_tok;
-	a.max_pos = r->max_pos;
+	/* the bound, not this pass's longest: the same in every pass of a
+	 * shape, as a replayed graph has it */
+	a.max_pos = r->context;
 
-	mc__chk(r, kern_rmsnorm(r->a.x, mc__vec(w->attn_norm), r->a.xn, (int)n, (int)m->hidden,
-	                        m->rms_eps, NULL, r->s),
+	mc__chk(r,
+	        kern_rmsnorm(r->a.x, mc__vec(w->attn_norm), r->a.xn, (int)n, (int)m->hidden,
+	                     m->rms_eps, NULL, r->s),
 	        "attn_norm", layer);
 	if (mc__mv(r, w->attn_q, r->a.xn, a.d_qg, m->hidden, m->q_heads * qs, "attn_q", layer) ||
 	    mc__mv(r, w->attn_k, r->a.xn, a.d_k, m->hidden, kvd, "attn_k", layer) ||
@@ -306,8 +336,9 @@ static int mc__mixer_linear(void *ctx, uint32_t layer, const struct be_step *ste
 	l.d_o = (float *)(p += mc__al(n * lvdv * 4u));
 	d_ba = (float *)(p + mc__al(n * lvdv * 4u));
 
-	mc__chk(r, kern_rmsnorm(r->a.x, mc__vec(w->attn_norm), r->a.xn, (int)n, (int)m->hidden,
-	                        m->rms_eps, NULL, r->s),
+	mc__chk(r,
+	        kern_rmsnorm(r->a.x, mc__vec(w->attn_norm), r->a.xn, (int)n, (int)m->hidden,
+	                     m->rms_eps, NULL, r->s),
 	        "attn_norm", layer);
 	if (mc__mv(r, w->qkv, r->a.xn, l.d_qkv, m->hidden, l.qkv, "attn_qkv", layer) ||
 	    mc__mv(r, w->z, r->a.xn, l.d_z, m->hidden, lvdv, "attn_gate", layer))
@@ -344,8 +375,9 @@ static void mc__ffn_dense(void *ctx, uint32_t layer, uint32_t n_tok)
 	uint64_t n = n_tok, inter = m->ffn_inter;
 	float *g = (float *)r->a.layer, *u = (float *)(r->a.layer + mc__al(n * inter * 4u));
 
-	mc__chk(r, kern_rmsnorm(r->a.x, mc__vec(w->norm), r->a.xn, (int)n, (int)m->hidden,
-	                        m->rms_eps, NULL, r->s),
+	mc__chk(r,
+	        kern_rmsnorm(r->a.x, mc__vec(w->norm), r->a.xn, (int)n, (int)m->hidden, m->rms_eps,
+	                     NULL, r->s),
 	        "ffn_norm", layer);
 	if (mc__mv(r, w->gate, r->a.xn, g, m->hidden, inter, "ffn_gate", layer) ||
 	    mc__mv(r, w->up, r->a.xn, u, m->hidden, inter, "ffn_up", layer))
@@ -369,8 +401,9 @@ static void mc__head(void *ctx, const struct be_step *steps, uint32_t n_steps, f
 	(void)n_steps;
 	if (!r->n_head)
 		return;
-	mc__chk(r, kern_rmsnorm(r->a.x, mc__vec(t->out_norm), r->a.xn, (int)r->n_head,
-	                        (int)m->hidden, m->rms_eps, r->a.head_rows, r->s),
+	mc__chk(r,
+	        kern_rmsnorm(r->a.x, mc__vec(t->out_norm), r->a.xn, (int)r->n_head, (int)m->hidden,
+	                     m->rms_eps, r->a.head_rows, r->s),
 	        "output_norm", m->layers);
 	e = kern_matvec(t->output.p, t->output.type, r->a.xn, logits, (int)m->hidden, (int)m->vocab,
 	                (int)r->n_head, r->s);
@@ -426,12 +459,11 @@ static void mc__xp_get(void *ctx, uint32_t layer, uint32_t e, struct be_weight w
 
 /*
  * The pass's tables in the pinned staging, laid out as on the device (the
- * device addresses they hold point into the device copy), then one copy up.
- * A step's page table is as long as its positions need: ceil((pos + n_tok)
- * / 64) entries of its reservation.
+ * device addresses they hold point into the device copy); mc__launch copies
+ * them up. A step's page table is as long as its positions need:
+ * ceil((pos + n_tok) / 64) entries of its reservation.
  */
-static int mc__tables(struct mc_run *r, const struct be_step *steps, uint32_t n_steps,
-                      struct ig_errbuf *eb)
+static void mc__tables(struct mc_run *r, const struct be_step *steps, uint32_t n_steps)
 {
 	const struct mc_model *mc = r->mc;
 	unsigned char *h = mc->h_tables;
@@ -442,10 +474,8 @@ static int mc__tables(struct mc_run *r, const struct be_step *steps, uint32_t n_
 	uint32_t *pages = (uint32_t *)(h + ((unsigned char *)r->a.pages - r->a.tables));
 	uint64_t npg = 0;
 	uint32_t row = 0;
-	cudaError_t e;
 
 	r->n_head = 0;
-	r->max_pos = 0;
 	for (uint32_t i = 0; i < n_steps; i++) {
 		const struct be_step *st = &steps[i];
 		uint64_t end = st->s->pos + st->n_tok;
@@ -469,35 +499,140 @@ static int mc__tables(struct mc_run *r, const struct be_step *steps, uint32_t n_
 		row += st->n_tok;
 		if (st->want_logits)
 			head_rows[r->n_head++] = row - 1;
-		if (end > r->max_pos)
-			r->max_pos = end;
 	}
 	r->n_segs = n_steps;
-	e = cudaMemcpyAsync(r->a.tables, h, (size_t)r->a.tables_bytes, cudaMemcpyHostToDevice, r->s);
-	if (e != cudaSuccess)
-		return be_cuda_fail(eb, IG_E_IO, e, "the round's tables to the device");
-	return IG_E_OK;
 }
 
-/* One pass through the walk; waits for the device before it returns. */
-static int mc__pass(struct mc_model *mc, const struct be_trace *trace, const struct be_step *steps,
-                    uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
-                    uint64_t context, struct ig_errbuf *eb)
+/* The pass's work on its stream, launch by launch: the tables up, then
+ * the walk (recorded instead when the stream is capturing). */
+static int mc__launch(struct mc_run *r, const struct dec_ops *ops, const struct dec_experts *xp,
+                      const struct be_step *steps, uint32_t n_steps, struct ig_errbuf *eb)
 {
-	struct mc_run r = {.mc = mc, .fmt = fmt, .kv = kv, .s = mc->s};
-	struct dec_experts xp = {NULL, mc__xp_get, NULL, NULL};
-	struct dec_ops ops = {mc__embed, mc__mixer_full, mc__mixer_linear, mc__ffn_dense,
-	                      mc__route, mc__expert,     mc__shared,       mc__head,
-	                      &r,        mc__rows,       trace};
+	const struct mc_model *mc = r->mc;
+	cudaError_t e = cudaMemcpyAsync(r->a.tables, mc->h_tables, (size_t)r->a.tables_bytes,
+	                                cudaMemcpyHostToDevice, r->s);
+
+	if (e != cudaSuccess)
+		return be_cuda_fail(eb, IG_E_IO, e, "the round's tables to the device");
+	return dec_round(mc->m, ops, xp, steps, n_steps, r->context, mc->bd.logits, eb);
+}
+
+/* The kept graph of this pass's shape, or NULL. */
+static struct mc_graph *mc__graph_find(struct mc_model *mc, const struct mc_run *r)
+{
+	for (uint32_t i = 0; i < MC_GRAPHS; i++) {
+		struct mc_graph *g = &mc->graphs[i];
+
+		if (g->x && g->n_tok == r->n_tok && g->n_segs == r->n_segs &&
+		    g->n_head == r->n_head && g->fmt == (uint32_t)r->fmt &&
+		    g->pool == r->kv->base && g->page_bytes == r->kv->page_bytes &&
+		    g->context == r->context)
+			return g;
+	}
+	return NULL;
+}
+
+static void mc__graphs_drop(struct mc_model *mc)
+{
+	for (uint32_t i = 0; i < MC_GRAPHS; i++)
+		if (mc->graphs[i].x)
+			(void)cudaGraphExecDestroy(mc->graphs[i].x);
+	memset(mc->graphs, 0, sizeof(mc->graphs));
+}
+
+/* A decode pass through its graph: replayed when its shape has one,
+ * recorded and kept otherwise; launch by launch when the runtime refuses
+ * the capture (graphs then stay off for the model). */
+static int mc__graphed(struct mc_model *mc, struct mc_run *r, const struct dec_ops *ops,
+                       const struct dec_experts *xp, const struct be_step *steps, uint32_t n_steps,
+                       struct ig_errbuf *eb)
+{
+	struct mc_graph *g = mc__graph_find(mc, r);
+	cudaGraph_t graph = NULL;
+	cudaGraphExec_t x = NULL;
 	cudaError_t e;
 	int rc;
 
-	for (uint32_t i = 0; i < n_steps; i++)
+	if (!g) {
+		e = cudaStreamBeginCapture(mc->s, cudaStreamCaptureModeThreadLocal);
+		if (e != cudaSuccess)
+			goto refused;
+		rc = mc__launch(r, ops, xp, steps, n_steps, eb);
+		e = cudaStreamEndCapture(mc->s, &graph);
+		if (rc || r->err) { /* refused by a check: nothing ran, nothing kept */
+			if (graph)
+				(void)cudaGraphDestroy(graph);
+			(void)cudaGetLastError();
+			return rc;
+		}
+		if (e != cudaSuccess || !graph)
+			goto refused;
+		e = cudaGraphInstantiate(&x, graph, 0);
+		(void)cudaGraphDestroy(graph);
+		if (e != cudaSuccess)
+			goto refused;
+		g = &mc->graphs[0];
+		for (uint32_t i = 1; i < MC_GRAPHS; i++)
+			if (!mc->graphs[i].x || (g->x && mc->graphs[i].last < g->last))
+				g = &mc->graphs[i];
+		if (g->x)
+			(void)cudaGraphExecDestroy(g->x);
+		*g = (struct mc_graph){.n_tok = r->n_tok,
+		                       .n_segs = r->n_segs,
+		                       .n_head = r->n_head,
+		                       .fmt = (uint32_t)r->fmt,
+		                       .pool = r->kv->base,
+		                       .page_bytes = r->kv->page_bytes,
+		                       .context = r->context,
+		                       .x = x};
+	}
+	g->last = ++mc->passes;
+	e = cudaGraphLaunch(g->x, mc->s);
+	if (e != cudaSuccess)
+		return be_cuda_fail(eb, IG_E_IO, e, "a decode pass's graph");
+	return IG_E_OK;
+
+refused:
+	/* the stream may still be capturing after a failed launch: end it */
+	{
+		enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+
+		if (cudaStreamIsCapturing(mc->s, &st) == cudaSuccess &&
+		    st != cudaStreamCaptureStatusNone &&
+		    cudaStreamEndCapture(mc->s, &graph) == cudaSuccess && graph)
+			(void)cudaGraphDestroy(graph);
+	}
+	(void)cudaGetLastError();
+	mc->graphs_off = true;
+	mc__graphs_drop(mc);
+	r->err = 0;
+	return mc__launch(r, ops, xp, steps, n_steps, eb);
+}
+
+/* One pass through the walk; waits for the device before it returns. */
+static int mc__pass(struct mc_model *mc, const struct be *b, const struct be_step *steps,
+                    uint32_t n_steps, enum mdesc_kv_format fmt, const struct kvpool *kv,
+                    uint64_t context, struct ig_errbuf *eb)
+{
+	const struct be_trace *trace = b->trace;
+	struct mc_run r = {.mc = mc, .fmt = fmt, .kv = kv, .context = context, .s = mc->s};
+	bool decode = !trace && !b->launch_each && !mc->graphs_off;
+	struct dec_experts xp = {NULL, mc__xp_get, NULL, NULL};
+	struct dec_ops ops = {mc__embed,     mc__mixer_full, mc__mixer_linear,
+	                      mc__ffn_dense, mc__route,      mc__expert,
+	                      mc__shared,    mc__head,       &r,
+	                      mc__rows,      trace};
+	cudaError_t e;
+	int rc;
+
+	for (uint32_t i = 0; i < n_steps; i++) {
 		r.n_tok += steps[i].n_tok;
+		decode &= steps[i].n_tok == 1;
+	}
 	mc__carve(mc, r.n_tok, context, mc->bd.scratch, &r.a);
-	rc = mc__tables(&r, steps, n_steps, eb);
-	if (!rc)
-		rc = dec_round(mc->m, &ops, &xp, steps, n_steps, context, mc->bd.logits, eb);
+	mc__tables(&r, steps, n_steps);
+	rc = decode ? mc__graphed(mc, &r, &ops, &xp, steps, n_steps, eb)
+	            : mc__launch(&r, &ops, &xp, steps, n_steps, eb);
 	/* the staging is the next pass's, and the caller reads what the device
 	 * wrote: wait for the stream whatever happened */
 	e = cudaStreamSynchronize(mc->s);
@@ -532,6 +667,7 @@ void be_cuda_model_release(struct be *b, struct be_model *m)
 		return;
 	if (mc->s)
 		(void)cudaStreamSynchronize(mc->s);
+	mc__graphs_drop(mc);
 	if (mc->h_tables)
 		(void)cudaFreeHost(mc->h_tables);
 	(void)cudaGetLastError();
@@ -579,7 +715,8 @@ int be_cuda_model_bind(struct be *b, struct mfile *f, const struct be_placer *pl
 		                  cudaHostAllocDefault);
 		if (e != cudaSuccess) {
 			mc->h_tables = NULL;
-			rc = be_cuda_fail(eb, IG_E_NOMEM, e, "pinned host memory for a round's tables");
+			rc = be_cuda_fail(eb, IG_E_NOMEM, e,
+			                  "pinned host memory for a round's tables");
 		}
 	}
 	if (rc) {
@@ -597,8 +734,7 @@ int be_cuda_model_bind(struct be *b, struct mfile *f, const struct be_placer *pl
 	return IG_E_OK;
 }
 
-int be_cuda_seq_init(struct be *b, const struct be_model *m, struct be_seq *s,
-                     struct ig_errbuf *eb)
+int be_cuda_seq_init(struct be *b, const struct be_model *m, struct be_seq *s, struct ig_errbuf *eb)
 {
 	struct mc_model *mc = m->impl;
 	int rc = bind_seq_take(&mc->bd, s, eb);
@@ -672,7 +808,7 @@ int be_cuda_round(struct be *b, const struct be_model *m, const struct be_step *
 	while (!rc && i < n_steps) {
 		uint32_t rows, n = bind_pass(&mc->bd, steps, n_steps, &i, &off, &rows);
 
-		rc = mc__pass(mc, b->trace, mc->bd.pass, n, fmt, kv, context, eb);
+		rc = mc__pass(mc, b, mc->bd.pass, n, fmt, kv, context, eb);
 		if (!rc && rows) {
 			cudaError_t e = cudaMemcpy(logits + out * vocab, mc->bd.logits,
 			                           (size_t)rows * vocab * sizeof(float),
