@@ -524,7 +524,7 @@ static void bench_llama_layout(int reps, enum mdesc_arch arch)
 	if (!getenv("IGNIS_ORACLE_LIB_DIR"))
 		setenv("IGNIS_ORACLE_LIB_DIR",
 		       ".deps/oracle/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64", 0);
-	rc = llo_open(&ll);
+	rc = llo_open_fastest(&ll);
 	if (rc <= 0) {
 		printf("llama    skipped: %s\n",
 		       rc < 0 ? ll.why : "llama.cpp is not installed (tools/install-oracle.sh)");

@@ -8,10 +8,22 @@
  * llo_open checks them against the library's known defaults before any use:
  * a different layout fails the test instead of loading garbage. Header-only:
  * each oracle test includes it once, and ignis-bench's llama part.
+ *
+ * The CPU variant. The package ships llama.cpp's CPU backend built for a
+ * dozen instruction sets, and ggml loads the best one the machine runs. Their
+ * numerics differ: on a CPU with AVX512-FP16 the sapphirerapids build does
+ * f16 arithmetic natively, and a qwen3next file in F16 then parts from the
+ * others by 8% of the logits' spread (the other variants agree within
+ * 0.2%). An oracle that changes with the machine is no oracle, so the tests
+ * load one variant, LLO_VARIANT (AVX2 with FMA and F16C, which every x86-64
+ * server of the last decade runs; the baseline x64 build where the CPU
+ * lacks it), through a private folder that holds only it (llo_open).
+ * ignis-bench compares speeds and loads the fastest (llo_open_fastest).
  */
 #ifndef IGNIS_TESTS_LLAMA_ORACLE_H
 #define IGNIS_TESTS_LLAMA_ORACLE_H
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -118,11 +130,76 @@ static bool llo__sym(struct llo *o, void *field, const char *name)
 	return true;
 }
 
+#define LLO_VARIANT "haswell"
+
+/* The variant the tests load on this CPU (the header says why). */
+static const char *llo__variant(void)
+{
+#if defined(__x86_64__)
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? LLO_VARIANT : "x64";
+#else
+	return NULL; /* the package is x86-64's: elsewhere it does not load at all */
+#endif
+}
+
+/*
+ * Load ggml's backends from `dir`, of its CPU builds only `variant`'s: a
+ * private folder of links to every file but the other libggml-cpu-*.so,
+ * removed once loaded (the libraries stay mapped). False, with o->why, when
+ * the folder cannot be made or the variant is not there.
+ */
+static bool llo__load_variant(struct llo *o, const char *dir, const char *variant)
+{
+	char tmp[] = "/tmp/ignis-oracle-XXXXXX", want[128], from[4400], to[4400];
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+	bool found = false;
+
+	snprintf(want, sizeof want, "libggml-cpu-%s.so", variant);
+	if (!dp || !mkdtemp(tmp)) {
+		snprintf(o->why, sizeof o->why, "cannot list %s or make a folder in /tmp", dir);
+		if (dp)
+			closedir(dp);
+		return false;
+	}
+	while ((de = readdir(dp))) {
+		bool cpu = !strncmp(de->d_name, "libggml-cpu-", 12);
+
+		if (de->d_name[0] == '.' || (cpu && strcmp(de->d_name, want)))
+			continue;
+		found |= cpu;
+		snprintf(from, sizeof from, "%s/%s", dir, de->d_name);
+		snprintf(to, sizeof to, "%s/%s", tmp, de->d_name);
+		if (symlink(from, to))
+			found = false, de = NULL;
+		if (!de)
+			break;
+	}
+	closedir(dp);
+	if (found)
+		o->load_backends(tmp);
+	else
+		snprintf(o->why, sizeof o->why, "%s has no %s", dir, want);
+	/* the links go; what was loaded stays mapped */
+	if ((dp = opendir(tmp))) {
+		while ((de = readdir(dp)))
+			if (de->d_name[0] != '.') {
+				snprintf(to, sizeof to, "%s/%s", tmp, de->d_name);
+				unlink(to);
+			}
+		closedir(dp);
+	}
+	rmdir(tmp);
+	return found;
+}
+
 /*
  * Load the oracle: 1 ready, 0 not installed ($IGNIS_ORACLE_LIB_DIR unset or
- * without libllama: the caller skips), -1 broken (o->why says how).
+ * without libllama: the caller skips), -1 broken (o->why says how). The CPU
+ * backend is `variant`'s build, or the fastest this CPU runs when NULL.
  */
-static int llo_open(struct llo *o)
+static int llo__open(struct llo *o, const char *variant)
 {
 	const char *d = getenv("IGNIS_ORACLE_LIB_DIR");
 	char path[4200];
@@ -182,8 +259,23 @@ static int llo_open(struct llo *o)
 	}
 	o->log_set(llo__quiet, NULL);
 	o->backend_init();
-	o->load_backends(o->dir);
+	if (!variant)
+		o->load_backends(o->dir);
+	else if (!llo__load_variant(o, o->dir, variant))
+		return -1;
 	return 1;
+}
+
+/* The oracle of the tests: one CPU variant whatever the machine. */
+static inline int llo_open(struct llo *o)
+{
+	return llo__open(o, llo__variant());
+}
+
+/* The oracle at its fastest on this CPU: for speed comparisons. */
+static inline int llo_open_fastest(struct llo *o)
+{
+	return llo__open(o, NULL);
 }
 
 #endif
