@@ -20,6 +20,11 @@
 #                              a 32,768-token sequence moves out and back
 #                              a window a round (target: at most 0.10)
 #   q4km_move_alone_vs_pinned  move_alone_GBps / d2h_pinned_GBps
+#   LABEL_prefill_vs_fast      prefill_tps / prefill_fast_tps: our prefill
+#                              against cuBLAS on TF32 tensor cores without
+#                              the exactness contract (the issue: the
+#                              contract must cost less than the 22-31% that
+#                              vLLM's batch-invariant mode costs)
 #   LABEL_graphs_gain_lL       decode_each_ms_lL / decode_ms_lL: what
 #                              replaying a recorded decode pass saves over
 #                              launching its kernels one by one
@@ -85,6 +90,9 @@ for spec in q4km:q4_k_m bf16:bf16; do
 		echo "${label}_window_d2h_vs_pinned=$v"
 	v=$(ratio "$(figure "${label}_move_alone_GBps" "$res")" "$d2h") && [[ -n $v ]] &&
 		echo "${label}_move_alone_vs_pinned=$v"
+	v=$(ratio "$(figure "${label}_prefill_tps" "$res")" \
+		"$(figure "${label}_prefill_fast_tps" "$res")") && [[ -n $v ]] &&
+		echo "${label}_prefill_vs_fast=$v"
 	for l in ${lanes//,/ }; do
 		v=$(ratio "$(figure "${label}_decode_each_ms_l$l" "$res")" \
 			"$(figure "${label}_decode_ms_l$l" "$res")") && [[ -n $v ]] &&

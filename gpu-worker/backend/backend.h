@@ -387,6 +387,13 @@ struct be {
 	 * for a benchmark that weighs the graphs and for diagnosis. Read at
 	 * each round; backends without graphs ignore it. */
 	bool launch_each;
+	/* Benchmarks only, never the worker: the matrix products of a pass of
+	 * MC_FAST_MIN_TOKENS (16) or more tokens through the vendor's library
+	 * (cuda: cuBLAS on TF32 tensor cores, the weights widened to fp32 in
+	 * memory of its own, outside the plan, taken at first use), not under
+	 * the exactness contract: what the contract costs is measured against
+	 * it (issue 29). Read at each round; the cpu backend ignores it. */
+	bool fast_products;
 	void *priv;
 };
 

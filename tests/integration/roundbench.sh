@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 step() { echo "-- $*"; }
 
 keys=(load_s weights_bytes kv_bytes_per_token state_bytes decode_ms_l1 decode_tps_l1
-	decode_read_GBps_l1 decode_each_ms_l1 decode_ms_l3 prefill_tps prefill_tflops window_h2d_GBps
+	decode_read_GBps_l1 decode_each_ms_l1 decode_ms_l3 prefill_tps prefill_tflops prefill_fast_tps window_h2d_GBps
 	window_d2h_GBps move_image_bytes move_windows move_out_s move_in_s move_rounds_out
 	move_rounds_in move_others_ms_base move_others_ms_out move_others_ms_in
 	move_others_slowdown move_alone_GBps)

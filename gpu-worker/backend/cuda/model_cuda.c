@@ -40,6 +40,16 @@
  * each kernel on its own. A capture the runtime refuses turns graphs off
  * for the model and the pass runs launch by launch instead.
  *
+ * Fast products (be.fast_products, benchmarks only). A pass of
+ * MC_FAST_MIN_TOKENS or more tokens may run its matrix products through
+ * cuBLAS on TF32 tensor cores instead of kern_matvec: each weight matrix
+ * widened to fp32 (kern_embed over every row) into a buffer of its own,
+ * then one cublasGemmEx. Its bits depend on the batch (cuBLAS picks its
+ * kernel and split by shape), so it is outside the exactness contract; it
+ * is the fastest variant we build without the contract, and
+ * ignis-roundbench measures our prefill against it. Its buffer and handle
+ * are taken at first use, outside the plan: the worker never sets it.
+ *
  * Exactness. Each kernel computes a row's outputs in an order fixed by the
  * shapes (kernels/kernels.h): a token's bits do not depend on the pass it
  * is in or its neighbours, so passes cut by bind.h give the same bits as
@@ -47,6 +57,8 @@
  */
 #include <inttypes.h>
 #include <math.h>
+
+#include <cublas_v2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +73,9 @@
 /* Buffers of a pass start on 256-byte boundaries (cudaMalloc's alignment:
  * every kernel's vector loads stay aligned). */
 #define MC_ALIGN 256u
+
+/* A pass of at least this many tokens takes the fast products when asked. */
+#define MC_FAST_MIN_TOKENS 16u
 
 /* Decode shapes whose graphs are kept (lane counts in practice). */
 #define MC_GRAPHS 8u
@@ -86,6 +101,12 @@ struct mc_model {
 	struct mc_graph graphs[MC_GRAPHS];
 	uint64_t passes;
 	bool graphs_off; /* a capture was refused: every pass launch by launch */
+	/* the fast products' (be.fast_products): taken at first use */
+	cublasHandle_t cb;
+	float *d_wide; /* a weight matrix widened to fp32 */
+	uint64_t wide_floats;
+	uint32_t *d_iota; /* 0, 1, 2, ...: every row, for kern_embed */
+	uint32_t iota_n;
 };
 
 static uint64_t mc__al(uint64_t n)
@@ -170,12 +191,13 @@ static void mc__carve(const struct mc_model *mc, uint32_t n_tok, uint64_t contex
 /* ---- one pass: the layer operations (decoder.h) on the kernels ---------- */
 
 struct mc_run {
-	const struct mc_model *mc;
+	struct mc_model *mc;
 	enum mdesc_kv_format fmt;
 	const struct kvpool *kv;
 	struct mc_at a;
 	uint32_t n_tok, n_segs, n_head;
 	uint64_t context; /* the bound context: the positions' bound */
+	bool fast;        /* the fast products (be.fast_products, a long pass) */
 	cudaStream_t s;
 	/* the first launch refused, if any: the pass fails with it */
 	int err;
@@ -193,10 +215,82 @@ static void mc__chk(struct mc_run *r, int e, const char *what, uint32_t layer)
 	}
 }
 
+/* The fast products' buffers for an n_out x n_in matrix: grown as needed
+ * (a benchmark's, so allocating here is allowed). A cudaError_t. */
+static int mc__fast_room(struct mc_model *mc, uint64_t n_in, uint64_t n_out)
+{
+	cudaError_t e = cudaSuccess;
+
+	if (!mc->cb) {
+		if (cublasCreate(&mc->cb) != CUBLAS_STATUS_SUCCESS ||
+		    cublasSetMathMode(mc->cb, CUBLAS_TF32_TENSOR_OP_MATH) !=
+		        CUBLAS_STATUS_SUCCESS) {
+			mc->cb = NULL;
+			return (int)cudaErrorNotSupported;
+		}
+	}
+	if (cublasSetStream(mc->cb, mc->s) != CUBLAS_STATUS_SUCCESS)
+		return (int)cudaErrorNotSupported;
+	if (n_in * n_out > mc->wide_floats) {
+		(void)cudaStreamSynchronize(mc->s); /* the old buffer may be read still */
+		(void)cudaFree(mc->d_wide);
+		mc->d_wide = NULL;
+		mc->wide_floats = 0;
+		e = cudaMalloc((void **)&mc->d_wide, (size_t)(n_in * n_out * sizeof(float)));
+		if (e != cudaSuccess)
+			return (int)e;
+		mc->wide_floats = n_in * n_out;
+	}
+	if (n_out > mc->iota_n) {
+		uint32_t *h = malloc((size_t)n_out * sizeof(uint32_t));
+
+		if (!h)
+			return (int)cudaErrorMemoryAllocation;
+		for (uint32_t i = 0; i < n_out; i++)
+			h[i] = i;
+		(void)cudaStreamSynchronize(mc->s);
+		(void)cudaFree(mc->d_iota);
+		mc->d_iota = NULL;
+		mc->iota_n = 0;
+		e = cudaMalloc((void **)&mc->d_iota, (size_t)n_out * sizeof(uint32_t));
+		if (e == cudaSuccess)
+			e = cudaMemcpy(mc->d_iota, h, (size_t)n_out * sizeof(uint32_t),
+			               cudaMemcpyHostToDevice);
+		free(h);
+		if (e != cudaSuccess)
+			return (int)e;
+		mc->iota_n = (uint32_t)n_out;
+	}
+	return 0;
+}
+
+/* y = W x for the pass's rows through cuBLAS (the header's fast products):
+ * W widened to fp32 rows [n_out][n_in], then, in cuBLAS's column-major
+ * terms, Y (n_out x n_tok) = W^T (n_out x n_in) X (n_in x n_tok). */
+static int mc__mv_fast(struct mc_run *r, struct be_weight w, const float *x, float *y,
+                       uint64_t n_in, uint64_t n_out)
+{
+	struct mc_model *mc = r->mc;
+	const float one = 1.0f, zero = 0.0f;
+	int e = mc__fast_room(mc, n_in, n_out);
+
+	if (!e)
+		e = kern_embed(w.p, w.type, (int)n_in, mc->d_iota, (int)n_out, mc->d_wide, r->s);
+	if (!e &&
+	    cublasGemmEx(mc->cb, CUBLAS_OP_T, CUBLAS_OP_N, (int)n_out, (int)r->n_tok, (int)n_in,
+	                 &one, mc->d_wide, CUDA_R_32F, (int)n_in, x, CUDA_R_32F, (int)n_in, &zero,
+	                 y, CUDA_R_32F, (int)n_out, CUBLAS_COMPUTE_32F_FAST_TF32,
+	                 CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+		e = (int)cudaErrorLaunchFailure;
+	return e;
+}
+
 static int mc__mv(struct mc_run *r, struct be_weight w, const float *x, float *y, uint64_t n_in,
                   uint64_t n_out, const char *what, uint32_t layer)
 {
-	int e = kern_matvec(w.p, w.type, x, y, (int)n_in, (int)n_out, (int)r->n_tok, r->s);
+	int e = r->fast
+	            ? mc__mv_fast(r, w, x, y, n_in, n_out)
+	            : kern_matvec(w.p, w.type, x, y, (int)n_in, (int)n_out, (int)r->n_tok, r->s);
 
 	mc__chk(r, e, what, layer);
 	return e;
@@ -629,6 +723,8 @@ static int mc__pass(struct mc_model *mc, const struct be *b, const struct be_ste
 		r.n_tok += steps[i].n_tok;
 		decode &= steps[i].n_tok == 1;
 	}
+	r.fast = b->fast_products && r.n_tok >= MC_FAST_MIN_TOKENS;
+	decode &= !r.fast;
 	mc__carve(mc, r.n_tok, context, mc->bd.scratch, &r.a);
 	mc__tables(&r, steps, n_steps);
 	rc = decode ? mc__graphed(mc, &r, &ops, &xp, steps, n_steps, eb)
@@ -668,6 +764,10 @@ void be_cuda_model_release(struct be *b, struct be_model *m)
 	if (mc->s)
 		(void)cudaStreamSynchronize(mc->s);
 	mc__graphs_drop(mc);
+	if (mc->cb)
+		(void)cublasDestroy(mc->cb);
+	(void)cudaFree(mc->d_wide);
+	(void)cudaFree(mc->d_iota);
 	if (mc->h_tables)
 		(void)cudaFreeHost(mc->h_tables);
 	(void)cudaGetLastError();
