@@ -2,15 +2,19 @@
 #define _GNU_SOURCE /* memmem */
 #include "chat.h"
 
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 static bool holds(const char *t, size_t len, const char *what)
 {
 	return memmem(t, len, what, strlen(what)) != NULL;
 }
 
-int chat_template_of(const char *tmpl, size_t len, struct chat_template *out,
-                     struct ig_errbuf *eb)
+int chat_template_of(const char *tmpl, size_t len, struct chat_template *out, struct ig_errbuf *eb)
 {
 	if (!tmpl || !len)
 		return ig_errf(eb, IG_E_INVAL,
@@ -24,6 +28,12 @@ int chat_template_of(const char *tmpl, size_t len, struct chat_template *out,
 		               (int)(len < 40 ? len : 40), tmpl);
 	out->format = CHAT_CHATML;
 	out->thinking = holds(tmpl, len, "enable_thinking");
+	out->qwen3 = holds(tmpl, len, "last_query_index") && holds(tmpl, len, "<tool_call>") &&
+	             holds(tmpl, len, "<tool_response>") && !holds(tmpl, len, "<function=");
+	out->tools = holds(tmpl, len, "<function=") && holds(tmpl, len, "<parameter=")
+	                 ? CHAT_TOOLS_XML
+	             : out->qwen3 ? CHAT_TOOLS_HERMES
+	                          : CHAT_TOOLS_NONE;
 	return IG_E_OK;
 }
 
@@ -61,9 +71,183 @@ static void put_plain(struct sink *s, const char *p, size_t n)
 	put(s, p, n);
 }
 
+/* ---- Qwen3's template's rules ------------------------------------------- */
+
+static bool eq(const char *p, size_t n, const char *lit)
+{
+	return n == strlen(lit) && !memcmp(p, lit, n);
+}
+
+static bool starts(const char *p, size_t n, const char *lit)
+{
+	return n >= strlen(lit) && !memcmp(p, lit, strlen(lit));
+}
+
+static bool ends(const char *p, size_t n, const char *lit)
+{
+	return n >= strlen(lit) && !memcmp(p + n - strlen(lit), lit, strlen(lit));
+}
+
+/* The last occurrence of lit in p[0..n), or NULL. */
+static const char *last_of(const char *p, size_t n, const char *lit)
+{
+	const char *found = NULL, *at = p;
+	size_t l = strlen(lit);
+
+	while ((at = memmem(at, n - (size_t)(at - p), lit, l))) {
+		found = at;
+		at++;
+	}
+	return found;
+}
+
+/* Python's strip of '\n' on either side. */
+static void strip_nl(const char **p, size_t *n, bool left, bool right)
+{
+	while (left && *n && **p == '\n')
+		(*p)++, (*n)--;
+	while (right && *n && (*p)[*n - 1] == '\n')
+		(*n)--;
+}
+
+#define Q3_TOOLS_HEAD                                                                              \
+	"# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are " \
+	"provided with function signatures within <tools></tools> XML tags:\n<tools>"
+#define Q3_TOOLS_TAIL                                                                              \
+	"\n</tools>\n\nFor each function call, return a json object with function name and "       \
+	"arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "             \
+	"<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+
+/* An assistant message by Qwen3's template: its reasoning and content (the
+ * content's <think> block split off unless the reasoning came apart), the
+ * reasoning kept after the last real user message (always on the last
+ * message), then its calls. */
+static void q3_assistant(struct sink *s, const struct chat_msg *m, bool after_query, bool last)
+{
+	const char *c = m->content ? m->content : "", *r = "";
+	size_t cn = m->content ? m->content_len : 0, rn = 0;
+
+	if (m->has_reasoning) {
+		r = m->reasoning ? m->reasoning : "";
+		rn = m->reasoning ? m->reasoning_len : 0;
+	} else {
+		const char *end = last_of(c, cn, "</think>");
+
+		if (end) {
+			/* reasoning: before the first </think>, less trailing
+			 * newlines, after its last <think>, less leading ones */
+			const char *first = memmem(c, cn, "</think>", 8), *open;
+			size_t before = (size_t)(first - c);
+
+			r = c;
+			rn = before;
+			strip_nl(&r, &rn, false, true);
+			if ((open = last_of(r, rn, "<think>"))) {
+				rn -= (size_t)(open + 7 - r);
+				r = open + 7;
+			}
+			strip_nl(&r, &rn, true, false);
+			/* content: after the last </think>, less leading newlines */
+			cn -= (size_t)(end + 8 - c);
+			c = end + 8;
+			strip_nl(&c, &cn, true, false);
+		}
+	}
+	puts_(s, "<|im_start|>assistant\n");
+	if (after_query && (last || rn)) {
+		strip_nl(&r, &rn, true, true);
+		strip_nl(&c, &cn, true, false);
+		puts_(s, "<think>\n");
+		put_plain(s, r, rn);
+		puts_(s, "\n</think>\n\n");
+	}
+	put_plain(s, c, cn);
+	for (size_t k = 0; k < m->n_calls; k++) {
+		const struct chat_call *cl = &m->calls[k];
+
+		if (k || cn)
+			puts_(s, "\n");
+		puts_(s, "<tool_call>\n{\"name\": \"");
+		put_plain(s, cl->name, cl->name_len);
+		puts_(s, "\", \"arguments\": ");
+		put_plain(s, cl->args, cl->args_len);
+		puts_(s, "}\n</tool_call>");
+	}
+	puts_(s, "<|im_end|>\n");
+}
+
+static void q3_render(struct sink *s, const struct chat_msg *msgs, size_t n,
+                      const char *const *tools, const size_t *tool_lens, size_t n_tools)
+{
+	bool sys0 = n && eq(msgs[0].role, msgs[0].role_len, "system");
+	size_t last_query = n ? n - 1 : 0;
+
+	if (n_tools) {
+		puts_(s, "<|im_start|>system\n");
+		if (sys0) {
+			put_plain(s, msgs[0].content, msgs[0].content_len);
+			puts_(s, "\n\n");
+		}
+		puts_(s, Q3_TOOLS_HEAD);
+		for (size_t i = 0; i < n_tools; i++) {
+			puts_(s, "\n");
+			put_plain(s, tools[i], tool_lens[i]);
+		}
+		puts_(s, Q3_TOOLS_TAIL);
+	} else if (sys0) {
+		puts_(s, "<|im_start|>system\n");
+		put_plain(s, msgs[0].content, msgs[0].content_len);
+		puts_(s, "<|im_end|>\n");
+	}
+	/* the last real user message: not a tool response wrapped as one */
+	for (size_t i = n; i-- > 0;) {
+		const struct chat_msg *m = &msgs[i];
+
+		if (eq(m->role, m->role_len, "user") &&
+		    !(starts(m->content, m->content_len, "<tool_response>") &&
+		      ends(m->content, m->content_len, "</tool_response>"))) {
+			last_query = i;
+			break;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct chat_msg *m = &msgs[i];
+
+		if (eq(m->role, m->role_len, "user") || (eq(m->role, m->role_len, "system") && i)) {
+			puts_(s, "<|im_start|>");
+			put(s, m->role, m->role_len);
+			puts_(s, "\n");
+			put_plain(s, m->content, m->content_len);
+			puts_(s, "<|im_end|>\n");
+		} else if (eq(m->role, m->role_len, "assistant")) {
+			q3_assistant(s, m, i > last_query, i + 1 == n);
+		} else if (eq(m->role, m->role_len, "tool")) {
+			if (!i || !eq(msgs[i - 1].role, msgs[i - 1].role_len, "tool"))
+				puts_(s, "<|im_start|>user");
+			puts_(s, "\n<tool_response>\n");
+			put_plain(s, m->content, m->content_len);
+			puts_(s, "\n</tool_response>");
+			if (i + 1 == n || !eq(msgs[i + 1].role, msgs[i + 1].role_len, "tool"))
+				puts_(s, "<|im_end|>\n");
+		}
+		/* the template writes nothing for another role, nor for the
+		 * first system message (above) */
+	}
+}
+
 int chat_render_spans(const struct chat_template *t, const struct chat_msg *msgs, size_t n,
                       unsigned flags, char *out, size_t cap, size_t *len, struct chat_span *spans,
                       size_t spans_cap, size_t *n_spans, struct ig_errbuf *eb)
+{
+	return chat_render_tools_spans(t, msgs, n, NULL, NULL, 0, flags, out, cap, len, spans,
+	                               spans_cap, n_spans, eb);
+}
+
+int chat_render_tools_spans(const struct chat_template *t, const struct chat_msg *msgs, size_t n,
+                            const char *const *tools, const size_t *tool_lens, size_t n_tools,
+                            unsigned flags, char *out, size_t cap, size_t *len,
+                            struct chat_span *spans, size_t spans_cap, size_t *n_spans,
+                            struct ig_errbuf *eb)
 {
 	struct sink s = {out, cap, 0, n_spans != NULL, spans, spans_cap, 0};
 
@@ -80,13 +264,24 @@ int chat_render_spans(const struct chat_template *t, const struct chat_msg *msgs
 		return ig_errf(eb, IG_E_INVAL,
 		               "thinking off closes the assistant's reasoning: it needs the "
 		               "generation prompt");
-	for (size_t i = 0; i < n; i++) {
-		puts_(&s, "<|im_start|>");
-		put_plain(&s, msgs[i].role, msgs[i].role_len);
-		puts_(&s, "\n");
-		put_plain(&s, msgs[i].content, msgs[i].content_len);
-		puts_(&s, "<|im_end|>\n");
-	}
+	if (n_tools && t->tools != CHAT_TOOLS_HERMES)
+		return ig_errf(
+		    eb, IG_E_INVAL,
+		    t->tools == CHAT_TOOLS_XML
+		        ? "tools: this model's chat template writes tool calls in the XML "
+		          "form (Qwen3.5, Qwen3-Coder), which Ignis does not render yet; "
+		          "accepted: Qwen3's template (Hermes JSON calls)"
+		        : "tools: this model's chat template has no tool calls");
+	if (t->qwen3) {
+		q3_render(&s, msgs, n, tools, tool_lens, n_tools);
+	} else
+		for (size_t i = 0; i < n; i++) {
+			puts_(&s, "<|im_start|>");
+			put_plain(&s, msgs[i].role, msgs[i].role_len);
+			puts_(&s, "\n");
+			put_plain(&s, msgs[i].content, msgs[i].content_len);
+			puts_(&s, "<|im_end|>\n");
+		}
 	if (flags & CHAT_GENERATION_PROMPT)
 		puts_(&s, "<|im_start|>assistant\n");
 	if (flags & CHAT_NO_THINKING)
@@ -100,8 +295,8 @@ int chat_render_spans(const struct chat_template *t, const struct chat_msg *msgs
 		               "for %zu and %zu",
 		               s.len, s.n_spans, cap, spans_cap);
 	if (s.len > cap)
-		return ig_errf(eb, IG_E_INVAL, "the conversation renders to %zu bytes; room for %zu",
-		               s.len, cap);
+		return ig_errf(eb, IG_E_INVAL,
+		               "the conversation renders to %zu bytes; room for %zu", s.len, cap);
 	if (s.plain && s.n_spans > spans_cap)
 		return ig_errf(eb, IG_E_INVAL, "the conversation has %zu plain spans; room for %zu",
 		               s.n_spans, spans_cap);
@@ -112,4 +307,178 @@ int chat_render(const struct chat_template *t, const struct chat_msg *msgs, size
                 unsigned flags, char *out, size_t cap, size_t *len, struct ig_errbuf *eb)
 {
 	return chat_render_spans(t, msgs, n, flags, out, cap, len, NULL, 0, NULL, eb);
+}
+
+/* ---- tojson, as transformers' templates write it ------------------------ */
+
+struct jbuf {
+	char *p;
+	size_t len, cap;
+	bool bad;
+};
+
+static void jput(struct jbuf *b, const char *s, size_t n)
+{
+	if (b->bad)
+		return;
+	if (b->len + n + 1 > b->cap) {
+		size_t c = b->cap ? b->cap : 256;
+		char *q;
+
+		while (c < b->len + n + 1)
+			c *= 2;
+		if (!(q = realloc(b->p, c))) {
+			b->bad = true;
+			return;
+		}
+		b->p = q;
+		b->cap = c;
+	}
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}
+
+static void jputs(struct jbuf *b, const char *s)
+{
+	jput(b, s, strlen(s));
+}
+
+/* A JSON string, escaped as Python's json.dumps with ensure_ascii off: ",
+ * \\ and the control characters (\n, \r, \t, \b, \f by name, the rest as
+ * \u00XX); everything else as it is. */
+static void jstr(struct jbuf *b, const char *s, size_t n)
+{
+	size_t run = 0;
+
+	jputs(b, "\"");
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[8];
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		jput(b, s + run, i - run);
+		run = i + 1;
+		if (c == '"' || c == '\\')
+			snprintf(esc, sizeof esc, "\\%c", c);
+		else if (c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f')
+			snprintf(esc, sizeof esc, "\\%c",
+			         c == '\n'   ? 'n'
+			         : c == '\r' ? 'r'
+			         : c == '\t' ? 't'
+			         : c == '\b' ? 'b'
+			                     : 'f');
+		else
+			snprintf(esc, sizeof esc, "\\u%04x", c);
+		jputs(b, esc);
+	}
+	jput(b, s + run, n - run);
+	jputs(b, "\"");
+}
+
+/* A real as Python's repr: the shortest %.Ne that reads back, then written
+ * as repr writes it (an exponent from 1e16 and below 1e-4, "e+NN"/"e-NN"
+ * with two digits at least, ".0" on a whole number). */
+static bool jreal(struct jbuf *b, double v)
+{
+	char digits[40], out[64];
+	int prec, exp10;
+	const char *e;
+
+	if (!isfinite(v))
+		return false;
+	if (v == 0) {
+		jputs(b, signbit(v) ? "-0.0" : "0.0");
+		return true;
+	}
+	for (prec = 1; prec <= 17; prec++) {
+		snprintf(digits, sizeof digits, "%.*e", prec - 1, v);
+		if (strtod(digits, NULL) == v)
+			break;
+	}
+	/* digits: [-]d.ddde[+-]XX */
+	e = strchr(digits, 'e');
+	exp10 = atoi(e + 1);
+	if (exp10 >= 16 || exp10 < -4) {
+		char mant[32];
+		size_t ml = (size_t)(e - digits);
+
+		memcpy(mant, digits, ml);
+		mant[ml] = '\0';
+		snprintf(out, sizeof out, "%se%c%02d", mant, exp10 < 0 ? '-' : '+', abs(exp10));
+	} else {
+		snprintf(out, sizeof out, "%.*f", prec - 1 - exp10 > 0 ? prec - 1 - exp10 : 0, v);
+		if (!strchr(out, '.'))
+			strcat(out, ".0");
+	}
+	jputs(b, out);
+	return true;
+}
+
+static bool jval(struct jbuf *b, const json_t *v)
+{
+	char num[32];
+	const char *k;
+	json_t *x;
+	size_t i;
+	bool first = true;
+
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		jputs(b, "{");
+		json_object_foreach((json_t *)v, k, x)
+		{
+			if (!first)
+				jputs(b, ", ");
+			first = false;
+			jstr(b, k, strlen(k));
+			jputs(b, ": ");
+			if (!jval(b, x))
+				return false;
+		}
+		jputs(b, "}");
+		return true;
+	case JSON_ARRAY:
+		jputs(b, "[");
+		json_array_foreach(v, i, x)
+		{
+			if (i)
+				jputs(b, ", ");
+			if (!jval(b, x))
+				return false;
+		}
+		jputs(b, "]");
+		return true;
+	case JSON_STRING:
+		jstr(b, json_string_value(v), json_string_length(v));
+		return true;
+	case JSON_INTEGER:
+		snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		jputs(b, num);
+		return true;
+	case JSON_REAL:
+		return jreal(b, json_real_value(v));
+	case JSON_TRUE:
+		jputs(b, "true");
+		return true;
+	case JSON_FALSE:
+		jputs(b, "false");
+		return true;
+	case JSON_NULL:
+		jputs(b, "null");
+		return true;
+	}
+	return false;
+}
+
+char *chat_tojson(const struct json_t *v)
+{
+	struct jbuf b = {0};
+
+	if (!jval(&b, v) || b.bad) {
+		free(b.p);
+		return NULL;
+	}
+	return b.p ? b.p : strdup("");
 }

@@ -15,6 +15,18 @@
  * without reasoning in its history that is Qwen3's own template's output
  * too (test_chat checks it against llama.cpp on the real template).
  *
+ * Qwen3's own template (chat_template.qwen3) adds rules the plain form
+ * lacks, and we render them as its Jinja text does (test_chat checks it
+ * against Hugging Face's Jinja engine on the real template): with tools,
+ * the system turn carries them ("# Tools ... <tools>" then each tool's JSON
+ * on a line, as the caller wrote it with chat_tojson, then the call
+ * format); a message of role "tool" is a <tool_response> inside a user
+ * turn, consecutive ones in one turn; an assistant message's tool calls
+ * follow its content as <tool_call> blocks; an assistant message before
+ * the last real user message loses its <think> block, and one after it
+ * (the agent's own steps) keeps its reasoning, the last one always in a
+ * <think> block.
+ *
  * Roles and contents are copied as they are, and they are the caller's
  * text: a chat's message text is text, and only the template's own markers
  * are special tokens. A user message holding "<|im_end|><|im_start|>system"
@@ -38,14 +50,41 @@
 
 enum chat_format { CHAT_CHATML = 1 };
 
+/* How a template writes tool calls (outparse.h parses the same forms). */
+enum chat_tools {
+	CHAT_TOOLS_NONE = 0, /* it has none */
+	CHAT_TOOLS_HERMES,   /* JSON in <tool_call>: Qwen3's, rendered here */
+	CHAT_TOOLS_XML,      /* <function=...>: Qwen3.5's, Qwen3-Coder's: not rendered yet */
+};
+
 struct chat_template {
 	enum chat_format format;
 	bool thinking; /* the template can turn reasoning off (enable_thinking) */
+	/* Qwen3's own template (it holds last_query_index, <tool_call> and
+	 * <tool_response>): rendered by its rules, below; else plain ChatML */
+	bool qwen3;
+	enum chat_tools tools;
+};
+
+/* A tool call of an assistant message, as the template writes it back:
+ * `args` is the arguments' JSON text (OpenAI's `arguments` string),
+ * written as it is. */
+struct chat_call {
+	const char *name, *args;
+	size_t name_len, args_len;
 };
 
 struct chat_msg {
 	const char *role, *content;
 	size_t role_len, content_len;
+	/* an assistant message's reasoning, when the client sent it apart
+	 * (reasoning_content); else Qwen3's template takes it from the
+	 * content's <think> block */
+	const char *reasoning;
+	size_t reasoning_len;
+	bool has_reasoning;
+	const struct chat_call *calls; /* an assistant message's tool calls */
+	size_t n_calls;
 };
 
 enum chat_flag {
@@ -55,8 +94,7 @@ enum chat_flag {
 
 /* The format of template text tmpl[0..len). NULL or empty: IG_E_INVAL (the
  * file has none); one we do not render: IG_E_INVAL naming what we render. */
-int chat_template_of(const char *tmpl, size_t len, struct chat_template *out,
-                     struct ig_errbuf *eb);
+int chat_template_of(const char *tmpl, size_t len, struct chat_template *out, struct ig_errbuf *eb);
 
 /* A byte range [start, end) of a rendered chat that came from the caller's
  * messages (a role or a content): a plain span. Spans are passed as arrays
@@ -71,6 +109,10 @@ struct chat_span {
  * (empty ones give none; roles and contents are never adjacent, the
  * template's text lies between them). */
 #define CHAT_SPANS_MAX(n) (2 * (size_t)(n))
+/* ... with tools and calls: each tool's JSON, and each message's
+ * reasoning and each call's name and arguments, may add one more */
+#define CHAT_SPANS_MAX_TOOLS(n, n_tools, n_calls)                                                  \
+	(3 * (size_t)(n) + (size_t)(n_tools) + 2 * (size_t)(n_calls))
 
 /*
  * Render n messages into out[0..*len) and, when n_spans is not NULL, their
@@ -87,6 +129,24 @@ struct chat_span {
 int chat_render_spans(const struct chat_template *t, const struct chat_msg *msgs, size_t n,
                       unsigned flags, char *out, size_t cap, size_t *len, struct chat_span *spans,
                       size_t spans_cap, size_t *n_spans, struct ig_errbuf *eb);
+
+/* chat_render_spans with tools: n_tools tools' JSON texts (chat_tojson's,
+ * each tools[i][0..tool_lens[i])) for the template to announce. IG_E_INVAL
+ * naming why when the template writes no tool calls, or writes them in a
+ * form not rendered here (CHAT_TOOLS_XML). */
+int chat_render_tools_spans(const struct chat_template *t, const struct chat_msg *msgs, size_t n,
+                            const char *const *tools, const size_t *tool_lens, size_t n_tools,
+                            unsigned flags, char *out, size_t cap, size_t *len,
+                            struct chat_span *spans, size_t spans_cap, size_t *n_spans,
+                            struct ig_errbuf *eb);
+
+/* v as a template's `tojson` writes it (transformers' json.dumps: ", " and
+ * ": " between items, keys in their order, text as it is but for JSON's
+ * escapes, integers as they are, reals as Python's repr: the shortest text
+ * that reads back, ".0" on whole ones, an exponent from 1e16 and below
+ * 1e-4). Malloc'ed; NULL when out of memory or for a non-finite real. */
+struct json_t;
+char *chat_tojson(const struct json_t *v);
 
 /* chat_render_spans without the spans: for a text tokenized as the
  * protocol's explicit prompt text is (special tokens parsed everywhere), or

@@ -502,8 +502,10 @@ static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_
 		const char *role =
 		    strcmp(oq->messages[i].role, "developer") ? oq->messages[i].role : "system";
 
-		m[i] = (struct chat_msg){role, oq->messages[i].text, strlen(role),
-		                         oq->messages[i].len};
+		m[i] = (struct chat_msg){.role = role,
+		                         .content = oq->messages[i].text,
+		                         .role_len = strlen(role),
+		                         .content_len = oq->messages[i].len};
 	}
 	if (oq->thinking_set && !oq->thinking)
 		flags |= CHAT_NO_THINKING;

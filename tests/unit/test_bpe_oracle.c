@@ -283,7 +283,7 @@ static void llama_marker(const void *v, const char *marker, int32_t *ids, size_t
 static bool same_chat_ids(const struct bpe *b, const void *m, const struct conv *c,
                           const char *what)
 {
-	static const struct chat_template t = {CHAT_CHATML, true};
+	static const struct chat_template t = {.format = CHAT_CHATML, .thinking = true};
 	static char text[CHAT_TEXT], frag[CHAT_TEXT];
 	static uint32_t ours[MAXIDS], plain_ours[MAXIDS];
 	static int32_t want[MAXIDS], whole[MAXIDS];
@@ -295,8 +295,10 @@ static bool same_chat_ids(const struct bpe *b, const void *m, const struct conv 
 	size_t len, ns, n, pn, nw = 0, nwhole = 0;
 
 	for (size_t i = 0; i < c->n; i++)
-		msg[i] = (struct chat_msg){c->m[i][0], c->m[i][1], strlen(c->m[i][0]),
-		                           strlen(c->m[i][1])};
+		msg[i] = (struct chat_msg){.role = c->m[i][0],
+		                           .content = c->m[i][1],
+		                           .role_len = strlen(c->m[i][0]),
+		                           .content_len = strlen(c->m[i][1])};
 	if (chat_render_spans(&t, msg, c->n, c->flags, text, sizeof text, &len, sp,
 	                      CHAT_SPANS_MAX(4), &ns, &eb) ||
 	    bpe_encode_spans(b, text, len, flags, sp, ns, ours, MAXIDS, &n, &eb) ||

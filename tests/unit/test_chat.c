@@ -25,15 +25,18 @@
 
 #define CHATML_MIN                                                                                 \
 	"{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "               \
-	"message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"     \
+	"message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"    \
 	"{{ '<|im_start|>assistant\\n' }}{% endif %}"
 
-static struct chat_msg M(const char *role, const char *content)
-{
-	return (struct chat_msg){role, content, strlen(role), strlen(content)};
+static struct chat_msg M(const char *role, const char *content) {
+	return (struct chat_msg){.role = role,
+	                         .content = content,
+	                         .role_len = strlen(role),
+	                         .content_len = strlen(content)};
 }
 
-static void test_formats(void **state)
+static void
+test_formats(void **state)
 {
 	struct chat_template t;
 	struct ig_errbuf eb = {0};
@@ -56,7 +59,8 @@ static void test_formats(void **state)
 
 static void test_render(void **state)
 {
-	struct chat_template t = {CHAT_CHATML, true}, plain = {CHAT_CHATML, false};
+	struct chat_template t = {.format = CHAT_CHATML, .thinking = true},
+	                     plain = {.format = CHAT_CHATML, .thinking = false};
 	struct chat_msg m[2] = {M("system", "Be brief."), M("user", "Hi \xe2\x9c\x8b")};
 	struct ig_errbuf eb = {0};
 	char out[256];
@@ -71,7 +75,8 @@ static void test_render(void **state)
 	assert_int_equal(chat_render(&t, m, 2, CHAT_GENERATION_PROMPT | CHAT_NO_THINKING, out,
 	                             sizeof out, &len, &eb),
 	                 IG_E_OK);
-	assert_int_equal(len, strlen(want) + strlen("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+	assert_int_equal(len,
+	                 strlen(want) + strlen("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
 	assert_memory_equal(out + strlen(want), "<|im_start|>assistant\n<think>\n\n</think>\n\n",
 	                    len - strlen(want));
 	/* thinking off: only with the prompt, only where the template knows it */
@@ -83,8 +88,8 @@ static void test_render(void **state)
 	/* too little room: the size needed */
 	assert_int_equal(chat_render(&t, m, 2, 0, out, 10, &len, &eb), IG_E_INVAL);
 	assert_int_equal(len, strlen(want));
-	assert_int_equal(chat_render(&t, NULL, 0, CHAT_GENERATION_PROMPT, out, sizeof out, &len, &eb),
-	                 IG_E_OK);
+	assert_int_equal(
+	    chat_render(&t, NULL, 0, CHAT_GENERATION_PROMPT, out, sizeof out, &len, &eb), IG_E_OK);
 	assert_int_equal(len, strlen("<|im_start|>assistant\n"));
 }
 
@@ -129,7 +134,7 @@ static const struct span_row {
 
 static void test_spans(void **state)
 {
-	struct chat_template t = {CHAT_CHATML, true};
+	struct chat_template t = {.format = CHAT_CHATML, .thinking = true};
 	struct ig_errbuf eb = {0};
 
 	(void)state;
@@ -188,7 +193,7 @@ static void test_spans(void **state)
 
 static void test_spans_room(void **state)
 {
-	struct chat_template t = {CHAT_CHATML, false};
+	struct chat_template t = {.format = CHAT_CHATML, .thinking = false};
 	struct chat_msg m[2] = {M("system", "Be brief."), M("user", "Hi")};
 	struct ig_errbuf eb = {0};
 	struct chat_span sp[4] = {{7, 7}, {7, 7}, {7, 7}, {7, 7}};
@@ -234,7 +239,8 @@ static void same_as_llama(struct llo *ll, const char *tmpl, const struct chat_ms
 	for (size_t i = 0; i < n; i++)
 		lm[i] = (struct llo_chat_message){m[i].role, m[i].content};
 	if (chat_template_of(tmpl, strlen(tmpl), &t, &eb) ||
-	    chat_render(&t, m, n, prompt ? CHAT_GENERATION_PROMPT : 0, ours, sizeof ours, &len, &eb))
+	    chat_render(&t, m, n, prompt ? CHAT_GENERATION_PROMPT : 0, ours, sizeof ours, &len,
+	                &eb))
 		fail_msg("%s: %s", what, eb.msg);
 	tl = ll->chat_apply(tmpl, lm, n, prompt, theirs, sizeof theirs);
 	if (tl < 0 || (size_t)tl != len || memcmp(ours, theirs, len))
@@ -252,7 +258,8 @@ static void test_against_llama(void **state)
 	    {M("user", "hello")},
 	    {M("system", "You are terse."), M("user", "2+2?"), M("assistant", "4"),
 	     M("user", "and 3+3?")},
-	    {M("user", "中文 and emoji 👍🏽\n\nwith lines"), M("assistant", ""), M("user", "x")},
+	    {M("user", "中文 and emoji 👍🏽\n\nwith lines"), M("assistant", ""),
+	     M("user", "x")},
 	    {M("system", ""), M("user", "<tool_call>{\"a\": 1}</tool_call> as text"),
 	     M("tool", "result"), M("user", "go on")},
 	};
@@ -274,7 +281,12 @@ static void test_against_llama(void **state)
 	for (int c = 0; c < 4; c++)
 		for (int p = 0; p < 2; p++) {
 			same_as_llama(&ll, CHATML_MIN, convs[c], counts[c], p, "minimal ChatML");
-			same_as_llama(&ll, qwen3, convs[c], counts[c], p, "Qwen3's template");
+			/* llama.cpp's own renderer writes a tool message as plain
+			 * ChatML, not as Qwen3's template does (test_against_jinja
+			 * checks those); the rest is the same */
+			if (c != 3)
+				same_as_llama(&ll, qwen3, convs[c], counts[c], p,
+				              "Qwen3's template");
 		}
 	/* Qwen3's template closes the reasoning with this text when thinking
 	 * is off; ours writes the same after the generation prompt */
@@ -284,12 +296,199 @@ static void test_against_llama(void **state)
 	dlclose(ll.lib);
 }
 
+/* ---- against Hugging Face's Jinja engine ---------------------------------------- */
+
+/* Conversations with tools, calls, tool responses and reasoning, as a
+ * client sends them (OpenAI's shapes), each rendered by Qwen3's real
+ * template in @huggingface/jinja and by ours. */
+static const char jinja_cases[] =
+    "["
+    /* tools, a system message, the generation prompt */
+    "{\"add_generation_prompt\": true, \"tools\": [{\"type\": \"function\", \"function\": "
+    "{\"name\": \"get_weather\", \"description\": \"Weather for a city, na\u00efve \\\"q\\\" "
+    "\\t </tools>\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+    "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\", \"default\": 3, \"maximum\": "
+    "0.5}}, \"required\": [\"city\"]}}}, {\"type\": \"function\", \"function\": {\"name\": "
+    "\"ls\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}}], \"messages\": "
+    "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"content\": "
+    "\"Weather in Paris?\"}]},"
+    /* an agent's steps: calls, responses grouped, reasoning given apart */
+    "{\"add_generation_prompt\": true, \"tools\": [{\"type\": \"function\", \"function\": "
+    "{\"name\": \"ls\"}}], \"messages\": [{\"role\": \"user\", \"content\": \"List /tmp "
+    "twice\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"a\", "
+    "\"type\": \"function\", \"function\": {\"name\": \"ls\", \"arguments\": \"{\\\"p\\\": "
+    "\\\"/tmp\\\"}\"}}, {\"id\": \"b\", \"type\": \"function\", \"function\": {\"name\": "
+    "\"ls\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"a\", "
+    "\"content\": \"x.txt\"}, {\"role\": \"tool\", \"tool_call_id\": \"b\", \"content\": "
+    "\"y.txt\"}, {\"role\": \"assistant\", \"reasoning_content\": \"\\nBoth done.\\n\", "
+    "\"content\": \"\\nFound x and y.\", \"tool_calls\": [{\"id\": \"c\", \"type\": "
+    "\"function\", \"function\": {\"name\": \"ls\", \"arguments\": \"{\\\"p\\\": "
+    "\\\"/\\\"}\"}}]}, {\"role\": \"tool\", \"content\": \"z\"}]},"
+    /* reasoning in an old answer's content goes; the last answer keeps a
+     * (here empty) think block */
+    "{\"add_generation_prompt\": false, \"messages\": [{\"role\": \"user\", \"content\": "
+    "\"one\"}, {\"role\": \"assistant\", \"content\": \"<think>\\nhmm\\n</think>\\n\\nAnswer "
+    "one\"}, {\"role\": \"user\", \"content\": \"two\"}, {\"role\": \"assistant\", \"content\": "
+    "\"Partial\"}]},"
+    /* a user message that is a wrapped tool response is no query; thinking
+     * off with tools */
+    "{\"add_generation_prompt\": true, \"enable_thinking\": false, \"tools\": [{\"type\": "
+    "\"function\", \"function\": {\"name\": \"f\"}}], \"messages\": [{\"role\": \"system\", "
+    "\"content\": \"S\"}, {\"role\": \"user\", \"content\": \"go\"}, {\"role\": "
+    "\"assistant\", \"content\": \"Let me look.\", \"tool_calls\": [{\"id\": \"a\", \"type\": "
+    "\"function\", \"function\": {\"name\": \"f\", \"arguments\": \"{\\\"k\\\": [1, "
+    "2]}\"}}]}, {\"role\": \"user\", \"content\": \"<tool_response>\\nr\\n</tool_response>\"}, "
+    "{\"role\": \"assistant\", \"content\": \"<think>\\nok\\n</think>\\n\\nfine\"}, "
+    "{\"role\": \"system\", \"content\": \"later system\"}]}"
+    "]";
+
+static const char *js(const json_t *o, const char *k, size_t *n)
+{
+	const json_t *v = json_object_get(o, k);
+
+	*n = json_is_string(v) ? json_string_length(v) : 0;
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static void test_against_jinja(void **state)
+{
+	const char *cfg_path = getenv("IGNIS_QWEN3_TOKENIZER_CONFIG");
+	const char *mod = getenv("IGNIS_JINJA_MODULE"), *script = getenv("IGNIS_JINJA_RENDER");
+	char cases_path[] = "/tmp/ignis-chat-cases-XXXXXX", cmd[8192];
+	json_t *cases = json_loads(jinja_cases, 0, NULL), *cfg, *theirs, *c;
+	struct chat_template t;
+	struct ig_errbuf eb = {0};
+	const char *tmpl;
+	size_t ci;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	assert_non_null(cases);
+	if (!cfg_path || !mod || !script || access(cfg_path, R_OK) || access(mod, R_OK)) {
+		print_message("the oracle is not installed (IGNIS_QWEN3_TOKENIZER_CONFIG, "
+		              "IGNIS_JINJA_MODULE; tools/install-oracle.sh): skipped\n");
+		json_decref(cases);
+		skip();
+	}
+	cfg = json_load_file(cfg_path, 0, NULL);
+	tmpl = json_string_value(json_object_get(cfg, "chat_template"));
+	assert_non_null(tmpl);
+	assert_int_equal(chat_template_of(tmpl, strlen(tmpl), &t, &eb), IG_E_OK);
+	assert_true(t.qwen3);
+	assert_int_equal(t.tools, CHAT_TOOLS_HERMES);
+	fd = mkstemp(cases_path);
+	assert_true(fd >= 0 && (f = fdopen(fd, "w")));
+	assert_int_equal(json_dumpf(cases, f, 0), 0);
+	fclose(f);
+	snprintf(cmd, sizeof cmd, "node '%s' '%s' '%s' '%s'", script, mod, cfg_path, cases_path);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	theirs = json_loadf(f, 0, NULL);
+	assert_int_equal(pclose(f), 0);
+	unlink(cases_path);
+	if (!json_is_array(theirs) || json_array_size(theirs) != json_array_size(cases))
+		fail_msg("the Jinja oracle answered no array of %zu texts", json_array_size(cases));
+	json_array_foreach(cases, ci, c)
+	{
+		const json_t *ms = json_object_get(c, "messages"),
+		             *tools = json_object_get(c, "tools");
+		struct chat_msg m[16];
+		struct chat_call calls[16][4];
+		char *tj[8];
+		size_t tl[8], n = json_array_size(ms), nt = json_array_size(tools), len, ns,
+		              n_calls = 0;
+		static char ours[16384];
+		struct chat_span sp[128];
+		const char *want = json_string_value(json_array_get(theirs, ci));
+		unsigned flags = json_is_true(json_object_get(c, "add_generation_prompt"))
+		                     ? CHAT_GENERATION_PROMPT
+		                     : 0;
+
+		assert_true(n <= 16 && nt <= 8);
+		if (json_is_false(json_object_get(c, "enable_thinking")))
+			flags |= CHAT_NO_THINKING;
+		for (size_t i = 0; i < nt; i++) {
+			tj[i] = chat_tojson(json_array_get(tools, i));
+			assert_non_null(tj[i]);
+			tl[i] = strlen(tj[i]);
+		}
+		for (size_t i = 0; i < n; i++) {
+			const json_t *mi = json_array_get(ms, i),
+			             *tc = json_object_get(mi, "tool_calls");
+
+			memset(&m[i], 0, sizeof(m[i]));
+			m[i].role = js(mi, "role", &m[i].role_len);
+			m[i].content = js(mi, "content", &m[i].content_len);
+			m[i].reasoning = js(mi, "reasoning_content", &m[i].reasoning_len);
+			m[i].has_reasoning = m[i].reasoning != NULL;
+			assert_true(json_array_size(tc) <= 4);
+			for (size_t k = 0; k < json_array_size(tc); k++) {
+				const json_t *fn =
+				    json_object_get(json_array_get(tc, k), "function");
+
+				calls[i][k].name = js(fn, "name", &calls[i][k].name_len);
+				calls[i][k].args = js(fn, "arguments", &calls[i][k].args_len);
+			}
+			m[i].calls = calls[i];
+			m[i].n_calls = json_array_size(tc);
+			n_calls += m[i].n_calls;
+		}
+		if (chat_render_tools_spans(&t, m, n, (const char *const *)tj, tl, nt, flags, ours,
+		                            sizeof ours, &len, sp, 128, &ns, &eb))
+			fail_msg("case %zu: %s", ci, eb.msg);
+		if (!want || strlen(want) != len || memcmp(want, ours, len))
+			fail_msg(
+			    "case %zu: ours (%zu bytes), then the Jinja engine's:\n%.*s\n---\n%s",
+			    ci, len, (int)len, ours, want ? want : "(none)");
+		assert_true(ns <= CHAT_SPANS_MAX_TOOLS(n, nt, n_calls));
+		for (size_t k = 0; k < ns; k++)
+			assert_true(sp[k].start < sp[k].end && sp[k].end <= len &&
+			            (!k || sp[k].start >= sp[k - 1].end));
+		for (size_t i = 0; i < nt; i++)
+			free(tj[i]);
+	}
+	json_decref(theirs);
+	json_decref(cfg);
+	json_decref(cases);
+}
+
+/* chat_tojson writes what Python's json.dumps writes. */
+static void test_tojson(void **state)
+{
+	static const char *const rows[][2] = {
+	    {"{\"a\": 1, \"b\": [true, null, \"x\"]}", "{\"a\": 1, \"b\": [true, null, \"x\"]}"},
+	    {"[0.5, 1.0, 1e16, 1e15, 0.0001, 0.00001, -2.5e-7, 123456.789, 0.1, -0.0]",
+	     "[0.5, 1.0, 1e+16, 1000000000000000.0, 0.0001, 1e-05, -2.5e-07, 123456.789, 0.1, "
+	     "-0.0]"},
+	    {"\"tab\\t nl\\n \\u0001 q\\\" bs\\\\ / \\u00e9 \\u2028\"",
+	     "\"tab\\t nl\\n \\u0001 q\\\" bs\\\\ / \u00e9 \u2028\""},
+	    {"{}", "{}"},
+	    {"[]", "[]"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		json_t *v = json_loads(rows[i][0], JSON_DECODE_ANY, NULL);
+		char *d;
+
+		assert_non_null(v);
+		d = chat_tojson(v);
+		assert_non_null(d);
+		if (strcmp(d, rows[i][1]))
+			fail_msg("%s: %s, want %s", rows[i][0], d, rows[i][1]);
+		free(d);
+		json_decref(v);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_formats),       cmocka_unit_test(test_render),
 	    cmocka_unit_test(test_spans),         cmocka_unit_test(test_spans_room),
-	    cmocka_unit_test(test_against_llama),
+	    cmocka_unit_test(test_against_llama), cmocka_unit_test(test_against_jinja),
+	    cmocka_unit_test(test_tojson),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
