@@ -764,9 +764,21 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 	rc = smp_params_set(&r.smp, q->temperature, (uint32_t)q->top_k, q->top_p, q->seed, eb);
 	if (rc)
 		return rc;
+	if (q->top_logprobs && !q->logprobs)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "submit.top_logprobs: %" PRIu64 " without logprobs; accepted: 0, "
+		               "or logprobs true",
+		               q->top_logprobs);
 	rc = eng_submit(w->eng, &r, &adm, eb);
 	if (rc)
 		return rc;
+	if (q->logprobs && (rc = eng_logprobs_ask(w->eng, adm.id, (uint32_t)q->top_logprobs, eb))) {
+		struct ig_errbuf ig;
+
+		eng_cancel(w->eng, adm.id, &ig); /* stop, */
+		eng_cancel(w->eng, adm.id, &ig); /* and forget */
+		return rc;
+	}
 	if (stops.n)
 		worker_stops_keep(w, adm.id, &stops);
 	ev_begin(&e, EV_INFO, "ignis.request.submitted");
@@ -939,6 +951,42 @@ static void worker_stats(struct worker *w, struct msg_worker_stats_reply *r)
 	r->expert_staged_bytes = w->xs.staged_bytes;
 }
 
+/* What a poll of request `id` from `from` would answer, as a poll_many's
+ * entry (at most `max` tokens, text into `text`, MSG_POLL_MANY_TEXT bytes),
+ * or its error code. */
+static void worker_fill_ent(struct worker *w, uint64_t id, uint64_t from, uint32_t max, char *text,
+                            struct msg_tokens_ent *t)
+{
+	const uint32_t *out = NULL;
+	struct eng_status st;
+	struct ig_errbuf eb;
+	uint32_t visible = 0;
+	size_t len;
+	int rc = IG_E_NOTFOUND;
+
+	memset(t, 0, sizeof(*t));
+	t->id = id;
+	t->from = from;
+	if (w->eng)
+		rc = worker_output(w, id, from, &out, &visible, &st, &eb);
+	if (rc) {
+		t->state = msg_str_of("");
+		t->text = msg_str_of("");
+		t->finish = msg_str_of("");
+		t->code = (uint64_t)rc;
+		return;
+	}
+	worker_reply_text(w, out, visible, &st, (uint32_t)from, max, t->tokens.v, text,
+	                  MSG_POLL_MANY_TEXT, t->text_ends.v, &t->tokens.n, &len);
+	t->text_ends.n = t->tokens.n;
+	t->text = (struct msg_str){text, (uint32_t)len};
+	t->state = msg_str_of(sched_phase_name(st.phase));
+	t->done = st.phase == SCHED_DONE;
+	t->finish = msg_str_of(eng_finish_name(st.finish));
+	t->generated = visible;
+	t->cached = st.cached;
+}
+
 /* Up to MSG_POLL_MANY_MAX requests' tokens in one answer (the front door's
  * pump: one message a loop turn, whatever the number of requests). Each
  * entry is what a poll of it would answer, or its error code. */
@@ -947,38 +995,72 @@ static void worker_poll_many(struct worker *w, const struct msg_poll_many *q,
 {
 	r->pid = (uint64_t)getpid();
 	r->reqs.n = q->reqs.n;
-	for (uint32_t i = 0; i < q->reqs.n; i++) {
-		const struct msg_poll_ent *in = &q->reqs.v[i];
-		struct msg_tokens_ent *t = &r->reqs.v[i];
-		const uint32_t *out = NULL;
-		struct eng_status st;
-		struct ig_errbuf eb;
-		uint32_t visible = 0;
-		size_t len;
-		int rc = IG_E_NOTFOUND;
+	for (uint32_t i = 0; i < q->reqs.n; i++)
+		worker_fill_ent(w, q->reqs.v[i].id, q->reqs.v[i].from, MSG_POLL_MANY_IDS,
+		                w->many_text[i], &r->reqs.v[i]);
+}
 
-		memset(t, 0, sizeof(*t));
-		t->id = in->id;
-		t->from = in->from;
-		if (w->eng)
-			rc = worker_output(w, in->id, in->from, &out, &visible, &st, &eb);
-		if (rc) {
-			t->state = msg_str_of("");
-			t->text = msg_str_of("");
-			t->finish = msg_str_of("");
-			t->code = (uint64_t)rc;
-			continue;
-		}
-		worker_reply_text(w, out, visible, &st, (uint32_t)in->from, MSG_POLL_MANY_IDS,
-		                  t->tokens.v, w->many_text[i], MSG_POLL_MANY_TEXT, t->text_ends.v,
-		                  &t->tokens.n, &len);
-		t->text_ends.n = t->tokens.n;
-		t->text = (struct msg_str){w->many_text[i], (uint32_t)len};
-		t->state = msg_str_of(sched_phase_name(st.phase));
-		t->done = st.phase == SCHED_DONE;
-		t->finish = msg_str_of(eng_finish_name(st.finish));
-		t->generated = visible;
-		t->cached = st.cached;
+/* Token `i` (`tok`) of request `id`: its log-probabilities into r (lps,
+ * lp_n, pieces, piece_ends); false, with nothing added, when its pieces
+ * would pass MSG_LP_BYTES or the request has none. */
+static bool worker_lp_add(struct worker *w, uint64_t id, uint32_t i, uint32_t tok,
+                          struct msg_tokens_lp *r)
+{
+	struct smp_logprob top[SMP_TOP_LOGPROBS_MAX + 1];
+	uint32_t n = 0, bytes = r->pieces.n;
+
+	if (eng_logprobs(w->eng, id, i, &top[0].lp, top + 1, &n, NULL))
+		return false;
+	top[0].id = tok;
+	for (uint32_t j = 0; j <= n; j++) {
+		const uint8_t *p;
+		size_t len;
+
+		tok_piece(&w->vocab, top[j].id, &p, &len);
+		bytes += (uint32_t)len;
+	}
+	if (bytes > MSG_LP_BYTES)
+		return false;
+	for (uint32_t j = 0; j <= n; j++) {
+		const uint8_t *p;
+		size_t len;
+
+		/* -inf travels as the lowest double (f64 fields are finite) */
+		r->lps.v[r->lps.n++] = (struct msg_lp){
+		    top[j].id, top[j].lp >= -MSG_LP_FLOOR ? top[j].lp : -MSG_LP_FLOOR};
+		tok_piece(&w->vocab, top[j].id, &p, &len);
+		for (size_t b = 0; b < len; b++)
+			r->pieces.v[r->pieces.n++] = p[b];
+		r->piece_ends.v[r->piece_ends.n++] = r->pieces.n;
+	}
+	r->lp_n.v[r->lp_n.n++] = n + 1;
+	return true;
+}
+
+/* One request's tokens with their log-probabilities (poll_lp: a request
+ * submitted with logprobs). The tokens whose pieces fit (at least one),
+ * then what a poll_many would answer for that many. */
+static void worker_poll_lp(struct worker *w, const struct msg_poll_lp *q, struct msg_tokens_lp *r)
+{
+	struct msg_tokens_ent *t = &r->ent.v[0];
+	uint32_t k = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->pid = (uint64_t)getpid();
+	r->ent.n = 1;
+	worker_fill_ent(w, q->id, q->from, MSG_LP_TOKENS, w->many_text[0], t);
+	if (t->code)
+		return;
+	while (k < t->tokens.n && worker_lp_add(w, q->id, (uint32_t)q->from + k, t->tokens.v[k], r))
+		k++;
+	if (k < t->tokens.n) /* the rest next time: the text of the k taken */
+		worker_fill_ent(w, q->id, q->from, k, w->many_text[0], t);
+	if (!k && t->tokens.n) {
+		/* no log-probabilities (a request submitted without them):
+		 * refused, as a poll of a request it cannot answer */
+		t->tokens.n = t->text_ends.n = 0;
+		t->text = msg_str_of("");
+		t->code = IG_E_INVAL;
 	}
 }
 
@@ -1025,6 +1107,10 @@ static int worker_handle(void *ctx, const struct msg *req, struct msg *reply, st
 	case MSG_POLL_MANY:
 		worker_poll_many(w, &req->u.poll_many, &reply->u.tokens_many);
 		reply->type = MSG_TOKENS_MANY;
+		return IG_E_OK;
+	case MSG_POLL_LP:
+		worker_poll_lp(w, &req->u.poll_lp, &reply->u.tokens_lp);
+		reply->type = MSG_TOKENS_LP;
 		return IG_E_OK;
 	default:
 		return ig_errf(eb, IG_E_PROTO_UNEXPECTED,

@@ -24,27 +24,53 @@
 
 /* ---- descriptors generated from the declarations ------------------------- */
 
-#define MSG__SUB_U64(sub)        NULL
-#define MSG__SUB_BOOL(sub)       NULL
-#define MSG__SUB_STR(sub)        NULL
-#define MSG__SUB_ARR(sub)        &msg__rec_##sub
-#define MSG__SUB_F64(sub)        NULL
-#define MSG__SUB_IDS(sub)        NULL
-#define MSG__SUB_U64S(sub)       NULL
-#define MSG__ELEMS_U64(R, name)  0
-#define MSG__ELEMS_BOOL(R, name) 0
-#define MSG__ELEMS_STR(R, name)  0
-#define MSG__ELEMS_ARR(R, name)  offsetof(struct msg_##R, name.v)
-#define MSG__ELEMS_F64(R, name)  0
-#define MSG__ELEMS_IDS(R, name)  offsetof(struct msg_##R, name.v)
-#define MSG__ELEMS_U64S(R, name) offsetof(struct msg_##R, name.v)
-#define MSG__OFF_U64(R, name)    offsetof(struct msg_##R, name)
-#define MSG__OFF_BOOL(R, name)   offsetof(struct msg_##R, name)
-#define MSG__OFF_STR(R, name)    offsetof(struct msg_##R, name)
-#define MSG__OFF_ARR(R, name)    offsetof(struct msg_##R, name.n)
-#define MSG__OFF_F64(R, name)    offsetof(struct msg_##R, name)
-#define MSG__OFF_IDS(R, name)    offsetof(struct msg_##R, name.n)
-#define MSG__OFF_U64S(R, name)   offsetof(struct msg_##R, name.n)
+#define MSG__KIND_U64             MSG_K_U64
+#define MSG__KIND_BOOL            MSG_K_BOOL
+#define MSG__KIND_STR             MSG_K_STR
+#define MSG__KIND_ARR             MSG_K_ARR
+#define MSG__KIND_F64             MSG_K_F64
+#define MSG__KIND_IDS             MSG_K_IDS
+#define MSG__KIND_U64S            MSG_K_U64S
+#define MSG__KIND_OU64            MSG_K_U64
+#define MSG__KIND_OBOOL           MSG_K_BOOL
+#define MSG__OPT_U64              false
+#define MSG__OPT_BOOL             false
+#define MSG__OPT_STR              false
+#define MSG__OPT_ARR              false
+#define MSG__OPT_F64              false
+#define MSG__OPT_IDS              false
+#define MSG__OPT_U64S             false
+#define MSG__OPT_OU64             true
+#define MSG__OPT_OBOOL            true
+#define MSG__SUB_OU64(sub)        NULL
+#define MSG__SUB_OBOOL(sub)       NULL
+#define MSG__ELEMS_OU64(R, name)  0
+#define MSG__ELEMS_OBOOL(R, name) 0
+#define MSG__OFF_OU64(R, name)    offsetof(struct msg_##R, name)
+#define MSG__OFF_OBOOL(R, name)   offsetof(struct msg_##R, name)
+#define MSG__BOUNDS_OU64(l, h)    .lo = (l), .hi = (h)
+#define MSG__BOUNDS_OBOOL(l, h)   .lo = (l), .hi = (h)
+#define MSG__SUB_U64(sub)         NULL
+#define MSG__SUB_BOOL(sub)        NULL
+#define MSG__SUB_STR(sub)         NULL
+#define MSG__SUB_ARR(sub)         &msg__rec_##sub
+#define MSG__SUB_F64(sub)         NULL
+#define MSG__SUB_IDS(sub)         NULL
+#define MSG__SUB_U64S(sub)        NULL
+#define MSG__ELEMS_U64(R, name)   0
+#define MSG__ELEMS_BOOL(R, name)  0
+#define MSG__ELEMS_STR(R, name)   0
+#define MSG__ELEMS_ARR(R, name)   offsetof(struct msg_##R, name.v)
+#define MSG__ELEMS_F64(R, name)   0
+#define MSG__ELEMS_IDS(R, name)   offsetof(struct msg_##R, name.v)
+#define MSG__ELEMS_U64S(R, name)  offsetof(struct msg_##R, name.v)
+#define MSG__OFF_U64(R, name)     offsetof(struct msg_##R, name)
+#define MSG__OFF_BOOL(R, name)    offsetof(struct msg_##R, name)
+#define MSG__OFF_STR(R, name)     offsetof(struct msg_##R, name)
+#define MSG__OFF_ARR(R, name)     offsetof(struct msg_##R, name.n)
+#define MSG__OFF_F64(R, name)     offsetof(struct msg_##R, name)
+#define MSG__OFF_IDS(R, name)     offsetof(struct msg_##R, name.n)
+#define MSG__OFF_U64S(R, name)    offsetof(struct msg_##R, name.n)
 /* Where a declaration's bounds go: F64 bounds are doubles, the rest integers.
  * (Parameters are not named lo/hi: they would replace the designators.) */
 #define MSG__BOUNDS_U64(l, h)  .lo = (l), .hi = (h)
@@ -57,11 +83,12 @@
 
 #define MSG__FIELD_DESC(R, fkind, fname, flo, fhi, fsub)                                           \
 	{.name = #fname,                                                                           \
-	 .kind = MSG_K_##fkind,                                                                    \
+	 .kind = MSG__KIND_##fkind,                                                                \
 	 .offset = MSG__OFF_##fkind(R, fname),                                                     \
 	 .elems = MSG__ELEMS_##fkind(R, fname),                                                    \
 	 MSG__BOUNDS_##fkind(flo, fhi),                                                            \
-	 .sub = MSG__SUB_##fkind(fsub)},
+	 .sub = MSG__SUB_##fkind(fsub),                                                            \
+	 .optional = MSG__OPT_##fkind},
 
 #define MSG__COUNT_FIELD(R, kind, fname, lo, hi, sub) +1
 
@@ -417,7 +444,7 @@ static int msg__check_field(const struct msg_field *f, const char *base,
 	case MSG_K_F64:
 		rc = msg__check_f64(f, *(const double *)(const void *)at, path, eb);
 		break;
-	case MSG_K_IDS: /* every uint32_t is a valid id */
+	case MSG_K_IDS:  /* every uint32_t is a valid id */
 	case MSG_K_U64S: /* every uint64_t is a valid element */
 		rc = msg__check_count(f, *(const uint32_t *)(const void *)at, path, eb);
 		break;
@@ -504,11 +531,33 @@ static void msg__pack_field(msgpack_packer *pk, const struct msg_field *f, const
 	}
 }
 
+/* False for an optional field holding 0 (false): it is left out. */
+static bool msg__present(const struct msg_field *f, const char *base)
+{
+	const char *at = base + f->offset;
+
+	if (!f->optional)
+		return true;
+	if (f->kind == MSG_K_BOOL)
+		return *(const bool *)(const void *)at;
+	return *(const uint64_t *)(const void *)at != 0;
+}
+
+static uint32_t msg__npresent(const struct msg_rec *r, const char *base)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < r->nfields; i++)
+		n += msg__present(&r->fields[i], base);
+	return n;
+}
+
 static void msg__pack_rec(msgpack_packer *pk, const struct msg_rec *r, const char *base)
 {
-	msgpack_pack_map(pk, r->nfields);
+	msgpack_pack_map(pk, msg__npresent(r, base));
 	for (uint32_t i = 0; i < r->nfields; i++)
-		msg__pack_field(pk, &r->fields[i], base);
+		if (msg__present(&r->fields[i], base))
+			msg__pack_field(pk, &r->fields[i], base);
 }
 
 /* Counts the bytes and remembers a write failure, so encoding reports it. */
@@ -553,13 +602,14 @@ int msg_encode(const struct msg *m, msg_write_fn write, void *ctx, struct ig_err
 		         : ig_errf(eb, IG_E_PROTO_UNKNOWN_TYPE,
 		                   "cannot encode unknown message type %u", m->type);
 	msgpack_packer_init(&pk, &sink, msg__sink_write);
-	msgpack_pack_map(&pk, 2 + d->rec.nfields);
+	msgpack_pack_map(&pk, 2 + msg__npresent(&d->rec, MSG__CPAYLOAD(m)));
 	msg__pack_key(&pk, "t");
 	msgpack_pack_uint32(&pk, d->type);
 	msg__pack_key(&pk, "v");
 	msgpack_pack_uint32(&pk, MSG_PROTO_VERSION);
 	for (uint32_t i = 0; i < d->rec.nfields; i++)
-		msg__pack_field(&pk, &d->rec.fields[i], MSG__CPAYLOAD(m));
+		if (msg__present(&d->rec.fields[i], MSG__CPAYLOAD(m)))
+			msg__pack_field(&pk, &d->rec.fields[i], MSG__CPAYLOAD(m));
 	if (sink.failed)
 		return ig_errf(eb, IG_E_NOMEM, "cannot encode %s: the output refused the bytes",
 		               d->rec.name);
@@ -979,8 +1029,9 @@ static int msg__decode_field(const struct msg_field *f, const msgpack_object *o,
 		uint64_t *v = (uint64_t *)(void *)(base + f->elems);
 
 		if (o->type != MSGPACK_OBJECT_ARRAY)
-			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE, "%s: expected an array of uints, got %s",
-			               msg__ps(path).s, msg__objtype(o));
+			return ig_errf(eb, IG_E_PROTO_FIELD_TYPE,
+			               "%s: expected an array of uints, got %s", msg__ps(path).s,
+			               msg__objtype(o));
 		/* Before any write: `hi` is the capacity of `v`. */
 		rc = msg__check_count(f, o->via.array.size, path, eb);
 		if (rc)
@@ -1053,7 +1104,7 @@ static int msg__decode_rec(const struct msg_rec *r, const msgpack_object *map, s
 			return rc;
 	}
 	for (uint32_t j = 0; j < r->nfields; j++)
-		if (!(seen & ((uint64_t)1 << j)))
+		if (!(seen & ((uint64_t)1 << j)) && !r->fields[j].optional)
 			return ig_errf(eb, IG_E_PROTO_MISSING_FIELD,
 			               "%s: required field '%s' is missing", msg__ps(path).s,
 			               r->fields[j].name);

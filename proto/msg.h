@@ -44,7 +44,14 @@
  * decoder takes a msgpack float32, float64 or integer, integers converted
  * exactly and refused above 2^53 in magnitude, NaN refused; the encoder
  * always writes float64), IDS a msgpack array of lo..hi token ids, each an
- * integer 0..UINT32_MAX, U64S a msgpack array of lo..hi uints (checksums). */
+ * integer 0..UINT32_MAX, U64S a msgpack array of lo..hi uints (checksums).
+ *
+ * Optional fields (declared with the kinds OU64 and OBOOL: a U64 and a BOOL
+ * otherwise) may be left out; a field left out decodes as 0 (false), and
+ * the encoder leaves out one that holds 0 (false), so a message that does
+ * not use one encodes byte for byte as before it was declared: a peer of
+ * the same version that never heard of it still reads it. Only fields
+ * added to an existing type within a version are optional. */
 enum msg_kind {
 	MSG_K_U64 = 1,
 	MSG_K_BOOL = 2,
@@ -84,7 +91,8 @@ struct msg_str {
 	X(poll_ent, "one request of a poll_many: its id and the first token index wanted")         \
 	X(tokens_ent, "one request's tokens in a tokens_many reply")                               \
 	X(fd_req, "one request in the front door's stats reply")                                   \
-	X(expert_class, "one class of the worker's expert cache: its slots and their figures")
+	X(expert_class, "one class of the worker's expert cache: its slots and their figures")     \
+	X(lp, "one token's log-probability in a tokens_lp reply")
 
 #define MSG_FIELDS_proc(F, R)                                                                      \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -183,7 +191,11 @@ struct msg_str {
 	X(FD_STATS_REPLY, 50, fd_stats_reply, "front door: its counters and live requests")        \
 	X(POLL_MANY, 51, poll_many,                                                                \
 	  "the front door asks the gpu-worker for up to 64 requests' tokens; tokens_many")         \
-	X(TOKENS_MANY, 52, tokens_many, "the gpu-worker's answer to poll_many, with its pid")
+	X(TOKENS_MANY, 52, tokens_many, "the gpu-worker's answer to poll_many, with its pid")      \
+	X(POLL_LP, 54, poll_lp,                                                                    \
+	  "the front door asks the gpu-worker for one request's tokens with their "                \
+	  "log-probabilities; tokens_lp")                                                          \
+	X(TOKENS_LP, 55, tokens_lp, "the gpu-worker's answer to poll_lp, with its pid")
 
 #define MSG_FIELDS_hello(F, R)                                                                     \
 	F(R, STR, role, 1, MSG_ROLE_MAX, _)                                                        \
@@ -275,6 +287,13 @@ struct msg_str {
 
 #define MSG_FIELDS_stop(F, R) F(R, STR, text, 1, MSG_STOP_BYTES, _)
 
+/* Log-probabilities (docs/adr/0053): a submit's `logprobs` asks for each
+ * generated token's, with the `top_logprobs` (0..MSG_TOP_LP_MAX) likeliest
+ * ids' beside it (top_logprobs above 0 without logprobs is refused by the
+ * worker); both optional fields, so that a submit without them is as it
+ * was. The front door reads them with poll_lp instead of poll_many. */
+#define MSG_TOP_LP_MAX 20u
+
 #define MSG_FIELDS_submit(F, R)                                                                    \
 	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
 	F(R, IDS, prompt, 0, MSG_IDS_MAX, _)                                                       \
@@ -285,7 +304,9 @@ struct msg_str {
 	F(R, F64, top_p, 0.0, 1.0, _)           /* 1: off */                                       \
 	F(R, U64, top_k, 0, UINT32_MAX, _)      /* 0: off */                                       \
 	F(R, U64, seed, 0, UINT64_MAX, _)                                                          \
-	F(R, ARR, stop, 0, MSG_STOP_MAX, stop)
+	F(R, ARR, stop, 0, MSG_STOP_MAX, stop)                                                     \
+	F(R, OBOOL, logprobs, 0, 1, _)                 /* optional: log-probabilities asked */     \
+	F(R, OU64, top_logprobs, 0, MSG_TOP_LP_MAX, _) /* optional: their top list's length */
 
 #define MSG_FIELDS_submitted(F, R)                                                                 \
 	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
@@ -763,11 +784,48 @@ struct msg_str {
 	F(R, U64, pid, 1, INT32_MAX, _)                                                            \
 	F(R, ARR, reqs, 0, MSG_POLL_MANY_MAX, tokens_ent)
 
+/* poll_lp: one request's tokens from `from`, with their log-probabilities
+ * (a request submitted with logprobs; the door polls it this way instead
+ * of in a poll_many). The answer, tokens_lp: `ent` what a poll_many would
+ * answer for it (one entry; at most MSG_LP_TOKENS tokens), and per token
+ * of ent.tokens, in order, lp_n[i] entries of `lps`: the sampled token's
+ * first, then its top list (at most the top_logprobs asked: ids with no
+ * probability are left out), each entry's
+ * piece (the bytes the token stands for: model/tokenizer.h, tok_piece) in
+ * `pieces`, one byte an element, ending at piece_ends[j]. A logprob of
+ * -infinity (a degenerate distribution: no finite logit) travels as
+ * -MSG_LP_FLOOR. Fewer tokens come when their pieces would pass
+ * MSG_LP_BYTES (one always fits: 21 pieces of TOK_PIECE_MAX, 256 bytes).
+ * At these limits tokens_lp encodes to about 43 KB, within MSG_MAX_BYTES
+ * (a unit test checks every type's bound). */
+#define MSG_LP_TOKENS 16u
+#define MSG_LP_ENTS   (MSG_LP_TOKENS * (1u + MSG_TOP_LP_MAX))
+#define MSG_LP_BYTES  6144u
+#define MSG_LP_FLOOR  1.7976931348623157e308 /* DBL_MAX */
+
+#define MSG_FIELDS_lp(F, R)                                                                        \
+	F(R, U64, id, 0, UINT32_MAX, _)                                                            \
+	F(R, F64, lp, -MSG_LP_FLOOR, 0.0, _)
+
+#define MSG_FIELDS_poll_lp(F, R)                                                                   \
+	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
+	F(R, U64, from, 0, UINT32_MAX, _)
+
+#define MSG_FIELDS_tokens_lp(F, R)                                                                 \
+	F(R, U64, pid, 1, INT32_MAX, _)                                                            \
+	F(R, ARR, ent, 1, 1, tokens_ent)                                                           \
+	F(R, ARR, lps, 0, MSG_LP_ENTS, lp)                                                         \
+	F(R, IDS, lp_n, 0, MSG_LP_TOKENS, _)                                                       \
+	F(R, IDS, pieces, 0, MSG_LP_BYTES, _)                                                      \
+	F(R, IDS, piece_ends, 0, MSG_LP_ENTS, _)
+
 /* ---- generated: C types ------------------------------------------------- */
 
-#define MSG__CTYPE_U64(name, hi, sub)  uint64_t name;
-#define MSG__CTYPE_BOOL(name, hi, sub) bool name;
-#define MSG__CTYPE_STR(name, hi, sub)  struct msg_str name;
+#define MSG__CTYPE_U64(name, hi, sub)   uint64_t name;
+#define MSG__CTYPE_BOOL(name, hi, sub)  bool name;
+#define MSG__CTYPE_OU64(name, hi, sub)  uint64_t name;
+#define MSG__CTYPE_OBOOL(name, hi, sub) bool name;
+#define MSG__CTYPE_STR(name, hi, sub)   struct msg_str name;
 #define MSG__CTYPE_ARR(name, hi, sub)                                                              \
 	struct {                                                                                   \
 		uint32_t n;                                                                        \
@@ -826,6 +884,7 @@ struct msg_field {
 	uint64_t lo, hi;           /* U64: value; STR: bytes; ARR, IDS: element count */
 	double flo, fhi;           /* F64: value (lo and hi are 0) */
 	const struct msg_rec *sub; /* ARR: the element record */
+	bool optional;             /* OU64, OBOOL: may be left out; left out when 0 */
 };
 
 struct msg_rec {

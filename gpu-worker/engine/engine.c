@@ -45,6 +45,8 @@ static void eng__forget(struct eng *e, struct eng_seq *s)
 		free(s->feed);
 	free(s->prompt);
 	free(s->out);
+	free(s->lp);
+	free(s->lp_n);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -306,6 +308,15 @@ static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
 {
 	uint32_t tok = smp_pick(&s->smp, &s->rng, logits, e->d->m->vocab, e->smp_scratch);
 
+	if (s->lp) {
+		/* from the logits the pick read (docs/adr/0053) */
+		struct smp_logprob *g = s->lp + (size_t)s->n_out * (1 + s->lp_k);
+		uint32_t n;
+
+		smp_logprobs(logits, e->d->m->vocab, tok, s->lp_k, &g[0].lp, g + 1, &n);
+		g[0].id = tok;
+		s->lp_n[s->n_out] = (uint8_t)n;
+	}
 	s->out[s->n_out++] = tok;
 	e->st.generated_tokens++;
 	if (s->n_out == 1) {
@@ -615,6 +626,55 @@ int eng_output(const struct eng *e, uint64_t id, const uint32_t **out, struct en
 	st->finish = s->finish;
 	st->generated = s->n_out;
 	st->cached = s->cached;
+	return IG_E_OK;
+}
+
+int eng_logprobs_ask(struct eng *e, uint64_t id, uint32_t top, struct ig_errbuf *eb)
+{
+	struct eng_seq *s = eng__find(e, id);
+
+	if (!s)
+		return ig_errf(eb, IG_E_NOTFOUND, "id: no request %llu", (unsigned long long)id);
+	if (top > SMP_TOP_LOGPROBS_MAX)
+		return ig_errf(eb, IG_E_INVAL, "top_logprobs: %u; accepted 0..%u", top,
+		               SMP_TOP_LOGPROBS_MAX);
+	if (s->n_out || s->lp)
+		return ig_errf(eb, IG_E_INVAL,
+		               "request %llu: log-probabilities are asked before its first token",
+		               (unsigned long long)id);
+	/* the whole cap at once, as `out`: a round never allocates */
+	s->lp = malloc((size_t)s->cap * (1 + top) * sizeof(*s->lp));
+	s->lp_n = malloc(s->cap);
+	if (!s->lp || !s->lp_n) {
+		free(s->lp);
+		free(s->lp_n);
+		s->lp = NULL;
+		s->lp_n = NULL;
+		return ig_errf(eb, IG_E_NOMEM,
+		               "no memory for the log-probabilities of %u tokens (top %u)", s->cap,
+		               top);
+	}
+	s->lp_k = top;
+	return IG_E_OK;
+}
+
+int eng_logprobs(const struct eng *e, uint64_t id, uint32_t i, double *lp, struct smp_logprob *top,
+                 uint32_t *n, struct ig_errbuf *eb)
+{
+	const struct eng_seq *s = eng__find(e, id);
+	const struct smp_logprob *g;
+
+	*n = 0;
+	if (!s)
+		return ig_errf(eb, IG_E_NOTFOUND, "id: no request %llu", (unsigned long long)id);
+	if (!s->lp || i >= s->n_out)
+		return ig_errf(eb, IG_E_INVAL,
+		               "request %llu: no log-probabilities of token %u (%s; %u generated)",
+		               (unsigned long long)id, i, s->lp ? "asked" : "not asked", s->n_out);
+	g = s->lp + (size_t)i * (1 + s->lp_k);
+	*lp = g[0].lp;
+	*n = s->lp_n[i];
+	memcpy(top, g + 1, (size_t)*n * sizeof(*top));
 	return IG_E_OK;
 }
 

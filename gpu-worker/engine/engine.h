@@ -279,6 +279,25 @@ int eng_tokens(const struct eng *e, uint64_t id, uint32_t from, uint32_t max, ui
 int eng_output(const struct eng *e, uint64_t id, const uint32_t **out, struct eng_status *st,
                struct ig_errbuf *eb);
 
+/* Keep the log-probabilities of each token request `id` generates
+ * (docs/adr/0053): the sampled token's and its `top` (0..
+ * SMP_TOP_LOGPROBS_MAX) likeliest ids' (smp_logprobs, from the logits the
+ * pick reads), for eng_logprobs. Asked right after eng_submit, before the
+ * next eng_round; without it nothing is computed or kept. IG_E_INVAL for
+ * a `top` out of range or a request that has generated already,
+ * IG_E_NOTFOUND for an unknown id, IG_E_NOMEM (the request stays, without
+ * them). */
+int eng_logprobs_ask(struct eng *e, uint64_t id, uint32_t top, struct ig_errbuf *eb);
+
+/* The log-probabilities of token `i` (< st->generated of eng_output) of
+ * request `id`, asked with eng_logprobs_ask: *lp the sampled token's, top[0..*n)
+ * its top list (smp_logprobs: at most the request's top_logprobs). The
+ * same bits on every read, whatever lanes, chunks or moves made the token.
+ * IG_E_NOTFOUND for an unknown or forgotten id, IG_E_INVAL for a request
+ * without logprobs or an `i` past its output (eb may be NULL). */
+int eng_logprobs(const struct eng *e, uint64_t id, uint32_t i, double *lp, struct smp_logprob *top,
+                 uint32_t *n, struct ig_errbuf *eb);
+
 /* Stop a running request (its pages go back at once; its output so far is
  * kept, finish ENG_CANCELLED), or forget a finished one. IG_E_NOTFOUND for
  * an unknown id. */

@@ -47,6 +47,12 @@ struct eng_seq {
 	struct smp_state rng; /* moves.c saves it into an image and loads it back */
 	uint32_t *prompt;
 	uint32_t *out, n_out, cap;
+	/* log-probabilities (eng_req.logprobs), token i's at lp[i * (1 + lp_k)]:
+	 * the sampled token's, then its top list's lp_n[i] entries; NULL when
+	 * the request asked for none */
+	struct smp_logprob *lp;
+	uint8_t *lp_n;
+	uint32_t lp_k;
 	bool cap_cut; /* cap shortened to fit the context */
 	enum eng_finish finish;
 	uint64_t finished_at; /* finish order: the oldest is forgotten first */

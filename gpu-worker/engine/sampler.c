@@ -326,3 +326,69 @@ uint32_t smp_pick(const struct smp_params *p, struct smp_state *st, const float 
 {
 	return smp_pick_at(p, smp_next_u(st), logits, vocab, scratch);
 }
+
+/* ---- log-probabilities ------------------------------------------------------ */
+
+/* Keep `c` in the top list top[0..*n) of at most k, ordered by `better`. */
+static void smp__top_insert(struct smp_cand *top, uint32_t *n, uint32_t k, struct smp_cand c)
+{
+	uint32_t i;
+
+	if (*n == k && !better(&c, &top[k - 1]))
+		return;
+	i = *n < k ? (*n)++ : k - 1;
+	while (i > 0 && better(&c, &top[i - 1])) {
+		top[i] = top[i - 1];
+		i--;
+	}
+	top[i] = c;
+}
+
+void smp_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint32_t k, double *tok_lp,
+                  struct smp_logprob *top, uint32_t *n)
+{
+	struct smp_cand best[SMP_TOP_LOGPROBS_MAX];
+	uint32_t nb = 0, n_inf = 0;
+	double m = -INFINITY, s = 0.0, lse;
+
+	if (k > SMP_TOP_LOGPROBS_MAX)
+		k = SMP_TOP_LOGPROBS_MAX;
+	/* the largest, the +inf count and the top list: one pass, ids in order
+	 * (the list's order is strict, so the pass's order does not matter to
+	 * it; the max's does not either) */
+	for (uint32_t i = 0; i < vocab; i++) {
+		float x = logits[i];
+
+		if (isnan(x))
+			continue;
+		if ((double)x > m)
+			m = (double)x;
+		if (isinf(x) && x > 0)
+			n_inf++;
+		if (k && !(isinf(x) && x < 0))
+			smp__top_insert(best, &nb, k, (struct smp_cand){x, i});
+	}
+	*n = 0;
+	if (m == -INFINITY) { /* nothing but NaN and -inf: no probability anywhere */
+		*tok_lp = -INFINITY;
+		return;
+	}
+	if (n_inf) {
+		/* the +inf logits share the mass equally (the sampler's rule 4) */
+		double lp = -log((double)n_inf);
+		float x = logits[tok];
+
+		*tok_lp = isinf(x) && x > 0 ? lp : -INFINITY;
+		for (uint32_t j = 0; j < nb && isinf(best[j].x) && best[j].x > 0; j++)
+			top[(*n)++] = (struct smp_logprob){best[j].id, lp};
+		return;
+	}
+	/* the sum in id order: a fixed order, whatever produced the logits */
+	for (uint32_t i = 0; i < vocab; i++)
+		if (!isnan(logits[i]))
+			s += exp((double)logits[i] - m);
+	lse = log(s);
+	*tok_lp = isnan(logits[tok]) ? -INFINITY : ((double)logits[tok] - m) - lse;
+	for (uint32_t j = 0; j < nb; j++)
+		top[(*n)++] = (struct smp_logprob){best[j].id, ((double)best[j].x - m) - lse};
+}

@@ -125,6 +125,43 @@ uint32_t smp_pick(const struct smp_params *p, struct smp_state *st, const float 
 uint32_t smp_pick_at(const struct smp_params *p, double u, const float *logits, uint32_t vocab,
                      struct smp_scratch *scratch);
 
+/*
+ * Log-probabilities (docs/adr/0053): the model's own distribution over the
+ * logits a pick read, log_softmax(logits) in double, before temperature,
+ * top_k and top_p (OpenAI's and vLLM's default, "raw" logprobs), so that a
+ * greedy pick has them too and they do not change with the sampling.
+ *
+ *   m    the largest logit that is not NaN (ids in order)
+ *   s    the sum over ids in ascending order of exp((double)x - m), NaN
+ *        skipped (-inf adds exp(-inf) = 0)
+ *   lp   ((double)x - m) - log(s); NaN and -inf logits have -inf
+ *
+ * s >= 1 (the largest adds exp(0) = 1), so every lp <= 0 exactly. With +inf
+ * logits (the sampler gives them all the mass, shared equally) those have
+ * -log(count) and the rest -inf; with none but NaN or -inf, every lp is
+ * -inf. The order of the sum is fixed and there is one exp a logit and one
+ * log, so the same logits give the same bits on any lane, chunk or move,
+ * under the same libm (the picks' own condition, above).
+ *
+ * The top list: the `k` (<= SMP_TOP_LOGPROBS_MAX) ids of largest logit
+ * (so of largest lp), ties to the lower id, in that order; ids whose lp is
+ * -inf (NaN, -inf, or below a +inf) carry no probability and are left
+ * out, so the list may be shorter than k. Costs one more pass of exp over
+ * the vocabulary: only requests that ask for log-probabilities pay it.
+ */
+#define SMP_TOP_LOGPROBS_MAX 20u
+
+struct smp_logprob {
+	uint32_t id;
+	double lp;
+};
+
+/* The log-probability of `tok` into *tok_lp and the top list into
+ * top[0..*n) (room for k), from logits[0..vocab) (vocab >= 1, tok < vocab,
+ * k <= SMP_TOP_LOGPROBS_MAX). The logits are only read. */
+void smp_logprobs(const float *logits, uint32_t vocab, uint32_t tok, uint32_t k, double *tok_lp,
+                  struct smp_logprob *top, uint32_t *n);
+
 /* The next draw of `st` in [0, 1), advancing it by one step (smp_pick's
  * draw, for tests and tools). */
 double smp_next_u(struct smp_state *st);
