@@ -35,19 +35,22 @@
 #include "common/err.h"
 #include "common/model.h"
 
-#define DOOR_RECEIVERS   48    /* contexts always waiting for a request */
-#define DOOR_SLOTS_MAX   4096  /* contexts in all: receiving, answering, parked */
-#define DOOR_QUEUE_MAX   65536 /* submits waiting for a worker slot, at most
-                                  (door_opts.queue_max: --server-max-queued) */
-#define DOOR_KEEP_MAX    1024  /* finished requests kept readable */
-#define DOOR_KEEP_MS     60000 /* ... for this long after their last poll */
-#define DOOR_ABANDON_MS  60000 /* a running request nobody polls this long is cancelled */
-#define DOOR_CALL_MS     10000 /* one round trip with the worker */
+#define DOOR_RECEIVERS 48   /* contexts always waiting for a request */
+#define DOOR_SLOTS_MAX 4096 /* contexts in all: receiving, answering, parked */
+#define DOOR_QUEUE_MAX                                                                             \
+	65536                 /* submits waiting for a worker slot, at most                        \
+	                         (door_opts.queue_max: --server-max-queued) */
+#define DOOR_KEEP_MAX   1024  /* finished requests kept readable */
+#define DOOR_KEEP_MS    60000 /* ... for this long after their last poll */
+#define DOOR_ABANDON_MS 60000 /* a running request nobody polls this long is cancelled */
+#define DOOR_CALL_MS    10000 /* one round trip with the worker */
 /* A pass of the pump is one flight of requests to the worker, at most: */
 #define DOOR_POLL_FLIGHTS   64  /* poll_manys (64 requests each: 4096 in all) */
 #define DOOR_FLIGHT_CANCELS 128 /* cancels */
 #define DOOR_FLIGHT_SUBMITS 256 /* submits */
-#define DOOR_FLIGHT_MAX     (DOOR_POLL_FLIGHTS + DOOR_FLIGHT_CANCELS + DOOR_FLIGHT_SUBMITS)
+#define DOOR_FLIGHT_LPS     64  /* poll_lps (requests asking log-probabilities) */
+#define DOOR_FLIGHT_MAX                                                                            \
+	(DOOR_POLL_FLIGHTS + DOOR_FLIGHT_CANCELS + DOOR_FLIGHT_SUBMITS + DOOR_FLIGHT_LPS)
 #define DOOR_WATCHDOG_MS 5000
 
 /* What the door tells clients about the model (from the supervisor's plan;
@@ -56,7 +59,7 @@ struct door_model {
 	char name[65], backend[17], kv_format[17];
 	uint64_t vocab, context_tokens, page_tokens, pool_pages;
 	uint64_t lanes, chunk_tokens, default_max_tokens;
-	uint64_t max_requests; /* the worker's (--server-max-requests) */
+	uint64_t max_requests;          /* the worker's (--server-max-requests) */
 	enum mdesc_tokenizer tokenizer; /* the model description's */
 	uint32_t eos;                   /* UINT32_MAX: none */
 	bool serving;                   /* a model file is loaded, not a built-in description */
@@ -66,7 +69,7 @@ struct door_opts {
 	const char *bind;  /* --server-bind; NULL or "": ipc://<rtdir>/client.sock */
 	const char *rtdir; /* the runtime directory (the worker's socket, locks) */
 	struct door_model model;
-	int watchdog_ms; /* 0: DOOR_WATCHDOG_MS */
+	int watchdog_ms;    /* 0: DOOR_WATCHDOG_MS */
 	uint32_t queue_max; /* submits waiting for a worker slot; 0: 4096 */
 };
 
@@ -123,15 +126,15 @@ struct door_req;
 
 /* What door_local_read saw. Strings are copies: they stay valid. */
 struct door_news {
-	uint64_t id;       /* the door's id (as fd_submitted's) */
-	uint64_t version;  /* changes with every news; pass it back to read */
-	bool admitted;     /* the worker took it: prompt_tokens, max_tokens hold */
-	bool done;         /* nothing follows: finish, code, message hold */
-	bool refused;      /* done without being admitted: code, message say why */
+	uint64_t id;      /* the door's id (as fd_submitted's) */
+	uint64_t version; /* changes with every news; pass it back to read */
+	bool admitted;    /* the worker took it: prompt_tokens, max_tokens hold */
+	bool done;        /* nothing follows: finish, code, message hold */
+	bool refused;     /* done without being admitted: code, message say why */
 	uint32_t prompt_tokens, max_tokens, generated, cached;
-	char state[17];    /* as fd_tokens' state */
-	char finish[17];   /* "" until done; "error" with code and message */
-	int code;          /* refused or finish "error": an IG_E_* code */
+	char state[17];  /* as fd_tokens' state */
+	char finish[17]; /* "" until done; "error" with code and message */
+	int code;        /* refused or finish "error": an IG_E_* code */
 	char message[512];
 };
 
@@ -144,8 +147,8 @@ struct door_news {
  * an nng client would get) with nothing held. Admission by the worker
  * comes later, as news.
  */
-int door_local_submit(struct door *d, const struct msg *q, uint64_t peer,
-                      struct door_req **out, struct ig_errbuf *eb);
+int door_local_submit(struct door *d, const struct msg *q, uint64_t peer, struct door_req **out,
+                      struct ig_errbuf *eb);
 /*
  * News of `l` since `*version` (0 at first). 1 when there is some (a
  * version other than the caller's): *news is filled, the text of the new
@@ -157,6 +160,28 @@ int door_local_submit(struct door *d, const struct msg *q, uint64_t peer,
  */
 int door_local_read(struct door *d, struct door_req *l, uint64_t *version, uint32_t *from,
                     struct door_news *news, char **text, size_t *text_len);
+/* The log-probabilities of one token (door_local_logprobs): `e[0]` the
+ * sampled token's, then its top list, likeliest first; each with its id,
+ * its log-probability (<= 0; -MSG_LP_FLOOR for -infinity) and its piece
+ * (the bytes the token stands for, not necessarily whole UTF-8). text_off:
+ * the bytes of the request's text before this token's. */
+#define DOOR_LP_MAX    21u  /* 1 + MSG_TOP_LP_MAX */
+#define DOOR_PIECE_MAX 256u /* TOK_PIECE_MAX */
+struct door_lp_tok {
+	uint32_t n;
+	uint32_t text_off;
+	struct {
+		uint32_t id;
+		double lp;
+		uint32_t len;
+		uint8_t bytes[DOOR_PIECE_MAX];
+	} e[DOOR_LP_MAX];
+};
+
+/* Token `i` (below news->generated) of `l`, submitted with logprobs, into
+ * *out: 0, or -1 when it has none. */
+int door_local_logprobs(struct door *d, struct door_req *l, uint32_t i, struct door_lp_tok *out);
+
 /*
  * Arm `wake` for the next news of `l` after `version`: called once, from a
  * door thread and under the door's lock (so it must only signal), at that

@@ -76,6 +76,13 @@ struct door_slot {
 
 enum door_rq { RQ_QUEUED, RQ_SUBMITTING, RQ_RUNNING, RQ_DONE };
 
+/* One log-probability a request holds: a token id, its lp, its piece. */
+struct door_lpe {
+	uint32_t id;
+	double lp;
+	uint32_t off, len; /* in the request's lpb */
+};
+
 struct door_req {
 	uint64_t id;
 	enum door_rq st;
@@ -97,6 +104,17 @@ struct door_req {
 	/* output: the tokens and the worker's text for them */
 	uint32_t *toks, *tend, n, cap, recv;
 	uint32_t cached; /* prompt tokens the worker took from a checkpoint */
+	/* log-probabilities (fd_submit.logprobs; docs/adr/0053): polled with
+	 * poll_lp, which brings them with their tokens. Token i's entries are
+	 * lpe[lp_at[i] .. lp_at[i + 1]) (the last's up to nlpe): the sampled
+	 * token's, then its top list; each entry's piece at lpb[off, off+len).
+	 * Invariant: lp_at holds n starts when lp */
+	bool lp;
+	uint32_t lp_top;
+	struct door_lpe *lpe;
+	uint32_t *lp_at, lp_at_cap, nlpe, lpe_cap;
+	uint8_t *lpb;
+	uint32_t nlpb, lpb_cap;
 	char *otext;
 	uint32_t tlen, tcap;
 	char phase[17], finish[17];
@@ -176,6 +194,7 @@ struct door {
 	nng_socket ws; /* the pump's socket to the worker */
 	bool ws_open;
 	uint64_t (*poll_ids)[MSG_POLL_MANY_MAX]; /* the pump's: a flight's polled ids */
+	uint64_t lp_cursor; /* the pump's: the last request polled with poll_lp */
 
 	uint64_t n_submitted, n_finished, n_failed, n_refused, n_rejected, n_tokens;
 	uint64_t n_slot_waits;

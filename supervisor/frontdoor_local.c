@@ -119,6 +119,33 @@ int door_local_read(struct door *d, struct door_req *r, uint64_t *version, uint3
 	return 1;
 }
 
+int door_local_logprobs(struct door *d, struct door_req *r, uint32_t i, struct door_lp_tok *out)
+{
+	uint32_t a, b;
+
+	pthread_mutex_lock(&d->mu);
+	if (!r->lp || i >= r->n || !r->lp_at) {
+		pthread_mutex_unlock(&d->mu);
+		return -1;
+	}
+	a = r->lp_at[i];
+	b = i + 1 < r->n ? r->lp_at[i + 1] : r->nlpe;
+	out->n = 0;
+	out->text_off = door__text_to(r, i, false);
+	for (uint32_t j = a; j < b && out->n < DOOR_LP_MAX; j++) {
+		const struct door_lpe *e = &r->lpe[j];
+		uint32_t len = e->len < DOOR_PIECE_MAX ? e->len : DOOR_PIECE_MAX;
+
+		out->e[out->n].id = e->id;
+		out->e[out->n].lp = e->lp;
+		out->e[out->n].len = len;
+		memcpy(out->e[out->n].bytes, r->lpb + e->off, len);
+		out->n++;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
 bool door_local_wait(struct door *d, struct door_req *r, uint64_t version, uint32_t wait_ms,
                      void (*wake)(void *arg), void *arg)
 {

@@ -172,6 +172,13 @@ static void door__submit(struct door *d, struct door_slot *s, const struct msg_f
 		                 "again shortly");
 		return;
 	}
+	if (q->logprobs) {
+		/* fd_tokens has no room for them yet: the HTTP API gives them */
+		door__send_error(d, s, IG_E_PROTO_FIELD_RANGE,
+		                 "fd_submit.logprobs: true; accepted: false (log-probabilities are "
+		                 "served by the HTTP API, not yet by fd_tokens)");
+		return;
+	}
 	r = door__take(d, q, *nm, s->pipe, &code, text, sizeof(text));
 	if (!r) {
 		door__send_error(d, s, code, text);

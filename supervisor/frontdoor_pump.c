@@ -142,13 +142,126 @@ static bool door__apply_ent(struct door *d, struct door_req *r, const struct msg
 	return t->tokens.n > 0;
 }
 
+/* A tokens_lp's log-probabilities agree with its entry's tokens: a group
+ * a token, each 1 + (at most the top asked) entries, the sampled token
+ * first, a piece an entry, bytes 0..255 ascending within `pieces`. */
+static bool door__lp_ok(const struct door_req *r, const struct msg_tokens_lp *l)
+{
+	const struct msg_tokens_ent *t = &l->ent.v[0];
+	uint32_t j = 0;
+
+	if (l->lp_n.n != t->tokens.n || l->piece_ends.n != l->lps.n)
+		return false;
+	for (uint32_t i = 0; i < l->lp_n.n; i++) {
+		uint32_t k = l->lp_n.v[i];
+
+		if (k < 1 || k > 1 + r->lp_top || j + k > l->lps.n ||
+		    l->lps.v[j].id != t->tokens.v[i])
+			return false;
+		j += k;
+	}
+	if (j != l->lps.n)
+		return false;
+	for (uint32_t e = 0; e < l->piece_ends.n; e++)
+		if (l->piece_ends.v[e] > l->pieces.n ||
+		    (e && l->piece_ends.v[e] < l->piece_ends.v[e - 1]))
+			return false;
+	for (uint32_t b = 0; b < l->pieces.n; b++)
+		if (l->pieces.v[b] > 255)
+			return false;
+	return true;
+}
+
+/* Keep a tokens_lp's log-probabilities in `r` (checked: door__lp_ok), for
+ * the tokens its entry adds; false when there is no memory. */
+static bool door__lp_keep(struct door_req *r, const struct msg_tokens_lp *l)
+{
+	uint32_t nt = l->lp_n.n, ne = l->lps.n, nb = l->pieces.n;
+	uint32_t j = 0, prev = 0;
+
+	if (r->n + nt > r->lp_at_cap) {
+		uint32_t cap = r->lp_at_cap ? r->lp_at_cap : 64;
+		uint32_t *p;
+
+		while (cap < r->n + nt)
+			cap *= 2;
+		if (!(p = realloc(r->lp_at, (size_t)cap * sizeof(*p))))
+			return false;
+		r->lp_at = p;
+		r->lp_at_cap = cap;
+	}
+	if (r->nlpe + ne > r->lpe_cap) {
+		uint32_t cap = r->lpe_cap ? r->lpe_cap : 256;
+		struct door_lpe *p;
+
+		while (cap < r->nlpe + ne)
+			cap *= 2;
+		if (!(p = realloc(r->lpe, (size_t)cap * sizeof(*p))))
+			return false;
+		r->lpe = p;
+		r->lpe_cap = cap;
+	}
+	if (r->nlpb + nb > r->lpb_cap) {
+		uint32_t cap = r->lpb_cap ? r->lpb_cap : 1024;
+		uint8_t *p;
+
+		while (cap < r->nlpb + nb)
+			cap *= 2;
+		if (!(p = realloc(r->lpb, cap)))
+			return false;
+		r->lpb = p;
+		r->lpb_cap = cap;
+	}
+	for (uint32_t i = 0; i < nt; i++) {
+		r->lp_at[r->n + i] = r->nlpe + j;
+		j += l->lp_n.v[i];
+	}
+	for (uint32_t e = 0; e < ne; e++) {
+		r->lpe[r->nlpe + e] = (struct door_lpe){(uint32_t)l->lps.v[e].id, l->lps.v[e].lp,
+		                                        r->nlpb + prev, l->piece_ends.v[e] - prev};
+		prev = l->piece_ends.v[e];
+	}
+	for (uint32_t b = 0; b < nb; b++)
+		r->lpb[r->nlpb + b] = (uint8_t)l->pieces.v[b];
+	r->nlpe += ne;
+	r->nlpb += nb;
+	return true;
+}
+
+/* Apply a tokens_lp answer from worker `pid`: its log-probabilities kept
+ * first, then its entry applied as a poll_many's (which tells readers), so
+ * a reader never sees a token without them. */
+static bool door__apply_lp(struct door *d, struct door_req *r, const struct msg_tokens_lp *l)
+{
+	const struct msg_tokens_ent *t = &l->ent.v[0];
+
+	if (r->st == RQ_RUNNING && r->wid == t->id && t->from == r->recv &&
+	    r->wpid == (pid_t)l->pid && !t->code && t->tokens.n) {
+		if (!door__lp_ok(r, l)) {
+			r->wcancels = 2;
+			door__finish(d, r, "error", IG_E_PROTO_UNEXPECTED,
+			             "the gpu-worker sent log-probabilities that do not match its "
+			             "tokens");
+			return true;
+		}
+		if (!door__lp_keep(r, l)) {
+			r->wcancels = 2;
+			door__finish(d, r, "error", IG_E_NOMEM,
+			             "the front door ran out of memory for this request's "
+			             "log-probabilities");
+			return true;
+		}
+	}
+	return door__apply_ent(d, r, t, (pid_t)l->pid);
+}
+
 /* One message in flight to the worker, on a request context of its own:
  * the pump sends a pass's polls, cancels and submits together as one
  * flight, which the worker answers between two of its rounds (it serves
  * every waiting request there: proto/service.h), so that a pass costs a
  * round, not a round per message. The worker may answer a flight's
  * messages in any order: they never concern the same request. */
-enum door_fl { DOOR_FL_POLL, DOOR_FL_CANCEL, DOOR_FL_SUBMIT };
+enum door_fl { DOOR_FL_POLL, DOOR_FL_CANCEL, DOOR_FL_SUBMIT, DOOR_FL_POLL_LP };
 
 struct door_flight {
 	enum door_fl kind;
@@ -352,7 +465,7 @@ static void door__board_polls(struct door *d, pid_t pid, struct msg *q, struct d
 
 		q->type = MSG_POLL_MANY;
 		for (struct door_req *r = d->head; r && n < MSG_POLL_MANY_MAX; r = r->next) {
-			if (r->id <= cursor || r->st != RQ_RUNNING || r->wpid != pid)
+			if (r->id <= cursor || r->st != RQ_RUNNING || r->wpid != pid || r->lp)
 				continue;
 			d->poll_ids[k][n] = r->id;
 			pm->reqs.v[n] = (struct msg_poll_ent){r->wid, r->recv};
@@ -365,6 +478,30 @@ static void door__board_polls(struct door *d, pid_t pid, struct msg *q, struct d
 		door__board(f, nf, q, NULL, DOOR_FL_POLL, k, n);
 		k++;
 	}
+}
+
+/* Polls of the requests asking log-probabilities: one poll_lp each, up to
+ * DOOR_FLIGHT_LPS a pass, going on from where the last pass stopped (so
+ * that more than that many all get their turn). */
+static void door__board_lp_polls(struct door *d, pid_t pid, struct msg *q, struct door_flight *f,
+                                 uint32_t *nf)
+{
+	uint32_t n = 0;
+	uint64_t last = d->lp_cursor;
+
+	for (int round = 0; round < 2 && n < DOOR_FLIGHT_LPS; round++) {
+		for (struct door_req *r = d->head; r && n < DOOR_FLIGHT_LPS; r = r->next) {
+			if (!r->lp || r->st != RQ_RUNNING || r->wpid != pid ||
+			    (round == 0 ? r->id <= d->lp_cursor : r->id > d->lp_cursor))
+				continue;
+			q->type = MSG_POLL_LP;
+			q->u.poll_lp = (struct msg_poll_lp){r->wid, r->recv};
+			door__board(f, nf, q, NULL, DOOR_FL_POLL_LP, r->id, 0);
+			last = r->id;
+			n++;
+		}
+	}
+	d->lp_cursor = n < DOOR_FLIGHT_LPS ? 0 : last;
 }
 
 /* Cancels owed to worker `pid`: one per request a pass (a stop, then a
@@ -494,6 +631,17 @@ static bool door__land(struct door *d, pid_t pid, struct door_flight *f, uint32_
 					moved = true;
 			}
 			break;
+		case DOOR_FL_POLL_LP:
+			if (rc == IG_E_OK && rx->m.type != MSG_TOKENS_LP)
+				rc = IG_E_PROTO_UNEXPECTED;
+			if (rc) {
+				*wfail = rc;
+				break;
+			}
+			r = door__find(d, e->id, true);
+			if (r && door__apply_lp(d, r, &rx->m.u.tokens_lp))
+				moved = true;
+			break;
 		case DOOR_FL_CANCEL:
 			r = door__find(d, e->id, true);
 			if (rc && rc != IG_E_NOTFOUND) {
@@ -526,6 +674,7 @@ static bool door__pass(struct door *d, pid_t pid, struct msg *q, struct door_fli
 	bool moved = false;
 
 	door__board_polls(d, pid, q, f, &nf);
+	door__board_lp_polls(d, pid, q, f, &nf);
 	door__board_cancels(d, pid, q, f, &nf, &moved);
 	door__board_submits(d, pid, f, &nf);
 	if (!nf)

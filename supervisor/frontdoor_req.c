@@ -103,6 +103,9 @@ void door__free_req(struct door *d, struct door_req *r)
 	free(r->toks);
 	free(r->tend);
 	free(r->otext);
+	free(r->lpe);
+	free(r->lp_at);
+	free(r->lpb);
 	free(r->message);
 	free(r);
 }
@@ -378,6 +381,8 @@ struct door_req *door__take(struct door *d, const struct msg_fd_submit *q, nng_m
 		return NULL;
 	}
 	r->sub = nm;
+	r->lp = q->logprobs;
+	r->lp_top = (uint32_t)q->top_logprobs;
 	r->id = d->next_id++;
 	r->st = RQ_QUEUED;
 	r->peer = peer;

@@ -107,6 +107,12 @@ struct hreq {
 	bool fresh; /* nw and text hold news the stream has not written */
 	char *text; /* the answer's text (whole), or what the stream has yet to write */
 	size_t text_len;
+	/* log-probabilities (oai_req.logprobs): of tokens [0, lp_from) written;
+	 * the text written before `text` (bytes and characters, for
+	 * completions' text_offset); one token's, read from the door */
+	uint32_t lp_from;
+	uint64_t text_bytes, text_chars;
+	struct door_lp_tok *lpt;
 	/* the answer */
 	char rid[64];
 	int64_t created;
@@ -593,6 +599,14 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 	q->stop.n = (uint32_t)oq->n_stop;
 	for (size_t i = 0; i < oq->n_stop; i++)
 		q->stop.v[i].text = msg_str_of(oq->stop[i]);
+	q->logprobs = oq->logprobs;
+	q->top_logprobs = oq->logprobs ? oq->top_logprobs : 0;
+	if (oq->logprobs && !r->lpt && !(r->lpt = malloc(sizeof(*r->lpt)))) {
+		free(text);
+		free(m);
+		oai_errf(e, 500, NULL, NULL, "out of memory");
+		return -1;
+	}
 	rc = door_local_submit(h->door, m, r->hc ? r->hc->peer : 0, &r->dr, &eb);
 	free(text);
 	free(m);
@@ -666,6 +680,60 @@ static bool http__event(struct hreq *r, char *json)
 	return ok;
 }
 
+/* Characters (code points) of n bytes of UTF-8: the worker's text is. */
+static uint64_t http__chars(const char *p, size_t n)
+{
+	uint64_t c = 0;
+
+	for (size_t i = 0; i < n; i++)
+		c += ((unsigned char)p[i] & 0xc0) != 0x80;
+	return c;
+}
+
+/*
+ * The log-probabilities of tokens [r->lp_from, to) into a new accumulator
+ * (*out; NULL when the request asked none), r->text holding the text that
+ * starts at r->text_bytes (for completions' text_offset); r->lp_from moves
+ * to `to`. False when out of memory.
+ */
+static bool http__lps(struct hreq *r, uint32_t to, struct oai_lps **out)
+{
+	struct oai_lp_tok *t;
+
+	*out = NULL;
+	if (!r->q.logprobs)
+		return true;
+	if (!(*out = oai_lps_new(r->q.kind)) || !(t = malloc(sizeof(*t)))) {
+		oai_lps_free(*out);
+		*out = NULL;
+		return false;
+	}
+	for (; r->lp_from < to; r->lp_from++) {
+		const struct door_lp_tok *d = r->lpt;
+		uint64_t off;
+
+		if (door_local_logprobs(r->h->door, r->dr, r->lp_from, r->lpt) || !d->n)
+			continue; /* none (cannot be: every token of the request has them) */
+		t->tok = (struct oai_lp_alt){d->e[0].bytes, d->e[0].len, d->e[0].lp};
+		t->n_top = 0;
+		for (uint32_t j = 1; j < d->n && t->n_top < OAI_TOP_LP_MAX; j++)
+			t->top[t->n_top++] =
+			    (struct oai_lp_alt){d->e[j].bytes, d->e[j].len, d->e[j].lp};
+		off = d->text_off > r->text_bytes ? d->text_off - r->text_bytes : 0;
+		if (off > r->text_len)
+			off = r->text_len;
+		t->text_offset = r->text_chars + http__chars(r->text, off);
+		if (oai_lps_add(*out, t)) {
+			free(t);
+			oai_lps_free(*out);
+			*out = NULL;
+			return false;
+		}
+	}
+	free(t);
+	return true;
+}
+
 /* The events of the news the stream holds (r->nw, r->text). */
 static bool http__emit(struct hreq *r)
 {
@@ -688,9 +756,22 @@ static bool http__emit(struct hreq *r)
 				return false;
 		}
 	}
-	if (r->text_len && !http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model,
-	                                                  false, r->text, r->text_len, NULL, NULL)))
-		return false;
+	if (r->text_len || (r->q.logprobs && r->lp_from < r->from)) {
+		/* the text, with the log-probabilities of the tokens it came with
+		 * (those of a token that adds no text yet, a character's first
+		 * byte, go with the text of the one that completes it) */
+		struct oai_lps *lps;
+		bool ok = http__lps(r, r->from, &lps);
+
+		ok = ok &&
+		     http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
+		                                   r->text, r->text_len, NULL, NULL, lps));
+		oai_lps_free(lps);
+		if (!ok)
+			return false;
+	}
+	r->text_bytes += r->text_len;
+	r->text_chars += http__chars(r->text, r->text_len);
 	r->text_len = 0;
 	if (!nw->done)
 		return true;
@@ -703,14 +784,14 @@ static bool http__emit(struct hreq *r)
 		if (!http__event(r, oai_error_json(&e)))
 			return false;
 	} else if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
-	                                          "", 0, http__finish(nw->finish), NULL))) {
+	                                          "", 0, http__finish(nw->finish), NULL, NULL))) {
 		return false;
 	}
 	if (r->q.include_usage) {
 		struct oai_usage u = {nw->prompt_tokens, nw->generated, nw->cached};
 
 		if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
-		                                   NULL, 0, NULL, &u)))
+		                                   NULL, 0, NULL, &u, NULL)))
 			return false;
 	}
 	return http__out(r, "data: [DONE]\n\n", 14);
@@ -725,8 +806,9 @@ static int http__produce(struct hreq *r)
 	if (r->first) { /* a chat's stream opens with the assistant's role */
 		r->first = false;
 		if (r->q.kind == OAI_CHAT)
-			return http__event(r, oai_chunk_json(OAI_CHAT, r->rid, r->created,
-			                                     r->h->model, true, "", 0, NULL, NULL))
+			return http__event(r,
+			                   oai_chunk_json(OAI_CHAT, r->rid, r->created, r->h->model,
+			                                  true, "", 0, NULL, NULL, NULL))
 			           ? 1
 			           : -1;
 	}
@@ -811,10 +893,17 @@ static enum MHD_Result http__whole_answer(struct hreq *r)
 		         nw->message[0] ? nw->message : "the worker stopped");
 		return http__error(r, &e);
 	}
-	return http__json(r, MHD_HTTP_OK,
-	                  oai_completion_json(r->q.kind, r->rid, (int64_t)time(NULL), r->h->model,
-	                                      r->text ? r->text : "", r->text_len,
-	                                      http__finish(nw->finish), &u));
+	{
+		struct oai_lps *lps;
+		char *json = NULL;
+
+		if (http__lps(r, r->from, &lps))
+			json = oai_completion_json(r->q.kind, r->rid, (int64_t)time(NULL),
+			                           r->h->model, r->text ? r->text : "", r->text_len,
+			                           http__finish(nw->finish), &u, lps);
+		oai_lps_free(lps);
+		return http__json(r, MHD_HTTP_OK, json);
+	}
 }
 
 /* A submitted request: its admission, then (whole) its end. */
@@ -1004,6 +1093,7 @@ static void http__done(void *cls, struct MHD_Connection *con, void **ptr,
 	free(r->body);
 	free(r->text);
 	free(r->out);
+	free(r->lpt);
 	free(r);
 	*ptr = NULL;
 }

@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-void oai_errf(struct oai_err *err, int status, const char *param, const char *code,
-              const char *fmt, ...)
+void oai_errf(struct oai_err *err, int status, const char *param, const char *code, const char *fmt,
+              ...)
 {
 	va_list ap;
 
@@ -43,6 +43,7 @@ struct oai__in {
 	const struct oai_limits *lim;
 	struct oai_err *err;
 	bool stream_options; /* seen; valid only with stream true */
+	bool top_logprobs;   /* chat's, seen; valid only with logprobs true */
 };
 
 /* The JSON type's name, for messages. */
@@ -100,8 +101,8 @@ static int oai__int(struct oai__in *in, const char *k, json_t *v, int64_t lo, in
 			         (long long)json_integer_value(v), (long long)lo, (long long)hi);
 		else
 			oai_errf(in->err, 400, k, "invalid_value",
-			         "'%s' is %s; accepted: an integer from %lld to %lld", k, oai__type(v),
-			         (long long)lo, (long long)hi);
+			         "'%s' is %s; accepted: an integer from %lld to %lld", k,
+			         oai__type(v), (long long)lo, (long long)hi);
 		return -1;
 	}
 	*out = json_integer_value(v);
@@ -129,7 +130,8 @@ static int oai__num(struct oai__in *in, const char *k, json_t *v, double lo, dou
 	if (json_is_null(v))
 		return 0;
 	if (!json_is_number(v))
-		return oai__bad(in, k, v, open ? "a number above 0, at most 1" : "a number from 0 to 2");
+		return oai__bad(in, k, v,
+		                open ? "a number above 0, at most 1" : "a number from 0 to 2");
 	d = json_number_value(v);
 	if (!(d >= lo && d <= hi) || (open && d == lo)) {
 		oai_errf(in->err, 400, k, "invalid_value", "'%s' is %g; accepted: %s", k, d,
@@ -197,9 +199,7 @@ static int oai__stop(struct oai__in *in, const char *k, json_t *v)
 		         "'%s' holds %zu strings; accepted: up to 4", k, json_array_size(v));
 		return -1;
 	}
-	json_array_foreach(v, i, s)
-		if (oai__stop_one(in, k, s))
-			return -1;
+	json_array_foreach(v, i, s) if (oai__stop_one(in, k, s)) return -1;
 	return 0;
 }
 
@@ -222,7 +222,8 @@ static int oai__stream_options(struct oai__in *in, const char *k, json_t *v)
 		return 0;
 	if (!json_is_object(v))
 		return oai__bad(in, k, v, "an object {\"include_usage\": true or false}");
-	json_object_foreach(v, key, x) {
+	json_object_foreach(v, key, x)
+	{
 		if (strcmp(key, "include_usage") || !json_is_boolean(x))
 			return oai__bad(in, k, v, "an object {\"include_usage\": true or false}");
 		in->r->include_usage = json_is_true(x);
@@ -240,6 +241,46 @@ static int oai__n(struct oai__in *in, const char *k, json_t *v)
 	return -1;
 }
 
+/* chat: logprobs true or false */
+static int oai__logprobs_chat(struct oai__in *in, const char *k, json_t *v)
+{
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v))
+		return oai__bad(in, k, v, "true or false");
+	in->r->logprobs = json_is_true(v);
+	return 0;
+}
+
+/* chat: top_logprobs 0..20 (with logprobs true: checked at the end) */
+static int oai__top_logprobs(struct oai__in *in, const char *k, json_t *v)
+{
+	int64_t n;
+
+	if (json_is_null(v))
+		return 0;
+	if (oai__int(in, k, v, 0, OAI_TOP_LP_MAX, &n))
+		return -1;
+	in->r->top_logprobs = (uint32_t)n;
+	in->top_logprobs = true;
+	return 0;
+}
+
+/* completions: logprobs N, the top list's length (OpenAI takes up to 5; we
+ * take up to 20, as chat's top_logprobs); false or null: none */
+static int oai__logprobs_completion(struct oai__in *in, const char *k, json_t *v)
+{
+	int64_t n;
+
+	if (json_is_null(v) || json_is_false(v))
+		return 0;
+	if (oai__int(in, k, v, 0, OAI_TOP_LP_MAX, &n))
+		return -1;
+	in->r->logprobs = true;
+	in->r->top_logprobs = (uint32_t)n;
+	return 0;
+}
+
 static int oai__ignis(struct oai__in *in, const char *k, json_t *v)
 {
 	const char *key;
@@ -248,7 +289,8 @@ static int oai__ignis(struct oai__in *in, const char *k, json_t *v)
 
 	if (!json_is_object(v))
 		return oai__bad(in, k, v, accepted);
-	json_object_foreach(v, key, x) {
+	json_object_foreach(v, key, x)
+	{
 		if (strcmp(key, "class") || !json_is_string(x) ||
 		    (strcmp(json_string_value(x), "interactive") &&
 		     strcmp(json_string_value(x), "agent"))) {
@@ -272,10 +314,11 @@ static int oai__kwargs(struct oai__in *in, const char *k, json_t *v)
 		return 0;
 	if (!json_is_object(v))
 		return oai__bad(in, k, v, accepted);
-	json_object_foreach(v, key, x) {
+	json_object_foreach(v, key, x)
+	{
 		if (strcmp(key, "enable_thinking") || !json_is_boolean(x)) {
-			oai_errf(in->err, 400, k, "invalid_value", "'%s' holds '%s'; accepted: %s", k,
-			         key, accepted);
+			oai_errf(in->err, 400, k, "invalid_value", "'%s' holds '%s'; accepted: %s",
+			         k, key, accepted);
 			return -1;
 		}
 		in->r->thinking_set = true;
@@ -287,7 +330,8 @@ static int oai__kwargs(struct oai__in *in, const char *k, json_t *v)
 /* A content: a string, or text parts joined. */
 static int oai__content(struct oai__in *in, json_t *v, struct oai_message *m)
 {
-	static const char accepted[] = "a string, or an array of {\"type\": \"text\", \"text\": ...}";
+	static const char accepted[] =
+	    "a string, or an array of {\"type\": \"text\", \"text\": ...}";
 	size_t i, n = 0;
 	json_t *p;
 
@@ -298,11 +342,13 @@ static int oai__content(struct oai__in *in, json_t *v, struct oai_message *m)
 	}
 	if (!json_is_array(v))
 		return oai__bad(in, "messages.content", v, accepted);
-	json_array_foreach(v, i, p) {
+	json_array_foreach(v, i, p)
+	{
 		json_t *t = json_object_get(p, "type"), *x = json_object_get(p, "text");
 
-		if (!json_is_object(p) || !json_is_string(t) || strcmp(json_string_value(t), "text") ||
-		    !json_is_string(x) || json_object_size(p) != 2) {
+		if (!json_is_object(p) || !json_is_string(t) ||
+		    strcmp(json_string_value(t), "text") || !json_is_string(x) ||
+		    json_object_size(p) != 2) {
 			oai_errf(in->err, 400, "messages.content", "invalid_value",
 			         "part %zu of a message's content is not a text part; accepted: %s "
 			         "(no images or audio)",
@@ -314,7 +360,8 @@ static int oai__content(struct oai__in *in, json_t *v, struct oai_message *m)
 	if (!(m->joined = malloc(n + 1)))
 		return oai__nomem(in);
 	n = 0;
-	json_array_foreach(v, i, p) {
+	json_array_foreach(v, i, p)
+	{
 		json_t *x = json_object_get(p, "text");
 
 		memcpy(m->joined + n, json_string_value(x), json_string_length(x));
@@ -342,7 +389,8 @@ static int oai__messages(struct oai__in *in, const char *k, json_t *v)
 	}
 	if (!(in->r->messages = calloc(json_array_size(v), sizeof(*in->r->messages))))
 		return oai__nomem(in);
-	json_array_foreach(v, i, m) {
+	json_array_foreach(v, i, m)
+	{
 		struct oai_message *om = &in->r->messages[i];
 		const char *key, *role;
 		json_t *x, *c = NULL;
@@ -351,14 +399,16 @@ static int oai__messages(struct oai__in *in, const char *k, json_t *v)
 		in->r->n_messages = i + 1;
 		if (!json_is_object(m))
 			return oai__bad(in, k, m, "messages as objects {\"role\", \"content\"}");
-		json_object_foreach(m, key, x) {
+		json_object_foreach(m, key, x)
+		{
 			if (!strcmp(key, "content"))
 				c = x;
 			else if (strcmp(key, "role") && strcmp(key, "name")) {
-				oai_errf(in->err, 400, "messages", "unsupported_value",
-				         "message %zu has '%s'; accepted: role, content and name (no "
-				         "tool calls)",
-				         i, key);
+				oai_errf(
+				    in->err, 400, "messages", "unsupported_value",
+				    "message %zu has '%s'; accepted: role, content and name (no "
+				    "tool calls)",
+				    i, key);
 				return -1;
 			}
 		}
@@ -408,20 +458,23 @@ static int oai__ids(struct oai__in *in, const char *k, json_t *v)
 	}
 	if (!(in->r->prompt_ids = malloc(n * sizeof(uint32_t))))
 		return oai__nomem(in);
-	json_array_foreach(v, i, x) {
+	json_array_foreach(v, i, x)
+	{
 		if (json_is_real(x)) {
-			oai_errf(in->err, 400, k, "invalid_value",
-			         "token %zu of the prompt is %g, not a whole number; accepted: token "
-			         "ids, integers from 0 to %u",
-			         i, json_real_value(x), in->lim->vocab - 1);
+			oai_errf(
+			    in->err, 400, k, "invalid_value",
+			    "token %zu of the prompt is %g, not a whole number; accepted: token "
+			    "ids, integers from 0 to %u",
+			    i, json_real_value(x), in->lim->vocab - 1);
 			return -1;
 		}
 		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
 		    json_integer_value(x) >= (json_int_t)in->lim->vocab) {
-			oai_errf(in->err, 400, k, "invalid_value",
-			         "token %zu of the prompt is not a token id; accepted: integers from 0 "
-			         "to %u",
-			         i, in->lim->vocab - 1);
+			oai_errf(
+			    in->err, 400, k, "invalid_value",
+			    "token %zu of the prompt is not a token id; accepted: integers from 0 "
+			    "to %u",
+			    i, in->lim->vocab - 1);
 			return -1;
 		}
 		in->r->prompt_ids[i] = (uint32_t)json_integer_value(x);
@@ -478,12 +531,10 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 	static const struct {
 		const char *key, *neutral;
 	} n[] = {
-	    {"logprobs", "false (log probabilities are not given)"},
-	    {"top_logprobs", "0"},
 	    {"presence_penalty", "0"},
 	    {"frequency_penalty", "0"},
 	    {"logit_bias", "{}"},
-	    {"echo", "false"},
+	    {"echo", "false (the prompt is not echoed, nor its log-probabilities given)"},
 	    {"best_of", "1"},
 	    {"suffix", "null"},
 	    {"response_format", "{\"type\": \"text\"}"},
@@ -504,10 +555,9 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 
 	while (i + 1 < nn && strcmp(n[i].key, k)) /* every neutral field is in n[] */
 		i++;
-	if (!ok && (!strcmp(k, "logprobs") || !strcmp(k, "echo") || !strcmp(k, "store")))
+	if (!ok && (!strcmp(k, "echo") || !strcmp(k, "store")))
 		ok = json_is_false(v);
-	else if (!ok && (!strcmp(k, "top_logprobs") || !strcmp(k, "presence_penalty") ||
-	                 !strcmp(k, "frequency_penalty")))
+	else if (!ok && (!strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")))
 		ok = json_is_number(v) && json_number_value(v) == 0;
 	else if (!ok && !strcmp(k, "best_of"))
 		ok = json_is_integer(v) && json_integer_value(v) == 1;
@@ -565,8 +615,9 @@ static const struct oai__field {
     {"user", 3, oai__ignored},
     {"metadata", 1, oai__ignored},
     {"parallel_tool_calls", 1, oai__ignored},
-    {"logprobs", 3, oai__neutral},
-    {"top_logprobs", 1, oai__neutral},
+    {"logprobs", 1, oai__logprobs_chat},
+    {"logprobs", 2, oai__logprobs_completion},
+    {"top_logprobs", 1, oai__top_logprobs},
     {"presence_penalty", 3, oai__neutral},
     {"frequency_penalty", 3, oai__neutral},
     {"logit_bias", 3, oai__neutral},
@@ -590,7 +641,7 @@ static const struct oai__field {
 int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai_limits *lim,
               struct oai_req *out, struct oai_err *err)
 {
-	struct oai__in in = {out, lim, err, false};
+	struct oai__in in = {out, lim, err, false, false};
 	unsigned bit = kind == OAI_CHAT ? 1u : 2u;
 	json_error_t je;
 	json_t *root, *v;
@@ -620,14 +671,16 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 		return -1;
 	}
 	out->json = root; /* held: the strings taken point into it */
-	json_object_foreach(root, key, v) {
+	json_object_foreach(root, key, v)
+	{
 		size_t i = 0, n = sizeof(oai__fields) / sizeof(oai__fields[0]);
 
 		while (i < n && (strcmp(oai__fields[i].key, key) || !(oai__fields[i].kinds & bit)))
 			i++;
 		if (i == n) {
 			oai_errf(err, 400, key, "unknown_parameter",
-			         "unknown field '%s' for %s; see docs/http.md for what is accepted", key,
+			         "unknown field '%s' for %s; see docs/http.md for what is accepted",
+			         key,
 			         kind == OAI_CHAT ? "/v1/chat/completions" : "/v1/completions");
 			rc = -1;
 			break;
@@ -648,6 +701,11 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 	if (!rc && kind == OAI_COMPLETION && !out->prompt && !out->n_prompt_ids) {
 		oai_errf(err, 400, "prompt", "missing_required_parameter",
 		         "'prompt' is missing; accepted: a string or token ids");
+		rc = -1;
+	}
+	if (!rc && in.top_logprobs && !out->logprobs) {
+		oai_errf(err, 400, "top_logprobs", "invalid_value",
+		         "'top_logprobs' is only for a request with \"logprobs\": true");
 		rc = -1;
 	}
 	if (!rc && in.stream_options && !out->stream) {
@@ -676,7 +734,8 @@ char *oai_error_json(const struct oai_err *err)
 	json_t *e = json_object();
 
 	json_object_set_new(e, "message", json_string(err->message));
-	json_object_set_new(e, "type", json_string(err->type ? err->type : "invalid_request_error"));
+	json_object_set_new(e, "type",
+	                    json_string(err->type ? err->type : "invalid_request_error"));
 	json_object_set_new(e, "param", err->param[0] ? json_string(err->param) : json_null());
 	json_object_set_new(e, "code", err->code[0] ? json_string(err->code) : json_null());
 	return oai__dump(json_pack("{s:o}", "error", e));
@@ -710,7 +769,10 @@ static json_t *oai__text(const char *text, size_t len)
 				continue;
 			}
 			/* keep a well-formed sequence whole, else one replacement */
-			size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+			size_t n = c >= 0xf0 && c < 0xf5   ? 4
+			           : c >= 0xe0             ? 3
+			           : c >= 0xc2 && c < 0xe0 ? 2
+			                                   : 0;
 			json_t *try = n && i + n <= len ? json_stringn(text + i, n) : NULL;
 
 			if (try) {
@@ -729,19 +791,137 @@ static json_t *oai__text(const char *text, size_t len)
 	return s;
 }
 
+/* ---- log-probabilities ---------------------------------------------------- */
+
+struct oai_lps {
+	enum oai_kind kind;
+	json_t *obj;                              /* the choice's `logprobs` */
+	json_t *content;                          /* chat: its content array */
+	json_t *tokens, *token_lps, *tops, *offs; /* completions' arrays */
+	size_t n;
+};
+
+struct oai_lps *oai_lps_new(enum oai_kind kind)
+{
+	struct oai_lps *a = calloc(1, sizeof(*a));
+
+	if (!a)
+		return NULL;
+	a->kind = kind;
+	if (kind == OAI_CHAT) {
+		a->content = json_array();
+		a->obj = json_pack("{s:O,s:n}", "content", a->content, "refusal");
+	} else {
+		a->tokens = json_array();
+		a->token_lps = json_array();
+		a->tops = json_array();
+		a->offs = json_array();
+		a->obj = json_pack("{s:O,s:O,s:O,s:O}", "tokens", a->tokens, "token_logprobs",
+		                   a->token_lps, "top_logprobs", a->tops, "text_offset", a->offs);
+	}
+	if (!a->obj) {
+		oai_lps_free(a);
+		return NULL;
+	}
+	return a;
+}
+
+void oai_lps_free(struct oai_lps *a)
+{
+	if (!a)
+		return;
+	json_decref(a->obj);
+	json_decref(a->content);
+	json_decref(a->tokens);
+	json_decref(a->token_lps);
+	json_decref(a->tops);
+	json_decref(a->offs);
+	free(a);
+}
+
+size_t oai_lps_count(const struct oai_lps *a)
+{
+	return a ? a->n : 0;
+}
+
+/* A logprob as written: -inf (or the wire's stand-in, the lowest double)
+ * as OpenAI's floor, -9999.0, since JSON has no infinity. */
+static json_t *oai__lp(double lp)
+{
+	return json_real(lp >= -1.7976931348623157e308 && lp > -INFINITY ? lp : -9999.0);
+}
+
+/* {"token", "logprob", "bytes"}: chat's entry of one alternative. */
+static json_t *oai__alt(const struct oai_lp_alt *e)
+{
+	json_t *bytes = json_array();
+
+	for (size_t i = 0; bytes && i < e->len; i++)
+		json_array_append_new(bytes, json_integer(e->bytes[i]));
+	return json_pack("{s:o,s:o,s:o}", "token", oai__text((const char *)e->bytes, e->len),
+	                 "logprob", oai__lp(e->lp), "bytes", bytes);
+}
+
+int oai_lps_add(struct oai_lps *a, const struct oai_lp_tok *t)
+{
+	int rc = 0;
+
+	if (a->kind == OAI_CHAT) {
+		json_t *tops = json_array(), *item = oai__alt(&t->tok);
+
+		for (size_t i = 0; tops && i < t->n_top; i++)
+			rc |= json_array_append_new(tops, oai__alt(&t->top[i]));
+		if (!tops || !item || rc || json_object_set_new(item, "top_logprobs", tops)) {
+			json_decref(item);
+			return -1;
+		}
+		rc = json_array_append_new(a->content, item);
+	} else {
+		json_t *top = json_object();
+
+		/* {token: lp}: OpenAI's legacy shape, keyed by text (two tokens of
+		 * the same text keep the likelier, written first) */
+		for (size_t i = 0; top && i < t->n_top; i++) {
+			json_t *k = oai__text((const char *)t->top[i].bytes, t->top[i].len);
+
+			if (k && !json_object_get(top, json_string_value(k)))
+				rc |= json_object_set_new(top, json_string_value(k),
+				                          oai__lp(t->top[i].lp));
+			json_decref(k);
+		}
+		if (!top)
+			return -1;
+		rc |= json_array_append_new(a->tokens,
+		                            oai__text((const char *)t->tok.bytes, t->tok.len));
+		rc |= json_array_append_new(a->token_lps, oai__lp(t->tok.lp));
+		rc |= json_array_append_new(a->tops, top);
+		rc |= json_array_append_new(a->offs, json_integer((json_int_t)t->text_offset));
+	}
+	if (rc)
+		return -1;
+	a->n++;
+	return 0;
+}
+
+/* The choice's `logprobs`: the accumulator's, or null. */
+static json_t *oai__lps(const struct oai_lps *a)
+{
+	return a ? json_deep_copy(a->obj) : json_null();
+}
+
 char *oai_completion_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
                           const char *text, size_t len, const char *finish_reason,
-                          const struct oai_usage *usage)
+                          const struct oai_usage *usage, const struct oai_lps *lps)
 {
 	json_t *choice;
 
 	if (kind == OAI_CHAT)
-		choice = json_pack("{s:i,s:{s:s,s:o},s:n,s:s}", "index", 0, "message", "role",
+		choice = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role",
 		                   "assistant", "content", oai__text(text, len), "logprobs",
-		                   "finish_reason", finish_reason);
+		                   oai__lps(lps), "finish_reason", finish_reason);
 	else
-		choice = json_pack("{s:i,s:o,s:n,s:s}", "index", 0, "text", oai__text(text, len),
-		                   "logprobs", "finish_reason", finish_reason);
+		choice = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", oai__text(text, len),
+		                   "logprobs", oai__lps(lps), "finish_reason", finish_reason);
 	return oai__dump(json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", id, "object",
 	                           kind == OAI_CHAT ? "chat.completion" : "text_completion",
 	                           "created", (json_int_t)created, "model", model, "choices",
@@ -750,7 +930,7 @@ char *oai_completion_json(enum oai_kind kind, const char *id, int64_t created, c
 
 char *oai_chunk_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
                      bool first, const char *text, size_t len, const char *finish_reason,
-                     const struct oai_usage *usage)
+                     const struct oai_usage *usage, const struct oai_lps *lps)
 {
 	const char *object = kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion";
 	json_t *choice, *delta;
@@ -765,17 +945,16 @@ char *oai_chunk_json(enum oai_kind kind, const char *id, int64_t created, const 
 			json_object_set_new(delta, "role", json_string("assistant"));
 		if (len || !finish_reason)
 			json_object_set_new(delta, "content", oai__text(text, len));
-		choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "delta", delta, "logprobs",
-		                   "finish_reason",
+		choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "delta", delta, "logprobs",
+		                   oai__lps(lps), "finish_reason",
 		                   finish_reason ? json_string(finish_reason) : json_null());
 	} else {
-		choice = json_pack("{s:i,s:o,s:n,s:o}", "index", 0, "text", oai__text(text, len),
-		                   "logprobs", "finish_reason",
+		choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "text", oai__text(text, len),
+		                   "logprobs", oai__lps(lps), "finish_reason",
 		                   finish_reason ? json_string(finish_reason) : json_null());
 	}
-	return oai__dump(json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", object,
-	                           "created", (json_int_t)created, "model", model, "choices",
-	                           choice));
+	return oai__dump(json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", object, "created",
+	                           (json_int_t)created, "model", model, "choices", choice));
 }
 
 char *oai_models_json(const char *model, int64_t created)

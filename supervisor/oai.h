@@ -20,7 +20,10 @@
  *   up to 4), stream, stream_options.include_usage, n (1), the extension
  *   `ignis` {"class": "interactive" | "agent"} and, as llama.cpp's server
  *   takes it, chat_template_kwargs {"enable_thinking": bool}.
- *   Neutral only: logprobs (false), top_logprobs (0), presence_penalty and
+ *   logprobs (chat: true or false, with top_logprobs 0..20; completions: an
+ *   integer 0..20, the top list's length), the log-probabilities of the
+ *   generated tokens (docs/adr/0053).
+ *   Neutral only: presence_penalty and
  *   frequency_penalty (0), logit_bias ({}), echo (false), best_of (1),
  *   suffix (null), response_format ({"type": "text"}), tools ([]),
  *   tool_choice ("none"), parallel_tool_calls, user, metadata, store
@@ -50,12 +53,12 @@ struct oai_err {
 /* What a server takes: a body longer than max_body is refused before it is
  * read (413); the rest bound the request's fields. */
 struct oai_limits {
-	size_t max_body;        /* bytes */
-	uint32_t max_tokens;    /* the most a request may ask to generate */
-	uint32_t vocab;         /* token ids below this */
-	size_t max_prompt_ids;  /* token ids in a prompt */
-	size_t max_text;        /* bytes of a prompt, or of all messages */
-	size_t max_messages;    /* messages in a chat */
+	size_t max_body;       /* bytes */
+	uint32_t max_tokens;   /* the most a request may ask to generate */
+	uint32_t vocab;        /* token ids below this */
+	size_t max_prompt_ids; /* token ids in a prompt */
+	size_t max_text;       /* bytes of a prompt, or of all messages */
+	size_t max_messages;   /* messages in a chat */
 };
 
 struct oai_message {
@@ -91,6 +94,11 @@ struct oai_req {
 	int64_t seed;
 	const char *stop[4];
 	size_t n_stop;
+	/* log-probabilities (docs/adr/0053): chat's logprobs and top_logprobs
+	 * (0..OAI_TOP_LP_MAX, only with logprobs), completions' logprobs N
+	 * (logprobs true, top N) */
+	bool logprobs;
+	uint32_t top_logprobs;
 	/* the answer */
 	bool stream, include_usage;
 	bool agent;     /* ignis.class "agent"; interactive otherwise */
@@ -109,8 +117,8 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 void oai_req_free(struct oai_req *r);
 
 /* Fill *err (status, type, param, code and a printf message). */
-void oai_errf(struct oai_err *err, int status, const char *param, const char *code,
-              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void oai_errf(struct oai_err *err, int status, const char *param, const char *code, const char *fmt,
+              ...) __attribute__((format(printf, 5, 6)));
 
 /* The answers, as malloc'd NUL-terminated JSON (NULL only when out of
  * memory). `id` ("chatcmpl-..." or "cmpl-..."), `created` (seconds since
@@ -122,10 +130,46 @@ struct oai_usage {
 	uint64_t prompt, completion, cached;
 };
 
-/* A whole answer: one choice, text and finish_reason ("stop", "length"). */
+/* The most alternatives a token's top list may ask for (OpenAI's 20). */
+#define OAI_TOP_LP_MAX 20u
+
+/* One entry of a token's log-probabilities: its piece (bytes, not
+ * necessarily whole UTF-8) and lp (<= 0; -inf, or the wire's stand-in for
+ * it, is written as OpenAI's floor, -9999.0). */
+struct oai_lp_alt {
+	const uint8_t *bytes;
+	size_t len;
+	double lp;
+};
+
+/* One generated token's log-probabilities: the sampled token, its top list
+ * (likeliest first), and (completions) its text's offset in characters. */
+struct oai_lp_tok {
+	struct oai_lp_alt tok;
+	size_t n_top;
+	struct oai_lp_alt top[OAI_TOP_LP_MAX];
+	uint64_t text_offset;
+};
+
+/*
+ * The `logprobs` of a choice, built a token at a time: chat's
+ * {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token",
+ * "logprob", "bytes"}]}], "refusal": null}, completions' {"tokens",
+ * "token_logprobs", "top_logprobs": [{token: lp}], "text_offset"}. A
+ * token's text is its piece as UTF-8, each byte that is not part of a
+ * whole character as U+FFFD; `bytes` its bytes exactly.
+ */
+struct oai_lps;
+struct oai_lps *oai_lps_new(enum oai_kind kind);                /* NULL: no memory */
+int oai_lps_add(struct oai_lps *a, const struct oai_lp_tok *t); /* -1: no memory */
+size_t oai_lps_count(const struct oai_lps *a);
+void oai_lps_free(struct oai_lps *a); /* NULL accepted */
+
+/* A whole answer: one choice, text and finish_reason ("stop", "length");
+ * `lps` its logprobs (NULL: null). */
 char *oai_completion_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
                           const char *text, size_t len, const char *finish_reason,
-                          const struct oai_usage *usage);
+                          const struct oai_usage *usage, const struct oai_lps *lps);
 /*
  * One chunk of a stream (the payload of a "data: " line): chat chunks
  * carry `delta` ({"role": "assistant"} in the first, {"content": ...}
@@ -135,7 +179,7 @@ char *oai_completion_json(enum oai_kind kind, const char *id, int64_t created, c
  */
 char *oai_chunk_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
                      bool first, const char *text, size_t len, const char *finish_reason,
-                     const struct oai_usage *usage);
+                     const struct oai_usage *usage, const struct oai_lps *lps);
 /* GET /v1/models: the one model, owned by "ignis". */
 char *oai_models_json(const char *model, int64_t created);
 

@@ -103,10 +103,27 @@ static void test_chat_taken(void **state)
 	oai_req_free(&r);
 
 	/* the defaults: OpenAI's temperature and top_p of 1, interactive */
-	take(OAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}", &r);
+	take(OAI_CHAT, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+	     &r);
 	assert_true(r.temperature == 1.0 && r.top_p == 1.0 && r.top_k == 0);
-	assert_false(r.seed_set || r.stream || r.agent || r.thinking_set);
+	assert_false(r.seed_set || r.stream || r.agent || r.thinking_set || r.logprobs);
 	assert_int_equal(r.max_tokens, 0);
+	oai_req_free(&r);
+
+	/* log-probabilities, the top list in either order of the fields */
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"top_logprobs\":20,\"messages\":[{\"role\":\"user\","
+	     "\"content\":\"hi\"}],\"logprobs\":true}",
+	     &r);
+	assert_true(r.logprobs);
+	assert_int_equal(r.top_logprobs, 20);
+	oai_req_free(&r);
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+	     "\"logprobs\":true,\"top_logprobs\":null}",
+	     &r);
+	assert_true(r.logprobs);
+	assert_int_equal(r.top_logprobs, 0);
 	oai_req_free(&r);
 }
 
@@ -115,8 +132,8 @@ static void test_completion_taken(void **state)
 	struct oai_req r;
 
 	(void)state;
-	take(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"once\",\"max_tokens\":3,\"stop\":\"x\"}",
-	     &r);
+	take(OAI_COMPLETION,
+	     "{\"model\":\"m\",\"prompt\":\"once\",\"max_tokens\":3,\"stop\":\"x\"}", &r);
 	assert_string_equal(r.prompt, "once");
 	assert_int_equal(r.n_stop, 1);
 	oai_req_free(&r);
@@ -131,6 +148,18 @@ static void test_completion_taken(void **state)
 	     &r);
 	assert_int_equal(r.n_prompt_ids, 2);
 	assert_int_equal(r.prompt_ids[0], 7);
+	oai_req_free(&r);
+	/* legacy logprobs N: the top list's length; 0 the sampled token's only */
+	take(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"a\",\"logprobs\":5}", &r);
+	assert_true(r.logprobs);
+	assert_int_equal(r.top_logprobs, 5);
+	oai_req_free(&r);
+	take(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"a\",\"logprobs\":0}", &r);
+	assert_true(r.logprobs);
+	assert_int_equal(r.top_logprobs, 0);
+	oai_req_free(&r);
+	take(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"a\",\"logprobs\":null}", &r);
+	assert_false(r.logprobs);
 	oai_req_free(&r);
 }
 
@@ -173,8 +202,16 @@ static void test_refusals(void **state)
 	       "holds 5 strings; accepted: up to 4");
 	refuse(C, WITH("\"stop\":\"\""), 400, "stop", "invalid_value", "1 to 64 bytes");
 	refuse(C, WITH("\"n\":2"), 400, "n", "unsupported_value", "accepted: 1");
-	refuse(C, WITH("\"logprobs\":true"), 400, "logprobs", "unsupported_value",
-	       "log probabilities are not given");
+	/* log-probabilities: the ranges named (docs/http.md) */
+	refuse(C, WITH("\"logprobs\":1"), 400, "logprobs", "invalid_value", "true or false");
+	refuse(C, WITH("\"logprobs\":true,\"top_logprobs\":21"), 400, "top_logprobs",
+	       "invalid_value", "accepted: an integer from 0 to 20");
+	refuse(C, WITH("\"top_logprobs\":-1"), 400, "top_logprobs", "invalid_value",
+	       "from 0 to 20");
+	refuse(C, WITH("\"top_logprobs\":2"), 400, "top_logprobs", "invalid_value",
+	       "only for a request with \"logprobs\": true");
+	refuse(C, WITH("\"logprobs\":false,\"top_logprobs\":2"), 400, "top_logprobs",
+	       "invalid_value", "\"logprobs\": true");
 	refuse(C, WITH("\"tools\":[{\"type\":\"function\"}]"), 400, "tools", "unsupported_value",
 	       "no tool calls");
 	refuse(C, WITH("\"presence_penalty\":0.5"), 400, "presence_penalty", "unsupported_value",
@@ -202,6 +239,14 @@ static void test_refusals(void **state)
 	       400, "messages", "unsupported_value", "'tool_calls'");
 	refuse(C, "{\"model\":\"m\",\"messages\":[]}", 400, "messages", "invalid_value",
 	       "non-empty array");
+	refuse(P, "{\"model\":\"m\",\"prompt\":\"a\",\"logprobs\":21}", 400, "logprobs",
+	       "invalid_value", "'logprobs' is 21; accepted: an integer from 0 to 20");
+	refuse(P, "{\"model\":\"m\",\"prompt\":\"a\",\"logprobs\":true}", 400, "logprobs",
+	       "invalid_value", "from 0 to 20");
+	refuse(P, "{\"model\":\"m\",\"prompt\":\"a\",\"top_logprobs\":2}", 400, "top_logprobs",
+	       "unknown_parameter", "top_logprobs");
+	refuse(P, "{\"model\":\"m\",\"prompt\":\"a\",\"echo\":true}", 400, "echo",
+	       "unsupported_value", "log-probabilities");
 	refuse(P, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", 400, "prompt", "unsupported_value",
 	       "holds 2 prompts");
 	refuse(P, "{\"model\":\"m\",\"prompt\":[1,260]}", 400, "prompt", "invalid_value",
@@ -284,23 +329,23 @@ static void test_answers(void **state)
 
 	(void)state;
 	j = load(oai_completion_json(OAI_CHAT, "chatcmpl-1", 1700000000, "m", "hi \xc3\xa9", 5,
-	                             "stop", &u));
+	                             "stop", &u, NULL));
 	assert_string_equal(str_at(j, "object"), "chat.completion");
 	assert_string_equal(str_at(j, "id"), "chatcmpl-1");
 	c = json_array_get(json_object_get(j, "choices"), 0);
 	assert_string_equal(str_at(json_object_get(c, "message"), "content"), "hi \xc3\xa9");
 	assert_string_equal(str_at(json_object_get(c, "message"), "role"), "assistant");
 	assert_string_equal(str_at(c, "finish_reason"), "stop");
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
-	                                                    "total_tokens")),
-	                 8);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(j, "usage"), "total_tokens")), 8);
 	assert_int_equal(json_integer_value(json_object_get(
 	                     json_object_get(json_object_get(j, "usage"), "prompt_tokens_details"),
 	                     "cached_tokens")),
 	                 0);
 	json_decref(j);
 
-	j = load(oai_completion_json(OAI_COMPLETION, "cmpl-1", 1, "m", "ab", 2, "length", &u));
+	j = load(
+	    oai_completion_json(OAI_COMPLETION, "cmpl-1", 1, "m", "ab", 2, "length", &u, NULL));
 	assert_string_equal(str_at(j, "object"), "text_completion");
 	c = json_array_get(json_object_get(j, "choices"), 0);
 	assert_string_equal(str_at(c, "text"), "ab");
@@ -308,30 +353,30 @@ static void test_answers(void **state)
 	json_decref(j);
 
 	/* a stream's chunks: the role first, then content, then the finish */
-	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", true, "", 0, NULL, NULL));
+	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", true, "", 0, NULL, NULL, NULL));
 	c = json_array_get(json_object_get(j, "choices"), 0);
 	assert_string_equal(str_at(json_object_get(c, "delta"), "role"), "assistant");
 	assert_true(json_is_null(json_object_get(c, "finish_reason")));
 	json_decref(j);
-	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", false, "to", 2, NULL, NULL));
+	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", false, "to", 2, NULL, NULL, NULL));
 	c = json_array_get(json_object_get(j, "choices"), 0);
 	assert_string_equal(str_at(json_object_get(c, "delta"), "content"), "to");
 	assert_null(json_object_get(json_object_get(c, "delta"), "role"));
 	json_decref(j);
-	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", false, "", 0, "stop", NULL));
+	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", false, "", 0, "stop", NULL, NULL));
 	c = json_array_get(json_object_get(j, "choices"), 0);
 	assert_string_equal(str_at(c, "finish_reason"), "stop");
 	assert_int_equal(json_object_size(json_object_get(c, "delta")), 0);
 	json_decref(j);
-	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", false, NULL, 0, NULL, &u));
+	j = load(oai_chunk_json(OAI_CHAT, "chatcmpl-2", 1, "m", false, NULL, 0, NULL, &u, NULL));
 	assert_int_equal(json_array_size(json_object_get(j, "choices")), 0);
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "usage"),
-	                                                    "completion_tokens")),
-	                 3);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens")),
+	    3);
 	json_decref(j);
 	/* bytes that are not UTF-8 come out as U+FFFD, the rest kept */
 	j = load(oai_chunk_json(OAI_COMPLETION, "cmpl-2", 1, "m", false, "a\xff\xc3\xa9z", 5, NULL,
-	                        NULL));
+	                        NULL, NULL));
 	c = json_array_get(json_object_get(j, "choices"), 0);
 	assert_string_equal(str_at(c, "text"), "a\xef\xbf\xbd\xc3\xa9z");
 	json_decref(j);
