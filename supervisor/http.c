@@ -756,10 +756,10 @@ static bool http__emit(struct hreq *r)
 				return false;
 		}
 	}
-	if (r->text_len || (r->q.logprobs && r->lp_from < r->from)) {
-		/* the text, with the log-probabilities of the tokens it came with
-		 * (those of a token that adds no text yet, a character's first
-		 * byte, go with the text of the one that completes it) */
+	if (r->text_len || (nw->done && r->q.logprobs && r->lp_from < r->from)) {
+		/* the text, with the log-probabilities of the tokens it came with:
+		 * a token that adds no text yet (a character's first bytes, a
+		 * special) waits for the text that holds it, or for the end */
 		struct oai_lps *lps;
 		bool ok = http__lps(r, r->from, &lps);
 
