@@ -62,10 +62,55 @@ struct variant {
 	bool least;       /* the backend's least regions: a token and a row a pass */
 };
 
-/* Run the requests through one engine; out[i] gets request i's tokens. */
+/* A digest of the bits of request `id`'s log-probabilities (FNV-1a over
+ * each token's lp, then its top list's ids and lps), checking as it goes
+ * what every token's must hold (docs/adr/0053): lp <= 0, the top list
+ * descending with ties to the lower id, the sampled token's lp its entry's
+ * when it is there, a greedy request's token the top one. */
+static uint64_t lp_digest(struct eng *e, uint64_t id, const uint32_t *toks, uint32_t n, bool greedy)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct smp_logprob top[SMP_TOP_LOGPROBS_MAX];
+		struct ig_errbuf eb;
+		uint32_t k;
+		double lp;
+
+		if (eng_logprobs(e, id, i, &lp, top, &k, &eb))
+			fail_msg("eng_logprobs %u: %s", i, eb.msg);
+		assert_true(lp <= 0.0);
+		assert_int_equal(k, SMP_TOP_LOGPROBS_MAX);
+		for (uint32_t j = 0; j < k; j++) {
+			assert_true(top[j].lp <= 0.0);
+			if (j)
+				assert_true(
+				    top[j - 1].lp > top[j].lp ||
+				    (top[j - 1].lp == top[j].lp && top[j - 1].id < top[j].id));
+			if (top[j].id == toks[i])
+				assert_true(top[j].lp == lp);
+		}
+		if (greedy)
+			assert_int_equal(top[0].id, toks[i]);
+		for (uint32_t j = 0; j <= k; j++) {
+			uint64_t bits;
+			double v = j ? top[j - 1].lp : lp;
+
+			memcpy(&bits, &v, sizeof(bits));
+			bits ^= j ? (uint64_t)top[j - 1].id << 1 : 0;
+			for (int b = 0; b < 8; b++)
+				h = (h ^ ((bits >> (8 * b)) & 0xff)) * 1099511628211ull;
+		}
+	}
+	return h;
+}
+
+/* Run the requests through one engine; out[i] gets request i's tokens,
+ * lpd[i] (when not NULL) the digest of its log-probabilities, asked for
+ * every request (lp_digest). */
 static void run(struct rig *r, const struct req *q, const uint32_t *which, uint32_t n_which,
                 const struct variant *v, uint32_t out[][MAXGEN], uint32_t *n_out,
-                struct eng_stats *stats)
+                struct eng_stats *stats, uint64_t *lpd)
 {
 	struct eng_cfg cfg = {.lanes = v->lanes,
 	                      .chunk = v->chunk,
@@ -93,6 +138,8 @@ static void run(struct rig *r, const struct req *q, const uint32_t *which, uint3
 
 			if (eng_submit(e, &er, &adm, &eb))
 				fail_msg("submit %u: %s", which[submitted], eb.msg);
+			if (lpd && eng_logprobs_ask(e, adm.id, SMP_TOP_LOGPROBS_MAX, &eb))
+				fail_msg("logprobs %u: %s", which[submitted], eb.msg);
 			assert_int_equal(adm.pages, (rq->n_prompt + rq->max_tokens + 63) / 64);
 			ids[submitted++] = adm.id;
 			if (v->stagger)
@@ -114,6 +161,9 @@ static void run(struct rig *r, const struct req *q, const uint32_t *which, uint3
 		assert_int_equal(st.phase, SCHED_DONE);
 		assert_int_equal(st.finish, ENG_LENGTH);
 		assert_int_equal(n_out[which[i]], q[which[i]].max_tokens);
+		if (lpd)
+			lpd[which[i]] = lp_digest(e, ids[i], out[which[i]], n_out[which[i]],
+			                          q[which[i]].smp.temperature == 0.0f);
 	}
 	eng_stats(e, stats);
 	/* the metrics page's counters (worker_stats_reply) */
@@ -149,10 +199,12 @@ static void exactness(const char *preset, enum mfile_dtype dtype, size_t n_varia
 	    {2, 13, 3, 4, 1, false}, /* a pool of 4 pages: requests wait for room */
 	    {8, 64, 2, 9, 3, false},
 	    /* rounds cut in passes of one token and one row of logits each */
-	    {4, 64, 2, 12, 0, true}, {8, 200, 1, 12, 1, true},
+	    {4, 64, 2, 12, 0, true},
+	    {8, 200, 1, 12, 1, true},
 	};
 	struct req q[NREQ];
 	uint32_t ref[NREQ][MAXGEN], got[NREQ][MAXGEN], n_ref[NREQ], n_got[NREQ];
+	uint64_t lp_ref[NREQ], lp_got[NREQ];
 	uint32_t all[NREQ];
 	struct eng_stats st;
 	struct rig r;
@@ -168,7 +220,7 @@ static void exactness(const char *preset, enum mfile_dtype dtype, size_t n_varia
 	rig_open(&r, preset, 12);
 	for (uint32_t i = 0; i < NREQ; i++) {
 		all[i] = i;
-		run(&r, q, &i, 1, &alone, ref, n_ref, &st);
+		run(&r, q, &i, 1, &alone, ref, n_ref, &st, lp_ref);
 		assert_int_equal(st.decode_tokens, n_ref[i] - 1);
 	}
 	rig_close(&r);
@@ -182,14 +234,20 @@ static void exactness(const char *preset, enum mfile_dtype dtype, size_t n_varia
 			assert_int_equal(r.d.pass_tokens, RIG_ROUND_TOKENS);
 		}
 		memset(got, 0xff, sizeof(got));
-		run(&r, q, all, NREQ, &vs[k], got, n_got, &st);
+		run(&r, q, all, NREQ, &vs[k], got, n_got, &st, lp_got);
 		for (uint32_t i = 0; i < NREQ; i++) {
 			assert_int_equal(n_got[i], n_ref[i]);
+			/* log-probabilities too, bit for bit (docs/adr/0053) */
+			if (lp_got[i] != lp_ref[i])
+				fail_msg("%s variant %zu: request %u's log-probabilities differ "
+				         "from its run alone",
+				         preset, k, i);
 			if (memcmp(got[i], ref[i], n_ref[i] * sizeof(uint32_t)))
-				fail_msg("%s variant %zu (lanes %u chunk %u threads %u pages %u%s): "
-				         "request %u differs from its run alone",
-				         preset, k, vs[k].lanes, vs[k].chunk, vs[k].threads,
-				         vs[k].pages, vs[k].least ? ", a token a pass" : "", i);
+				fail_msg(
+				    "%s variant %zu (lanes %u chunk %u threads %u pages %u%s): "
+				    "request %u differs from its run alone",
+				    preset, k, vs[k].lanes, vs[k].chunk, vs[k].threads, vs[k].pages,
+				    vs[k].least ? ", a token a pass" : "", i);
 		}
 		/* the rounds really were shared when lanes allow it */
 		if (vs[k].lanes > 1 && vs[k].pages >= 12 && vs[k].stagger == 0)
@@ -267,7 +325,7 @@ static void alone_in(const char *preset, enum mdesc_kv_format fmt, const struct 
 	rig_fmt = fmt;
 	rig_open(&r, preset, 12);
 	for (uint32_t i = 0; i < NREQ; i++)
-		run(&r, q, &i, 1, &alone, ref, n_ref, &st);
+		run(&r, q, &i, 1, &alone, ref, n_ref, &st, NULL);
 	rig_close(&r);
 	rig_fmt = was;
 }
@@ -681,12 +739,11 @@ static void test_bind_regions(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_dense_exact), cmocka_unit_test(test_moe_exact),
-	    cmocka_unit_test(test_types_exact),
-	    cmocka_unit_test(test_qwen3_exact),
-	    cmocka_unit_test(test_hybrids_exact),
-	    cmocka_unit_test(test_refusals),    cmocka_unit_test(test_cancel),
-	    cmocka_unit_test(test_stop_hook),   cmocka_unit_test(test_bind_regions),
+	    cmocka_unit_test(test_dense_exact),   cmocka_unit_test(test_moe_exact),
+	    cmocka_unit_test(test_types_exact),   cmocka_unit_test(test_qwen3_exact),
+	    cmocka_unit_test(test_hybrids_exact), cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_cancel),        cmocka_unit_test(test_stop_hook),
+	    cmocka_unit_test(test_bind_regions),
 	};
 	/* what fp8 and compact run (--kv-format; engine-fp8, engine-compact) */
 	const struct CMUnitTest fmt_tests[] = {
