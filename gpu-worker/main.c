@@ -1053,14 +1053,16 @@ static void worker_poll_lp(struct worker *w, const struct msg_poll_lp *q, struct
 		return;
 	while (k < t->tokens.n && worker_lp_add(w, q->id, (uint32_t)q->from + k, t->tokens.v[k], r))
 		k++;
-	if (k < t->tokens.n) /* the rest next time: the text of the k taken */
-		worker_fill_ent(w, q->id, q->from, k, w->many_text[0], t);
 	if (!k && t->tokens.n) {
 		/* no log-probabilities (a request submitted without them):
 		 * refused, as a poll of a request it cannot answer */
-		t->tokens.n = t->text_ends.n = 0;
-		t->text = msg_str_of("");
+		memset(t, 0, sizeof(*t));
+		t->id = q->id;
+		t->from = q->from;
+		t->state = t->text = t->finish = msg_str_of("");
 		t->code = IG_E_INVAL;
+	} else if (k < t->tokens.n) { /* the rest next time: the text of the k taken */
+		worker_fill_ent(w, q->id, q->from, k, w->many_text[0], t);
 	}
 }
 
