@@ -22,6 +22,7 @@ declare -A may=(
 	[proto]='common'
 	[kvram]='common'
 	[kernels]='common'
+	[grammar]='common'
 	[model]='common kvram'
 	[gpu-worker/backend]='common proto model'
 	[gpu-worker/backend/cpu]='common model gpu-worker/backend'
@@ -36,7 +37,7 @@ declare -A may=(
 open_dirs='^(tests|tools)(/|$)'
 
 sources() { # the tree's C, header and CUDA files, from the source root
-	find common proto kvram kernels model gpu-worker kvstore-daemon supervisor client tools tests \
+	find common proto kvram kernels grammar model gpu-worker kvstore-daemon supervisor client tools tests \
 		-type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) 2>/dev/null | sort
 }
 
@@ -124,7 +125,7 @@ self_test() { # each rule, broken once in a copy of the tree, fails the check
 		'gpu-worker/backend/cuda/be_cuda.c|#include "kernels/kernels.h"'
 		'kernels/rmsnorm_f32.cu|#include "common/err.h"'
 	)
-	local copy=(common proto kvram kernels model gpu-worker kvstore-daemon supervisor client)
+	local copy=(common proto kvram kernels grammar model gpu-worker kvstore-daemon supervisor client)
 	tmp=$(mktemp -d) || return 1
 	trap 'rm -rf "$tmp"' RETURN
 	for case in "${cases[@]}"; do

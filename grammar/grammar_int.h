@@ -1,0 +1,122 @@
+/*
+ * grammar_int.h - the compiled grammar's layout and the state cache,
+ * shared by grammar.c (compile), matcher.c (stacks, cache, masks) and
+ * lazy.c. Not for other components.
+ *
+ * Positions. Every alternative of every rule is a run of elements in
+ * `el`, closed by a GE_END element; a position is an index into `el`. A
+ * matcher stack holds positions, bottom first: each frame is where to go
+ * on when the frame above it is done; the top one, after settling, is
+ * always a GE_BYTES element (the next byte must be in its set). An empty
+ * stack means the root rule is complete.
+ */
+#ifndef IGNIS_GRAMMAR_GRAMMAR_INT_H
+#define IGNIS_GRAMMAR_GRAMMAR_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "grammar.h"
+
+struct gm__scratch;
+
+enum gr_kind {
+	GE_END = 0,   /* closes an alternative: pop the frame */
+	GE_BYTES = 1, /* arg: index into sets */
+	GE_REF = 2,   /* arg: rule */
+};
+
+struct gr_elem {
+	uint32_t kind, arg;
+};
+
+/*
+ * The state cache: matcher states (canonical stack sets) interned into
+ * small ids, each with its transitions by byte, filled as walks ask, and
+ * with its whole mask over one vocabulary once computed. A walk over the
+ * trie is then an array look-up per node. States are copies of stack sets,
+ * so flushing the cache never invalidates a matcher.
+ */
+#define GMC_UNKNOWN (-2)
+#define GMC_DEAD    (-1)
+
+struct gmc_state {
+	uint32_t off, nw, nstk; /* the stack set: words[off .. off + nw) */
+	bool can_end;
+	int32_t *next; /* 256 entries, GMC_UNKNOWN until asked; NULL until first asked */
+	int32_t mask;  /* index into masks, or -1 */
+};
+
+struct gm_cache {
+	struct gmc_state *st;
+	uint32_t n_st, cap_st;
+	uint32_t *words;
+	size_t n_words, cap_words;
+	int32_t *hash; /* open addressing, -1 empty; capacity hcap (a power of two) */
+	uint32_t hcap;
+	uint32_t **masks;
+	uint32_t n_masks, cap_masks;
+	uint64_t masks_vocab; /* the id of the vocabulary the masks are over; 0 none */
+	uint64_t bytes;       /* memory held, against the limits */
+	uint64_t flushes;
+	struct gm__scratch *scr; /* matcher.c's working memory */
+};
+
+struct grammar {
+	uint32_t n_rules;
+	char **names;       /* per rule */
+	uint32_t *rule_alt; /* n_rules + 1 offsets into alt_pos */
+	uint32_t *alt_pos;  /* the first position of each alternative */
+	struct gr_elem *el;
+	uint32_t n_el;
+	uint64_t (*sets)[4];
+	uint32_t n_sets;
+	uint32_t root;
+	uint64_t fp;
+	struct gm_cache cache;
+	uint32_t *start_w; /* the start state's words */
+	uint32_t start_nw, start_nstk;
+};
+
+static inline bool gr__in_set(const uint64_t set[4], unsigned b)
+{
+	return (set[b >> 6] >> (b & 63)) & 1u;
+}
+
+void gmc_release(struct gm_cache *c);
+/* matcher.c: the start state of a freshly compiled grammar */
+int gm__start(struct grammar *g, struct ig_errbuf *eb);
+
+/* The trie (matcher.c builds it; lazy.c walks it too). Nodes in preorder:
+ * the node after i is its first child when deeper, else a later sibling
+ * or an ancestor's; `skip` is the index after i's subtree. */
+struct gv_node {
+	uint32_t skip;
+	uint32_t tok; /* first of ntok token ids in gvocab.ids */
+	uint16_t depth;
+	uint16_t ntok;
+	uint8_t byte;
+};
+
+struct gvocab {
+	uint32_t n_tokens;
+	struct gv_node *nodes;
+	uint32_t n_nodes;
+	uint32_t *ids;
+	uint32_t *special_ids;
+	uint32_t n_special;
+	uint16_t max_depth;
+	uint64_t id; /* a hash of the content: masks kept are over this vocabulary */
+};
+
+/* matcher.c: the cache state of the matcher's stack set (interned). */
+int gm__intern_matcher(struct gmatch *m, int32_t *sid, struct ig_errbuf *eb);
+/* matcher.c: walk the trie nodes [begin, end), all deeper than base_depth,
+ * from cache state sid at base_depth, setting allowed tokens' bits. */
+int gm__walk(struct grammar *g, const struct gvocab *gv, int32_t sid, uint32_t begin, uint32_t end,
+             uint32_t base_depth, uint32_t *bits, struct ig_errbuf *eb);
+/* matcher.c: flush the cache when over its soft limit, or when forced
+ * (between walks only). */
+void gm__cache_trim(struct grammar *g, bool force);
+
+#endif

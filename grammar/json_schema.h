@@ -1,0 +1,46 @@
+/*
+ * json_schema.h - JSON Schema to grammar (docs/adr/0052): the subset of
+ * OpenAI's strict structured outputs, and "any JSON object".
+ *
+ * Supported keywords: type (one or a list: object, array, string,
+ * integer, number, boolean, null), properties, required,
+ * additionalProperties (false or absent: no other members; true or a
+ * schema: other members after the declared ones), items, minItems,
+ * maxItems, enum, const, anyOf, $ref (#, #/$defs/NAME,
+ * #/definitions/NAME; recursion allowed), $defs, definitions, minLength,
+ * maxLength, pattern (a regular subset: literal characters, escapes,
+ * classes, '.', * + ? {m,n}, |, groups; anchored as if ^...$ were
+ * written). Annotations (title, description, default, examples,
+ * $comment, $schema, $id, deprecated, readOnly, writeOnly, strict) are
+ * ignored. Anything else is refused by name.
+ *
+ * The document: properties in schema order, the required ones always,
+ * the optional ones when the model writes them; enum and const values in
+ * their compact form (json_dumps with JSON_COMPACT); at most one space,
+ * or one newline and up to 32 spaces or tabs, between tokens, none before
+ * the value or after it.
+ */
+#ifndef IGNIS_GRAMMAR_JSON_SCHEMA_H
+#define IGNIS_GRAMMAR_JSON_SCHEMA_H
+
+#include <jansson.h>
+
+#include "common/err.h"
+#include "grammar.h"
+
+/*
+ * Compile `schema` (borrowed for the call) into a grammar. IG_E_INVAL
+ * names the place in the schema (a JSON pointer) and what is refused
+ * ("schema at /properties/x: 'format' is not supported; supported: ...").
+ * The caller owns *out (grammar_destroy).
+ */
+int gs_compile(json_t *schema, struct grammar **out, struct ig_errbuf *eb);
+
+/* The grammar's text form instead (grammar_parse reads it): the caller
+ * frees *text. */
+int gs_to_gbnf(json_t *schema, char **text, struct ig_errbuf *eb);
+
+/* Any JSON value with an object at the top ("json_object" mode). */
+int gs_json_object(struct grammar **out, struct ig_errbuf *eb);
+
+#endif
