@@ -9,7 +9,9 @@
 # reaches no backend's own code either; the CUDA kernels (kernels/) are a leaf over common/, reached by the
 # cuda backend alone; the model library includes nothing of gpu-worker/; the
 # KV-RAM object's byte layout (kvram/kvram_layout.h) is read by kvram/ and the
-# daemon's index alone. Fails naming the file, the line and the rule.
+# daemon's index alone; the grammar engine (grammar/) is a leaf over common/
+# that the tools and, later, the worker use. Fails naming the file, the line
+# and the rule.
 #   layering.sh SOURCE_ROOT       check the tree
 #   layering.sh --self-test       check that each rule fails on a tree that
 #                                 breaks it (a copy with one bad include), and
@@ -117,6 +119,8 @@ self_test() { # each rule, broken once in a copy of the tree, fails the check
 		'gpu-worker/engine/kvclient.c|#include "kvram/kvram_layout.h"'
 		'gpu-worker/engine/engine.c|#include "err.h"'
 		'supervisor/plan.c|#include "kvstore-daemon/kvdisk.h"'
+		'grammar/matcher.c|#include "model/bpe.h"'
+		'grammar/grammar.h|#include "gpu-worker/engine/engine.h"'
 	)
 	# includes the table allows: the cuda backend over the table and the
 	# kernels, the kernels over common/
@@ -124,6 +128,7 @@ self_test() { # each rule, broken once in a copy of the tree, fails the check
 		'gpu-worker/backend/cuda/be_cuda.c|#include "gpu-worker/backend/backend.h"'
 		'gpu-worker/backend/cuda/be_cuda.c|#include "kernels/kernels.h"'
 		'kernels/rmsnorm_f32.cu|#include "common/err.h"'
+		'grammar/matcher.c|#include "common/err.h"'
 	)
 	local copy=(common proto kvram kernels grammar model gpu-worker kvstore-daemon supervisor client)
 	tmp=$(mktemp -d) || return 1

@@ -645,15 +645,240 @@ static void test_lazy(void **state)
 	grammar_destroy(g);
 }
 
+/* ---- JSON Schema ------------------------------------------------------------------------ */
+
+struct schema_row {
+	const char *schema;
+	const char *accept[8]; /* complete documents */
+	const char *refuse[8]; /* refused somewhere, or accepted but incomplete */
+};
+
+static const struct schema_row schema_rows[] = {
+    {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":"
+     "\"integer\"}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+     {"{\"name\":\"Ann\",\"age\":42}", "{ \"name\": \"A\\\"b\\u00e9\", \"age\": -7 }",
+      "{\n  \"name\": \"caf\xc3\xa9 \xe4\xb8\xad\",\n  \"age\": 0\n}"},
+     {"{\"age\":42,\"name\":\"Ann\"}", "{\"name\":\"Ann\"}", "{\"name\":\"Ann\",\"age\":4.5}",
+      "{\"name\":\"A\nB\",\"age\":1}", "{\"name\":\"Ann\",\"age\":01}",
+      "{\"name\":\"Ann\",  \"age\":1}", "{\"name\":\"Ann\",\"age\":1,\"x\":1}",
+      " {\"name\":\"Ann\",\"age\":1}"}},
+    /* optional members, in schema order, any subset */
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"boolean\"},\"b\":{\"type\":"
+     "\"null\"},\"c\":{\"type\":\"number\"}},\"required\":[\"b\"]}",
+     {"{\"b\":null}", "{\"a\":true,\"b\":null}", "{\"b\":null,\"c\":1.5e-3}",
+      "{\"a\":false,\"b\":null,\"c\":-0.25}"},
+     {"{}", "{\"a\":true}", "{\"c\":1,\"b\":null}", "{\"b\":null,}", "{,\"b\":null}",
+      "{\"a\":true,\"a\":true,\"b\":null}"}},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}",
+     {"{}", "{\"a\":1}", "{ }"},
+     {"{\"a\":1,\"b\":2}", "{\"b\":2}"}},
+    /* extras allowed after the declared members */
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+     "\"additionalProperties\":true}",
+     {"{}", "{\"a\":1}", "{\"a\":1,\"zz\":[1,{\"q\":null}]}", "{\"zz\":\"x\"}"},
+     {"{\"a\":1,}"}},
+    {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}",
+     {"{}", "{\"x\":1,\"y\":2}"},
+     {"{\"x\":\"1\"}"}},
+    /* arrays with bounds */
+    {"{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"x\",\"y\"]},"
+     "\"minItems\":2,\"maxItems\":3}",
+     {"[\"x\",\"y\"]", "[\"x\", \"x\", \"y\"]", "[\n\"y\",\n\"y\"\n]"},
+     {"[]", "[\"x\"]", "[\"x\",\"y\",\"x\",\"y\"]", "[\"z\",\"x\"]", "[\"x\",,\"y\"]"}},
+    {"{\"type\":\"array\",\"maxItems\":0}", {"[]", "[ ]"}, {"[1]"}},
+    {"{\"type\":\"array\"}", {"[]", "[1,\"a\",[],{}]"}, {"[1,]"}},
+    /* enum and const of any JSON value, compact */
+    {"{\"enum\":[1,\"two\",null,{\"a\":[true]}]}",
+     {"1", "\"two\"", "null", "{\"a\":[true]}"},
+     {"2", "\"three\"", "{\"a\": [true]}"}},
+    {"{\"const\":\"fixed\"}", {"\"fixed\""}, {"\"fixe\"", "\"fixedd\""}},
+    /* anyOf, type lists */
+    {"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":2}]}",
+     {"12", "\"ab\"", "\"\""},
+     {"\"abc\"", "1.5", "true"}},
+    {"{\"type\":[\"string\",\"null\"]}", {"\"s\"", "null"}, {"1"}},
+    /* strings: lengths in characters (an escape or a multibyte one each) */
+    {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}",
+     {"\"ab\"", "\"\xc3\xa9\xe4\xb8\xad\"", "\"\\n\\u0041b\""},
+     {"\"a\"", "\"abcd\"", "\"\\x\"", "\"\\u00g0\""}},
+    /* $ref, recursion through $defs and definitions and "#" */
+    {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+     "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"],"
+     "\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}",
+     {"{\"v\":1}", "{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[{\"v\":3}]},{\"v\":4}]}"},
+     {"{\"v\":1,\"kids\":[{}]}", "{\"v\":1,\"kids\":[{\"v\":2,\"kids\":[{\"w\":3}]}]}"}},
+    {"{\"definitions\":{\"s\":{\"type\":\"string\"}},\"type\":\"object\",\"properties\":{"
+     "\"x\":{\"$ref\":\"#/definitions/s\"}},\"required\":[\"x\"]}",
+     {"{\"x\":\"y\"}"},
+     {"{\"x\":1}"}},
+    {"{\"type\":\"object\",\"properties\":{\"next\":{\"anyOf\":[{\"$ref\":\"#\"},{\"type\":"
+     "\"null\"}]}},\"required\":[\"next\"]}",
+     {"{\"next\":null}", "{\"next\":{\"next\":{\"next\":null}}}"},
+     {"{\"next\":{}}"}},
+    /* patterns, anchored */
+    {"{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3,4}$\"}",
+     {"\"AB-123\"", "\"ZZ-0000\""},
+     {"\"AB-12\"", "\"ab-123\"", "\"XAB-123\"", "\"AB-12345\""}},
+    {"{\"type\":\"string\",\"pattern\":\"(cat|dog)s?( and (cat|dog)s?)*\"}",
+     {"\"cats\"", "\"dog and cats and dog\""},
+     {"\"cow\"", "\"cats and\""}},
+    {"{\"type\":\"string\",\"pattern\":\"a.c[^x\\\"]\\\\.\"}",
+     {"\"abc1.\"",
+      "\"a\xc3\xa9"
+      "c\\\\.\"",
+      "\"a\\\"cz.\""},
+     {"\"abcx.\"", "\"abc\\\".\"", "\"a\\ncz.\""}},
+    {"{\"type\":\"string\",\"pattern\":\"\\\\w+@\\\\w+\\\\.com\"}",
+     {"\"me@host.com\""},
+     {"\"me@host.org\"", "\"@host.com\""}},
+};
+
+static bool doc_accepted(struct grammar *g, const char *doc)
+{
+	struct gmatch m;
+	bool ok;
+
+	assert_int_equal(gm_init(&m, g, NULL), 0);
+	ok = gm_accept_bytes(&m, doc, strlen(doc)) && gm_can_end(&m);
+	gm_release(&m);
+	return ok;
+}
+
+static struct grammar *schema_ok(const char *text)
+{
+	json_error_t je;
+	json_t *s = json_loads(text, 0, &je);
+	struct ig_errbuf eb = {0};
+	struct grammar *g = NULL;
+
+	if (!s)
+		fail_msg("the test's schema is not JSON: %s\n%s", je.text, text);
+	if (gs_compile(s, &g, &eb))
+		fail_msg("schema refused: %s\n%s", eb.msg, text);
+	json_decref(s);
+	return g;
+}
+
+static void test_schema_rows(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(schema_rows) / sizeof(schema_rows[0]); i++) {
+		const struct schema_row *r = &schema_rows[i];
+		struct grammar *g = schema_ok(r->schema);
+
+		for (int k = 0; k < 8 && r->accept[k]; k++)
+			if (!doc_accepted(g, r->accept[k]))
+				fail_msg("schema row %zu: refused %s", i, r->accept[k]);
+		for (int k = 0; k < 8 && r->refuse[k]; k++)
+			if (doc_accepted(g, r->refuse[k]))
+				fail_msg("schema row %zu: accepted %s", i, r->refuse[k]);
+		grammar_destroy(g);
+	}
+}
+
+struct schema_refusal {
+	const char *schema;
+	const char *say;
+};
+
+static const struct schema_refusal schema_refusals[] = {
+    {"{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"format\":\"date\"}}}",
+     "schema at /properties/x: 'format' is not supported; supported: type, properties"},
+    {"{\"type\":\"integer\",\"minimum\":3}", "schema at /: 'minimum' is not supported"},
+    {"{\"oneOf\":[{\"type\":\"integer\"}]}", "'oneOf' is not supported"},
+    {"{\"type\":\"array\",\"items\":{\"allOf\":[]}}", "schema at /items: 'allOf' is not"},
+    {"{\"$ref\":\"#/components/x\"}", "$ref '#/components/x' is not supported"},
+    {"{\"$ref\":\"#/$defs/nope\"}", "$ref '#/$defs/nope' names no schema"},
+    {"{\"type\":\"date\"}", "type 'date' is not one of"},
+    {"{\"type\":\"string\",\"pattern\":\"a(?=b)\"}", "look-arounds"},
+    {"{\"type\":\"string\",\"pattern\":\"a\\\\bc\"}", "this escape"},
+    {"{\"type\":\"string\",\"pattern\":\"a^b\"}", "an anchor inside the pattern"},
+    {"{\"type\":\"string\",\"pattern\":\"(ab\"}", "a group with no closing ')'"},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}",
+     "'required' names 'b'"},
+    {"{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", "'maxItems' 2 is below"},
+    {"{\"type\":\"array\",\"items\":[{\"type\":\"integer\"}]}", "tuples"},
+    {"{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"anyOf\":[{\"$ref\":\"#/$defs/a\"}]}},"
+     "\"$ref\":\"#/$defs/a\"}",
+     "left recursion"},
+    {"{\"type\":\"object\",\"patternProperties\":{}}", "'patternProperties' is not supported"},
+};
+
+static void test_schema_refusals(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(schema_refusals) / sizeof(schema_refusals[0]); i++) {
+		json_t *s = json_loads(schema_refusals[i].schema, 0, NULL);
+		struct ig_errbuf eb = {0};
+		struct grammar *g = NULL;
+		int rc;
+
+		assert_non_null(s);
+		rc = gs_compile(s, &g, &eb);
+		if (rc != IG_E_INVAL || g || !strstr(eb.msg, schema_refusals[i].say))
+			fail_msg("refusal row %zu: rc %d, \"%s\", wanted \"%s\"", i, rc, eb.msg,
+			         schema_refusals[i].say);
+		json_decref(s);
+	}
+}
+
+static void test_json_object_mode(void **state)
+{
+	struct grammar *g = NULL;
+	static const char *const ok[] = {"{}", "{\"a\":[1,2.5e3,\"x\",true,null,{\"b\":{}}]}",
+	                                 "{\n  \"k\": \"v\"\n}"};
+	static const char *const bad[] = {"[]",      "1",          "\"s\"",      "{\"a\":}",
+	                                  "{'a':1}", "{\"a\":1}}", "{\"a\":tru}"};
+
+	(void)state;
+	assert_int_equal(gs_json_object(&g, NULL), 0);
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+		if (!doc_accepted(g, ok[i]))
+			fail_msg("json_object refused %s", ok[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (doc_accepted(g, bad[i]))
+			fail_msg("json_object accepted %s", bad[i]);
+	grammar_destroy(g);
+}
+
+/* The mask against the oracle on schema grammars too. */
+static void test_schema_mask_oracle(void **state)
+{
+	uint64_t rs = seed ^ 0x5c4e3a;
+	struct vocab v;
+	struct grammar *g;
+
+	(void)state;
+	vocab_make(&v, &rs, 3000);
+	g = schema_ok(schema_rows[0].schema);
+	oracle_walks(g, &v, &rs, 6, 25, "schema 0");
+	grammar_destroy(g);
+	g = schema_ok(schema_rows[13].schema);
+	oracle_walks(g, &v, &rs, 6, 25, "schema 13");
+	grammar_destroy(g);
+	assert_int_equal(gs_json_object(&g, NULL), 0);
+	oracle_walks(g, &v, &rs, 6, 25, "json_object");
+	grammar_destroy(g);
+	vocab_free(&v);
+}
+
 int main(void)
 {
 	const char *s = getenv("IGNIS_TEST_SEED");
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_match_rows),
-	    cmocka_unit_test(test_star_is_flat), cmocka_unit_test(test_depth_bound),
-	    cmocka_unit_test(test_stack_bound),  cmocka_unit_test(test_mask_oracle),
-	    cmocka_unit_test(test_oracle_bites), cmocka_unit_test(test_save_load),
+	    cmocka_unit_test(test_parse_errors),
+	    cmocka_unit_test(test_match_rows),
+	    cmocka_unit_test(test_star_is_flat),
+	    cmocka_unit_test(test_depth_bound),
+	    cmocka_unit_test(test_stack_bound),
+	    cmocka_unit_test(test_mask_oracle),
+	    cmocka_unit_test(test_oracle_bites),
+	    cmocka_unit_test(test_save_load),
 	    cmocka_unit_test(test_lazy),
+	    cmocka_unit_test(test_schema_rows),
+	    cmocka_unit_test(test_schema_refusals),
+	    cmocka_unit_test(test_json_object_mode),
+	    cmocka_unit_test(test_schema_mask_oracle),
 	};
 
 	if (s && *s)
