@@ -32,7 +32,8 @@ struct gr_elem {
 
 /*
  * The state cache: matcher states (canonical stack sets) interned into
- * small ids, each with its transitions by byte, filled as walks ask, and
+ * small ids, each with its transitions by byte (one table, 256 entries a
+ * state, so that a walk's step is one load), filled as walks ask, and
  * with its whole mask over one vocabulary once computed. A walk over the
  * trie is then an array look-up per node. States are copies of stack sets,
  * so flushing the cache never invalidates a matcher.
@@ -43,13 +44,13 @@ struct gr_elem {
 struct gmc_state {
 	uint32_t off, nw, nstk; /* the stack set: words[off .. off + nw) */
 	bool can_end;
-	int32_t *next; /* 256 entries, GMC_UNKNOWN until asked; NULL until first asked */
-	int32_t mask;  /* index into masks, or -1 */
+	int32_t mask; /* index into masks, or -1 */
 };
 
 struct gm_cache {
 	struct gmc_state *st;
 	uint32_t n_st, cap_st;
+	int32_t *trans; /* per state 256 entries, GMC_UNKNOWN until a walk asks */
 	uint32_t *words;
 	size_t n_words, cap_words;
 	int32_t *hash; /* open addressing, -1 empty; capacity hcap (a power of two) */

@@ -320,8 +320,6 @@ static void gm__scratch_free(struct gm__scratch *s)
 
 static void gmc_flush(struct gm_cache *c)
 {
-	for (uint32_t i = 0; i < c->n_st; i++)
-		free(c->st[i].next);
 	for (uint32_t i = 0; i < c->n_masks; i++)
 		free(c->masks[i]);
 	c->n_st = 0;
@@ -338,6 +336,7 @@ void gmc_release(struct gm_cache *c)
 {
 	gmc_flush(c);
 	free(c->st);
+	free(c->trans);
 	free(c->words);
 	free(c->hash);
 	free(c->masks);
@@ -395,7 +394,13 @@ static int gmc_intern(struct gm_cache *c, const uint32_t *w, uint32_t nw, uint32
 
 		if (!t)
 			return IG_E_NOMEM;
+		int32_t *tr;
+
 		c->st = t;
+		tr = realloc(c->trans, (size_t)nc * 256 * sizeof(*tr));
+		if (!tr)
+			return IG_E_NOMEM;
+		c->trans = tr;
 		c->cap_st = nc;
 	}
 	if (c->n_words + nw > c->cap_words) {
@@ -416,12 +421,13 @@ static int gmc_intern(struct gm_cache *c, const uint32_t *w, uint32_t nw, uint32
 	s->nw = nw;
 	s->nstk = nstk;
 	s->can_end = gm__has_empty(w, nstk);
-	s->next = NULL;
 	s->mask = -1;
+	for (int k = 0; k < 256; k++)
+		c->trans[(size_t)c->n_st * 256 + k] = GMC_UNKNOWN;
 	c->n_words += nw;
 	c->hash[i] = (int32_t)c->n_st;
 	*sid = (int32_t)c->n_st++;
-	c->bytes += sizeof(*s) + nw * sizeof(*w) + 2 * sizeof(int32_t);
+	c->bytes += sizeof(*s) + nw * sizeof(*w) + 2 * sizeof(int32_t) + 256 * sizeof(int32_t);
 	return 0;
 }
 
@@ -438,19 +444,11 @@ static int gmc_next_slow(struct grammar *g, int32_t sid, unsigned b, int32_t *ou
 	if (!scr)
 		return IG_E_NOMEM;
 	s = &c->st[sid];
-	if (!s->next) {
-		s->next = malloc(256 * sizeof(*s->next));
-		if (!s->next)
-			return IG_E_NOMEM;
-		for (int i = 0; i < 256; i++)
-			s->next[i] = GMC_UNKNOWN;
-		c->bytes += 256 * sizeof(*s->next);
-	}
 	if ((rc = gm__advance(g, &scr->wk, c->words + s->off, s->nstk, b, &scr->a, &scr->b)))
 		return rc;
 	if (scr->a.nstk && (rc = gmc_intern(c, scr->a.w, scr->a.nw, scr->a.nstk, &t)))
 		return rc;
-	c->st[sid].next[b] = t;
+	c->trans[(size_t)sid * 256 + b] = t;
 	*out = t;
 	return 0;
 }
@@ -853,7 +851,7 @@ int gm__walk(struct grammar *g, const struct gvocab *gv, int32_t sid, uint32_t b
 	struct gm__scratch *scr = gm__scr(g);
 	const struct gv_node *nd = gv->nodes;
 	const uint32_t *ids = gv->ids;
-	struct gmc_state *st;
+	const int32_t *tr;
 	int32_t *walk;
 	uint32_t i = begin;
 
@@ -869,15 +867,12 @@ int gm__walk(struct grammar *g, const struct gvocab *gv, int32_t sid, uint32_t b
 	}
 	walk = scr->walk;
 	walk[base_depth] = sid;
-	st = g->cache.st;
+	tr = g->cache.trans;
 	while (i < end) {
 		const struct gv_node *x = &nd[i];
-		int32_t s = walk[x->depth - 1], t;
-		const int32_t *nx = st[s].next;
+		int32_t s = walk[x->depth - 1], t = tr[(size_t)s << 8 | x->byte];
 
-		if (nx && (t = nx[x->byte]) != GMC_UNKNOWN) {
-			/* the common case: one look-up */
-		} else {
+		if (t == GMC_UNKNOWN) {
 			int rc = gmc_next_slow(g, s, x->byte, &t);
 
 			if (rc)
@@ -888,7 +883,7 @@ int gm__walk(struct grammar *g, const struct gvocab *gv, int32_t sid, uint32_t b
 				    eb, IG_E_NOSPACE,
 				    "grammar: the state cache passed %llu MiB in one mask",
 				    (unsigned long long)(GMC_HARD_BYTES >> 20));
-			st = g->cache.st;
+			tr = g->cache.trans; /* it may have moved */
 		}
 		if (t == GMC_DEAD) {
 			i = x->skip;
