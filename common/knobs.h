@@ -359,6 +359,9 @@ struct knobs {
 	  "test_bpe_oracle: the Qwen3 tokenizer.json (tools/install-oracle.sh)")                   \
 	X("IGNIS_QWEN3_TOKENIZER_CONFIG",                                                          \
 	  "test_chat: Qwen3's tokenizer_config.json, its chat template")                           \
+	X("IGNIS_JINJA_MODULE",                                                                    \
+	  "test_chat: Hugging Face's Jinja engine (@huggingface/jinja, tools/install-oracle.sh)")  \
+	X("IGNIS_JINJA_RENDER", "test_chat: tests/unit/jinja-render.cjs, the engine's driver")     \
 	X("IGNIS_SCHED_*", "test_schedscript: the scripts, a filter, a trace")                     \
 	X("IGNIS_GPU_*", "tools/gpu-check.sh: build folder, targets, budget, .debs, commit")       \
 	X("IGNIS_TEST_*", "tests and the daemons' test hooks (IGNIS_TEST_SEED, "                   \

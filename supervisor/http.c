@@ -54,6 +54,7 @@
 #include "common/clock.h"
 #include "frontdoor.h"
 #include "model/chat.h"
+#include "outparse.h"
 #include "proto/msg.h"
 
 /* A waiting request looks again after this long without news: a stream
@@ -113,6 +114,18 @@ struct hreq {
 	uint32_t lp_from;
 	uint64_t text_bytes, text_chars;
 	struct door_lp_tok *lpt;
+	/* a chat answer taken apart (outparse.h): reasoning, content, calls */
+	struct op op;
+	bool op_on, op_calls;
+	struct op_tool *op_tools;
+	/* whole: the parts collected; a stream: the chunk's logprobs, given to
+	 * the first event of a feed */
+	char *a_reason, *a_content;
+	size_t a_reason_len, a_content_len;
+	struct oai_call *a_calls;
+	size_t a_n_calls;
+	struct oai_lps *ev_lps;
+	bool ev_ok;
 	/* the answer */
 	char rid[64];
 	int64_t created;
@@ -465,6 +478,9 @@ static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_
 {
 	struct chat_msg msgs[64], *m = msgs;
 	struct chat_span spans[128], *sp = spans;
+	struct chat_call *calls = NULL;
+	char **tools = NULL;
+	size_t *tool_lens = NULL;
 	struct ig_errbuf eb = {0};
 	unsigned flags = CHAT_GENERATION_PROMPT;
 	size_t len = 0, nsp = 0, spcap;
@@ -492,35 +508,73 @@ static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_
 		         h->model);
 		return -1;
 	}
-	spcap = CHAT_SPANS_MAX(oq->n_messages);
-	if (oq->n_messages > 64 && !(m = calloc(oq->n_messages, sizeof(*m)))) {
-		oai_errf(e, 500, NULL, NULL, "out of memory");
-		return -1;
+	{
+		size_t n_calls = 0;
+
+		for (size_t i = 0; i < oq->n_messages; i++)
+			n_calls += oq->messages[i].n_calls;
+		spcap = CHAT_SPANS_MAX_TOOLS(oq->n_messages, oq->n_tools, n_calls);
+		if (n_calls && !(calls = calloc(n_calls, sizeof(*calls)))) {
+			oai_errf(e, 500, NULL, NULL, "out of memory");
+			return -1;
+		}
 	}
-	if (spcap > 128 && !(sp = calloc(spcap, sizeof(*sp)))) {
-		if (m != msgs)
-			free(m);
-		oai_errf(e, 500, NULL, NULL, "out of memory");
-		return -1;
+	if ((oq->n_messages > 64 && !(m = calloc(oq->n_messages, sizeof(*m)))) ||
+	    (spcap > 128 && !(sp = calloc(spcap, sizeof(*sp)))) ||
+	    (oq->n_tools && (!(tools = calloc(oq->n_tools, sizeof(*tools))) ||
+	                     !(tool_lens = calloc(oq->n_tools, sizeof(*tool_lens)))))) {
+		rc = -1;
+		goto out;
 	}
-	for (size_t i = 0; i < oq->n_messages; i++) {
+	/* each tool as the template's tojson writes it */
+	for (size_t i = 0; i < oq->n_tools; i++) {
+		if (!(tools[i] = chat_tojson(oq->tools[i].obj))) {
+			rc = -1;
+			goto out;
+		}
+		tool_lens[i] = strlen(tools[i]);
+	}
+	for (size_t i = 0, c = 0; i < oq->n_messages; i++) {
+		const struct oai_message *om = &oq->messages[i];
 		/* developer is OpenAI's newer name for the system turn */
-		const char *role =
-		    strcmp(oq->messages[i].role, "developer") ? oq->messages[i].role : "system";
+		const char *role = strcmp(om->role, "developer") ? om->role : "system";
 
 		m[i] = (struct chat_msg){.role = role,
-		                         .content = oq->messages[i].text,
+		                         .content = om->text,
 		                         .role_len = strlen(role),
-		                         .content_len = oq->messages[i].len};
+		                         .content_len = om->len,
+		                         .reasoning = om->reasoning,
+		                         .reasoning_len = om->reasoning_len,
+		                         .has_reasoning = om->reasoning != NULL,
+		                         .calls = om->n_calls ? calls + c : NULL,
+		                         .n_calls = om->n_calls};
+		for (size_t k = 0; k < om->n_calls; k++, c++)
+			calls[c] = (struct chat_call){.name = om->calls[k].name,
+			                              .args = om->calls[k].args,
+			                              .name_len = om->calls[k].name_len,
+			                              .args_len = om->calls[k].args_len};
 	}
 	if (oq->thinking_set && !oq->thinking)
 		flags |= CHAT_NO_THINKING;
-	rc = chat_render(&h->tmpl, m, oq->n_messages, flags, NULL, 0, &len, NULL);
-	if (!(*text = malloc(len + 1)))
+	rc = chat_render_tools_spans(&h->tmpl, m, oq->n_messages, (const char *const *)tools,
+	                             tool_lens, oq->n_tools, flags, NULL, 0, &len, NULL, 0, NULL,
+	                             &eb);
+	if (rc && strstr(eb.msg, "room for"))
+		rc = 0; /* the sizes asked */
+	if (!rc && !(*text = malloc(len + 1)))
 		rc = -1;
-	else
-		rc = chat_render_spans(&h->tmpl, m, oq->n_messages, flags, *text, len + 1, &len, sp,
-		                       spcap, &nsp, &eb);
+	else if (!rc)
+		rc = chat_render_tools_spans(&h->tmpl, m, oq->n_messages,
+		                             (const char *const *)tools, tool_lens, oq->n_tools,
+		                             flags, *text, len + 1, &len, sp, spcap, &nsp, &eb);
+out:
+	for (size_t i = 0; tools && i < oq->n_tools; i++)
+		free(tools[i]);
+	free(tools);
+	free(tool_lens);
+	free(calls);
+	if (rc == -1 && !eb.msg[0])
+		snprintf(eb.msg, sizeof eb.msg, "no memory");
 	if (m != msgs)
 		free(m);
 	if (!rc && len > MSG_TEXT_MAX) {
@@ -534,7 +588,10 @@ static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_
 		         MSG_IDS_MAX / 2);
 		rc = 1;
 	} else if (rc) {
-		oai_errf(e, 400, oq->thinking_set ? "chat_template_kwargs" : "messages",
+		oai_errf(e, 400,
+		         !strncmp(eb.msg, "tools:", 6) ? "tools"
+		         : oq->thinking_set            ? "chat_template_kwargs"
+		                                       : "messages",
 		         "invalid_value", "the chat template: %s",
 		         eb.msg[0] ? eb.msg : "no memory");
 	}
@@ -558,6 +615,8 @@ static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_
 }
 
 /* Submit the parsed request at the door. */
+static bool http__op_start(struct hreq *r);
+
 static int http__submit(struct hreq *r, struct oai_err *e)
 {
 	struct http *h = r->h;
@@ -585,6 +644,13 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 		free(m);
 		return -1;
 	}
+	if (!http__op_start(r)) {
+		free(text);
+		free(m);
+		oai_errf(e, 500, NULL, NULL, "out of memory");
+		return -1;
+	}
+
 	q->max_tokens = oq->max_tokens;
 	q->class = msg_str_of(oq->agent ? "agent" : "interactive");
 	q->temperature = oq->temperature;
@@ -735,6 +801,131 @@ static bool http__lps(struct hreq *r, uint32_t to, struct oai_lps **out)
 }
 
 /* The events of the news the stream holds (r->nw, r->text). */
+/* ---- a chat answer taken apart (outparse.h) ------------------------------ */
+
+/* The parser for a chat request, by the template's forms and the request's
+ * tools: false when out of memory. */
+static bool http__op_start(struct hreq *r)
+{
+	const struct http *h = r->h;
+	const struct oai_req *q = &r->q;
+	struct op_opts o = {
+	    .format = h->tmpl.tools == CHAT_TOOLS_HERMES ? OP_HERMES
+	              : h->tmpl.tools == CHAT_TOOLS_XML  ? OP_QWEN_XML
+	                                                 : OP_PLAIN,
+	    .calls = q->n_tools && q->tool_choice != OAI_TC_NONE,
+	    /* reasoning comes apart where the template thinks and it is on */
+	    .thinking = h->tmpl.thinking && !(q->thinking_set && !q->thinking),
+	};
+
+	if (q->kind != OAI_CHAT || !h->has_template)
+		return true;
+	if (q->n_tools && !(r->op_tools = calloc(q->n_tools, sizeof(*r->op_tools))))
+		return false;
+	for (size_t i = 0; i < q->n_tools; i++)
+		r->op_tools[i] = (struct op_tool){q->tools[i].name, q->tools[i].params};
+	o.tools = r->op_tools;
+	o.n_tools = q->n_tools;
+	op_init(&r->op, &o);
+	r->op_on = true;
+	return true;
+}
+
+static void http__call_id(const struct hreq *r, uint32_t index, char *out, size_t cap)
+{
+	const char *tail = strchr(r->rid, '-');
+
+	snprintf(out, cap, "call_%s_%u", tail ? tail + 1 : r->rid, index);
+}
+
+static bool http__grow(char **p, size_t *len, const char *s, size_t n)
+{
+	char *q = realloc(*p, *len + n + 1);
+
+	if (!q)
+		return false;
+	memcpy(q + *len, s, n);
+	*len += n;
+	q[*len] = '\0';
+	*p = q;
+	return true;
+}
+
+/* An event of a whole answer: collected. */
+static int http__op_collect(void *ctx, const struct op_ev *ev)
+{
+	struct hreq *r = ctx;
+	struct oai_call *c;
+
+	if (ev->kind != OP_REASONING && ev->kind != OP_CONTENT && ev->index && !r->q.parallel_calls)
+		return 0; /* parallel_tool_calls false: the first call only */
+	switch (ev->kind) {
+	case OP_REASONING:
+		return http__grow(&r->a_reason, &r->a_reason_len, ev->text, ev->len) ? 0
+		                                                                     : IG_E_NOMEM;
+	case OP_CONTENT:
+		return http__grow(&r->a_content, &r->a_content_len, ev->text, ev->len) ? 0
+		                                                                       : IG_E_NOMEM;
+	case OP_CALL_BEGIN:
+		if (!(c = realloc(r->a_calls, (r->a_n_calls + 1) * sizeof(*c))))
+			return IG_E_NOMEM;
+		r->a_calls = c;
+		c = &r->a_calls[r->a_n_calls++];
+		memset(c, 0, sizeof(*c));
+		http__call_id(r, ev->index, c->id, sizeof c->id);
+		if (!(c->name = strndup(ev->text, ev->len)))
+			return IG_E_NOMEM;
+		return http__grow(&c->args, &c->args_len, "", 0) ? 0 : IG_E_NOMEM;
+	case OP_CALL_ARGS:
+		c = &r->a_calls[r->a_n_calls - 1];
+		return http__grow(&c->args, &c->args_len, ev->text, ev->len) ? 0 : IG_E_NOMEM;
+	case OP_CALL_END:
+		return 0;
+	}
+	return 0;
+}
+
+/* An event of a stream: its chunk, the feed's logprobs on the first. */
+static int http__op_chunk(void *ctx, const struct op_ev *ev)
+{
+	struct hreq *r = ctx;
+	const struct http *h = r->h;
+	char id[48];
+	char *json = NULL;
+
+	if (ev->kind != OP_REASONING && ev->kind != OP_CONTENT && ev->index && !r->q.parallel_calls)
+		return 0;
+	switch (ev->kind) {
+	case OP_CONTENT:
+		json = oai_chunk_json(OAI_CHAT, r->rid, r->created, h->model, false, ev->text,
+		                      ev->len, NULL, NULL, r->ev_lps);
+		break;
+	case OP_REASONING:
+		json = oai_delta_json(r->rid, r->created, h->model, OAI_D_REASONING, 0, NULL,
+		                      ev->text, ev->len, r->ev_lps);
+		break;
+	case OP_CALL_BEGIN:
+		r->op_calls = true;
+		http__call_id(r, ev->index, id, sizeof id);
+		json = oai_delta_json(r->rid, r->created, h->model, OAI_D_CALL, ev->index, id,
+		                      ev->text, ev->len, r->ev_lps);
+		break;
+	case OP_CALL_ARGS:
+		json = oai_delta_json(r->rid, r->created, h->model, OAI_D_ARGS, ev->index, NULL,
+		                      ev->text, ev->len, r->ev_lps);
+		break;
+	case OP_CALL_END:
+		return 0;
+	}
+	oai_lps_free(r->ev_lps);
+	r->ev_lps = NULL;
+	if (!http__event(r, json)) {
+		r->ev_ok = false;
+		return IG_E_IO;
+	}
+	return 0;
+}
+
 static bool http__emit(struct hreq *r)
 {
 	struct http *h = r->h;
@@ -763,9 +954,22 @@ static bool http__emit(struct hreq *r)
 		struct oai_lps *lps;
 		bool ok = http__lps(r, r->from, &lps);
 
-		ok = ok &&
-		     http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
-		                                   r->text, r->text_len, NULL, NULL, lps));
+		if (ok && r->op_on) {
+			/* taken apart: each event a chunk, the logprobs on the
+			 * first; none when nothing came out yet but logprobs */
+			r->ev_lps = lps;
+			r->ev_ok = true;
+			ok = !op_feed(&r->op, r->text, r->text_len, http__op_chunk, r) && r->ev_ok;
+			lps = r->ev_lps;
+			r->ev_lps = NULL;
+			if (ok && lps && oai_lps_count(lps))
+				ok = http__event(r, oai_chunk_json(OAI_CHAT, r->rid, r->created,
+				                                   h->model, false, "", 0, NULL,
+				                                   NULL, lps));
+		} else
+			ok = ok && http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created,
+			                                         h->model, false, r->text,
+			                                         r->text_len, NULL, NULL, lps));
 		oai_lps_free(lps);
 		if (!ok)
 			return false;
@@ -776,6 +980,11 @@ static bool http__emit(struct hreq *r)
 	if (!nw->done)
 		return true;
 	r->finished = true;
+	if (r->op_on && strcmp(nw->finish, "error")) { /* what the parser held */
+		r->ev_ok = true;
+		if (op_finish(&r->op, http__op_chunk, r) || !r->ev_ok)
+			return false;
+	}
 	if (!strcmp(nw->finish, "error")) {
 		struct oai_err e;
 
@@ -784,7 +993,11 @@ static bool http__emit(struct hreq *r)
 		if (!http__event(r, oai_error_json(&e)))
 			return false;
 	} else if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
-	                                          "", 0, http__finish(nw->finish), NULL, NULL))) {
+	                                          "", 0,
+	                                          r->op_calls && !strcmp(nw->finish, "stop")
+	                                              ? "tool_calls"
+	                                              : http__finish(nw->finish),
+	                                          NULL, NULL))) {
 		return false;
 	}
 	if (r->q.include_usage) {
@@ -897,10 +1110,23 @@ static enum MHD_Result http__whole_answer(struct hreq *r)
 		struct oai_lps *lps;
 		char *json = NULL;
 
-		if (http__lps(r, r->from, &lps))
+		if (r->op_on &&
+		    (op_feed(&r->op, r->text ? r->text : "", r->text_len, http__op_collect, r) ||
+		     op_finish(&r->op, http__op_collect, r))) {
+			oai_errf(&e, 500, NULL, NULL, "out of memory for the answer");
+			return http__error(r, &e);
+		}
+		if (http__lps(r, r->from, &lps)) {
+			struct oai_parts parts = {r->a_reason,      r->a_content, r->a_reason_len,
+			                          r->a_content_len, r->a_calls,   r->a_n_calls};
+
 			json = oai_completion_json(r->q.kind, r->rid, (int64_t)time(NULL),
 			                           r->h->model, r->text ? r->text : "", r->text_len,
-			                           http__finish(nw->finish), &u, lps);
+			                           r->a_n_calls && !strcmp(nw->finish, "stop")
+			                               ? "tool_calls"
+			                               : http__finish(nw->finish),
+			                           &u, lps, r->op_on ? &parts : NULL);
+		}
 		oai_lps_free(lps);
 		return http__json(r, MHD_HTTP_OK, json);
 	}
@@ -1090,6 +1316,17 @@ static void http__done(void *cls, struct MHD_Connection *con, void **ptr,
 	door_local_release(h->door, r->dr);
 	http__phase(h, r->hc, HC_HEAD);
 	oai_req_free(&r->q);
+	if (r->op_on)
+		op_free(&r->op);
+	free(r->op_tools);
+	free(r->a_reason);
+	free(r->a_content);
+	for (size_t i = 0; i < r->a_n_calls; i++) {
+		free(r->a_calls[i].name);
+		free(r->a_calls[i].args);
+	}
+	free(r->a_calls);
+	oai_lps_free(r->ev_lps);
 	free(r->body);
 	free(r->text);
 	free(r->out);

@@ -29,9 +29,12 @@ void oai_errf(struct oai_err *err, int status, const char *param, const char *co
 void oai_req_free(struct oai_req *r)
 {
 	free(r->prompt_ids);
-	for (size_t i = 0; i < r->n_messages; i++)
+	for (size_t i = 0; i < r->n_messages; i++) {
 		free(r->messages[i].joined);
+		free(r->messages[i].calls);
+	}
 	free(r->messages);
+	free(r->tools);
 	json_decref(r->json); /* the strings the rest pointed at */
 	memset(r, 0, sizeof(*r));
 }
@@ -373,9 +376,54 @@ static int oai__content(struct oai__in *in, json_t *v, struct oai_message *m)
 	return 0;
 }
 
+/* An assistant message's tool_calls into m->calls: each {"id", "type":
+ * "function", "function": {"name", "arguments"}} (arguments OpenAI's JSON
+ * text, a string). */
+static int oai__msg_calls(struct oai__in *in, size_t i, json_t *v, struct oai_message *m)
+{
+	size_t k;
+	json_t *c;
+
+	if (!json_is_array(v) || json_array_size(v) > OAI_CALLS_MAX) {
+		oai_errf(in->err, 400, "messages.tool_calls", "invalid_value",
+		         "message %zu's tool_calls is %s; accepted: an array of up to %u calls", i,
+		         oai__type(v), OAI_CALLS_MAX);
+		return -1;
+	}
+	if (json_array_size(v) && !(m->calls = calloc(json_array_size(v), sizeof(*m->calls))))
+		return oai__nomem(in);
+	json_array_foreach(v, k, c)
+	{
+		json_t *id = json_object_get(c, "id"), *fn = json_object_get(c, "function");
+		json_t *ty = json_object_get(c, "type"), *name = json_object_get(fn, "name");
+		json_t *args = json_object_get(fn, "arguments");
+
+		if (!json_is_string(id) || !json_is_object(fn) || !json_is_string(name) ||
+		    !json_string_length(name) || (ty && !json_is_string(ty)) ||
+		    (ty && strcmp(json_string_value(ty), "function")) ||
+		    (args && !json_is_string(args))) {
+			oai_errf(in->err, 400, "messages.tool_calls", "invalid_value",
+			         "message %zu's tool call %zu is not {\"id\": string, \"type\": "
+			         "\"function\", \"function\": {\"name\": string, \"arguments\": "
+			         "string}}",
+			         i, k);
+			return -1;
+		}
+		m->calls[k] = (struct oai_msg_call){
+		    .id = json_string_value(id),
+		    .name = json_string_value(name),
+		    .name_len = json_string_length(name),
+		    .args = args ? json_string_value(args) : "{}",
+		    .args_len = args ? json_string_length(args) : 2,
+		};
+		m->n_calls = k + 1;
+	}
+	return 0;
+}
+
 static int oai__messages(struct oai__in *in, const char *k, json_t *v)
 {
-	static const char *const roles[] = {"system", "developer", "user", "assistant"};
+	static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
 	size_t i, total = 0;
 	json_t *m;
 
@@ -393,45 +441,91 @@ static int oai__messages(struct oai__in *in, const char *k, json_t *v)
 	{
 		struct oai_message *om = &in->r->messages[i];
 		const char *key, *role;
-		json_t *x, *c = NULL;
+		json_t *x, *c = NULL, *calls = NULL, *reasoning = NULL, *call_id = NULL;
 		size_t ri = 0;
 
 		in->r->n_messages = i + 1;
 		if (!json_is_object(m))
 			return oai__bad(in, k, m, "messages as objects {\"role\", \"content\"}");
+		x = json_object_get(m, "role");
+		role = json_is_string(x) ? json_string_value(x) : "";
+		while (ri < 5 && strcmp(role, roles[ri]))
+			ri++;
+		if (ri == 5) {
+			oai_errf(in->err, 400, "messages.role", "invalid_value",
+			         "message %zu has role '%s'; accepted: system, developer, user, "
+			         "assistant, tool",
+			         i, role);
+			return -1;
+		}
 		json_object_foreach(m, key, x)
 		{
 			if (!strcmp(key, "content"))
 				c = x;
+			else if (!strcmp(key, "tool_calls") && ri == 3)
+				calls = x;
+			else if (!strcmp(key, "reasoning_content") && ri == 3)
+				reasoning = x;
+			else if (!strcmp(key, "tool_call_id") && ri == 4)
+				call_id = x;
 			else if (strcmp(key, "role") && strcmp(key, "name")) {
 				oai_errf(
 				    in->err, 400, "messages", "unsupported_value",
-				    "message %zu has '%s'; accepted: role, content and name (no "
-				    "tool calls)",
-				    i, key);
+				    "message %zu (%s) has '%s'; accepted: role, content and name, "
+				    "tool_calls and reasoning_content on an assistant message, "
+				    "tool_call_id on a tool message",
+				    i, role, key);
 				return -1;
 			}
 		}
-		x = json_object_get(m, "role");
-		role = json_is_string(x) ? json_string_value(x) : "";
-		while (ri < 4 && strcmp(role, roles[ri]))
-			ri++;
-		if (ri == 4) {
-			oai_errf(in->err, 400, "messages.role", "invalid_value",
-			         "message %zu has role '%s'; accepted: system, developer, user, "
-			         "assistant",
-			         i, role);
-			return -1;
-		}
 		snprintf(om->role, sizeof om->role, "%s", roles[ri]);
-		if (!c) {
+		if (calls && !json_is_null(calls) && oai__msg_calls(in, i, calls, om))
+			return -1;
+		if (reasoning && !json_is_null(reasoning)) {
+			if (!json_is_string(reasoning))
+				return oai__bad(in, "messages.reasoning_content", reasoning,
+				                "a string");
+			om->reasoning = json_string_value(reasoning);
+			om->reasoning_len = json_string_length(reasoning);
+		}
+		if (ri == 4) {
+			/* a tool's answer: to a call an assistant message made */
+			bool found = false;
+
+			if (!json_is_string(call_id)) {
+				oai_errf(
+				    in->err, 400, "messages.tool_call_id", "invalid_value",
+				    "message %zu (tool) has no tool_call_id; accepted: the id of a "
+				    "call of an earlier assistant message",
+				    i);
+				return -1;
+			}
+			om->tool_call_id = json_string_value(call_id);
+			for (size_t j = 0; j < i && !found; j++)
+				for (size_t q = 0; q < in->r->messages[j].n_calls && !found; q++)
+					found = !strcmp(in->r->messages[j].calls[q].id,
+					                om->tool_call_id);
+			if (!found) {
+				oai_errf(
+				    in->err, 400, "messages.tool_call_id", "invalid_value",
+				    "message %zu (tool) answers call '%.64s', which no earlier "
+				    "assistant message made",
+				    i, om->tool_call_id);
+				return -1;
+			}
+		}
+		if ((!c || json_is_null(c)) && ri == 3 && om->n_calls) {
+			om->text = ""; /* calls without text */
+			om->len = 0;
+		} else if (!c) {
 			oai_errf(in->err, 400, "messages.content", "invalid_value",
 			         "message %zu has no content; accepted: a string or text parts", i);
 			return -1;
-		}
-		if (oai__content(in, c, om))
+		} else if (oai__content(in, c, om))
 			return -1;
-		total += om->len;
+		total += om->len + om->reasoning_len;
+		for (size_t q = 0; q < om->n_calls; q++)
+			total += om->calls[q].name_len + om->calls[q].args_len;
 	}
 	if (total > in->lim->max_text) {
 		oai_errf(in->err, 413, k, "context_length_exceeded",
@@ -439,6 +533,117 @@ static int oai__messages(struct oai__in *in, const char *k, json_t *v)
 		         in->lim->max_text);
 		return -1;
 	}
+	return 0;
+}
+
+/* A tool's name: OpenAI's rule, 1 to 64 of a-z, A-Z, 0-9, '_' and '-'. */
+static bool oai__tool_name_ok(const char *n, size_t len)
+{
+	if (!len || len > 64)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!((n[i] >= 'a' && n[i] <= 'z') || (n[i] >= 'A' && n[i] <= 'Z') ||
+		      (n[i] >= '0' && n[i] <= '9') || n[i] == '_' || n[i] == '-'))
+			return false;
+	return true;
+}
+
+static int oai__tools(struct oai__in *in, const char *k, json_t *v)
+{
+	size_t i;
+	json_t *t;
+
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) > OAI_TOOLS_MAX) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "'tools' is %s; accepted: an array of up to %u tools {\"type\": "
+		         "\"function\", \"function\": {\"name\", \"description\", "
+		         "\"parameters\", \"strict\"}}",
+		         oai__type(v), OAI_TOOLS_MAX);
+		return -1;
+	}
+	if (json_array_size(v) &&
+	    !(in->r->tools = calloc(json_array_size(v), sizeof(*in->r->tools))))
+		return oai__nomem(in);
+	json_array_foreach(v, i, t)
+	{
+		json_t *fn = json_object_get(t, "function"), *ty = json_object_get(t, "type"), *x;
+		json_t *name = json_object_get(fn, "name"),
+		       *params = json_object_get(fn, "parameters");
+		const char *key;
+
+		if (!json_is_object(t) || !json_is_string(ty) ||
+		    strcmp(json_string_value(ty), "function") || !json_is_object(fn)) {
+			oai_errf(in->err, 400, "tools", "invalid_value",
+			         "tool %zu is not {\"type\": \"function\", \"function\": {...}}",
+			         i);
+			return -1;
+		}
+		json_object_foreach(fn, key,
+		                    x) if (strcmp(key, "name") && strcmp(key, "description") &&
+		                           strcmp(key, "parameters") && strcmp(key, "strict"))
+		{
+			oai_errf(in->err, 400, "tools", "unsupported_value",
+			         "tool %zu's function has '%s'; accepted: name, description, "
+			         "parameters, strict",
+			         i, key);
+			return -1;
+		}
+		if (!json_is_string(name) ||
+		    !oai__tool_name_ok(json_string_value(name), json_string_length(name))) {
+			oai_errf(in->err, 400, "tools", "invalid_value",
+			         "tool %zu's name is not 1 to 64 of a-z, A-Z, 0-9, '_' and '-'", i);
+			return -1;
+		}
+		if (params && !json_is_object(params)) {
+			oai_errf(in->err, 400, "tools", "invalid_value",
+			         "tool %zu's parameters are %s; accepted: a JSON Schema object", i,
+			         oai__type(params));
+			return -1;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(in->r->tools[j].name, json_string_value(name))) {
+				oai_errf(in->err, 400, "tools", "invalid_value",
+				         "tools %zu and %zu are both named '%s'; names must differ",
+				         j, i, json_string_value(name));
+				return -1;
+			}
+		in->r->tools[i] = (struct oai_tool){json_string_value(name), t, params};
+		in->r->n_tools = i + 1;
+	}
+	return 0;
+}
+
+static int oai__tool_choice(struct oai__in *in, const char *k, json_t *v)
+{
+	const char *c = json_is_string(v) ? json_string_value(v) : NULL;
+
+	if (json_is_null(v) || (c && !strcmp(c, "auto"))) {
+		in->r->tool_choice = OAI_TC_AUTO;
+		return 0;
+	}
+	if (c && !strcmp(c, "none")) {
+		in->r->tool_choice = OAI_TC_NONE;
+		return 0;
+	}
+	if ((c && !strcmp(c, "required")) || json_is_object(v)) {
+		oai_errf(in->err, 400, k, "unsupported_value",
+		         "tool_choice %s needs the answer constrained to a call, which this server "
+		         "does not do yet (docs/http.md); accepted: \"auto\" or \"none\"",
+		         c ? "\"required\"" : "naming a function");
+		return -1;
+	}
+	return oai__bad(in, k, v, "\"auto\" or \"none\"");
+}
+
+static int oai__parallel(struct oai__in *in, const char *k, json_t *v)
+{
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v))
+		return oai__bad(in, k, v, "true or false");
+	in->r->parallel_calls = json_is_true(v);
 	return 0;
 }
 
@@ -538,10 +743,8 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 	    {"best_of", "1"},
 	    {"suffix", "null"},
 	    {"response_format", "{\"type\": \"text\"}"},
-	    {"tools", "[] (no tool calls)"},
-	    {"functions", "[] (no function calls)"},
-	    {"tool_choice", "\"none\""},
-	    {"function_call", "\"none\""},
+	    {"functions", "[] (no function calls; 'tools' holds functions)"},
+	    {"function_call", "\"none\" ('tool_choice' chooses)"},
 	    {"store", "false"},
 	    {"service_tier", "\"auto\" or \"default\""},
 	    {"modalities", "[\"text\"]"},
@@ -563,9 +766,9 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 		ok = json_is_integer(v) && json_integer_value(v) == 1;
 	else if (!ok && !strcmp(k, "logit_bias"))
 		ok = json_is_object(v) && !json_object_size(v);
-	else if (!ok && (!strcmp(k, "tools") || !strcmp(k, "functions")))
+	else if (!ok && !strcmp(k, "functions"))
 		ok = json_is_array(v) && !json_array_size(v);
-	else if (!ok && (!strcmp(k, "tool_choice") || !strcmp(k, "function_call")))
+	else if (!ok && !strcmp(k, "function_call"))
 		ok = json_is_string(v) && !strcmp(json_string_value(v), "none");
 	else if (!ok && !strcmp(k, "service_tier"))
 		ok = json_is_string(v) && (!strcmp(json_string_value(v), "auto") ||
@@ -614,7 +817,7 @@ static const struct oai__field {
     {"chat_template_kwargs", 1, oai__kwargs},
     {"user", 3, oai__ignored},
     {"metadata", 1, oai__ignored},
-    {"parallel_tool_calls", 1, oai__ignored},
+    {"parallel_tool_calls", 1, oai__parallel},
     {"logprobs", 1, oai__logprobs_chat},
     {"logprobs", 2, oai__logprobs_completion},
     {"top_logprobs", 1, oai__top_logprobs},
@@ -625,9 +828,9 @@ static const struct oai__field {
     {"best_of", 2, oai__neutral},
     {"suffix", 2, oai__neutral},
     {"response_format", 1, oai__neutral},
-    {"tools", 1, oai__neutral},
+    {"tools", 1, oai__tools},
     {"functions", 1, oai__neutral},
-    {"tool_choice", 1, oai__neutral},
+    {"tool_choice", 1, oai__tool_choice},
     {"function_call", 1, oai__neutral},
     {"store", 1, oai__neutral},
     {"service_tier", 3, oai__neutral},
@@ -651,6 +854,7 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 	memset(out, 0, sizeof(*out));
 	out->kind = kind;
 	out->temperature = 1.0;
+	out->parallel_calls = true;
 	out->top_p = 1.0;
 	if (len > lim->max_body) {
 		oai_errf(err, 413, NULL, "request_too_large",
@@ -909,13 +1113,42 @@ static json_t *oai__lps(const struct oai_lps *a)
 	return a ? json_deep_copy(a->obj) : json_null();
 }
 
+/* A chat answer's message taken apart (oai_parts). */
+static json_t *oai__message(const struct oai_parts *p)
+{
+	json_t *m = json_pack("{s:s}", "role", "assistant"), *calls;
+
+	if (!m)
+		return NULL;
+	json_object_set_new(m, "content",
+	                    p->content_len || !p->n_calls ? oai__text(p->content, p->content_len)
+	                                                  : json_null());
+	if (p->reasoning_len)
+		json_object_set_new(m, "reasoning_content",
+		                    oai__text(p->reasoning, p->reasoning_len));
+	if (!p->n_calls)
+		return m;
+	calls = json_array();
+	for (size_t i = 0; i < p->n_calls; i++)
+		json_array_append_new(
+		    calls, json_pack("{s:s,s:s,s:{s:s,s:o}}", "id", p->calls[i].id, "type",
+		                     "function", "function", "name", p->calls[i].name, "arguments",
+		                     oai__text(p->calls[i].args, p->calls[i].args_len)));
+	json_object_set_new(m, "tool_calls", calls);
+	return m;
+}
+
 char *oai_completion_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
                           const char *text, size_t len, const char *finish_reason,
-                          const struct oai_usage *usage, const struct oai_lps *lps)
+                          const struct oai_usage *usage, const struct oai_lps *lps,
+                          const struct oai_parts *parts)
 {
 	json_t *choice;
 
-	if (kind == OAI_CHAT)
+	if (kind == OAI_CHAT && parts)
+		choice = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "message", oai__message(parts),
+		                   "logprobs", oai__lps(lps), "finish_reason", finish_reason);
+	else if (kind == OAI_CHAT)
 		choice = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role",
 		                   "assistant", "content", oai__text(text, len), "logprobs",
 		                   oai__lps(lps), "finish_reason", finish_reason);
@@ -955,6 +1188,27 @@ char *oai_chunk_json(enum oai_kind kind, const char *id, int64_t created, const 
 	}
 	return oai__dump(json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", id, "object", object, "created",
 	                           (json_int_t)created, "model", model, "choices", choice));
+}
+
+char *oai_delta_json(const char *id, int64_t created, const char *model, enum oai_delta_kind kind,
+                     uint32_t index, const char *call_id, const char *text, size_t len,
+                     const struct oai_lps *lps)
+{
+	json_t *delta;
+
+	if (kind == OAI_D_REASONING)
+		delta = json_pack("{s:o}", "reasoning_content", oai__text(text, len));
+	else if (kind == OAI_D_CALL)
+		delta = json_pack("{s:[{s:i,s:s,s:s,s:{s:o,s:s}}]}", "tool_calls", "index",
+		                  (int)index, "id", call_id, "type", "function", "function", "name",
+		                  oai__text(text, len), "arguments", "");
+	else
+		delta = json_pack("{s:[{s:i,s:{s:o}}]}", "tool_calls", "index", (int)index,
+		                  "function", "arguments", oai__text(text, len));
+	return oai__dump(json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:o,s:n}]}", "id", id, "object",
+	                           "chat.completion.chunk", "created", (json_int_t)created, "model",
+	                           model, "choices", "index", 0, "delta", delta, "logprobs",
+	                           oai__lps(lps), "finish_reason"));
 }
 
 char *oai_models_json(const char *model, int64_t created)

@@ -23,10 +23,19 @@
  *   logprobs (chat: true or false, with top_logprobs 0..20; completions: an
  *   integer 0..20, the top list's length), the log-probabilities of the
  *   generated tokens (docs/adr/0053).
+ *   Chat's tools (docs/adr/0054): tools (up to OAI_TOOLS_MAX functions,
+ *   {"type": "function", "function": {"name", "description",
+ *   "parameters", "strict"}}, names unique), tool_choice "auto" or "none"
+ *   ("required" and a named function need constrained decoding: refused,
+ *   saying so), parallel_tool_calls; messages of role "tool" (with the
+ *   tool_call_id of an earlier assistant message's call) and assistant
+ *   messages with tool_calls ({"id", "type": "function", "function":
+ *   {"name", "arguments"}}; content then null or absent) and
+ *   reasoning_content.
  *   Neutral only: presence_penalty and
  *   frequency_penalty (0), logit_bias ({}), echo (false), best_of (1),
- *   suffix (null), response_format ({"type": "text"}), tools ([]),
- *   tool_choice ("none"), parallel_tool_calls, user, metadata, store
+ *   suffix (null), response_format ({"type": "text"}), functions ([]),
+ *   function_call ("none"), user, metadata, store
  *   (false), service_tier ("auto" or "default"), modalities (["text"]),
  *   reasoning_effort (null), prediction (null).
  */
@@ -61,12 +70,42 @@ struct oai_limits {
 	size_t max_messages;   /* messages in a chat */
 };
 
+/* A tool call of an assistant message in the conversation (strings into
+ * the body). */
+struct oai_msg_call {
+	const char *id, *name, *args; /* args: OpenAI's `arguments` string */
+	size_t name_len, args_len;
+};
+
 struct oai_message {
-	char role[16];    /* system, developer, user, assistant */
+	char role[16];    /* system, developer, user, assistant, tool */
 	const char *text; /* the content: the body's string, or `joined` */
 	size_t len;
 	char *joined; /* a content of text parts, joined; NULL for a string */
+	/* assistant: its tool calls, and its reasoning when sent apart
+	 * (reasoning_content, as this server returns it) */
+	struct oai_msg_call *calls;
+	size_t n_calls;
+	const char *reasoning;
+	size_t reasoning_len;
+	/* tool: the call it answers */
+	const char *tool_call_id;
 };
+
+/* A tool the request offers (chat's `tools`): the function's name and
+ * parameters' schema, and the whole tool object as the client wrote it
+ * (the template announces it as it is). Borrowed from the body. */
+struct oai_tool {
+	const char *name;
+	const struct json_t *obj, *params;
+};
+
+enum oai_tool_choice { OAI_TC_AUTO = 0, OAI_TC_NONE };
+
+/* The most tools a request may offer, and calls an assistant message may
+ * hold. */
+#define OAI_TOOLS_MAX 128u
+#define OAI_CALLS_MAX 64u
 
 /* Strings (prompt, a message's content, stop) point into the parsed body,
  * which the request holds (`json`) until oai_req_free: a prompt is decoded
@@ -85,6 +124,13 @@ struct oai_req {
 	struct oai_message *messages;
 	size_t n_messages;
 	bool thinking_set, thinking; /* chat_template_kwargs.enable_thinking */
+	/* tools (chat): tool_choice "auto" (the default) or "none" (the tools
+	 * are announced, no call is read from the answer); parallel_tool_calls
+	 * false keeps the answer's first call only */
+	struct oai_tool *tools;
+	size_t n_tools;
+	enum oai_tool_choice tool_choice;
+	bool parallel_calls;
 	/* sampling and the end */
 	uint32_t max_tokens; /* 0: not given (the model's default) */
 	double temperature;  /* 1 when not given, as OpenAI's default */
@@ -165,11 +211,38 @@ int oai_lps_add(struct oai_lps *a, const struct oai_lp_tok *t); /* -1: no memory
 size_t oai_lps_count(const struct oai_lps *a);
 void oai_lps_free(struct oai_lps *a); /* NULL accepted */
 
-/* A whole answer: one choice, text and finish_reason ("stop", "length");
- * `lps` its logprobs (NULL: null). */
+/* A tool call of the answer (outparse.h's, collected). */
+struct oai_call {
+	char id[48];
+	char *name, *args;
+	size_t args_len;
+};
+
+/* A chat answer taken apart: its reasoning (reasoning_content), content and
+ * tool calls. */
+struct oai_parts {
+	const char *reasoning, *content;
+	size_t reasoning_len, content_len;
+	const struct oai_call *calls;
+	size_t n_calls;
+};
+
+/* A whole answer: one choice, text and finish_reason ("stop", "length",
+ * "tool_calls"); `lps` its logprobs (NULL: null). A chat answer taken
+ * apart passes `parts` (its text then unused): message.content (null when
+ * empty beside calls), reasoning_content when there is some, tool_calls. */
 char *oai_completion_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
                           const char *text, size_t len, const char *finish_reason,
-                          const struct oai_usage *usage, const struct oai_lps *lps);
+                          const struct oai_usage *usage, const struct oai_lps *lps,
+                          const struct oai_parts *parts);
+
+/* A chat stream's delta beside plain content: reasoning text, or a tool
+ * call's start (index, id, name, empty arguments) or arguments fragment
+ * (index and text), as OpenAI streams them. */
+enum oai_delta_kind { OAI_D_REASONING = 1, OAI_D_CALL, OAI_D_ARGS };
+char *oai_delta_json(const char *id, int64_t created, const char *model, enum oai_delta_kind kind,
+                     uint32_t index, const char *call_id, const char *text, size_t len,
+                     const struct oai_lps *lps);
 /*
  * One chunk of a stream (the payload of a "data: " line): chat chunks
  * carry `delta` ({"role": "assistant"} in the first, {"content": ...}

@@ -212,8 +212,30 @@ static void test_refusals(void **state)
 	       "only for a request with \"logprobs\": true");
 	refuse(C, WITH("\"logprobs\":false,\"top_logprobs\":2"), 400, "top_logprobs",
 	       "invalid_value", "\"logprobs\": true");
-	refuse(C, WITH("\"tools\":[{\"type\":\"function\"}]"), 400, "tools", "unsupported_value",
-	       "no tool calls");
+	/* tools (docs/adr/0054) */
+	refuse(C, WITH("\"tools\":[{\"type\":\"function\"}]"), 400, "tools", "invalid_value",
+	       "is not {\"type\": \"function\", \"function\"");
+	refuse(C, WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]"), 400,
+	       "tools", "invalid_value", "not 1 to 64 of");
+	refuse(C,
+	       WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+	            "{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]"),
+	       400, "tools", "invalid_value", "both named 'f'");
+	refuse(C,
+	       WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"code\":1}}]"),
+	       400, "tools", "unsupported_value", "has 'code'");
+	refuse(C,
+	       WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+	            "3}}]"),
+	       400, "tools", "invalid_value", "JSON Schema object");
+	refuse(C, WITH("\"tool_choice\":\"required\""), 400, "tool_choice", "unsupported_value",
+	       "constrained to a call");
+	refuse(C, WITH("\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"),
+	       400, "tool_choice", "unsupported_value", "naming a function");
+	refuse(C, WITH("\"tool_choice\":\"any\""), 400, "tool_choice", "invalid_value",
+	       "\"auto\" or \"none\"");
+	refuse(C, WITH("\"parallel_tool_calls\":1"), 400, "parallel_tool_calls", "invalid_value",
+	       "true or false");
 	refuse(C, WITH("\"presence_penalty\":0.5"), 400, "presence_penalty", "unsupported_value",
 	       "accepted: 0");
 	refuse(C, WITH("\"response_format\":{\"type\":\"json_object\"}"), 400, "response_format",
@@ -226,7 +248,18 @@ static void test_refusals(void **state)
 	       "chat_template_kwargs", "invalid_value", "enable_thinking");
 #undef WITH
 	refuse(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", 400,
-	       "messages.role", "invalid_value", "role 'tool'");
+	       "messages.tool_call_id", "invalid_value", "no tool_call_id");
+	refuse(
+	    C,
+	    "{\"model\":\"m\",\"messages\":[{\"role\":\"tool\",\"tool_call_id\":\"c9\",\"content\":"
+	    "\"x\"}]}",
+	    400, "messages.tool_call_id", "invalid_value", "answers call 'c9', which no earlier");
+	refuse(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"robot\",\"content\":\"x\"}]}", 400,
+	       "messages.role", "invalid_value", "role 'robot'");
+	refuse(C,
+	       "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\","
+	       "\"tool_calls\":[]}]}",
+	       400, "messages", "unsupported_value", "has 'tool_calls'");
 	refuse(C, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\"}]}", 400, "messages.content",
 	       "invalid_value", "no content");
 	refuse(C,
@@ -235,8 +268,8 @@ static void test_refusals(void **state)
 	       400, "messages.content", "invalid_value", "not a text part");
 	refuse(C,
 	       "{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"content\":\"x\","
-	       "\"tool_calls\":[]}]}",
-	       400, "messages", "unsupported_value", "'tool_calls'");
+	       "\"tool_calls\":[{\"id\":\"a\"}]}]}",
+	       400, "messages.tool_calls", "invalid_value", "tool call 0 is not");
 	refuse(C, "{\"model\":\"m\",\"messages\":[]}", 400, "messages", "invalid_value",
 	       "non-empty array");
 	refuse(P, "{\"model\":\"m\",\"prompt\":\"a\",\"logprobs\":21}", 400, "logprobs",
@@ -322,6 +355,47 @@ static const char *str_at(json_t *root, const char *path)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
+/* An agent's conversation: tools, calls, a tool's answer, reasoning. */
+static void test_tools_taken(void **state)
+{
+	struct oai_req r;
+
+	(void)state;
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"tool_choice\":\"auto\",\"parallel_tool_calls\":false,\"tools\":"
+	     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"d\","
+	     "\"parameters\":{\"type\":\"object\"},\"strict\":true}}],\"messages\":["
+	     "{\"role\":\"user\",\"content\":\"Paris?\"},"
+	     "{\"role\":\"assistant\",\"content\":null,\"reasoning_content\":\"think\",\"tool_"
+	     "calls\":"
+	     "[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+	     "\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}}]},"
+	     "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"21C\"}]}",
+	     &r);
+	assert_int_equal(r.n_tools, 1);
+	assert_string_equal(r.tools[0].name, "get_weather");
+	assert_non_null(r.tools[0].params);
+	assert_int_equal(r.tool_choice, OAI_TC_AUTO);
+	assert_false(r.parallel_calls);
+	assert_int_equal(r.n_messages, 3);
+	assert_string_equal(r.messages[1].role, "assistant");
+	assert_int_equal(r.messages[1].len, 0);
+	assert_int_equal(r.messages[1].n_calls, 1);
+	assert_string_equal(r.messages[1].calls[0].id, "c1");
+	assert_memory_equal(r.messages[1].calls[0].args, "{\"city\": \"Paris\"}", 18);
+	assert_memory_equal(r.messages[1].reasoning, "think", 5);
+	assert_string_equal(r.messages[2].role, "tool");
+	assert_string_equal(r.messages[2].tool_call_id, "c1");
+	oai_req_free(&r);
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"tool_choice\":\"none\",\"messages\":[{\"role\":\"user\","
+	     "\"content\":\"x\"}]}",
+	     &r);
+	assert_int_equal(r.tool_choice, OAI_TC_NONE);
+	assert_true(r.parallel_calls);
+	oai_req_free(&r);
+}
+
 static void test_answers(void **state)
 {
 	struct oai_usage u = {5, 3, 0};
@@ -329,7 +403,7 @@ static void test_answers(void **state)
 
 	(void)state;
 	j = load(oai_completion_json(OAI_CHAT, "chatcmpl-1", 1700000000, "m", "hi \xc3\xa9", 5,
-	                             "stop", &u, NULL));
+	                             "stop", &u, NULL, NULL));
 	assert_string_equal(str_at(j, "object"), "chat.completion");
 	assert_string_equal(str_at(j, "id"), "chatcmpl-1");
 	c = json_array_get(json_object_get(j, "choices"), 0);
@@ -344,8 +418,53 @@ static void test_answers(void **state)
 	                 0);
 	json_decref(j);
 
-	j = load(
-	    oai_completion_json(OAI_COMPLETION, "cmpl-1", 1, "m", "ab", 2, "length", &u, NULL));
+	/* a chat answer taken apart: calls, reasoning, no content */
+	{
+		struct oai_call call = {"call_x_0", "get_weather", "{\"city\": \"Paris\"}", 17};
+		struct oai_parts parts = {"hmm", "", 3, 0, &call, 1};
+		json_t *m, *tc;
+
+		j = load(oai_completion_json(OAI_CHAT, "chatcmpl-2", 1, "m", "ignored", 7,
+		                             "tool_calls", &u, NULL, &parts));
+		c = json_array_get(json_object_get(j, "choices"), 0);
+		m = json_object_get(c, "message");
+		assert_true(json_is_null(json_object_get(m, "content")));
+		assert_string_equal(str_at(m, "reasoning_content"), "hmm");
+		tc = json_array_get(json_object_get(m, "tool_calls"), 0);
+		assert_string_equal(str_at(tc, "id"), "call_x_0");
+		assert_string_equal(str_at(tc, "type"), "function");
+		assert_string_equal(str_at(json_object_get(tc, "function"), "name"), "get_weather");
+		assert_string_equal(str_at(json_object_get(tc, "function"), "arguments"),
+		                    "{\"city\": \"Paris\"}");
+		assert_string_equal(str_at(c, "finish_reason"), "tool_calls");
+		json_decref(j);
+		/* the stream's deltas: a call's start, an arguments fragment */
+		j = load(
+		    oai_delta_json("chatcmpl-2", 1, "m", OAI_D_CALL, 1, "call_x_1", "ls", 2, NULL));
+		c = json_array_get(json_object_get(j, "choices"), 0);
+		tc = json_array_get(json_object_get(json_object_get(c, "delta"), "tool_calls"), 0);
+		assert_int_equal(json_integer_value(json_object_get(tc, "index")), 1);
+		assert_string_equal(str_at(tc, "id"), "call_x_1");
+		assert_string_equal(str_at(json_object_get(tc, "function"), "name"), "ls");
+		assert_string_equal(str_at(json_object_get(tc, "function"), "arguments"), "");
+		assert_true(json_is_null(json_object_get(c, "finish_reason")));
+		json_decref(j);
+		j = load(
+		    oai_delta_json("chatcmpl-2", 1, "m", OAI_D_ARGS, 1, NULL, "{\"p", 3, NULL));
+		c = json_array_get(json_object_get(j, "choices"), 0);
+		tc = json_array_get(json_object_get(json_object_get(c, "delta"), "tool_calls"), 0);
+		assert_null(json_object_get(tc, "id"));
+		assert_string_equal(str_at(json_object_get(tc, "function"), "arguments"), "{\"p");
+		json_decref(j);
+		j = load(
+		    oai_delta_json("chatcmpl-2", 1, "m", OAI_D_REASONING, 0, NULL, "so", 2, NULL));
+		c = json_array_get(json_object_get(j, "choices"), 0);
+		assert_string_equal(str_at(json_object_get(c, "delta"), "reasoning_content"), "so");
+		json_decref(j);
+	}
+
+	j = load(oai_completion_json(OAI_COMPLETION, "cmpl-1", 1, "m", "ab", 2, "length", &u, NULL,
+	                             NULL));
 	assert_string_equal(str_at(j, "object"), "text_completion");
 	c = json_array_get(json_object_get(j, "choices"), 0);
 	assert_string_equal(str_at(c, "text"), "ab");
@@ -392,9 +511,9 @@ static void test_answers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_chat_taken), cmocka_unit_test(test_completion_taken),
-	    cmocka_unit_test(test_refusals),   cmocka_unit_test(test_too_large),
-	    cmocka_unit_test(test_answers),
+	    cmocka_unit_test(test_chat_taken),  cmocka_unit_test(test_completion_taken),
+	    cmocka_unit_test(test_refusals),    cmocka_unit_test(test_too_large),
+	    cmocka_unit_test(test_tools_taken), cmocka_unit_test(test_answers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
