@@ -77,10 +77,14 @@ for t in "0 5" "0.9 20" "1.3 0"; do
 $whole
 $streamed"
 	# each chunk's logprobs are those of the tokens whose text it carries
+	# (not checkable where bytes are not whole characters: a lone lead byte
+	# is held, then written as U+FFFD with the next token's text)
 	stream /v1/chat/completions "${body%\}},\"stream\":true}" |
 		jq -se '[.[].choices[0] | select(.logprobs != null)]
 			| all([.logprobs.content[].bytes[]] as $bs
-				| any($bs[]; . >= 128 or . == 0) or ($bs | implode) == (.delta.content // ""))' \
+				| any($bs[]; . >= 128 or . == 0)
+				  or ((.delta.content // "") | explode | any(. == 65533))
+				  or ($bs | implode) == (.delta.content // ""))' \
 			>/dev/null ||
 		fail "a chunk's logprobs are not its text's tokens"
 done
