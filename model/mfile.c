@@ -1170,7 +1170,7 @@ static void mfile__add_one(void *ctx, const char *name, uint32_t n_dims, const u
  * <|im_start|> and <|im_end|> (control), then "[PAD<id>]" (unused) up to
  * the model's rows; no merges. Its bos and padding are <|endoftext|>, its
  * eos <|im_end|>, as in Qwen3's files. */
-static void mfile__synthetic_vocab(struct gguf_writer *w, uint32_t n)
+static void mfile__synthetic_vocab(struct gguf_writer *w, uint32_t n, const char *tmpl)
 {
 	static const char *const specials[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
 	char(*text)[16] = calloc(n, sizeof(*text));
@@ -1211,11 +1211,15 @@ static void mfile__synthetic_vocab(struct gguf_writer *w, uint32_t n)
 	gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", MFILE_QWEN3_EOS);
 	gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", 256);
 	gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false);
-	/* ChatML, as Qwen2.5's template writes it (no thinking switch) */
-	gguf_writer_add_str(w, "tokenizer.chat_template",
-	                    "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
-	                    "'\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if "
-	                    "add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}");
+	/* ChatML, as Qwen2.5's template writes it (no thinking switch), unless
+	 * the caller gives another */
+	gguf_writer_add_str(
+	    w, "tokenizer.chat_template",
+	    tmpl ? tmpl
+	         : "{% for message in messages %}{{'<|im_start|>' + message['role'] + "
+	           "'\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% "
+	           "if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif "
+	           "%}");
 out:
 	free(text);
 	free(toks);
@@ -1291,7 +1295,7 @@ static int mfile__build_llama(const struct mdesc *m, struct mfile__gen *g, struc
 	}
 #undef KEY
 	gguf_writer_add_u64(w, "ignis.seed", g->seed);
-	mfile__synthetic_vocab(w, m->vocab);
+	mfile__synthetic_vocab(w, m->vocab, g->o ? g->o->chat_template : NULL);
 	mdesc_for_each_tensor(m, mfile__add_one, g);
 	if (w->err.code) {
 		if (eb)
@@ -1446,8 +1450,15 @@ static uint32_t mfile__gen_type(void *ctx, const char *name)
 int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
                              struct mfile_synthetic *out, struct ig_errbuf *eb)
 {
+	return mfile_synthetic_describe_opts(m, dtype, NULL, out, eb);
+}
+
+int mfile_synthetic_describe_opts(const struct mdesc *m, enum mfile_dtype dtype,
+                                  const struct mfile_wopts *o, struct mfile_synthetic *out,
+                                  struct ig_errbuf *eb)
+{
 	struct gguf_writer w;
-	struct mfile__gen g = {.w = &w, .dtype = dtype, .desc = &out->desc};
+	struct mfile__gen g = {.w = &w, .dtype = dtype, .o = o, .desc = &out->desc};
 	int rc;
 
 	memset(out, 0, sizeof(*out));

@@ -218,6 +218,11 @@ struct mfile_synthetic {
  */
 int mfile_synthetic_describe(const struct mdesc *m, enum mfile_dtype dtype,
                              struct mfile_synthetic *out, struct ig_errbuf *eb);
+/* The same for a file written with `o` (its chat template counts). */
+struct mfile_wopts;
+int mfile_synthetic_describe_opts(const struct mdesc *m, enum mfile_dtype dtype,
+                                  const struct mfile_wopts *o, struct mfile_synthetic *out,
+                                  struct ig_errbuf *eb);
 
 /*
  * The synthetic values: elements [first, first + n) of tensor `name` of a
@@ -256,6 +261,11 @@ struct mfile_wopts {
 	bool sparse;
 	/* Fault injection for tests: gguf_writer.write_fn. */
 	ssize_t (*write_fn)(int fd, const void *buf, size_t n);
+	/* The chat template the synthetic vocabulary's file carries
+	 * (tokenizer.chat_template; llama.cpp's layouts only); NULL: plain
+	 * ChatML as Qwen2.5 writes it. A real model's template (Qwen3's, with
+	 * tools) on a tiny model, for the tests of what the template renders. */
+	const char *chat_template;
 };
 
 /*

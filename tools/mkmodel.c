@@ -46,6 +46,8 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include <jansson.h>
+
 #include "common/bytesize.h"
 #include "model/mfile.h"
 #include "version.h"
@@ -78,8 +80,7 @@ static const struct {
 	enum mfile_dtype dtype;
 } mk_dtypes[] = {{"bf16", MFILE_BF16}, {"f16", MFILE_F16},   {"f32", MFILE_F32},
                  {"q8_0", MFILE_Q8_0}, {"q4_0", MFILE_Q4_0}, {"q4_k", MFILE_Q4_K},
-                 {"q5_k", MFILE_Q5_K}, {"q6_k", MFILE_Q6_K},
-                 {"q4_k_m", MFILE_Q4_K_M}};
+                 {"q5_k", MFILE_Q5_K}, {"q6_k", MFILE_Q6_K}, {"q4_k_m", MFILE_Q4_K_M}};
 #define MK_DTYPES_TEXT "bf16, f16, f32, q8_0, q4_0, q4_k, q5_k, q6_k, q4_k_m"
 
 static const char *mk_dtype_name(enum mfile_dtype d)
@@ -97,8 +98,9 @@ static const char *mk_family_name(int family)
 
 #define USAGE                                                                                      \
 	"usage: " PROG " --preset NAME (-o FILE | --dry-run) [--seed N]\n"                         \
-	"                     [--dtype TYPE] [--set KEY=VALUE[,KEY=VALUE...]]...\n"        \
-	"                     [--tokenizer bytes|none] [--name NAME] [--layout L] [--sparse]\n"
+	"                     [--dtype TYPE] [--set KEY=VALUE[,KEY=VALUE...]]...\n"                \
+	"                     [--tokenizer bytes|none] [--name NAME] [--layout L] [--sparse]\n"    \
+	"                     [--chat-template FILE]\n"
 
 static void usage(FILE *f, bool full)
 {
@@ -137,6 +139,10 @@ static void usage(FILE *f, bool full)
 	    "      --name NAME     the model's name in the file, 1 to 63 bytes (default: the\n"
 	    "                      preset's, or PRESET-custom when --set changed the shape);\n"
 	    "                      a built-in model's name only with that model's shape\n"
+	    "      --chat-template FILE  the chat template the file carries (llama.cpp's\n"
+	    "                      layouts): a Jinja text, or a tokenizer_config.json's\n"
+	    "                      chat_template (a real model's, on a tiny one); default:\n"
+	    "                      ChatML as Qwen2.5 writes it\n"
 	    "      --sparse        write the tensors' bytes as a hole: the file has the exact\n"
 	    "                      layout, description and size, all-zero weights, and takes\n"
 	    "                      only its header's room (for plans of real shapes)\n"
@@ -444,6 +450,61 @@ static void mk_print(const struct mk *mk, const struct mfile_synthetic *s)
 	printf("\n");
 }
 
+/* A chat template from FILE: its text, or the chat_template of a
+ * tokenizer_config.json. NULL, with a line on stderr, when it cannot be
+ * read or holds no template. */
+static char *mk_read_template(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *text = NULL;
+	size_t len = 0, cap = 0;
+
+	if (!f) {
+		fprintf(stderr, PROG ": --chat-template '%s': %s\n", path, strerror(errno));
+		return NULL;
+	}
+	for (;;) {
+		size_t n;
+
+		if (len + 4096 + 1 > cap) {
+			char *t = realloc(text, cap = cap ? 2 * cap : 8192);
+
+			if (!t) {
+				fprintf(stderr, PROG ": --chat-template '%s': out of memory\n",
+				        path);
+				free(text);
+				fclose(f);
+				return NULL;
+			}
+			text = t;
+		}
+		n = fread(text + len, 1, 4096, f);
+		len += n;
+		if (n < 4096)
+			break;
+	}
+	fclose(f);
+	text[len] = '\0';
+	if (len && text[0] == '{') { /* a tokenizer_config.json */
+		json_t *j = json_loads(text, 0, NULL);
+		const char *t = json_string_value(json_object_get(j, "chat_template"));
+
+		free(text);
+		text = t ? strdup(t) : NULL;
+		json_decref(j);
+	}
+	if (!text || !*text) {
+		fprintf(stderr,
+		        PROG
+		        ": --chat-template '%s': no template (a Jinja text, or a JSON file with "
+		        "a chat_template string, is accepted)\n",
+		        path);
+		free(text);
+		return NULL;
+	}
+	return text;
+}
+
 static void mk_progress(void *ctx, uint64_t done, uint64_t total)
 {
 	struct mk *mk = ctx;
@@ -473,10 +534,12 @@ int main(int argc, char **argv)
 	    {"tokenizer", required_argument, NULL, 'T'},
 	    {"layout", required_argument, NULL, 'L'},
 	    {"sparse", no_argument, NULL, 'Z'},
+	    {"chat-template", required_argument, NULL, 'C'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct mk mk = {.dtype = MFILE_BF16, .seed = 1};
 	const char *preset = NULL, *name = NULL, *tokenizer = NULL, *layout = NULL;
+	char *tmpl = NULL;
 	char **sets = calloc((size_t)argc + 1, sizeof(char *));
 	int nsets = 0, c, rc;
 	struct mfile_synthetic s;
@@ -511,22 +574,21 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			break;
-		case 'd':
-		{
+		case 'd': {
 			size_t i = 0;
 
 			while (i < sizeof(mk_dtypes) / sizeof(mk_dtypes[0]) &&
 			       strcmp(optarg, mk_dtypes[i].name))
 				i++;
 			if (i == sizeof(mk_dtypes) / sizeof(mk_dtypes[0])) {
-				fprintf(stderr, PROG ": --dtype '%s'; accepted: " MK_DTYPES_TEXT "\n",
+				fprintf(stderr,
+				        PROG ": --dtype '%s'; accepted: " MK_DTYPES_TEXT "\n",
 				        optarg);
 				rc = 2;
 				goto out;
 			}
 			mk.dtype = mk_dtypes[i].dtype;
-		}
-			break;
+		} break;
 		case 'S':
 			sets[nsets++] = optarg;
 			break;
@@ -544,6 +606,13 @@ int main(int argc, char **argv)
 			break;
 		case 'Z':
 			wo.sparse = true;
+			break;
+		case 'C':
+			if (!(tmpl = mk_read_template(optarg))) {
+				rc = 2;
+				goto out;
+			}
+			wo.chat_template = tmpl;
 			break;
 		case 'h':
 			usage(stdout, true);
@@ -591,8 +660,9 @@ int main(int argc, char **argv)
 	if (tokenizer && (!mdesc_tokenizer_of(tokenizer, strlen(tokenizer), &mk.m.tokenizer) ||
 	                  mk.m.tokenizer == MDESC_TOK_GPT2)) {
 		fprintf(stderr,
-		        PROG ": --tokenizer '%s'; accepted: bytes, none (a llama.cpp --layout writes a "
-		             "gpt2 vocabulary of its own)\n",
+		        PROG
+		        ": --tokenizer '%s'; accepted: bytes, none (a llama.cpp --layout writes a "
+		        "gpt2 vocabulary of its own)\n",
 		        tokenizer);
 		rc = 2;
 		goto out;
@@ -612,8 +682,9 @@ int main(int argc, char **argv)
 			        layout);
 			rc = 2;
 		} else if (tokenizer) {
-			fprintf(stderr, PROG ": --layout %s writes its own gpt2 vocabulary (no "
-			                     "--tokenizer)\n",
+			fprintf(stderr,
+			        PROG ": --layout %s writes its own gpt2 vocabulary (no "
+			             "--tokenizer)\n",
 			        layout);
 			rc = 2;
 		} else if (arch == MDESC_ARCH_QWEN3 && mk.m.family != MDESC_DENSE) {
@@ -630,7 +701,7 @@ int main(int argc, char **argv)
 		rc = mk_name(&mk, name);
 	if (rc)
 		goto out;
-	rc = mfile_synthetic_describe(&mk.m, mk.dtype, &s, &eb);
+	rc = mfile_synthetic_describe_opts(&mk.m, mk.dtype, &wo, &s, &eb);
 	if (rc) {
 		fprintf(stderr, PROG ": %s%s\n", nsets ? "--set: " : "", eb.msg);
 		rc = rc == IG_E_INVAL ? 2 : 1;
@@ -684,9 +755,11 @@ int main(int argc, char **argv)
 		        mk.out, mk.name, mk_dtype_name(mk.dtype), (unsigned long long)s.file_bytes);
 	else
 		fprintf(stderr, PROG ": wrote %s (%s, %s, seed %llu, %llu bytes)\n", mk.out,
-		        mk.name, mk_dtype_name(mk.dtype), mk.seed, (unsigned long long)s.file_bytes);
+		        mk.name, mk_dtype_name(mk.dtype), mk.seed,
+		        (unsigned long long)s.file_bytes);
 	rc = 0;
 out:
+	free(tmpl);
 	free(sets);
 	return rc;
 }
