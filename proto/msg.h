@@ -206,7 +206,8 @@ struct msg_str {
 
 #define MSG_FIELDS_pong(F, R)                                                                      \
 	F(R, U64, seq, 0, UINT64_MAX, _)                                                           \
-	F(R, U64, uptime_ms, 0, UINT64_MAX, _)
+	F(R, U64, uptime_ms, 0, UINT64_MAX, _)                                                     \
+	F(R, OU64, loop_ms, 0, UINT64_MAX, _) /* optional: ms since the loop last served */
 
 #define MSG_FIELDS_shutdown(F, R) F(R, STR, reason, 0, 256, _)
 

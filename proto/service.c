@@ -11,11 +11,64 @@
 #include "common/event.h"
 #include "version.h"
 
+/*
+ * Pings are answered here, on nng's thread, not by the loop: a loop busy in
+ * a long step (a round of a large model on the cpu backend takes seconds)
+ * is alive, and a ping that waited for it would have the process killed.
+ * The pong says how long ago the loop last served (loop_ms), so that a
+ * supervisor still tells a loop that is stuck from one that is busy.
+ */
+static void svc__pong_sent(void *arg)
+{
+	struct svc_ctx *c = arg;
+	int rv = nng_aio_result(c->pong);
+
+	if (rv)
+		nng_msg_free(nng_aio_get_msg(c->pong));
+	if (rv != NNG_ECLOSED && rv != NNG_ECANCELED)
+		nng_ctx_recv(c->ctx, c->aio);
+}
+
+/* True when the request on `c` was a ping, now answered. */
+static bool svc__pong_here(struct svc_ctx *c)
+{
+	struct svc *s = c->s;
+	nng_msg *nm = nng_aio_get_msg(c->aio), *copy, *out;
+	struct msg pong = {.type = MSG_PONG};
+	struct ig_errbuf eb;
+	struct tp_rx rx;
+	uint64_t now = clk_mono_ms(), last;
+
+	/* a ping is a few bytes; anything longer is the loop's */
+	if (!nm || nng_msg_len(nm) > 48 || nng_msg_dup(&copy, nm))
+		return false;
+	if (tp_decode(copy, &rx, &eb)) /* the loop answers it with the error */
+		return false;
+	if (rx.m.type != MSG_PING) {
+		tp_rx_release(&rx);
+		return false;
+	}
+	last = atomic_load(&s->last_poll_ms);
+	pong.u.pong.seq = rx.m.u.ping.seq;
+	pong.u.pong.uptime_ms = now - s->started_ms;
+	pong.u.pong.loop_ms = now > last ? now - last : 0;
+	tp_rx_release(&rx);
+	if (tp_encode(&pong, &out, &eb))
+		return false;
+	nng_msg_free(nm);
+	nng_aio_set_msg(c->aio, NULL);
+	nng_aio_set_msg(c->pong, out);
+	nng_ctx_send(c->ctx, c->pong);
+	return true;
+}
+
 static void svc__recv_done(void *arg)
 {
 	struct svc_ctx *c = arg;
 	struct svc *s = c->s;
 
+	if (nng_aio_result(c->aio) == 0 && svc__pong_here(c))
+		return;
 	pthread_mutex_lock(&s->mu);
 	c->next = NULL;
 	*s->ready_tail = c;
@@ -29,9 +82,12 @@ static void svc__free_ctxs(struct svc *s)
 	if (!s->ctxs)
 		return;
 	/* stopping an aio waits for its callback: none runs after this */
-	for (unsigned i = 0; i < SVC_CTXS; i++)
+	for (unsigned i = 0; i < SVC_CTXS; i++) {
 		if (s->ctxs[i].aio)
 			nng_aio_stop(s->ctxs[i].aio);
+		if (s->ctxs[i].pong)
+			nng_aio_stop(s->ctxs[i].pong);
+	}
 	if (s->send_aio)
 		nng_aio_stop(s->send_aio);
 	for (unsigned i = 0; i < SVC_CTXS; i++) {
@@ -45,6 +101,8 @@ static void svc__free_ctxs(struct svc *s)
 				nng_msg_free(nng_aio_get_msg(c->aio));
 			nng_aio_free(c->aio);
 		}
+		if (c->pong)
+			nng_aio_free(c->pong);
 	}
 	if (s->send_aio)
 		nng_aio_free(s->send_aio);
@@ -70,6 +128,7 @@ int svc_open(struct svc *s, const char *role, const char *rtdir, const char *nam
 	s->role = role;
 	s->started_ms = clk_mono_ms();
 	atomic_init(&s->polls, 0);
+	atomic_init(&s->last_poll_ms, s->started_ms);
 	o.progress = &s->polls;
 	rc = tp_listen_guarded(&s->lis, rtdir, name, &o, eb);
 	s->rejects.socket = s->lis.path;
@@ -91,6 +150,8 @@ int svc_open(struct svc *s, const char *role, const char *rtdir, const char *nam
 
 		c->s = s;
 		rv = nng_aio_alloc(&c->aio, svc__recv_done, c);
+		if (!rv)
+			rv = nng_aio_alloc(&c->pong, svc__pong_sent, c);
 		if (!rv)
 			rv = nng_ctx_open(&c->ctx, s->lis.sock);
 		c->open = rv == 0;
@@ -297,6 +358,7 @@ int svc_poll(struct svc *s, int timeout_ms, svc_handler_fn h, void *ctx)
 	struct svc_ctx *c;
 
 	atomic_fetch_add(&s->polls, 1);
+	atomic_store(&s->last_poll_ms, clk_mono_ms());
 	svc_reject_flush(&s->rejects);
 	if (!s->ctxs)
 		return IG_E_CLOSED;

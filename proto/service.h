@@ -63,7 +63,8 @@ typedef int (*svc_handler_fn)(void *ctx, const struct msg *req, struct msg *repl
 struct svc_ctx {
 	struct svc *s;
 	nng_ctx ctx;
-	nng_aio *aio; /* its receive */
+	nng_aio *aio;  /* its receive */
+	nng_aio *pong; /* a ping's answer, sent from nng's thread (service.c) */
 	bool open;
 	struct svc_ctx *next; /* the ready list */
 };
@@ -83,12 +84,13 @@ struct svc {
 	pthread_cond_t cv;
 	bool sync_ready;
 	struct svc_ctx *ready, **ready_tail; /* received, in order of arrival */
-	const char *role; /* static string */
+	const char *role;                    /* static string */
 	uint64_t started_ms;
 	bool stop_requested;
 	char stop_reason[128];
-	struct svc_rejects rejects; /* messages that did not decode */
-	atomic_uint_fast64_t polls; /* svc_poll entries: proof the loop is serving */
+	struct svc_rejects rejects;        /* messages that did not decode */
+	atomic_uint_fast64_t polls;        /* svc_poll entries: proof the loop is serving */
+	atomic_uint_fast64_t last_poll_ms; /* when svc_poll was last entered */
 };
 
 /* Lock and listen at `<rtdir>/<name>.sock` and start its guard.

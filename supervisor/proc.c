@@ -266,6 +266,25 @@ static void proc__ping(struct proc *p, uint64_t now)
 	if (rc == IG_E_OK && (rx.m.type != MSG_PONG || rx.m.u.pong.seq != req.u.ping.seq))
 		rc = ig_errf(&eb, IG_E_PROTO_UNEXPECTED, "answered ping %llu with %s",
 		             (unsigned long long)req.u.ping.seq, msg_type_name(rx.m.type));
+	if (rc == IG_E_OK) {
+		uint64_t away = rx.m.u.pong.loop_ms;
+
+		if (away >= PROC_LOOP_STUCK_MS)
+			rc = ig_errf(
+			    &eb, IG_E_TIMEOUT,
+			    "its loop has served nothing for %llu ms (a stuck step; at most "
+			    "%u ms is taken for one)",
+			    (unsigned long long)away, PROC_LOOP_STUCK_MS);
+		else if (away >= PROC_LOOP_BUSY_MS && !p->busy_told) {
+			p->busy_told = true;
+			ev_begin(&e, EV_WARN, "ignis.supervisor.child_busy");
+			ev_str(&e, "role", p->role);
+			ev_u64(&e, "child_pid", (uint64_t)p->pid);
+			ev_u64(&e, "loop_ms", away);
+			ev_end(&e);
+		} else if (away < PROC_LOOP_BUSY_MS)
+			p->busy_told = false;
+	}
 	tp_rx_release(&rx);
 	if (rc == IG_E_OK) {
 		p->ping_misses = 0;

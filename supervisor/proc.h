@@ -40,6 +40,13 @@
 #define PROC_PING_INTERVAL_MS 1000u
 #define PROC_PING_TIMEOUT_MS  1000
 #define PROC_PING_MISSES      3
+/* A child's serving loop busy in one step (a round of a large model on the
+ * cpu backend) answers no request, but its pings still come back, saying how
+ * long the loop has been away (pong.loop_ms): past PROC_LOOP_BUSY_MS that is
+ * reported once; past PROC_LOOP_STUCK_MS the loop counts as stuck and each
+ * ping as missed. */
+#define PROC_LOOP_BUSY_MS  30000u
+#define PROC_LOOP_STUCK_MS 900000u
 /* Orderly stop: wait this long after `shutdown`, then SIGTERM, then SIGKILL. */
 #define PROC_STOP_GRACE_MS 5000u
 #define PROC_TERM_GRACE_MS 2000u
@@ -67,6 +74,7 @@ struct proc {
 	uint64_t next_ping_ms;
 	uint64_t ping_seq;
 	int ping_misses;
+	bool busy_told; /* its loop's long step was reported (PROC_LOOP_BUSY_MS) */
 	char build[65];
 	/* Sent after each successful hello (the gpu-worker's plan); must be
 	 * acknowledged, or the child is refused. NULL: none. */

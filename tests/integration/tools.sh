@@ -36,8 +36,8 @@ m=$work/q3.gguf
 	--name qwen3-tools --chat-template "$cfg" 2>/dev/null || fail "mkmodel --chat-template"
 
 step "the supervisor serves the API on $http"
-# prefill chunks of 64 tokens: a round stays short on a loaded machine (a
-# round longer than the supervisor's ping budget gets the worker killed)
+# prefill chunks of 64 tokens: the prompts here are 1,000 byte tokens, and
+# short rounds keep the test quick on a loaded machine
 "$sup" start --runtime-dir "$rt" --model "$m" --model-max-context 2048 --model-prefill-chunk 64 \
 	>"$events" 2>&1 &
 sup_pid=$!

@@ -43,6 +43,8 @@ static int handle(void *ctx, const struct msg *req, struct msg *reply, struct ig
 		return ig_errf(eb, IG_E_PROTO_UNEXPECTED, "test service takes status only, not %s",
 		               msg_type_name(req->type));
 	f->statuses++;
+	if (req->u.status.seq == 999) /* a long step: the loop away 1.5 s */
+		usleep(1500 * 1000);
 	reply->type = MSG_STATUS_REPLY;
 	reply->u.status_reply.seq = req->u.status.seq;
 	reply->u.status_reply.procs.n = 1;
@@ -161,6 +163,69 @@ static void test_builtins_and_handler(void **state)
 	req.u.ack.of = 1;
 	assert_int_equal(tp_call(s, &req, &rx, &eb), IG_E_PROTO_UNEXPECTED);
 	assert_non_null(strstr(eb.msg, "ack"));
+	nng_close(s);
+}
+
+/* A long step of the loop (a round of a large model) blocks its requests, not
+ * its pings: they are answered at once, saying how long the loop has been
+ * away, and after the step the loop is back (a small loop_ms). */
+struct busy_call {
+	struct fixture *f;
+	int rc;
+};
+
+static void *busy_caller(void *arg)
+{
+	struct busy_call *b = arg;
+	nng_socket s = client(b->f);
+	struct msg req = {.type = MSG_STATUS};
+	struct ig_errbuf eb;
+	struct tp_rx rx;
+
+	req.u.status.seq = 999;
+	b->rc = tp_call(s, &req, &rx, &eb);
+	if (b->rc == IG_E_OK)
+		tp_rx_release(&rx);
+	nng_close(s);
+	return NULL;
+}
+
+static void test_pings_while_busy(void **state)
+{
+	struct fixture *f = *state;
+	struct busy_call b = {f, -1};
+	nng_socket s = client(f);
+	struct msg ping = {.type = MSG_PING};
+	struct ig_errbuf eb;
+	struct tp_rx rx;
+	pthread_t t;
+
+	assert_int_equal(pthread_create(&t, NULL, busy_caller, &b), 0);
+	usleep(600 * 1000); /* the loop is inside the long step */
+	for (int i = 0; i < 3; i++) {
+		uint64_t t0 = clk_mono_ms();
+
+		ping.u.ping.seq = 100 + (uint64_t)i;
+		nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 500);
+		assert_int_equal(tp_call(s, &ping, &rx, &eb), IG_E_OK);
+		assert_int_equal(rx.m.type, MSG_PONG);
+		assert_int_equal(rx.m.u.pong.seq, 100 + (uint64_t)i);
+		if (rx.m.u.pong.loop_ms < 400)
+			fail_msg("ping %d: the loop away %llu ms inside a 1.5 s step", i,
+			         (unsigned long long)rx.m.u.pong.loop_ms);
+		tp_rx_release(&rx);
+		assert_true(clk_mono_ms() - t0 < 400); /* not waiting for the loop */
+		usleep(100 * 1000);
+	}
+	pthread_join(t, NULL);
+	assert_int_equal(b.rc, IG_E_OK);
+	usleep(200 * 1000);
+	ping.u.ping.seq = 7;
+	assert_int_equal(tp_call(s, &ping, &rx, &eb), IG_E_OK);
+	if (rx.m.u.pong.loop_ms > 1000)
+		fail_msg("the loop away %llu ms after its step",
+		         (unsigned long long)rx.m.u.pong.loop_ms);
+	tp_rx_release(&rx);
 	nng_close(s);
 }
 
@@ -501,6 +566,7 @@ int main(void)
 	    cmocka_unit_test(test_guard_frees_stuck_clients),
 	    cmocka_unit_test(test_reject_limit),
 	    cmocka_unit_test_setup_teardown(test_shutdown_request, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pings_while_busy, setup_noping, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
