@@ -111,13 +111,17 @@ out=$("$cli" --runtime-dir "$rt" status --json) || fail "status: $out"
 	fail "a submit whose client left generated tokens: $(jq -c .frontdoor <<<"$out")"
 
 step "a client streaming ends on SIGINT and cancels its request"
-env --default-signal=INT "$cli" --runtime-dir "$rt" generate --prompt "a long one" --max-tokens 400 \
+env --default-signal=INT "$cli" --runtime-dir "$rt" generate --prompt "a long one" --max-tokens 480 \
 	>"$work/long" 2>"$work/long.err" &
 pid=$!
 wait_for 20 test -s "$work/long" || fail "nothing streamed"
+# the worker held while the signal lands: the tiny model could otherwise
+# finish its 480 tokens first (400 did once, on a 2-core CI machine)
+kill -STOP "$wpid"
 kill -INT "$pid"
 wait "$pid"
 rc=$?
+kill -CONT "$wpid"
 [[ $rc == 130 ]] || fail "exit $rc after SIGINT, expected 130: $(cat "$work/long.err")"
 wait_for 10 bash -c "'$cli' --runtime-dir '$rt' status --json | jq -e '.frontdoor.live == 0' >/dev/null" ||
 	fail "the interrupted request still runs"
