@@ -217,22 +217,6 @@ static int gp__char(struct gp *p, uint32_t *cp)
 	return 0;
 }
 
-static int gp__utf8(uint32_t c, uint8_t *b)
-{
-	if (c < 0x80)
-		return b[0] = (uint8_t)c, 1;
-	if (c < 0x800)
-		return b[0] = (uint8_t)(0xC0 | c >> 6), b[1] = (uint8_t)(0x80 | (c & 63)), 2;
-	if (c < 0x10000)
-		return b[0] = (uint8_t)(0xE0 | c >> 12), b[1] = (uint8_t)(0x80 | ((c >> 6) & 63)),
-		       b[2] = (uint8_t)(0x80 | (c & 63)), 3;
-	b[0] = (uint8_t)(0xF0 | c >> 18);
-	b[1] = (uint8_t)(0x80 | ((c >> 12) & 63));
-	b[2] = (uint8_t)(0x80 | ((c >> 6) & 63));
-	b[3] = (uint8_t)(0x80 | (c & 63));
-	return 4;
-}
-
 static int gp__literal(struct gp *p, uint32_t rule)
 {
 	size_t at = p->i++;
@@ -259,7 +243,7 @@ static int gp__literal(struct gp *p, uint32_t rule)
 			rc = gp__err(p, at, "a surrogate (U+%04X) in a literal", cp);
 			goto out;
 		}
-		len += (size_t)gp__utf8(cp, buf + len);
+		len += (size_t)gr_utf8_put(cp, buf + len);
 	}
 	rc = gb_literal(p->gb, rule, buf, len, p->eb);
 out:

@@ -396,22 +396,6 @@ static uint32_t gb__norm(const uint32_t (*r)[2], size_t n, bool negated, uint32_
 	return m;
 }
 
-static int gb__utf8(uint32_t c, uint8_t *b)
-{
-	if (c < 0x80)
-		return b[0] = (uint8_t)c, 1;
-	if (c < 0x800)
-		return b[0] = (uint8_t)(0xC0 | c >> 6), b[1] = (uint8_t)(0x80 | (c & 63)), 2;
-	if (c < 0x10000)
-		return b[0] = (uint8_t)(0xE0 | c >> 12), b[1] = (uint8_t)(0x80 | ((c >> 6) & 63)),
-		       b[2] = (uint8_t)(0x80 | (c & 63)), 3;
-	b[0] = (uint8_t)(0xF0 | c >> 18);
-	b[1] = (uint8_t)(0x80 | ((c >> 12) & 63));
-	b[2] = (uint8_t)(0x80 | ((c >> 6) & 63));
-	b[3] = (uint8_t)(0x80 | (c & 63));
-	return 4;
-}
-
 /*
  * Append to `rule` (one alternative each) the byte-range sequences that
  * encode exactly the codepoints lo..hi (no surrogates inside): split at
@@ -449,8 +433,8 @@ static int gb__utf8_split(struct gbuilder *gb, uint32_t rule, uint32_t lo, uint3
 				return gb__utf8_split(gb, rule, hi & ~m, hi, eb);
 			}
 		}
-	n = gb__utf8(lo, a);
-	gb__utf8(hi, b);
+	n = gr_utf8_put(lo, a);
+	gr_utf8_put(hi, b);
 	if ((rc = gb_alt(gb, rule, eb)))
 		return rc;
 	for (int i = 0; i < n; i++) {

@@ -120,4 +120,22 @@ int gm__walk(struct grammar *g, const struct gvocab *gv, int32_t sid, uint32_t b
  * (between walks only). */
 void gm__cache_trim(struct grammar *g, bool force);
 
+/* Code point c (at most 0x10FFFF) as UTF-8 into b (4 bytes of room): its
+ * length. */
+static inline int gr_utf8_put(uint32_t c, uint8_t *b)
+{
+	if (c < 0x80)
+		return b[0] = (uint8_t)c, 1;
+	if (c < 0x800)
+		return b[0] = (uint8_t)(0xC0 | c >> 6), b[1] = (uint8_t)(0x80 | (c & 63)), 2;
+	if (c < 0x10000)
+		return b[0] = (uint8_t)(0xE0 | c >> 12), b[1] = (uint8_t)(0x80 | ((c >> 6) & 63)),
+		       b[2] = (uint8_t)(0x80 | (c & 63)), 3;
+	b[0] = (uint8_t)(0xF0 | c >> 18);
+	b[1] = (uint8_t)(0x80 | ((c >> 12) & 63));
+	b[2] = (uint8_t)(0x80 | ((c >> 6) & 63));
+	b[3] = (uint8_t)(0x80 | (c & 63));
+	return 4;
+}
+
 #endif

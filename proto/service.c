@@ -39,8 +39,14 @@ static bool svc__pong_here(struct svc_ctx *c)
 	struct tp_rx rx;
 	uint64_t now = clk_mono_ms(), last;
 
-	/* a ping is a few bytes; anything longer is the loop's */
-	if (!nm || nng_msg_len(nm) > 48 || nng_msg_dup(&copy, nm))
+	const uint8_t *b = nm ? nng_msg_body(nm) : NULL;
+
+	/* a ping is a few bytes, and our encoders write its `t` first (a map,
+	 * "t", 2): only such a message is decoded here, every other goes to
+	 * the loop undecoded (a ping written otherwise is still answered,
+	 * there) */
+	if (!nm || nng_msg_len(nm) > 48 || nng_msg_len(nm) < 4 || (b[0] & 0xF0) != 0x80 ||
+	    b[1] != 0xA1 || b[2] != 't' || b[3] != MSG_PING || nng_msg_dup(&copy, nm))
 		return false;
 	if (tp_decode(copy, &rx, &eb)) /* the loop answers it with the error */
 		return false;

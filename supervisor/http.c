@@ -559,8 +559,8 @@ static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_
 	rc = chat_render_tools_spans(&h->tmpl, m, oq->n_messages, (const char *const *)tools,
 	                             tool_lens, oq->n_tools, flags, NULL, 0, &len, NULL, 0, NULL,
 	                             &eb);
-	if (rc && strstr(eb.msg, "room for"))
-		rc = 0; /* the sizes asked */
+	if (rc && len)
+		rc = 0; /* the sizes asked (a refusal leaves len 0) */
 	if (!rc && !(*text = malloc(len + 1)))
 		rc = -1;
 	else if (!rc)
