@@ -51,6 +51,7 @@
 
 #include <microhttpd.h>
 
+#include "anthropic.h"
 #include "common/clock.h"
 #include "frontdoor.h"
 #include "model/chat.h"
@@ -85,7 +86,18 @@ struct hconn {
 	struct hconn *prev, *next;
 };
 
-enum hr_route { R_CHAT = 1, R_COMPLETIONS, R_MODELS, R_HEALTH, R_READY, R_METRICS };
+enum hr_route {
+	R_CHAT = 1,
+	R_COMPLETIONS,
+	R_MESSAGES,       /* Anthropic's (anthropic.h) */
+	R_MESSAGES_COUNT, /* its count_tokens */
+	R_MODELS,
+	R_HEALTH,
+	R_READY,
+	R_METRICS
+};
+/* The routes up to this one take a POST; the rest a GET. */
+#define R_POST_LAST R_MESSAGES_COUNT
 enum hr_state { HR_BODY, HR_ADMIT, HR_WHOLE, HR_STREAM };
 
 /* One request: libmicrohttpd's request context, freed when it completes. */
@@ -100,6 +112,9 @@ struct hreq {
 	size_t len, cap;
 	bool too_big;
 	struct oai_req q;
+	/* another API on the chat path (wire.h): its table, and its answer */
+	const struct wire_api *api;
+	struct wire_ans *ans;
 	/* at the door */
 	struct door_req *dr;
 	uint64_t ver;
@@ -200,7 +215,8 @@ static enum MHD_Result http__send(struct hreq *r, unsigned status, char *body, c
 
 static enum MHD_Result http__error(struct hreq *r, const struct oai_err *e)
 {
-	return http__send(r, (unsigned)e->status, oai_error_json(e), "application/json");
+	return http__send(r, (unsigned)e->status,
+	                  r->api ? r->api->error_json(e) : oai_error_json(e), "application/json");
 }
 
 static enum MHD_Result http__json(struct hreq *r, unsigned status, char *body)
@@ -342,8 +358,8 @@ static bool http__is_json(const char *ct)
 }
 
 static const char http__routes[] =
-    "POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health, "
-    "GET /ready, GET /metrics";
+    "POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, "
+    "POST /v1/messages/count_tokens, GET /v1/models, GET /health, GET /ready, GET /metrics";
 
 /* The route of `url`, or 0. */
 static enum hr_route http__route(const struct http *h, const char *url)
@@ -352,6 +368,10 @@ static enum hr_route http__route(const struct http *h, const char *url)
 		return R_CHAT;
 	if (!strcmp(url, "/v1/completions"))
 		return R_COMPLETIONS;
+	if (!strcmp(url, "/v1/messages"))
+		return R_MESSAGES;
+	if (!strcmp(url, "/v1/messages/count_tokens"))
+		return R_MESSAGES_COUNT;
 	if (!strcmp(url, "/v1/models"))
 		return R_MODELS;
 	if (!strcmp(url, "/health"))
@@ -361,6 +381,12 @@ static enum hr_route http__route(const struct http *h, const char *url)
 	if (!strcmp(url, "/metrics") && h->metrics_page)
 		return R_METRICS;
 	return 0;
+}
+
+/* The API a route speaks beside OpenAI's (wire.h), or NULL for OpenAI's. */
+static const struct wire_api *http__api(enum hr_route route)
+{
+	return route == R_MESSAGES || route == R_MESSAGES_COUNT ? &anth_api : NULL;
 }
 
 /* A CORS preflight from an Origin we serve. */
@@ -375,7 +401,8 @@ static enum MHD_Result http__preflight(struct hreq *r)
 	http__cors(resp, r->origin);
 	MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
 	MHD_add_response_header(resp, "Access-Control-Allow-Headers",
-	                        "Authorization, Content-Type, X-Api-Key, X-Ignis-Class");
+	                        "Authorization, Content-Type, X-Api-Key, X-Ignis-Class, "
+	                        "Anthropic-Version, Anthropic-Beta");
 	MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
 	rc = MHD_queue_response(r->con, MHD_HTTP_NO_CONTENT, resp);
 	MHD_destroy_response(resp);
@@ -422,6 +449,7 @@ static enum MHD_Result http__headers(struct hreq *r, const char *url, const char
 		return http__error(r, &e);
 	}
 	r->route = http__route(h, url);
+	r->api = http__api(r->route);
 	if (!r->route) {
 		oai_errf(&e, 404, NULL, "unknown_url", "unknown path '%.200s'; accepted: %s", url,
 		         http__routes);
@@ -429,9 +457,9 @@ static enum MHD_Result http__headers(struct hreq *r, const char *url, const char
 	}
 	if (!strcmp(method, MHD_HTTP_METHOD_OPTIONS) && r->origin)
 		return http__preflight(r);
-	if ((r->route <= R_COMPLETIONS && !post) || (r->route > R_COMPLETIONS && !get)) {
+	if ((r->route <= R_POST_LAST && !post) || (r->route > R_POST_LAST && !get)) {
 		oai_errf(&e, 405, NULL, "method_not_allowed", "%.16s %.200s; accepted: %s", method,
-		         url, r->route <= R_COMPLETIONS ? "POST with a JSON body" : "GET");
+		         url, r->route <= R_POST_LAST ? "POST with a JSON body" : "GET");
 		return http__error(r, &e);
 	}
 	if (h->api_key && r->route != R_HEALTH && r->route != R_READY && !http__key_ok(h, con)) {
@@ -859,6 +887,8 @@ static int http__op_collect(void *ctx, const struct op_ev *ev)
 
 	if (ev->kind != OP_REASONING && ev->kind != OP_CONTENT && ev->index && !r->q.parallel_calls)
 		return 0; /* parallel_tool_calls false: the first call only */
+	if (r->ans)
+		return r->api->ans_event(r->ans, ev);
 	switch (ev->kind) {
 	case OP_REASONING:
 		return http__grow(&r->a_reason, &r->a_reason_len, ev->text, ev->len) ? 0
@@ -895,6 +925,15 @@ static int http__op_chunk(void *ctx, const struct op_ev *ev)
 
 	if (ev->kind != OP_REASONING && ev->kind != OP_CONTENT && ev->index && !r->q.parallel_calls)
 		return 0;
+	if (r->ans) {
+		if (ev->kind == OP_CALL_BEGIN)
+			r->op_calls = true;
+		if (r->api->ans_event(r->ans, ev)) {
+			r->ev_ok = false;
+			return IG_E_IO;
+		}
+		return 0;
+	}
 	switch (ev->kind) {
 	case OP_CONTENT:
 		json = oai_chunk_json(OAI_CHAT, r->rid, r->created, h->model, false, ev->text,
@@ -924,6 +963,43 @@ static int http__op_chunk(void *ctx, const struct op_ev *ev)
 		return IG_E_IO;
 	}
 	return 0;
+}
+
+/* Another API's stream (wire.h): its sink is the stream's bytes. */
+static bool http__put(void *ctx, const char *p, size_t n)
+{
+	return http__out(ctx, p, n);
+}
+
+/* Another API's answer, begun at admission: where a stream's events go,
+ * and (a stream) its opening events. */
+static bool http__wire_begin(struct hreq *r)
+{
+	struct wire_sink sink = {http__put, r};
+	struct oai_usage u = {r->nw.prompt_tokens, 0, r->nw.cached};
+
+	if (!r->ans && !(r->ans = r->api->ans_new(&r->q, r->rid, r->h->model, r->created,
+	                                          r->q.stream ? &sink : NULL)))
+		return false;
+	return !r->api->ans_begin(r->ans, &u);
+}
+
+/* Another API's end: its closing events, or its error event. */
+static bool http__wire_end(struct hreq *r)
+{
+	const struct door_news *nw = &r->nw;
+	struct wire_end end = {nw->finish,
+	                       {nw->prompt_tokens, nw->generated, nw->cached},
+	                       r->op_on ? r->op.bad_calls : 0};
+
+	if (!strcmp(nw->finish, "error")) {
+		struct oai_err e;
+
+		oai_errf(&e, 503, NULL, "generation_failed", "the request failed: %s",
+		         nw->message[0] ? nw->message : "the worker stopped");
+		return !r->api->ans_fail(r->ans, &e);
+	}
+	return !r->api->ans_end(r->ans, &end);
 }
 
 static bool http__emit(struct hreq *r)
@@ -985,6 +1061,8 @@ static bool http__emit(struct hreq *r)
 		if (op_finish(&r->op, http__op_chunk, r) || !r->ev_ok)
 			return false;
 	}
+	if (r->ans)
+		return http__wire_end(r);
 	if (!strcmp(nw->finish, "error")) {
 		struct oai_err e;
 
@@ -1018,6 +1096,8 @@ static int http__produce(struct hreq *r)
 
 	if (r->first) { /* a chat's stream opens with the assistant's role */
 		r->first = false;
+		if (r->api)
+			return http__wire_begin(r) ? 1 : -1;
 		if (r->q.kind == OAI_CHAT)
 			return http__event(r,
 			                   oai_chunk_json(OAI_CHAT, r->rid, r->created, r->h->model,
@@ -1110,12 +1190,16 @@ static enum MHD_Result http__whole_answer(struct hreq *r)
 		struct oai_lps *lps;
 		char *json = NULL;
 
-		if (r->op_on &&
-		    (op_feed(&r->op, r->text ? r->text : "", r->text_len, http__op_collect, r) ||
-		     op_finish(&r->op, http__op_collect, r))) {
+		if ((r->api && !http__wire_begin(r)) ||
+		    (r->op_on &&
+		     (op_feed(&r->op, r->text ? r->text : "", r->text_len, http__op_collect, r) ||
+		      op_finish(&r->op, http__op_collect, r))) ||
+		    (r->api && !http__wire_end(r))) {
 			oai_errf(&e, 500, NULL, NULL, "out of memory for the answer");
 			return http__error(r, &e);
 		}
+		if (r->api)
+			return http__json(r, MHD_HTTP_OK, r->api->ans_json(r->ans));
 		if (http__lps(r, r->from, &lps)) {
 			struct oai_parts parts = {r->a_reason,      r->a_content, r->a_reason_len,
 			                          r->a_content_len, r->a_calls,   r->a_n_calls};
@@ -1152,6 +1236,11 @@ static enum MHD_Result http__await(struct hreq *r)
 			return http__error(r, &e);
 		}
 		if (r->st == HR_ADMIT && r->nw.admitted) {
+			/* a count: the prompt's tokens are known; the request is
+			 * cancelled when released */
+			if (r->route == R_MESSAGES_COUNT)
+				return http__json(r, MHD_HTTP_OK,
+				                  r->api->count_json(r->nw.prompt_tokens));
 			if (r->q.stream) {
 				r->fresh = true;
 				return http__stream_start(r);
@@ -1173,7 +1262,7 @@ static enum MHD_Result http__post(struct hreq *r)
 {
 	struct http *h = r->h;
 	struct oai_err e;
-	enum oai_kind kind = r->route == R_CHAT ? OAI_CHAT : OAI_COMPLETION;
+	enum oai_kind kind = r->route == R_COMPLETIONS ? OAI_COMPLETION : OAI_CHAT;
 
 	if (r->too_big) {
 		oai_errf(&e, 413, NULL, "request_too_large",
@@ -1181,8 +1270,12 @@ static enum MHD_Result http__post(struct hreq *r)
 		         h->lim.max_body);
 		return http__error(r, &e);
 	}
-	if (oai_parse(kind, r->body ? r->body : "", r->len, &h->lim, &r->q, &e))
+	if (r->api ? r->api->parse(r->body ? r->body : "", r->len, &h->lim,
+	                           r->route == R_MESSAGES_COUNT, &r->q, &e)
+	           : oai_parse(kind, r->body ? r->body : "", r->len, &h->lim, &r->q, &e))
 		return http__error(r, &e);
+	if (r->route == R_MESSAGES_COUNT)
+		r->q.max_tokens = 1; /* counted at admission, then cancelled */
 	/* the class: the body's ignis.class, else the X-Ignis-Class header */
 	if (!r->q.class_set) {
 		const char *c =
@@ -1291,7 +1384,7 @@ static enum MHD_Result http__handle(void *cls, struct MHD_Connection *con, const
 	switch (r->st) {
 	case HR_BODY: /* the whole request is in */
 		http__phase(h, r->hc, HC_BUSY);
-		return r->route <= R_COMPLETIONS ? http__post(r) : http__get(r);
+		return r->route <= R_POST_LAST ? http__post(r) : http__get(r);
 	case HR_ADMIT:
 	case HR_WHOLE:
 		return http__await(r); /* resumed by the door's wake */
@@ -1318,6 +1411,8 @@ static void http__done(void *cls, struct MHD_Connection *con, void **ptr,
 	oai_req_free(&r->q);
 	if (r->op_on)
 		op_free(&r->op);
+	if (r->ans)
+		r->api->ans_free(r->ans);
 	free(r->op_tools);
 	free(r->a_reason);
 	free(r->a_content);
