@@ -56,6 +56,7 @@
 #include "frontdoor.h"
 #include "model/chat.h"
 #include "outparse.h"
+#include "responses.h"
 #include "proto/msg.h"
 
 /* A waiting request looks again after this long without news: a stream
@@ -91,13 +92,14 @@ enum hr_route {
 	R_COMPLETIONS,
 	R_MESSAGES,       /* Anthropic's (anthropic.h) */
 	R_MESSAGES_COUNT, /* its count_tokens */
+	R_RESPONSES,      /* OpenAI's Responses (responses.h) */
 	R_MODELS,
 	R_HEALTH,
 	R_READY,
 	R_METRICS
 };
 /* The routes up to this one take a POST; the rest a GET. */
-#define R_POST_LAST R_MESSAGES_COUNT
+#define R_POST_LAST R_RESPONSES
 enum hr_state { HR_BODY, HR_ADMIT, HR_WHOLE, HR_STREAM };
 
 /* One request: libmicrohttpd's request context, freed when it completes. */
@@ -359,7 +361,7 @@ static bool http__is_json(const char *ct)
 
 static const char http__routes[] =
     "POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, "
-    "POST /v1/messages/count_tokens, GET /v1/models, GET /health, GET /ready, GET /metrics";
+    "POST /v1/messages/count_tokens, POST /v1/responses, GET /v1/models, GET /health, GET /ready, GET /metrics";
 
 /* The route of `url`, or 0. */
 static enum hr_route http__route(const struct http *h, const char *url)
@@ -372,6 +374,8 @@ static enum hr_route http__route(const struct http *h, const char *url)
 		return R_MESSAGES;
 	if (!strcmp(url, "/v1/messages/count_tokens"))
 		return R_MESSAGES_COUNT;
+	if (!strcmp(url, "/v1/responses"))
+		return R_RESPONSES;
 	if (!strcmp(url, "/v1/models"))
 		return R_MODELS;
 	if (!strcmp(url, "/health"))
@@ -386,7 +390,9 @@ static enum hr_route http__route(const struct http *h, const char *url)
 /* The API a route speaks beside OpenAI's (wire.h), or NULL for OpenAI's. */
 static const struct wire_api *http__api(enum hr_route route)
 {
-	return route == R_MESSAGES || route == R_MESSAGES_COUNT ? &anth_api : NULL;
+	return route == R_MESSAGES || route == R_MESSAGES_COUNT ? &anth_api
+	       : route == R_RESPONSES                           ? &resp_api
+	                                                        : NULL;
 }
 
 /* A CORS preflight from an Origin we serve. */
