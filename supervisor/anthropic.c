@@ -114,8 +114,10 @@ static int anth__texts(struct anth__in *in, const json_t *v, const char *param, 
 		if (!wire_grow(&j, &jl, json_string_value(v), json_string_length(v)))
 			goto nomem;
 	} else if (json_is_array(v)) {
-		json_array_foreach(v, i, b) {
-			const json_t *t = json_object_get(b, "type"), *x = json_object_get(b, "text");
+		json_array_foreach(v, i, b)
+		{
+			const json_t *t = json_object_get(b, "type"),
+			             *x = json_object_get(b, "text");
 
 			if (!json_is_object(b) || !json_is_string(t) ||
 			    strcmp(json_string_value(t), "text") || !json_is_string(x)) {
@@ -130,8 +132,9 @@ static int anth__texts(struct anth__in *in, const json_t *v, const char *param, 
 		}
 	} else {
 		free(j);
-		return anth__bad(in, param, "%s is %s; accepted: a string or an array of text blocks",
-		                 param, anth__type(v));
+		return anth__bad(in, param,
+		                 "%s is %s; accepted: a string or an array of text blocks", param,
+		                 anth__type(v));
 	}
 	*text = anth__keep(in, j ? j : "", jl);
 	*len = jl;
@@ -209,7 +212,8 @@ static int anth__user(struct anth__in *in, const json_t *content, size_t mi)
 		                 param, json_is_array(content) ? "empty" : anth__type(content));
 	/* runs of text blocks are one user message; each tool_result its own
 	 * tool message, in their order */
-	json_array_foreach(content, i, b) {
+	json_array_foreach(content, i, b)
+	{
 		char bp[96];
 		const char *type;
 
@@ -220,7 +224,8 @@ static int anth__user(struct anth__in *in, const json_t *content, size_t mi)
 			if (text_from == SIZE_MAX)
 				text_from = i;
 			if (i + 1 < json_array_size(content)) {
-				const json_t *nt = json_object_get(json_array_get(content, i + 1), "type");
+				const json_t *nt =
+				    json_object_get(json_array_get(content, i + 1), "type");
 
 				if (json_is_string(nt) && !strcmp(json_string_value(nt), "text"))
 					continue;
@@ -255,13 +260,15 @@ static int anth__user(struct anth__in *in, const json_t *content, size_t mi)
 				                 "tool_use block of an earlier assistant message",
 				                 bp);
 			if (!anth__call_known(in->r, json_string_value(id)))
-				return anth__bad(in, "tool_use_id",
-				                 "%s.tool_use_id '%.64s' answers no tool_use block of "
-				                 "an earlier assistant message",
-				                 bp, json_string_value(id));
+				return anth__bad(
+				    in, "tool_use_id",
+				    "%s.tool_use_id '%.64s' answers no tool_use block of "
+				    "an earlier assistant message",
+				    bp, json_string_value(id));
 			if (err && !json_is_boolean(err))
-				return anth__bad(in, "is_error", "%s.is_error is %s; accepted: a boolean",
-				                 bp, anth__type(err));
+				return anth__bad(in, "is_error",
+				                 "%s.is_error is %s; accepted: a boolean", bp,
+				                 anth__type(err));
 			if (!(m = anth__msg(in, "tool")))
 				return -1;
 			m->tool_call_id = json_string_value(id);
@@ -307,7 +314,8 @@ static int anth__assistant(struct anth__in *in, const json_t *content, size_t mi
 	if (!json_is_array(content))
 		return anth__bad(in, param, "%s is %s; accepted: a string or an array of blocks",
 		                 param, anth__type(content));
-	json_array_foreach(content, i, b) {
+	json_array_foreach(content, i, b)
+	{
 		if (json_is_string(json_object_get(b, "type")) &&
 		    !strcmp(json_string_value(json_object_get(b, "type")), "tool_use"))
 			n_calls++;
@@ -317,7 +325,8 @@ static int anth__assistant(struct anth__in *in, const json_t *content, size_t mi
 		                 param, n_calls, OAI_CALLS_MAX);
 	if (n_calls && !(m->calls = calloc(n_calls, sizeof(*m->calls))))
 		return anth__nomem(in);
-	json_array_foreach(content, i, b) {
+	json_array_foreach(content, i, b)
+	{
 		char bp[96];
 		const char *type;
 
@@ -347,17 +356,19 @@ static int anth__assistant(struct anth__in *in, const json_t *content, size_t mi
 		} else if (!strcmp(type, "redacted_thinking")) {
 			continue; /* another server's sealed reasoning: nothing to render */
 		} else if (!strcmp(type, "tool_use")) {
-			const json_t *id = json_object_get(b, "id"), *nm = json_object_get(b, "name"),
+			const json_t *id = json_object_get(b, "id"),
+			             *nm = json_object_get(b, "name"),
 			             *input = json_object_get(b, "input");
 			struct oai_msg_call *c = &m->calls[m->n_calls];
 			char *args;
 
 			if (!json_is_string(id) || !json_is_string(nm) || !json_is_object(input)) {
-				anth__bad(in, bp,
-				          "%s is not a tool_use block: accepted {\"type\": "
-				          "\"tool_use\", \"id\": string, \"name\": string, \"input\": "
-				          "object}",
-				          bp);
+				anth__bad(
+				    in, bp,
+				    "%s is not a tool_use block: accepted {\"type\": "
+				    "\"tool_use\", \"id\": string, \"name\": string, \"input\": "
+				    "object}",
+				    bp);
 				goto fail;
 			}
 			if (!(args = json_dumps(input, JSON_COMPACT)))
@@ -417,7 +428,8 @@ static int anth__tools(struct anth__in *in, const json_t *tools)
 	if (json_array_size(tools) &&
 	    !(r->tools = calloc(json_array_size(tools), sizeof(*r->tools))))
 		return anth__nomem(in);
-	json_array_foreach(tools, i, t) {
+	json_array_foreach(tools, i, t)
+	{
 		const json_t *nm = json_object_get(t, "name"), *ty = json_object_get(t, "type"),
 		             *schema = json_object_get(t, "input_schema"),
 		             *desc = json_object_get(t, "description");
@@ -430,26 +442,30 @@ static int anth__tools(struct anth__in *in, const json_t *tools)
 			                 i);
 		if (ty && !json_is_null(ty) &&
 		    (!json_is_string(ty) || strcmp(json_string_value(ty), "custom")))
-			return anth__bad(in, "tools",
-			                 "tools[%zu] has type '%.48s': Anthropic's server and client "
-			                 "tools are theirs to run; accepted: tools of your own "
-			                 "(type absent or \"custom\")",
-			                 i, json_is_string(ty) ? json_string_value(ty) : "?");
+			return anth__bad(
+			    in, "tools",
+			    "tools[%zu] has type '%.48s': Anthropic's server and client "
+			    "tools are theirs to run; accepted: tools of your own "
+			    "(type absent or \"custom\")",
+			    i, json_is_string(ty) ? json_string_value(ty) : "?");
 		if (!json_is_object(schema) ||
 		    (json_object_get(schema, "type") &&
 		     (!json_is_string(json_object_get(schema, "type")) ||
 		      strcmp(json_string_value(json_object_get(schema, "type")), "object"))))
-			return anth__bad(in, "tools",
-			                 "tools[%zu].input_schema is not an object schema; accepted: "
-			                 "a JSON schema of type \"object\"",
-			                 i);
+			return anth__bad(
+			    in, "tools",
+			    "tools[%zu].input_schema is not an object schema; accepted: "
+			    "a JSON schema of type \"object\"",
+			    i);
 		if (desc && !json_is_string(desc))
-			return anth__bad(in, "tools", "tools[%zu].description is %s; accepted: a string",
-			                 i, anth__type(desc));
+			return anth__bad(in, "tools",
+			                 "tools[%zu].description is %s; accepted: a string", i,
+			                 anth__type(desc));
 		for (size_t k = 0; k < i; k++)
 			if (!strcmp(r->tools[k].name, json_string_value(nm)))
-				return anth__bad(in, "tools", "tools[%zu]: the name '%.64s' is taken twice",
-				                 i, json_string_value(nm));
+				return anth__bad(in, "tools",
+				                 "tools[%zu]: the name '%.64s' is taken twice", i,
+				                 json_string_value(nm));
 		/* the form the templates announce: OpenAI's function tool */
 		fn = json_object();
 		obj = json_object();
@@ -487,8 +503,9 @@ static int anth_tool_choice(struct anth__in *in, const json_t *tc)
 		                 anth__type(tc));
 	dp = json_object_get(tc, "disable_parallel_tool_use");
 	if (dp && !json_is_boolean(dp))
-		return anth__bad(in, "tool_choice", "tool_choice.disable_parallel_tool_use is %s; "
-		                                    "accepted: a boolean",
+		return anth__bad(in, "tool_choice",
+		                 "tool_choice.disable_parallel_tool_use is %s; "
+		                 "accepted: a boolean",
 		                 anth__type(dp));
 	in->r->parallel_calls = !json_is_true(dp);
 	if (!strcmp(type, "auto"))
@@ -502,7 +519,8 @@ static int anth_tool_choice(struct anth__in *in, const json_t *tc)
 		                 type);
 	else
 		return anth__bad(in, "tool_choice",
-		                 "tool_choice type '%.32s' is unknown; accepted: auto or none", type);
+		                 "tool_choice type '%.32s' is unknown; accepted: auto or none",
+		                 type);
 	return 0;
 }
 
@@ -524,9 +542,9 @@ static int anth__num(struct anth__in *in, const json_t *v, const char *name, dou
 
 /* The fields of a request, each with its reader (NULL: taken, no effect). */
 static const char *const anth__fields[] = {
-    "model",       "max_tokens",     "messages", "system",   "tools",        "tool_choice",
-    "temperature", "top_p",          "top_k",    "stream",   "stop_sequences", "metadata",
-    "thinking",    "service_tier",   "ignis",    "container", "mcp_servers",
+    "model",       "max_tokens",   "messages", "system",    "tools",          "tool_choice",
+    "temperature", "top_p",        "top_k",    "stream",    "stop_sequences", "metadata",
+    "thinking",    "service_tier", "ignis",    "container", "mcp_servers",
 };
 
 static int anth__read(struct anth__in *in, json_t *root, bool count)
@@ -536,16 +554,18 @@ static int anth__read(struct anth__in *in, json_t *root, bool count)
 	json_t *v;
 	size_t i;
 
-	json_object_foreach(root, key, v) {
+	json_object_foreach(root, key, v)
+	{
 		bool known = !strcmp(key, "\x01ignis");
 
 		for (size_t k = 0; !known && k < sizeof anth__fields / sizeof *anth__fields; k++)
 			known = !strcmp(key, anth__fields[k]);
 		if (!known)
-			return anth__bad(in, key,
-			                 "the field '%.48s' is not one of Anthropic's Messages API, or "
-			                 "not one this server takes (docs/http.md)",
-			                 key);
+			return anth__bad(
+			    in, key,
+			    "the field '%.48s' is not one of Anthropic's Messages API, or "
+			    "not one this server takes (docs/http.md)",
+			    key);
 	}
 	v = json_object_get(root, "model");
 	if (!json_is_string(v) || !json_string_length(v) ||
@@ -567,13 +587,14 @@ static int anth__read(struct anth__in *in, json_t *root, bool count)
 	if ((v = json_object_get(root, "temperature")) &&
 	    anth__num(in, v, "temperature", 0, 1, false, &r->temperature))
 		return -1;
-	if ((v = json_object_get(root, "top_p")) && anth__num(in, v, "top_p", 0, 1, true, &r->top_p))
+	if ((v = json_object_get(root, "top_p")) &&
+	    anth__num(in, v, "top_p", 0, 1, true, &r->top_p))
 		return -1;
 	if ((v = json_object_get(root, "top_k"))) {
 		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 		    (uint64_t)json_integer_value(v) > in->lim->vocab)
-			return anth__bad(in, "top_k", "top_k is %s; accepted: 0 to %u", anth__type(v),
-			                 in->lim->vocab);
+			return anth__bad(in, "top_k", "top_k is %s; accepted: 0 to %u",
+			                 anth__type(v), in->lim->vocab);
 		r->top_k = (uint32_t)json_integer_value(v);
 	}
 	if ((v = json_object_get(root, "stream"))) {
@@ -586,13 +607,16 @@ static int anth__read(struct anth__in *in, json_t *root, bool count)
 		json_t *s;
 
 		if (!json_is_array(v) || json_array_size(v) > 4)
-			return anth__bad(in, "stop_sequences",
-			                 "stop_sequences is %s; accepted: an array of up to 4 strings",
-			                 json_is_array(v) ? "longer" : anth__type(v));
-		json_array_foreach(v, i, s) {
+			return anth__bad(
+			    in, "stop_sequences",
+			    "stop_sequences is %s; accepted: an array of up to 4 strings",
+			    json_is_array(v) ? "longer" : anth__type(v));
+		json_array_foreach(v, i, s)
+		{
 			if (!json_is_string(s) || !json_string_length(s))
 				return anth__bad(in, "stop_sequences",
-				                 "stop_sequences[%zu] is not a non-empty string", i);
+				                 "stop_sequences[%zu] is not a non-empty string",
+				                 i);
 			r->stop[r->n_stop++] = json_string_value(s);
 		}
 	}
@@ -606,20 +630,23 @@ static int anth__read(struct anth__in *in, json_t *root, bool count)
 		                 "service_tier is not 'auto' or 'standard_only': this server has "
 		                 "one tier");
 	if ((v = json_object_get(root, "container")) && !json_is_null(v))
-		return anth__bad(in, "container", "container: this server runs no code; accepted: "
-		                                  "null");
+		return anth__bad(in, "container",
+		                 "container: this server runs no code; accepted: "
+		                 "null");
 	if ((v = json_object_get(root, "mcp_servers")) &&
 	    !(json_is_array(v) && !json_array_size(v)))
 		return anth__bad(in, "mcp_servers",
 		                 "mcp_servers: this server connects to none; accepted: []");
 	if ((v = json_object_get(root, "thinking"))) {
-		const json_t *t = json_object_get(v, "type"), *b = json_object_get(v, "budget_tokens");
+		const json_t *t = json_object_get(v, "type"),
+		             *b = json_object_get(v, "budget_tokens");
 		const char *ty = json_is_string(t) ? json_string_value(t) : "";
 
 		if (!json_is_object(v) || (strcmp(ty, "enabled") && strcmp(ty, "disabled")))
-			return anth__bad(in, "thinking",
-			                 "thinking is not {\"type\": \"enabled\", \"budget_tokens\": N} "
-			                 "or {\"type\": \"disabled\"}");
+			return anth__bad(
+			    in, "thinking",
+			    "thinking is not {\"type\": \"enabled\", \"budget_tokens\": N} "
+			    "or {\"type\": \"disabled\"}");
 		if (b && (!json_is_integer(b) || json_integer_value(b) < 0))
 			return anth__bad(in, "thinking",
 			                 "thinking.budget_tokens is %s; accepted: a whole number "
@@ -634,12 +661,15 @@ static int anth__read(struct anth__in *in, json_t *root, bool count)
 		json_t *x;
 
 		if (!json_is_object(v))
-			return anth__bad(in, "ignis", "ignis is %s; accepted: {\"class\", \"seed\"}",
+			return anth__bad(in, "ignis",
+			                 "ignis is %s; accepted: {\"class\", \"seed\"}",
 			                 anth__type(v));
-		json_object_foreach((json_t *)v, key2, x) {
+		json_object_foreach((json_t *)v, key2, x)
+		{
 			if (strcmp(key2, "class") && strcmp(key2, "seed"))
 				return anth__bad(in, "ignis",
-				                 "ignis.%.32s is unknown; accepted: class, seed", key2);
+				                 "ignis.%.32s is unknown; accepted: class, seed",
+				                 key2);
 		}
 		if (c && (!json_is_string(c) || (strcmp(json_string_value(c), "interactive") &&
 		                                 strcmp(json_string_value(c), "agent"))))
@@ -673,11 +703,14 @@ static int anth__read(struct anth__in *in, json_t *root, bool count)
 		return anth__bad(in, "messages",
 		                 "messages is %s; accepted: a non-empty array of {\"role\", "
 		                 "\"content\"}",
-		                 !v ? "missing" : json_is_array(v) ? "empty" : anth__type(v));
+		                 !v                 ? "missing"
+		                 : json_is_array(v) ? "empty"
+		                                    : anth__type(v));
 	{
 		json_t *m;
 
-		json_array_foreach(v, i, m) {
+		json_array_foreach(v, i, m)
+		{
 			const json_t *role = json_object_get(m, "role"),
 			             *content = json_object_get(m, "content");
 			const char *ro = json_is_string(role) ? json_string_value(role) : "";
@@ -844,7 +877,8 @@ static json_t *anth__usage(const struct oai_usage *u, bool with_input)
 	json_t *o = json_pack("{s:I}", "output_tokens", (json_int_t)u->completion);
 
 	if (o && with_input) {
-		json_object_set_new(o, "input_tokens", json_integer((json_int_t)(u->prompt - cached)));
+		json_object_set_new(o, "input_tokens",
+		                    json_integer((json_int_t)(u->prompt - cached)));
 		json_object_set_new(o, "cache_read_input_tokens", json_integer((json_int_t)cached));
 		json_object_set_new(o, "cache_creation_input_tokens", json_integer(0));
 	}
@@ -865,7 +899,8 @@ static json_t *anth__message(struct wire_ans *a, bool whole)
 			              wire_text(b->text, b->len), "signature", "");
 			break;
 		case AB_TEXT:
-			o = json_pack("{s:s,s:o}", "type", "text", "text", wire_text(b->text, b->len));
+			o = json_pack("{s:s,s:o}", "type", "text", "text",
+			              wire_text(b->text, b->len));
 			break;
 		case AB_TOOL: {
 			json_t *in = b->text ? json_loadb(b->text, b->len, 0, NULL) : NULL;
@@ -885,8 +920,8 @@ static json_t *anth__message(struct wire_ans *a, bool whole)
 	              "model", a->model, "content", content);
 	if (!m)
 		return NULL;
-	json_object_set_new(m, "stop_reason", whole && a->stop_reason ? json_string(a->stop_reason)
-	                                                              : json_null());
+	json_object_set_new(m, "stop_reason",
+	                    whole && a->stop_reason ? json_string(a->stop_reason) : json_null());
 	json_object_set_new(m, "stop_sequence",
 	                    whole && a->stop_seq ? json_string(a->stop_seq) : json_null());
 	json_object_set_new(m, "usage", anth__usage(&a->u, true));
@@ -912,10 +947,9 @@ static int anth__close(struct wire_ans *a)
 	if (!a->open)
 		return 0;
 	a->open = false;
-	if (a->stream &&
-	    !wire_sse(&a->sink, "content_block_stop",
-	              json_pack("{s:s,s:I}", "type", "content_block_stop", "index",
-	                        (json_int_t)(a->n - 1))))
+	if (a->stream && !wire_sse(&a->sink, "content_block_stop",
+	                           json_pack("{s:s,s:I}", "type", "content_block_stop", "index",
+	                                     (json_int_t)(a->n - 1))))
 		return IG_E_NOMEM;
 	return 0;
 }
@@ -940,11 +974,11 @@ static int anth__open(struct wire_ans *a, enum anth__bt type, const char *name, 
 	}
 	if (!a->stream)
 		return 0;
-	cb = type == AB_THINKING ? json_pack("{s:s,s:s,s:s}", "type", "thinking", "thinking", "",
-	                                     "signature", "")
-	     : type == AB_TEXT   ? json_pack("{s:s,s:s}", "type", "text", "text", "")
-	                         : json_pack("{s:s,s:s,s:o,s:{}}", "type", "tool_use", "id", b->id,
-	                                     "name", wire_text(name, name_len), "input");
+	cb = type == AB_THINKING
+	         ? json_pack("{s:s,s:s,s:s}", "type", "thinking", "thinking", "", "signature", "")
+	     : type == AB_TEXT ? json_pack("{s:s,s:s}", "type", "text", "text", "")
+	                       : json_pack("{s:s,s:s,s:o,s:{}}", "type", "tool_use", "id", b->id,
+	                                   "name", wire_text(name, name_len), "input");
 	return wire_sse(&a->sink, "content_block_start",
 	                json_pack("{s:s,s:I,s:o}", "type", "content_block_start", "index",
 	                          (json_int_t)(a->n - 1), "content_block", cb))
@@ -976,11 +1010,10 @@ static int anth__event(struct wire_ans *a, const struct op_ev *ev)
 	b = &a->b[a->n - 1];
 	if (!wire_grow(&b->text, &b->len, ev->text, ev->len))
 		return IG_E_NOMEM;
-	if (a->stream &&
-	    !wire_sse(&a->sink, "content_block_delta",
-	              json_pack("{s:s,s:I,s:{s:s,s:o}}", "type", "content_block_delta", "index",
-	                        (json_int_t)(a->n - 1), "delta", "type", dt[want], dk[want],
-	                        wire_text(ev->text, ev->len))))
+	if (a->stream && !wire_sse(&a->sink, "content_block_delta",
+	                           json_pack("{s:s,s:I,s:{s:s,s:o}}", "type", "content_block_delta",
+	                                     "index", (json_int_t)(a->n - 1), "delta", "type",
+	                                     dt[want], dk[want], wire_text(ev->text, ev->len))))
 		return IG_E_IO;
 	return 0;
 }
@@ -1023,7 +1056,8 @@ static int anth__fail(struct wire_ans *a, const struct oai_err *err)
 {
 	char *json = anth_error_json(err);
 	bool ok = json && a->sink.put(a->sink.ctx, "event: error\ndata: ", 19) &&
-	          a->sink.put(a->sink.ctx, json, strlen(json)) && a->sink.put(a->sink.ctx, "\n\n", 2);
+	          a->sink.put(a->sink.ctx, json, strlen(json)) &&
+	          a->sink.put(a->sink.ctx, "\n\n", 2);
 
 	free(json);
 	return ok ? 0 : IG_E_NOMEM;

@@ -361,7 +361,8 @@ static bool http__is_json(const char *ct)
 
 static const char http__routes[] =
     "POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, "
-    "POST /v1/messages/count_tokens, POST /v1/responses, GET /v1/models, GET /health, GET /ready, GET /metrics";
+    "POST /v1/messages/count_tokens, POST /v1/responses, GET /v1/models, GET /health, "
+    "GET /ready, GET /metrics";
 
 /* The route of `url`, or 0. */
 static enum hr_route http__route(const struct http *h, const char *url)

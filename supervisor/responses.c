@@ -105,8 +105,8 @@ static int resp__count(struct resp__in *in, size_t n, const char *param)
 
 /* Content: a string, or parts whose text is joined (input_text,
  * output_text, text; refusal's refusal). */
-static int resp__content(struct resp__in *in, const json_t *v, const char *param,
-                         const char **text, size_t *len)
+static int resp__content(struct resp__in *in, const json_t *v, const char *param, const char **text,
+                         size_t *len)
 {
 	char *j = NULL;
 	size_t jl = 0, i;
@@ -118,9 +118,11 @@ static int resp__content(struct resp__in *in, const json_t *v, const char *param
 		return resp__count(in, *len, param);
 	}
 	if (!json_is_array(v))
-		return resp__bad(in, param, "%s is %s; accepted: a string or an array of text parts",
-		                 param, resp__type(v));
-	json_array_foreach(v, i, p) {
+		return resp__bad(in, param,
+		                 "%s is %s; accepted: a string or an array of text parts", param,
+		                 resp__type(v));
+	json_array_foreach(v, i, p)
+	{
 		const json_t *t = json_object_get(p, "type");
 		const json_t *x = resp__is(t, "refusal") ? json_object_get(p, "refusal")
 		                                         : json_object_get(p, "text");
@@ -132,15 +134,16 @@ static int resp__content(struct resp__in *in, const json_t *v, const char *param
 		if (!resp__is(t, "input_text") && !resp__is(t, "output_text") &&
 		    !resp__is(t, "text") && !resp__is(t, "refusal")) {
 			free(j);
-			return resp__bad(in, param,
-			                 "%s[%zu] is a '%.32s' part: this server serves text models; "
-			                 "accepted: input_text, output_text",
-			                 param, i, json_string_value(t));
+			return resp__bad(
+			    in, param,
+			    "%s[%zu] is a '%.32s' part: this server serves text models; "
+			    "accepted: input_text, output_text",
+			    param, i, json_string_value(t));
 		}
 		if (!json_is_string(x)) {
 			free(j);
-			return resp__bad(in, param, "%s[%zu].text is %s; accepted: a string", param, i,
-			                 resp__type(x));
+			return resp__bad(in, param, "%s[%zu].text is %s; accepted: a string", param,
+			                 i, resp__type(x));
 		}
 		if (!wire_grow(&j, &jl, json_string_value(x), json_string_length(x))) {
 			free(j);
@@ -227,7 +230,8 @@ static int resp__item(struct resp__in *in, const json_t *it, size_t i)
 		if (!strcmp(ro, "assistant")) {
 			if (!(m = resp__assistant(in)))
 				return -1;
-			return resp__content(in, json_object_get(it, "content"), cp, &m->text, &m->len);
+			return resp__content(in, json_object_get(it, "content"), cp, &m->text,
+			                     &m->len);
 		}
 		if (strcmp(ro, "user") && strcmp(ro, "system") && strcmp(ro, "developer"))
 			return resp__bad(in, p,
@@ -240,7 +244,8 @@ static int resp__item(struct resp__in *in, const json_t *it, size_t i)
 		return resp__content(in, json_object_get(it, "content"), cp, &m->text, &m->len);
 	}
 	if (resp__is(type, "function_call")) {
-		const json_t *id = json_object_get(it, "call_id"), *nm = json_object_get(it, "name"),
+		const json_t *id = json_object_get(it, "call_id"),
+		             *nm = json_object_get(it, "name"),
 		             *args = json_object_get(it, "arguments");
 		struct oai_msg_call *c;
 		json_t *parsed;
@@ -254,7 +259,8 @@ static int resp__item(struct resp__in *in, const json_t *it, size_t i)
 		parsed = json_loadb(json_string_value(args), json_string_length(args), 0, NULL);
 		if (!json_is_object(parsed)) {
 			json_decref(parsed);
-			return resp__bad(in, p, "%s.arguments is not the JSON text of an object", p);
+			return resp__bad(in, p, "%s.arguments is not the JSON text of an object",
+			                 p);
 		}
 		json_decref(parsed);
 		if (in->asst < 0 && !resp__assistant(in))
@@ -265,10 +271,9 @@ static int resp__item(struct resp__in *in, const json_t *it, size_t i)
 		if (!(c = realloc(m->calls, (m->n_calls + 1) * sizeof(*c))))
 			return resp__nomem(in);
 		m->calls = c;
-		m->calls[m->n_calls++] =
-		    (struct oai_msg_call){json_string_value(id), json_string_value(nm),
-		                          json_string_value(args), json_string_length(nm),
-		                          json_string_length(args)};
+		m->calls[m->n_calls++] = (struct oai_msg_call){
+		    json_string_value(id), json_string_value(nm), json_string_value(args),
+		    json_string_length(nm), json_string_length(args)};
 		return resp__count(in, json_string_length(nm) + json_string_length(args), p);
 	}
 	in->asst = -1;
@@ -277,13 +282,14 @@ static int resp__item(struct resp__in *in, const json_t *it, size_t i)
 		char op[64];
 
 		if (!json_is_string(id))
-			return resp__bad(in, p, "%s.call_id is %s; accepted: the call_id of an earlier "
-			                        "function_call",
+			return resp__bad(in, p,
+			                 "%s.call_id is %s; accepted: the call_id of an earlier "
+			                 "function_call",
 			                 p, resp__type(id));
 		if (!resp__call_known(in->r, json_string_value(id)))
 			return resp__bad(in, p,
-			                 "%s.call_id '%.64s' answers no earlier function_call item", p,
-			                 json_string_value(id));
+			                 "%s.call_id '%.64s' answers no earlier function_call item",
+			                 p, json_string_value(id));
 		if (!(m = resp__msg(in, "tool")))
 			return -1;
 		m->tool_call_id = json_string_value(id);
@@ -300,14 +306,17 @@ static int resp__item(struct resp__in *in, const json_t *it, size_t i)
 		if (!json_is_array(parts) || !json_array_size(parts))
 			parts = json_object_get(it, "summary");
 		if (parts && !json_is_array(parts))
-			return resp__bad(in, p, "%s.summary is %s; accepted: an array of summary_text",
-			                 p, resp__type(parts));
-		json_array_foreach(parts, k, x) {
+			return resp__bad(in, p,
+			                 "%s.summary is %s; accepted: an array of summary_text", p,
+			                 resp__type(parts));
+		json_array_foreach(parts, k, x)
+		{
 			const json_t *t = json_object_get(x, field);
 
 			if (!json_is_string(t))
 				return resp__bad(in, p, "%s: part %zu has no text", p, k);
-			if ((in->reason_len && !wire_grow(&in->reason, &in->reason_len, "\n\n", 2)) ||
+			if ((in->reason_len &&
+			     !wire_grow(&in->reason, &in->reason_len, "\n\n", 2)) ||
 			    !wire_grow(&in->reason, &in->reason_len, json_string_value(t),
 			               json_string_length(t)))
 				return resp__nomem(in);
@@ -340,7 +349,8 @@ static int resp__tools(struct resp__in *in, const json_t *tools)
 	if (json_array_size(tools) &&
 	    !(r->tools = calloc(json_array_size(tools), sizeof(*r->tools))))
 		return resp__nomem(in);
-	json_array_foreach(tools, i, t) {
+	json_array_foreach(tools, i, t)
+	{
 		const json_t *ty = json_object_get(t, "type"), *nm = json_object_get(t, "name"),
 		             *params = json_object_get(t, "parameters"),
 		             *desc = json_object_get(t, "description"),
@@ -348,33 +358,39 @@ static int resp__tools(struct resp__in *in, const json_t *tools)
 		json_t *fn, *obj;
 
 		if (!resp__is(ty, "function"))
-			return resp__bad(in, "tools",
-			                 "tools[%zu] has type '%.48s': OpenAI's hosted tools are theirs "
-			                 "to run; accepted: function tools",
-			                 i, json_is_string(ty) ? json_string_value(ty) : resp__type(ty));
+			return resp__bad(
+			    in, "tools",
+			    "tools[%zu] has type '%.48s': OpenAI's hosted tools are theirs "
+			    "to run; accepted: function tools",
+			    i, json_is_string(ty) ? json_string_value(ty) : resp__type(ty));
 		if (!json_is_string(nm) || !json_string_length(nm) || json_string_length(nm) > 64 ||
-		    strspn(json_string_value(nm), "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"
-		                                  "Z0123456789_-") != json_string_length(nm))
+		    strspn(json_string_value(nm),
+		           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY"
+		           "Z0123456789_-") != json_string_length(nm))
 			return resp__bad(in, "tools",
 			                 "tools[%zu].name is not 1 to 64 of a-z A-Z 0-9 _ -", i);
 		if (params && !json_is_null(params) &&
 		    (!json_is_object(params) ||
 		     (json_object_get(params, "type") &&
 		      !resp__is(json_object_get(params, "type"), "object"))))
-			return resp__bad(in, "tools",
-			                 "tools[%zu].parameters is not an object schema; accepted: a "
-			                 "JSON schema of type \"object\"",
-			                 i);
+			return resp__bad(
+			    in, "tools",
+			    "tools[%zu].parameters is not an object schema; accepted: a "
+			    "JSON schema of type \"object\"",
+			    i);
 		if (desc && !json_is_null(desc) && !json_is_string(desc))
-			return resp__bad(in, "tools", "tools[%zu].description is %s; accepted: a string",
-			                 i, resp__type(desc));
+			return resp__bad(in, "tools",
+			                 "tools[%zu].description is %s; accepted: a string", i,
+			                 resp__type(desc));
 		if (strict && !json_is_boolean(strict) && !json_is_null(strict))
-			return resp__bad(in, "tools", "tools[%zu].strict is %s; accepted: a boolean", i,
+			return resp__bad(in, "tools",
+			                 "tools[%zu].strict is %s; accepted: a boolean", i,
 			                 resp__type(strict));
 		for (size_t k = 0; k < i; k++)
 			if (!strcmp(r->tools[k].name, json_string_value(nm)))
-				return resp__bad(in, "tools", "tools[%zu]: the name '%s' is taken twice",
-				                 i, json_string_value(nm));
+				return resp__bad(in, "tools",
+				                 "tools[%zu]: the name '%s' is taken twice", i,
+				                 json_string_value(nm));
 		/* the chat form, which the template announces */
 		fn = json_object();
 		obj = json_object();
@@ -389,8 +405,8 @@ static int resp__tools(struct resp__in *in, const json_t *tools)
 		if (json_is_object(params))
 			json_object_set(fn, "parameters", (json_t *)params);
 		json_object_set_new(obj, "function", fn);
-		r->tools[r->n_tools++] = (struct oai_tool){
-		    json_string_value(nm), obj, json_is_object(params) ? params : NULL};
+		r->tools[r->n_tools++] = (struct oai_tool){json_string_value(nm), obj,
+		                                           json_is_object(params) ? params : NULL};
 	}
 	return 0;
 }
@@ -439,13 +455,34 @@ static int resp__num(struct resp__in *in, const json_t *v, const char *name, dou
 }
 
 static const char *const resp__fields[] = {
-    "model",       "input",       "instructions",     "tools",
-    "tool_choice", "parallel_tool_calls", "max_output_tokens", "temperature",
-    "top_p",       "stream",      "store",            "metadata",
-    "user",        "include",     "reasoning",        "text",
-    "truncation",  "service_tier", "prompt_cache_key", "safety_identifier",
-    "stream_options", "previous_response_id", "background", "conversation",
-    "prompt",      "top_logprobs", "max_tool_calls",  "ignis",
+    "model",
+    "input",
+    "instructions",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "stream",
+    "store",
+    "metadata",
+    "user",
+    "include",
+    "reasoning",
+    "text",
+    "truncation",
+    "service_tier",
+    "prompt_cache_key",
+    "safety_identifier",
+    "stream_options",
+    "previous_response_id",
+    "background",
+    "conversation",
+    "prompt",
+    "top_logprobs",
+    "max_tool_calls",
+    "ignis",
 };
 
 /* A field this server cannot serve, when given at more than its neutral
@@ -485,20 +522,23 @@ static int resp__stateful(struct resp__in *in, json_t *root)
 		                 "\"disabled\"");
 	if ((v = json_object_get(root, "service_tier")) && !json_is_null(v) &&
 	    !resp__is(v, "auto") && !resp__is(v, "default"))
-		return resp__bad(in, "service_tier", "service_tier: one tier; accepted: auto, default");
+		return resp__bad(in, "service_tier",
+		                 "service_tier: one tier; accepted: auto, default");
 	if ((v = json_object_get(root, "text")) && !json_is_null(v)) {
 		const json_t *f = json_object_get(v, "format");
 		const char *key;
 		json_t *x;
 
 		if (!json_is_object(v))
-			return resp__bad(in, "text", "text is %s; accepted: {\"format\": {\"type\": "
-			                             "\"text\"}}",
+			return resp__bad(in, "text",
+			                 "text is %s; accepted: {\"format\": {\"type\": "
+			                 "\"text\"}}",
 			                 resp__type(v));
-		json_object_foreach((json_t *)v, key, x) {
+		json_object_foreach((json_t *)v, key, x)
+		{
 			if (strcmp(key, "format") && strcmp(key, "verbosity"))
-				return resp__bad(in, "text", "text.%.32s is unknown; accepted: format",
-				                 key);
+				return resp__bad(in, "text",
+				                 "text.%.32s is unknown; accepted: format", key);
 		}
 		if (f && !json_is_null(f) && !resp__is(json_object_get(f, "type"), "text"))
 			return resp__bad(in, "text",
@@ -515,16 +555,18 @@ static int resp__read(struct resp__in *in, json_t *root)
 	json_t *v;
 	size_t i;
 
-	json_object_foreach(root, key, v) {
+	json_object_foreach(root, key, v)
+	{
 		bool known = !strcmp(key, "\x01ignis");
 
 		for (size_t k = 0; !known && k < sizeof resp__fields / sizeof *resp__fields; k++)
 			known = !strcmp(key, resp__fields[k]);
 		if (!known)
-			return resp__bad(in, key,
-			                 "the field '%.48s' is not one of the Responses API, or not "
-			                 "one this server takes (docs/http.md)",
-			                 key);
+			return resp__bad(
+			    in, key,
+			    "the field '%.48s' is not one of the Responses API, or not "
+			    "one this server takes (docs/http.md)",
+			    key);
 	}
 	if (resp__stateful(in, root))
 		return -1;
@@ -538,8 +580,8 @@ static int resp__read(struct resp__in *in, json_t *root)
 		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 		    (uint64_t)json_integer_value(v) > in->lim->max_tokens)
 			return resp__bad(in, "max_output_tokens",
-			                 "max_output_tokens is %s; accepted: 1 to %u", resp__type(v),
-			                 in->lim->max_tokens);
+			                 "max_output_tokens is %s; accepted: 1 to %u",
+			                 resp__type(v), in->lim->max_tokens);
 		r->max_tokens = (uint32_t)json_integer_value(v);
 	}
 	r->temperature = 1.0;
@@ -548,7 +590,8 @@ static int resp__read(struct resp__in *in, json_t *root)
 	if ((v = json_object_get(root, "temperature")) &&
 	    resp__num(in, v, "temperature", 0, 2, false, &r->temperature))
 		return -1;
-	if ((v = json_object_get(root, "top_p")) && resp__num(in, v, "top_p", 0, 1, true, &r->top_p))
+	if ((v = json_object_get(root, "top_p")) &&
+	    resp__num(in, v, "top_p", 0, 1, true, &r->top_p))
 		return -1;
 	if ((v = json_object_get(root, "stream")) && !json_is_null(v)) {
 		if (!json_is_boolean(v))
@@ -559,7 +602,8 @@ static int resp__read(struct resp__in *in, json_t *root)
 	if ((v = json_object_get(root, "parallel_tool_calls")) && !json_is_null(v)) {
 		if (!json_is_boolean(v))
 			return resp__bad(in, "parallel_tool_calls",
-			                 "parallel_tool_calls is %s; accepted: a boolean", resp__type(v));
+			                 "parallel_tool_calls is %s; accepted: a boolean",
+			                 resp__type(v));
 		r->parallel_calls = json_is_true(v);
 	}
 	if ((v = json_object_get(root, "metadata")) && !json_is_object(v) && !json_is_null(v))
@@ -572,8 +616,9 @@ static int resp__read(struct resp__in *in, json_t *root)
 		const json_t *e = json_object_get(v, "effort");
 
 		if (!json_is_object(v) || (e && !json_is_null(e) && !json_is_string(e)))
-			return resp__bad(in, "reasoning",
-			                 "reasoning is not {\"effort\": string, \"summary\": string}");
+			return resp__bad(
+			    in, "reasoning",
+			    "reasoning is not {\"effort\": string, \"summary\": string}");
 		/* the template's thinking is on or off: "none" turns it off, any
 		 * other effort leaves the model's default */
 		if (resp__is(e, "none")) {
@@ -609,8 +654,8 @@ static int resp__read(struct resp__in *in, json_t *root)
 		struct oai_message *m;
 
 		if (!json_is_string(v))
-			return resp__bad(in, "instructions", "instructions is %s; accepted: a string",
-			                 resp__type(v));
+			return resp__bad(in, "instructions",
+			                 "instructions is %s; accepted: a string", resp__type(v));
 		if (!(m = resp__msg(in, "system")))
 			return -1;
 		m->text = json_string_value(v);
@@ -629,13 +674,15 @@ static int resp__read(struct resp__in *in, json_t *root)
 		return resp__count(in, m->len, "input");
 	}
 	if (!json_is_array(v) || !json_array_size(v))
-		return resp__bad(in, "input", "input is %s; accepted: a string or a non-empty array "
-		                              "of items",
+		return resp__bad(in, "input",
+		                 "input is %s; accepted: a string or a non-empty array "
+		                 "of items",
 		                 json_is_array(v) ? "empty" : resp__type(v));
 	{
 		json_t *it;
 
-		json_array_foreach(v, i, it) {
+		json_array_foreach(v, i, it)
+		{
 			if (resp__item(in, it, i))
 				return -1;
 		}
@@ -808,10 +855,11 @@ static json_t *resp__object(struct wire_ans *a)
 	              json_boolean(a->q->parallel_calls));
 	if (!o)
 		return NULL;
-	json_object_set_new(o, "error",
-	                    !strcmp(a->status, "failed")
-	                        ? json_pack("{s:s,s:s}", "code", "server_error", "message", a->error)
-	                        : json_null());
+	json_object_set_new(
+	    o, "error",
+	    !strcmp(a->status, "failed")
+	        ? json_pack("{s:s,s:s}", "code", "server_error", "message", a->error)
+	        : json_null());
 	json_object_set_new(o, "incomplete_details",
 	                    !strcmp(a->status, "incomplete")
 	                        ? json_pack("{s:s}", "reason", "max_output_tokens")
@@ -820,8 +868,9 @@ static json_t *resp__object(struct wire_ans *a)
 	json_object_set_new(o, "max_output_tokens", resp__echo(a, "max_output_tokens", NULL));
 	json_object_set_new(o, "metadata", resp__echo(a, "metadata", json_object()));
 	json_object_set_new(o, "previous_response_id", json_null());
-	json_object_set_new(o, "reasoning", resp__echo(a, "reasoning",
-	                                               json_pack("{s:n,s:n}", "effort", "summary")));
+	json_object_set_new(
+	    o, "reasoning",
+	    resp__echo(a, "reasoning", json_pack("{s:n,s:n}", "effort", "summary")));
 	json_object_set_new(o, "store", json_false()); /* nothing is kept (docs/adr/0056) */
 	json_object_set_new(o, "temperature", json_real(a->q->temperature));
 	json_object_set_new(o, "text", json_pack("{s:{s:s}}", "format", "type", "text"));
@@ -885,8 +934,9 @@ static int resp__close(struct wire_ans *a)
 	                     json_pack("{s:s,s:i,s:i,s:o}", "item_id", t->id, "output_index", idx,
 	                               "content_index", 0, "part", resp__part(t))))
 		return IG_E_NOMEM;
-	return resp__ev(a, "response.output_item.done",
-	                json_pack("{s:i,s:o}", "output_index", idx, "item", resp__item_json(t, true)))
+	return resp__ev(
+	           a, "response.output_item.done",
+	           json_pack("{s:i,s:o}", "output_index", idx, "item", resp__item_json(t, true)))
 	           ? 0
 	           : IG_E_NOMEM;
 }
@@ -910,12 +960,13 @@ static int resp__open(struct wire_ans *a, enum resp__it type, const char *name, 
 		if (!(t->name = strndup(name, name_len)))
 			return IG_E_NOMEM;
 	} else
-		snprintf(t->id, sizeof t->id, "%s_%s_%d", type == RI_MESSAGE ? "msg" : "rs", a->tail,
-		         idx);
+		snprintf(t->id, sizeof t->id, "%s_%s_%d", type == RI_MESSAGE ? "msg" : "rs",
+		         a->tail, idx);
 	if (!a->stream)
 		return 0;
-	if (!resp__ev(a, "response.output_item.added",
-	              json_pack("{s:i,s:o}", "output_index", idx, "item", resp__item_json(t, false))))
+	if (!resp__ev(
+	        a, "response.output_item.added",
+	        json_pack("{s:i,s:o}", "output_index", idx, "item", resp__item_json(t, false))))
 		return IG_E_NOMEM;
 	if (type != RI_CALL &&
 	    !resp__ev(a, "response.content_part.added",
@@ -961,8 +1012,9 @@ static int resp__event(struct wire_ans *a, const struct op_ev *ev)
 		           : IG_E_IO;
 	if (want == RI_MESSAGE)
 		return resp__ev(a, "response.output_text.delta",
-		                json_pack("{s:s,s:i,s:i,s:o,s:[]}", "item_id", t->id, "output_index",
-		                          idx, "content_index", 0, "delta", d, "logprobs"))
+		                json_pack("{s:s,s:i,s:i,s:o,s:[]}", "item_id", t->id,
+		                          "output_index", idx, "content_index", 0, "delta", d,
+		                          "logprobs"))
 		           ? 0
 		           : IG_E_IO;
 	return resp__ev(a, "response.reasoning_text.delta",
@@ -985,11 +1037,12 @@ static int resp__end(struct wire_ans *a, const struct wire_end *e)
 	}
 	a->usage_set = true;
 	a->status = !strcmp(e->finish, "length") || !strcmp(e->finish, "context") ? "incomplete"
-	                                                                           : "completed";
+	                                                                          : "completed";
 	if (!a->stream)
 		return 0;
-	return resp__ev(a, !strcmp(a->status, "completed") ? "response.completed"
-	                                                   : "response.incomplete",
+	return resp__ev(a,
+	                !strcmp(a->status, "completed") ? "response.completed"
+	                                                : "response.incomplete",
 	                json_pack("{s:o}", "response", resp__object(a)))
 	           ? 0
 	           : IG_E_NOMEM;

@@ -57,7 +57,8 @@ static void test_taken(void **state)
 	json_t *fn;
 
 	(void)state;
-	take("{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+	take("{\"model\":\"m\",\"max_tokens\":5,\"messages\":[{\"role\":\"user\",\"content\":"
+	     "\"hi\"}]}",
 	     false, &r);
 	assert_string_equal(r.model, "m");
 	assert_int_equal(r.max_tokens, 5);
@@ -70,13 +71,14 @@ static void test_taken(void **state)
 	oai_req_free(&r);
 
 	/* system blocks joined; sampling; stops; thinking; our extension */
-	take("{\"model\":\"m\",\"max_tokens\":7,\"system\":[{\"type\":\"text\",\"text\":\"a\","
-	     "\"cache_control\":{\"type\":\"ephemeral\"}},{\"type\":\"text\",\"text\":\"b\"}],"
-	     "\"temperature\":0.5,\"top_p\":0.9,\"top_k\":40,\"stop_sequences\":[\"X\",\"YZ\"],"
-	     "\"stream\":true,\"metadata\":{\"user_id\":\"u\"},\"thinking\":{\"type\":\"disabled\"},"
-	     "\"ignis\":{\"class\":\"agent\",\"seed\":9},\"service_tier\":\"auto\","
-	     "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"q\"}]}]}",
-	     false, &r);
+	take(
+	    "{\"model\":\"m\",\"max_tokens\":7,\"system\":[{\"type\":\"text\",\"text\":\"a\","
+	    "\"cache_control\":{\"type\":\"ephemeral\"}},{\"type\":\"text\",\"text\":\"b\"}],"
+	    "\"temperature\":0.5,\"top_p\":0.9,\"top_k\":40,\"stop_sequences\":[\"X\",\"YZ\"],"
+	    "\"stream\":true,\"metadata\":{\"user_id\":\"u\"},\"thinking\":{\"type\":\"disabled\"},"
+	    "\"ignis\":{\"class\":\"agent\",\"seed\":9},\"service_tier\":\"auto\","
+	    "\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"q\"}]}]}",
+	    false, &r);
 	assert_int_equal(r.n_messages, 2);
 	expect_msg(&r, 0, "system", "ab");
 	expect_msg(&r, 1, "user", "q");
@@ -92,20 +94,22 @@ static void test_taken(void **state)
 	/* a tool round trip: tools announced in OpenAI's form, the assistant's
 	 * thinking as reasoning and tool_use as calls (input as JSON text),
 	 * each tool_result a tool message, text runs user messages */
-	take("{\"model\":\"m\",\"max_tokens\":5,\"tools\":[{\"name\":\"ls\",\"description\":\"list\","
-	     "\"input_schema\":{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\"}}}}],"
-	     "\"tool_choice\":{\"type\":\"auto\",\"disable_parallel_tool_use\":true},"
-	     "\"messages\":[{\"role\":\"user\",\"content\":\"go\"},"
-	     "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"hm\","
-	     "\"signature\":\"s\"},{\"type\":\"redacted_thinking\",\"data\":\"zz\"},"
-	     "{\"type\":\"text\",\"text\":\"ok\"},{\"type\":\"tool_use\",\"id\":\"t1\","
-	     "\"name\":\"ls\",\"input\":{\"p\":\"/\"}},{\"type\":\"tool_use\",\"id\":\"t2\","
-	     "\"name\":\"ls\",\"input\":{}}]},"
-	     "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\","
-	     "\"content\":\"a.txt\"},{\"type\":\"tool_result\",\"tool_use_id\":\"t2\","
-	     "\"is_error\":true,\"content\":[{\"type\":\"text\",\"text\":\"denied\"}]},"
-	     "{\"type\":\"text\",\"text\":\"and\"},{\"type\":\"text\",\"text\":\" then\"}]}]}",
-	     false, &r);
+	take(
+	    "{\"model\":\"m\",\"max_tokens\":5,\"tools\":[{\"name\":\"ls\",\"description\":"
+	    "\"list\","
+	    "\"input_schema\":{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\"}}}}],"
+	    "\"tool_choice\":{\"type\":\"auto\",\"disable_parallel_tool_use\":true},"
+	    "\"messages\":[{\"role\":\"user\",\"content\":\"go\"},"
+	    "{\"role\":\"assistant\",\"content\":[{\"type\":\"thinking\",\"thinking\":\"hm\","
+	    "\"signature\":\"s\"},{\"type\":\"redacted_thinking\",\"data\":\"zz\"},"
+	    "{\"type\":\"text\",\"text\":\"ok\"},{\"type\":\"tool_use\",\"id\":\"t1\","
+	    "\"name\":\"ls\",\"input\":{\"p\":\"/\"}},{\"type\":\"tool_use\",\"id\":\"t2\","
+	    "\"name\":\"ls\",\"input\":{}}]},"
+	    "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\",\"tool_use_id\":\"t1\","
+	    "\"content\":\"a.txt\"},{\"type\":\"tool_result\",\"tool_use_id\":\"t2\","
+	    "\"is_error\":true,\"content\":[{\"type\":\"text\",\"text\":\"denied\"}]},"
+	    "{\"type\":\"text\",\"text\":\"and\"},{\"type\":\"text\",\"text\":\" then\"}]}]}",
+	    false, &r);
 	assert_int_equal(r.n_tools, 1);
 	assert_string_equal(r.tools[0].name, "ls");
 	fn = json_object_get((json_t *)r.tools[0].obj, "function");
@@ -155,7 +159,8 @@ static const struct {
      "{\"model\":\"m\",\"max_tokens\":0,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400,
      "max_tokens", "1 to 4096"},
     {"unknown field",
-     "{\"model\":\"m\",\"max_tokens\":1,\"n\":2,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+     "{\"model\":\"m\",\"max_tokens\":1,\"n\":2,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}"
+     "]}",
      400, "n", "'n' is not one of"},
     {"no model", "{\"max_tokens\":1,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", 400,
      "model", "model is missing"},
@@ -165,8 +170,9 @@ static const struct {
      "above 0"},
     {"top_k", "{\"model\":\"m\",\"max_tokens\":1,\"top_k\":5000,\"messages\":[]}", 400, "top_k",
      "0 to 1000"},
-    {"stops", "{\"model\":\"m\",\"max_tokens\":1,\"stop_sequences\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}",
-     400, "stop_sequences", "up to 4"},
+    {"stops",
+     "{\"model\":\"m\",\"max_tokens\":1,\"stop_sequences\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 400,
+     "stop_sequences", "up to 4"},
     {"no messages", "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[]}", 400, "messages",
      "messages is empty"},
     {"system role",
@@ -185,7 +191,8 @@ static const struct {
      "\"tool_result\",\"tool_use_id\":\"t9\",\"content\":\"x\"}]}]}",
      400, "tool_use_id", "'t9' answers no tool_use block"},
     {"tool_use input not an object",
-     "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"assistant\",\"content\":[{\"type\":"
+     "{\"model\":\"m\",\"max_tokens\":1,\"messages\":[{\"role\":\"assistant\",\"content\":[{"
+     "\"type\":"
      "\"tool_use\",\"id\":\"a\",\"name\":\"b\",\"input\":\"{}\"}]}]}",
      400, "messages[0].content[0]", "not a tool_use block"},
     {"tool_choice any",
@@ -197,7 +204,8 @@ static const struct {
     {"tool_choice a string", "{\"model\":\"m\",\"max_tokens\":1,\"tool_choice\":\"auto\"}", 400,
      "tool_choice", "tool_choice is a string"},
     {"server tool",
-     "{\"model\":\"m\",\"max_tokens\":1,\"tools\":[{\"type\":\"bash_20250124\",\"name\":\"bash\"}]}",
+     "{\"model\":\"m\",\"max_tokens\":1,\"tools\":[{\"type\":\"bash_20250124\",\"name\":\"bash\"}]"
+     "}",
      400, "tools", "'bash_20250124'"},
     {"tool twice",
      "{\"model\":\"m\",\"max_tokens\":1,\"tools\":[{\"name\":\"a\",\"input_schema\":{\"type\":"
@@ -238,9 +246,9 @@ static void test_refusals(void **state)
 			fail_msg("%s: taken", refusals[i].name);
 		if (e.status != refusals[i].status || strcmp(e.param, refusals[i].param) ||
 		    !strstr(e.message, refusals[i].words))
-			fail_msg("%s: %d '%s' '%s'; want %d '%s' with '%s'", refusals[i].name, e.status,
-			         e.param, e.message, refusals[i].status, refusals[i].param,
-			         refusals[i].words);
+			fail_msg("%s: %d '%s' '%s'; want %d '%s' with '%s'", refusals[i].name,
+			         e.status, e.param, e.message, refusals[i].status,
+			         refusals[i].param, refusals[i].words);
 		assert_null(r.json); /* freed */
 	}
 }
@@ -323,11 +331,8 @@ static int feed_ev(void *ctx, const struct op_ev *ev)
 static char *answer(const size_t *cuts, struct buf *sse)
 {
 	static const struct op_tool tools[] = {{"get_weather", NULL}, {"ls", NULL}};
-	struct op_opts o = {.format = OP_HERMES,
-	                    .calls = true,
-	                    .thinking = true,
-	                    .tools = tools,
-	                    .n_tools = 2};
+	struct op_opts o = {
+	    .format = OP_HERMES, .calls = true, .thinking = true, .tools = tools, .n_tools = 2};
 	struct oai_req q = {.kind = OAI_CHAT, .parallel_calls = true};
 	struct wire_sink sink = {put, sse};
 	struct oai_usage u0 = {100, 0, 30};
@@ -408,10 +413,10 @@ static char *assemble(const char *sse)
 			size_t sl = 0;
 
 			assert_int_equal(json_integer_value(json_object_get(d, "index")), open);
-			assert_true(!strcmp(dt, "input_json_delta")
-			                ? !strcmp(json_string_value(json_object_get(b, "type")),
-			                          "tool_use")
-			                : !strcmp(json_string_value(json_object_get(b, "type")), field));
+			assert_true(
+			    !strcmp(dt, "input_json_delta")
+			        ? !strcmp(json_string_value(json_object_get(b, "type")), "tool_use")
+			        : !strcmp(json_string_value(json_object_get(b, "type")), field));
 			if (was)
 				wire_grow(&s, &sl, json_string_value(was), json_string_length(was));
 			wire_grow(&s, &sl, json_string_value(json_object_get(delta, field)),
@@ -424,7 +429,8 @@ static char *assemble(const char *sse)
 
 			assert_int_equal(json_integer_value(json_object_get(d, "index")), open);
 			if (pj) {
-				json_object_set_new(b, "input", json_loads(json_string_value(pj), 0, NULL));
+				json_object_set_new(b, "input",
+				                    json_loads(json_string_value(pj), 0, NULL));
 				json_object_del(b, "\x01json");
 			}
 			open = -1;
@@ -433,7 +439,8 @@ static char *assemble(const char *sse)
 
 			assert_int_equal(open, -1);
 			json_object_set(msg, "stop_reason", json_object_get(delta, "stop_reason"));
-			json_object_set(msg, "stop_sequence", json_object_get(delta, "stop_sequence"));
+			json_object_set(msg, "stop_sequence",
+			                json_object_get(delta, "stop_sequence"));
 			json_object_set(msg, "usage", json_object_get(d, "usage"));
 		} else if (!strcmp(name, "message_stop")) {
 			stopped = true;
@@ -529,7 +536,8 @@ static void test_stop_reasons(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
-		struct oai_req q = {.kind = OAI_CHAT, .stop = {"END", "FIN"}, .n_stop = rows[i].n_stop};
+		struct oai_req q = {
+		    .kind = OAI_CHAT, .stop = {"END", "FIN"}, .n_stop = rows[i].n_stop};
 		struct oai_usage u = {5, 0, 0};
 		struct wire_end end = {rows[i].finish, {5, 3, 0}, 0};
 		struct wire_ans *a = anth_api.ans_new(&q, "x-y", "m", 0, NULL);
@@ -540,7 +548,8 @@ static void test_stop_reasons(void **state)
 		anth_api.ans_end(a, &end);
 		s = anth_api.ans_json(a);
 		j = json_loads(s, 0, NULL);
-		assert_string_equal(json_string_value(json_object_get(j, "stop_reason")), rows[i].want);
+		assert_string_equal(json_string_value(json_object_get(j, "stop_reason")),
+		                    rows[i].want);
 		if (rows[i].seq)
 			assert_string_equal(json_string_value(json_object_get(j, "stop_sequence")),
 			                    rows[i].seq);
@@ -556,8 +565,8 @@ static void test_stop_reasons(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_taken),   cmocka_unit_test(test_refusals),
-	    cmocka_unit_test(test_errors),  cmocka_unit_test(test_answers),
+	    cmocka_unit_test(test_taken),        cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_errors),       cmocka_unit_test(test_answers),
 	    cmocka_unit_test(test_stop_reasons),
 	};
 

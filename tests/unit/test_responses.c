@@ -67,9 +67,12 @@ static void test_taken(void **state)
 	/* the neutral and ignored fields; store true accepted */
 	take("{\"model\":\"m\",\"input\":\"hi\",\"instructions\":\"be brief\",\"store\":true,"
 	     "\"max_output_tokens\":9,\"temperature\":1.5,\"top_p\":0.5,\"stream\":true,"
-	     "\"metadata\":{\"a\":\"b\"},\"user\":\"u\",\"include\":[\"reasoning.encrypted_content\"],"
-	     "\"reasoning\":{\"effort\":\"none\",\"summary\":\"auto\"},\"text\":{\"format\":{\"type\":"
-	     "\"text\"},\"verbosity\":\"low\"},\"truncation\":\"disabled\",\"service_tier\":\"auto\","
+	     "\"metadata\":{\"a\":\"b\"},\"user\":\"u\",\"include\":[\"reasoning.encrypted_"
+	     "content\"],"
+	     "\"reasoning\":{\"effort\":\"none\",\"summary\":\"auto\"},\"text\":{\"format\":{"
+	     "\"type\":"
+	     "\"text\"},\"verbosity\":\"low\"},\"truncation\":\"disabled\",\"service_tier\":"
+	     "\"auto\","
 	     "\"prompt_cache_key\":\"k\",\"safety_identifier\":\"s\",\"previous_response_id\":null,"
 	     "\"background\":false,\"top_logprobs\":0,\"parallel_tool_calls\":false,"
 	     "\"stream_options\":{\"include_obfuscation\":false},\"ignis\":{\"seed\":4}}",
@@ -105,12 +108,13 @@ static void test_taken(void **state)
 	     "\"input_text\",\"text\":\"y\"}]},"
 	     "{\"type\":\"reasoning\",\"id\":\"rs_2\",\"summary\":[],\"content\":[{\"type\":"
 	     "\"reasoning_text\",\"text\":\"hm\"}]},"
-	     "{\"type\":\"function_call\",\"call_id\":\"c3\",\"name\":\"ls\",\"arguments\":\"{}\"}]}",
+	     "{\"type\":\"function_call\",\"call_id\":\"c3\",\"name\":\"ls\",\"arguments\":\"{}\"}]"
+	     "}",
 	     &r);
 	assert_int_equal(r.n_tools, 1);
 	assert_string_equal(
-	    json_string_value(json_object_get(
-	        json_object_get((json_t *)r.tools[0].obj, "function"), "description")),
+	    json_string_value(json_object_get(json_object_get((json_t *)r.tools[0].obj, "function"),
+	                                      "description")),
 	    "list");
 	assert_int_equal(r.n_messages, 6);
 	expect_msg(&r, 0, "system", "rules");
@@ -136,8 +140,9 @@ static const struct {
 	const char *param, *words;
 } refusals[] = {
     {"not json", "[1]", 400, "", "not a JSON object"},
-    {"previous_response_id", "{\"model\":\"m\",\"input\":\"x\",\"previous_response_id\":\"resp_1\"}",
-     400, "previous_response_id", "keeps no responses"},
+    {"previous_response_id",
+     "{\"model\":\"m\",\"input\":\"x\",\"previous_response_id\":\"resp_1\"}", 400,
+     "previous_response_id", "keeps no responses"},
     {"conversation", "{\"model\":\"m\",\"input\":\"x\",\"conversation\":\"c\"}", 400,
      "conversation", "keeps no conversations"},
     {"background", "{\"model\":\"m\",\"input\":\"x\",\"background\":true}", 400, "background",
@@ -155,7 +160,8 @@ static const struct {
      "0 to 2"},
     {"required", "{\"model\":\"m\",\"input\":\"x\",\"tool_choice\":\"required\"}", 400,
      "tool_choice", "needs constrained decoding"},
-    {"named", "{\"model\":\"m\",\"input\":\"x\",\"tool_choice\":{\"type\":\"function\",\"name\":\"a\"}}",
+    {"named",
+     "{\"model\":\"m\",\"input\":\"x\",\"tool_choice\":{\"type\":\"function\",\"name\":\"a\"}}",
      400, "tool_choice", "naming a function"},
     {"hosted tool", "{\"model\":\"m\",\"input\":\"x\",\"tools\":[{\"type\":\"web_search\"}]}", 400,
      "tools", "'web_search'"},
@@ -182,8 +188,8 @@ static const struct {
      400, "input[0]", "not the JSON text of an object"},
     {"item_reference", "{\"model\":\"m\",\"input\":[{\"type\":\"item_reference\",\"id\":\"x\"}]}",
      400, "input[0]", "keeps no items"},
-    {"unknown item", "{\"model\":\"m\",\"input\":[{\"type\":\"computer_call\"}]}", 400,
-     "input[0]", "'computer_call'"},
+    {"unknown item", "{\"model\":\"m\",\"input\":[{\"type\":\"computer_call\"}]}", 400, "input[0]",
+     "'computer_call'"},
 };
 
 static void test_refusals(void **state)
@@ -198,9 +204,9 @@ static void test_refusals(void **state)
 			fail_msg("%s: taken", refusals[i].name);
 		if (e.status != refusals[i].status || strcmp(e.param, refusals[i].param) ||
 		    !strstr(e.message, refusals[i].words))
-			fail_msg("%s: %d '%s' '%s'; want %d '%s' with '%s'", refusals[i].name, e.status,
-			         e.param, e.message, refusals[i].status, refusals[i].param,
-			         refusals[i].words);
+			fail_msg("%s: %d '%s' '%s'; want %d '%s' with '%s'", refusals[i].name,
+			         e.status, e.param, e.message, refusals[i].status,
+			         refusals[i].param, refusals[i].words);
 		assert_null(r.json);
 	}
 }
@@ -244,11 +250,8 @@ static int feed_ev(void *ctx, const struct op_ev *ev)
 static char *answer(const size_t *cuts, struct buf *sse, const char *finish)
 {
 	static const struct op_tool tools[] = {{"get_weather", NULL}, {"ls", NULL}};
-	struct op_opts o = {.format = OP_HERMES,
-	                    .calls = true,
-	                    .thinking = true,
-	                    .tools = tools,
-	                    .n_tools = 2};
+	struct op_opts o = {
+	    .format = OP_HERMES, .calls = true, .thinking = true, .tools = tools, .n_tools = 2};
 	struct oai_req q = {.kind = OAI_CHAT, .parallel_calls = true, .temperature = 1, .top_p = 1};
 	struct wire_sink sink = {put, sse};
 	struct oai_usage u0 = {100, 0, 30};
@@ -319,7 +322,8 @@ static json_t *assemble(const char *sse, json_t **final)
 			json_t *it = json_array_get(
 			    out, (size_t)json_integer_value(json_object_get(d, "output_index")));
 
-			json_array_append(json_object_get(it, "content"), json_object_get(d, "part"));
+			json_array_append(json_object_get(it, "content"),
+			                  json_object_get(d, "part"));
 		} else if (!strcmp(name, "response.output_text.delta") ||
 		           !strcmp(name, "response.reasoning_text.delta") ||
 		           !strcmp(name, "response.function_call_arguments.delta")) {
@@ -388,9 +392,8 @@ static void test_answers(void **state)
 	assert_string_equal(json_string_value(json_object_get(w, "status")), "completed");
 	assert_string_equal(json_string_value(json_object_get(w, "id")), "resp_ignisT");
 	assert_false(json_is_true(json_object_get(w, "store")));
-	assert_int_equal(json_integer_value(json_object_get(json_object_get(w, "usage"),
-	                                                    "total_tokens")),
-	                 130);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(w, "usage"), "total_tokens")), 130);
 	for (size_t i = 0; i < 1024; i++)
 		bytes[i] = 1;
 	printf("# seed %u\n", seed);
@@ -419,7 +422,8 @@ static void test_answers(void **state)
 			n = fread(file, 1, sizeof file, f);
 			fclose(f);
 			if (n != sse.len || memcmp(file, sse.p, n))
-				fail_msg("the stream differs from %s:\n%.*s", path, (int)sse.len, sse.p);
+				fail_msg("the stream differs from %s:\n%.*s", path, (int)sse.len,
+				         sse.p);
 		}
 		out = assemble(sse.p, &final);
 		if (!json_equal(out, want))
