@@ -63,8 +63,13 @@ oai_trip=$(jq -c --argjson t "$oai_tools" '. + {tools: $t, messages: (.messages 
 	{role: "tool", tool_call_id: "toolu_1", content: "21C, sunny"},
 	{role: "user", content: "thanks"}])}' <<<"$oai_plain")
 
+# the turn in progress: the tool's answer last, so the template keeps the
+# assistant's reasoning (it drops reasoning before the last user text)
+open=$(jq -c '.messages[2].content |= [.[0]]' <<<"$trip")
+oai_open=$(jq -c '.messages |= .[:-1]' <<<"$oai_trip")
+
 step "one request model: the prompt is the chat API's, token for token"
-for pair in "plain" "trip"; do
+for pair in plain trip open; do
 	a=${!pair}
 	o=oai_$pair
 	o=${!o}
@@ -85,6 +90,11 @@ for pair in "plain" "trip"; do
 	[[ $(jq -c . <<<"$got") == "{\"input_tokens\":$want}" ]] ||
 		fail "count_tokens ($pair): $got, the chat API's $want"
 done
+
+step "the thinking sent back is rendered: without it the prompt is shorter"
+with=$(post /v1/messages/count_tokens "$(jq -c 'del(.max_tokens)' <<<"$open")" | jq .input_tokens)
+without=$(post /v1/messages/count_tokens "$(jq -c 'del(.max_tokens) | .messages[1].content |= [.[1]]' <<<"$open")" | jq .input_tokens)
+((with > without)) || fail "the thinking block added nothing ($with, $without)"
 
 step "streamed: Anthropic's events in order, the same text as the whole answer"
 whole=$(post /v1/messages "$trip")

@@ -59,8 +59,13 @@ oai_trip=$(jq -c --argjson t "$oai_tools" '. + {tools: $t, messages: (.messages 
 	{role: "tool", tool_call_id: "call_1", content: "21C, sunny"},
 	{role: "user", content: "thanks"}])}' <<<"$oai_plain")
 
+# the turn in progress: the tool's output last, so the template keeps the
+# reasoning item (it drops reasoning before the last user text)
+open=$(jq -c '.input |= .[:-1]' <<<"$trip")
+oai_open=$(jq -c '.messages |= .[:-1]' <<<"$oai_trip")
+
 step "one request model: the prompt is the chat API's, token for token"
-for pair in plain trip; do
+for pair in plain trip open; do
 	a=${!pair}
 	o=oai_$pair
 	o=${!o}
@@ -77,6 +82,11 @@ for pair in plain trip; do
 	[[ $(jq .usage.input_tokens <<<"$got") == "$want" ]] ||
 		fail "responses ($pair): $(jq .usage.input_tokens <<<"$got") input tokens, the chat API's $want"
 done
+
+step "the reasoning item is rendered: without it the prompt is shorter"
+with=$(post /v1/responses "$(jq -c '.max_output_tokens = 1' <<<"$open")" | jq .usage.input_tokens)
+without=$(post /v1/responses "$(jq -c '.max_output_tokens = 1 | del(.input[1])' <<<"$open")" | jq .usage.input_tokens)
+((with > without)) || fail "the reasoning item added nothing ($with, $without)"
 
 step "streamed: numbered events in order, the closing one the whole answer"
 whole=$(post /v1/responses "$trip")
