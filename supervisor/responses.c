@@ -1057,6 +1057,20 @@ static int resp__fail(struct wire_ans *a, const struct oai_err *err)
 	           : IG_E_NOMEM;
 }
 
+/* OpenAI's error shape; the chat path's names of the request's parts (a
+ * refusal by the template or the context) as this API calls them. */
+static char *resp__error_json(const struct oai_err *err)
+{
+	static const char *const names[][2] = {{"messages", "input"},
+	                                       {"chat_template_kwargs", "reasoning"}};
+	struct oai_err e = *err;
+
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (!strcmp(e.param, names[i][0]))
+			snprintf(e.param, sizeof e.param, "%s", names[i][1]);
+	return oai_error_json(&e);
+}
+
 static char *resp__json(struct wire_ans *a)
 {
 	return wire_dump(resp__object(a));
@@ -1065,7 +1079,7 @@ static char *resp__json(struct wire_ans *a)
 const struct wire_api resp_api = {
     .name = "responses",
     .parse = resp_parse,
-    .error_json = oai_error_json,
+    .error_json = resp__error_json,
     .ans_new = resp__new,
     .ans_begin = resp__begin,
     .ans_event = resp__event,

@@ -124,6 +124,7 @@ refuse 400 "$(jq -c '.input[3].call_id = "call_9"' <<<"$trip")" "input[3]" "answ
 refuse 400 "$(jq -c '.tools = [{type: "web_search"}]' <<<"$plain")" tools "web_search"
 refuse 400 "$(jq -c '. + {frequency_penalty: 1}' <<<"$plain")" frequency_penalty "not one of"
 refuse 404 "$(jq -c '.model = "gpt-5"' <<<"$plain")" model "gpt-5"
+refuse 413 "$(jq -c --arg s "$(printf 'word %.0s' {1..3000})" '.input = $s' <<<"$plain")" input context
 got=$(post /v1/responses "$(jq -c '. + {store: true}' <<<"$plain")")
 [[ $(status) == 200 && $(jq .store <<<"$got") == false ]] || fail "store true: $(status) $got"
 
