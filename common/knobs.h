@@ -351,6 +351,8 @@ struct knobs {
 	  "the oracle tests: llama.cpp's libraries (tools/install-oracle.sh)")                     \
 	X("IGNIS_ORACLE_LOG", "the oracle tests: llama.cpp's log on stderr")                       \
 	X("IGNIS_OPENAI_MODULE", "http.sh: OpenAI's npm client (tools/install-oracle.sh)")         \
+	X("IGNIS_ANTHROPIC_MODULE",                                                                \
+	  "anthropic.sh: Anthropic's npm client (tools/install-oracle.sh)")                        \
 	X("IGNIS_DUMP_PAGE",                                                                       \
 	  "test_metrics: write the page it rendered there (to update want_page)")                  \
 	X("IGNIS_ORACLE_MEASURE",                                                                  \

@@ -10,7 +10,7 @@
  * from its partial JSON) into the whole answer, exactly. The stream of the
  * text fed whole is also compared with anth-tool.sse byte for byte, the
  * file anthropic.sh replays through Anthropic's own client (rewrite it with
- * IGNIS_ANTH_SSE_WRITE=1 when the shape changes on purpose).
+ * IGNIS_UPDATE_GOLDEN=1 when the shape changes on purpose).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -456,14 +456,13 @@ static char *assemble(const char *sse)
 
 static void test_answers(void **state)
 {
-	const char *path = getenv("IGNIS_ANTH_SSE");
+	const char *path = *state; /* the pinned stream (NULL: not compared) */
 	char *whole = answer(NULL, NULL);
 	struct buf sse = {0};
 	size_t bytes[1024], random[64];
 	unsigned seed = (unsigned)strtoul(getenv("IGNIS_SEED") ? getenv("IGNIS_SEED") : "1", 0, 10);
 	char *got;
 
-	(void)state;
 	{ /* the same JSON, however jansson orders keys */
 		json_t *a = json_loads(whole, 0, NULL), *b = json_loads(whole_want, 0, NULL);
 
@@ -474,7 +473,7 @@ static void test_answers(void **state)
 	}
 	/* streamed whole: the file the client test replays */
 	answer(NULL, &sse);
-	if (path && getenv("IGNIS_ANTH_SSE_WRITE")) {
+	if (path && getenv("IGNIS_UPDATE_GOLDEN")) {
 		FILE *f = fopen(path, "w");
 
 		assert_non_null(f);
@@ -562,11 +561,13 @@ static void test_stop_reasons(void **state)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	char *path = argc > 1 ? argv[1] : NULL;
+
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_taken),        cmocka_unit_test(test_refusals),
-	    cmocka_unit_test(test_errors),       cmocka_unit_test(test_answers),
+	    cmocka_unit_test(test_errors),       cmocka_unit_test_prestate(test_answers, path),
 	    cmocka_unit_test(test_stop_reasons),
 	};
 

@@ -10,7 +10,7 @@
  * whole answer's output; the closing event carries the whole answer. The
  * stream of the text fed whole is compared with resp-tool.sse byte for
  * byte, the file responses.sh replays through OpenAI's own client (rewrite
- * it with IGNIS_RESP_SSE_WRITE=1 when the shape changes on purpose).
+ * it with IGNIS_UPDATE_GOLDEN=1 when the shape changes on purpose).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -379,13 +379,12 @@ static json_t *assemble(const char *sse, json_t **final)
 
 static void test_answers(void **state)
 {
-	const char *path = getenv("IGNIS_RESP_SSE");
+	const char *path = *state; /* the pinned stream (NULL: not compared) */
 	char *whole = answer(NULL, NULL, "eos");
 	json_t *w = json_loads(whole, 0, NULL), *want = json_loads(output_want, 0, NULL);
 	size_t bytes[1024], random[64];
 	unsigned seed = (unsigned)strtoul(getenv("IGNIS_SEED") ? getenv("IGNIS_SEED") : "1", 0, 10);
 
-	(void)state;
 	assert_non_null(w);
 	if (!json_equal(json_object_get(w, "output"), want))
 		fail_msg("whole output:\n  got  %s\n  want %s", whole, output_want);
@@ -407,7 +406,7 @@ static void test_answers(void **state)
 			random[i] = 1 + (size_t)rand() % 9;
 		random[63] = 0;
 		answer(cuts, &sse, "eos");
-		if (round == -1 && path && getenv("IGNIS_RESP_SSE_WRITE")) {
+		if (round == -1 && path && getenv("IGNIS_UPDATE_GOLDEN")) {
 			FILE *f = fopen(path, "w");
 
 			assert_non_null(f);
@@ -462,12 +461,14 @@ static void test_answers(void **state)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	char *path = argc > 1 ? argv[1] : NULL;
+
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_taken),
 	    cmocka_unit_test(test_refusals),
-	    cmocka_unit_test(test_answers),
+	    cmocka_unit_test_prestate(test_answers, path),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
