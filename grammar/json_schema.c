@@ -57,6 +57,7 @@ struct gs {
 	struct ig_errbuf *eb;
 	json_t *refs; /* "$ref" string -> its rule's name */
 	unsigned next;
+	const char *prefix; /* of every rule name it makes ("" or a part's) */
 	unsigned depth;
 	char path[1024];
 	size_t plen;
@@ -165,7 +166,7 @@ static size_t gs__push_index(struct gs *g, size_t i)
 
 static void gs__name(struct gs *g, char *name, size_t cap)
 {
-	snprintf(name, cap, "r%u", g->next++);
+	snprintf(name, cap, "%sr%u", g->prefix, g->next++);
 }
 
 /* ---- keywords ------------------------------------------------------------------------ */
@@ -1068,40 +1069,78 @@ static int gs__schema(struct gs *g, json_t *s, const char *name)
 	return rc;
 }
 
-int gs_to_gbnf(json_t *schema, char **text, struct ig_errbuf *eb)
+/* The rules of `schema`, the first (its root) named prefix "r0", into g->out. */
+static int gs__rules(json_t *schema, const char *prefix, struct gs_buf *out, struct ig_errbuf *eb)
 {
 	struct gs g = {0};
+	char r0[96];
 	int rc;
 
-	*text = NULL;
 	g.root = schema;
 	g.eb = eb;
+	g.prefix = prefix;
+	g.out = *out;
 	g.refs = json_object();
 	if (!g.refs)
 		return ig_errf(eb, IG_E_NOMEM, "schema: no memory");
-	gs__put(&g.out, "root ::= r0\n");
-	g.next = 0;
-	if (json_is_object(schema)) {
-		/* the root is "#" for $ref */
-		json_object_set_new(g.refs, "#", json_string("r0"));
+	gs__name(&g, r0, sizeof(r0));
+	/* the root is "#" for $ref */
+	if (json_is_object(schema) && json_object_set_new(g.refs, "#", json_string(r0))) {
+		json_decref(g.refs);
+		return ig_errf(eb, IG_E_NOMEM, "schema: no memory");
 	}
-	{
-		char r0[32];
-
-		gs__name(&g, r0, sizeof(r0));
-		rc = gs__schema(&g, schema, r0);
-	}
+	rc = gs__schema(&g, schema, r0);
 	json_decref(g.refs);
-	if (!rc && g.out.oom)
+	*out = g.out;
+	if (!rc && out->oom)
 		rc = ig_errf(eb, IG_E_NOMEM, "schema: no memory for the grammar's text");
+	return rc;
+}
+
+int gs_to_gbnf(json_t *schema, char **text, struct ig_errbuf *eb)
+{
+	struct gs_buf out = {0};
+	int rc;
+
+	*text = NULL;
+	gs__put(&out, "root ::= r0\n");
+	rc = gs__rules(schema, "", &out, eb);
 	if (!rc)
-		gs__put(&g.out, "%s", gs_prelude);
-	if (rc || g.out.oom) {
-		free(g.out.s);
+		gs__put(&out, "%s", gs_prelude);
+	if (rc || out.oom) {
+		free(out.s);
 		return rc ? rc : ig_errf(eb, IG_E_NOMEM, "schema: no memory");
 	}
-	*text = g.out.s;
+	*text = out.s;
 	return 0;
+}
+
+int gs_part_gbnf(json_t *schema, const char *prefix, char **text, struct ig_errbuf *eb)
+{
+	struct gs_buf out = {0};
+	size_t n = strlen(prefix);
+	int rc;
+
+	*text = NULL;
+	if (!n || n > 64 ||
+	    strspn(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                   "0123456789-") != n)
+		return ig_errf(eb, IG_E_INVAL,
+		               "schema: a part's prefix '%.64s'; accepted: 1 to 64 letters, digits "
+		               "and '-'",
+		               prefix);
+	rc = gs__rules(schema, prefix, &out, eb);
+	if (rc || out.oom) {
+		free(out.s);
+		return rc ? rc : ig_errf(eb, IG_E_NOMEM, "schema: no memory");
+	}
+	*text = out.s;
+	return 0;
+}
+
+const char *gs_prelude_gbnf(void)
+{
+	return gs_prelude;
 }
 
 int gs_compile(json_t *schema, struct grammar **out, struct ig_errbuf *eb)

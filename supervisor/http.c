@@ -54,6 +54,7 @@
 #include "common/clock.h"
 #include "frontdoor.h"
 #include "model/chat.h"
+#include "constrain.h"
 #include "outparse.h"
 #include "proto/msg.h"
 
@@ -614,6 +615,45 @@ out:
 	return 0;
 }
 
+/* The grammar the request asks for (constrain.h), into the submit's
+ * grammar fields: *gbnf holds its text (NULL when none) until the submit
+ * is encoded. */
+static int http__constrain(const struct http *h, const struct oai_req *oq, struct msg_fd_submit *q,
+                           char **gbnf, struct oai_err *e)
+{
+	const struct cst_in in = {
+	    .format = h->tmpl.tools == CHAT_TOOLS_HERMES ? OP_HERMES
+	              : h->tmpl.tools == CHAT_TOOLS_XML  ? OP_QWEN_XML
+	                                                 : OP_PLAIN,
+	    .thinking = h->tmpl.thinking && !(oq->thinking_set && !oq->thinking),
+	    .think_open = cst_think_open(q->text.p, q->text.n),
+	};
+	const char *trigger;
+	size_t n;
+
+	*gbnf = NULL;
+	if (oq->kind != OAI_CHAT || !h->has_template)
+		return 0;
+	if (cst_grammar(oq, &in, gbnf, &trigger, e))
+		return -1;
+	if (!*gbnf)
+		return 0;
+	n = strlen(*gbnf);
+	if (n > MSG_GRAMMAR_MAX) {
+		oai_errf(e, 400, oq->format != OAI_RF_TEXT ? "response_format" : "tools",
+		         "invalid_value",
+		         "the grammar made of the schema%s holds %zu bytes; accepted: up to %u "
+		         "(a smaller schema, or fewer tools)",
+		         oq->format != OAI_RF_TEXT ? "" : "s", n, MSG_GRAMMAR_MAX);
+		free(*gbnf);
+		*gbnf = NULL;
+		return -1;
+	}
+	q->grammar = (struct msg_str){*gbnf, (uint32_t)n};
+	q->grammar_trigger = msg_str_of(trigger);
+	return 0;
+}
+
 /* Submit the parsed request at the door. */
 static bool http__op_start(struct hreq *r);
 
@@ -624,7 +664,7 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 	struct ig_errbuf eb = {0};
 	struct msg *m;
 	struct msg_fd_submit *q;
-	char *text = NULL;
+	char *text = NULL, *gbnf = NULL;
 	uint64_t seed;
 	int rc;
 
@@ -644,7 +684,13 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 		free(m);
 		return -1;
 	}
+	if (http__constrain(h, oq, q, &gbnf, e)) {
+		free(text);
+		free(m);
+		return -1;
+	}
 	if (!http__op_start(r)) {
+		free(gbnf);
 		free(text);
 		free(m);
 		oai_errf(e, 500, NULL, NULL, "out of memory");
@@ -668,12 +714,14 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 	q->logprobs = oq->logprobs;
 	q->top_logprobs = oq->logprobs ? oq->top_logprobs : 0;
 	if (oq->logprobs && !r->lpt && !(r->lpt = malloc(sizeof(*r->lpt)))) {
+		free(gbnf);
 		free(text);
 		free(m);
 		oai_errf(e, 500, NULL, NULL, "out of memory");
 		return -1;
 	}
 	rc = door_local_submit(h->door, m, r->hc ? r->hc->peer : 0, &r->dr, &eb);
+	free(gbnf);
 	free(text);
 	free(m);
 	if (rc) {
@@ -992,12 +1040,12 @@ static bool http__emit(struct hreq *r)
 		         nw->message[0] ? nw->message : "the worker stopped");
 		if (!http__event(r, oai_error_json(&e)))
 			return false;
-	} else if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
-	                                          "", 0,
-	                                          r->op_calls && !strcmp(nw->finish, "stop")
-	                                              ? "tool_calls"
-	                                              : http__finish(nw->finish),
-	                                          NULL, NULL))) {
+	} else if (!http__event(
+	               r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false, "", 0,
+	                                 r->op_calls && !strcmp(http__finish(nw->finish), "stop")
+	                                     ? "tool_calls"
+	                                     : http__finish(nw->finish),
+	                                 NULL, NULL))) {
 		return false;
 	}
 	if (r->q.include_usage) {
@@ -1122,7 +1170,8 @@ static enum MHD_Result http__whole_answer(struct hreq *r)
 
 			json = oai_completion_json(r->q.kind, r->rid, (int64_t)time(NULL),
 			                           r->h->model, r->text ? r->text : "", r->text_len,
-			                           r->a_n_calls && !strcmp(nw->finish, "stop")
+			                           r->a_n_calls &&
+			                                   !strcmp(http__finish(nw->finish), "stop")
 			                               ? "tool_calls"
 			                               : http__finish(nw->finish),
 			                           &u, lps, r->op_on ? &parts : NULL);

@@ -47,6 +47,7 @@ struct oai__in {
 	struct oai_err *err;
 	bool stream_options; /* seen; valid only with stream true */
 	bool top_logprobs;   /* chat's, seen; valid only with logprobs true */
+	const char *tc_name; /* tool_choice's function, checked against tools */
 };
 
 /* The JSON type's name, for messages. */
@@ -609,7 +610,15 @@ static int oai__tools(struct oai__in *in, const char *k, json_t *v)
 				         j, i, json_string_value(name));
 				return -1;
 			}
-		in->r->tools[i] = (struct oai_tool){json_string_value(name), t, params};
+		x = json_object_get(fn, "strict");
+		if (x && !json_is_boolean(x) && !json_is_null(x)) {
+			oai_errf(in->err, 400, "tools", "invalid_value",
+			         "tool %zu's strict is %s; accepted: true or false", i,
+			         oai__type(x));
+			return -1;
+		}
+		in->r->tools[i] =
+		    (struct oai_tool){json_string_value(name), t, params, json_is_true(x)};
 		in->r->n_tools = i + 1;
 	}
 	return 0;
@@ -627,14 +636,107 @@ static int oai__tool_choice(struct oai__in *in, const char *k, json_t *v)
 		in->r->tool_choice = OAI_TC_NONE;
 		return 0;
 	}
-	if ((c && !strcmp(c, "required")) || json_is_object(v)) {
-		oai_errf(in->err, 400, k, "unsupported_value",
-		         "tool_choice %s needs the answer constrained to a call, which this server "
-		         "does not do yet (docs/http.md); accepted: \"auto\" or \"none\"",
-		         c ? "\"required\"" : "naming a function");
+	if (c && !strcmp(c, "required")) {
+		in->r->tool_choice = OAI_TC_REQUIRED;
+		return 0;
+	}
+	if (json_is_object(v)) {
+		json_t *ty = json_object_get(v, "type"), *fn = json_object_get(v, "function");
+		json_t *name = json_object_get(fn, "name");
+
+		if (json_object_size(v) != 2 || !json_is_string(ty) ||
+		    strcmp(json_string_value(ty), "function") || !json_is_object(fn) ||
+		    json_object_size(fn) != 1 || !json_is_string(name)) {
+			oai_errf(in->err, 400, k, "invalid_value",
+			         "tool_choice is an object but not {\"type\": \"function\", "
+			         "\"function\": {\"name\": NAME}}");
+			return -1;
+		}
+		/* checked against `tools` once every field is read */
+		in->tc_name = json_string_value(name);
+		in->r->tool_choice = OAI_TC_NAMED;
+		return 0;
+	}
+	return oai__bad(in, k, v,
+	                "\"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+	                "\"function\": {\"name\": NAME}}");
+}
+
+/* response_format (docs/adr/0057): text, json_object, or json_schema with
+ * its schema (compiled when the request is submitted: a schema outside
+ * the supported subset is refused then, naming the keyword). */
+static int oai__response_format(struct oai__in *in, const char *k, json_t *v)
+{
+	json_t *ty = json_object_get(v, "type"), *js, *x;
+	const char *t = json_string_value(ty), *key;
+
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_object(v) || !t)
+		return oai__bad(in, k, v,
+		                "{\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+		                "{\"type\": \"json_schema\", \"json_schema\": {...}}");
+	if (!strcmp(t, "text") || !strcmp(t, "json_object")) {
+		if (json_object_size(v) != 1) {
+			oai_errf(in->err, 400, k, "invalid_value",
+			         "response_format of type \"%s\" takes no other field", t);
+			return -1;
+		}
+		in->r->format = !strcmp(t, "text") ? OAI_RF_TEXT : OAI_RF_JSON_OBJECT;
+		return 0;
+	}
+	if (strcmp(t, "json_schema")) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "response_format type '%.64s'; accepted: \"text\", \"json_object\", "
+		         "\"json_schema\"",
+		         t);
 		return -1;
 	}
-	return oai__bad(in, k, v, "\"auto\" or \"none\"");
+	js = json_object_get(v, "json_schema");
+	if (json_object_size(v) != 2 || !json_is_object(js)) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "response_format of type \"json_schema\" takes one other field, "
+		         "\"json_schema\": {\"name\", \"schema\", \"strict\", \"description\"}");
+		return -1;
+	}
+	json_object_foreach(js, key, x)
+	{
+		if (strcmp(key, "name") && strcmp(key, "schema") && strcmp(key, "strict") &&
+		    strcmp(key, "description")) {
+			oai_errf(in->err, 400, k, "invalid_value",
+			         "response_format.json_schema has '%.64s'; accepted: name, schema, "
+			         "strict, description",
+			         key);
+			return -1;
+		}
+	}
+	x = json_object_get(js, "name");
+	if (!json_is_string(x) || !oai__tool_name_ok(json_string_value(x), json_string_length(x))) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "response_format.json_schema.name is missing or not 1 to 64 of a-z, A-Z, "
+		         "0-9, '_' and '-'");
+		return -1;
+	}
+	in->r->rf_name = json_string_value(x);
+	x = json_object_get(js, "strict");
+	if (x && !json_is_boolean(x) && !json_is_null(x)) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "response_format.json_schema.strict is %s; accepted: true or false",
+		         oai__type(x));
+		return -1;
+	}
+	/* strict or not, the answer follows the schema: a grammar costs no
+	 * quality a looser reading would buy */
+	x = json_object_get(js, "schema");
+	if (!json_is_object(x)) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "response_format.json_schema.schema is %s; accepted: a JSON Schema object",
+		         x ? oai__type(x) : "missing");
+		return -1;
+	}
+	in->r->rf_schema = x;
+	in->r->format = OAI_RF_JSON_SCHEMA;
+	return 0;
 }
 
 static int oai__parallel(struct oai__in *in, const char *k, json_t *v)
@@ -742,7 +844,6 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 	    {"echo", "false (the prompt is not echoed, nor its log-probabilities given)"},
 	    {"best_of", "1"},
 	    {"suffix", "null"},
-	    {"response_format", "{\"type\": \"text\"}"},
 	    {"functions", "[] (no function calls; 'tools' holds functions)"},
 	    {"function_call", "\"none\" ('tool_choice' chooses)"},
 	    {"store", "false"},
@@ -773,10 +874,6 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 	else if (!ok && !strcmp(k, "service_tier"))
 		ok = json_is_string(v) && (!strcmp(json_string_value(v), "auto") ||
 		                           !strcmp(json_string_value(v), "default"));
-	else if (!ok && !strcmp(k, "response_format"))
-		ok = json_is_object(v) && json_object_size(v) == 1 &&
-		     json_is_string(json_object_get(v, "type")) &&
-		     !strcmp(json_string_value(json_object_get(v, "type")), "text");
 	else if (!ok && !strcmp(k, "modalities"))
 		ok = json_is_array(v) && json_array_size(v) == 1 &&
 		     json_is_string(json_array_get(v, 0)) &&
@@ -827,7 +924,7 @@ static const struct oai__field {
     {"echo", 2, oai__neutral},
     {"best_of", 2, oai__neutral},
     {"suffix", 2, oai__neutral},
-    {"response_format", 1, oai__neutral},
+    {"response_format", 1, oai__response_format},
     {"tools", 1, oai__tools},
     {"functions", 1, oai__neutral},
     {"tool_choice", 1, oai__tool_choice},
@@ -844,7 +941,7 @@ static const struct oai__field {
 int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai_limits *lim,
               struct oai_req *out, struct oai_err *err)
 {
-	struct oai__in in = {out, lim, err, false, false};
+	struct oai__in in = {out, lim, err, false, false, NULL};
 	unsigned bit = kind == OAI_CHAT ? 1u : 2u;
 	json_error_t je;
 	json_t *root, *v;
@@ -910,6 +1007,25 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 	if (!rc && in.top_logprobs && !out->logprobs) {
 		oai_errf(err, 400, "top_logprobs", "invalid_value",
 		         "'top_logprobs' is only for a request with \"logprobs\": true");
+		rc = -1;
+	}
+	if (!rc && out->tool_choice == OAI_TC_NAMED) {
+		size_t i = 0;
+
+		while (i < out->n_tools && strcmp(out->tools[i].name, in.tc_name))
+			i++;
+		if (i == out->n_tools) {
+			oai_errf(err, 400, "tool_choice", "invalid_value",
+			         "tool_choice names the function '%.64s', which 'tools' does not "
+			         "hold%s",
+			         in.tc_name, out->n_tools ? "" : " (it holds none)");
+			rc = -1;
+		}
+		out->tc_tool = i;
+	}
+	if (!rc && out->tool_choice == OAI_TC_REQUIRED && !out->n_tools) {
+		oai_errf(err, 400, "tool_choice", "invalid_value",
+		         "tool_choice \"required\" without 'tools'; accepted: tools to call");
 		rc = -1;
 	}
 	if (!rc && in.stream_options && !out->stream) {

@@ -25,16 +25,19 @@
  *   generated tokens (docs/adr/0053).
  *   Chat's tools (docs/adr/0054): tools (up to OAI_TOOLS_MAX functions,
  *   {"type": "function", "function": {"name", "description",
- *   "parameters", "strict"}}, names unique), tool_choice "auto" or "none"
- *   ("required" and a named function need constrained decoding: refused,
- *   saying so), parallel_tool_calls; messages of role "tool" (with the
+ *   "parameters", "strict"}}, names unique), tool_choice "auto", "none",
+ *   "required" or {"type": "function", "function": {"name"}} (the last two
+ *   enforced by a grammar: docs/adr/0057), parallel_tool_calls; messages of role "tool" (with the
  *   tool_call_id of an earlier assistant message's call) and assistant
  *   messages with tool_calls ({"id", "type": "function", "function":
  *   {"name", "arguments"}}; content then null or absent) and
  *   reasoning_content.
+ *   response_format (chat): {"type": "text"}, {"type": "json_object"}, or
+ *   {"type": "json_schema", "json_schema": {"name", "schema", "strict",
+ *   "description"}}: the answer constrained to JSON (docs/adr/0057).
  *   Neutral only: presence_penalty and
  *   frequency_penalty (0), logit_bias ({}), echo (false), best_of (1),
- *   suffix (null), response_format ({"type": "text"}), functions ([]),
+ *   suffix (null), functions ([]),
  *   function_call ("none"), user, metadata, store
  *   (false), service_tier ("auto" or "default"), modalities (["text"]),
  *   reasoning_effort (null), prediction (null).
@@ -98,9 +101,16 @@ struct oai_message {
 struct oai_tool {
 	const char *name;
 	const struct json_t *obj, *params;
+	bool strict; /* function.strict: its arguments follow its schema (ADR 0057) */
 };
 
-enum oai_tool_choice { OAI_TC_AUTO = 0, OAI_TC_NONE };
+/* tool_choice: "auto", "none", "required" (at least one call), or a named
+ * function (exactly its calls: oai_req.tc_tool) */
+enum oai_tool_choice { OAI_TC_AUTO = 0, OAI_TC_NONE, OAI_TC_REQUIRED, OAI_TC_NAMED };
+
+/* response_format: "text", "json_object" (any JSON object), "json_schema"
+ * (the document follows oai_req.rf_schema) */
+enum oai_format { OAI_RF_TEXT = 0, OAI_RF_JSON_OBJECT, OAI_RF_JSON_SCHEMA };
 
 /* The most tools a request may offer, and calls an assistant message may
  * hold. */
@@ -130,7 +140,13 @@ struct oai_req {
 	struct oai_tool *tools;
 	size_t n_tools;
 	enum oai_tool_choice tool_choice;
+	size_t tc_tool; /* OAI_TC_NAMED: the index of the named tool in `tools` */
 	bool parallel_calls;
+	/* response_format (docs/adr/0057): the schema of json_schema (borrowed
+	 * from the body) and its name */
+	enum oai_format format;
+	const struct json_t *rf_schema;
+	const char *rf_name;
 	/* sampling and the end */
 	uint32_t max_tokens; /* 0: not given (the model's default) */
 	double temperature;  /* 1 when not given, as OpenAI's default */

@@ -228,18 +228,38 @@ static void test_refusals(void **state)
 	       WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
 	            "3}}]"),
 	       400, "tools", "invalid_value", "JSON Schema object");
-	refuse(C, WITH("\"tool_choice\":\"required\""), 400, "tool_choice", "unsupported_value",
-	       "constrained to a call");
+	refuse(C, WITH("\"tool_choice\":\"required\""), 400, "tool_choice", "invalid_value",
+	       "without 'tools'");
 	refuse(C, WITH("\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"),
-	       400, "tool_choice", "unsupported_value", "naming a function");
+	       400, "tool_choice", "invalid_value", "which 'tools' does not hold");
+	refuse(C,
+	       WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],"
+	            "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"),
+	       400, "tool_choice", "invalid_value", "names the function 'f'");
+	refuse(C, WITH("\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"}"), 400,
+	       "tool_choice", "invalid_value", "{\"type\": \"function\", \"function\"");
 	refuse(C, WITH("\"tool_choice\":\"any\""), 400, "tool_choice", "invalid_value",
-	       "\"auto\" or \"none\"");
+	       "\"auto\", \"none\", \"required\"");
 	refuse(C, WITH("\"parallel_tool_calls\":1"), 400, "parallel_tool_calls", "invalid_value",
 	       "true or false");
 	refuse(C, WITH("\"presence_penalty\":0.5"), 400, "presence_penalty", "unsupported_value",
 	       "accepted: 0");
-	refuse(C, WITH("\"response_format\":{\"type\":\"json_object\"}"), 400, "response_format",
-	       "unsupported_value", "\"text\"");
+	refuse(C, WITH("\"response_format\":{\"type\":\"xml\"}"), 400, "response_format",
+	       "invalid_value", "\"json_schema\"");
+	refuse(C, WITH("\"response_format\":{\"type\":\"json_schema\"}"), 400, "response_format",
+	       "invalid_value", "takes one other field");
+	refuse(C,
+	       WITH("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+	            "\"a b\",\"schema\":{}}}"),
+	       400, "response_format", "invalid_value", "name is missing or not");
+	refuse(C,
+	       WITH("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+	            "\"x\",\"schema\":[]}}"),
+	       400, "response_format", "invalid_value", "a JSON Schema object");
+	refuse(C,
+	       WITH("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+	            "\"x\",\"schema\":{},\"extra\":1}}"),
+	       400, "response_format", "invalid_value", "has 'extra'");
 	refuse(C, WITH("\"stream_options\":{\"include_usage\":true}"), 400, "stream_options",
 	       "invalid_value", "only for a streamed request");
 	refuse(C, WITH("\"ignis\":{\"class\":\"batch\"}"), 400, "ignis.class", "invalid_value",
@@ -375,6 +395,7 @@ static void test_tools_taken(void **state)
 	assert_int_equal(r.n_tools, 1);
 	assert_string_equal(r.tools[0].name, "get_weather");
 	assert_non_null(r.tools[0].params);
+	assert_true(r.tools[0].strict);
 	assert_int_equal(r.tool_choice, OAI_TC_AUTO);
 	assert_false(r.parallel_calls);
 	assert_int_equal(r.n_messages, 3);
@@ -393,6 +414,35 @@ static void test_tools_taken(void **state)
 	     &r);
 	assert_int_equal(r.tool_choice, OAI_TC_NONE);
 	assert_true(r.parallel_calls);
+	assert_int_equal(r.format, OAI_RF_TEXT);
+	oai_req_free(&r);
+	/* the choices a grammar enforces (docs/adr/0057), and response_format */
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+	     "\"b\"}},\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\"}},"
+	     "{\"type\":\"function\",\"function\":{\"name\":\"b\",\"strict\":false}}],"
+	     "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+	     &r);
+	assert_int_equal(r.tool_choice, OAI_TC_NAMED);
+	assert_int_equal(r.tc_tool, 1);
+	assert_false(r.tools[0].strict);
+	oai_req_free(&r);
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
+	     "\"function\":{\"name\":\"a\"}}],\"response_format\":{\"type\":\"json_object\"},"
+	     "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+	     &r);
+	assert_int_equal(r.tool_choice, OAI_TC_REQUIRED);
+	assert_int_equal(r.format, OAI_RF_JSON_OBJECT);
+	oai_req_free(&r);
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+	     "{\"name\":\"w\",\"strict\":true,\"schema\":{\"type\":\"object\"}}},"
+	     "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+	     &r);
+	assert_int_equal(r.format, OAI_RF_JSON_SCHEMA);
+	assert_string_equal(r.rf_name, "w");
+	assert_non_null(r.rf_schema);
 	oai_req_free(&r);
 }
 
