@@ -27,7 +27,7 @@
 
 #define GS_SUPPORTED                                                                               \
 	"type, properties, required, additionalProperties, items, minItems, maxItems, enum, "      \
-	"const, anyOf, $ref, $defs, definitions, minLength, maxLength, pattern"
+	"const, anyOf, $ref, $defs, definitions, minLength, maxLength, pattern, nullable"
 
 /* Whitespace between tokens: one space, or a newline and an indent of up to
  * 32 spaces or tabs (16 levels of 2-space indent); none twice in a row. */
@@ -188,6 +188,9 @@ static const char *const gs_known[] = {
     "minLength",
     "maxLength",
     "pattern",
+    /* OpenAPI 3.0's "also null", which client libraries write for a
+     * nullable field (zod's .nullable() through OpenAI's helper) */
+    "nullable",
     /* annotations: no effect on what is valid */
     "title",
     "description",
@@ -1059,8 +1062,13 @@ static int gs__schema(struct gs *g, json_t *s, const char *name)
 	} else {
 		gs__put(&b, "value");
 	}
+	if (!rc && (x = json_object_get(s, "nullable")) && !json_is_boolean(x))
+		rc = gs__err(g, "'nullable' must be true or false");
 	if (!rc) {
-		gs__put(&g->out, "%s ::= %s\n", name, b.s ? b.s : "value");
+		if (json_is_true(json_object_get(s, "nullable")))
+			gs__put(&g->out, "%s ::= ( %s ) | null\n", name, b.s ? b.s : "value");
+		else
+			gs__put(&g->out, "%s ::= %s\n", name, b.s ? b.s : "value");
 		g->depth--;
 	}
 	if (b.oom)

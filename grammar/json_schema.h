@@ -8,7 +8,8 @@
  * schema: other members after the declared ones), items, minItems,
  * maxItems, enum, const, anyOf, $ref (#, #/$defs/NAME,
  * #/definitions/NAME; recursion allowed), $defs, definitions, minLength,
- * maxLength, pattern (a regular subset: literal characters, escapes,
+ * maxLength, nullable (OpenAPI 3.0's "or null", as client libraries write
+ * it), pattern (a regular subset: literal characters, escapes,
  * classes, '.', * + ? {m,n}, |, groups; anchored as if ^...$ were
  * written). Annotations (title, description, default, examples,
  * $comment, $schema, $id, deprecated, readOnly, writeOnly, strict) are

@@ -715,6 +715,11 @@ static const struct schema_row schema_rows[] = {
      "\"null\"}]}},\"required\":[\"next\"]}",
      {"{\"next\":null}", "{\"next\":{\"next\":{\"next\":null}}}"},
      {"{\"next\":{}}"}},
+    /* nullable (OpenAPI 3.0's, as OpenAI's zod helper writes it) */
+    {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"string\",\"nullable\":true},"
+     "\"m\":{\"type\":\"integer\",\"nullable\":false}},\"required\":[\"n\",\"m\"]}",
+     {"{\"n\":null,\"m\":1}", "{\"n\":\"x\",\"m\":2}"},
+     {"{\"n\":1,\"m\":1}", "{\"n\":null,\"m\":null}"}},
     /* patterns, anchored */
     {"{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3,4}$\"}",
      {"\"AB-123\"", "\"ZZ-0000\""},
