@@ -345,6 +345,14 @@ static void row_init(struct row *r, int i)
 		snprintf(r->bad[r->nbad++], 48, "ftp://a.example");
 		snprintf(r->bad[r->nbad++], 48, "https://");
 		break;
+	case KT_NAMES:
+		snprintf(r->good[0], 48, "gpt-4o");
+		snprintf(r->good[1], 48, "qwen3, gpt-4o-mini,claude");
+		snprintf(r->good[2], 48, "org/Model:latest,");
+		snprintf(r->bad[r->nbad++], 48, "p, q ,p");
+		snprintf(r->bad[r->nbad++], 48, "a,b,a");
+
+		break;
 	default:
 		fail_msg("%s: type %d is not one of the table's", d->name, (int)d->type);
 	}

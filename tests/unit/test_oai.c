@@ -550,7 +550,7 @@ static void test_answers(void **state)
 	assert_string_equal(str_at(c, "text"), "a\xef\xbf\xbd\xc3\xa9z");
 	json_decref(j);
 
-	j = load(oai_models_json("qwen3", 7));
+	j = load(oai_models_json((const char *const[]){"qwen3"}, 1, 7));
 	assert_string_equal(str_at(j, "object"), "list");
 	c = json_array_get(json_object_get(j, "data"), 0);
 	assert_string_equal(str_at(c, "id"), "qwen3");
