@@ -196,9 +196,9 @@ enum knob_type {
 	X(SERVER_METRICS_BIND, "server-metrics-bind", KT_HOSTPORT, "127.0.0.1:9464", 0, NULL,      \
 	  "Where the Prometheus metrics page (/metrics, HTTP) listens: HOST:PORT.")                \
 	X(SERVER_HTTP_BIND, "server-http-bind", KT_LISTEN, "127.0.0.1:8000", 0, NULL,              \
-	  "Where OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /v1/models, "           \
-	  "/health, /ready) listens: HOST:PORT, loopback unless --server-allow-remote; off: "      \
-	  "none.")                                                                                 \
+	  "Where OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /tokenize, "            \
+	  "/detokenize, /v1/models, /health, /ready) listens: HOST:PORT, loopback unless "         \
+	  "--server-allow-remote; off: none.")                                                     \
 	X(SERVER_HTTP_MAX_CONNECTIONS, "server-http-max-connections", KT_COUNT, "0", 0, "0..1M",   \
 	  "HTTP connections at once. 0: the descriptor limit (raised to its hard limit) less a "   \
 	  "quarter of it, at most 1,024, kept for the rest of the supervisor.")                    \
