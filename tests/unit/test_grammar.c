@@ -700,7 +700,10 @@ static const struct schema_row schema_rows[] = {
     /* strings: lengths in characters (an escape or a multibyte one each) */
     {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}",
      {"\"ab\"", "\"\xc3\xa9\xe4\xb8\xad\"", "\"\\n\\u0041b\""},
-     {"\"a\"", "\"abcd\"", "\"\\x\"", "\"\\u00g0\""}},
+     /* ... past U+FFFF none, raw or as surrogates (one code point, two
+      * UTF-16 units: the two ways of counting length would differ) */
+     {"\"a\"", "\"abcd\"", "\"\\x\"", "\"\\u00g0\"", "\"a\xf0\x9f\x98\x80\"",
+      "\"\\ud83d\\ude00\""}},
     /* $ref, recursion through $defs and definitions and "#" */
     {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
      "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"],"
