@@ -317,6 +317,12 @@ const char *knob_accepted_text(enum knob_id id, char *buf, size_t cap)
 		         "web origins, scheme://host[:port] (http or https, no path), separated by "
 		         "commas, e.g. https://app.example,http://localhost:3000");
 		break;
+	case KT_NAMES:
+		snprintf(buf, cap,
+		         "1 to %u names of 1 to %u bytes each (no control characters), each once, "
+		         "separated by commas (a YAML list too), e.g. gpt-4o,qwen3",
+		         KNOB_NAMES_MAX, KNOB_NAME_MAX_LEN);
+		break;
 	}
 	return buf;
 }
@@ -501,6 +507,41 @@ static bool knob__origins(const char *t)
 	return items > 0;
 }
 
+/* Each comma-separated item of `t` a name: blanks around it dropped, 1 to
+ * KNOB_NAME_MAX_LEN bytes, no control character, none twice; empty items
+ * skipped, 1 to KNOB_NAMES_MAX of them. */
+static bool knob__names(const char *t)
+{
+	const char *seen[KNOB_NAMES_MAX];
+	size_t seen_len[KNOB_NAMES_MAX], items = 0;
+
+	while (*t) {
+		size_t n = strcspn(t, ","), skip;
+
+		while (n && (*t == ' ' || *t == '\t'))
+			t++, n--;
+		skip = n;
+		while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+			n--;
+		if (n) {
+			if (n > KNOB_NAME_MAX_LEN || items == KNOB_NAMES_MAX)
+				return false;
+			for (size_t i = 0; i < n; i++)
+				if ((unsigned char)t[i] < 0x20 || t[i] == 0x7f)
+					return false;
+			for (size_t i = 0; i < items; i++)
+				if (seen_len[i] == n && !memcmp(seen[i], t, n))
+					return false;
+			seen[items] = t;
+			seen_len[items++] = n;
+		}
+		t += skip;
+		if (*t == ',')
+			t++;
+	}
+	return items > 0;
+}
+
 static int knob__enum_index(const char *choices, const char *text)
 {
 	size_t n = strlen(text);
@@ -640,6 +681,11 @@ int knob_parse(enum knob_id id, const char *text, const char *where, struct knob
 	case KT_ORIGINS:
 		if (!knob__origins(text))
 			return knob__bad(id, text, where, "is not a list of origins", eb);
+		out->s = text;
+		return IG_E_OK;
+	case KT_NAMES:
+		if (!knob__names(text))
+			return knob__bad(id, text, where, "is not a list of names", eb);
 		out->s = text;
 		return IG_E_OK;
 	}

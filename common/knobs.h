@@ -53,7 +53,13 @@ enum knob_type {
 	KT_REMOVED,   /* refuses the start, naming its replacement */
 	KT_SECRET,    /* a key: 1 to 256 visible ASCII characters; never shown */
 	KT_ORIGINS,   /* web origins: scheme://host[:port], comma-separated */
+	KT_NAMES,     /* names a client may send, comma-separated (a YAML list too) */
 };
+
+/* The most names a KT_NAMES knob holds, and the longest name: the request's
+ * `model` is read into 128 bytes (supervisor/oai.h). */
+#define KNOB_NAMES_MAX    16u
+#define KNOB_NAME_MAX_LEN 127u
 
 /*
  * Why the sizes' ranges are what they are (the counts' are the model's and
@@ -183,12 +189,16 @@ enum knob_type {
 	X(SERVER_CORS_ORIGINS, "server-cors-origins", KT_ORIGINS, "", 0, NULL,                     \
 	  "Web page origins whose requests the HTTP API serves, with CORS headers: "               \
 	  "scheme://host[:port], comma-separated. A request from any other origin is refused.")    \
+	X(SERVED_MODEL_NAME, "served-model-name", KT_NAMES, "", 0, NULL,                           \
+	  "Names the HTTP API serves the model under: every one is taken as a request's "          \
+	  "`model`, /v1/models lists them all, the first is the primary (default: the model's "    \
+	  "own name). Comma-separated; a YAML list too.")                                          \
 	X(SERVER_METRICS_BIND, "server-metrics-bind", KT_HOSTPORT, "127.0.0.1:9464", 0, NULL,      \
 	  "Where the Prometheus metrics page (/metrics, HTTP) listens: HOST:PORT.")                \
 	X(SERVER_HTTP_BIND, "server-http-bind", KT_LISTEN, "127.0.0.1:8000", 0, NULL,              \
-	  "Where OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /v1/models, "           \
-	  "/health, /ready) listens: HOST:PORT, loopback unless --server-allow-remote; off: "      \
-	  "none.")                                                                                 \
+	  "Where OpenAI's HTTP API (/v1/chat/completions, /v1/completions, /tokenize, "            \
+	  "/detokenize, /v1/models, /health, /ready) listens: HOST:PORT, loopback unless "         \
+	  "--server-allow-remote; off: none.")                                                     \
 	X(SERVER_HTTP_MAX_CONNECTIONS, "server-http-max-connections", KT_COUNT, "0", 0, "0..1M",   \
 	  "HTTP connections at once. 0: the descriptor limit (raised to its hard limit) less a "   \
 	  "quarter of it, at most 1,024, kept for the rest of the supervisor.")                    \

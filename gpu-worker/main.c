@@ -25,6 +25,7 @@
 #include "gpu-worker/backend/backend.h"
 #include "proto/daemon.h"
 #include "gpu-worker/engine/engine.h"
+#include "gpu-worker/engine/gramcache.h"
 #include "common/event.h"
 #include "gpu-worker/engine/kvclient.h"
 #include "gpu-worker/backend/layout.h"
@@ -80,6 +81,9 @@ struct worker {
 	struct kvc *kv_out, *kv_in;
 	struct kvc *kv_slots;      /* retained host slots (prompt reuse) */
 	struct be_expert_stats xs; /* the expert cache's figures, as last sent */
+	/* compiled grammars by their text (constrained decoding, ADR 0057):
+	 * created at the first request with one, kept across model loads */
+	struct gcache *gc;
 };
 
 /* Everything the model holds, in reverse order of loading. */
@@ -202,6 +206,14 @@ static bool worker_is_eog(void *ctx, uint32_t tok)
 	struct worker *w = ctx;
 
 	return w->bpe && bpe_is_eog(w->bpe, tok);
+}
+
+/* A finished request's grammar back to the cache (kept while idle). */
+static void worker_grammar_done(void *ctx, struct grammar *g)
+{
+	struct worker *w = ctx;
+
+	gcache_put(w->gc, g);
 }
 
 static void worker_on_finish(void *ctx, uint64_t id, int finish, uint32_t prompt_tokens,
@@ -473,6 +485,8 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	    .is_eog = worker_is_eog,
 	    .ctx = w,
 	    .on_event = worker_on_event,
+	    .vocab = &w->vocab,
+	    .grammar_done = worker_grammar_done,
 	};
 	/* moves through the kvstore daemon: its clients dial in the background
 	 * and wait for it, so a worker starts whether or not it is up yet */
@@ -694,6 +708,45 @@ static int worker_class(struct msg_str s, enum sched_class *out, struct ig_errbu
 	return IG_E_OK;
 }
 
+/* A submit's grammar (docs/adr/0057): `grammar` or `json_schema`, compiled
+ * or found in the cache, and its trigger, into r (the caller puts it back
+ * if the engine refuses the request). */
+static int worker_grammar(struct worker *w, const struct msg_submit *q, struct eng_req *r,
+                          struct ig_errbuf *eb)
+{
+	const struct msg_str *t = q->grammar.n ? &q->grammar : &q->json_schema;
+	int rc;
+
+	if (q->grammar.n && q->json_schema.n)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "submit: both `grammar` and `json_schema`; accepted: one of them");
+	if (!t->n) {
+		if (q->grammar_trigger.n)
+			return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+			               "submit.grammar_trigger: a trigger without a grammar; "
+			               "accepted: with `grammar` or `json_schema`");
+		return IG_E_OK;
+	}
+	if (w->vocab.kind == MDESC_TOK_NONE)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "submit.%s: model '%s' has no tokenizer (tokenizer none), so its "
+		               "tokens have no bytes for a grammar to match",
+		               q->grammar.n ? "grammar" : "json_schema", w->d.m->name);
+	if (!w->gc && (rc = gcache_create(&w->gc, eb)) != IG_E_OK)
+		return rc;
+	rc = gcache_get(w->gc, q->grammar.n ? GCACHE_GBNF : GCACHE_SCHEMA, t->p, t->n, &r->grammar,
+	                eb);
+	if (rc) {
+		if (rc == IG_E_INVAL)
+			rc = IG_E_PROTO_FIELD_RANGE;
+		ig_errprefix(eb, q->grammar.n ? "submit.grammar" : "submit.json_schema");
+		return rc;
+	}
+	r->trigger = q->grammar_trigger.p;
+	r->trigger_len = q->grammar_trigger.n;
+	return IG_E_OK;
+}
+
 static int worker_submit(struct worker *w, const struct msg_submit *q, struct msg *reply,
                          struct ig_errbuf *eb)
 {
@@ -769,9 +822,15 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 		               "submit.top_logprobs: %" PRIu64 " without logprobs; accepted: 0, "
 		               "or logprobs true",
 		               q->top_logprobs);
-	rc = eng_submit(w->eng, &r, &adm, eb);
+	rc = worker_grammar(w, q, &r, eb);
 	if (rc)
 		return rc;
+	rc = eng_submit(w->eng, &r, &adm, eb);
+	if (rc) {
+		if (r.grammar)
+			gcache_put(w->gc, r.grammar); /* a refused submit leaves it ours */
+		return rc;
+	}
 	if (q->logprobs && (rc = eng_logprobs_ask(w->eng, adm.id, (uint32_t)q->top_logprobs, eb))) {
 		struct ig_errbuf ig;
 
@@ -788,6 +847,10 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 	ev_u64(&e, "max_tokens", adm.max_tokens);
 	ev_u64(&e, "reserved_pages", adm.pages);
 	ev_u64(&e, "stop_strings", stops.n);
+	if (r.grammar) {
+		ev_str(&e, "grammar", q->json_schema.n ? "json_schema" : "grammar");
+		ev_u64(&e, "grammar_trigger_bytes", r.trigger_len);
+	}
 	ev_end(&e);
 	reply->type = MSG_SUBMITTED;
 	reply->u.submitted =
@@ -1167,6 +1230,7 @@ int main(int argc, char **argv)
 	}
 	rc = dmn_run(&spec, &args);
 	worker_unload(&w);
+	gcache_destroy(w.gc);
 	layout_release(&w.layout);
 	return rc;
 }

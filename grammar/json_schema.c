@@ -27,7 +27,7 @@
 
 #define GS_SUPPORTED                                                                               \
 	"type, properties, required, additionalProperties, items, minItems, maxItems, enum, "      \
-	"const, anyOf, $ref, $defs, definitions, minLength, maxLength, pattern"
+	"const, anyOf, $ref, $defs, definitions, minLength, maxLength, pattern, nullable"
 
 /* Whitespace between tokens: one space, or a newline and an indent of up to
  * 32 spaces or tabs (16 levels of 2-space indent); none twice in a row. */
@@ -35,6 +35,12 @@ static const char gs_prelude[] =
     "ws ::= ( \" \" | \"\\n\" [ \\t]{0,32} )?\n"
     "char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
     "string ::= \"\\\"\" char* \"\\\"\"\n"
+    /* a length-bounded string's character: one code point that is also one
+     * UTF-16 unit (none past U+FFFF, no surrogate escape), so that JSON
+     * Schema's length in code points and a JavaScript validator's in
+     * UTF-16 units (zod's .max) agree on it */
+    "bchar ::= [^\"\\\\\\x00-\\x1f\\U00010000-\\U0010FFFF] | \"\\\\\" ( [\"\\\\/bfnrt] | "
+    "\"u\" ( [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )\n"
     "digits ::= \"0\" | [1-9] [0-9]{0,18}\n"
     "integer ::= \"-\"? digits\n"
     "number ::= \"-\"? digits ( \".\" [0-9]{1,18} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
@@ -57,6 +63,7 @@ struct gs {
 	struct ig_errbuf *eb;
 	json_t *refs; /* "$ref" string -> its rule's name */
 	unsigned next;
+	const char *prefix; /* of every rule name it makes ("" or a part's) */
 	unsigned depth;
 	char path[1024];
 	size_t plen;
@@ -165,7 +172,7 @@ static size_t gs__push_index(struct gs *g, size_t i)
 
 static void gs__name(struct gs *g, char *name, size_t cap)
 {
-	snprintf(name, cap, "r%u", g->next++);
+	snprintf(name, cap, "%sr%u", g->prefix, g->next++);
 }
 
 /* ---- keywords ------------------------------------------------------------------------ */
@@ -187,6 +194,9 @@ static const char *const gs_known[] = {
     "minLength",
     "maxLength",
     "pattern",
+    /* OpenAPI 3.0's "also null", which client libraries write for a
+     * nullable field (zod's .nullable() through OpenAI's helper) */
+    "nullable",
     /* annotations: no effect on what is valid */
     "title",
     "description",
@@ -804,9 +814,9 @@ static int gs__string(struct gs *g, json_t *s, struct gs_buf *b)
 	if (!lo && hi == UINT32_MAX)
 		gs__put(b, "string");
 	else if (hi == UINT32_MAX)
-		gs__put(b, "\"\\\"\" char{%u,} \"\\\"\"", lo);
+		gs__put(b, "\"\\\"\" bchar{%u,} \"\\\"\"", lo);
 	else
-		gs__put(b, "\"\\\"\" char{%u,%u} \"\\\"\"", lo, hi);
+		gs__put(b, "\"\\\"\" bchar{%u,%u} \"\\\"\"", lo, hi);
 	return 0;
 }
 
@@ -1058,8 +1068,13 @@ static int gs__schema(struct gs *g, json_t *s, const char *name)
 	} else {
 		gs__put(&b, "value");
 	}
+	if (!rc && (x = json_object_get(s, "nullable")) && !json_is_boolean(x))
+		rc = gs__err(g, "'nullable' must be true or false");
 	if (!rc) {
-		gs__put(&g->out, "%s ::= %s\n", name, b.s ? b.s : "value");
+		if (json_is_true(json_object_get(s, "nullable")))
+			gs__put(&g->out, "%s ::= ( %s ) | null\n", name, b.s ? b.s : "value");
+		else
+			gs__put(&g->out, "%s ::= %s\n", name, b.s ? b.s : "value");
 		g->depth--;
 	}
 	if (b.oom)
@@ -1068,40 +1083,78 @@ static int gs__schema(struct gs *g, json_t *s, const char *name)
 	return rc;
 }
 
-int gs_to_gbnf(json_t *schema, char **text, struct ig_errbuf *eb)
+/* The rules of `schema`, the first (its root) named prefix "r0", into g->out. */
+static int gs__rules(json_t *schema, const char *prefix, struct gs_buf *out, struct ig_errbuf *eb)
 {
 	struct gs g = {0};
+	char r0[96];
 	int rc;
 
-	*text = NULL;
 	g.root = schema;
 	g.eb = eb;
+	g.prefix = prefix;
+	g.out = *out;
 	g.refs = json_object();
 	if (!g.refs)
 		return ig_errf(eb, IG_E_NOMEM, "schema: no memory");
-	gs__put(&g.out, "root ::= r0\n");
-	g.next = 0;
-	if (json_is_object(schema)) {
-		/* the root is "#" for $ref */
-		json_object_set_new(g.refs, "#", json_string("r0"));
+	gs__name(&g, r0, sizeof(r0));
+	/* the root is "#" for $ref */
+	if (json_is_object(schema) && json_object_set_new(g.refs, "#", json_string(r0))) {
+		json_decref(g.refs);
+		return ig_errf(eb, IG_E_NOMEM, "schema: no memory");
 	}
-	{
-		char r0[32];
-
-		gs__name(&g, r0, sizeof(r0));
-		rc = gs__schema(&g, schema, r0);
-	}
+	rc = gs__schema(&g, schema, r0);
 	json_decref(g.refs);
-	if (!rc && g.out.oom)
+	*out = g.out;
+	if (!rc && out->oom)
 		rc = ig_errf(eb, IG_E_NOMEM, "schema: no memory for the grammar's text");
+	return rc;
+}
+
+int gs_to_gbnf(json_t *schema, char **text, struct ig_errbuf *eb)
+{
+	struct gs_buf out = {0};
+	int rc;
+
+	*text = NULL;
+	gs__put(&out, "root ::= r0\n");
+	rc = gs__rules(schema, "", &out, eb);
 	if (!rc)
-		gs__put(&g.out, "%s", gs_prelude);
-	if (rc || g.out.oom) {
-		free(g.out.s);
+		gs__put(&out, "%s", gs_prelude);
+	if (rc || out.oom) {
+		free(out.s);
 		return rc ? rc : ig_errf(eb, IG_E_NOMEM, "schema: no memory");
 	}
-	*text = g.out.s;
+	*text = out.s;
 	return 0;
+}
+
+int gs_part_gbnf(json_t *schema, const char *prefix, char **text, struct ig_errbuf *eb)
+{
+	struct gs_buf out = {0};
+	size_t n = strlen(prefix);
+	int rc;
+
+	*text = NULL;
+	if (!n || n > 64 ||
+	    strspn(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	                   "0123456789-") != n)
+		return ig_errf(eb, IG_E_INVAL,
+		               "schema: a part's prefix '%.64s'; accepted: 1 to 64 letters, digits "
+		               "and '-'",
+		               prefix);
+	rc = gs__rules(schema, prefix, &out, eb);
+	if (rc || out.oom) {
+		free(out.s);
+		return rc ? rc : ig_errf(eb, IG_E_NOMEM, "schema: no memory");
+	}
+	*text = out.s;
+	return 0;
+}
+
+const char *gs_prelude_gbnf(void)
+{
+	return gs_prelude;
 }
 
 int gs_compile(json_t *schema, struct grammar **out, struct ig_errbuf *eb)

@@ -8,7 +8,10 @@
  * schema: other members after the declared ones), items, minItems,
  * maxItems, enum, const, anyOf, $ref (#, #/$defs/NAME,
  * #/definitions/NAME; recursion allowed), $defs, definitions, minLength,
- * maxLength, pattern (a regular subset: literal characters, escapes,
+ * maxLength (a bounded string holds no character past U+FFFF: its length
+ * is then the same in code points and in UTF-16 units), nullable (OpenAPI
+ * 3.0's "or null", as client libraries write
+ * it), pattern (a regular subset: literal characters, escapes,
  * classes, '.', * + ? {m,n}, |, groups; anchored as if ^...$ were
  * written). Annotations (title, description, default, examples,
  * $comment, $schema, $id, deprecated, readOnly, writeOnly, strict) are
@@ -39,6 +42,19 @@ int gs_compile(json_t *schema, struct grammar **out, struct ig_errbuf *eb);
 /* The grammar's text form instead (grammar_parse reads it): the caller
  * frees *text. */
 int gs_to_gbnf(json_t *schema, char **text, struct ig_errbuf *eb);
+
+/*
+ * A schema as a part of a larger grammar: its rules alone, each named
+ * `prefix` (1..64 letters, digits, '-') followed by "r" and a number, the
+ * part's root `prefix`"r0"; the rules they use beside them (ws, string,
+ * number, value, object, ...) are the prelude's (gs_prelude_gbnf), which
+ * the whole grammar must hold once. The caller frees *text.
+ */
+int gs_part_gbnf(json_t *schema, const char *prefix, char **text, struct ig_errbuf *eb);
+/* The shared rules every schema's grammar uses: ws (at most one space, or a
+ * newline and up to 32 spaces or tabs), string, integer, number, boolean,
+ * null, value, object (any JSON object), array. Static text. */
+const char *gs_prelude_gbnf(void);
 
 /* Any JSON value with an object at the top ("json_object" mode). */
 int gs_json_object(struct grammar **out, struct ig_errbuf *eb);

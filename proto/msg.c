@@ -33,6 +33,7 @@
 #define MSG__KIND_U64S            MSG_K_U64S
 #define MSG__KIND_OU64            MSG_K_U64
 #define MSG__KIND_OBOOL           MSG_K_BOOL
+#define MSG__KIND_OSTR            MSG_K_STR
 #define MSG__OPT_U64              false
 #define MSG__OPT_BOOL             false
 #define MSG__OPT_STR              false
@@ -42,14 +43,19 @@
 #define MSG__OPT_U64S             false
 #define MSG__OPT_OU64             true
 #define MSG__OPT_OBOOL            true
+#define MSG__OPT_OSTR             true
 #define MSG__SUB_OU64(sub)        NULL
 #define MSG__SUB_OBOOL(sub)       NULL
+#define MSG__SUB_OSTR(sub)        NULL
 #define MSG__ELEMS_OU64(R, name)  0
 #define MSG__ELEMS_OBOOL(R, name) 0
+#define MSG__ELEMS_OSTR(R, name)  0
 #define MSG__OFF_OU64(R, name)    offsetof(struct msg_##R, name)
 #define MSG__OFF_OBOOL(R, name)   offsetof(struct msg_##R, name)
+#define MSG__OFF_OSTR(R, name)    offsetof(struct msg_##R, name)
 #define MSG__BOUNDS_OU64(l, h)    .lo = (l), .hi = (h)
 #define MSG__BOUNDS_OBOOL(l, h)   .lo = (l), .hi = (h)
+#define MSG__BOUNDS_OSTR(l, h)    .lo = (l), .hi = (h)
 #define MSG__SUB_U64(sub)         NULL
 #define MSG__SUB_BOOL(sub)        NULL
 #define MSG__SUB_STR(sub)         NULL
@@ -540,6 +546,8 @@ static bool msg__present(const struct msg_field *f, const char *base)
 		return true;
 	if (f->kind == MSG_K_BOOL)
 		return *(const bool *)(const void *)at;
+	if (f->kind == MSG_K_STR)
+		return ((const struct msg_str *)(const void *)at)->n != 0;
 	return *(const uint64_t *)(const void *)at != 0;
 }
 

@@ -33,7 +33,7 @@
 #define MSG_PROTO_VERSION 11u
 /* Largest control message accepted (and NNG_OPT_RECVMAXSZ of every socket).
  * Every declared type fits at its limits: a unit test checks the bound. */
-#define MSG_MAX_BYTES (64u * 1024u)
+#define MSG_MAX_BYTES (256u * 1024u)
 /* Deepest nesting of msgpack containers accepted (a message map holding an
  * array of record maps is depth 3). */
 #define MSG_MAX_DEPTH 4
@@ -46,9 +46,10 @@
  * always writes float64), IDS a msgpack array of lo..hi token ids, each an
  * integer 0..UINT32_MAX, U64S a msgpack array of lo..hi uints (checksums).
  *
- * Optional fields (declared with the kinds OU64 and OBOOL: a U64 and a BOOL
- * otherwise) may be left out; a field left out decodes as 0 (false), and
- * the encoder leaves out one that holds 0 (false), so a message that does
+ * Optional fields (declared with the kinds OU64, OBOOL and OSTR: a U64, a
+ * BOOL and a STR otherwise) may be left out; a field left out decodes as 0
+ * (false, the empty string), and the encoder leaves out one that holds 0
+ * (false, the empty string), so a message that does
  * not use one encodes byte for byte as before it was declared: a peer of
  * the same version that never heard of it still reads it. Only fields
  * added to an existing type within a version are optional. */
@@ -274,8 +275,9 @@ struct msg_str {
  * in an explicit prompt text without spans, specials' text becomes them.
  *
  * At these limits a submit encodes to at most 58,130 bytes (16,387 of text,
- * twice 20,485 of ids at 5 bytes each, 8 stop strings), and a tokens reply
- * to 37,009, within MSG_MAX_BYTES. An IDS field is held
+ * twice 20,485 of ids at 5 bytes each, 8 stop strings) before its grammar
+ * fields (below: up to 197,000 more), and a tokens reply to 37,009, within
+ * MSG_MAX_BYTES. An IDS field is held
  * inline (4096 x 4 B = 16 KiB), so struct msg is about 16.5 KB: fine on a
  * thread's stack, not in a large array. */
 #define MSG_TEXT_MAX 16384u /* prompt text bytes in one submit; text in one tokens reply */
@@ -295,6 +297,17 @@ struct msg_str {
  * was. The front door reads them with poll_lp instead of poll_many. */
 #define MSG_TOP_LP_MAX 20u
 
+/* Constrained decoding (docs/adr/0057): a submit may carry a `grammar` in
+ * the GBNF-like text form (grammar/grammar.h, grammar_parse; root rule
+ * "root") or a `json_schema` (JSON text; grammar/json_schema.h, the subset
+ * of OpenAI's strict structured outputs), not both; with a
+ * `grammar_trigger` the output is free until it contains the trigger, and
+ * what follows it must match. A grammar the worker cannot compile is
+ * refused naming the place and what is accepted. All three are optional:
+ * a submit without them is as it was. */
+#define MSG_GRAMMAR_MAX 98304u /* bytes of a grammar's or a schema's text */
+#define MSG_TRIGGER_MAX 256u   /* bytes of a trigger (GM_MAX_TRIGGER) */
+
 #define MSG_FIELDS_submit(F, R)                                                                    \
 	F(R, STR, text, 0, MSG_TEXT_MAX, _)                                                        \
 	F(R, IDS, prompt, 0, MSG_IDS_MAX, _)                                                       \
@@ -306,8 +319,11 @@ struct msg_str {
 	F(R, U64, top_k, 0, UINT32_MAX, _)      /* 0: off */                                       \
 	F(R, U64, seed, 0, UINT64_MAX, _)                                                          \
 	F(R, ARR, stop, 0, MSG_STOP_MAX, stop)                                                     \
-	F(R, OBOOL, logprobs, 0, 1, _)                 /* optional: log-probabilities asked */     \
-	F(R, OU64, top_logprobs, 0, MSG_TOP_LP_MAX, _) /* optional: their top list's length */
+	F(R, OBOOL, logprobs, 0, 1, _)                     /* optional: log-probabilities asked */ \
+	F(R, OU64, top_logprobs, 0, MSG_TOP_LP_MAX, _)     /* optional: their top list's length */ \
+	F(R, OSTR, grammar, 0, MSG_GRAMMAR_MAX, _)         /* optional: GBNF-like text */          \
+	F(R, OSTR, json_schema, 0, MSG_GRAMMAR_MAX, _)     /* optional: a JSON Schema */           \
+	F(R, OSTR, grammar_trigger, 0, MSG_TRIGGER_MAX, _) /* optional: lazy activation */
 
 #define MSG_FIELDS_submitted(F, R)                                                                 \
 	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
@@ -322,7 +338,8 @@ struct msg_str {
 	F(R, U64, max, 1, MSG_IDS_MAX, _)
 
 /* state: "waiting", "prefill", "ready", "decode", "done"; finish: "" while
- * running, then "length", "eos", "context", "stop", "cancelled" or "error";
+ * running, then "length", "eos", "context", "stop", "cancelled", "grammar" (its
+ * grammar allowed no next token) or "error";
  * generated: tokens generated so far in all (while a request with stop
  * strings runs, all but those that could begin one). text: the UTF-8 text
  * `tokens` add to the output (whole characters: a character split over
@@ -826,6 +843,7 @@ struct msg_str {
 #define MSG__CTYPE_BOOL(name, hi, sub)  bool name;
 #define MSG__CTYPE_OU64(name, hi, sub)  uint64_t name;
 #define MSG__CTYPE_OBOOL(name, hi, sub) bool name;
+#define MSG__CTYPE_OSTR(name, hi, sub)  struct msg_str name;
 #define MSG__CTYPE_STR(name, hi, sub)   struct msg_str name;
 #define MSG__CTYPE_ARR(name, hi, sub)                                                              \
 	struct {                                                                                   \
@@ -885,7 +903,7 @@ struct msg_field {
 	uint64_t lo, hi;           /* U64: value; STR: bytes; ARR, IDS: element count */
 	double flo, fhi;           /* F64: value (lo and hi are 0) */
 	const struct msg_rec *sub; /* ARR: the element record */
-	bool optional;             /* OU64, OBOOL: may be left out; left out when 0 */
+	bool optional;             /* OU64, OBOOL, OSTR: may be left out; left out when 0 */
 };
 
 struct msg_rec {

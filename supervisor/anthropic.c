@@ -479,17 +479,17 @@ static int anth__tools(struct anth__in *in, const json_t *tools)
 			json_object_set(fn, "description", (json_t *)desc);
 		json_object_set(fn, "parameters", (json_t *)schema);
 		json_object_set_new(obj, "function", fn);
-		r->tools[r->n_tools++] = (struct oai_tool){json_string_value(nm), obj, schema};
+		r->tools[r->n_tools++] =
+		    (struct oai_tool){json_string_value(nm), obj, schema, false};
 	}
 	return 0;
 }
 
 /*
  * tool_choice: {"type": "auto" | "none" | "any" | "tool", "name",
- * "disable_parallel_tool_use"}. "any" and "tool" force a call, which needs
- * constrained decoding (issue 30's grammar engine): refused here, the one
- * place to map them (to OpenAI's "required" and a named function) once the
- * submit takes a grammar.
+ * "disable_parallel_tool_use"}. "any" and "tool" force a call: the chat
+ * path's "required" and named function, enforced by a grammar (docs/adr/
+ * 0057). Called after the tools are read.
  */
 static int anth_tool_choice(struct anth__in *in, const json_t *tc)
 {
@@ -512,14 +512,34 @@ static int anth_tool_choice(struct anth__in *in, const json_t *tc)
 		in->r->tool_choice = OAI_TC_AUTO;
 	else if (!strcmp(type, "none"))
 		in->r->tool_choice = OAI_TC_NONE;
-	else if (!strcmp(type, "any") || !strcmp(type, "tool"))
+	else if (!strcmp(type, "any") || !strcmp(type, "tool")) {
+		const json_t *nm = json_object_get(tc, "name");
+		size_t i = 0;
+
+		if (!in->r->n_tools)
+			return anth__bad(
+			    in, "tool_choice",
+			    "tool_choice type '%s' forces a call, and 'tools' holds none", type);
+		in->r->tool_choice = OAI_TC_REQUIRED;
+		if (!strcmp(type, "any"))
+			return 0;
+		if (!json_is_string(nm))
+			return anth__bad(in, "tool_choice",
+			                 "tool_choice type 'tool' needs the tool's 'name'");
+		while (i < in->r->n_tools && strcmp(in->r->tools[i].name, json_string_value(nm)))
+			i++;
+		if (i == in->r->n_tools)
+			return anth__bad(
+			    in, "tool_choice",
+			    "tool_choice names the tool '%.64s', which 'tools' does not "
+			    "hold",
+			    json_string_value(nm));
+		in->r->tool_choice = OAI_TC_NAMED;
+		in->r->tc_tool = i;
+	} else
 		return anth__bad(in, "tool_choice",
-		                 "tool_choice type '%s' forces a tool call, which needs "
-		                 "constrained decoding: not built yet; accepted: auto or none",
-		                 type);
-	else
-		return anth__bad(in, "tool_choice",
-		                 "tool_choice type '%.32s' is unknown; accepted: auto or none",
+		                 "tool_choice type '%.32s' is unknown; accepted: auto, none, any, "
+		                 "tool",
 		                 type);
 	return 0;
 }

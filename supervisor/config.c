@@ -37,6 +37,13 @@ static void cfg__schema_init(void)
 		                           struct cfg_file, v[0], 0, CYAML_UNLIMITED);
 
 		knob_yaml_key((enum knob_id)i, cfg__keys[i], sizeof(cfg__keys[i]));
+		if (knob_defs[i].type == KT_NAMES) {
+			/* a scalar or a list: cfg__scan reads it, libcyaml passes over */
+			f = (cyaml_schema_field_t)CYAML_FIELD_IGNORE("", CYAML_FLAG_OPTIONAL);
+			f.key = cfg__keys[i];
+			cfg__fields[i] = f;
+			continue;
+		}
 		f.key = cfg__keys[i];
 		f.data_offset =
 		    (uint32_t)(offsetof(struct cfg_file, v) + (size_t)i * sizeof(char *));
@@ -85,13 +92,29 @@ static void cfg__log_fn(cyaml_log_t level, void *ctx, const char *fmt, va_list a
  * What libyaml cannot parse, or a document that is not one mapping, is left
  * to libcyaml's account (a value's error, which it places right).
  */
-static int cfg__scan(const char *path, int line[KNOB__COUNT], struct ig_errbuf *eb)
+/* Add `item` (len bytes) to the comma-separated list *list (malloc'd). */
+static int cfg__list_add(char **list, const char *item, size_t len)
+{
+	size_t have = *list ? strlen(*list) : 0;
+	char *l = realloc(*list, have + len + 2);
+
+	if (!l)
+		return IG_E_NOMEM;
+	if (have)
+		l[have++] = ',';
+	memcpy(l + have, item, len);
+	l[have + len] = '\0';
+	*list = l;
+	return IG_E_OK;
+}
+
+static int cfg__scan(struct cfg *c, const char *path, int line[KNOB__COUNT], struct ig_errbuf *eb)
 {
 	FILE *f = fopen(path, "rb");
 	yaml_parser_t p;
 	yaml_event_t ev;
-	int depth = 0, rc = IG_E_OK;
-	bool key_next = false, done = false;
+	int depth = 0, rc = IG_E_OK, list_id = -1; /* the KT_NAMES knob whose value comes */
+	bool key_next = false, done = false, in_list = false;
 
 	if (!f)
 		return ig_errf(eb, IG_E_CONFIG, "cannot read config file '%s': %s", path,
@@ -105,6 +128,22 @@ static int cfg__scan(const char *path, int line[KNOB__COUNT], struct ig_errbuf *
 		switch (ev.type) {
 		case YAML_MAPPING_START_EVENT:
 		case YAML_SEQUENCE_START_EVENT:
+			if (list_id >= 0 &&
+			    (depth > 1 || (depth == 1 && ev.type == YAML_MAPPING_START_EVENT))) {
+				rc = ig_errf(eb, IG_E_CONFIG,
+				             "config file '%s': key '%s' (at %s:%d) holds a %s; "
+				             "accepted: a name, or a list of names",
+				             path, cfg__keys[list_id], path,
+				             (int)ev.start_mark.line + 1,
+				             ev.type == YAML_MAPPING_START_EVENT ? "mapping"
+				                                                 : "nested list");
+				break;
+			}
+			if (list_id >= 0 && depth == 1) {
+				in_list = true;
+				if (!(c->lists[list_id] = strdup("")))
+					rc = IG_E_NOMEM;
+			}
 			if (depth == 0 && ev.type == YAML_SEQUENCE_START_EVENT)
 				done = true; /* not a mapping: libcyaml says so */
 			else if (depth == 1 && key_next)
@@ -114,6 +153,10 @@ static int cfg__scan(const char *path, int line[KNOB__COUNT], struct ig_errbuf *
 			break;
 		case YAML_MAPPING_END_EVENT:
 		case YAML_SEQUENCE_END_EVENT:
+			if (in_list && depth == 2) {
+				in_list = false;
+				list_id = -1;
+			}
 			depth--;
 			key_next = depth == 1; /* a value ended: a key comes next */
 			done = depth == 0;
@@ -152,10 +195,31 @@ static int cfg__scan(const char *path, int line[KNOB__COUNT], struct ig_errbuf *
 					    path, key, path, at, line[id]);
 				} else {
 					line[id] = at;
+					if (knob_defs[id].type == KT_NAMES)
+						list_id = id;
 				}
 				key_next = false;
 			} else if (depth == 1) {
 				key_next = true; /* a scalar value */
+				if (list_id >= 0 && ev.type == YAML_SCALAR_EVENT)
+					rc = cfg__list_add(&c->lists[list_id],
+					                   (const char *)ev.data.scalar.value,
+					                   ev.data.scalar.length);
+				list_id = -1;
+			} else if (in_list && ev.type == YAML_SCALAR_EVENT) {
+				/* a list's item: one name, so no comma in it */
+				if (memchr(ev.data.scalar.value, ',', ev.data.scalar.length))
+					rc = ig_errf(
+					    eb, IG_E_CONFIG,
+					    "config file '%s': key '%s' (at %s:%d): the item "
+					    "'%.128s' holds a comma; accepted: one name an item",
+					    path, cfg__keys[list_id], path,
+					    (int)ev.start_mark.line + 1,
+					    (const char *)ev.data.scalar.value);
+				else
+					rc = cfg__list_add(&c->lists[list_id],
+					                   (const char *)ev.data.scalar.value,
+					                   ev.data.scalar.length);
 			}
 			break;
 		case YAML_STREAM_END_EVENT:
@@ -185,6 +249,7 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 	int line[KNOB__COUNT] = {0};
 	struct stat st;
 	cyaml_err_t err;
+	int rc;
 
 	if (!path)
 		return IG_E_OK;
@@ -196,8 +261,9 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 		return ig_errf(eb, IG_E_CONFIG, "config file '%s' is not a regular file", path);
 	if (st.st_size == 0)
 		return IG_E_OK; /* an empty file sets nothing */
-	if (cfg__scan(path, line, eb))
-		return IG_E_CONFIG;
+	if ((rc = cfg__scan(c, path, line, eb)))
+		return rc == IG_E_NOMEM ? ig_errf(eb, rc, "config file '%s': no memory", path)
+		                        : IG_E_CONFIG;
 	err = cyaml_load_file(path, &cy, &cfg__schema, (cyaml_data_t **)&f, NULL);
 	if (err != CYAML_OK)
 		return ig_errf(eb, IG_E_CONFIG,
@@ -207,10 +273,11 @@ int cfg_load_file(struct cfg *c, const char *path, struct ig_errbuf *eb)
 	c->file = f;
 	for (int i = 0; f && i < KNOB__COUNT; i++) {
 		struct knob_raw *r = &c->in.yaml[i];
+		const char *text = knob_defs[i].type == KT_NAMES ? c->lists[i] : f->v[i];
 
-		if (!f->v[i])
+		if (!text)
 			continue;
-		r->text = f->v[i];
+		r->text = text;
 		if (line[i])
 			snprintf(r->where, sizeof(r->where), "%s:%d", path, line[i]);
 		else
@@ -276,6 +343,10 @@ void cfg_release(struct cfg *c)
 	if (c->file)
 		cyaml_free(&cy, &cfg__schema, c->file, 0);
 	c->file = NULL;
+	for (int i = 0; i < KNOB__COUNT; i++) {
+		free(c->lists[i]);
+		c->lists[i] = NULL;
+	}
 	if (c->model_open) {
 		mfile_close(&c->model);
 		c->model_open = false;

@@ -7,8 +7,9 @@
  * its line, naming the nearest knob key; a key given twice at its second
  * line, naming the first; a non-scalar value or malformed YAML with
  * libcyaml's account and its line; a bad value names the key, the file and
- * line, and what is accepted. cfg_resolve warns on stderr about each IGNIS_*
- * variable no knob reads (knob_env_unknown), naming the nearest knob.
+ * line, and what is accepted. A knob of names (KT_NAMES) takes a scalar or
+ * a YAML list of names, joined with commas as the flag writes them. cfg_resolve warns on stderr
+ * about each IGNIS_* variable no knob reads (knob_env_unknown), naming the nearest knob.
  */
 #ifndef IGNIS_SUPERVISOR_CONFIG_H
 #define IGNIS_SUPERVISOR_CONFIG_H
@@ -18,9 +19,11 @@
 #include "model/mfile.h"
 
 struct cfg {
-	struct knob_input in; /* texts point into argv, environ or `file` */
-	struct knobs k;       /* after cfg_resolve */
-	void *file;           /* libcyaml's document, freed by cfg_release */
+	struct knob_input in;     /* texts point into argv, environ or `file` */
+	struct knobs k;           /* after cfg_resolve */
+	void *file;               /* libcyaml's document, freed by cfg_release */
+	char *lists[KNOB__COUNT]; /* a KT_NAMES key's value, a list joined with
+	                             commas (cfg__scan's, freed by cfg_release) */
 	const char *path;
 	struct mfile model; /* --model FILE, open while the cfg lives */
 	bool model_open;

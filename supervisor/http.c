@@ -54,7 +54,10 @@
 #include "anthropic.h"
 #include "common/clock.h"
 #include "frontdoor.h"
+#include "model/bpe.h"
 #include "model/chat.h"
+#include "constrain.h"
+#include "model/tokenizer.h"
 #include "outparse.h"
 #include "responses.h"
 #include "proto/msg.h"
@@ -87,9 +90,12 @@ struct hconn {
 	struct hconn *prev, *next;
 };
 
+/* The routes, the POST ones first (through R_POST_LAST). */
 enum hr_route {
 	R_CHAT = 1,
 	R_COMPLETIONS,
+	R_TOKENIZE,
+	R_DETOKENIZE,
 	R_MESSAGES,       /* Anthropic's (anthropic.h) */
 	R_MESSAGES_COUNT, /* its count_tokens */
 	R_RESPONSES,      /* OpenAI's Responses (responses.h) */
@@ -158,7 +164,12 @@ struct http {
 	struct door *door;
 	char addr[96];
 	bool loopback; /* a loopback bind: the Host header must name loopback */
-	char *model;
+	char *model;   /* the primary name: names[0] */
+	char **names;  /* every name the model is served under */
+	size_t nnames; /* 1 to KNOB_NAMES_MAX */
+	enum mdesc_tokenizer tokenizer;
+	const struct bpe *bpe; /* the caller's, for GPT2 */
+	uint8_t bytes[256];    /* byte b is bytes[b]: the byte tokenizer's pieces */
 	struct oai_limits lim;
 	bool has_template;
 	struct chat_template tmpl;
@@ -238,7 +249,7 @@ static void http__refusal(int code, const char *message, enum oai_kind kind, str
 	switch (code) {
 	case IG_E_REQ_CONTEXT:
 	case IG_E_REQ_POOL:
-		oai_errf(e, 413, kind == OAI_CHAT ? "messages" : "prompt",
+		oai_errf(e, 413, kind == OAI_COMPLETION ? "prompt" : "messages",
 		         "context_length_exceeded", "%s", message);
 		break;
 	case IG_E_INVAL:
@@ -361,8 +372,8 @@ static bool http__is_json(const char *ct)
 
 static const char http__routes[] =
     "POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, "
-    "POST /v1/messages/count_tokens, POST /v1/responses, GET /v1/models, GET /health, "
-    "GET /ready, GET /metrics";
+    "POST /v1/messages/count_tokens, POST /v1/responses, POST /tokenize, POST /detokenize, "
+    "GET /v1/models, GET /health, GET /ready, GET /metrics";
 
 /* The route of `url`, or 0. */
 static enum hr_route http__route(const struct http *h, const char *url)
@@ -377,6 +388,10 @@ static enum hr_route http__route(const struct http *h, const char *url)
 		return R_MESSAGES_COUNT;
 	if (!strcmp(url, "/v1/responses"))
 		return R_RESPONSES;
+	if (!strcmp(url, "/tokenize"))
+		return R_TOKENIZE;
+	if (!strcmp(url, "/detokenize"))
+		return R_DETOKENIZE;
 	if (!strcmp(url, "/v1/models"))
 		return R_MODELS;
 	if (!strcmp(url, "/health"))
@@ -511,18 +526,23 @@ static enum MHD_Result http__headers(struct hreq *r, const char *url, const char
 static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_submit *q,
                         char **text, struct oai_err *e)
 {
+	/* /tokenize's chat without the generation prompt, else as chat runs */
+	bool gen_prompt = oq->kind != OAI_TOKENIZE || oq->gen_prompt;
+
 	struct chat_msg msgs[64], *m = msgs;
 	struct chat_span spans[128], *sp = spans;
 	struct chat_call *calls = NULL;
 	char **tools = NULL;
 	size_t *tool_lens = NULL;
 	struct ig_errbuf eb = {0};
-	unsigned flags = CHAT_GENERATION_PROMPT;
+	unsigned flags = 0;
 	size_t len = 0, nsp = 0, spcap;
 	int rc;
 
 	*text = NULL;
-	if (oq->kind == OAI_COMPLETION) {
+	if (gen_prompt)
+		flags |= CHAT_GENERATION_PROMPT;
+	if (oq->kind == OAI_COMPLETION || (oq->kind == OAI_TOKENIZE && oq->prompt)) {
 		if (oq->prompt && oq->prompt_len > MSG_TEXT_MAX) {
 			oai_errf(e, 413, "prompt", "context_length_exceeded",
 			         "the prompt holds %zu bytes; accepted: up to %u", oq->prompt_len,
@@ -649,6 +669,45 @@ out:
 	return 0;
 }
 
+/* The grammar the request asks for (constrain.h), into the submit's
+ * grammar fields: *gbnf holds its text (NULL when none) until the submit
+ * is encoded. */
+static int http__constrain(const struct http *h, const struct oai_req *oq, struct msg_fd_submit *q,
+                           char **gbnf, struct oai_err *e)
+{
+	const struct cst_in in = {
+	    .format = h->tmpl.tools == CHAT_TOOLS_HERMES ? OP_HERMES
+	              : h->tmpl.tools == CHAT_TOOLS_XML  ? OP_QWEN_XML
+	                                                 : OP_PLAIN,
+	    .thinking = h->tmpl.thinking && !(oq->thinking_set && !oq->thinking),
+	    .think_open = cst_think_open(q->text.p, q->text.n),
+	};
+	const char *trigger;
+	size_t n;
+
+	*gbnf = NULL;
+	if (oq->kind != OAI_CHAT || !h->has_template)
+		return 0;
+	if (cst_grammar(oq, &in, gbnf, &trigger, e))
+		return -1;
+	if (!*gbnf)
+		return 0;
+	n = strlen(*gbnf);
+	if (n > MSG_GRAMMAR_MAX) {
+		oai_errf(e, 400, oq->format != OAI_RF_TEXT ? "response_format" : "tools",
+		         "invalid_value",
+		         "the grammar made of the schema%s holds %zu bytes; accepted: up to %u "
+		         "(a smaller schema, or fewer tools)",
+		         oq->format != OAI_RF_TEXT ? "" : "s", n, MSG_GRAMMAR_MAX);
+		free(*gbnf);
+		*gbnf = NULL;
+		return -1;
+	}
+	q->grammar = (struct msg_str){*gbnf, (uint32_t)n};
+	q->grammar_trigger = msg_str_of(trigger);
+	return 0;
+}
+
 /* Submit the parsed request at the door. */
 static bool http__op_start(struct hreq *r);
 
@@ -659,7 +718,7 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 	struct ig_errbuf eb = {0};
 	struct msg *m;
 	struct msg_fd_submit *q;
-	char *text = NULL;
+	char *text = NULL, *gbnf = NULL;
 	uint64_t seed;
 	int rc;
 
@@ -679,7 +738,13 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 		free(m);
 		return -1;
 	}
+	if (http__constrain(h, oq, q, &gbnf, e)) {
+		free(text);
+		free(m);
+		return -1;
+	}
 	if (!http__op_start(r)) {
+		free(gbnf);
 		free(text);
 		free(m);
 		oai_errf(e, 500, NULL, NULL, "out of memory");
@@ -703,12 +768,14 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 	q->logprobs = oq->logprobs;
 	q->top_logprobs = oq->logprobs ? oq->top_logprobs : 0;
 	if (oq->logprobs && !r->lpt && !(r->lpt = malloc(sizeof(*r->lpt)))) {
+		free(gbnf);
 		free(text);
 		free(m);
 		oai_errf(e, 500, NULL, NULL, "out of memory");
 		return -1;
 	}
 	rc = door_local_submit(h->door, m, r->hc ? r->hc->peer : 0, &r->dr, &eb);
+	free(gbnf);
 	free(text);
 	free(m);
 	if (rc) {
@@ -926,7 +993,6 @@ static int http__op_collect(void *ctx, const struct op_ev *ev)
 static int http__op_chunk(void *ctx, const struct op_ev *ev)
 {
 	struct hreq *r = ctx;
-	const struct http *h = r->h;
 	char id[48];
 	char *json = NULL;
 
@@ -943,21 +1009,21 @@ static int http__op_chunk(void *ctx, const struct op_ev *ev)
 	}
 	switch (ev->kind) {
 	case OP_CONTENT:
-		json = oai_chunk_json(OAI_CHAT, r->rid, r->created, h->model, false, ev->text,
+		json = oai_chunk_json(OAI_CHAT, r->rid, r->created, r->q.model, false, ev->text,
 		                      ev->len, NULL, NULL, r->ev_lps);
 		break;
 	case OP_REASONING:
-		json = oai_delta_json(r->rid, r->created, h->model, OAI_D_REASONING, 0, NULL,
+		json = oai_delta_json(r->rid, r->created, r->q.model, OAI_D_REASONING, 0, NULL,
 		                      ev->text, ev->len, r->ev_lps);
 		break;
 	case OP_CALL_BEGIN:
 		r->op_calls = true;
 		http__call_id(r, ev->index, id, sizeof id);
-		json = oai_delta_json(r->rid, r->created, h->model, OAI_D_CALL, ev->index, id,
+		json = oai_delta_json(r->rid, r->created, r->q.model, OAI_D_CALL, ev->index, id,
 		                      ev->text, ev->len, r->ev_lps);
 		break;
 	case OP_CALL_ARGS:
-		json = oai_delta_json(r->rid, r->created, h->model, OAI_D_ARGS, ev->index, NULL,
+		json = oai_delta_json(r->rid, r->created, r->q.model, OAI_D_ARGS, ev->index, NULL,
 		                      ev->text, ev->len, r->ev_lps);
 		break;
 	case OP_CALL_END:
@@ -985,7 +1051,7 @@ static bool http__wire_begin(struct hreq *r)
 	struct wire_sink sink = {http__put, r};
 	struct oai_usage u = {r->nw.prompt_tokens, 0, r->nw.cached};
 
-	if (!r->ans && !(r->ans = r->api->ans_new(&r->q, r->rid, r->h->model, r->created,
+	if (!r->ans && !(r->ans = r->api->ans_new(&r->q, r->rid, r->q.model, r->created,
 	                                          r->q.stream ? &sink : NULL)))
 		return false;
 	return !r->api->ans_begin(r->ans, &u);
@@ -1011,7 +1077,6 @@ static bool http__wire_end(struct hreq *r)
 
 static bool http__emit(struct hreq *r)
 {
-	struct http *h = r->h;
 	const struct door_news *nw = &r->nw;
 
 	r->fresh = false;
@@ -1047,11 +1112,11 @@ static bool http__emit(struct hreq *r)
 			r->ev_lps = NULL;
 			if (ok && lps && oai_lps_count(lps))
 				ok = http__event(r, oai_chunk_json(OAI_CHAT, r->rid, r->created,
-				                                   h->model, false, "", 0, NULL,
+				                                   r->q.model, false, "", 0, NULL,
 				                                   NULL, lps));
 		} else
 			ok = ok && http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created,
-			                                         h->model, false, r->text,
+			                                         r->q.model, false, r->text,
 			                                         r->text_len, NULL, NULL, lps));
 		oai_lps_free(lps);
 		if (!ok)
@@ -1077,18 +1142,18 @@ static bool http__emit(struct hreq *r)
 		         nw->message[0] ? nw->message : "the worker stopped");
 		if (!http__event(r, oai_error_json(&e)))
 			return false;
-	} else if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
-	                                          "", 0,
-	                                          r->op_calls && !strcmp(nw->finish, "stop")
-	                                              ? "tool_calls"
-	                                              : http__finish(nw->finish),
-	                                          NULL, NULL))) {
+	} else if (!http__event(
+	               r, oai_chunk_json(r->q.kind, r->rid, r->created, r->q.model, false, "", 0,
+	                                 r->op_calls && !strcmp(http__finish(nw->finish), "stop")
+	                                     ? "tool_calls"
+	                                     : http__finish(nw->finish),
+	                                 NULL, NULL))) {
 		return false;
 	}
 	if (r->q.include_usage) {
 		struct oai_usage u = {nw->prompt_tokens, nw->generated, nw->cached};
 
-		if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, h->model, false,
+		if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, r->q.model, false,
 		                                   NULL, 0, NULL, &u, NULL)))
 			return false;
 	}
@@ -1107,7 +1172,7 @@ static int http__produce(struct hreq *r)
 			return http__wire_begin(r) ? 1 : -1;
 		if (r->q.kind == OAI_CHAT)
 			return http__event(r,
-			                   oai_chunk_json(OAI_CHAT, r->rid, r->created, r->h->model,
+			                   oai_chunk_json(OAI_CHAT, r->rid, r->created, r->q.model,
 			                                  true, "", 0, NULL, NULL, NULL))
 			           ? 1
 			           : -1;
@@ -1212,8 +1277,9 @@ static enum MHD_Result http__whole_answer(struct hreq *r)
 			                          r->a_content_len, r->a_calls,   r->a_n_calls};
 
 			json = oai_completion_json(r->q.kind, r->rid, (int64_t)time(NULL),
-			                           r->h->model, r->text ? r->text : "", r->text_len,
-			                           r->a_n_calls && !strcmp(nw->finish, "stop")
+			                           r->q.model, r->text ? r->text : "", r->text_len,
+			                           r->a_n_calls &&
+			                                   !strcmp(http__finish(nw->finish), "stop")
 			                               ? "tool_calls"
 			                               : http__finish(nw->finish),
 			                           &u, lps, r->op_on ? &parts : NULL);
@@ -1263,13 +1329,183 @@ static enum MHD_Result http__await(struct hreq *r)
 	return MHD_YES;
 }
 
+/* ---- /tokenize and /detokenize ------------------------------------------- */
+
+/* The bytes token `id` stands for, with a special token's text (as
+ * /detokenize gives it back, so that text holding <|im_start|> round-trips
+ * through /tokenize): the model's tokenizer's piece. False past the
+ * vocabulary. */
+static bool http__piece(const struct http *h, uint32_t id, struct oai_piece *p)
+{
+	const char *name;
+
+	*p = (struct oai_piece){NULL, 0};
+	if (h->tokenizer == MDESC_TOK_GPT2)
+		return bpe_piece(h->bpe, id, true, &p->bytes, &p->len);
+	if (id >= TOK_VOCAB)
+		return false;
+	if ((name = tok_special_name(id))) {
+		p->bytes = (const uint8_t *)name;
+		p->len = strlen(name);
+	} else { /* a byte: its own value (ids below 256 are bytes) */
+		p->bytes = &h->bytes[id];
+		p->len = 1;
+	}
+	return true;
+}
+
+/* The ids the worker runs for a prompt: the text rendered and spanned as a
+ * submit carries it (http__prompt), encoded by the model's tokenizer by the
+ * worker's rule (gpu-worker/main.c, worker_submit: a real vocabulary's
+ * special tokens parsed outside the chat's message spans, BOS where the
+ * file asks; the byte tokenizer's bytes). add_special false leaves BOS out. */
+/* The prompt of `oq` rendered (a chat) and encoded as the worker encodes
+ * it (the supervisor's copy of the model's tokenizer): *ids (malloc'd, the
+ * caller frees) and *n. -1 with *e filled. */
+static int http__encode(struct http *h, const struct oai_req *oq, bool add_special, uint32_t **ids,
+                        size_t *n, struct oai_err *e)
+{
+	struct ig_errbuf eb = {0};
+	struct chat_span *spans = NULL;
+	struct msg *m;
+	char *text = NULL;
+	size_t nsp;
+	int rc = -1;
+
+	*ids = NULL;
+	*n = 0;
+	if (!(m = calloc(1, sizeof(*m)))) {
+		oai_errf(e, 500, NULL, NULL, "out of memory");
+		return -1;
+	}
+	if (http__prompt(h, oq, &m->u.fd_submit, &text, e)) {
+		free(m);
+		return -1;
+	}
+	nsp = m->u.fd_submit.plain.n / 2;
+	if ((nsp && !(spans = calloc(nsp, sizeof(*spans)))) ||
+	    !(*ids = malloc((m->u.fd_submit.text.n + 1) * sizeof(**ids)))) {
+		oai_errf(e, 500, NULL, NULL, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < nsp; i++)
+		spans[i] = (struct chat_span){m->u.fd_submit.plain.v[2 * i],
+		                              m->u.fd_submit.plain.v[2 * i + 1]};
+	if (h->tokenizer == MDESC_TOK_GPT2)
+		rc = bpe_encode_spans(h->bpe, m->u.fd_submit.text.p, m->u.fd_submit.text.n,
+		                      BPE_PARSE_SPECIAL | (add_special ? BPE_ADD_SPECIAL : 0),
+		                      spans, nsp, *ids, m->u.fd_submit.text.n + 1, n, &eb);
+	else
+		rc = tok_encode_spans(m->u.fd_submit.text.p, m->u.fd_submit.text.n, 0, spans, nsp,
+		                      *ids, m->u.fd_submit.text.n + 1, n, &eb);
+	if (rc) {
+		oai_errf(e, rc == IG_E_NOMEM ? 500 : 400, oq->prompt ? "prompt" : "messages",
+		         "invalid_value", "the tokenizer: %s", eb.msg);
+		rc = -1;
+	}
+out:
+	if (rc) {
+		free(*ids);
+		*ids = NULL;
+	}
+	free(spans);
+	free(text);
+	free(m);
+	return rc ? -1 : 0;
+}
+
+static enum MHD_Result http__tokenize(struct hreq *r)
+{
+	struct http *h = r->h;
+	const struct oai_req *oq = &r->q;
+	struct oai_piece *pieces = NULL;
+	uint32_t *ids = NULL;
+	char *json = NULL;
+	size_t n = 0;
+	struct oai_err e;
+
+	if (http__encode(h, oq, oq->add_special, &ids, &n, &e))
+		return http__error(r, &e);
+	if ((oq->with_pieces || oq->token_strs) && n && !(pieces = calloc(n, sizeof(*pieces)))) {
+		oai_errf(&e, 500, NULL, NULL, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; pieces && i < n; i++)
+		http__piece(h, ids[i], &pieces[i]);
+	json = oai_tokens_json(ids, n, pieces, h->lim.max_tokens, oq->with_pieces, oq->token_strs);
+	if (!json)
+		oai_errf(&e, 500, NULL, NULL, "out of memory for the answer");
+out:
+	free(pieces);
+	free(ids);
+	return json ? http__json(r, MHD_HTTP_OK, json) : http__error(r, &e);
+}
+
+/* The text of ids: their pieces joined, special tokens' text included. */
+static enum MHD_Result http__detokenize(struct hreq *r)
+{
+	const struct oai_req *oq = &r->q;
+	char *text = NULL, *json;
+	size_t len = 0, cap = 0;
+	struct oai_err e;
+
+	for (size_t i = 0; i < oq->n_prompt_ids; i++) {
+		struct oai_piece p;
+
+		if (!http__piece(r->h, oq->prompt_ids[i], &p)) {
+			free(text);
+			oai_errf(
+			    &e, 400, "tokens", "invalid_value",
+			    "token %zu of 'tokens' is %u, not in the vocabulary; accepted: token "
+			    "ids from 0 to %u",
+			    i, oq->prompt_ids[i],
+			    (r->h->tokenizer == MDESC_TOK_GPT2 ? bpe_info(r->h->bpe)->n_tokens
+			                                       : TOK_VOCAB) -
+			        1);
+			return http__error(r, &e);
+		}
+		if (len + p.len + 1 > cap) {
+			char *t = realloc(text, cap = 2 * (len + p.len + 1));
+
+			if (!t) {
+				free(text);
+				oai_errf(&e, 500, NULL, NULL, "out of memory");
+				return http__error(r, &e);
+			}
+			text = t;
+		}
+		if (p.len)
+			memcpy(text + len, p.bytes, p.len);
+		len += p.len;
+	}
+	json = oai_detokenize_json(text, len);
+	free(text);
+	if (!json) {
+		oai_errf(&e, 500, NULL, NULL, "out of memory for the answer");
+		return http__error(r, &e);
+	}
+	return http__json(r, MHD_HTTP_OK, json);
+}
+
 /* ---- routes --------------------------------------------------------------- */
+
+/* The request's `model` is one of the names we serve under. */
+static bool http__model_known(const struct http *h, const char *name)
+{
+	for (size_t i = 0; i < h->nnames; i++)
+		if (!strcmp(name, h->names[i]))
+			return true;
+	return false;
+}
 
 static enum MHD_Result http__post(struct hreq *r)
 {
 	struct http *h = r->h;
 	struct oai_err e;
-	enum oai_kind kind = r->route == R_COMPLETIONS ? OAI_COMPLETION : OAI_CHAT;
+	enum oai_kind kind = r->route == R_COMPLETIONS  ? OAI_COMPLETION
+	                     : r->route == R_TOKENIZE   ? OAI_TOKENIZE
+	                     : r->route == R_DETOKENIZE ? OAI_DETOKENIZE
+	                                                : OAI_CHAT;
 
 	if (r->too_big) {
 		oai_errf(&e, 413, NULL, "request_too_large",
@@ -1297,12 +1533,34 @@ static enum MHD_Result http__post(struct hreq *r)
 		}
 		r->q.agent = c && !strcmp(c, "agent");
 	}
-	if (strcmp(r->q.model, h->model)) {
+	if (r->q.model[0] && !http__model_known(h, r->q.model)) {
 		oai_errf(&e, 404, "model", "model_not_found",
-		         "the model '%s' does not exist; accepted: '%s' (GET /v1/models)",
-		         r->q.model, h->model);
+		         "the model '%s' does not exist; accepted: '%s'%s (GET /v1/models)",
+		         r->q.model, h->model, h->nnames > 1 ? " or another name it lists" : "");
 		return http__error(r, &e);
 	}
+	if (kind >= OAI_TOKENIZE && h->tokenizer == MDESC_TOK_NONE) {
+		oai_errf(&e, 400, NULL, "no_tokenizer",
+		         "the model '%s' has no tokenizer (tokenizer none): its prompts are token "
+		         "ids",
+		         h->model);
+		return http__error(r, &e);
+	}
+	if (kind == OAI_TOKENIZE)
+		return http__tokenize(r);
+	/* Anthropic's count: the prompt encoded here, as the worker would
+	 * (the special tokens the file asks for included) */
+	if (r->route == R_MESSAGES_COUNT && h->tokenizer != MDESC_TOK_NONE) {
+		uint32_t *ids;
+		size_t n;
+
+		if (http__encode(h, &r->q, true, &ids, &n, &e))
+			return http__error(r, &e);
+		free(ids);
+		return http__json(r, MHD_HTTP_OK, r->api->count_json(n));
+	}
+	if (kind == OAI_DETOKENIZE)
+		return http__detokenize(r);
 	if (http__submit(r, &e))
 		return http__error(r, &e);
 	r->st = HR_ADMIT;
@@ -1325,7 +1583,8 @@ static enum MHD_Result http__get(struct hreq *r)
 		return http__send(r, MHD_HTTP_OK, page, "text/plain; version=0.0.4; charset=utf-8");
 	}
 	case R_MODELS:
-		return http__json(r, MHD_HTTP_OK, oai_models_json(h->model, 0));
+		return http__json(r, MHD_HTTP_OK,
+		                  oai_models_json((const char *const *)h->names, h->nnames, 0));
 	case R_HEALTH:
 		return http__json(r, MHD_HTTP_OK, http__strdup("{\"status\":\"ok\"}"));
 	case R_READY:
@@ -1614,6 +1873,42 @@ static int http__origins(struct http *h, const char *list, struct ig_errbuf *eb)
 	return IG_E_OK;
 }
 
+/* The names of `list` (the knob's: "a, b,c"), or `model` alone when it
+ * names none; h->model is the first. The knob checked them (KT_NAMES). */
+static int http__names(struct http *h, const char *list, const char *model, struct ig_errbuf *eb)
+{
+	const char *p = list && *list ? list : model;
+
+	while (p && *p) {
+		size_t n = strcspn(p, ","), skip;
+		char *name, **v;
+
+		p += strspn(p, " \t");
+		n = strcspn(p, ",");
+		skip = n;
+		while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
+		if (n) {
+			if (!(name = strndup(p, n)))
+				return ig_errf(eb, IG_E_NOMEM, "no memory for the model's names");
+			if (!(v = realloc(h->names, (h->nnames + 1) * sizeof(*v)))) {
+				free(name);
+				return ig_errf(eb, IG_E_NOMEM, "no memory for the model's names");
+			}
+			h->names = v;
+			h->names[h->nnames++] = name;
+		}
+		p += skip;
+		if (*p == ',')
+			p++;
+	}
+	if (!h->nnames)
+		return ig_errf(eb, IG_E_CONFIG, "--served-model-name '%s' names no model",
+		               list ? list : "");
+	h->model = h->names[0];
+	return IG_E_OK;
+}
+
 /* The connections the descriptor limit allows (raised to its hard limit
  * first: the HTTP API is where a server needs many). */
 static uint32_t http__fd_budget(void)
@@ -1677,7 +1972,10 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 	pthread_condattr_destroy(&ca);
 	h->metrics_page = o->metrics_page;
 	h->metrics_ctx = o->metrics_ctx;
-	h->model = http__strdup(o->model);
+	h->tokenizer = o->tokenizer;
+	h->bpe = o->bpe;
+	for (unsigned b = 0; b < 256; b++)
+		h->bytes[b] = (uint8_t)b;
 	h->loopback = door_hostport_is_loopback(o->bind);
 	h->header_ms = o->header_timeout_ms;
 	h->body_ms = o->body_timeout_ms;
@@ -1687,6 +1985,8 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 	}
 	snprintf(h->addr, sizeof h->addr, "%s", o->bind);
 	rc = http__origins(h, o->cors_origins, eb);
+	if (!rc)
+		rc = http__names(h, o->names, o->model, eb);
 	if (!rc && o->chat_template) {
 		rc = chat_template_of(o->chat_template, strlen(o->chat_template), &h->tmpl, eb);
 		if (rc)
@@ -1774,6 +2074,8 @@ void http_close(struct http *h)
 		free(h->origins[i]);
 	free(h->origins);
 	free(h->api_key);
-	free(h->model);
+	for (size_t i = 0; i < h->nnames; i++)
+		free(h->names[i]);
+	free(h->names);
 	free(h);
 }

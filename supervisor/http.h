@@ -1,9 +1,11 @@
 /*
  * http.h - OpenAI's HTTP API on the supervisor (--server-http-bind; issue
  * 16, docs/http.md, docs/adr/0034 and 0041): POST /v1/chat/completions and
- * /v1/completions, streamed as server-sent events or whole; GET /v1/models,
- * /health (the process lives), /ready (the worker runs the model) and
- * /metrics.
+ * /v1/completions, streamed as server-sent events or whole; POST /tokenize
+ * and /detokenize (issue 30: the model's own tokenizer, here, without the
+ * worker); GET /v1/models, /health (the process lives), /ready (the worker
+ * runs the model) and /metrics. The model answers to each of its served
+ * names (--served-model-name), and an answer names the one asked for.
  *
  * Each HTTP request is a client of the front door in process
  * (door_local_*): the same queue, classes, stop strings, text and moves as
@@ -34,19 +36,24 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/model.h"
 #include "oai.h"
 
 struct door;
 
 struct http_opts {
-	const char *bind;          /* HOST:PORT (KT_LISTEN; "off" is the caller's) */
-	bool allow_remote;         /* --server-allow-remote: a bind past loopback */
-	bool allow_no_key;         /* --server-allow-remote-without-api-key */
-	const char *api_key;       /* NULL or "": none */
-	const char *cors_origins;  /* "https://a.example,http://b:8080"; NULL or "": none */
-	struct door *door;         /* where requests go (the caller's, outlives us) */
-	const char *model;         /* the served model's name (/v1/models, "model") */
-	const char *chat_template; /* the model file's, NUL-terminated; NULL: none */
+	const char *bind;               /* HOST:PORT (KT_LISTEN; "off" is the caller's) */
+	bool allow_remote;              /* --server-allow-remote: a bind past loopback */
+	bool allow_no_key;              /* --server-allow-remote-without-api-key */
+	const char *api_key;            /* NULL or "": none */
+	const char *cors_origins;       /* "https://a.example,http://b:8080"; NULL or "": none */
+	struct door *door;              /* where requests go (the caller's, outlives us) */
+	const char *model;              /* the served model's name (/v1/models, "model") */
+	const char *names;              /* --served-model-name: "a,b" (the first the primary);
+	                                   NULL or "": `model` alone */
+	enum mdesc_tokenizer tokenizer; /* the model's (/tokenize, /detokenize) */
+	const struct bpe *bpe;          /* GPT2's (model/bpe.h): the caller's, outliving us */
+	const char *chat_template;      /* the model file's, NUL-terminated; NULL: none */
 	struct oai_limits limits;
 	uint32_t max_connections;   /* in all; 0: from the descriptor limit */
 	uint32_t max_per_address;   /* from one client address; 0: half of the above */

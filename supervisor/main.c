@@ -52,6 +52,8 @@ static const char *type_word(enum knob_type t)
 		return "<key>";
 	case KT_ORIGINS:
 		return "<origins>";
+	case KT_NAMES:
+		return "<names>";
 	}
 	return "";
 }

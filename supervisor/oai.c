@@ -47,6 +47,7 @@ struct oai__in {
 	struct oai_err *err;
 	bool stream_options; /* seen; valid only with stream true */
 	bool top_logprobs;   /* chat's, seen; valid only with logprobs true */
+	const char *tc_name; /* tool_choice's function, checked against tools */
 };
 
 /* The JSON type's name, for messages. */
@@ -609,7 +610,15 @@ static int oai__tools(struct oai__in *in, const char *k, json_t *v)
 				         j, i, json_string_value(name));
 				return -1;
 			}
-		in->r->tools[i] = (struct oai_tool){json_string_value(name), t, params};
+		x = json_object_get(fn, "strict");
+		if (x && !json_is_boolean(x) && !json_is_null(x)) {
+			oai_errf(in->err, 400, "tools", "invalid_value",
+			         "tool %zu's strict is %s; accepted: true or false", i,
+			         oai__type(x));
+			return -1;
+		}
+		in->r->tools[i] =
+		    (struct oai_tool){json_string_value(name), t, params, json_is_true(x)};
 		in->r->n_tools = i + 1;
 	}
 	return 0;
@@ -627,14 +636,107 @@ static int oai__tool_choice(struct oai__in *in, const char *k, json_t *v)
 		in->r->tool_choice = OAI_TC_NONE;
 		return 0;
 	}
-	if ((c && !strcmp(c, "required")) || json_is_object(v)) {
-		oai_errf(in->err, 400, k, "unsupported_value",
-		         "tool_choice %s needs the answer constrained to a call, which this server "
-		         "does not do yet (docs/http.md); accepted: \"auto\" or \"none\"",
-		         c ? "\"required\"" : "naming a function");
+	if (c && !strcmp(c, "required")) {
+		in->r->tool_choice = OAI_TC_REQUIRED;
+		return 0;
+	}
+	if (json_is_object(v)) {
+		json_t *ty = json_object_get(v, "type"), *fn = json_object_get(v, "function");
+		json_t *name = json_object_get(fn, "name");
+
+		if (json_object_size(v) != 2 || !json_is_string(ty) ||
+		    strcmp(json_string_value(ty), "function") || !json_is_object(fn) ||
+		    json_object_size(fn) != 1 || !json_is_string(name)) {
+			oai_errf(in->err, 400, k, "invalid_value",
+			         "tool_choice is an object but not {\"type\": \"function\", "
+			         "\"function\": {\"name\": NAME}}");
+			return -1;
+		}
+		/* checked against `tools` once every field is read */
+		in->tc_name = json_string_value(name);
+		in->r->tool_choice = OAI_TC_NAMED;
+		return 0;
+	}
+	return oai__bad(in, k, v,
+	                "\"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+	                "\"function\": {\"name\": NAME}}");
+}
+
+/* response_format (docs/adr/0057): text, json_object, or json_schema with
+ * its schema (compiled when the request is submitted: a schema outside
+ * the supported subset is refused then, naming the keyword). */
+static int oai__response_format(struct oai__in *in, const char *k, json_t *v)
+{
+	json_t *ty = json_object_get(v, "type"), *js, *x;
+	const char *t = json_string_value(ty), *key;
+
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_object(v) || !t)
+		return oai__bad(in, k, v,
+		                "{\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+		                "{\"type\": \"json_schema\", \"json_schema\": {...}}");
+	if (!strcmp(t, "text") || !strcmp(t, "json_object")) {
+		if (json_object_size(v) != 1) {
+			oai_errf(in->err, 400, k, "invalid_value",
+			         "response_format of type \"%s\" takes no other field", t);
+			return -1;
+		}
+		in->r->format = !strcmp(t, "text") ? OAI_RF_TEXT : OAI_RF_JSON_OBJECT;
+		return 0;
+	}
+	if (strcmp(t, "json_schema")) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "response_format type '%.64s'; accepted: \"text\", \"json_object\", "
+		         "\"json_schema\"",
+		         t);
 		return -1;
 	}
-	return oai__bad(in, k, v, "\"auto\" or \"none\"");
+	js = json_object_get(v, "json_schema");
+	if (json_object_size(v) != 2 || !json_is_object(js)) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "response_format of type \"json_schema\" takes one other field, "
+		         "\"json_schema\": {\"name\", \"schema\", \"strict\", \"description\"}");
+		return -1;
+	}
+	json_object_foreach(js, key, x)
+	{
+		if (strcmp(key, "name") && strcmp(key, "schema") && strcmp(key, "strict") &&
+		    strcmp(key, "description")) {
+			oai_errf(in->err, 400, k, "invalid_value",
+			         "response_format.json_schema has '%.64s'; accepted: name, schema, "
+			         "strict, description",
+			         key);
+			return -1;
+		}
+	}
+	x = json_object_get(js, "name");
+	if (!json_is_string(x) || !oai__tool_name_ok(json_string_value(x), json_string_length(x))) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "response_format.json_schema.name is missing or not 1 to 64 of a-z, A-Z, "
+		         "0-9, '_' and '-'");
+		return -1;
+	}
+	in->r->rf_name = json_string_value(x);
+	x = json_object_get(js, "strict");
+	if (x && !json_is_boolean(x) && !json_is_null(x)) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "response_format.json_schema.strict is %s; accepted: true or false",
+		         oai__type(x));
+		return -1;
+	}
+	/* strict or not, the answer follows the schema: a grammar costs no
+	 * quality a looser reading would buy */
+	x = json_object_get(js, "schema");
+	if (!json_is_object(x)) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "response_format.json_schema.schema is %s; accepted: a JSON Schema object",
+		         x ? oai__type(x) : "missing");
+		return -1;
+	}
+	in->r->rf_schema = x;
+	in->r->format = OAI_RF_JSON_SCHEMA;
+	return 0;
 }
 
 static int oai__parallel(struct oai__in *in, const char *k, json_t *v)
@@ -742,7 +844,6 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 	    {"echo", "false (the prompt is not echoed, nor its log-probabilities given)"},
 	    {"best_of", "1"},
 	    {"suffix", "null"},
-	    {"response_format", "{\"type\": \"text\"}"},
 	    {"functions", "[] (no function calls; 'tools' holds functions)"},
 	    {"function_call", "\"none\" ('tool_choice' chooses)"},
 	    {"store", "false"},
@@ -773,10 +874,6 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 	else if (!ok && !strcmp(k, "service_tier"))
 		ok = json_is_string(v) && (!strcmp(json_string_value(v), "auto") ||
 		                           !strcmp(json_string_value(v), "default"));
-	else if (!ok && !strcmp(k, "response_format"))
-		ok = json_is_object(v) && json_object_size(v) == 1 &&
-		     json_is_string(json_object_get(v, "type")) &&
-		     !strcmp(json_string_value(json_object_get(v, "type")), "text");
 	else if (!ok && !strcmp(k, "modalities"))
 		ok = json_is_array(v) && json_array_size(v) == 1 &&
 		     json_is_string(json_array_get(v, 0)) &&
@@ -788,6 +885,75 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 	return -1;
 }
 
+/* /tokenize's prompt: a string, maybe empty (its ids: none). */
+static int oai__tok_prompt(struct oai__in *in, const char *k, json_t *v)
+{
+	if (in->r->prompt) {
+		oai_errf(in->err, 400, k, "invalid_value",
+		         "'prompt' and 'content' are the same field; accepted: one of them");
+		return -1;
+	}
+	if (!json_is_string(v))
+		return oai__bad(in, k, v, "a string");
+	if (json_string_length(v) > in->lim->max_text) {
+		oai_errf(in->err, 413, k, "context_length_exceeded",
+		         "the prompt holds %zu bytes; accepted: up to %zu", json_string_length(v),
+		         in->lim->max_text);
+		return -1;
+	}
+	in->r->prompt_len = json_string_length(v);
+	in->r->prompt = json_string_value(v);
+	return 0;
+}
+
+/* A boolean into the flag `k` names. */
+static int oai__flag(struct oai__in *in, const char *k, json_t *v)
+{
+	bool *f = !strcmp(k, "add_generation_prompt") ? &in->r->gen_prompt
+	          : !strcmp(k, "add_special_tokens") || !strcmp(k, "add_special")
+	              ? &in->r->add_special
+	          : !strcmp(k, "with_pieces") ? &in->r->with_pieces
+	                                      : &in->r->token_strs;
+
+	if (!json_is_boolean(v))
+		return oai__bad(in, k, v, "true or false");
+	*f = json_is_true(v);
+	return 0;
+}
+
+/* /detokenize's tokens: integers from 0 (the vocabulary is the server's to
+ * check: the tokenizer's, which the limits do not know), maybe none. */
+static int oai__tokens(struct oai__in *in, const char *k, json_t *v)
+{
+	size_t i, n = json_array_size(v);
+	json_t *x;
+
+	if (!json_is_array(v))
+		return oai__bad(in, k, v, "an array of token ids (integers)");
+	if (n > in->lim->max_text) {
+		oai_errf(in->err, 413, k, "context_length_exceeded",
+		         "'%s' holds %zu token ids; accepted: up to %zu", k, n, in->lim->max_text);
+		return -1;
+	}
+	if (n && !(in->r->prompt_ids = malloc(n * sizeof(uint32_t))))
+		return oai__nomem(in);
+	json_array_foreach(v, i, x)
+	{
+		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+		    json_integer_value(x) > (json_int_t)UINT32_MAX) {
+			oai_errf(
+			    in->err, 400, k, "invalid_value",
+			    "token %zu of '%s' is %s; accepted: token ids, integers from 0", i, k,
+			    json_is_integer(x) ? "a negative or too large integer" : oai__type(x));
+			return -1;
+		}
+		in->r->prompt_ids[i] = (uint32_t)json_integer_value(x);
+	}
+	in->r->n_prompt_ids = n;
+	in->r->tokens_set = true;
+	return 0;
+}
+
 /* Fields we read and otherwise ignore. */
 static int oai__ignored(struct oai__in *in, const char *k, json_t *v)
 {
@@ -797,11 +963,19 @@ static int oai__ignored(struct oai__in *in, const char *k, json_t *v)
 
 static const struct oai__field {
 	const char *key;
-	unsigned kinds; /* 1 chat, 2 completions */
+	unsigned kinds; /* 1 chat, 2 completions, 4 tokenize, 8 detokenize */
 	int (*fn)(struct oai__in *in, const char *k, json_t *v);
 } oai__fields[] = {
-    {"model", 3, oai__model},
-    {"messages", 1, oai__messages},
+    {"model", 15, oai__model},
+    {"messages", 5, oai__messages},
+    {"prompt", 4, oai__tok_prompt},
+    {"content", 4, oai__tok_prompt}, /* llama.cpp's server's name */
+    {"add_generation_prompt", 4, oai__flag},
+    {"add_special_tokens", 4, oai__flag},
+    {"add_special", 4, oai__flag}, /* llama.cpp's */
+    {"with_pieces", 4, oai__flag},
+    {"return_token_strs", 4, oai__flag},
+    {"tokens", 8, oai__tokens},
     {"prompt", 2, oai__prompt},
     {"max_tokens", 3, oai__max_tokens},
     {"max_completion_tokens", 3, oai__max_tokens},
@@ -814,7 +988,7 @@ static const struct oai__field {
     {"stream_options", 3, oai__stream_options},
     {"n", 3, oai__n},
     {"ignis", 3, oai__ignis},
-    {"chat_template_kwargs", 1, oai__kwargs},
+    {"chat_template_kwargs", 5, oai__kwargs},
     {"user", 3, oai__ignored},
     {"metadata", 1, oai__ignored},
     {"parallel_tool_calls", 1, oai__parallel},
@@ -827,8 +1001,8 @@ static const struct oai__field {
     {"echo", 2, oai__neutral},
     {"best_of", 2, oai__neutral},
     {"suffix", 2, oai__neutral},
-    {"response_format", 1, oai__neutral},
-    {"tools", 1, oai__tools},
+    {"response_format", 1, oai__response_format},
+    {"tools", 5, oai__tools},
     {"functions", 1, oai__neutral},
     {"tool_choice", 1, oai__tool_choice},
     {"function_call", 1, oai__neutral},
@@ -844,8 +1018,10 @@ static const struct oai__field {
 int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai_limits *lim,
               struct oai_req *out, struct oai_err *err)
 {
-	struct oai__in in = {out, lim, err, false, false};
-	unsigned bit = kind == OAI_CHAT ? 1u : 2u;
+	struct oai__in in = {out, lim, err, false, false, NULL};
+	static const char *const paths[] = {"", "/v1/chat/completions", "/v1/completions",
+	                                    "/tokenize", "/detokenize"};
+	unsigned bit = 1u << (kind - 1);
 	json_error_t je;
 	json_t *root, *v;
 	const char *key;
@@ -856,6 +1032,8 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 	out->temperature = 1.0;
 	out->parallel_calls = true;
 	out->top_p = 1.0;
+	out->gen_prompt = true;
+	out->add_special = true;
 	if (len > lim->max_body) {
 		oai_errf(err, 413, NULL, "request_too_large",
 		         "the request body is %zu bytes; accepted: up to %zu", len, lim->max_body);
@@ -884,15 +1062,14 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 		if (i == n) {
 			oai_errf(err, 400, key, "unknown_parameter",
 			         "unknown field '%s' for %s; see docs/http.md for what is accepted",
-			         key,
-			         kind == OAI_CHAT ? "/v1/chat/completions" : "/v1/completions");
+			         key, paths[kind]);
 			rc = -1;
 			break;
 		}
 		if ((rc = oai__fields[i].fn(&in, key, v)))
 			break;
 	}
-	if (!rc && !out->model[0]) {
+	if (!rc && !out->model[0] && kind <= OAI_COMPLETION) {
 		oai_errf(err, 400, "model", "missing_required_parameter",
 		         "'model' is missing; accepted: the served model's name (GET /v1/models)");
 		rc = -1;
@@ -900,6 +1077,19 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 	if (!rc && kind == OAI_CHAT && !out->n_messages) {
 		oai_errf(err, 400, "messages", "missing_required_parameter",
 		         "'messages' is missing; accepted: a non-empty array of messages");
+		rc = -1;
+	}
+	if (!rc && kind == OAI_TOKENIZE && !out->prompt == !out->n_messages) {
+		oai_errf(err, 400, out->prompt ? "messages" : "prompt",
+		         out->prompt ? "invalid_value" : "missing_required_parameter",
+		         "%s; accepted: 'prompt' (a string) or 'messages' (a chat), one of the two",
+		         out->prompt ? "both 'prompt' and 'messages' are given"
+		                     : "'prompt' is missing");
+		rc = -1;
+	}
+	if (!rc && kind == OAI_DETOKENIZE && !out->tokens_set) {
+		oai_errf(err, 400, "tokens", "missing_required_parameter",
+		         "'tokens' is missing; accepted: an array of token ids");
 		rc = -1;
 	}
 	if (!rc && kind == OAI_COMPLETION && !out->prompt && !out->n_prompt_ids) {
@@ -910,6 +1100,25 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 	if (!rc && in.top_logprobs && !out->logprobs) {
 		oai_errf(err, 400, "top_logprobs", "invalid_value",
 		         "'top_logprobs' is only for a request with \"logprobs\": true");
+		rc = -1;
+	}
+	if (!rc && out->tool_choice == OAI_TC_NAMED) {
+		size_t i = 0;
+
+		while (i < out->n_tools && strcmp(out->tools[i].name, in.tc_name))
+			i++;
+		if (i == out->n_tools) {
+			oai_errf(err, 400, "tool_choice", "invalid_value",
+			         "tool_choice names the function '%.64s', which 'tools' does not "
+			         "hold%s",
+			         in.tc_name, out->n_tools ? "" : " (it holds none)");
+			rc = -1;
+		}
+		out->tc_tool = i;
+	}
+	if (!rc && out->tool_choice == OAI_TC_REQUIRED && !out->n_tools) {
+		oai_errf(err, 400, "tool_choice", "invalid_value",
+		         "tool_choice \"required\" without 'tools'; accepted: tools to call");
 		rc = -1;
 	}
 	if (!rc && in.stream_options && !out->stream) {
@@ -1211,9 +1420,57 @@ char *oai_delta_json(const char *id, int64_t created, const char *model, enum oa
 	                           oai__lps(lps), "finish_reason"));
 }
 
-char *oai_models_json(const char *model, int64_t created)
+char *oai_models_json(const char *const *names, size_t n, int64_t created)
 {
-	return oai__dump(json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id",
-	                           model, "object", "model", "created", (json_int_t)created,
-	                           "owned_by", "ignis"));
+	json_t *data = json_array();
+
+	for (size_t i = 0; data && i < n; i++)
+		if (json_array_append_new(
+		        data, json_pack("{s:s,s:s,s:I,s:s}", "id", names[i], "object", "model",
+		                        "created", (json_int_t)created, "owned_by", "ignis"))) {
+			json_decref(data);
+			data = NULL;
+		}
+	return data ? oai__dump(json_pack("{s:s,s:o}", "object", "list", "data", data)) : NULL;
+}
+
+char *oai_tokens_json(const uint32_t *ids, size_t n, const struct oai_piece *pieces,
+                      uint64_t max_model_len, bool with_pieces, bool token_strs)
+{
+	json_t *toks = json_array(), *strs = token_strs ? json_array() : NULL, *root;
+	bool ok = toks && (!token_strs || strs);
+
+	for (size_t i = 0; ok && i < n; i++) {
+		if (with_pieces)
+			ok = !json_array_append_new(
+			    toks,
+			    json_pack("{s:I,s:o}", "id", (json_int_t)ids[i], "piece",
+			              oai__text((const char *)pieces[i].bytes, pieces[i].len)));
+		else
+			ok = !json_array_append_new(toks, json_integer(ids[i]));
+		if (ok && strs)
+			ok = !json_array_append_new(
+			    strs, oai__text((const char *)pieces[i].bytes, pieces[i].len));
+	}
+	if (!ok) {
+		json_decref(toks);
+		json_decref(strs);
+		return NULL;
+	}
+	root = json_pack("{s:o,s:I,s:I}", "tokens", toks, "count", (json_int_t)n, "max_model_len",
+	                 (json_int_t)max_model_len);
+	if (root && strs && json_object_set_new(root, "token_strs", strs)) {
+		json_decref(root);
+		return NULL;
+	}
+	if (!root)
+		json_decref(strs);
+	return oai__dump(root);
+}
+
+char *oai_detokenize_json(const char *text, size_t len)
+{
+	json_t *t = oai__text(text, len);
+
+	return oai__dump(t ? json_pack("{s:O,s:o}", "prompt", t, "content", t) : NULL);
 }

@@ -25,16 +25,19 @@
  *   generated tokens (docs/adr/0053).
  *   Chat's tools (docs/adr/0054): tools (up to OAI_TOOLS_MAX functions,
  *   {"type": "function", "function": {"name", "description",
- *   "parameters", "strict"}}, names unique), tool_choice "auto" or "none"
- *   ("required" and a named function need constrained decoding: refused,
- *   saying so), parallel_tool_calls; messages of role "tool" (with the
+ *   "parameters", "strict"}}, names unique), tool_choice "auto", "none",
+ *   "required" or {"type": "function", "function": {"name"}} (the last two
+ *   enforced by a grammar: docs/adr/0057), parallel_tool_calls; messages of role "tool" (with the
  *   tool_call_id of an earlier assistant message's call) and assistant
  *   messages with tool_calls ({"id", "type": "function", "function":
  *   {"name", "arguments"}}; content then null or absent) and
  *   reasoning_content.
+ *   response_format (chat): {"type": "text"}, {"type": "json_object"}, or
+ *   {"type": "json_schema", "json_schema": {"name", "schema", "strict",
+ *   "description"}}: the answer constrained to JSON (docs/adr/0057).
  *   Neutral only: presence_penalty and
  *   frequency_penalty (0), logit_bias ({}), echo (false), best_of (1),
- *   suffix (null), response_format ({"type": "text"}), functions ([]),
+ *   suffix (null), functions ([]),
  *   function_call ("none"), user, metadata, store
  *   (false), service_tier ("auto" or "default"), modalities (["text"]),
  *   reasoning_effort (null), prediction (null).
@@ -46,7 +49,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum oai_kind { OAI_CHAT = 1, OAI_COMPLETION = 2 };
+/* The bodies read: the two generation requests, and /tokenize and
+ * /detokenize (docs/http.md; vLLM's and llama.cpp's servers' shapes):
+ *   tokenize    model (optional), prompt (a string; "content", llama.cpp's
+ *               name, too) or messages (a chat, with tools and
+ *               chat_template_kwargs as chat takes them), one of the two;
+ *               add_generation_prompt (chat; default true),
+ *               add_special_tokens or add_special (default true: the ids
+ *               the server runs), with_pieces, return_token_strs
+ *   detokenize  model (optional), tokens (integers from 0, maybe none; the
+ *               vocabulary is the caller's to check)
+ */
+enum oai_kind { OAI_CHAT = 1, OAI_COMPLETION = 2, OAI_TOKENIZE = 3, OAI_DETOKENIZE = 4 };
 
 /* A refusal in OpenAI's shape: the HTTP status, "invalid_request_error" (or
  * another type), the field at fault ("" for none), a code ("" for none) and
@@ -98,9 +112,16 @@ struct oai_message {
 struct oai_tool {
 	const char *name;
 	const struct json_t *obj, *params;
+	bool strict; /* function.strict: its arguments follow its schema (ADR 0057) */
 };
 
-enum oai_tool_choice { OAI_TC_AUTO = 0, OAI_TC_NONE };
+/* tool_choice: "auto", "none", "required" (at least one call), or a named
+ * function (exactly its calls: oai_req.tc_tool) */
+enum oai_tool_choice { OAI_TC_AUTO = 0, OAI_TC_NONE, OAI_TC_REQUIRED, OAI_TC_NAMED };
+
+/* response_format: "text", "json_object" (any JSON object), "json_schema"
+ * (the document follows oai_req.rf_schema) */
+enum oai_format { OAI_RF_TEXT = 0, OAI_RF_JSON_OBJECT, OAI_RF_JSON_SCHEMA };
 
 /* The most tools a request may offer, and calls an assistant message may
  * hold. */
@@ -130,7 +151,13 @@ struct oai_req {
 	struct oai_tool *tools;
 	size_t n_tools;
 	enum oai_tool_choice tool_choice;
+	size_t tc_tool; /* OAI_TC_NAMED: the index of the named tool in `tools` */
 	bool parallel_calls;
+	/* response_format (docs/adr/0057): the schema of json_schema (borrowed
+	 * from the body) and its name */
+	enum oai_format format;
+	const struct json_t *rf_schema;
+	const char *rf_name;
 	/* sampling and the end */
 	uint32_t max_tokens; /* 0: not given (the model's default) */
 	double temperature;  /* 1 when not given, as OpenAI's default */
@@ -149,6 +176,11 @@ struct oai_req {
 	bool stream, include_usage;
 	bool agent;     /* ignis.class "agent"; interactive otherwise */
 	bool class_set; /* ignis.class was given */
+	/* tokenize (model "" when not given): the chat's generation prompt,
+	 * special tokens added (BOS where the file asks), each token's piece
+	 * beside its id (llama.cpp's with_pieces) or apart (vLLM's
+	 * token_strs); detokenize: the ids in prompt_ids (tokens_set) */
+	bool gen_prompt, add_special, with_pieces, token_strs, tokens_set;
 };
 
 /*
@@ -253,7 +285,24 @@ char *oai_delta_json(const char *id, int64_t created, const char *model, enum oa
 char *oai_chunk_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
                      bool first, const char *text, size_t len, const char *finish_reason,
                      const struct oai_usage *usage, const struct oai_lps *lps);
-/* GET /v1/models: the one model, owned by "ignis". */
-char *oai_models_json(const char *model, int64_t created);
+/* GET /v1/models: the model under each of its names[0..n), owned by
+ * "ignis". */
+char *oai_models_json(const char *const *names, size_t n, int64_t created);
+
+/* A token's piece: the bytes it stands for (not necessarily whole UTF-8). */
+struct oai_piece {
+	const uint8_t *bytes;
+	size_t len;
+};
+
+/* /tokenize's answer: {"tokens": ids (or, with_pieces, [{"id", "piece"}]),
+ * "count", "max_model_len"} and, with token_strs, "token_strs"; pieces
+ * (n of them) are needed only for those two. A piece's bytes that are not
+ * whole UTF-8 are written as U+FFFD. */
+char *oai_tokens_json(const uint32_t *ids, size_t n, const struct oai_piece *pieces,
+                      uint64_t max_model_len, bool with_pieces, bool token_strs);
+/* /detokenize's answer: {"prompt": text, "content": text} (vLLM's name and
+ * llama.cpp's), bytes that are not whole UTF-8 as U+FFFD. */
+char *oai_detokenize_json(const char *text, size_t len);
 
 #endif

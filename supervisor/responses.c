@@ -405,17 +405,19 @@ static int resp__tools(struct resp__in *in, const json_t *tools)
 		if (json_is_object(params))
 			json_object_set(fn, "parameters", (json_t *)params);
 		json_object_set_new(obj, "function", fn);
-		r->tools[r->n_tools++] = (struct oai_tool){json_string_value(nm), obj,
-		                                           json_is_object(params) ? params : NULL};
+		/* strict only when sent: OpenAI's default true would refuse a
+		 * schema outside the strict subset that no call ever needed */
+		r->tools[r->n_tools++] =
+		    (struct oai_tool){json_string_value(nm), obj,
+		                      json_is_object(params) ? params : NULL, json_is_true(strict)};
 	}
 	return 0;
 }
 
 /*
- * tool_choice: "auto" or "none". "required" and a named function
- * ({"type": "function", "name"}) force a call, which needs constrained
- * decoding (issue 30's grammar engine): refused here, the one place to map
- * them to the chat path's forced choices once the submit takes a grammar.
+ * tool_choice: "auto", "none", "required" or a named function ({"type":
+ * "function", "name"}): the last two force a call, enforced by a grammar
+ * (docs/adr/0057). Called after the tools are read.
  */
 static int resp_tool_choice(struct resp__in *in, const json_t *tc)
 {
@@ -423,15 +425,34 @@ static int resp_tool_choice(struct resp__in *in, const json_t *tc)
 		in->r->tool_choice = OAI_TC_AUTO;
 	else if (resp__is(tc, "none"))
 		in->r->tool_choice = OAI_TC_NONE;
-	else if (resp__is(tc, "required") || resp__is(json_object_get(tc, "type"), "function"))
+	else if (resp__is(tc, "required") || resp__is(json_object_get(tc, "type"), "function")) {
+		const json_t *nm = json_object_get(tc, "name");
+		size_t i = 0;
+
+		if (!in->r->n_tools)
+			return resp__bad(in, "tool_choice",
+			                 "tool_choice forces a call, and 'tools' holds none");
+		in->r->tool_choice = OAI_TC_REQUIRED;
+		if (json_is_string(tc))
+			return 0;
+		if (!json_is_string(nm))
+			return resp__bad(
+			    in, "tool_choice",
+			    "tool_choice of type \"function\" needs the function's 'name'");
+		while (i < in->r->n_tools && strcmp(in->r->tools[i].name, json_string_value(nm)))
+			i++;
+		if (i == in->r->n_tools)
+			return resp__bad(
+			    in, "tool_choice",
+			    "tool_choice names the function '%.64s', which 'tools' does "
+			    "not hold",
+			    json_string_value(nm));
+		in->r->tool_choice = OAI_TC_NAMED;
+		in->r->tc_tool = i;
+	} else
 		return resp__bad(in, "tool_choice",
-		                 "tool_choice %s forces a tool call, which needs constrained "
-		                 "decoding: not built yet; accepted: \"auto\" or \"none\"",
-		                 json_is_string(tc) ? "\"required\"" : "naming a function");
-	else
-		return resp__bad(in, "tool_choice",
-		                 "tool_choice is not \"auto\" or \"none\" (%s given); accepted: "
-		                 "\"auto\" or \"none\"",
+		                 "tool_choice is %s; accepted: \"auto\", \"none\", \"required\" or "
+		                 "{\"type\": \"function\", \"name\": NAME}",
 		                 resp__type(tc));
 	return 0;
 }
@@ -540,10 +561,41 @@ static int resp__stateful(struct resp__in *in, json_t *root)
 				return resp__bad(in, "text",
 				                 "text.%.32s is unknown; accepted: format", key);
 		}
-		if (f && !json_is_null(f) && !resp__is(json_object_get(f, "type"), "text"))
+		/* structured output (docs/adr/0057): the chat path's
+		 * response_format, its fields one level up */
+		if (f && !json_is_null(f) && resp__is(json_object_get(f, "type"), "json_object")) {
+			in->r->format = OAI_RF_JSON_OBJECT;
+		} else if (f && !json_is_null(f) &&
+		           resp__is(json_object_get(f, "type"), "json_schema")) {
+			const json_t *nm = json_object_get(f, "name"),
+			             *sc = json_object_get(f, "schema");
+			const json_t *st = json_object_get(f, "strict");
+
+			if (!json_is_string(nm) || !json_is_object(sc) ||
+			    (st && !json_is_boolean(st) && !json_is_null(st)))
+				return resp__bad(in, "text",
+				                 "text.format of type json_schema takes {\"name\": "
+				                 "string, \"schema\": object, \"strict\": boolean, "
+				                 "\"description\": string}");
+			json_object_foreach((json_t *)f, key, x)
+			{
+				if (strcmp(key, "type") && strcmp(key, "name") &&
+				    strcmp(key, "schema") && strcmp(key, "strict") &&
+				    strcmp(key, "description"))
+					return resp__bad(
+					    in, "text",
+					    "text.format.%.32s is unknown; accepted: type, "
+					    "name, schema, strict, description",
+					    key);
+			}
+			in->r->format = OAI_RF_JSON_SCHEMA;
+			in->r->rf_schema = sc;
+			in->r->rf_name = json_string_value(nm);
+		} else if (f && !json_is_null(f) && !resp__is(json_object_get(f, "type"), "text")) {
 			return resp__bad(in, "text",
-			                 "text.format other than text needs constrained decoding: "
-			                 "not built yet; accepted: {\"type\": \"text\"}");
+			                 "text.format's type; accepted: \"text\", \"json_object\", "
+			                 "\"json_schema\"");
+		}
 	}
 	return 0;
 }

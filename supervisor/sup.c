@@ -27,6 +27,7 @@
 #include "frontdoor.h"
 #include "http.h"
 #include "metsrv.h"
+#include "model/bpe.h"
 #include "model/mfile.h"
 #include "proc.h"
 #include "common/rtdir.h"
@@ -65,6 +66,7 @@ struct sup {
 	struct metsrv *met; /* the metrics page */
 	struct door *door;  /* the client front door */
 	struct http *http;  /* OpenAI's HTTP API, or NULL (off) */
+	struct bpe *bpe;    /* the model file's tokenizer, for the API's /tokenize */
 	char api_key[257];  /* the HTTP API's key, "" for none */
 };
 
@@ -137,6 +139,21 @@ static int sup__http_open(struct sup *s, const struct sup_opts *o, struct ig_err
 	if (!strcmp(bind, "off"))
 		return IG_E_OK;
 	tmpl = sup__chat_template(s->model_path);
+	/* /tokenize encodes here what the worker would run: the same file's
+	 * vocabulary, read by the same code (model/bpe.h) */
+	if (m->tokenizer == MDESC_TOK_GPT2 && s->model_path[0]) {
+		struct gguf g;
+
+		rc = gguf_open(&g, s->model_path, eb);
+		if (!rc) {
+			rc = bpe_open(&s->bpe, &g, eb);
+			gguf_close(&g);
+		}
+		if (rc) {
+			free(tmpl);
+			return ig_errprefix(eb, "the model file's tokenizer (%s)", s->model_path);
+		}
+	}
 	{
 		const struct knobs *k = &o->cfg->k;
 		struct http_opts ho = {
@@ -152,6 +169,11 @@ static int sup__http_open(struct sup *s, const struct sup_opts *o, struct ig_err
 		    .header_timeout_ms = (uint32_t)k->v[KNOB_SERVER_HTTP_HEADER_TIMEOUT].u * 1000u,
 		    .body_timeout_ms = (uint32_t)k->v[KNOB_SERVER_HTTP_BODY_TIMEOUT].u * 1000u,
 		    .model = m->name,
+		    .names = k->v[KNOB_SERVED_MODEL_NAME].s,
+		    /* a GPT2 description without a file has no vocabulary here */
+		    .tokenizer =
+		        m->tokenizer == MDESC_TOK_GPT2 && !s->bpe ? MDESC_TOK_NONE : m->tokenizer,
+		    .bpe = s->bpe,
 		    .chat_template = tmpl,
 		    .limits = {.max_body = 1u << 20,
 		               .max_tokens = (uint32_t)s->plan.context,
@@ -720,6 +742,7 @@ int sup_start(const struct sup_opts *o)
 		ev_end(&e);
 	}
 	http_close(s.http); /* its streams are the door's clients: first */
+	bpe_close(s.bpe);
 	door_close(s.door);
 	metsrv_close(s.met);
 	svc_close(&s.svc);

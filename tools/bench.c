@@ -272,7 +272,8 @@ static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, doub
 	}
 	for (uint32_t i = 0; i < lanes; i++) {
 		struct eng_admission adm;
-		struct eng_req r = {prompt, PROMPT, GEN, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}};
+		struct eng_req r = {prompt, PROMPT, GEN, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0},
+		                    NULL,   NULL,   0};
 
 		for (uint32_t t = 0; t < PROMPT; t++)
 			prompt[t] = (t * 7 + i * 13) % 256;
@@ -1479,7 +1480,10 @@ static int mv_side_open(struct mv_side *s, struct mfile *f, const struct mvd *k,
 		                    i < 3 ? MV_OTHER_PROMPT : MV_LONG_PROMPT,
 		                    i < 3 ? MV_OTHER_GEN : MV_CONTEXT - MV_LONG_PROMPT,
 		                    i < 3 ? SCHED_INTERACTIVE : SCHED_AGENT,
-		                    {0.0f, 0, 1.0f, 0}};
+		                    {0.0f, 0, 1.0f, 0},
+		                    NULL,
+		                    NULL,
+		                    0};
 		struct eng_admission adm;
 
 		if (i < 3)
@@ -1504,7 +1508,8 @@ static int mv_side_round(struct mv_side *s, bool ask, struct ig_errbuf *eb)
 	int rc;
 
 	if (ask) {
-		struct eng_req q = {askp, MV_ASK_PROMPT, 1, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}};
+		struct eng_req q = {askp, MV_ASK_PROMPT, 1, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0},
+		                    NULL, NULL,          0};
 		struct eng_admission adm;
 
 		mv_prompt(askp, MV_ASK_PROMPT, 2);
@@ -1923,7 +1928,8 @@ static double ru_run(struct mfile *f, const struct ru_req *q, uint32_t nq, enum 
 	if (eng_create(&e, &be, &d, &kv, &cfg, &eb))
 		goto fail;
 	for (uint32_t i = 0; i < nq; i++) {
-		struct eng_req r = {q[i].prompt, q[i].n, 1, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}};
+		struct eng_req r = {q[i].prompt,        q[i].n, 1,    SCHED_INTERACTIVE,
+		                    {0.0f, 0, 1.0f, 0}, NULL,   NULL, 0};
 		struct eng_admission adm;
 		struct eng_status st;
 		uint32_t tok, n = 0, ran;
@@ -2104,7 +2110,8 @@ static void xb_run(const char *path, int side, double *tok_s, double *hit)
 	    eng_create(&e, &be, &d, &kv, &cfg, &eb))
 		goto fail;
 	for (uint32_t r = 0; r < 2; r++) {
-		struct eng_req q = {prompt[r], 64, XB_GEN, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}};
+		struct eng_req q = {prompt[r],          64,   XB_GEN, SCHED_INTERACTIVE,
+		                    {0.0f, 0, 1.0f, 0}, NULL, NULL,   0};
 		struct eng_admission adm;
 
 		for (uint32_t i = 0; i < 64; i++)

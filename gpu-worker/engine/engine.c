@@ -40,6 +40,7 @@ void eng__release_state(struct eng *e, struct eng_seq *s)
 
 static void eng__forget(struct eng *e, struct eng_seq *s)
 {
+	engcs__detach(e, s);
 	eng__release_state(e, s);
 	if (s->feed != s->prompt)
 		free(s->feed);
@@ -53,6 +54,7 @@ static void eng__forget(struct eng *e, struct eng_seq *s)
 static void eng__finish(struct eng *e, struct eng_seq *s, enum eng_finish why)
 {
 	engmv__ended(e, s); /* what a tier holds of it goes */
+	engcs__detach(e, s);
 	eng__release_state(e, s);
 	s->sch.phase = SCHED_DONE;
 	s->finish = why;
@@ -141,6 +143,7 @@ void eng_destroy(struct eng *e)
 		if (e->seqs[i].used)
 			eng__forget(e, &e->seqs[i]);
 	engru__release(e);
+	engcs__release(e);
 	free(e->seqs);
 	free(e->snap);
 	free(e->snap_slot);
@@ -258,6 +261,14 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 	s->pages_all = pages;
 	s->cached = 0;
 	s->ck_lost = false;
+	if (r->grammar && (rc = engcs__attach(e, s, r, eb)) != IG_E_OK) {
+		free(s->prompt);
+		free(s->out);
+		memset(s, 0, sizeof(*s));
+		e->next_id--;
+		e->arrivals--;
+		return rc;
+	}
 	engru__match(e, s);
 	s->submit_us = clk_mono_us();
 	e->st.submitted++;
@@ -306,7 +317,24 @@ static void eng__stop(struct eng *e, struct eng_seq *s, uint32_t keep);
 /* Take the sampled token of a step that produced logits. */
 static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
 {
-	uint32_t tok = smp_pick(&s->smp, &s->rng, logits, e->d->m->vocab, e->smp_scratch);
+	uint32_t tok;
+
+	if (s->g) {
+		/* among the tokens its grammar allows (docs/adr/0057); none
+		 * allowed (a matcher bound) ends it, no token drawn */
+		if (!engcs__mask(e, s)) {
+			eng__finish(e, s, ENG_GRAMMAR);
+			return;
+		}
+		tok = smp_pick_masked(&s->smp, &s->rng, logits, e->d->m->vocab, e->mask,
+		                      e->smp_scratch);
+		if (!engcs__accept(e, s, tok)) {
+			eng__finish(e, s, ENG_GRAMMAR);
+			return;
+		}
+	} else {
+		tok = smp_pick(&s->smp, &s->rng, logits, e->d->m->vocab, e->smp_scratch);
+	}
 
 	if (s->lp) {
 		/* from the logits the pick read (docs/adr/0053) */
@@ -768,6 +796,8 @@ const char *eng_finish_name(enum eng_finish f)
 		return "cancelled";
 	case ENG_STOP:
 		return "stop";
+	case ENG_GRAMMAR:
+		return "grammar";
 	}
 	return "error";
 }

@@ -49,6 +49,8 @@
 #include "gpu-worker/backend/backend.h"
 #include "gpu-worker/backend/devseq.h"
 #include "gpu-worker/backend/kvpool.h"
+#include "grammar/grammar.h"
+#include "model/tokenizer.h"
 #include "roundplan.h"
 #include "sampler.h"
 
@@ -151,6 +153,12 @@ struct eng_cfg {
 	 * earlier worker's (a restarted worker's ids start again at 1). */
 	uint32_t tier_nonce; /* the owner in every key (1..2^31-1, msg.h kv_sweep) */
 	void (*on_event)(void *ctx, const struct eng_event *ev);
+	/* Constrained sampling (docs/adr/0057): what the model's ids are as
+	 * bytes (NULL: a request with a grammar is refused), and who is told
+	 * when a request no longer needs its grammar (may be NULL: the caller
+	 * keeps every grammar it gave until eng_destroy). */
+	const struct tok_vocab *vocab;
+	void (*grammar_done)(void *ctx, struct grammar *g);
 };
 
 struct eng_req {
@@ -159,6 +167,17 @@ struct eng_req {
 	uint32_t max_tokens; /* 0: cfg.default_max_tokens */
 	enum sched_class cls;
 	struct smp_params smp;
+	/* Constrained sampling (docs/adr/0057), optional: each token is picked
+	 * among those whose bytes the grammar accepts next (its end-of-
+	 * generation tokens once the grammar may end). With a trigger
+	 * (1..GM_MAX_TRIGGER bytes) the output is free until it contains the
+	 * trigger, and the bytes after it follow the grammar. Once eng_submit
+	 * accepts the request the grammar is borrowed until cfg.grammar_done is
+	 * called with it, once (when the request finishes, or the engine is
+	 * destroyed); a refused submit leaves it the caller's. */
+	struct grammar *grammar;
+	const void *trigger;
+	uint32_t trigger_len;
 };
 
 /* What a submit answers. */
@@ -174,6 +193,7 @@ enum eng_finish {
 	ENG_EOS,       /* the model said end */
 	ENG_CANCELLED, /* a cancel */
 	ENG_STOP,      /* cfg.on_token cut it (a stop string) */
+	ENG_GRAMMAR,   /* its grammar allowed no next token (a matcher bound: gm_error) */
 };
 
 struct eng_status {
@@ -198,10 +218,10 @@ struct eng_status {
 /* Counters since eng_create, and the state now (live .. pending_pages). */
 struct eng_stats {
 	uint64_t rounds, decode_tokens, prefill_tokens, admitted, finished;
-	uint64_t submitted;                 /* requests accepted by eng_submit */
-	uint64_t prompt_tokens;             /* of the accepted requests */
-	uint64_t generated_tokens;          /* every token emitted, cancelled requests' included */
-	uint64_t finished_by[ENG_STOP + 1]; /* by enum eng_finish (ENG_RUNNING: 0) */
+	uint64_t submitted;        /* requests accepted by eng_submit */
+	uint64_t prompt_tokens;    /* of the accepted requests */
+	uint64_t generated_tokens; /* every token emitted, cancelled requests' included */
+	uint64_t finished_by[ENG_GRAMMAR + 1]; /* by enum eng_finish (ENG_RUNNING: 0) */
 	/* not cumulative: ttft[i] counts first tokens within (bound i-1, bound i] */
 	uint64_t ttft[ENG_TTFT_NBUCKETS];
 	uint64_t ttft_sum_us;
@@ -232,6 +252,10 @@ struct eng_stats {
 	uint64_t reuse_skips_host_busy, reuse_skips_host_refused;
 	uint64_t reuse_given_up_tier;    /* the kvstore gave it up or lost it */
 	uint64_t reuse_host_claim_fails; /* a claimed image no longer there (given_up too) */
+	/* constrained sampling: tokens picked under a grammar, and the time
+	 * their masks took (the vocabulary's trie built once, not counted) */
+	uint64_t grammar_tokens, grammar_mask_us;
+	uint32_t grammar_live; /* live requests with a grammar */
 };
 
 /* The bucket bounds above, for readers of eng_stats.ttft. */

@@ -1,12 +1,14 @@
 /*
  * engine_int.h - what the engine's three files share: engine.c (requests,
  * rounds and outputs; the public face, engine.h), moves.c (the move
- * machines: docs/adr/0017) and reuse.c (retained prompt checkpoints:
- * docs/adr/0037, 0038). Not a public header: engine.h is.
+ * machines: docs/adr/0017), reuse.c (retained prompt checkpoints:
+ * docs/adr/0037, 0038) and constrain.c (grammars: docs/adr/0057). Not a
+ * public header: engine.h is.
  *
  * Names. `eng_` is the public API (engine.h), engine.c's. Every other
  * function of the engine carries its file's prefix and two underscores:
- * `eng__` (engine.c), `engmv__` (moves.c), `engru__` (reuse.c), as libuv
+ * `eng__` (engine.c), `engmv__` (moves.c), `engru__` (reuse.c), `engcs__`
+ * (constrain.c), as libuv
  * has uv_ and uv__ (docs/adr/0044). Those this header declares are the ones
  * another file calls; the rest are static. Types and constants this header
  * shares keep the engine's `eng_`/`ENG_`; a type one file keeps to itself
@@ -79,6 +81,14 @@ struct eng_seq {
 	uint32_t ck_gen;    /* ... while that entry holds the same checkpoint */
 	uint32_t cached;    /* prompt tokens it took from a checkpoint */
 	bool ck_lost;       /* its claim went before admission (counted given up) */
+	/* constrain.c's: its grammar (eng_req.grammar, NULL: none) and the
+	 * matcher over what it generated, from submit until it finishes. The
+	 * matcher is a function of the output alone and stays here while the
+	 * sequence moves (an image holds pages and backend state): a sequence
+	 * back from a tier, or replayed, goes on from the same state. */
+	struct grammar *g;
+	struct gm_lazy *gz; /* with a trigger */
+	struct gmatch *gm;  /* without */
 };
 
 /* ---- reuse.c's types ------------------------------------------------------- */
@@ -186,6 +196,12 @@ struct eng {
 	 * slots (what checkpoints would remember), the least recent replaced */
 	struct eng_end *ends;
 	uint32_t n_ends;
+
+	/* constrain.c's: the vocabulary's trie (built at the first request
+	 * with a grammar), a mask's words, the end-of-generation ids */
+	struct gvocab *gv;
+	uint32_t *mask;
+	uint32_t *eog, n_eog;
 };
 
 /* ---- engine.c -------------------------------------------------------------- */
@@ -263,5 +279,24 @@ void engru__capture(struct eng *e, struct eng_seq *s, uint32_t n, enum eng_ck_ki
 uint64_t engru__retained_pages(const struct eng *e);
 /* Its pages go back whole on a restore (nothing shared then). */
 void engru__moved_out(struct eng_seq *s);
+
+/* ---- constrain.c: grammars (docs/adr/0057) ----------------------------------- */
+
+/* At submit, r->grammar set: its matcher started (the vocabulary's trie
+ * built first if need be). IG_E_INVAL without cfg.vocab or for a bad
+ * trigger, IG_E_NOMEM. */
+int engcs__attach(struct eng *e, struct eng_seq *s, const struct eng_req *r, struct ig_errbuf *eb);
+/* Its matcher freed and its grammar handed back (cfg.grammar_done); nothing
+ * without one. */
+void engcs__detach(struct eng *e, struct eng_seq *s);
+/* The ids its grammar allows next, into e->mask (end-of-generation ids
+ * when it may end): true when one is allowed, false when none is (the
+ * sequence then finishes ENG_GRAMMAR). */
+bool engcs__mask(struct eng *e, struct eng_seq *s);
+/* The picked token's bytes fed to its matcher (an end-of-generation token
+ * feeds none): false when the grammar refuses them (never for a token the
+ * mask allowed). */
+bool engcs__accept(struct eng *e, struct eng_seq *s, uint32_t tok);
+void engcs__release(struct eng *e);
 
 #endif

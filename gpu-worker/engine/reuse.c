@@ -97,8 +97,6 @@ int engru__init(struct eng *e, struct ig_errbuf *eb)
 	struct eng_host *h = &e->hst;
 
 	h->cap = -1;
-	if (!e->d->state_bytes)
-		host = 0; /* a model with no fixed-size state: nothing for a host slot */
 	if (!dev && !host)
 		return IG_E_OK;
 	if (!e->be->ops->copy_d2d)
@@ -106,9 +104,20 @@ int engru__init(struct eng *e, struct ig_errbuf *eb)
 		               "engine: the %s backend cannot copy inside the device: no prompt "
 		               "reuse on it (--reuse-retained-device 0 --reuse-retained-host 0)",
 		               e->be->ops->name);
-	if (dev &&
-	    (e->cfg.retained_slot_bytes < e->d->state_bytes ||
-	     e->cfg.retained.bytes / dev < e->cfg.retained_slot_bytes || !e->cfg.retained.base))
+	if (!e->d->state_bytes) {
+		/* A model with no fixed-size state (every layer full attention:
+		 * Qwen3's dense layout): a checkpoint is its pages, in the pool,
+		 * and its logits, in host memory; no slot of either tier holds
+		 * anything of it. Its host slots are entries like the device
+		 * ones, which copy no state: nothing to send the daemon, nothing
+		 * a restart of it could lose. (Dropping them instead left such a
+		 * model with no reuse at all by default, where host slots are the
+		 * only ones.) */
+		dev += host;
+		host = 0;
+	} else if (dev && (e->cfg.retained_slot_bytes < e->d->state_bytes ||
+	                   e->cfg.retained.bytes / dev < e->cfg.retained_slot_bytes ||
+	                   !e->cfg.retained.base))
 		return ig_errf(eb, IG_E_INVAL,
 		               "engine: %u retained slots of %llu bytes in a region of %llu; a "
 		               "sequence's state is %llu bytes",

@@ -14,6 +14,7 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,14 +73,21 @@ static void heapify(struct smp_cand *c, size_t n, int best_on_top)
 		sift_down(c, n, i, best_on_top);
 }
 
-/* The largest logit, ties to the lowest id, NaN never; all NaN gives 0. */
-static uint32_t greedy(const float *logits, uint32_t vocab)
+/* Is id i allowed by the mask (NULL: every id)? */
+static inline bool allowed(const uint32_t *allow, uint32_t i)
+{
+	return !allow || (allow[i / 32] >> (i % 32)) & 1u;
+}
+
+/* The largest logit, ties to the lowest id, NaN never; all NaN gives 0.
+ * With a mask, only allowed ids count (none allowed gives 0). */
+static uint32_t greedy(const float *logits, uint32_t vocab, const uint32_t *allow)
 {
 	uint32_t best = 0;
 	int found = 0;
 
 	for (uint32_t i = 0; i < vocab; i++) {
-		if (isnan(logits[i]))
+		if (isnan(logits[i]) || !allowed(allow, i))
 			continue;
 		if (!found || logits[i] > logits[best]) {
 			best = i;
@@ -227,8 +235,8 @@ size_t smp_scratch_bytes(uint32_t vocab)
 	return (size_t)(vocab ? vocab : 1) * sizeof(struct smp_cand);
 }
 
-uint32_t smp_pick_at(const struct smp_params *p, double u, const float *logits, uint32_t vocab,
-                     struct smp_scratch *scratch)
+static uint32_t smp__pick(const struct smp_params *p, double u, const float *logits, uint32_t vocab,
+                          const uint32_t *allow, struct smp_scratch *scratch)
 {
 	struct smp_cand *c = (struct smp_cand *)(void *)scratch;
 	double temperature = p->temperature;
@@ -241,14 +249,14 @@ uint32_t smp_pick_at(const struct smp_params *p, double u, const float *logits, 
 	if (vocab == 0)
 		return 0;
 	if (p->temperature == 0.0f || p->top_k == 1)
-		return greedy(logits, vocab);
+		return greedy(logits, vocab, allow);
 	k = (p->top_k == 0 || p->top_k > vocab) ? vocab : p->top_k;
 
 	/* Candidates, the top k of them in a heap whose root is the worst. */
 	for (uint32_t i = 0; i < vocab; i++) {
 		struct smp_cand e = {logits[i], i};
 
-		if (isnan(e.x) || e.x == -INFINITY)
+		if (isnan(e.x) || e.x == -INFINITY || !allowed(allow, i))
 			continue;
 		if (n < k) {
 			c[n++] = e;
@@ -264,7 +272,7 @@ uint32_t smp_pick_at(const struct smp_params *p, double u, const float *logits, 
 		}
 	}
 	if (n == 0)
-		return greedy(logits, vocab);
+		return greedy(logits, vocab, allow);
 
 	max = c[0].x;
 	for (size_t j = 1; j < n; j++)
@@ -321,10 +329,28 @@ uint32_t smp_pick_at(const struct smp_params *p, double u, const float *logits, 
 	return last;
 }
 
+uint32_t smp_pick_at(const struct smp_params *p, double u, const float *logits, uint32_t vocab,
+                     struct smp_scratch *scratch)
+{
+	return smp__pick(p, u, logits, vocab, NULL, scratch);
+}
+
 uint32_t smp_pick(const struct smp_params *p, struct smp_state *st, const float *logits,
                   uint32_t vocab, struct smp_scratch *scratch)
 {
-	return smp_pick_at(p, smp_next_u(st), logits, vocab, scratch);
+	return smp__pick(p, smp_next_u(st), logits, vocab, NULL, scratch);
+}
+
+uint32_t smp_pick_masked_at(const struct smp_params *p, double u, const float *logits,
+                            uint32_t vocab, const uint32_t *allow, struct smp_scratch *scratch)
+{
+	return smp__pick(p, u, logits, vocab, allow, scratch);
+}
+
+uint32_t smp_pick_masked(const struct smp_params *p, struct smp_state *st, const float *logits,
+                         uint32_t vocab, const uint32_t *allow, struct smp_scratch *scratch)
+{
+	return smp__pick(p, smp_next_u(st), logits, vocab, allow, scratch);
 }
 
 /* ---- log-probabilities ------------------------------------------------------ */

@@ -126,6 +126,21 @@ uint32_t smp_pick_at(const struct smp_params *p, double u, const float *logits, 
                      struct smp_scratch *scratch);
 
 /*
+ * Constrained picks (docs/adr/0057): the same rules over the ids whose bit
+ * is set in allow[0..(vocab + 31) / 32] (bit i % 32 of word i / 32), as if
+ * every other logit were -inf, but without writing the logits: rule 1's
+ * greedy pick is the largest allowed logit, rule 2's candidates the
+ * allowed ids that are neither NaN nor -inf (none: the greedy pick among
+ * the allowed, or 0 when none is allowed: the caller checks that one is).
+ * The draw is the same one, so a constrained sequence stays on its RNG
+ * stream, and a mask that allows every id picks as smp_pick does.
+ */
+uint32_t smp_pick_masked(const struct smp_params *p, struct smp_state *st, const float *logits,
+                         uint32_t vocab, const uint32_t *allow, struct smp_scratch *scratch);
+uint32_t smp_pick_masked_at(const struct smp_params *p, double u, const float *logits,
+                            uint32_t vocab, const uint32_t *allow, struct smp_scratch *scratch);
+
+/*
  * Log-probabilities (docs/adr/0053): the model's own distribution over the
  * logits a pick read, log_softmax(logits) in double, before temperature,
  * top_k and top_p (OpenAI's and vLLM's default, "raw" logprobs), so that a

@@ -104,7 +104,7 @@ async function main() {
   await assert.rejects(client.messages.create({ ...base, model: 'claude-x' }),
     (e) => e instanceof Anthropic.NotFoundError && e.status === 404 &&
       e.error.type === 'error' && e.error.error.type === 'not_found_error');
-  await assert.rejects(client.messages.create({ ...base, tools, tool_choice: { type: 'any' } }),
+  await assert.rejects(client.messages.create({ ...base, tools, tool_choice: { type: 'tool', name: 'rm' } }),
     (e) => e instanceof Anthropic.BadRequestError &&
       e.error.error.type === 'invalid_request_error' && /tool_choice/.test(e.message));
   await assert.rejects(client.messages.create({ ...base, top_p: 3 }),

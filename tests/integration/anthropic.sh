@@ -129,8 +129,7 @@ refuse() { # STATUS PATH BODY ERROR_TYPE WORDS
 refuse 400 /v1/messages "$(jq -c 'del(.max_tokens)' <<<"$plain")" invalid_request_error max_tokens
 refuse 400 /v1/messages "$(jq -c '. + {frequency_penalty: 1}' <<<"$plain")" invalid_request_error frequency_penalty
 refuse 400 /v1/messages "$(jq -c '. + {temperature: 1.5}' <<<"$plain")" invalid_request_error temperature
-refuse 400 /v1/messages "$(jq -c '. + {tool_choice: {type: "any"}}' <<<"$trip")" invalid_request_error "constrained decoding"
-refuse 400 /v1/messages "$(jq -c '. + {tool_choice: {type: "tool", name: "get_weather"}}' <<<"$trip")" invalid_request_error "tool_choice type 'tool'"
+refuse 400 /v1/messages "$(jq -c '. + {tool_choice: {type: "tool", name: "rm"}}' <<<"$trip")" invalid_request_error "'tools' does not hold"
 refuse 400 /v1/messages "$(jq -c '.messages[2].content[0].tool_use_id = "toolu_9"' <<<"$trip")" invalid_request_error "answers no tool_use block"
 refuse 400 /v1/messages "$(jq -c '.messages[0].role = "system"' <<<"$plain")" invalid_request_error "messages[0].role"
 refuse 400 /v1/messages "$(jq -c '.messages[0].content = [{type: "image", source: {}}]' <<<"$plain")" invalid_request_error "'image' block"
@@ -146,6 +145,24 @@ step "thinking disabled: the template's enable_thinking off, as the chat API's"
 want=$(post /v1/chat/completions "$(jq -c '. + {chat_template_kwargs: {enable_thinking: false}}' <<<"$oai_plain")" | jq .usage.prompt_tokens)
 got=$(post /v1/messages/count_tokens "$(jq -c '. + {thinking: {type: "disabled"}}' <<<"$plain")" | jq .input_tokens)
 [[ $got == "$want" && $want -gt 0 ]] || fail "thinking disabled: $got tokens, the chat API's $want"
+
+step "forced calls (tool_choice any and tool): a tool_use block, its input the schema's"
+bounded='[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string","maxLength":8},"days":{"type":"integer"}},"required":["city","days"],"additionalProperties":false}},{"name":"ls","input_schema":{"type":"object","properties":{"path":{"enum":["/","/tmp"]}},"required":["path"],"additionalProperties":false}}]'
+for choice in '{"type":"any","disable_parallel_tool_use":true}' \
+	'{"type":"tool","name":"ls","disable_parallel_tool_use":true}'; do
+	got=$(post /v1/messages "$(jq -c --argjson t "$bounded" --argjson c "$choice" '. + {tools: $t,
+		tool_choice: $c, thinking: {type: "disabled"}, max_tokens: 300, temperature: 0.8,
+		ignis: {seed: 4}}' <<<"$plain")")
+	[[ $(status) == 200 ]] || fail "forced $choice: $got"
+	jq -e --argjson c "$choice" '.stop_reason == "tool_use" and
+		([.content[] | select(.type == "tool_use")] | length) == 1 and
+		([.content[] | select(.type == "tool_use")][0] as $u |
+		 ($c.type == "any" or $u.name == $c.name) and
+		 (if $u.name == "ls" then ($u.input.path | IN("/", "/tmp")) and ($u.input | keys) == ["path"]
+		  else ($u.input.city | type) == "string" and ($u.input.city | length) <= 8 and
+		   ($u.input.days | type) == "number" and ($u.input | keys) == ["city", "days"] end))' \
+		<<<"$got" >/dev/null || fail "forced $choice: $got"
+done
 
 step "Anthropic's own client"
 if [[ -n $sdk && -f $sdk/package.json ]]; then

@@ -89,9 +89,9 @@ async function main() {
     (e) => e instanceof OpenAI.NotFoundError && e.param === 'model');
   await assert.rejects(client.responses.create({ ...base, previous_response_id: 'resp_x' }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'previous_response_id');
-  await assert.rejects(client.responses.create({ ...base, tools, tool_choice: 'required' }),
+  await assert.rejects(client.responses.create({ ...base, tools, tool_choice: { type: 'function', name: 'rm' } }),
     (e) => e instanceof OpenAI.BadRequestError && e.param === 'tool_choice' &&
-      /constrained decoding/.test(e.message));
+      /does not hold/.test(e.message));
   console.log('ok errors as the client raises them');
 
   // our writer's stream of a tool-calling answer, through the client

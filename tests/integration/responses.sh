@@ -118,8 +118,7 @@ refuse() { # STATUS BODY PARAM WORDS
 	grep -qF -- "$4" <<<"$got" || fail "no '$4' in: $got"
 }
 refuse 400 "$(jq -c '. + {previous_response_id: "resp_1"}' <<<"$plain")" previous_response_id "keeps no responses"
-refuse 400 "$(jq -c '. + {tool_choice: "required"}' <<<"$trip")" tool_choice "constrained decoding"
-refuse 400 "$(jq -c '. + {tool_choice: {type: "function", name: "get_weather"}}' <<<"$trip")" tool_choice "naming a function"
+refuse 400 "$(jq -c '. + {tool_choice: {type: "function", name: "rm"}}' <<<"$trip")" tool_choice "'tools' does not hold"
 refuse 400 "$(jq -c '.input[3].call_id = "call_9"' <<<"$trip")" "input[3]" "answers no earlier function_call"
 refuse 400 "$(jq -c '.tools = [{type: "web_search"}]' <<<"$plain")" tools "web_search"
 refuse 400 "$(jq -c '. + {frequency_penalty: 1}' <<<"$plain")" frequency_penalty "not one of"
@@ -127,6 +126,33 @@ refuse 404 "$(jq -c '.model = "gpt-5"' <<<"$plain")" model "gpt-5"
 refuse 413 "$(jq -c --arg s "$(printf 'word %.0s' {1..3000})" '.input = $s' <<<"$plain")" input context
 got=$(post /v1/responses "$(jq -c '. + {store: true}' <<<"$plain")")
 [[ $(status) == 200 && $(jq .store <<<"$got") == false ]] || fail "store true: $(status) $got"
+
+step "forced calls (required and named): a function_call item, its arguments the schema's"
+bounded='[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":8},"days":{"type":"integer"}},"required":["city","days"],"additionalProperties":false}},{"type":"function","name":"ls","parameters":{"type":"object","properties":{"path":{"enum":["/","/tmp"]}},"required":["path"],"additionalProperties":false}}]'
+for choice in '"required"' '{"type":"function","name":"ls"}'; do
+	got=$(post /v1/responses "$(jq -c --argjson t "$bounded" --argjson c "$choice" '. + {tools: $t,
+		tool_choice: $c, parallel_tool_calls: false, max_output_tokens: 300, temperature: 0.8,
+		reasoning: {effort: "none"},
+		ignis: {seed: 4}} | .input = [{role: "system", content: "x"}, {role: "user", content: "go"}]' \
+		<<<"$plain")")
+	[[ $(status) == 200 ]] || fail "forced $choice: $got"
+	jq -e --argjson c "$choice" '[.output[] | select(.type == "function_call")] as $f |
+		($f | length) == 1 and ($c == "required" or $f[0].name == $c.name) and
+		($f[0].arguments | fromjson) as $a |
+		(if $f[0].name == "ls" then ($a.path | IN("/", "/tmp")) and ($a | keys) == ["path"]
+		 else ($a.city | length) <= 8 and ($a.days | type) == "number" end)' \
+		<<<"$got" >/dev/null || fail "forced $choice: $got"
+done
+
+step "structured output (text.format json_schema): the answer is the schema's"
+got=$(post /v1/responses "$(jq -c '. + {text: {format: {type: "json_schema", name: "w", strict: true,
+	schema: {type: "object", properties: {unit: {enum: ["C", "F"]}, t: {type: "integer"}},
+	required: ["unit", "t"], additionalProperties: false}}}, max_output_tokens: 200,
+	temperature: 0.8, reasoning: {effort: "none"}, ignis: {seed: 2}}' <<<"$plain")")
+[[ $(status) == 200 ]] || fail "text.format: $got"
+jq -e '[.output[] | select(.type == "message") | .content[] | select(.type == "output_text") | .text]
+	| join("") | fromjson | (.unit | IN("C", "F")) and (.t | type) == "number" and (keys | length) == 2' \
+	<<<"$got" >/dev/null || fail "text.format: $got"
 
 step "OpenAI's own client"
 if [[ -n $oai && -f $oai/package.json ]]; then

@@ -217,4 +217,31 @@ off_prompts none
 cmp -s "$work/off.1" "$work/want.0" || fail "different text with reuse off"
 grep -q '"event":"ignis.reuse' "$events" && fail "reuse events with --reuse-prompt off"
 stop
+
+step "defaults, a model with no fixed-size state (llama.cpp's qwen3: all attention): reused"
+# the default slots are host slots, which hold a state; this model has none,
+# and its checkpoints (pages and logits) used to find no slot at all
+m3=$work/q3.gguf
+"$build/tools/ignis-mkmodel" --preset tiny-dense --layout qwen3 --dtype q8_0 --seed 5 -o "$m3" \
+	--name qwen3-tiny 2>/dev/null || fail "mkmodel --layout qwen3"
+m_ours=$m
+m=$m3
+start
+"$gen" --model "$m3" --kv-format fp8 --prompt "$base" --max-tokens 12 >"$work/q3.want" ||
+	fail "in-process qwen3"
+body=$(jq -cn --arg p "$base" '{model: "qwen3-tiny", prompt: $p, max_tokens: 12, temperature: 0}')
+for i in 0 1; do
+	got=$(curl -s -H "Content-Type: application/json" "$http/v1/completions" -d "$body")
+	[[ $(jq -r '.choices[0].text' <<<"$got") == "$(cat "$work/q3.want")" ]] ||
+		fail "qwen3 request $i differs from itself alone: $got"
+	p3=$(jq .usage.prompt_tokens <<<"$got")
+	jq -e --argjson n $((i ? p3 : 0)) '.usage.prompt_tokens_details.cached_tokens == $n' \
+		<<<"$got" >/dev/null || fail "qwen3 request $i: cached tokens $(jq -c .usage <<<"$got")"
+done
+(($(grep -c '"event":"ignis.reuse.captured"' "$events") >= 1)) ||
+	fail "qwen3: no capture: $(grep ignis.reuse "$events")"
+grep '"event":"ignis.reuse.claimed"' "$events" | jq -e --argjson n "$p3" '.tokens == $n' >/dev/null ||
+	fail "qwen3: no claim of the whole prompt: $(grep ignis.reuse "$events")"
+stop
+m=$m_ours
 echo "reuse integration: all steps passed"

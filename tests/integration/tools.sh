@@ -6,12 +6,12 @@
 # count is that of the same conversation rendered by Hugging Face's Jinja
 # engine (tests/unit/jinja-render.cjs) and tokenized by the file's
 # vocabulary. Whole and streamed answers agree; bad tools, a tool answer to
-# no call and tool_choice "required" get a 400 naming the field; OpenAI's
+# no call and a tool_choice naming no tool get a 400 naming the field; OpenAI's
 # own client sends tools and a tool round trip, whole and streamed (its
 # stream helper assembling the chunks). A model whose template has no tool
 # calls refuses tools. With synthetic weights the model calls no tool by
-# itself: the parse of calls is test_outparse's, the forced calls come with
-# constrained decoding.
+# itself: the parse of calls is test_outparse's, the forced calls
+# constrained.sh's.
 #   tools.sh BUILD_DIR
 set -uo pipefail
 build=${1:?usage: tools.sh BUILD_DIR}
@@ -111,7 +111,7 @@ r_stream=$(jq -sj '[.[].choices[0].delta.reasoning_content // empty] | join("")'
 [[ $(jq -s -r '[.[].choices[0].finish_reason // empty] | last' <<<"$chunks") == \
 	"$(jq -r '.choices[0].finish_reason' <<<"$whole")" ]] || fail "finish differs"
 
-step "bad tools, an answer to no call, a choice not built: 400 naming the field"
+step "bad tools, an answer to no call, a choice that cannot be: 400 naming the field"
 refuse() { # BODY PARAM WORDS
 	local got
 	got=$(post /v1/chat/completions "$1")
@@ -119,9 +119,10 @@ refuse() { # BODY PARAM WORDS
 	jq -e --arg p "$2" '.error.param == $p' <<<"$got" >/dev/null || fail "param: $got"
 	grep -qF -- "$3" <<<"$got" || fail "no '$3' in: $got"
 }
-refuse "$(jq -c '. + {tool_choice: "required"}' <<<"$with")" tool_choice "constrained"
-refuse "$(jq -c '. + {tool_choice: {type: "function", function: {name: "ls"}}}' <<<"$with")" \
-	tool_choice "naming a function"
+refuse "$(jq -c '. + {tool_choice: {type: "function", function: {name: "rm"}}}' <<<"$with")" \
+	tool_choice "which 'tools' does not hold"
+refuse "$(jq -c '. + {tool_choice: "required", response_format: {type: "json_object"}}' <<<"$with")" \
+	response_format "cannot be both"
 refuse "$(jq -c '.tools[0].function.name = "no spaces allowed"' <<<"$with")" tools "1 to 64"
 refuse "$(jq -c '.messages += [{role: "tool", tool_call_id: "call_9", content: "x"}]' <<<"$with")" \
 	messages.tool_call_id "which no earlier assistant message made"

@@ -10,7 +10,8 @@
 # cuda backend alone; the model library includes nothing of gpu-worker/; the
 # KV-RAM object's byte layout (kvram/kvram_layout.h) is read by kvram/ and the
 # daemon's index alone; the grammar engine (grammar/) is a leaf over common/
-# that the tools and, later, the worker use. Fails naming the file, the line
+# that the engine (constrained sampling), the worker and the supervisor (a
+# schema checked before it is sent) use. Fails naming the file, the line
 # and the rule.
 #   layering.sh SOURCE_ROOT       check the tree
 #   layering.sh --self-test       check that each rule fails on a tree that
@@ -29,10 +30,10 @@ declare -A may=(
 	[gpu-worker/backend]='common proto model'
 	[gpu-worker/backend/cpu]='common model gpu-worker/backend'
 	[gpu-worker/backend/cuda]='common model gpu-worker/backend kernels'
-	[gpu-worker/engine]='common proto kvram model gpu-worker/backend'
-	[gpu-worker]='common proto kvram model gpu-worker/backend gpu-worker/engine'
+	[gpu-worker/engine]='common proto kvram model grammar gpu-worker/backend'
+	[gpu-worker]='common proto kvram model grammar gpu-worker/backend gpu-worker/engine'
 	[kvstore-daemon]='common proto kvram'
-	[supervisor]='common proto model client'
+	[supervisor]='common proto model grammar client'
 	[client]='common proto'
 )
 # tests and tools may include any component (they test and measure them)

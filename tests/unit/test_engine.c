@@ -133,7 +133,7 @@ static void run(struct rig *r, const struct req *q, const uint32_t *which, uint3
 		while (submitted < n_which && (v->stagger == 0 || guard % v->stagger == 0)) {
 			const struct req *rq = &q[which[submitted]];
 			struct eng_req er = {rq->prompt, rq->n_prompt, rq->max_tokens, rq->cls,
-			                     rq->smp};
+			                     rq->smp,    NULL,         NULL,           0};
 			struct eng_admission adm;
 
 			if (eng_submit(e, &er, &adm, &eb))
@@ -377,7 +377,7 @@ static void test_refusals(void **state)
 	struct eng_stats st;
 	struct eng *e;
 	struct rig r;
-	struct eng_req ok = {prompt, 4, 8, SCHED_AGENT, {0.0f, 0, 1.0f, 0}}, bad;
+	struct eng_req ok = {prompt, 4, 8, SCHED_AGENT, {0.0f, 0, 1.0f, 0}, NULL, NULL, 0}, bad;
 
 	(void)state;
 	rig_open(&r, "tiny-dense", 2);
@@ -464,7 +464,7 @@ static void test_cancel(void **state)
 	                      .max_requests = 4,
 	                      .eos = UINT32_MAX};
 	uint32_t prompt[20], full[40], part[40], n_full, n_part;
-	struct eng_req rq = {prompt, 20, 40, SCHED_INTERACTIVE, {0.7f, 0, 1.0f, 3}};
+	struct eng_req rq = {prompt, 20, 40, SCHED_INTERACTIVE, {0.7f, 0, 1.0f, 3}, NULL, NULL, 0};
 	struct eng_admission adm;
 	struct eng_status st;
 	struct ig_errbuf eb;
@@ -562,7 +562,7 @@ static void test_stop_hook(void **state)
 	                      .on_token = stop_on_token,
 	                      .ctx = &h};
 	uint32_t prompt[12], full[30], other[30], got[30], n, ran;
-	struct eng_req rq = {prompt, 12, 30, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}};
+	struct eng_req rq = {prompt, 12, 30, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}, NULL, NULL, 0};
 	struct eng_admission a1, a2, a3, a4;
 	struct eng_status st;
 	struct ig_errbuf eb;
@@ -625,6 +625,246 @@ static void test_stop_hook(void **state)
 	assert_null(out);
 	eng_destroy(e);
 	rig_close(&r);
+}
+
+/* ---- constrained sampling (docs/adr/0057) ----------------------------------- */
+
+#define G_REQS 5u
+#define G_GEN  64u /* past each grammar's longest sentence */
+
+struct gram_hook {
+	uint32_t done; /* grammars handed back (cfg.grammar_done) */
+	struct grammar *last;
+};
+
+static void gram_done(void *ctx, struct grammar *g)
+{
+	struct gram_hook *h = ctx;
+
+	h->done++;
+	h->last = g;
+}
+
+/* The bytes of out[0..n) (byte tokens; an end of sequence is not fed) are
+ * a sentence of g, or its prefix (a cap cut it): checked on a fresh
+ * matcher. */
+static void gram_check(struct grammar *g, const uint32_t *out, uint32_t n, enum eng_finish fin,
+                       const uint8_t *trigger, uint32_t tlen)
+{
+	struct gm_lazy z = {0};
+	struct gmatch m = {0};
+	struct ig_errbuf eb;
+
+	if (tlen)
+		assert_int_equal(gm_lazy_init(&z, g, trigger, tlen, &eb), IG_E_OK);
+	else
+		assert_int_equal(gm_init(&m, g, &eb), IG_E_OK);
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t b = (uint8_t)out[i];
+
+		if (out[i] == TOK_EOS) {
+			assert_int_equal(i, n - 1);
+			assert_int_equal(fin, ENG_EOS);
+			assert_true(tlen ? gm_lazy_can_end(&z) : gm_can_end(&m));
+			break;
+		}
+		assert_true(out[i] < 256);
+		if (!(tlen ? gm_lazy_accept_bytes(&z, &b, 1) : gm_accept_bytes(&m, &b, 1)))
+			fail_msg("token %u (byte 0x%02x) is not the grammar's", i, b);
+	}
+	if (tlen) {
+		assert_true(gm_lazy_active(&z));
+		gm_lazy_release(&z);
+	} else {
+		gm_release(&m);
+	}
+}
+
+/* Run requests q[0..n) (g[i] their grammar or NULL, trig[i] a trigger of
+ * tlen[i] bytes) on one engine of `lanes` lanes and `chunk`, every
+ * `stagger` rounds one submit; out[i] its tokens. */
+static void gram_run(struct rig *r, const struct req *q, struct grammar *const *g,
+                     const uint8_t (*trig)[4], const uint32_t *tlen, uint32_t n, uint32_t lanes,
+                     uint32_t chunk, uint32_t stagger, uint32_t out[][G_GEN], uint32_t *n_out,
+                     enum eng_finish *fin)
+{
+	struct gram_hook h = {0};
+	struct eng_cfg cfg = {.lanes = lanes,
+	                      .chunk = chunk,
+	                      .context = CONTEXT,
+	                      .default_max_tokens = 8,
+	                      .fmt = rig_fmt,
+	                      .max_requests = 16,
+	                      .eos = TOK_EOS,
+	                      .vocab = &tok_vocab_bytes,
+	                      .grammar_done = gram_done,
+	                      .ctx = &h};
+	uint64_t ids[G_REQS];
+	uint32_t submitted = 0, guard = 0, with = 0;
+	struct eng_stats st;
+	struct ig_errbuf eb;
+	struct eng *e;
+
+	assert_int_equal(eng_create(&e, &r->be, &r->d, &r->kv, &cfg, &eb), IG_E_OK);
+	for (;;) {
+		uint32_t ran = 0;
+
+		while (submitted < n && (stagger == 0 || guard % stagger == 0)) {
+			uint32_t i = submitted;
+			struct eng_req er = {q[i].prompt, q[i].n_prompt, G_GEN,   q[i].cls,
+			                     q[i].smp,    g[i],          trig[i], tlen[i]};
+			struct eng_admission adm;
+
+			if (eng_submit(e, &er, &adm, &eb))
+				fail_msg("submit %u: %s", i, eb.msg);
+			with += g[i] != NULL;
+			ids[submitted++] = adm.id;
+			if (stagger)
+				break;
+		}
+		assert_int_equal(eng_round(e, &ran, &eb), IG_E_OK);
+		if (++guard > 1 && ran == 0 && submitted == n)
+			break;
+		assert_true(guard < 100000);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct eng_status es;
+
+		assert_int_equal(eng_tokens(e, ids[i], 0, G_GEN, out[i], &n_out[i], &es, &eb),
+		                 IG_E_OK);
+		assert_int_equal(es.phase, SCHED_DONE);
+		fin[i] = es.finish;
+	}
+	eng_stats(e, &st);
+	assert_int_equal(h.done, with); /* each grammar back once, at its end */
+	assert_int_equal(st.grammar_live, 0);
+	assert_true(with ? st.grammar_tokens > 0 : st.grammar_tokens == 0);
+	assert_int_equal(r->kv.n_free, r->kv.n_pages);
+	eng_destroy(e);
+}
+
+/* Constrained requests give the same tokens alone and batched, on other
+ * lanes and chunks and in a pool where they wait for room; what they give
+ * is the grammar's (checked on a fresh matcher), and unconstrained they
+ * would not have. A lazy grammar leaves the output as it was up to its
+ * trigger. A request with a grammar on a model without bytes is refused. */
+static void test_grammar_exact(void **state)
+{
+	static const char *const texts[] = {
+	    /* a small JSON-like document */
+	    "root ::= \"{\\\"k\\\": [\" num ( \", \" num ){0,5} \"]}\"\n"
+	    "num ::= \"-\"? [0-9]{1,3}\n",
+	    /* words of lowercase letters */
+	    "root ::= [a-z]{2,6} ( \" \" [a-z]{2,6} ){1,8} \".\"\n",
+	};
+	struct grammar *gs[2], *g[G_REQS];
+	uint8_t trig[G_REQS][4] = {{0}};
+	uint32_t tlen[G_REQS] = {0};
+	struct req q[NREQ];
+	uint32_t free_out[G_REQS][G_GEN], ref[G_REQS][G_GEN], got[G_REQS][G_GEN];
+	uint32_t n_free[G_REQS], n_ref[G_REQS], n_got[G_REQS];
+	enum eng_finish f_free[G_REQS], f_ref[G_REQS], f_got[G_REQS];
+	const struct req_variant {
+		uint32_t lanes, chunk, stagger, pages;
+	} vs[] = {{4, 7, 0, 12}, {2, 64, 1, 12}, {3, 5, 0, 5}};
+	struct ig_errbuf eb;
+	struct rig r;
+	bool differs = false;
+
+	(void)state;
+	if (!rig_runs("tiny-dense"))
+		return;
+	for (uint32_t k = 0; k < 2; k++)
+		assert_int_equal(grammar_parse(texts[k], strlen(texts[k]), "root", &gs[k], &eb),
+		                 IG_E_OK);
+	make_reqs(q, test_seed("grammar"));
+	rig_open(&r, "tiny-dense", 12);
+	/* unconstrained, alone: what the model says by itself */
+	for (uint32_t i = 0; i < G_REQS; i++) {
+		struct grammar *none[1] = {NULL};
+		uint8_t t0[1][4] = {{0}};
+		uint32_t l0 = 0;
+
+		gram_run(&r, &q[i], none, t0, &l0, 1, 1, 64, 0, &free_out[i], &n_free[i],
+		         &f_free[i]);
+	}
+	/* requests 0-3 under one of the two grammars; 4 lazy, triggered by
+	 * the byte its free output has at index 3 */
+	for (uint32_t i = 0; i < G_REQS; i++)
+		g[i] = gs[i % 2];
+	trig[4][0] = (uint8_t)free_out[4][3];
+	tlen[4] = 1;
+	for (uint32_t i = 0; i < G_REQS; i++)
+		gram_run(&r, &q[i], &g[i], &trig[i], &tlen[i], 1, 1, 64, 0, &ref[i], &n_ref[i],
+		         &f_ref[i]);
+	rig_close(&r);
+	for (uint32_t i = 0; i < G_REQS; i++) {
+		/* each grammar's sentences are shorter than the cap: every
+		 * request ends where its grammar does, on the end of sequence
+		 * only the grammar's end allows */
+		assert_int_equal(f_ref[i], ENG_EOS);
+		gram_check(g[i], ref[i], n_ref[i], f_ref[i], trig[i], tlen[i]);
+		differs |= n_ref[i] != n_free[i] ||
+		           memcmp(ref[i], free_out[i], n_ref[i] * sizeof(uint32_t));
+	}
+	assert_true(differs); /* the grammar did something */
+	/* lazy: the same tokens up to the trigger's first occurrence */
+	{
+		uint32_t at = 0;
+
+		while (free_out[4][at] != trig[4][0])
+			at++;
+		assert_memory_equal(ref[4], free_out[4], (at + 1) * sizeof(uint32_t));
+	}
+	for (size_t k = 0; k < sizeof(vs) / sizeof(vs[0]); k++) {
+		rig_open(&r, "tiny-dense", vs[k].pages);
+		memset(got, 0xff, sizeof(got));
+		gram_run(&r, q, g, trig, tlen, G_REQS, vs[k].lanes, vs[k].chunk, vs[k].stagger, got,
+		         n_got, f_got);
+		rig_close(&r);
+		for (uint32_t i = 0; i < G_REQS; i++) {
+			assert_int_equal(f_got[i], f_ref[i]);
+			assert_int_equal(n_got[i], n_ref[i]);
+			if (memcmp(got[i], ref[i], n_ref[i] * sizeof(uint32_t)))
+				fail_msg("variant %zu (lanes %u chunk %u pages %u): constrained "
+				         "request %u differs from its run alone",
+				         k, vs[k].lanes, vs[k].chunk, vs[k].pages, i);
+		}
+	}
+	/* no bytes, no grammar: refused at submit, the grammar still ours */
+	{
+		struct gram_hook h = {0};
+		struct eng_cfg cfg = {.lanes = 1,
+		                      .chunk = 8,
+		                      .context = CONTEXT,
+		                      .default_max_tokens = 8,
+		                      .fmt = rig_fmt,
+		                      .max_requests = 4,
+		                      .eos = TOK_EOS,
+		                      .vocab = NULL,
+		                      .grammar_done = gram_done,
+		                      .ctx = &h};
+		struct eng_req er = {q[0].prompt, q[0].n_prompt, 8,    q[0].cls,
+		                     q[0].smp,    gs[0],         NULL, 0};
+		struct eng_admission adm;
+		struct eng_stats st;
+		struct eng *e;
+
+		rig_open(&r, "tiny-dense", 4);
+		assert_int_equal(eng_create(&e, &r.be, &r.d, &r.kv, &cfg, &eb), IG_E_OK);
+		assert_int_equal(eng_submit(e, &er, &adm, &eb), IG_E_INVAL);
+		assert_non_null(strstr(eb.msg, "no tokenizer"));
+		eng_stats(e, &st);
+		assert_int_equal(st.submitted, 0);
+		assert_int_equal(h.done, 0);
+		er.grammar = NULL; /* and the slot it did not take is free */
+		assert_int_equal(eng_submit(e, &er, &adm, &eb), IG_E_OK);
+		assert_int_equal(adm.id, 1);
+		eng_destroy(e);
+		rig_close(&r);
+	}
+	grammar_destroy(gs[0]);
+	grammar_destroy(gs[1]);
 }
 
 /* The backend binds a model inside the regions it is given and nowhere
@@ -743,7 +983,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_types_exact),   cmocka_unit_test(test_qwen3_exact),
 	    cmocka_unit_test(test_hybrids_exact), cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_cancel),        cmocka_unit_test(test_stop_hook),
-	    cmocka_unit_test(test_bind_regions),
+	    cmocka_unit_test(test_bind_regions),  cmocka_unit_test(test_grammar_exact),
 	};
 	/* what fp8 and compact run (--kv-format; engine-fp8, engine-compact) */
 	const struct CMUnitTest fmt_tests[] = {

@@ -700,7 +700,10 @@ static const struct schema_row schema_rows[] = {
     /* strings: lengths in characters (an escape or a multibyte one each) */
     {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}",
      {"\"ab\"", "\"\xc3\xa9\xe4\xb8\xad\"", "\"\\n\\u0041b\""},
-     {"\"a\"", "\"abcd\"", "\"\\x\"", "\"\\u00g0\""}},
+     /* ... past U+FFFF none, raw or as surrogates (one code point, two
+      * UTF-16 units: the two ways of counting length would differ) */
+     {"\"a\"", "\"abcd\"", "\"\\x\"", "\"\\u00g0\"", "\"a\xf0\x9f\x98\x80\"",
+      "\"\\ud83d\\ude00\""}},
     /* $ref, recursion through $defs and definitions and "#" */
     {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
      "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"],"
@@ -715,6 +718,11 @@ static const struct schema_row schema_rows[] = {
      "\"null\"}]}},\"required\":[\"next\"]}",
      {"{\"next\":null}", "{\"next\":{\"next\":{\"next\":null}}}"},
      {"{\"next\":{}}"}},
+    /* nullable (OpenAPI 3.0's, as OpenAI's zod helper writes it) */
+    {"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"string\",\"nullable\":true},"
+     "\"m\":{\"type\":\"integer\",\"nullable\":false}},\"required\":[\"n\",\"m\"]}",
+     {"{\"n\":null,\"m\":1}", "{\"n\":\"x\",\"m\":2}"},
+     {"{\"n\":1,\"m\":1}", "{\"n\":null,\"m\":null}"}},
     /* patterns, anchored */
     {"{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3,4}$\"}",
      {"\"AB-123\"", "\"ZZ-0000\""},

@@ -345,6 +345,14 @@ static void row_init(struct row *r, int i)
 		snprintf(r->bad[r->nbad++], 48, "ftp://a.example");
 		snprintf(r->bad[r->nbad++], 48, "https://");
 		break;
+	case KT_NAMES:
+		snprintf(r->good[0], 48, "gpt-4o");
+		snprintf(r->good[1], 48, "qwen3, gpt-4o-mini,claude");
+		snprintf(r->good[2], 48, "org/Model:latest,");
+		snprintf(r->bad[r->nbad++], 48, "p, q ,p");
+		snprintf(r->bad[r->nbad++], 48, "a,b,a");
+
+		break;
 	default:
 		fail_msg("%s: type %d is not one of the table's", d->name, (int)d->type);
 	}
@@ -604,6 +612,52 @@ static void test_rows_yaml(void **state)
 		check_value(row, &f.c.k.v[i], r.id, r.good[1], KS_YAML, where);
 		yaml_where(where, sizeof(where), &f, 2);
 		check_value(row, &f.c.k.v[cp.id], cp.id, cp.value, KS_YAML, where);
+		fx_done(&f);
+	}
+}
+
+/* A knob of names (KT_NAMES) takes a YAML list too: its items joined with
+ * commas, as the flag writes them, placed at the key's line; a list's item
+ * holding a comma, a nested list or a mapping is refused at its line. */
+static void test_yaml_names_list(void **state)
+{
+	static const struct {
+		const char *text, *want; /* want NULL: refused, the message holding err */
+		const char *err;
+		int line;
+	} rows[] = {
+	    {"profile: cpu\nserved_model_name:\n  - qwen3\n  - gpt-4o-mini\n  - 'org/m:1'\n",
+	     "qwen3,gpt-4o-mini,org/m:1", NULL, 2},
+	    {"served_model_name: [a, b]\nprofile: cpu\n", "a,b", NULL, 1},
+	    {"served_model_name: one\n", "one", NULL, 1},
+	    {"served_model_name:\n  - a\n  - 'b,c'\n", NULL, "holds a comma", 3},
+	    {"served_model_name:\n  - a\n  - [b]\n", NULL, "nested list", 3},
+	    {"served_model_name: {a: b}\n", NULL, "holds a mapping", 1},
+	    {"served_model_name: [a, a]\n", NULL, "is not a list of names", 1},
+	    {"served_model_name: []\n", NULL, "is not a list of names", 1},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		char row[64], where[96];
+		struct fx f;
+		int rc;
+
+		snprintf(row, sizeof(row), "yaml names row %zu", i);
+		fx_init(&f);
+		rc = fx_yaml(&f, row, rows[i].text);
+		if (!rc)
+			rc = fx_resolve(&f);
+		snprintf(where, sizeof(where), "%s:%d", f.path, rows[i].line);
+		if (rows[i].want) {
+			expect_ok(row, &f, rc);
+			check_value(row, &f.c.k.v[KNOB_SERVED_MODEL_NAME], KNOB_SERVED_MODEL_NAME,
+			            rows[i].want, KS_YAML, where);
+		} else {
+			expect_config(row, &f, rc);
+			check_has(row, "message", f.eb.msg, rows[i].err);
+			check_has(row, "message", f.eb.msg, where);
+		}
 		fx_done(&f);
 	}
 }
@@ -1610,6 +1664,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_rows_flag, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rows_env, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rows_yaml, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_yaml_names_list, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rows_precedence, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_rows_bad, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_help, setup, teardown),

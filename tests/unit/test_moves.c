@@ -48,6 +48,7 @@
 #include "engrig.h"
 #include "kvdrig.h"
 #include "model/seqimg.h"
+#include "model/tokenizer.h"
 #include "proto/transport.h"
 
 #define DEFAULT_SEED 41u
@@ -62,6 +63,7 @@ struct req {
 	enum sched_class cls;
 	struct smp_params smp;
 	uint32_t at_round; /* submitted before this round */
+	struct grammar *g; /* constrained sampling (NULL: none) */
 };
 
 struct events {
@@ -489,7 +491,8 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 	                      .max_requests = 16,
 	                      .eos = UINT32_MAX,
 	                      .ctx = ev,
-	                      .on_event = on_event};
+	                      .on_event = on_event,
+	                      .vocab = &tok_vocab_bytes};
 	uint64_t ids[8] = {0};
 	uint32_t next = 0, round = 0;
 	struct ig_errbuf eb = {0};
@@ -526,8 +529,14 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 		uint32_t ran = 0;
 
 		while (next < n && q[next].at_round <= round) {
-			struct eng_req er = {q[next].prompt, q[next].n_prompt, q[next].max_tokens,
-			                     q[next].cls, q[next].smp};
+			struct eng_req er = {q[next].prompt,
+			                     q[next].n_prompt,
+			                     q[next].max_tokens,
+			                     q[next].cls,
+			                     q[next].smp,
+			                     q[next].g,
+			                     NULL,
+			                     0};
 			struct eng_admission adm;
 
 			if (eng_submit(e, &er, &adm, &eb))
@@ -653,6 +662,7 @@ static void fill(struct req *q, struct rng *g, uint32_t n_prompt, uint32_t max_t
 	q->smp = sampled ? (struct smp_params){0.9f, 40, 0.95f, rng_next(g)}
 	                 : (struct smp_params){0.0f, 0, 1.0f, 0};
 	q->at_round = at_round;
+	q->g = NULL;
 }
 
 static void same_tokens(const char *what, const struct req *q, uint32_t n, uint32_t got[][MAXGEN],
@@ -1059,6 +1069,40 @@ static void test_qwen35_moves(void **state)
 	rig_arch = MDESC_ARCH_IGNIS;
 }
 
+/*
+ * Constrained sampling and moves (docs/adr/0057): the agent moved out and
+ * back mid-decode samples under a grammar (its matcher stays with the
+ * request while its pages and state move), as does the request it makes
+ * room for: the same tokens as alone, each the grammar's.
+ */
+static void test_constrained_moved(void **state)
+{
+	static const char text[] = "root ::= \"[\" ( [0-9]{1,4} \", \" )*\n";
+	struct rng g = {test_seed("constrained")};
+	struct grammar *gr;
+	struct ig_errbuf eb;
+	struct req q[3];
+	struct events ev;
+	struct eng_stats st;
+	uint64_t during;
+	struct run_opts o = {.pages = 4, .lanes = 2, .chunk = 64};
+
+	(void)state;
+	assert_int_equal(grammar_parse(text, strlen(text), "root", &gr, &eb), IG_E_OK);
+	fill(&q[0], &g, 70, 50, SCHED_AGENT, false, 0);
+	fill(&q[1], &g, 40, 60, SCHED_AGENT, true, 0);
+	fill(&q[2], &g, 9, 40, SCHED_INTERACTIVE, true, 6);
+	q[1].g = gr;
+	q[2].g = gr;
+	moved_as_alone("constrained agent moved", q, 3, &o, 32ull << 20, &ev, &st, &during);
+	assert_int_equal(ev.evicted, 1);
+	assert_int_equal(ev.evicted_id[0], 2);
+	assert_int_equal(ev.moved_in, 1);
+	assert_int_equal(st.grammar_live, 0);
+	assert_true(st.grammar_tokens >= 60 + 40);
+	grammar_destroy(gr);
+}
+
 /* A test's name as the argument: that test alone. --kv-format NAME (engrig.h's
  * rig_args): the pool in that format; fp8 and compact run fmt_tests (the
  * meson rows moves-fp8, moves-compact) unless a name picks a test. */
@@ -1079,6 +1123,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_hands_off_stopped_move),
 	    cmocka_unit_test(test_hands_off_cancelled_victim),
 	    cmocka_unit_test(test_hands_off_claimant),
+	    cmocka_unit_test(test_constrained_moved),
 	};
 
 	/* What fp8 and compact run (issue 28: the same tokens as alone in each

@@ -171,7 +171,9 @@ static void fill_rec(const struct msg_rec *r, char *base, enum variant v)
 
 			*(uint32_t *)(void *)at = (uint32_t)n;
 			for (uint64_t j = 0; j < n; j++)
-				e[j] = v == V_MIN ? 0 : v == V_MAX ? UINT64_MAX : pick(0, UINT64_MAX);
+				e[j] = v == V_MIN   ? 0
+				       : v == V_MAX ? UINT64_MAX
+				                    : pick(0, UINT64_MAX);
 			break;
 		}
 		}
@@ -793,14 +795,15 @@ static void test_derived_malformed(void **state)
 				if (sb.size > MSG_MAX_BYTES && derived_rows[r].want != IG_E_OK)
 					expect_code(what, sb.data, sb.size, IG_E_PROTO_OVERSIZE);
 				else if (mut == MUT_OMIT && fd->optional) {
-					/* an optional field left out reads as 0 (false) */
+					/* an optional field left out reads as 0 (false, "") */
 					struct msg *z = malloc(sizeof(*z));
 
 					assert_non_null(z);
 					*z = m;
 					memset((char *)&z->u + fd->offset, 0,
-					       fd->kind == MSG_K_BOOL ? sizeof(bool)
-					                              : sizeof(uint64_t));
+					       fd->kind == MSG_K_BOOL  ? sizeof(bool)
+					       : fd->kind == MSG_K_STR ? sizeof(struct msg_str)
+					                               : sizeof(uint64_t));
 					expect_field_error(what, d, fd, z, sb.data, sb.size,
 					                   IG_E_OK, NULL);
 					free(z);
@@ -1173,8 +1176,9 @@ static void test_oversize(void **state)
 static void test_version_is_reported(void **state)
 {
 	/* a version one past ours: refused, the peer's version reported */
-	static const char bytes[] = {'\x83', '\xa1', 't', '\x02', '\xa1', 'v',
-	                             (char)(MSG_PROTO_VERSION + 1), '\xa3', 's', 'e', 'q', '\x00'};
+	static const char bytes[] = {
+	    '\x83', '\xa1', 't', '\x02', '\xa1', 'v', (char)(MSG_PROTO_VERSION + 1),
+	    '\xa3', 's',    'e', 'q',    '\x00'};
 	char want[32];
 	struct ig_errbuf eb;
 	struct msg out;

@@ -228,18 +228,38 @@ static void test_refusals(void **state)
 	       WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
 	            "3}}]"),
 	       400, "tools", "invalid_value", "JSON Schema object");
-	refuse(C, WITH("\"tool_choice\":\"required\""), 400, "tool_choice", "unsupported_value",
-	       "constrained to a call");
+	refuse(C, WITH("\"tool_choice\":\"required\""), 400, "tool_choice", "invalid_value",
+	       "without 'tools'");
 	refuse(C, WITH("\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"),
-	       400, "tool_choice", "unsupported_value", "naming a function");
+	       400, "tool_choice", "invalid_value", "which 'tools' does not hold");
+	refuse(C,
+	       WITH("\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"g\"}}],"
+	            "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}}"),
+	       400, "tool_choice", "invalid_value", "names the function 'f'");
+	refuse(C, WITH("\"tool_choice\":{\"type\":\"function\",\"name\":\"f\"}"), 400,
+	       "tool_choice", "invalid_value", "{\"type\": \"function\", \"function\"");
 	refuse(C, WITH("\"tool_choice\":\"any\""), 400, "tool_choice", "invalid_value",
-	       "\"auto\" or \"none\"");
+	       "\"auto\", \"none\", \"required\"");
 	refuse(C, WITH("\"parallel_tool_calls\":1"), 400, "parallel_tool_calls", "invalid_value",
 	       "true or false");
 	refuse(C, WITH("\"presence_penalty\":0.5"), 400, "presence_penalty", "unsupported_value",
 	       "accepted: 0");
-	refuse(C, WITH("\"response_format\":{\"type\":\"json_object\"}"), 400, "response_format",
-	       "unsupported_value", "\"text\"");
+	refuse(C, WITH("\"response_format\":{\"type\":\"xml\"}"), 400, "response_format",
+	       "invalid_value", "\"json_schema\"");
+	refuse(C, WITH("\"response_format\":{\"type\":\"json_schema\"}"), 400, "response_format",
+	       "invalid_value", "takes one other field");
+	refuse(C,
+	       WITH("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+	            "\"a b\",\"schema\":{}}}"),
+	       400, "response_format", "invalid_value", "name is missing or not");
+	refuse(C,
+	       WITH("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+	            "\"x\",\"schema\":[]}}"),
+	       400, "response_format", "invalid_value", "a JSON Schema object");
+	refuse(C,
+	       WITH("\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+	            "\"x\",\"schema\":{},\"extra\":1}}"),
+	       400, "response_format", "invalid_value", "has 'extra'");
 	refuse(C, WITH("\"stream_options\":{\"include_usage\":true}"), 400, "stream_options",
 	       "invalid_value", "only for a streamed request");
 	refuse(C, WITH("\"ignis\":{\"class\":\"batch\"}"), 400, "ignis.class", "invalid_value",
@@ -375,6 +395,7 @@ static void test_tools_taken(void **state)
 	assert_int_equal(r.n_tools, 1);
 	assert_string_equal(r.tools[0].name, "get_weather");
 	assert_non_null(r.tools[0].params);
+	assert_true(r.tools[0].strict);
 	assert_int_equal(r.tool_choice, OAI_TC_AUTO);
 	assert_false(r.parallel_calls);
 	assert_int_equal(r.n_messages, 3);
@@ -393,6 +414,35 @@ static void test_tools_taken(void **state)
 	     &r);
 	assert_int_equal(r.tool_choice, OAI_TC_NONE);
 	assert_true(r.parallel_calls);
+	assert_int_equal(r.format, OAI_RF_TEXT);
+	oai_req_free(&r);
+	/* the choices a grammar enforces (docs/adr/0057), and response_format */
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+	     "\"b\"}},\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a\"}},"
+	     "{\"type\":\"function\",\"function\":{\"name\":\"b\",\"strict\":false}}],"
+	     "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+	     &r);
+	assert_int_equal(r.tool_choice, OAI_TC_NAMED);
+	assert_int_equal(r.tc_tool, 1);
+	assert_false(r.tools[0].strict);
+	oai_req_free(&r);
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
+	     "\"function\":{\"name\":\"a\"}}],\"response_format\":{\"type\":\"json_object\"},"
+	     "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+	     &r);
+	assert_int_equal(r.tool_choice, OAI_TC_REQUIRED);
+	assert_int_equal(r.format, OAI_RF_JSON_OBJECT);
+	oai_req_free(&r);
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":"
+	     "{\"name\":\"w\",\"strict\":true,\"schema\":{\"type\":\"object\"}}},"
+	     "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}",
+	     &r);
+	assert_int_equal(r.format, OAI_RF_JSON_SCHEMA);
+	assert_string_equal(r.rf_name, "w");
+	assert_non_null(r.rf_schema);
 	oai_req_free(&r);
 }
 
@@ -500,20 +550,153 @@ static void test_answers(void **state)
 	assert_string_equal(str_at(c, "text"), "a\xef\xbf\xbd\xc3\xa9z");
 	json_decref(j);
 
-	j = load(oai_models_json("qwen3", 7));
+	j = load(oai_models_json((const char *const[]){"qwen3"}, 1, 7));
 	assert_string_equal(str_at(j, "object"), "list");
 	c = json_array_get(json_object_get(j, "data"), 0);
 	assert_string_equal(str_at(c, "id"), "qwen3");
 	assert_string_equal(str_at(c, "owned_by"), "ignis");
+	json_decref(j);
+	/* several served names: each an entry, in order */
+	{
+		static const char *const names[] = {"qwen3", "gpt-4o", "org/m:1"};
+
+		j = load(oai_models_json(names, 3, 7));
+		assert_int_equal(json_array_size(json_object_get(j, "data")), 3);
+		for (size_t i = 0; i < 3; i++) {
+			c = json_array_get(json_object_get(j, "data"), i);
+			assert_string_equal(str_at(c, "id"), names[i]);
+			assert_string_equal(str_at(c, "object"), "model");
+		}
+	}
+	json_decref(j);
+}
+
+/* /tokenize's and /detokenize's bodies: the defaults, each field, and the
+ * refusals naming the field. */
+static void test_tokenize_taken(void **state)
+{
+	struct oai_req r;
+
+	(void)state;
+	/* model optional; add_special and the generation prompt on */
+	take(OAI_TOKENIZE, "{\"prompt\":\"hi <|im_end|>\"}", &r);
+	assert_string_equal(r.model, "");
+	assert_int_equal(r.prompt_len, 13);
+	assert_memory_equal(r.prompt, "hi <|im_end|>", 13);
+	assert_true(r.add_special && r.gen_prompt);
+	assert_false(r.with_pieces || r.token_strs || r.n_messages);
+	oai_req_free(&r);
+	/* an empty prompt has no ids, and is no error */
+	take(OAI_TOKENIZE, "{\"model\":\"m\",\"prompt\":\"\"}", &r);
+	assert_non_null(r.prompt);
+	assert_int_equal(r.prompt_len, 0);
+	oai_req_free(&r);
+	/* llama.cpp's names */
+	take(OAI_TOKENIZE, "{\"content\":\"x\",\"add_special\":false,\"with_pieces\":true}", &r);
+	assert_int_equal(r.prompt_len, 1);
+	assert_false(r.add_special);
+	assert_true(r.with_pieces);
+	oai_req_free(&r);
+	/* vLLM's chat form */
+	take(OAI_TOKENIZE,
+	     "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+	     "\"add_generation_prompt\":false,\"add_special_tokens\":false,"
+	     "\"return_token_strs\":true,\"chat_template_kwargs\":{\"enable_thinking\":false}}",
+	     &r);
+	assert_int_equal(r.n_messages, 1);
+	assert_null(r.prompt);
+	assert_false(r.gen_prompt || r.add_special);
+	assert_true(r.token_strs && r.thinking_set && !r.thinking);
+	oai_req_free(&r);
+	/* detokenize: ids from 0 (the vocabulary is the server's check), maybe none */
+	take(OAI_DETOKENIZE, "{\"model\":\"m\",\"tokens\":[0,259,4000000000]}", &r);
+	assert_int_equal(r.n_prompt_ids, 3);
+	assert_int_equal(r.prompt_ids[1], 259);
+	assert_int_equal(r.prompt_ids[2], 4000000000u);
+	oai_req_free(&r);
+	take(OAI_DETOKENIZE, "{\"tokens\":[]}", &r);
+	assert_true(r.tokens_set);
+	assert_int_equal(r.n_prompt_ids, 0);
+	oai_req_free(&r);
+
+	refuse(OAI_TOKENIZE, "{\"model\":\"m\"}", 400, "prompt", "missing_required_parameter",
+	       "'prompt' (a string) or 'messages'");
+	refuse(OAI_TOKENIZE,
+	       "{\"prompt\":\"a\",\"messages\":[{\"role\":\"user\",\"content\":\"b\"}]}", 400,
+	       "messages", "invalid_value", "one of the two");
+	refuse(OAI_TOKENIZE, "{\"prompt\":\"a\",\"content\":\"b\"}", 400, "content",
+	       "invalid_value", "the same field");
+	refuse(OAI_TOKENIZE, "{\"prompt\":[1,2]}", 400, "prompt", "invalid_value", "a string");
+	refuse(OAI_TOKENIZE, "{\"prompt\":\"a\",\"add_special_tokens\":1}", 400,
+	       "add_special_tokens", "invalid_value", "true or false");
+	refuse(OAI_TOKENIZE, "{\"prompt\":\"a\",\"tokens\":[1]}", 400, "tokens",
+	       "unknown_parameter", "/tokenize");
+	refuse(OAI_TOKENIZE, "{\"prompt\":\"a\",\"model\":7}", 400, "model", "invalid_value",
+	       "the model's name");
+	refuse(OAI_DETOKENIZE, "{\"model\":\"m\"}", 400, "tokens", "missing_required_parameter",
+	       "'tokens' is missing");
+	refuse(OAI_DETOKENIZE, "{\"tokens\":\"1 2\"}", 400, "tokens", "invalid_value",
+	       "an array of token ids");
+	refuse(OAI_DETOKENIZE, "{\"tokens\":[1,-1]}", 400, "tokens", "invalid_value",
+	       "token 1 of 'tokens'");
+	refuse(OAI_DETOKENIZE, "{\"tokens\":[1.5]}", 400, "tokens", "invalid_value",
+	       "token 0 of 'tokens' is a number");
+	refuse(OAI_DETOKENIZE, "{\"tokens\":[1],\"prompt\":\"x\"}", 400, "prompt",
+	       "unknown_parameter", "/detokenize");
+}
+
+/* /tokenize's and /detokenize's answers. */
+static void test_tokenize_answers(void **state)
+{
+	static const uint32_t ids[] = {72, 257, 195};
+	const struct oai_piece pieces[] = {{(const uint8_t *)"H", 1},
+	                                   {(const uint8_t *)"<|im_start|>", 12},
+	                                   {(const uint8_t *)"\xc3", 1}};
+	json_t *j, *t;
+
+	(void)state;
+	j = load(oai_tokens_json(ids, 3, NULL, 1024, false, false));
+	t = json_object_get(j, "tokens");
+	assert_int_equal(json_array_size(t), 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_int_equal(json_integer_value(json_array_get(t, i)), ids[i]);
+	assert_int_equal(json_integer_value(json_object_get(j, "count")), 3);
+	assert_int_equal(json_integer_value(json_object_get(j, "max_model_len")), 1024);
+	assert_null(json_object_get(j, "token_strs"));
+	json_decref(j);
+	/* pieces beside ids (llama.cpp) and apart (vLLM); a byte that is not
+	 * UTF-8 by itself as U+FFFD */
+	j = load(oai_tokens_json(ids, 3, pieces, 1024, true, true));
+	t = json_array_get(json_object_get(j, "tokens"), 1);
+	assert_int_equal(json_integer_value(json_object_get(t, "id")), 257);
+	assert_string_equal(str_at(t, "piece"), "<|im_start|>");
+	t = json_object_get(j, "token_strs");
+	assert_string_equal(json_string_value(json_array_get(t, 0)), "H");
+	assert_string_equal(json_string_value(json_array_get(t, 2)), "\xef\xbf\xbd");
+	json_decref(j);
+	/* none */
+	j = load(oai_tokens_json(NULL, 0, NULL, 7, false, true));
+	assert_int_equal(json_array_size(json_object_get(j, "tokens")), 0);
+	assert_int_equal(json_array_size(json_object_get(j, "token_strs")), 0);
+	assert_int_equal(json_integer_value(json_object_get(j, "count")), 0);
+	json_decref(j);
+
+	j = load(oai_detokenize_json("hi \xc3\xa9\xff", 6));
+	assert_string_equal(str_at(j, "prompt"), "hi \xc3\xa9\xef\xbf\xbd");
+	assert_string_equal(str_at(j, "content"), "hi \xc3\xa9\xef\xbf\xbd");
+	json_decref(j);
+	j = load(oai_detokenize_json(NULL, 0));
+	assert_string_equal(str_at(j, "prompt"), "");
 	json_decref(j);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_chat_taken),  cmocka_unit_test(test_completion_taken),
-	    cmocka_unit_test(test_refusals),    cmocka_unit_test(test_too_large),
-	    cmocka_unit_test(test_tools_taken), cmocka_unit_test(test_answers),
+	    cmocka_unit_test(test_chat_taken),     cmocka_unit_test(test_completion_taken),
+	    cmocka_unit_test(test_refusals),       cmocka_unit_test(test_too_large),
+	    cmocka_unit_test(test_tools_taken),    cmocka_unit_test(test_answers),
+	    cmocka_unit_test(test_tokenize_taken), cmocka_unit_test(test_tokenize_answers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -187,7 +187,7 @@ static void bench_close(struct bench *b)
 
 static uint64_t submit(struct bench *b, const struct rq *q)
 {
-	struct eng_req er = {q->prompt, q->n, q->max_tokens, q->cls, q->smp};
+	struct eng_req er = {q->prompt, q->n, q->max_tokens, q->cls, q->smp, NULL, NULL, 0};
 	struct eng_admission adm;
 	struct ig_errbuf eb;
 
@@ -1002,6 +1002,44 @@ static void test_off_remembers_as_many_as_slots(void **state)
 	bench_close(&b);
 }
 
+/* A model with no fixed-size state (every layer full attention: Qwen3's
+ * dense layout, llama.cpp's qwen3): a checkpoint is its pages and its
+ * logits only, nothing for a slot of either tier to hold. The host slots
+ * the supervisor gives by default (the only slots it gives by default)
+ * retain its prompts all the same: the same prompt again starts from the
+ * checkpoint, with the tokens it had alone. (They used to retain nothing:
+ * a host slot holds a state, and this model has none.) */
+static void test_stateless_host_slots(void **state)
+{
+	struct rq q = {.n = 100, .max_tokens = 12, .cls = SCHED_INTERACTIVE};
+	uint32_t out[MAXGEN], want[MAXGEN], n, cached;
+	enum mdesc_arch was = rig_arch;
+	struct rng g = {43};
+	struct bench b;
+	uint64_t id;
+
+	(void)state;
+	rig_arch = MDESC_ARCH_QWEN3;
+	fill(&g, q.prompt, q.n);
+	q.smp = (struct smp_params){0.0f, 0, 1.0f, 0};
+	n = alone("tiny-dense", &q, want);
+	assert_int_equal(n, q.max_tokens);
+	bench_open_host(&b, "tiny-dense", 64, 0, 8, 300, 1, 64);
+	assert_int_equal(b.r.d.state_bytes, 0);
+	for (uint32_t i = 0; i < 3; i++) {
+		id = submit(&b, &q);
+		drain(&b);
+		assert_int_equal(result(&b, id, out, &cached), n);
+		assert_memory_equal(out, want, n * sizeof(uint32_t));
+		assert_int_equal(cached, i ? q.n : 0);
+	}
+	assert_int_equal(b.log.captured, 1);
+	assert_int_equal(b.log.claimed, 2);
+	assert_int_equal(b.log.skipped, 0);
+	bench_close(&b);
+	rig_arch = was;
+}
+
 /* A test's name as the argument: that test alone. --kv-format NAME: the pool
  * and the engines in that format; fp8 and compact run fmt_tests unless a
  * name picks a test. */
@@ -1022,6 +1060,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_host_stale_capture),
 	    cmocka_unit_test(test_off_prefixes_only),
 	    cmocka_unit_test(test_off_remembers_as_many_as_slots),
+	    cmocka_unit_test(test_stateless_host_slots),
 	};
 	/* What fp8 and compact run (--kv-format: engrig.h's rig_args; the rows
 	 * reuse-fp8, reuse-compact), issue 28: the family from device

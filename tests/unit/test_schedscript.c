@@ -957,7 +957,7 @@ static bool ss_all_done(const struct ss *s)
 
 static void ss_submit(struct ss *s, struct ss_req *r)
 {
-	struct eng_req er = {r->prompt, r->n_prompt, r->max, r->cls, r->smp};
+	struct eng_req er = {r->prompt, r->n_prompt, r->max, r->cls, r->smp, NULL, NULL, 0};
 	struct ig_errbuf eb = {0};
 
 	if (eng_submit(s->e, &er, &r->adm, &eb))
@@ -1259,7 +1259,7 @@ static void ss_alone(struct ss *s, const struct ss_req *r, uint32_t want, uint32
 	                      .fmt = MDESC_KV_BF16,
 	                      .max_requests = 1,
 	                      .eos = UINT32_MAX};
-	struct eng_req er = {r->prompt, r->n_prompt, r->max, r->cls, r->smp};
+	struct eng_req er = {r->prompt, r->n_prompt, r->max, r->cls, r->smp, NULL, NULL, 0};
 	struct ig_errbuf eb = {0};
 	struct eng_admission adm;
 	struct eng_status st = {0};
@@ -1382,7 +1382,8 @@ static void test_script(void **state)
 		}
 		case OK_DAEMON:
 			kill(s->k.pid, o->n ? SIGCONT : SIGSTOP);
-			ss_log(s, "%ld: the kvstore daemon %s", s->round, o->n ? "goes on" : "stopped");
+			ss_log(s, "%ld: the kvstore daemon %s", s->round,
+			       o->n ? "goes on" : "stopped");
 			break;
 		case OK_FINISH:
 			ss_finish(s, o->n);
