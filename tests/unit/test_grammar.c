@@ -639,6 +639,19 @@ static void test_lazy(void **state)
 		if (v.t[i].len == 15 && !memcmp(v.t[i].bytes, "\n<tool_call>\n{\"", 15))
 			assert_false(bit(bits, i));
 	}
+	/* the inactive masks are the grammar's, shared by matchers with the
+	 * same trigger (that one came from the first matcher's), and kept
+	 * apart by trigger: under "<fn>" that piece completes nothing */
+	{
+		struct gm_lazy f;
+
+		assert_int_equal(gm_lazy_init(&f, g, "<fn>", 4, &eb), 0);
+		assert_int_equal(gm_lazy_mask(&f, v.gv, bits, &eb), 0);
+		for (uint32_t i = 0; i < v.n; i++)
+			if (v.t[i].len == 15 && !memcmp(v.t[i].bytes, "\n<tool_call>\n{\"", 15))
+				assert_true(bit(bits, i));
+		gm_lazy_release(&f);
+	}
 	free(bits);
 	vocab_free(&v);
 	gm_lazy_release(&z);
