@@ -140,6 +140,7 @@ struct hreq {
 	/* a chat answer taken apart (outparse.h): reasoning, content, calls */
 	struct op op;
 	bool op_on, op_calls;
+	bool think_open; /* the rendered prompt ended inside a thinking block */
 	struct op_tool *op_tools;
 	/* whole: the parts collected; a stream: the chunk's logprobs, given to
 	 * the first event of a feed */
@@ -738,6 +739,7 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 		free(m);
 		return -1;
 	}
+	r->think_open = cst_think_open(q->text.p, q->text.n);
 	if (http__constrain(h, oq, q, &gbnf, e)) {
 		free(text);
 		free(m);
@@ -928,6 +930,9 @@ static bool http__op_start(struct hreq *r)
 		r->op_tools[i] = (struct op_tool){q->tools[i].name, q->tools[i].params};
 	o.tools = r->op_tools;
 	o.n_tools = q->n_tools;
+	/* a template that opens the block itself (Qwen3.5's): the answer
+	 * starts inside it */
+	o.think_open = o.thinking && r->think_open;
 	op_init(&r->op, &o);
 	r->op_on = true;
 	return true;
