@@ -57,6 +57,9 @@
 #include "gpu-worker/backend/cpu/cpu_pool.h"
 #include "gpu-worker/engine/engine.h"
 #include "model/gguf.h"
+#include "model/bpe.h"
+#include "model/tokenizer.h"
+#include "grammar/json_schema.h"
 #include "gpu-worker/engine/kvclient.h"
 #include "kvstore-daemon/kvdisk.h"
 #include "model/mfile.h"
@@ -233,9 +236,27 @@ static void bench_codec(int reps)
 	msg_buf_release(&enc);
 }
 
+/* Constrained decoding for bench_model_lanes (NULL: none, greedy): the
+ * grammar, the ids' bytes, the end of generation, each request's sampling
+ * (seeded with its lane); out: the mask's time per constrained token. */
+struct bgram {
+	struct grammar *g;
+	const struct tok_vocab *vocab;
+	uint32_t eos;
+	const struct bpe *bpe;
+	float temperature;
+	double mask_us;  /* out */
+	uint64_t tokens; /* out: tokens picked under the grammar */
+};
+
+static bool bench_is_eog(void *ctx, uint32_t tok)
+{
+	return bpe_is_eog(ctx, tok);
+}
+
 /* One preset at `lanes` lanes: prefill and decode tokens per second. */
-static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, double *prefill_tps,
-                              double *decode_tps)
+static void bench_model_lanes_g(struct mfile *f, uint32_t lanes, int threads, double *prefill_tps,
+                                double *decode_tps, struct bgram *gr)
 {
 	enum { PROMPT = 128, GEN = 64 };
 	const uint64_t ctx = 256;
@@ -250,7 +271,10 @@ static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, doub
 	                      .default_max_tokens = GEN,
 	                      .fmt = MDESC_KV_BF16,
 	                      .max_requests = lanes,
-	                      .eos = UINT32_MAX};
+	                      .eos = gr ? gr->eos : UINT32_MAX,
+	                      .is_eog = gr ? bench_is_eog : NULL,
+	                      .ctx = gr ? (void *)gr->bpe : NULL,
+	                      .vocab = gr ? gr->vocab : NULL};
 	struct be_bind_opts bo = {.max_round_tokens = lanes + m->default_chunk,
 	                          .context = ctx,
 	                          .threads = (uint32_t)threads,
@@ -275,6 +299,10 @@ static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, doub
 		struct eng_req r = {prompt, PROMPT, GEN, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0},
 		                    NULL,   NULL,   0};
 
+		if (gr) {
+			r.smp = (struct smp_params){gr->temperature, 0, 1.0f, 100 + i};
+			r.grammar = gr->g;
+		}
 		for (uint32_t t = 0; t < PROMPT; t++)
 			prompt[t] = (t * 7 + i * 13) % 256;
 		if (eng_submit(e, &r, &adm, &eb)) {
@@ -306,12 +334,144 @@ static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, doub
 	}
 	*prefill_tps = tp > 0 ? (double)np / tp : 0;
 	*decode_tps = td > 0 ? (double)nd / td : 0;
+	if (gr) {
+		gr->tokens = after.grammar_tokens;
+		gr->mask_us = after.grammar_tokens
+		                  ? (double)after.grammar_mask_us / (double)after.grammar_tokens
+		                  : 0;
+	}
 	eng_destroy(e);
 	kvpool_release(&kv);
 	be.ops->free(&be, region, (uint64_t)pages * pb);
 	be.ops->model_release(&be, &d);
 	be_bind_unreserve(&be, &bo);
 	be.ops->close(&be);
+}
+
+static void bench_model_lanes(struct mfile *f, uint32_t lanes, int threads, double *prefill_tps,
+                              double *decode_tps)
+{
+	bench_model_lanes_g(f, lanes, threads, prefill_tps, decode_tps, NULL);
+}
+
+/*
+ * Constrained decoding's cost in decode (issue 30, item 7): a model of
+ * Qwen3-0.6B's shape (28 layers, hidden 1024, 16/8 heads of 128, FFN
+ * 3072; Q8_0) over the real Qwen3 vocabulary (--vocab VOCAB.gguf, from
+ * `ignis-vocab convert tokenizer.json`), 1 and 4 lanes, 128 prompt and up
+ * to 64 generated tokens each, greedy (a pick costs the same argmax pass
+ * with and without a mask, so the difference is the grammar's): free, then under
+ * a nested JSON schema with the grammar fresh (its first documents: every
+ * state new) and kept (the next requests with the same schema, as the
+ * worker's grammar cache keeps it), interleaved within each repetition.
+ * The decode rate against the free one's, and the mask's time per token.
+ */
+static const char *bench_vocab_path;
+
+static void bench_grammar(int reps)
+{
+	static const char schema_text[] =
+	    "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":"
+	    "24},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":12},"
+	    "\"maxItems\":8},\"score\":{\"type\":\"number\"},\"kind\":{\"enum\":[\"a\",\"b\","
+	    "\"c\"]},\"items\":{\"type\":\"array\",\"maxItems\":6,\"items\":{\"type\":\"object\","
+	    "\"properties\":{\"id\":{\"type\":\"integer\"},\"label\":{\"type\":\"string\","
+	    "\"maxLength\":16},\"ok\":{\"type\":\"boolean\"}},\"required\":[\"id\",\"label\","
+	    "\"ok\"],\"additionalProperties\":false}}},\"required\":[\"name\",\"tags\",\"score\","
+	    "\"kind\",\"items\"],\"additionalProperties\":false}";
+	static const uint32_t lanes[] = {1, 4};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	int threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
+	struct mdesc m = *mdesc_find("tiny-dense");
+	double free_tps[2] = {0}, cold_tps[2] = {0}, warm_tps[2] = {0};
+	double cold_us[2] = {1e30, 1e30}, warm_us[2] = {1e30, 1e30};
+	uint64_t cold_n[2] = {0}, warm_n[2] = {0};
+	struct ig_errbuf eb;
+	struct tok_vocab tv;
+	struct gguf vg;
+	struct bpe *b = NULL;
+	struct grammar *warm = NULL;
+	json_t *schema;
+	struct mfile f;
+	char path[128];
+
+	if (!bench_vocab_path) {
+		printf("grammar  skipped: give --vocab VOCAB.gguf (ignis-vocab convert "
+		       "tokenizer.json -o VOCAB.gguf)\n");
+		return;
+	}
+	schema = json_loads(schema_text, 0, NULL);
+	if (!schema || gguf_open(&vg, bench_vocab_path, &eb) || bpe_open(&b, &vg, &eb) ||
+	    gs_compile(schema, &warm, &eb)) {
+		fprintf(stderr, "ignis-bench: grammar: %s\n", schema ? eb.msg : "the schema");
+		exit(1);
+	}
+	tok_vocab_init(&tv, MDESC_TOK_GPT2, b);
+	m.layers = 28;
+	m.full_interval = 1;
+	m.hidden = 1024;
+	m.q_heads = 16;
+	m.kv_heads = 8;
+	m.head_dim = 128;
+	m.ffn_inter = 3072;
+	m.vocab = bpe_info(b)->n_tokens;
+	m.tokenizer = MDESC_TOK_NONE;
+	m.name = "bench-qwen3-0.6b-shape";
+	snprintf(path, sizeof(path), "/tmp/ignis-bench-grammar-%d.gguf", (int)getpid());
+	if (mfile_write_synthetic(&m, 1, MFILE_Q8_0, path, &eb) || mfile_open(&f, path, &eb)) {
+		fprintf(stderr, "ignis-bench: grammar: %s\n", eb.msg);
+		unlink(path);
+		exit(1);
+	}
+	unlink(path);
+	for (int r = 0; r < reps; r++)
+		for (size_t l = 0; l < 2; l++) {
+			struct bgram gr = {.vocab = &tv,
+			                   .eos = bpe_find(b, "<|im_end|>", 10),
+			                   .bpe = b,
+			                   .temperature = 0.0f};
+			struct grammar *cold;
+			double tp, td;
+
+			gr.g = NULL;
+			bench_model_lanes_g(&f, lanes[l], threads, &tp, &td, &gr);
+			free_tps[l] = td > free_tps[l] ? td : free_tps[l];
+			if (gs_compile(schema, &cold, &eb)) {
+				fprintf(stderr, "ignis-bench: grammar: %s\n", eb.msg);
+				exit(1);
+			}
+			gr.g = cold;
+			bench_model_lanes_g(&f, lanes[l], threads, &tp, &td, &gr);
+			grammar_destroy(cold);
+			cold_tps[l] = td > cold_tps[l] ? td : cold_tps[l];
+			cold_us[l] = gr.mask_us < cold_us[l] ? gr.mask_us : cold_us[l];
+			cold_n[l] = gr.tokens;
+			gr.g = warm; /* kept across repetitions, as the grammar cache keeps it */
+			bench_model_lanes_g(&f, lanes[l], threads, &tp, &td, &gr);
+			if (r > 0 || l > 0) {
+				warm_tps[l] = td > warm_tps[l] ? td : warm_tps[l];
+				warm_us[l] = gr.mask_us < warm_us[l] ? gr.mask_us : warm_us[l];
+				warm_n[l] = gr.tokens;
+			}
+		}
+	for (size_t l = 0; l < 2; l++)
+		/* the masks' share of a token's decode time: the slowdown they
+		 * cause, apart from the VM's drift between runs */
+		printf(
+		    "grammar  %u lane%s, %d threads, vocab %u: decode free %.2f tok/s; schema "
+		    "fresh %.2f tok/s (%+.1f%%; mask %.0f us/token over %llu, %.2f%% of decode), "
+		    "kept %.2f tok/s (%+.1f%%; mask %.1f us/token over %llu, %.3f%% of decode)\n",
+		    lanes[l], lanes[l] > 1 ? "s" : "", threads, m.vocab, free_tps[l], cold_tps[l],
+		    free_tps[l] > 0 ? 100.0 * (cold_tps[l] / free_tps[l] - 1) : 0, cold_us[l],
+		    (unsigned long long)cold_n[l], 100.0 * cold_us[l] * 1e-6 * cold_tps[l],
+		    warm_tps[l], free_tps[l] > 0 ? 100.0 * (warm_tps[l] / free_tps[l] - 1) : 0,
+		    warm_us[l], (unsigned long long)warm_n[l],
+		    100.0 * warm_us[l] * 1e-6 * warm_tps[l]);
+	grammar_destroy(warm);
+	json_decref(schema);
+	mfile_close(&f);
+	bpe_close(b);
+	gguf_close(&vg);
 }
 
 static void bench_model(int reps)
@@ -2196,9 +2356,9 @@ static void bench_experts(int reps)
 
 static void usage(FILE *f)
 {
-	fputs("usage: ignis-bench [--quick] [--base-kernels] "
+	fputs("usage: ignis-bench [--quick] [--base-kernels] [--vocab VOCAB.gguf] "
 	      "[seqimg|matmul|codec|model|types|llama|kvstore|moves|reuse|experts|"
-	      "kvformat ...]\n",
+	      "kvformat|grammar ...]\n",
 	      f);
 	if (f != stdout)
 		return;
@@ -2225,6 +2385,8 @@ static void usage(FILE *f)
 	      "           vector, in attention over 1K-32K keys with and without the residual\n"
 	      "           window, end to end against bf16 KV on every architecture's\n"
 	      "           synthetic model (--quick: 1K-4K keys, 512 tokens)\n"
+	      "  grammar  decode with and without a JSON schema's grammar, 1 and 4 lanes, on a\n"
+	      "           Qwen3-0.6B-shaped model over a real vocabulary (--vocab VOCAB.gguf)\n"
 	      "  --quick  two repetitions instead of five\n"
 	      "  --base-kernels  the matrix product's baseline kernels, not the CPU's best\n"
 	      "           (AVX-512 where it has it): the same bits, to compare speeds\n"
@@ -2254,6 +2416,8 @@ int main(int argc, char **argv)
 	    {"experts", bench_experts},
 	    /* fixed seeds: the same table every run on a machine */
 	    {"kvformat", bkvf_run},
+	    /* --vocab VOCAB.gguf (a real vocabulary); says so without it */
+	    {"grammar", bench_grammar},
 	};
 	enum { NPARTS = sizeof(parts) / sizeof(parts[0]) };
 	size_t run[64], nrun = 0;
@@ -2271,6 +2435,10 @@ int main(int argc, char **argv)
 			reps = 2;
 			continue;
 		}
+		if (!strcmp(argv[i], "--vocab") && i + 1 < argc) {
+			bench_vocab_path = argv[++i];
+			continue;
+		}
 		if (!strcmp(argv[i], "--base-kernels")) {
 			cop_kernels_force(COP_KERNELS_BASE);
 			continue;
@@ -2285,7 +2453,8 @@ int main(int argc, char **argv)
 		if (k == NPARTS) {
 			fprintf(stderr,
 			        "ignis-bench: unknown part '%s'; accepted: seqimg, matmul, codec, "
-			        "model, types, llama, kvstore, moves, reuse, experts, kvformat\n",
+			        "model, types, llama, kvstore, moves, reuse, experts, kvformat, "
+			        "grammar\n",
 			        argv[i]);
 			usage(stderr);
 			return 2;
