@@ -32,6 +32,14 @@
  * or extended takes only what it shares with another (docs/adr/0037,
  * "Reuse off with slots named").
  *
+ * Twins (docs/adr/0059): a request submitted while another with the same
+ * prompt is still waiting or prefilling (OpenAI's n choices, or clients
+ * sending one prompt at once) is held out of the plan until that prompt
+ * ends, and is then matched again: it claims the checkpoint captured
+ * there, prefilling nothing, its first token from the kept logits. A host
+ * capture under way holds it until published. With no slots, or
+ * checkpoints off, nothing is held (nothing would be captured).
+ *
  * Giving up, when a capture finds no free slot or an admission lacks pages:
  * checkpoints before shared prefixes, agent before interactive, then the
  * least recently used; for a capture never one a waiting request counts on,

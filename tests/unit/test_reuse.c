@@ -16,6 +16,11 @@
  * with slots held loses none of them; an interactive checkpoint idle past
  * the TTL is given up as an agent's would be.
  *
+ * n choices (docs/adr/0059): n requests of one prompt submitted at once,
+ * seeds seed + i, each the tokens of itself alone, the prompt prefilled
+ * once where slots exist (the others held, then claiming its checkpoint),
+ * from device or host slots; with none each prefills.
+ *
  * Reuse off with slots named (ADR 0037): the slots hold shared prefixes
  * only, device or host; no prompt's end is retained, so a repeat takes only
  * the prefix it shares with another prompt; with no slots nothing is.
