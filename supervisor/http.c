@@ -156,6 +156,10 @@ struct hreq {
 	struct hreq *top, *more;
 	uint32_t index, n_more;
 	bool c_done;
+	/* suspended and not yet resumed: the first wake of the choices armed
+	 * resumes it, once (libmicrohttpd's resume of a connection that is
+	 * not suspended is undefined) */
+	atomic_bool susp;
 };
 
 struct http {
@@ -796,7 +800,8 @@ static void http__wake(void *arg)
 {
 	struct hreq *r = arg;
 
-	MHD_resume_connection(r->con);
+	if (atomic_exchange(&r->susp, false))
+		MHD_resume_connection(r->con);
 }
 
 /* Wait for the door's next news: the connection suspended, the wake armed
@@ -807,15 +812,17 @@ static void http__suspend(struct hreq *r, uint32_t wait_ms)
 	bool armed = true;
 
 	MHD_suspend_connection(r->con);
-	/* any choice's news wakes it (a second wake of one already resumed
-	 * only resumes it again, and it looks and waits again) */
+	atomic_store(&r->susp, true);
+	/* any choice's news wakes it: the first wake resumes it, a later one
+	 * of an arming before finds it resumed (or resumes a later wait, which
+	 * looks and waits again) */
 	for (uint32_t i = 0; armed && i <= r->n_more; i++) {
 		struct hreq *c = i ? &r->more[i - 1] : r;
 
 		if (!c->c_done && !c->nw.done)
 			armed = door_local_wait(r->h->door, c->dr, c->ver, wait_ms, http__wake, r);
 	}
-	if (!armed)
+	if (!armed && atomic_exchange(&r->susp, false))
 		MHD_resume_connection(r->con);
 }
 
