@@ -361,7 +361,10 @@ void engru__hold(struct eng *e, struct eng_seq *s)
 }
 
 /* Held requests whose twin's prompt ended (or went) are let go: matched
- * again, the twin's checkpoint the longest match when it was captured. */
+ * again, the twin's checkpoint the longest match when it was captured.
+ * One whose twin went before its prompt ended (cancelled), or whose
+ * checkpoint was not captured, prefills, and those let go after it are
+ * held for it in turn. */
 static void engru__let_go(struct eng *e)
 {
 	for (uint32_t k = 0; k < e->n_slots; k++) {
@@ -370,6 +373,7 @@ static void engru__let_go(struct eng *e)
 		if (s->used && s->twin && !engru__held(e, s)) {
 			s->twin = 0;
 			engru__match(e, s);
+			engru__hold(e, s);
 		}
 	}
 }

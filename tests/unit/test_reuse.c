@@ -521,6 +521,47 @@ static void n_choices_in(const char *preset, uint32_t lanes, uint32_t chunk, uin
 	free(q);
 }
 
+/* The first of the n cancelled before it ran: the second prefills the
+ * prompt, the others hold for it and claim its checkpoint; each the tokens
+ * of itself alone. */
+static void test_n_choices_first_cancelled(void **state)
+{
+	struct rq *q = calloc(NCH, sizeof(*q));
+	uint32_t want[MAXGEN], out[MAXGEN], n, cached;
+	uint64_t id[NCH];
+	struct rng g = {78};
+	struct eng_stats st;
+	struct ig_errbuf eb;
+	struct bench b;
+
+	(void)state;
+	assert_non_null(q);
+	q[0].n = 90;
+	q[0].max_tokens = 8;
+	fill(&g, q[0].prompt, q[0].n);
+	for (uint32_t i = 0; i < NCH; i++) {
+		if (i)
+			q[i] = q[0];
+		q[i].smp = (struct smp_params){0.9f, 40, 0.95f, 500 + i};
+	}
+	bench_open(&b, "tiny-dense", 64, 2, 4, 16);
+	for (uint32_t i = 0; i < NCH; i++)
+		id[i] = submit(&b, &q[i]);
+	assert_int_equal(eng_cancel(b.e, id[0], &eb), IG_E_OK);
+	drain(&b);
+	for (uint32_t i = 1; i < NCH; i++) {
+		n = result(&b, id[i], out, &cached);
+		assert_int_equal(alone("tiny-dense", &q[i], want), n);
+		assert_memory_equal(out, want, n * sizeof(uint32_t));
+		assert_int_equal(cached, i > 1 ? q[0].n : 0);
+	}
+	eng_stats(b.e, &st);
+	assert_int_equal(st.prefill_tokens, q[0].n);
+	assert_int_equal(st.reused_tokens, (NCH - 2) * q[0].n);
+	bench_close(&b);
+	free(q);
+}
+
 static void test_n_choices(void **state)
 {
 	(void)state;
@@ -1145,6 +1186,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_off_remembers_as_many_as_slots),
 	    cmocka_unit_test(test_stateless_host_slots),
 	    cmocka_unit_test(test_n_choices),
+	    cmocka_unit_test(test_n_choices_first_cancelled),
 	};
 	/* What fp8 and compact run (--kv-format: engrig.h's rig_args; the rows
 	 * reuse-fp8, reuse-compact), issue 28: the family from device
