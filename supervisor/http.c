@@ -706,6 +706,7 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 	struct msg_fd_submit *q;
 	char *text = NULL, *gbnf = NULL;
 	uint64_t seed;
+	uint32_t n;
 	int rc;
 
 	if (!atomic_load(&h->ready)) {
@@ -762,11 +763,12 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 	}
 	/* n choices: choice i a request of its own, seed + i (the worker
 	 * prefills their shared prompt once: docs/adr/0059) */
-	if (oq->n > 1 && !(r->more = calloc(oq->n - 1, sizeof(*r->more))))
+	n = oq->n > 1 ? oq->n : 1; /* 0: a request read elsewhere, one choice */
+	if (n > 1 && !(r->more = calloc(n - 1, sizeof(*r->more))))
 		rc = IG_E_NOMEM;
 	else
 		rc = IG_E_OK;
-	for (uint32_t i = 1; !rc && i < oq->n; i++) {
+	for (uint32_t i = 1; !rc && i < n; i++) {
 		struct hreq *c = &r->more[i - 1];
 
 		*c = (struct hreq){
@@ -775,13 +777,13 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 		if (!http__op_start(c) || (oq->logprobs && !(c->lpt = malloc(sizeof(*c->lpt)))))
 			rc = IG_E_NOMEM;
 	}
-	for (uint32_t i = 0; !rc && i < oq->n; i++) {
+	for (uint32_t i = 0; !rc && i < n; i++) {
 		q->seed = seed + i;
 		rc = door_local_submit(h->door, m, r->hc ? r->hc->peer : 0, &http__choice(r, i)->dr,
 		                       &eb);
 	}
 	if (rc == IG_E_NOMEM && !eb.msg[0])
-		snprintf(eb.msg, sizeof eb.msg, "out of memory for %u choices", oq->n);
+		snprintf(eb.msg, sizeof eb.msg, "out of memory for %u choices", n);
 	free(gbnf);
 	free(text);
 	free(m);
