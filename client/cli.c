@@ -4,7 +4,8 @@
  *
  *   ignis-client generate --prompt TEXT | --ids 1,2,3 [--class interactive|agent]
  *                [--max-tokens N] [--seed S] [--temperature T] [--top-p P]
- *                [--top-k K] [--stop S]... [--json]
+ *                [--top-k K] [--stop S]... [--grammar FILE | --json-schema FILE]
+ *                [--grammar-trigger TEXT] [--json]
  *   ignis-client status [--json]
  *   ignis-client cancel ID
  *   common: [--server URL] [--runtime-dir DIR]
@@ -12,8 +13,8 @@
  * generate prints the text as it comes (on a terminal, a status line with
  * tokens per second on stderr); with --json, one JSON object a line on
  * stdout for each event: submitted, tokens (ids and text), then done (with
- * the prompt tokens taken from a retained checkpoint, `cached`) or error. Ctrl-C cancels the request. Exit codes: 0 done, 1 refused or
- * failed, 2 bad usage, 130 interrupted.
+ * the prompt tokens taken from a retained checkpoint, `cached`) or error. Ctrl-C cancels the
+ * request. Exit codes: 0 done, 1 refused or failed, 2 bad usage, 130 interrupted.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -54,7 +55,9 @@ static void usage(FILE *f)
 	           "interactive|agent]\n"
 	           "                [--max-tokens N] [--seed S] [--temperature T] [--top-p P] "
 	           "[--top-k K]\n"
-	           "                [--stop S]... [--json]\n"
+	           "                [--stop S]... [--grammar FILE | --json-schema FILE] "
+	           "[--grammar-trigger TEXT]\n"
+	           "                [--json]\n"
 	           "       ignis-client status [--json]\n"
 	           "       ignis-client cancel ID\n"
 	           "common options: --server URL (ipc:///path or tcp://HOST:PORT; default\n"
@@ -416,9 +419,63 @@ static int cli_cancel(const struct cli *c, const char *arg)
 	return 0;
 }
 
+/* A file's whole text (a grammar or a schema), kept until the exit. */
+static int cli__file(const char *opt, const char *path, const char **out)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	if (!f) {
+		fprintf(stderr, "ignis-client: %s '%s': %s\n", opt, path, strerror(errno));
+		return 2;
+	}
+	for (;;) {
+		size_t got;
+
+		if (n + 4096 + 1 > cap) {
+			char *b = realloc(buf, cap = 2 * cap + 8192);
+
+			if (!b) {
+				free(buf);
+				fclose(f);
+				fprintf(stderr, "ignis-client: %s '%s': out of memory\n", opt,
+				        path);
+				return 2;
+			}
+			buf = b;
+		}
+		got = fread(buf + n, 1, 4096, f);
+		n += got;
+		if (got < 4096)
+			break;
+	}
+	fclose(f);
+	buf[n] = '\0';
+	if (!n || strlen(buf) != n) {
+		free(buf);
+		return bad(opt, path, "a file holding text, not empty and without NUL bytes");
+	}
+	*out = buf;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	enum { O_PROMPT = 256, O_IDS, O_CLASS, O_MAX, O_SEED, O_TEMP, O_TOPP, O_TOPK, O_STOP };
+	enum {
+		O_PROMPT = 256,
+		O_IDS,
+		O_CLASS,
+		O_MAX,
+		O_SEED,
+		O_TEMP,
+		O_TOPP,
+		O_TOPK,
+		O_STOP,
+		O_GRAMMAR,
+		O_SCHEMA,
+		O_TRIGGER
+	};
 	static const struct option opts[] = {
 	    {"server", required_argument, NULL, 'S'},
 	    {"runtime-dir", required_argument, NULL, 'r'},
@@ -432,6 +489,9 @@ int main(int argc, char **argv)
 	    {"top-p", required_argument, NULL, O_TOPP},
 	    {"top-k", required_argument, NULL, O_TOPK},
 	    {"stop", required_argument, NULL, O_STOP},
+	    {"grammar", required_argument, NULL, O_GRAMMAR},
+	    {"json-schema", required_argument, NULL, O_SCHEMA},
+	    {"grammar-trigger", required_argument, NULL, O_TRIGGER},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -504,6 +564,20 @@ int main(int argc, char **argv)
 			if (c.p.n_stop == CLI_STOP_MAX || !*optarg || strlen(optarg) > 64)
 				return bad("--stop", optarg, "up to 8 stop strings of 1..64 bytes");
 			c.stops[c.p.n_stop++] = optarg;
+			break;
+		case O_GRAMMAR:
+		case O_SCHEMA:
+			if (c.p.grammar || c.p.json_schema)
+				return bad(o == O_GRAMMAR ? "--grammar" : "--json-schema", optarg,
+				           "one --grammar FILE or one --json-schema FILE");
+			if (cli__file(o == O_GRAMMAR ? "--grammar" : "--json-schema", optarg,
+			              o == O_GRAMMAR ? &c.p.grammar : &c.p.json_schema))
+				return 2;
+			break;
+		case O_TRIGGER:
+			if (!*optarg || strlen(optarg) > 256)
+				return bad("--grammar-trigger", optarg, "a text of 1..256 bytes");
+			c.p.grammar_trigger = optarg;
 			break;
 		case 'h':
 			usage(stdout);

@@ -228,6 +228,15 @@ int igc_submit(struct igc_client *c, const struct igc_params *p, struct igc_subm
 	if (p->n_stop > MSG_STOP_MAX)
 		return igc__err(err, IG_E_PROTO_FIELD_RANGE,
 		                "stop: %zu strings; accepted: at most %u", p->n_stop, MSG_STOP_MAX);
+	if ((p->grammar && strlen(p->grammar) > MSG_GRAMMAR_MAX) ||
+	    (p->json_schema && strlen(p->json_schema) > MSG_GRAMMAR_MAX))
+		return igc__err(err, IG_E_PROTO_FIELD_RANGE,
+		                "%s: more than %u bytes; accepted: a smaller one",
+		                p->grammar ? "grammar" : "json_schema", MSG_GRAMMAR_MAX);
+	if (p->grammar_trigger && strlen(p->grammar_trigger) > MSG_TRIGGER_MAX)
+		return igc__err(err, IG_E_PROTO_FIELD_RANGE,
+		                "grammar_trigger: more than %u bytes; accepted: 1 to %u",
+		                MSG_TRIGGER_MAX, MSG_TRIGGER_MAX);
 	memset(q, 0, sizeof(*q));
 	c->q->type = MSG_FD_SUBMIT;
 	q->text = msg_str_of(p->text ? p->text : "");
@@ -243,6 +252,9 @@ int igc_submit(struct igc_client *c, const struct igc_params *p, struct igc_subm
 	q->stop.n = (uint32_t)p->n_stop;
 	for (size_t i = 0; i < p->n_stop; i++)
 		q->stop.v[i].text = msg_str_of(p->stop[i] ? p->stop[i] : "");
+	q->grammar = msg_str_of(p->grammar ? p->grammar : "");
+	q->json_schema = msg_str_of(p->json_schema ? p->json_schema : "");
+	q->grammar_trigger = msg_str_of(p->grammar_trigger ? p->grammar_trigger : "");
 	rc = igc__call(c, c->submit_timeout_ms, MSG_FD_SUBMITTED, &rx, err);
 	if (rc)
 		return rc;

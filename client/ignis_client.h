@@ -113,6 +113,15 @@ struct igc_params {
 	uint64_t seed;           /* default 0 */
 	const char *const *stop; /* up to 8 stop strings, 1..64 bytes each */
 	size_t n_stop;
+	/* Constrained decoding (docs/adr/0057), NULL for none: a grammar in the
+	 * text form of the protocol's submit.grammar (root rule "root"), or a
+	 * JSON Schema's text, not both, each at most 98,304 bytes; with
+	 * grammar_trigger (1..256 bytes) the output is free until it holds the
+	 * trigger. A grammar the server cannot compile is IGC_E_FIELD_RANGE
+	 * naming the line and column, or the place in the schema. */
+	const char *grammar;
+	const char *json_schema;
+	const char *grammar_trigger;
 };
 
 /* The defaults above. */

@@ -355,12 +355,15 @@ struct knobs {
 	X("IGNIS_SUPERVISOR", "tests: the ignis-supervisor to run")                                \
 	X("IGNIS_GOLDEN_DIR", "test_msg: the golden bytes (tests/golden)")                         \
 	X("IGNIS_UPDATE_GOLDEN",                                                                   \
-	  "test_msg, test_protodoc: rewrite the golden bytes, the examples")                       \
+	  "test_msg, test_protodoc, test_anthropic, test_responses: rewrite the golden bytes, "    \
+	  "the examples, the pinned streams")                                                      \
 	X("IGNIS_SEED", "test_gguf: the seed of the random corruptions")                           \
 	X("IGNIS_ORACLE_LIB_DIR",                                                                  \
 	  "the oracle tests: llama.cpp's libraries (tools/install-oracle.sh)")                     \
 	X("IGNIS_ORACLE_LOG", "the oracle tests: llama.cpp's log on stderr")                       \
 	X("IGNIS_OPENAI_MODULE", "http.sh: OpenAI's npm client (tools/install-oracle.sh)")         \
+	X("IGNIS_ANTHROPIC_MODULE",                                                                \
+	  "anthropic.sh: Anthropic's npm client (tools/install-oracle.sh)")                        \
 	X("IGNIS_DUMP_PAGE",                                                                       \
 	  "test_metrics: write the page it rendered there (to update want_page)")                  \
 	X("IGNIS_ORACLE_MEASURE",                                                                  \

@@ -779,6 +779,7 @@ void grammar_destroy(struct grammar *g)
 	free(g->sets);
 	free(g->start_w);
 	gmc_release(&g->cache);
+	gl__shared_release(g);
 	free(g);
 }
 

@@ -254,14 +254,14 @@ struct gm_lazy {
 	uint32_t kmp[GM_MAX_TRIGGER]; /* failure function of trigger */
 	uint32_t seen;                /* bytes of the trigger matched at the end of the output */
 	bool active;
-	uint32_t **inactive_masks; /* per `seen`, lazily; owned (gm_lazy_release) */
-	uint64_t masks_vocab;      /* the vocabulary they are over */
 };
 
 int gm_lazy_init(struct gm_lazy *z, struct grammar *g, const void *trigger, size_t tlen,
                  struct ig_errbuf *eb);
 void gm_lazy_release(struct gm_lazy *z);
-/* dst (zeroed or initialised) becomes a copy (masks are not copied). */
+/* dst (zeroed or initialised) becomes a copy. The inactive masks (before
+ * the trigger) are the grammar's, shared by every lazy matcher with the
+ * same trigger over the same vocabulary, computed once. */
 int gm_lazy_copy(struct gm_lazy *dst, const struct gm_lazy *src, struct ig_errbuf *eb);
 bool gm_lazy_accept_bytes(struct gm_lazy *z, const void *bytes, size_t n);
 bool gm_lazy_can_end(const struct gm_lazy *z);

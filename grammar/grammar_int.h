@@ -77,7 +77,24 @@ struct grammar {
 	struct gm_cache cache;
 	uint32_t *start_w; /* the start state's words */
 	uint32_t start_nw, start_nstk;
+	/* lazy.c's: the inactive masks of each trigger used over this grammar,
+	 * shared by every gm_lazy with that trigger (each sequence of a server
+	 * has its own matcher; the masks depend on the grammar, the trigger,
+	 * the bytes of it seen and the vocabulary only) */
+	struct gl_shared *lazy;
+	uint32_t n_lazy;
 };
+
+/* A trigger's inactive masks over one vocabulary, per bytes of it seen. */
+struct gl_shared {
+	uint8_t trigger[256];
+	uint32_t tlen;
+	uint64_t vocab;   /* the gvocab's id */
+	uint32_t **masks; /* tlen entries, each NULL until computed */
+};
+
+/* lazy.c: every trigger's masks freed (grammar_destroy) */
+void gl__shared_release(struct grammar *g);
 
 static inline bool gr__in_set(const uint64_t set[4], unsigned b)
 {

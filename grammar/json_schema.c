@@ -35,6 +35,12 @@ static const char gs_prelude[] =
     "ws ::= ( \" \" | \"\\n\" [ \\t]{0,32} )?\n"
     "char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
     "string ::= \"\\\"\" char* \"\\\"\"\n"
+    /* a length-bounded string's character: one code point that is also one
+     * UTF-16 unit (none past U+FFFF, no surrogate escape), so that JSON
+     * Schema's length in code points and a JavaScript validator's in
+     * UTF-16 units (zod's .max) agree on it */
+    "bchar ::= [^\"\\\\\\x00-\\x1f\\U00010000-\\U0010FFFF] | \"\\\\\" ( [\"\\\\/bfnrt] | "
+    "\"u\" ( [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )\n"
     "digits ::= \"0\" | [1-9] [0-9]{0,18}\n"
     "integer ::= \"-\"? digits\n"
     "number ::= \"-\"? digits ( \".\" [0-9]{1,18} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
@@ -808,9 +814,9 @@ static int gs__string(struct gs *g, json_t *s, struct gs_buf *b)
 	if (!lo && hi == UINT32_MAX)
 		gs__put(b, "string");
 	else if (hi == UINT32_MAX)
-		gs__put(b, "\"\\\"\" char{%u,} \"\\\"\"", lo);
+		gs__put(b, "\"\\\"\" bchar{%u,} \"\\\"\"", lo);
 	else
-		gs__put(b, "\"\\\"\" char{%u,%u} \"\\\"\"", lo, hi);
+		gs__put(b, "\"\\\"\" bchar{%u,%u} \"\\\"\"", lo, hi);
 	return 0;
 }
 

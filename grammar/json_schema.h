@@ -8,7 +8,9 @@
  * schema: other members after the declared ones), items, minItems,
  * maxItems, enum, const, anyOf, $ref (#, #/$defs/NAME,
  * #/definitions/NAME; recursion allowed), $defs, definitions, minLength,
- * maxLength, nullable (OpenAPI 3.0's "or null", as client libraries write
+ * maxLength (a bounded string holds no character past U+FFFF: its length
+ * is then the same in code points and in UTF-16 units), nullable (OpenAPI
+ * 3.0's "or null", as client libraries write
  * it), pattern (a regular subset: literal characters, escapes,
  * classes, '.', * + ? {m,n}, |, groups; anchored as if ^...$ were
  * written). Annotations (title, description, default, examples,

@@ -46,19 +46,8 @@ int gm_lazy_init(struct gm_lazy *z, struct grammar *g, const void *trigger, size
 	return gm_init(&z->m, g, eb);
 }
 
-static void gl__drop_masks(struct gm_lazy *z)
-{
-	if (z->inactive_masks)
-		for (uint32_t i = 0; i < z->tlen; i++)
-			free(z->inactive_masks[i]);
-	free(z->inactive_masks);
-	z->inactive_masks = NULL;
-	z->masks_vocab = 0;
-}
-
 void gm_lazy_release(struct gm_lazy *z)
 {
-	gl__drop_masks(z);
 	gm_release(&z->m);
 }
 
@@ -67,13 +56,10 @@ int gm_lazy_copy(struct gm_lazy *dst, const struct gm_lazy *src, struct ig_errbu
 	struct gmatch m = dst->m;
 	int rc;
 
-	gl__drop_masks(dst);
 	if ((rc = gm_copy(&m, &src->m, eb)))
 		return rc;
 	memcpy(dst, src, sizeof(*dst));
 	dst->m = m;
-	dst->inactive_masks = NULL;
-	dst->masks_vocab = 0;
 	return 0;
 }
 
@@ -157,22 +143,57 @@ out:
 	return rc;
 }
 
+void gl__shared_release(struct grammar *g)
+{
+	for (uint32_t i = 0; i < g->n_lazy; i++) {
+		for (uint32_t k = 0; k < g->lazy[i].tlen; k++)
+			free(g->lazy[i].masks[k]);
+		free(g->lazy[i].masks);
+	}
+	free(g->lazy);
+	g->lazy = NULL;
+	g->n_lazy = 0;
+}
+
+/* The grammar's masks of z's trigger over vocabulary `vocab`, made empty
+ * on first use: shared by every matcher with that trigger. */
+static struct gl_shared *gl__shared(struct gm_lazy *z, uint64_t vocab)
+{
+	struct grammar *g = z->m.g;
+	struct gl_shared *n;
+
+	for (uint32_t i = 0; i < g->n_lazy; i++)
+		if (g->lazy[i].vocab == vocab && g->lazy[i].tlen == z->tlen &&
+		    !memcmp(g->lazy[i].trigger, z->trigger, z->tlen))
+			return &g->lazy[i];
+	n = realloc(g->lazy, (g->n_lazy + 1) * sizeof(*n));
+	if (!n)
+		return NULL;
+	g->lazy = n;
+	n = &g->lazy[g->n_lazy];
+	memset(n, 0, sizeof(*n));
+	n->masks = calloc(z->tlen, sizeof(*n->masks));
+	if (!n->masks)
+		return NULL;
+	memcpy(n->trigger, z->trigger, z->tlen);
+	n->tlen = z->tlen;
+	n->vocab = vocab;
+	g->n_lazy++;
+	return n;
+}
+
 int gm_lazy_mask(struct gm_lazy *z, const struct gvocab *gv, uint32_t *bits, struct ig_errbuf *eb)
 {
 	size_t nwords = gv_mask_words(gv);
+	struct gl_shared *sh;
 	int rc;
 
 	if (z->active)
 		return gm_mask(&z->m, gv, bits, eb);
-	if (z->masks_vocab != gv->id) {
-		gl__drop_masks(z);
-		z->inactive_masks = calloc(z->tlen, sizeof(*z->inactive_masks));
-		if (!z->inactive_masks)
-			return ig_errf(eb, IG_E_NOMEM, "grammar: no memory for the lazy masks");
-		z->masks_vocab = gv->id;
-	}
-	if (z->inactive_masks[z->seen]) {
-		memcpy(bits, z->inactive_masks[z->seen], nwords * 4);
+	if (!(sh = gl__shared(z, gv->id)))
+		return ig_errf(eb, IG_E_NOMEM, "grammar: no memory for the lazy masks");
+	if (sh->masks[z->seen]) {
+		memcpy(bits, sh->masks[z->seen], nwords * 4);
 		return 0;
 	}
 	rc = gl__inactive(z, gv, bits, eb);
@@ -182,9 +203,9 @@ int gm_lazy_mask(struct gm_lazy *z, const struct gvocab *gv, uint32_t *bits, str
 	}
 	if (rc)
 		return rc;
-	z->inactive_masks[z->seen] = malloc(nwords * 4);
-	if (z->inactive_masks[z->seen])
-		memcpy(z->inactive_masks[z->seen], bits, nwords * 4);
+	sh->masks[z->seen] = malloc(nwords * 4);
+	if (sh->masks[z->seen])
+		memcpy(sh->masks[z->seen], bits, nwords * 4);
 	return 0;
 }
 

@@ -51,6 +51,7 @@
 
 #include <microhttpd.h>
 
+#include "anthropic.h"
 #include "common/clock.h"
 #include "frontdoor.h"
 #include "model/bpe.h"
@@ -58,6 +59,7 @@
 #include "constrain.h"
 #include "model/tokenizer.h"
 #include "outparse.h"
+#include "responses.h"
 #include "proto/msg.h"
 
 /* A waiting request looks again after this long without news: a stream
@@ -88,17 +90,22 @@ struct hconn {
 	struct hconn *prev, *next;
 };
 
-/* The routes, the POST ones first (through R_DETOKENIZE). */
+/* The routes, the POST ones first (through R_POST_LAST). */
 enum hr_route {
 	R_CHAT = 1,
 	R_COMPLETIONS,
 	R_TOKENIZE,
 	R_DETOKENIZE,
+	R_MESSAGES,       /* Anthropic's (anthropic.h) */
+	R_MESSAGES_COUNT, /* its count_tokens */
+	R_RESPONSES,      /* OpenAI's Responses (responses.h) */
 	R_MODELS,
 	R_HEALTH,
 	R_READY,
 	R_METRICS
 };
+/* The routes up to this one take a POST; the rest a GET. */
+#define R_POST_LAST R_RESPONSES
 enum hr_state { HR_BODY, HR_ADMIT, HR_WHOLE, HR_STREAM };
 
 /* One request: libmicrohttpd's request context, freed when it completes. */
@@ -113,6 +120,9 @@ struct hreq {
 	size_t len, cap;
 	bool too_big;
 	struct oai_req q;
+	/* another API on the chat path (wire.h): its table, and its answer */
+	const struct wire_api *api;
+	struct wire_ans *ans;
 	/* at the door */
 	struct door_req *dr;
 	uint64_t ver;
@@ -231,7 +241,8 @@ static enum MHD_Result http__send(struct hreq *r, unsigned status, char *body, c
 
 static enum MHD_Result http__error(struct hreq *r, const struct oai_err *e)
 {
-	return http__send(r, (unsigned)e->status, oai_error_json(e), "application/json");
+	return http__send(r, (unsigned)e->status,
+	                  r->api ? r->api->error_json(e) : oai_error_json(e), "application/json");
 }
 
 static enum MHD_Result http__json(struct hreq *r, unsigned status, char *body)
@@ -373,7 +384,8 @@ static bool http__is_json(const char *ct)
 }
 
 static const char http__routes[] =
-    "POST /v1/chat/completions, POST /v1/completions, POST /tokenize, POST /detokenize, "
+    "POST /v1/chat/completions, POST /v1/completions, POST /v1/messages, "
+    "POST /v1/messages/count_tokens, POST /v1/responses, POST /tokenize, POST /detokenize, "
     "GET /v1/models, GET /health, GET /ready, GET /metrics";
 
 /* The route of `url`, or 0. */
@@ -383,6 +395,12 @@ static enum hr_route http__route(const struct http *h, const char *url)
 		return R_CHAT;
 	if (!strcmp(url, "/v1/completions"))
 		return R_COMPLETIONS;
+	if (!strcmp(url, "/v1/messages"))
+		return R_MESSAGES;
+	if (!strcmp(url, "/v1/messages/count_tokens"))
+		return R_MESSAGES_COUNT;
+	if (!strcmp(url, "/v1/responses"))
+		return R_RESPONSES;
 	if (!strcmp(url, "/tokenize"))
 		return R_TOKENIZE;
 	if (!strcmp(url, "/detokenize"))
@@ -398,6 +416,14 @@ static enum hr_route http__route(const struct http *h, const char *url)
 	return 0;
 }
 
+/* The API a route speaks beside OpenAI's (wire.h), or NULL for OpenAI's. */
+static const struct wire_api *http__api(enum hr_route route)
+{
+	return route == R_MESSAGES || route == R_MESSAGES_COUNT ? &anth_api
+	       : route == R_RESPONSES                           ? &resp_api
+	                                                        : NULL;
+}
+
 /* A CORS preflight from an Origin we serve. */
 static enum MHD_Result http__preflight(struct hreq *r)
 {
@@ -410,7 +436,8 @@ static enum MHD_Result http__preflight(struct hreq *r)
 	http__cors(resp, r->origin);
 	MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
 	MHD_add_response_header(resp, "Access-Control-Allow-Headers",
-	                        "Authorization, Content-Type, X-Api-Key, X-Ignis-Class");
+	                        "Authorization, Content-Type, X-Api-Key, X-Ignis-Class, "
+	                        "Anthropic-Version, Anthropic-Beta");
 	MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
 	rc = MHD_queue_response(r->con, MHD_HTTP_NO_CONTENT, resp);
 	MHD_destroy_response(resp);
@@ -457,6 +484,7 @@ static enum MHD_Result http__headers(struct hreq *r, const char *url, const char
 		return http__error(r, &e);
 	}
 	r->route = http__route(h, url);
+	r->api = http__api(r->route);
 	if (!r->route) {
 		oai_errf(&e, 404, NULL, "unknown_url", "unknown path '%.200s'; accepted: %s", url,
 		         http__routes);
@@ -464,9 +492,9 @@ static enum MHD_Result http__headers(struct hreq *r, const char *url, const char
 	}
 	if (!strcmp(method, MHD_HTTP_METHOD_OPTIONS) && r->origin)
 		return http__preflight(r);
-	if ((r->route <= R_DETOKENIZE && !post) || (r->route > R_DETOKENIZE && !get)) {
+	if ((r->route <= R_POST_LAST && !post) || (r->route > R_POST_LAST && !get)) {
 		oai_errf(&e, 405, NULL, "method_not_allowed", "%.16s %.200s; accepted: %s", method,
-		         url, r->route <= R_DETOKENIZE ? "POST with a JSON body" : "GET");
+		         url, r->route <= R_POST_LAST ? "POST with a JSON body" : "GET");
 		return http__error(r, &e);
 	}
 	if (h->api_key && r->route != R_HEALTH && r->route != R_READY && !http__key_ok(h, con)) {
@@ -991,6 +1019,8 @@ static int http__op_collect(void *ctx, const struct op_ev *ev)
 
 	if (ev->kind != OP_REASONING && ev->kind != OP_CONTENT && ev->index && !r->q.parallel_calls)
 		return 0; /* parallel_tool_calls false: the first call only */
+	if (r->ans)
+		return r->api->ans_event(r->ans, ev);
 	switch (ev->kind) {
 	case OP_REASONING:
 		return http__grow(&r->a_reason, &r->a_reason_len, ev->text, ev->len) ? 0
@@ -1026,6 +1056,15 @@ static int http__op_chunk(void *ctx, const struct op_ev *ev)
 
 	if (ev->kind != OP_REASONING && ev->kind != OP_CONTENT && ev->index && !r->q.parallel_calls)
 		return 0;
+	if (r->ans) {
+		if (ev->kind == OP_CALL_BEGIN)
+			r->op_calls = true;
+		if (r->api->ans_event(r->ans, ev)) {
+			r->ev_ok = false;
+			return IG_E_IO;
+		}
+		return 0;
+	}
 	switch (ev->kind) {
 	case OP_CONTENT:
 		json = oai_chunk_json(OAI_CHAT, r->rid, r->created, r->q.model, false, ev->text,
@@ -1055,6 +1094,43 @@ static int http__op_chunk(void *ctx, const struct op_ev *ev)
 		return IG_E_IO;
 	}
 	return 0;
+}
+
+/* Another API's stream (wire.h): its sink is the stream's bytes. */
+static bool http__put(void *ctx, const char *p, size_t n)
+{
+	return http__out(ctx, p, n);
+}
+
+/* Another API's answer, begun at admission: where a stream's events go,
+ * and (a stream) its opening events. */
+static bool http__wire_begin(struct hreq *r)
+{
+	struct wire_sink sink = {http__put, r};
+	struct oai_usage u = {r->nw.prompt_tokens, 0, r->nw.cached};
+
+	if (!r->ans && !(r->ans = r->api->ans_new(&r->q, r->rid, r->q.model, r->created,
+	                                          r->q.stream ? &sink : NULL)))
+		return false;
+	return !r->api->ans_begin(r->ans, &u);
+}
+
+/* Another API's end: its closing events, or its error event. */
+static bool http__wire_end(struct hreq *r)
+{
+	const struct door_news *nw = &r->nw;
+	struct wire_end end = {nw->finish,
+	                       {nw->prompt_tokens, nw->generated, nw->cached},
+	                       r->op_on ? r->op.bad_calls : 0};
+
+	if (!strcmp(nw->finish, "error")) {
+		struct oai_err e;
+
+		oai_errf(&e, 503, NULL, "generation_failed", "the request failed: %s",
+		         nw->message[0] ? nw->message : "the worker stopped");
+		return !r->api->ans_fail(r->ans, &e);
+	}
+	return !r->api->ans_end(r->ans, &end);
 }
 
 static bool http__emit(struct hreq *r)
@@ -1116,6 +1192,8 @@ static bool http__emit(struct hreq *r)
 		if (op_finish(&r->op, http__op_chunk, r) || !r->ev_ok)
 			return false;
 	}
+	if (r->ans)
+		return http__wire_end(r);
 	if (!strcmp(nw->finish, "error")) {
 		struct oai_err e;
 
@@ -1156,6 +1234,8 @@ static struct oai_usage http__usage(struct hreq *r)
 static bool http__end(struct hreq *r)
 {
 	r->finished = true;
+	if (r->ans)
+		return true; /* another API's closing events: http__wire_end */
 	if (r->q.include_usage) {
 		struct oai_usage u = http__usage(r);
 
@@ -1175,6 +1255,8 @@ static int http__produce(struct hreq *r)
 
 	if (r->first) { /* a chat's stream opens with the assistant's role, a choice each */
 		r->first = false;
+		if (r->api)
+			return http__wire_begin(r) ? 1 : -1;
 		if (r->q.kind == OAI_CHAT) {
 			for (uint32_t i = 0; i <= r->n_more; i++)
 				if (!http__event(http__choice(r, i),
@@ -1312,6 +1394,17 @@ static enum MHD_Result http__whole_answer(struct hreq *r)
 			return http__error(r, &e);
 		}
 	}
+	if (r->api) { /* another API's answer (one choice) */
+		if (!http__wire_begin(r) ||
+		    (r->op_on &&
+		     (op_feed(&r->op, r->text ? r->text : "", r->text_len, http__op_collect, r) ||
+		      op_finish(&r->op, http__op_collect, r))) ||
+		    !http__wire_end(r)) {
+			oai_errf(&e, 500, NULL, NULL, "out of memory for the answer");
+			return http__error(r, &e);
+		}
+		return http__json(r, MHD_HTTP_OK, r->api->ans_json(r->ans));
+	}
 	for (i = 0; i < n; i++)
 		if (!http__whole_choice(http__choice(r, i), &ch[i], &parts[i], &lps[i]))
 			break;
@@ -1357,6 +1450,10 @@ static enum MHD_Result http__await(struct hreq *r)
 	/* every choice admitted: a stream starts (each choice's news so far
 	 * is its first to write), a whole answer waits for every end */
 	if (r->st == HR_ADMIT && admitted) {
+		/* a count: the prompt's tokens are known; the request is
+		 * cancelled when released */
+		if (r->route == R_MESSAGES_COUNT)
+			return http__json(r, MHD_HTTP_OK, r->api->count_json(r->nw.prompt_tokens));
 		if (r->q.stream) {
 			for (uint32_t i = 0; i <= r->n_more; i++)
 				http__choice(r, i)->fresh = true;
@@ -1402,32 +1499,33 @@ static bool http__piece(const struct http *h, uint32_t id, struct oai_piece *p)
  * worker's rule (gpu-worker/main.c, worker_submit: a real vocabulary's
  * special tokens parsed outside the chat's message spans, BOS where the
  * file asks; the byte tokenizer's bytes). add_special false leaves BOS out. */
-static enum MHD_Result http__tokenize(struct hreq *r)
+/* The prompt of `oq` rendered (a chat) and encoded as the worker encodes
+ * it (the supervisor's copy of the model's tokenizer): *ids (malloc'd, the
+ * caller frees) and *n. -1 with *e filled. */
+static int http__encode(struct http *h, const struct oai_req *oq, bool add_special, uint32_t **ids,
+                        size_t *n, struct oai_err *e)
 {
-	struct http *h = r->h;
-	const struct oai_req *oq = &r->q;
 	struct ig_errbuf eb = {0};
 	struct chat_span *spans = NULL;
-	struct oai_piece *pieces = NULL;
-	uint32_t *ids = NULL;
 	struct msg *m;
-	char *text = NULL, *json = NULL;
-	size_t n = 0, nsp;
-	struct oai_err e;
-	int rc;
+	char *text = NULL;
+	size_t nsp;
+	int rc = -1;
 
+	*ids = NULL;
+	*n = 0;
 	if (!(m = calloc(1, sizeof(*m)))) {
-		oai_errf(&e, 500, NULL, NULL, "out of memory");
-		return http__error(r, &e);
+		oai_errf(e, 500, NULL, NULL, "out of memory");
+		return -1;
 	}
-	if (http__prompt(h, oq, &m->u.fd_submit, &text, &e)) {
+	if (http__prompt(h, oq, &m->u.fd_submit, &text, e)) {
 		free(m);
-		return http__error(r, &e);
+		return -1;
 	}
 	nsp = m->u.fd_submit.plain.n / 2;
 	if ((nsp && !(spans = calloc(nsp, sizeof(*spans)))) ||
-	    !(ids = malloc((m->u.fd_submit.text.n + 1) * sizeof(*ids)))) {
-		oai_errf(&e, 500, NULL, NULL, "out of memory");
+	    !(*ids = malloc((m->u.fd_submit.text.n + 1) * sizeof(**ids)))) {
+		oai_errf(e, 500, NULL, NULL, "out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < nsp; i++)
@@ -1435,16 +1533,39 @@ static enum MHD_Result http__tokenize(struct hreq *r)
 		                              m->u.fd_submit.plain.v[2 * i + 1]};
 	if (h->tokenizer == MDESC_TOK_GPT2)
 		rc = bpe_encode_spans(h->bpe, m->u.fd_submit.text.p, m->u.fd_submit.text.n,
-		                      BPE_PARSE_SPECIAL | (oq->add_special ? BPE_ADD_SPECIAL : 0),
-		                      spans, nsp, ids, m->u.fd_submit.text.n + 1, &n, &eb);
+		                      BPE_PARSE_SPECIAL | (add_special ? BPE_ADD_SPECIAL : 0),
+		                      spans, nsp, *ids, m->u.fd_submit.text.n + 1, n, &eb);
 	else
 		rc = tok_encode_spans(m->u.fd_submit.text.p, m->u.fd_submit.text.n, 0, spans, nsp,
-		                      ids, m->u.fd_submit.text.n + 1, &n, &eb);
+		                      *ids, m->u.fd_submit.text.n + 1, n, &eb);
 	if (rc) {
-		oai_errf(&e, rc == IG_E_NOMEM ? 500 : 400, oq->prompt ? "prompt" : "messages",
+		oai_errf(e, rc == IG_E_NOMEM ? 500 : 400, oq->prompt ? "prompt" : "messages",
 		         "invalid_value", "the tokenizer: %s", eb.msg);
-		goto out;
+		rc = -1;
 	}
+out:
+	if (rc) {
+		free(*ids);
+		*ids = NULL;
+	}
+	free(spans);
+	free(text);
+	free(m);
+	return rc ? -1 : 0;
+}
+
+static enum MHD_Result http__tokenize(struct hreq *r)
+{
+	struct http *h = r->h;
+	const struct oai_req *oq = &r->q;
+	struct oai_piece *pieces = NULL;
+	uint32_t *ids = NULL;
+	char *json = NULL;
+	size_t n = 0;
+	struct oai_err e;
+
+	if (http__encode(h, oq, oq->add_special, &ids, &n, &e))
+		return http__error(r, &e);
 	if ((oq->with_pieces || oq->token_strs) && n && !(pieces = calloc(n, sizeof(*pieces)))) {
 		oai_errf(&e, 500, NULL, NULL, "out of memory");
 		goto out;
@@ -1457,9 +1578,6 @@ static enum MHD_Result http__tokenize(struct hreq *r)
 out:
 	free(pieces);
 	free(ids);
-	free(spans);
-	free(text);
-	free(m);
 	return json ? http__json(r, MHD_HTTP_OK, json) : http__error(r, &e);
 }
 
@@ -1524,10 +1642,10 @@ static enum MHD_Result http__post(struct hreq *r)
 {
 	struct http *h = r->h;
 	struct oai_err e;
-	enum oai_kind kind = r->route == R_CHAT          ? OAI_CHAT
-	                     : r->route == R_COMPLETIONS ? OAI_COMPLETION
-	                     : r->route == R_TOKENIZE    ? OAI_TOKENIZE
-	                                                 : OAI_DETOKENIZE;
+	enum oai_kind kind = r->route == R_COMPLETIONS  ? OAI_COMPLETION
+	                     : r->route == R_TOKENIZE   ? OAI_TOKENIZE
+	                     : r->route == R_DETOKENIZE ? OAI_DETOKENIZE
+	                                                : OAI_CHAT;
 
 	if (r->too_big) {
 		oai_errf(&e, 413, NULL, "request_too_large",
@@ -1535,8 +1653,12 @@ static enum MHD_Result http__post(struct hreq *r)
 		         h->lim.max_body);
 		return http__error(r, &e);
 	}
-	if (oai_parse(kind, r->body ? r->body : "", r->len, &h->lim, &r->q, &e))
+	if (r->api ? r->api->parse(r->body ? r->body : "", r->len, &h->lim,
+	                           r->route == R_MESSAGES_COUNT, &r->q, &e)
+	           : oai_parse(kind, r->body ? r->body : "", r->len, &h->lim, &r->q, &e))
 		return http__error(r, &e);
+	if (r->route == R_MESSAGES_COUNT)
+		r->q.max_tokens = 1; /* counted at admission, then cancelled */
 	/* the class: the body's ignis.class, else the X-Ignis-Class header */
 	if (!r->q.class_set) {
 		const char *c =
@@ -1566,6 +1688,17 @@ static enum MHD_Result http__post(struct hreq *r)
 	}
 	if (kind == OAI_TOKENIZE)
 		return http__tokenize(r);
+	/* Anthropic's count: the prompt encoded here, as the worker would
+	 * (the special tokens the file asks for included) */
+	if (r->route == R_MESSAGES_COUNT && h->tokenizer != MDESC_TOK_NONE) {
+		uint32_t *ids;
+		size_t n;
+
+		if (http__encode(h, &r->q, true, &ids, &n, &e))
+			return http__error(r, &e);
+		free(ids);
+		return http__json(r, MHD_HTTP_OK, r->api->count_json(n));
+	}
 	if (kind == OAI_DETOKENIZE)
 		return http__detokenize(r);
 	if (http__submit(r, &e))
@@ -1661,7 +1794,7 @@ static enum MHD_Result http__handle(void *cls, struct MHD_Connection *con, const
 	switch (r->st) {
 	case HR_BODY: /* the whole request is in */
 		http__phase(h, r->hc, HC_BUSY);
-		return r->route <= R_DETOKENIZE ? http__post(r) : http__get(r);
+		return r->route <= R_POST_LAST ? http__post(r) : http__get(r);
 	case HR_ADMIT:
 	case HR_WHOLE:
 		return http__await(r); /* resumed by the door's wake */
@@ -1709,6 +1842,8 @@ static void http__done(void *cls, struct MHD_Connection *con, void **ptr,
 	free(r->more);
 	http__choice_free(h, r);
 	oai_req_free(&r->q);
+	if (r->ans)
+		r->api->ans_free(r->ans);
 	free(r->body);
 	free(r->out);
 	free(r);

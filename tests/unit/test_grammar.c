@@ -639,6 +639,19 @@ static void test_lazy(void **state)
 		if (v.t[i].len == 15 && !memcmp(v.t[i].bytes, "\n<tool_call>\n{\"", 15))
 			assert_false(bit(bits, i));
 	}
+	/* the inactive masks are the grammar's, shared by matchers with the
+	 * same trigger (that one came from the first matcher's), and kept
+	 * apart by trigger: under "<fn>" that piece completes nothing */
+	{
+		struct gm_lazy f;
+
+		assert_int_equal(gm_lazy_init(&f, g, "<fn>", 4, &eb), 0);
+		assert_int_equal(gm_lazy_mask(&f, v.gv, bits, &eb), 0);
+		for (uint32_t i = 0; i < v.n; i++)
+			if (v.t[i].len == 15 && !memcmp(v.t[i].bytes, "\n<tool_call>\n{\"", 15))
+				assert_true(bit(bits, i));
+		gm_lazy_release(&f);
+	}
 	free(bits);
 	vocab_free(&v);
 	gm_lazy_release(&z);
@@ -700,7 +713,10 @@ static const struct schema_row schema_rows[] = {
     /* strings: lengths in characters (an escape or a multibyte one each) */
     {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}",
      {"\"ab\"", "\"\xc3\xa9\xe4\xb8\xad\"", "\"\\n\\u0041b\""},
-     {"\"a\"", "\"abcd\"", "\"\\x\"", "\"\\u00g0\""}},
+     /* ... past U+FFFF none, raw or as surrogates (one code point, two
+      * UTF-16 units: the two ways of counting length would differ) */
+     {"\"a\"", "\"abcd\"", "\"\\x\"", "\"\\u00g0\"", "\"a\xf0\x9f\x98\x80\"",
+      "\"\\ud83d\\ude00\""}},
     /* $ref, recursion through $defs and definitions and "#" */
     {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
      "\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"v\"],"
