@@ -264,7 +264,7 @@ bool engru__busy(const struct eng *e)
 {
 	const struct eng_host *h = &e->hst;
 
-	if (engru__twins_due(e))
+	if (e->n_ck && engru__twins_due(e))
 		return true; /* a held request to let go: a round plans it */
 	return h->c && (h->waiting || h->n_drops || h->n_touch || h->cap >= 0);
 }
