@@ -158,6 +158,19 @@ struct hreq {
 	char *out; /* stream bytes waiting for the reader */
 	size_t out_len, out_off, out_cap;
 	uint64_t last_ms; /* when stream bytes were last handed over */
+	/* n choices (oai_req.n; docs/adr/0059): this request is choice 0 and
+	 * `more` the others, choice i at more[i - 1], each a request of its
+	 * own at the door (seed + i) with the fields above from `dr` on as
+	 * its own; they share this one's body, connection and stream bytes
+	 * (`top`: this request; NULL for choice 0). `c_done`: the choice's
+	 * last chunk is written (the stream ends once every choice's is). */
+	struct hreq *top, *more;
+	uint32_t index, n_more;
+	bool c_done;
+	/* suspended and not yet resumed: the first wake of the choices armed
+	 * resumes it, once (libmicrohttpd's resume of a connection that is
+	 * not suspended is undefined) */
+	atomic_bool susp;
 };
 
 struct http {
@@ -711,6 +724,7 @@ static int http__constrain(const struct http *h, const struct oai_req *oq, struc
 
 /* Submit the parsed request at the door. */
 static bool http__op_start(struct hreq *r);
+static struct hreq *http__choice(struct hreq *r, uint32_t i);
 
 static int http__submit(struct hreq *r, struct oai_err *e)
 {
@@ -721,6 +735,7 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 	struct msg_fd_submit *q;
 	char *text = NULL, *gbnf = NULL;
 	uint64_t seed;
+	uint32_t n;
 	int rc;
 
 	if (!atomic_load(&h->ready)) {
@@ -776,7 +791,29 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 		oai_errf(e, 500, NULL, NULL, "out of memory");
 		return -1;
 	}
-	rc = door_local_submit(h->door, m, r->hc ? r->hc->peer : 0, &r->dr, &eb);
+	/* n choices: choice i a request of its own, seed + i (the worker
+	 * prefills their shared prompt once: docs/adr/0059) */
+	n = oq->n > 1 ? oq->n : 1; /* 0: a request read elsewhere, one choice */
+	if (n > 1 && !(r->more = calloc(n - 1, sizeof(*r->more))))
+		rc = IG_E_NOMEM;
+	else
+		rc = IG_E_OK;
+	for (uint32_t i = 1; !rc && i < n; i++) {
+		struct hreq *c = &r->more[i - 1];
+
+		*c = (struct hreq){
+		    .h = h, .con = r->con, .hc = r->hc, .q = r->q, .top = r, .index = i};
+		r->n_more = i;
+		if (!http__op_start(c) || (oq->logprobs && !(c->lpt = malloc(sizeof(*c->lpt)))))
+			rc = IG_E_NOMEM;
+	}
+	for (uint32_t i = 0; !rc && i < n; i++) {
+		q->seed = seed + i;
+		rc = door_local_submit(h->door, m, r->hc ? r->hc->peer : 0, &http__choice(r, i)->dr,
+		                       &eb);
+	}
+	if (rc == IG_E_NOMEM && !eb.msg[0])
+		snprintf(eb.msg, sizeof eb.msg, "out of memory for %u choices", n);
 	free(gbnf);
 	free(text);
 	free(m);
@@ -795,7 +832,8 @@ static void http__wake(void *arg)
 {
 	struct hreq *r = arg;
 
-	MHD_resume_connection(r->con);
+	if (atomic_exchange(&r->susp, false))
+		MHD_resume_connection(r->con);
 }
 
 /* Wait for the door's next news: the connection suspended, the wake armed
@@ -803,8 +841,20 @@ static void http__wake(void *arg)
  * thread, in a callback of this connection. */
 static void http__suspend(struct hreq *r, uint32_t wait_ms)
 {
+	bool armed = true;
+
 	MHD_suspend_connection(r->con);
-	if (!door_local_wait(r->h->door, r->dr, r->ver, wait_ms, http__wake, r))
+	atomic_store(&r->susp, true);
+	/* any choice's news wakes it: the first wake resumes it, a later one
+	 * of an arming before finds it resumed (or resumes a later wait, which
+	 * looks and waits again) */
+	for (uint32_t i = 0; armed && i <= r->n_more; i++) {
+		struct hreq *c = i ? &r->more[i - 1] : r;
+
+		if (!c->c_done && !c->nw.done)
+			armed = door_local_wait(r->h->door, c->dr, c->ver, wait_ms, http__wake, r);
+	}
+	if (!armed && atomic_exchange(&r->susp, false))
 		MHD_resume_connection(r->con);
 }
 
@@ -827,6 +877,8 @@ static bool http__reset(const struct hreq *r)
 /* Queue `n` bytes, or an SSE event "data: <json>\n\n" (json freed). */
 static bool http__out(struct hreq *r, const char *p, size_t n)
 {
+	if (r->top)
+		r = r->top; /* a choice's bytes are its request's stream */
 	if (r->out_len + n > r->out_cap) {
 		size_t cap = (r->out_len + n) * 2 + 256;
 		char *o = realloc(r->out, cap);
@@ -843,8 +895,11 @@ static bool http__out(struct hreq *r, const char *p, size_t n)
 
 static bool http__event(struct hreq *r, char *json)
 {
-	bool ok = json && http__out(r, "data: ", 6) && http__out(r, json, strlen(json)) &&
-	          http__out(r, "\n\n", 2);
+	bool ok;
+
+	json = oai_chunk_at(json, r->index); /* its choice's index */
+	ok = json && http__out(r, "data: ", 6) && http__out(r, json, strlen(json)) &&
+	     http__out(r, "\n\n", 2);
 
 	free(json);
 	return ok;
@@ -942,7 +997,10 @@ static void http__call_id(const struct hreq *r, uint32_t index, char *out, size_
 {
 	const char *tail = strchr(r->rid, '-');
 
-	snprintf(out, cap, "call_%s_%u", tail ? tail + 1 : r->rid, index);
+	if (r->index) /* ids unique across the choices */
+		snprintf(out, cap, "call_%s_%u_%u", tail ? tail + 1 : r->rid, r->index, index);
+	else
+		snprintf(out, cap, "call_%s_%u", tail ? tail + 1 : r->rid, index);
 }
 
 static bool http__grow(char **p, size_t *len, const char *s, size_t n)
@@ -1094,7 +1152,8 @@ static bool http__emit(struct hreq *r)
 		if (moving) {
 			char line[128];
 			int n = snprintf(line, sizeof line,
-			                 ": ignis {\"index\":0,\"state\":\"%s\"}\n\n", r->state);
+			                 ": ignis {\"index\":%u,\"state\":\"%s\"}\n\n", r->index,
+			                 r->state);
 
 			if (!http__out(r, line, (size_t)n))
 				return false;
@@ -1132,7 +1191,7 @@ static bool http__emit(struct hreq *r)
 	r->text_len = 0;
 	if (!nw->done)
 		return true;
-	r->finished = true;
+	r->c_done = true;
 	if (r->op_on && strcmp(nw->finish, "error")) { /* what the parser held */
 		r->ev_ok = true;
 		if (op_finish(&r->op, http__op_chunk, r) || !r->ev_ok)
@@ -1155,8 +1214,35 @@ static bool http__emit(struct hreq *r)
 	                                 NULL, NULL))) {
 		return false;
 	}
+	return true;
+}
+
+/* Choice i of r (0: r itself). */
+static struct hreq *http__choice(struct hreq *r, uint32_t i)
+{
+	return i ? &r->more[i - 1] : r;
+}
+
+/* The request's usage: its prompt counted once (choice 0's, as its cached
+ * tokens: the other choices start from its prefill), the tokens of every
+ * choice summed. */
+static struct oai_usage http__usage(struct hreq *r)
+{
+	struct oai_usage u = {r->nw.prompt_tokens, 0, r->nw.cached};
+
+	for (uint32_t i = 0; i <= r->n_more; i++)
+		u.completion += http__choice(r, i)->nw.generated;
+	return u;
+}
+
+/* Every choice's last chunk written: the usage (when asked) and the end. */
+static bool http__end(struct hreq *r)
+{
+	r->finished = true;
+	if (r->ans)
+		return true; /* another API's closing events: http__wire_end */
 	if (r->q.include_usage) {
-		struct oai_usage u = {nw->prompt_tokens, nw->generated, nw->cached};
+		struct oai_usage u = http__usage(r);
 
 		if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, r->q.model, false,
 		                                   NULL, 0, NULL, &u, NULL)))
@@ -1169,27 +1255,46 @@ static bool http__emit(struct hreq *r)
  * nothing to write), 0 when there is no news, -1 when it cannot go on. */
 static int http__produce(struct hreq *r)
 {
+	bool took = false, done = true;
 	int rc;
 
-	if (r->first) { /* a chat's stream opens with the assistant's role */
+	if (r->first) { /* a chat's stream opens with the assistant's role, a choice each */
 		r->first = false;
 		if (r->api)
 			return http__wire_begin(r) ? 1 : -1;
-		if (r->q.kind == OAI_CHAT)
-			return http__event(r,
-			                   oai_chunk_json(OAI_CHAT, r->rid, r->created, r->q.model,
-			                                  true, "", 0, NULL, NULL, NULL))
-			           ? 1
-			           : -1;
+		if (r->q.kind == OAI_CHAT) {
+			for (uint32_t i = 0; i <= r->n_more; i++)
+				if (!http__event(http__choice(r, i),
+				                 oai_chunk_json(OAI_CHAT, r->rid, r->created,
+				                                r->q.model, true, "", 0, NULL, NULL,
+				                                NULL)))
+					return -1;
+			return 1;
+		}
 	}
-	if (!r->fresh) {
-		rc = door_local_read(r->h->door, r->dr, &r->ver, &r->from, &r->nw, &r->text,
-		                     &r->text_len);
-		if (rc <= 0)
-			return rc;
-		r->fresh = true;
+	/* the choices' news as it comes, interleaved (as OpenAI streams them) */
+	for (uint32_t i = 0; i <= r->n_more; i++) {
+		struct hreq *c = http__choice(r, i);
+
+		if (c->c_done)
+			continue;
+		if (!c->fresh) {
+			rc = door_local_read(r->h->door, c->dr, &c->ver, &c->from, &c->nw, &c->text,
+			                     &c->text_len);
+			if (rc < 0)
+				return rc;
+			c->fresh = rc > 0;
+		}
+		if (c->fresh) {
+			if (!http__emit(c))
+				return -1;
+			took = true;
+		}
+		done = done && c->c_done;
 	}
-	return http__emit(r) ? 1 : -1;
+	if (done)
+		return http__end(r) ? 1 : -1;
+	return took;
 }
 
 static ssize_t http__read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -1252,82 +1357,117 @@ static enum MHD_Result http__stream_start(struct hreq *r)
 
 /* ---- whole answers, and waiting for admission ------------------------------ */
 
+/* Choice c of a whole answer into *o: its text taken apart (a chat's) and
+ * its logprobs (*lps, the caller's to free). False when out of memory. */
+static bool http__whole_choice(struct hreq *c, struct oai_choice *o, struct oai_parts *parts,
+                               struct oai_lps **lps)
+{
+	*lps = NULL;
+	if (c->op_on &&
+	    (op_feed(&c->op, c->text ? c->text : "", c->text_len, http__op_collect, c) ||
+	     op_finish(&c->op, http__op_collect, c)))
+		return false;
+	if (!http__lps(c, c->from, lps))
+		return false;
+	*parts = (struct oai_parts){c->a_reason,      c->a_content, c->a_reason_len,
+	                            c->a_content_len, c->a_calls,   c->a_n_calls};
+	*o = (struct oai_choice){c->text ? c->text : "", c->text_len,
+	                         c->a_n_calls && !strcmp(http__finish(c->nw.finish), "stop")
+	                             ? "tool_calls"
+	                             : http__finish(c->nw.finish),
+	                         *lps, c->op_on ? parts : NULL};
+	return true;
+}
+
 static enum MHD_Result http__whole_answer(struct hreq *r)
 {
-	const struct door_news *nw = &r->nw;
-	struct oai_usage u = {nw->prompt_tokens, nw->generated, nw->cached};
+	uint32_t n = 1 + r->n_more, i;
+	struct oai_usage u = http__usage(r);
+	struct oai_choice ch[OAI_N_MAX];
+	struct oai_parts parts[OAI_N_MAX];
+	struct oai_lps *lps[OAI_N_MAX] = {0};
+	char *json = NULL;
 	struct oai_err e;
 
-	if (!strcmp(nw->finish, "error")) {
-		oai_errf(&e, 503, NULL, "generation_failed", "the request did not complete: %s",
-		         nw->message[0] ? nw->message : "the worker stopped");
-		return http__error(r, &e);
-	}
-	{
-		struct oai_lps *lps;
-		char *json = NULL;
+	for (i = 0; i < n; i++) {
+		const struct door_news *nw = &http__choice(r, i)->nw;
 
-		if ((r->api && !http__wire_begin(r)) ||
+		if (!strcmp(nw->finish, "error")) {
+			oai_errf(&e, 503, NULL, "generation_failed",
+			         "the request did not complete: %s",
+			         nw->message[0] ? nw->message : "the worker stopped");
+			return http__error(r, &e);
+		}
+	}
+	if (r->api) { /* another API's answer (one choice) */
+		if (!http__wire_begin(r) ||
 		    (r->op_on &&
 		     (op_feed(&r->op, r->text ? r->text : "", r->text_len, http__op_collect, r) ||
 		      op_finish(&r->op, http__op_collect, r))) ||
-		    (r->api && !http__wire_end(r))) {
+		    !http__wire_end(r)) {
 			oai_errf(&e, 500, NULL, NULL, "out of memory for the answer");
 			return http__error(r, &e);
 		}
-		if (r->api)
-			return http__json(r, MHD_HTTP_OK, r->api->ans_json(r->ans));
-		if (http__lps(r, r->from, &lps)) {
-			struct oai_parts parts = {r->a_reason,      r->a_content, r->a_reason_len,
-			                          r->a_content_len, r->a_calls,   r->a_n_calls};
-
-			json = oai_completion_json(r->q.kind, r->rid, (int64_t)time(NULL),
-			                           r->q.model, r->text ? r->text : "", r->text_len,
-			                           r->a_n_calls &&
-			                                   !strcmp(http__finish(nw->finish), "stop")
-			                               ? "tool_calls"
-			                               : http__finish(nw->finish),
-			                           &u, lps, r->op_on ? &parts : NULL);
-		}
-		oai_lps_free(lps);
-		return http__json(r, MHD_HTTP_OK, json);
+		return http__json(r, MHD_HTTP_OK, r->api->ans_json(r->ans));
 	}
+	for (i = 0; i < n; i++)
+		if (!http__whole_choice(http__choice(r, i), &ch[i], &parts[i], &lps[i]))
+			break;
+	if (i == n)
+		json =
+		    oai_choices_json(r->q.kind, r->rid, (int64_t)time(NULL), r->q.model, ch, n, &u);
+	for (i = 0; i < n; i++)
+		oai_lps_free(lps[i]);
+	if (!json) {
+		oai_errf(&e, 500, NULL, NULL, "out of memory for the answer");
+		return http__error(r, &e);
+	}
+	return http__json(r, MHD_HTTP_OK, json);
 }
 
 /* A submitted request: its admission, then (whole) its end. */
 static enum MHD_Result http__await(struct hreq *r)
 {
+	bool admitted = true, done = true;
 	struct oai_err e;
 
-	for (;;) {
-		int rc = door_local_read(r->h->door, r->dr, &r->ver, &r->from, &r->nw, &r->text,
-		                         &r->text_len);
+	for (uint32_t i = 0; i <= r->n_more; i++) {
+		struct hreq *c = http__choice(r, i);
 
-		if (rc < 0) {
-			oai_errf(&e, 500, NULL, NULL, "out of memory for the answer");
-			return http__error(r, &e);
-		}
-		if (!rc)
-			break;
-		if (r->nw.refused) {
-			http__refusal(r->nw.code, r->nw.message, r->q.kind, &e);
-			return http__error(r, &e);
-		}
-		if (r->st == HR_ADMIT && r->nw.admitted) {
-			/* a count: the prompt's tokens are known; the request is
-			 * cancelled when released */
-			if (r->route == R_MESSAGES_COUNT)
-				return http__json(r, MHD_HTTP_OK,
-				                  r->api->count_json(r->nw.prompt_tokens));
-			if (r->q.stream) {
-				r->fresh = true;
-				return http__stream_start(r);
+		for (;;) {
+			int rc = door_local_read(r->h->door, c->dr, &c->ver, &c->from, &c->nw,
+			                         &c->text, &c->text_len);
+
+			if (rc < 0) {
+				oai_errf(&e, 500, NULL, NULL, "out of memory for the answer");
+				return http__error(r, &e);
 			}
-			r->st = HR_WHOLE;
+			if (!rc)
+				break;
+			if (c->nw.refused) {
+				http__refusal(c->nw.code, c->nw.message, r->q.kind, &e);
+				return http__error(r, &e);
+			}
 		}
-		if (r->st == HR_WHOLE && r->nw.done)
-			return http__whole_answer(r);
+		admitted = admitted && (c->nw.admitted || c->nw.done);
+		done = done && c->nw.done;
 	}
+	/* every choice admitted: a stream starts (each choice's news so far
+	 * is its first to write), a whole answer waits for every end */
+	if (r->st == HR_ADMIT && admitted) {
+		/* a count: the prompt's tokens are known; the request is
+		 * cancelled when released */
+		if (r->route == R_MESSAGES_COUNT)
+			return http__json(r, MHD_HTTP_OK, r->api->count_json(r->nw.prompt_tokens));
+		if (r->q.stream) {
+			for (uint32_t i = 0; i <= r->n_more; i++)
+				http__choice(r, i)->fresh = true;
+			return http__stream_start(r);
+		}
+		r->st = HR_WHOLE;
+	}
+	if (r->st == HR_WHOLE && done)
+		return http__whole_answer(r);
 	if (http__reset(r))
 		return MHD_NO; /* nobody to answer: closed, and released at the door */
 	http__suspend(r, HTTP_WAIT_MS);
@@ -1571,6 +1711,10 @@ static enum MHD_Result http__post(struct hreq *r)
 	r->st = HR_ADMIT;
 	r->created = (int64_t)time(NULL);
 	http__rid(h, kind, r->rid, sizeof r->rid);
+	for (uint32_t i = 0; i < r->n_more; i++) {
+		r->more[i].created = r->created;
+		memcpy(r->more[i].rid, r->rid, sizeof r->rid);
+	}
 	return http__await(r);
 }
 
@@ -1665,6 +1809,26 @@ static enum MHD_Result http__handle(void *cls, struct MHD_Connection *con, const
 	return MHD_YES;
 }
 
+/* What a choice holds: its request at the door released (a request still
+ * running is cancelled there), its parser and parts freed. */
+static void http__choice_free(struct http *h, struct hreq *c)
+{
+	door_local_release(h->door, c->dr);
+	if (c->op_on)
+		op_free(&c->op);
+	free(c->op_tools);
+	free(c->a_reason);
+	free(c->a_content);
+	for (size_t i = 0; i < c->a_n_calls; i++) {
+		free(c->a_calls[i].name);
+		free(c->a_calls[i].args);
+	}
+	free(c->a_calls);
+	oai_lps_free(c->ev_lps);
+	free(c->text);
+	free(c->lpt);
+}
+
 /* A request ended (answered, or its connection closed): released at the
  * door (a request still running is cancelled there), its connection's next
  * request timed from now. */
@@ -1677,26 +1841,16 @@ static void http__done(void *cls, struct MHD_Connection *con, void **ptr,
 	(void)con, (void)why;
 	if (!r)
 		return;
-	door_local_release(h->door, r->dr);
 	http__phase(h, r->hc, HC_HEAD);
+	for (uint32_t i = 0; i < r->n_more; i++)
+		http__choice_free(h, &r->more[i]); /* their q is r's: freed once, below */
+	free(r->more);
+	http__choice_free(h, r);
 	oai_req_free(&r->q);
-	if (r->op_on)
-		op_free(&r->op);
 	if (r->ans)
 		r->api->ans_free(r->ans);
-	free(r->op_tools);
-	free(r->a_reason);
-	free(r->a_content);
-	for (size_t i = 0; i < r->a_n_calls; i++) {
-		free(r->a_calls[i].name);
-		free(r->a_calls[i].args);
-	}
-	free(r->a_calls);
-	oai_lps_free(r->ev_lps);
 	free(r->body);
-	free(r->text);
 	free(r->out);
-	free(r->lpt);
 	free(r);
 	*ptr = NULL;
 }

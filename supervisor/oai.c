@@ -238,11 +238,13 @@ static int oai__stream_options(struct oai__in *in, const char *k, json_t *v)
 
 static int oai__n(struct oai__in *in, const char *k, json_t *v)
 {
-	if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == 1))
+	if (json_is_null(v))
 		return 0;
-	oai_errf(in->err, 400, k, "unsupported_value",
-	         "'%s' asks for more than one choice; accepted: 1 (one choice a request)", k);
-	return -1;
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > (json_int_t)OAI_N_MAX)
+		return oai__bad(in, k, v, "an integer 1 to 16 (OAI_N_MAX choices)");
+	in->r->n = (uint32_t)json_integer_value(v);
+	return 0;
 }
 
 /* chat: logprobs true or false */
@@ -1030,6 +1032,7 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 	memset(out, 0, sizeof(*out));
 	out->kind = kind;
 	out->temperature = 1.0;
+	out->n = 1;
 	out->parallel_calls = true;
 	out->top_p = 1.0;
 	out->gen_prompt = true;
@@ -1352,22 +1355,62 @@ char *oai_completion_json(enum oai_kind kind, const char *id, int64_t created, c
                           const struct oai_usage *usage, const struct oai_lps *lps,
                           const struct oai_parts *parts)
 {
-	json_t *choice;
+	const struct oai_choice c = {text, len, finish_reason, lps, parts};
 
-	if (kind == OAI_CHAT && parts)
-		choice = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "message", oai__message(parts),
-		                   "logprobs", oai__lps(lps), "finish_reason", finish_reason);
-	else if (kind == OAI_CHAT)
-		choice = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role",
-		                   "assistant", "content", oai__text(text, len), "logprobs",
-		                   oai__lps(lps), "finish_reason", finish_reason);
-	else
-		choice = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", oai__text(text, len),
-		                   "logprobs", oai__lps(lps), "finish_reason", finish_reason);
-	return oai__dump(json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", id, "object",
+	return oai_choices_json(kind, id, created, model, &c, 1, usage);
+}
+
+char *oai_choices_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
+                       const struct oai_choice *ch, size_t n, const struct oai_usage *usage)
+{
+	json_t *choices = json_array();
+
+	for (size_t i = 0; choices && i < n; i++) {
+		const struct oai_choice *c = &ch[i];
+		json_t *choice;
+
+		if (kind == OAI_CHAT && c->parts)
+			choice = json_pack("{s:I,s:o,s:o,s:s}", "index", (json_int_t)i, "message",
+			                   oai__message(c->parts), "logprobs", oai__lps(c->lps),
+			                   "finish_reason", c->finish_reason);
+		else if (kind == OAI_CHAT)
+			choice = json_pack("{s:I,s:{s:s,s:o},s:o,s:s}", "index", (json_int_t)i,
+			                   "message", "role", "assistant", "content",
+			                   oai__text(c->text, c->len), "logprobs", oai__lps(c->lps),
+			                   "finish_reason", c->finish_reason);
+		else
+			choice = json_pack("{s:I,s:o,s:o,s:s}", "index", (json_int_t)i, "text",
+			                   oai__text(c->text, c->len), "logprobs", oai__lps(c->lps),
+			                   "finish_reason", c->finish_reason);
+		if (json_array_append_new(choices, choice)) {
+			json_decref(choices);
+			choices = NULL;
+		}
+	}
+	if (!choices)
+		return NULL;
+	return oai__dump(json_pack("{s:s,s:s,s:I,s:s,s:o,s:o}", "id", id, "object",
 	                           kind == OAI_CHAT ? "chat.completion" : "text_completion",
 	                           "created", (json_int_t)created, "model", model, "choices",
-	                           choice, "usage", oai__usage(usage)));
+	                           choices, "usage", oai__usage(usage)));
+}
+
+char *oai_chunk_at(char *json, uint32_t index)
+{
+	json_t *root, *c;
+	char *out;
+
+	if (!json || !index)
+		return json;
+	root = json_loads(json, 0, NULL);
+	free(json);
+	c = root ? json_array_get(json_object_get(root, "choices"), 0) : NULL;
+	if (c && json_object_set_new(c, "index", json_integer(index))) {
+		json_decref(root);
+		return NULL;
+	}
+	out = oai__dump(root); /* one with no choice (an error, usage) as it was */
+	return out;
 }
 
 char *oai_chunk_json(enum oai_kind kind, const char *id, int64_t created, const char *model,

@@ -17,7 +17,9 @@
  *   one such array), max_tokens and max_completion_tokens (1 to the
  *   limit), temperature (0 to 2), top_p (above 0, at most 1), top_k (0 to
  *   the vocabulary; 0 off), seed (any 64-bit integer), stop (a string or
- *   up to 4), stream, stream_options.include_usage, n (1), the extension
+ *   up to 4), stream, stream_options.include_usage, n (1 to OAI_N_MAX: that many
+ *   choices, choice i sampled with seed + i, the prompt prefilled once:
+ *   docs/adr/0059), the extension
  *   `ignis` {"class": "interactive" | "agent"} and, as llama.cpp's server
  *   takes it, chat_template_kwargs {"enable_thinking": bool}.
  *   logprobs (chat: true or false, with top_logprobs 0..20; completions: an
@@ -123,6 +125,14 @@ enum oai_tool_choice { OAI_TC_AUTO = 0, OAI_TC_NONE, OAI_TC_REQUIRED, OAI_TC_NAM
  * (the document follows oai_req.rf_schema) */
 enum oai_format { OAI_RF_TEXT = 0, OAI_RF_JSON_OBJECT, OAI_RF_JSON_SCHEMA };
 
+/* The most choices a request may ask for (`n`; OpenAI's bound is 128).
+ * Each choice is a sequence of its own in the worker (a lane, its KV pages
+ * past the shared prompt, a request slot of the front door's): 16 keeps one
+ * request from filling the lanes of a worker many times over while
+ * covering what clients ask for (best-of-n sampling, self-consistency
+ * votes); docs/adr/0059. */
+#define OAI_N_MAX 16u
+
 /* The most tools a request may offer, and calls an assistant message may
  * hold. */
 #define OAI_TOOLS_MAX 128u
@@ -163,6 +173,7 @@ struct oai_req {
 	double temperature;  /* 1 when not given, as OpenAI's default */
 	double top_p;        /* 1 when not given */
 	uint32_t top_k;      /* 0: off */
+	uint32_t n;          /* choices, 1..OAI_N_MAX (1 when not given) */
 	bool seed_set;
 	int64_t seed;
 	const char *stop[4];
@@ -268,6 +279,19 @@ char *oai_completion_json(enum oai_kind kind, const char *id, int64_t created, c
                           const struct oai_usage *usage, const struct oai_lps *lps,
                           const struct oai_parts *parts);
 
+/* One choice of a whole answer, as oai_completion_json takes it. */
+struct oai_choice {
+	const char *text;
+	size_t len;
+	const char *finish_reason;
+	const struct oai_lps *lps;
+	const struct oai_parts *parts;
+};
+/* A whole answer of n choices (`n` above 1), choice i at index i; usage
+ * the request's (completion tokens summed over the choices). */
+char *oai_choices_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
+                       const struct oai_choice *ch, size_t n, const struct oai_usage *usage);
+
 /* A chat stream's delta beside plain content: reasoning text, or a tool
  * call's start (index, id, name, empty arguments) or arguments fragment
  * (index and text), as OpenAI streams them. */
@@ -285,6 +309,10 @@ char *oai_delta_json(const char *id, int64_t created, const char *model, enum oa
 char *oai_chunk_json(enum oai_kind kind, const char *id, int64_t created, const char *model,
                      bool first, const char *text, size_t len, const char *finish_reason,
                      const struct oai_usage *usage, const struct oai_lps *lps);
+/* A chunk of choice `index` (`n` above 1): `json`, from oai_chunk_json or
+ * oai_delta_json, taken (freed or returned), with its choice's index set.
+ * NULL when json is NULL or there is no memory. */
+char *oai_chunk_at(char *json, uint32_t index);
 /* GET /v1/models: the model under each of its names[0..n), owned by
  * "ignis". */
 char *oai_models_json(const char *const *names, size_t n, int64_t created);

@@ -269,7 +269,9 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 		e->arrivals--;
 		return rc;
 	}
+	s->twin = 0;
 	engru__match(e, s);
+	engru__hold(e, s);
 	s->submit_us = clk_mono_us();
 	e->st.submitted++;
 	e->st.prompt_tokens += r->n_prompt;
@@ -283,7 +285,8 @@ static uint32_t eng__snapshot(struct eng *e)
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < e->n_slots; i++) {
-		if (!e->seqs[i].used || e->seqs[i].sch.phase == SCHED_DONE)
+		/* a held request (reuse.c: its twin's prefill first) is not planned */
+		if (!e->seqs[i].used || e->seqs[i].sch.phase == SCHED_DONE || e->seqs[i].twin)
 			continue;
 		e->snap[n] = e->seqs[i].sch;
 		e->snap[n].stay = e->seqs[i].stay_until > e->st.rounds;

@@ -273,7 +273,11 @@ int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct
                const struct eng_cfg *cfg, struct ig_errbuf *eb);
 void eng_destroy(struct eng *e);
 
-/* Check and queue a request. IG_E_INVAL naming the field (prompt empty, a
+/* Check and queue a request. With retained slots (checkpoints on), one whose
+ * prompt equals that of a live request still waiting or prefilling is held
+ * until that request's prompt ends, then starts from the checkpoint
+ * captured there: n requests of one prompt (OpenAI's `n`) prefill it once
+ * (docs/adr/0059); the tokens are those of each alone. IG_E_INVAL naming the field (prompt empty, a
  * token outside the vocabulary, sampling out of range), IG_E_REQ_CONTEXT
  * when the prompt leaves no room in the context for one token, IG_E_REQ_POOL
  * when its reservation is larger than the whole pool, IG_E_BUSY

@@ -81,6 +81,11 @@ struct eng_seq {
 	uint32_t ck_gen;    /* ... while that entry holds the same checkpoint */
 	uint32_t cached;    /* prompt tokens it took from a checkpoint */
 	bool ck_lost;       /* its claim went before admission (counted given up) */
+	/* Held (docs/adr/0059): the live request with the same prompt whose
+	 * prefill it waits for, to claim that prompt's checkpoint instead of
+	 * prefilling it again; 0 when not held. A held request is out of the
+	 * planner's view (no room, no lane) until reuse.c lets it go. */
+	uint64_t twin;
 	/* constrain.c's: its grammar (eng_req.grammar, NULL: none) and the
 	 * matcher over what it generated, from submit until it finishes. The
 	 * matcher is a function of the output alone and stays here while the
@@ -256,6 +261,11 @@ void engru__release(struct eng *e);
 bool engru__busy(const struct eng *e);
 /* At submit: the longest checkpoint its prompt begins with, counted on. */
 void engru__match(struct eng *e, struct eng_seq *s);
+/* At submit, after engru__match: a request whose prompt a live request
+ * still waiting or prefilling has too, with nothing retained to claim
+ * for the whole of it, is held for that request's checkpoint (s->twin)
+ * where one can be captured (slots, checkpoints on). */
+void engru__hold(struct eng *e, struct eng_seq *s);
 /* An admission with no checkpoint: counted as a miss (once). */
 void engru__admitted_whole(struct eng *e, const struct eng_seq *s);
 /* Before a round's plan: claims whose checkpoint went are dropped; a

@@ -32,6 +32,14 @@
  * or extended takes only what it shares with another (docs/adr/0037,
  * "Reuse off with slots named").
  *
+ * Twins (docs/adr/0059): a request submitted while another with the same
+ * prompt is still waiting or prefilling (OpenAI's n choices, or clients
+ * sending one prompt at once) is held out of the plan until that prompt
+ * ends, and is then matched again: it claims the checkpoint captured
+ * there, prefilling nothing, its first token from the kept logits. A host
+ * capture under way holds it until published. With no slots, or
+ * checkpoints off, nothing is held (nothing would be captured).
+ *
  * Giving up, when a capture finds no free slot or an admission lacks pages:
  * checkpoints before shared prefixes, agent before interactive, then the
  * least recently used; for a capture never one a waiting request counts on,
@@ -231,10 +239,33 @@ void engru__release(struct eng *e)
 	e->hst.cap = -1;
 }
 
+/* Does held request s wait still? Until its twin has its first token (its
+ * prompt's end, where the checkpoint is captured) or is gone, and while a
+ * host capture is under way (the twin's, most likely: claimable once
+ * published). */
+static bool engru__held(const struct eng *e, const struct eng_seq *s)
+{
+	const struct eng_seq *t = eng__find(e, s->twin);
+
+	if (!t || t->sch.phase == SCHED_DONE)
+		return false;
+	return !t->n_out || e->hst.cap >= 0;
+}
+
+static bool engru__twins_due(const struct eng *e)
+{
+	for (uint32_t k = 0; k < e->n_slots; k++)
+		if (e->seqs[k].used && e->seqs[k].twin && !engru__held(e, &e->seqs[k]))
+			return true;
+	return false;
+}
+
 bool engru__busy(const struct eng *e)
 {
 	const struct eng_host *h = &e->hst;
 
+	if (e->n_ck && engru__twins_due(e))
+		return true; /* a held request to let go: a round plans it */
 	return h->c && (h->waiting || h->n_drops || h->n_touch || h->cap >= 0);
 }
 
@@ -305,6 +336,46 @@ void engru__match(struct eng *e, struct eng_seq *s)
 	s->ck_gen = e->ck[best].gen;
 	s->sch.pages = s->pages_all - engru__shared(e, e->ck[best].n);
 	s->sch.prefilled = e->ck[best].n;
+}
+
+void engru__hold(struct eng *e, struct eng_seq *s)
+{
+	if (!e->n_ck || e->cfg.prefixes_only)
+		return; /* nothing would be captured at its twin's end */
+	if (s->ck >= 0 && e->ck[s->ck].n == s->n_prompt)
+		return; /* its whole prompt is retained already */
+	for (uint32_t k = 0; k < e->n_slots; k++) {
+		const struct eng_seq *t = &e->seqs[k];
+
+		if (t == s || !t->used || t->twin || t->n_out || t->sch.phase == SCHED_DONE ||
+		    t->n_prompt != s->n_prompt ||
+		    memcmp(t->prompt, s->prompt, (size_t)s->n_prompt * sizeof(uint32_t)))
+			continue;
+		s->twin = t->sch.id;
+		s->ck = -1; /* matched again when let go */
+		s->sch.split = 0;
+		s->sch.pages = s->pages_all;
+		s->sch.prefilled = 0;
+		return;
+	}
+}
+
+/* Held requests whose twin's prompt ended (or went) are let go: matched
+ * again, the twin's checkpoint the longest match when it was captured.
+ * One whose twin went before its prompt ended (cancelled), or whose
+ * checkpoint was not captured, prefills, and those let go after it are
+ * held for it in turn. */
+static void engru__let_go(struct eng *e)
+{
+	for (uint32_t k = 0; k < e->n_slots; k++) {
+		struct eng_seq *s = &e->seqs[k];
+
+		if (s->used && s->twin && !engru__held(e, s)) {
+			s->twin = 0;
+			engru__match(e, s);
+			engru__hold(e, s);
+		}
+	}
 }
 
 /* Does a waiting request count on checkpoint i? */
@@ -406,7 +477,7 @@ static void engru__rematch(struct eng *e)
 		struct eng_seq *s = &e->seqs[k];
 
 		if (s->used && s->sch.phase == SCHED_WAITING && s->ck < 0 && !s->n_out &&
-		    s->sch.prefilled == 0)
+		    s->sch.prefilled == 0 && !s->twin)
 			engru__match(e, s);
 	}
 }
@@ -418,6 +489,7 @@ void engru__before_plan(struct eng *e)
 	if (!e->n_ck)
 		return;
 	engru__host_turn(e);
+	engru__let_go(e);
 	engru__validate(e);
 	if (e->hst.rematch)
 		engru__rematch(e);
@@ -426,7 +498,8 @@ void engru__before_plan(struct eng *e)
 	for (uint32_t k = 0; k < e->n_slots; k++) {
 		struct eng_seq *s = &e->seqs[k];
 
-		if (s->used && (s->sch.phase == SCHED_WAITING || s->sch.phase == SCHED_MOVED) &&
+		if (s->used && !s->twin &&
+		    (s->sch.phase == SCHED_WAITING || s->sch.phase == SCHED_MOVED) &&
 		    (!first || sched_outranks(&s->sch, &first->sch)))
 			first = s;
 	}

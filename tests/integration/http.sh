@@ -143,6 +143,67 @@ want=$("$gen" --worker --runtime-dir "$rt" --prompt "Once upon" --max-tokens 24 
 grep -q '"usage"' "$work/sse2" && fail "usage sent without stream_options.include_usage"
 compl_want=$want
 
+step "n 3: choice i the request with n 1 and seed + i, whole and streamed; the prompt prefilled once"
+# a prompt no earlier request had: choice 0 prefills it, 1 and 2 claim its
+# checkpoint whole (docs/adr/0059)
+nreq() { # KIND SEED N STREAM: the body
+	local p='"prompt":"Three choices, one prompt, seeded"'
+	[[ $1 == chat ]] && p='"messages":[{"role":"user","content":"Three choices, one prompt"}]'
+	echo "{\"model\":\"qwen3-tiny\",$p,\"max_tokens\":16,\"temperature\":0.9,\"seed\":$2,\"n\":$3,\"stream\":$4,\"stream_options\":{\"include_usage\":$4}}" |
+		jq -c 'if .stream then . else del(.stream_options) end'
+}
+n_claims() { grep -c '"event":"ignis.reuse.claimed"' "$events"; }
+for kind in completions chat; do
+	path=/v1/completions field=.text
+	[[ $kind == chat ]] && path=/v1/chat/completions field=.message.content
+	before=$(n_claims)
+	got=$(post $path "$(nreq $kind 70 3 false)")
+	[[ $(status) == 200 ]] || fail "$kind n 3: $(status) $got"
+	wait_for 5 test $(($(n_claims) - before)) -ge 2 || fail "$kind n 3: $(($(n_claims) - before)) claims, not 2"
+	ptoks=$(jq .usage.prompt_tokens <<<"$got")
+	grep '"event":"ignis.reuse.claimed"' "$events" | tail -2 | jq -e --argjson n "$ptoks" '.tokens == $n' \
+		>/dev/null || fail "$kind n 3: a choice did not start from the whole prompt ($ptoks tokens)"
+	jq -e '(.choices | length) == 3 and ([.choices[].index] == [0, 1, 2])' <<<"$got" >/dev/null ||
+		fail "$kind n 3: not three choices indexed 0..2: $got"
+	sum=0
+	for i in 0 1 2; do
+		one=$(post $path "$(nreq $kind $((70 + i)) 1 false)")
+		[[ $(jq -c ".choices[0] | [$field, .finish_reason]" <<<"$one") == \
+			"$(jq -c ".choices[$i] | [$field, .finish_reason]" <<<"$got")" ]] ||
+			fail "$kind n 3: choice $i differs from the request with seed $((70 + i)):
+$(jq -c .choices[$i] <<<"$got")
+$(jq -c .choices[0] <<<"$one")"
+		sum=$((sum + $(jq .usage.completion_tokens <<<"$one")))
+	done
+	[[ $(jq -r "[.choices[]$field] | unique | length" <<<"$got") -gt 1 ]] ||
+		fail "$kind n 3: the seeds gave one text (the test would prove nothing)"
+	jq -e --argjson s "$sum" --argjson p "$ptoks" '.usage.completion_tokens == $s and
+		.usage.prompt_tokens == $p and .usage.total_tokens == $s + $p' <<<"$got" >/dev/null ||
+		fail "$kind n 3: usage is not the choices' sum ($sum) and the prompt once: $(jq -c .usage <<<"$got")"
+	# streamed: each chunk one choice's, by its index; each choice's text
+	# whole as above, a finish_reason each, the usage summed, [DONE] once
+	curl -sN "${J[@]}" "$http$path" -d "$(nreq $kind 70 3 true)" >"$work/nsse" || fail "n 3 stream"
+	[[ $(grep -c '^data: \[DONE\]' "$work/nsse") == 1 && $(grep '^data: ' "$work/nsse" | tail -1) == 'data: [DONE]' ]] ||
+		fail "$kind n 3 stream: not one [DONE] at the end"
+	grep '^data: {' "$work/nsse" | sed 's/^data: //' >"$work/nchunks"
+	delta=.text
+	[[ $kind == chat ]] && delta='.delta.content // ""'
+	for i in 0 1 2; do
+		[[ $(jq -rj --argjson i $i ".choices[] | select(.index == \$i) | $delta" "$work/nchunks") == \
+			"$(jq -rj ".choices[$i]$field" <<<"$got")" ]] ||
+			fail "$kind n 3 stream: choice $i's pieces differ from its whole text"
+		[[ $(jq -r --argjson i $i '.choices[] | select(.index == $i and .finish_reason != null) | .finish_reason' "$work/nchunks") == \
+			"$(jq -r ".choices[$i].finish_reason" <<<"$got")" ]] || fail "$kind n 3 stream: choice $i's finish"
+	done
+	jq -e -s --argjson s "$sum" 'all(.[]; (.choices | length) <= 1) and
+		(last.usage.completion_tokens == $s and (last.choices | length) == 0)' "$work/nchunks" \
+		>/dev/null || fail "$kind n 3 stream shape: $(cat "$work/nchunks")"
+	if [[ $kind == chat ]]; then
+		jq -e -s '[.[] | .choices[] | select(.delta.role == "assistant") | .index] | sort == [0, 1, 2]' \
+			"$work/nchunks" >/dev/null || fail "chat n 3 stream: not one role delta a choice"
+	fi
+done
+
 step "OpenAI's own client (the npm package openai, pinned in tests/oracle)"
 mod=${IGNIS_OPENAI_MODULE:-}
 if [[ -n $mod && -f $mod/package.json ]] && command -v node >/dev/null; then
@@ -210,7 +271,7 @@ check() { # check STATUS PARAM WORDS PATH BODY
 check 400 "" "not JSON" /v1/completions '{"model":'
 check 400 "frobnicate" "unknown field" /v1/completions '{"model":"qwen3-tiny","prompt":"a","frobnicate":1}'
 check 400 "temperature" "from 0 to 2" /v1/completions '{"model":"qwen3-tiny","prompt":"a","temperature":3}'
-check 400 "n" "accepted: 1" /v1/chat/completions '{"model":"qwen3-tiny","n":2,"messages":[{"role":"user","content":"a"}]}'
+check 400 "n" "an integer 1 to 16" /v1/chat/completions '{"model":"qwen3-tiny","n":17,"messages":[{"role":"user","content":"a"}]}'
 check 404 "model" "does not exist" /v1/completions '{"model":"gpt-4o","prompt":"a"}'
 check 404 "" "unknown path" /v1/embeddings '{"model":"qwen3-tiny","input":"a"}'
 check 413 "prompt" "context" /v1/completions "{\"model\":\"qwen3-tiny\",\"prompt\":\"$(head -c 2000 /dev/zero | tr '\0' a)\",\"max_tokens\":1}"

@@ -125,7 +125,26 @@ refused /v1/chat/completions "{\"model\":\"qwen3-tiny\",$u,\"top_logprobs\":3}" 
 	top_logprobs '"logprobs": true'
 refused /v1/completions '{"model":"qwen3-tiny","prompt":"a","logprobs":21}' logprobs "from 0 to 20"
 refused /v1/completions '{"model":"qwen3-tiny","prompt":"a","echo":true}' echo "log-probabilities"
-refused /v1/chat/completions "{\"model\":\"qwen3-tiny\",$u,\"logprobs\":true,\"n\":2}" n "accepted: 1"
+refused /v1/chat/completions "{\"model\":\"qwen3-tiny\",$u,\"logprobs\":true,\"n\":17}" n "an integer 1 to 16"
+
+step "n 2: each choice's logprobs those of the request with n 1 and seed + i, whole and streamed"
+for path in /v1/chat/completions /v1/completions; do
+	if [[ $path == /v1/completions ]]; then
+		b='"prompt":"tell me","logprobs":3' sel='[.logprobs.tokens, .logprobs.token_logprobs]'
+	else
+		b="$u,\"logprobs\":true,\"top_logprobs\":3" sel='[.logprobs.content[] | [.logprob, .bytes, [.top_logprobs[].logprob]]]'
+	fi
+	nb="{\"model\":\"qwen3-tiny\",$b,\"max_tokens\":12,\"temperature\":1.1"
+	got=$(post $path "$nb,\"seed\":21,\"n\":2}")
+	[[ $(status) == 200 ]] || fail "$path n 2 logprobs: $(status) $got"
+	for i in 0 1; do
+		one=$(post $path "$nb,\"seed\":$((21 + i))}")
+		[[ $(jq -c ".choices[$i] | $sel" <<<"$got") == "$(jq -c ".choices[0] | $sel" <<<"$one")" ]] ||
+			fail "$path n 2: choice $i's logprobs differ from seed $((21 + i)) alone"
+		[[ $(jq -c ".choices[$i] | $sel" <<<"$got") != '[[],[]]' && $(jq -c ".choices[$i] | $sel" <<<"$got") != '[]' ]] ||
+			fail "$path n 2: choice $i has no logprobs"
+	done
+done
 
 mod=${IGNIS_OPENAI_MODULE:-}
 if [[ -n $mod && -d $mod ]] && command -v node >/dev/null; then

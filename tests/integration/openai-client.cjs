@@ -84,10 +84,34 @@ async function main() {
       /from 0 to 2/.test(e.message),
   );
   await assert.rejects(
-    client.completions.create({ model, prompt: 'a', n: 2 }),
+    client.completions.create({ model, prompt: 'a', n: 17 }),
     (e) => e.status === 400 && e.param === 'n',
   );
   console.log('ok errors: NotFoundError, BadRequestError with their params');
+
+  // n choices (docs/adr/0059): choice i is the request with n 1 and seed + i
+  const nreq = { model, messages, max_tokens: 12, temperature: 0.9, seed: 40 };
+  const several = await client.chat.completions.create({ ...nreq, n: 3 });
+  assert.equal(several.choices.length, 3);
+  let sum = 0;
+  for (let i = 0; i < 3; i++) {
+    const one = await client.chat.completions.create({ ...nreq, seed: 40 + i });
+    const c = several.choices.find((x) => x.index === i);
+    assert.ok(c, `no choice with index ${i}`);
+    assert.equal(c.message.content, one.choices[0].message.content);
+    assert.equal(c.finish_reason, one.choices[0].finish_reason);
+    sum += one.usage.completion_tokens;
+  }
+  assert.equal(several.usage.completion_tokens, sum);
+  const lone = await client.chat.completions.create({ ...nreq, seed: 40 });
+  assert.equal(several.usage.prompt_tokens, lone.usage.prompt_tokens); // the prompt once
+  const texts = ['', '', ''];
+  const nstream = await client.chat.completions.create({ ...nreq, n: 3, stream: true });
+  for await (const chunk of nstream)
+    for (const c of chunk.choices) texts[c.index] += c.delta?.content || '';
+  for (let i = 0; i < 3; i++) assert.equal(texts[i], several.choices[i].message.content);
+  assert.ok(texts[0] !== texts[1] || texts[1] !== texts[2], 'the seeds gave one text');
+  console.log('ok n 3, whole and streamed: each choice its seed + i');
 }
 
 main().then(

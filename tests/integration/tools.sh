@@ -111,6 +111,35 @@ r_stream=$(jq -sj '[.[].choices[0].delta.reasoning_content // empty] | join("")'
 [[ $(jq -s -r '[.[].choices[0].finish_reason // empty] | last' <<<"$chunks") == \
 	"$(jq -r '.choices[0].finish_reason' <<<"$whole")" ]] || fail "finish differs"
 
+step "n 2 with a named tool_choice: a grammar a choice, each choice the request with seed + i"
+# (docs/adr/0059) each choice's call parsed apart, its arguments an object
+# of the schema's; whole and streamed alike, the deltas by choice index
+# (strings bounded, so that a call ends well within max_tokens)
+short='[{"type":"function","function":{"name":"get_weather","strict":true,"parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}}}]'
+forced=$(jq -c --argjson t "$short" '. + {tools: $t, max_tokens: 200, temperature: 1,
+	parallel_tool_calls: false, tool_choice: {type: "function", function: {name: "get_weather"}}}' <<<"$plain")
+calls='[.tool_calls[] | [.function.name, (.function.arguments | fromjson | keys)]]'
+nwhole=$(post /v1/chat/completions "$(jq -c '. + {seed: 9, n: 2}' <<<"$forced")")
+[[ $(status) == 200 ]] || fail "n 2 forced: $(status) $nwhole"
+for i in 0 1; do
+	one=$(post /v1/chat/completions "$(jq -c --argjson s $((9 + i)) '. + {seed: $s}' <<<"$forced")")
+	[[ $(jq -c ".choices[$i].message.tool_calls | map(.function)" <<<"$nwhole") == \
+		"$(jq -c '.choices[0].message.tool_calls | map(.function)' <<<"$one")" ]] ||
+		fail "n 2: choice $i's calls differ from seed $((9 + i)) alone: $nwhole vs $one"
+	[[ $(jq -c ".choices[$i].message | $calls" <<<"$nwhole") == '[["get_weather",["city"]]]' ]] ||
+		fail "n 2: choice $i's call is not get_weather with its schema's arguments: $nwhole"
+	[[ $(jq -r ".choices[$i].finish_reason" <<<"$nwhole") == tool_calls ]] ||
+		fail "n 2: choice $i's finish is not tool_calls: $nwhole"
+done
+[[ $(jq -r '[.choices[].message.tool_calls[].id] | unique | length' <<<"$nwhole") == 2 ]] ||
+	fail "n 2: the calls' ids are not apart: $nwhole"
+nchunks=$(stream /v1/chat/completions "$(jq -c '. + {seed: 9, n: 2, stream: true}' <<<"$forced")")
+for i in 0 1; do
+	[[ $(jq -sj --argjson i $i '[.[].choices[] | select(.index == $i) | .delta.tool_calls[]?.function.arguments // empty] | join("")' <<<"$nchunks") == \
+		"$(jq -j ".choices[$i].message.tool_calls[0].function.arguments" <<<"$nwhole")" ]] ||
+		fail "n 2 streamed: choice $i's arguments differ from the whole answer's"
+done
+
 step "bad tools, an answer to no call, a choice that cannot be: 400 naming the field"
 refuse() { # BODY PARAM WORDS
 	local got

@@ -201,7 +201,10 @@ static void test_refusals(void **state)
 	refuse(C, WITH("\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]"), 400, "stop", "invalid_value",
 	       "holds 5 strings; accepted: up to 4");
 	refuse(C, WITH("\"stop\":\"\""), 400, "stop", "invalid_value", "1 to 64 bytes");
-	refuse(C, WITH("\"n\":2"), 400, "n", "unsupported_value", "accepted: 1");
+	/* n: 1 to OAI_N_MAX choices (docs/adr/0059) */
+	refuse(C, WITH("\"n\":17"), 400, "n", "invalid_value", "an integer 1 to 16");
+	refuse(C, WITH("\"n\":0"), 400, "n", "invalid_value", "an integer 1 to 16");
+	refuse(C, WITH("\"n\":1.5"), 400, "n", "invalid_value", "an integer 1 to 16");
 	/* log-probabilities: the ranges named (docs/http.md) */
 	refuse(C, WITH("\"logprobs\":1"), 400, "logprobs", "invalid_value", "true or false");
 	refuse(C, WITH("\"logprobs\":true,\"top_logprobs\":21"), 400, "top_logprobs",
@@ -444,6 +447,50 @@ static void test_tools_taken(void **state)
 	assert_string_equal(r.rf_name, "w");
 	assert_non_null(r.rf_schema);
 	oai_req_free(&r);
+}
+
+/* n choices: taken up to OAI_N_MAX; a whole answer's choices indexed 0..n-1,
+ * each its own; a stream's chunk moved to its choice's index. */
+static void test_n_choices(void **state)
+{
+	const struct oai_choice ch[3] = {{"a", 1, "stop", NULL, NULL},
+	                                 {"bc", 2, "length", NULL, NULL},
+	                                 {"d", 1, "stop", NULL, NULL}};
+	struct oai_usage u = {5, 4, 0};
+	struct oai_req r;
+	json_t *j, *c;
+
+	(void)state;
+	take(OAI_CHAT,
+	     "{\"model\":\"m\",\"n\":16,\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", &r);
+	assert_int_equal(r.n, 16);
+	oai_req_free(&r);
+	take(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"x\"}", &r);
+	assert_int_equal(r.n, 1);
+	oai_req_free(&r);
+	j = load(oai_choices_json(OAI_CHAT, "chatcmpl-1", 1, "m", ch, 3, &u));
+	assert_int_equal(json_array_size(json_object_get(j, "choices")), 3);
+	for (size_t i = 0; i < 3; i++) {
+		c = json_array_get(json_object_get(j, "choices"), i);
+		assert_int_equal(json_integer_value(json_object_get(c, "index")), i);
+		assert_string_equal(str_at(json_object_get(c, "message"), "content"), ch[i].text);
+		assert_string_equal(str_at(c, "finish_reason"), ch[i].finish_reason);
+	}
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(j, "usage"), "completion_tokens")),
+	    4);
+	json_decref(j);
+	j = load(oai_chunk_at(
+	    oai_chunk_json(OAI_COMPLETION, "cmpl-1", 1, "m", false, "z", 1, NULL, NULL, NULL), 2));
+	c = json_array_get(json_object_get(j, "choices"), 0);
+	assert_int_equal(json_integer_value(json_object_get(c, "index")), 2);
+	assert_string_equal(str_at(c, "text"), "z");
+	json_decref(j);
+	/* a chunk with no choice (usage) is left as it was */
+	j = load(oai_chunk_at(
+	    oai_chunk_json(OAI_CHAT, "chatcmpl-1", 1, "m", false, NULL, 0, NULL, &u, NULL), 1));
+	assert_int_equal(json_array_size(json_object_get(j, "choices")), 0);
+	json_decref(j);
 }
 
 static void test_answers(void **state)
@@ -693,10 +740,11 @@ static void test_tokenize_answers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_chat_taken),     cmocka_unit_test(test_completion_taken),
-	    cmocka_unit_test(test_refusals),       cmocka_unit_test(test_too_large),
-	    cmocka_unit_test(test_tools_taken),    cmocka_unit_test(test_answers),
-	    cmocka_unit_test(test_tokenize_taken), cmocka_unit_test(test_tokenize_answers),
+	    cmocka_unit_test(test_chat_taken),       cmocka_unit_test(test_completion_taken),
+	    cmocka_unit_test(test_refusals),         cmocka_unit_test(test_too_large),
+	    cmocka_unit_test(test_tools_taken),      cmocka_unit_test(test_answers),
+	    cmocka_unit_test(test_n_choices),        cmocka_unit_test(test_tokenize_taken),
+	    cmocka_unit_test(test_tokenize_answers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

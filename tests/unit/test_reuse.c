@@ -16,6 +16,11 @@
  * with slots held loses none of them; an interactive checkpoint idle past
  * the TTL is given up as an agent's would be.
  *
+ * n choices (docs/adr/0059): n requests of one prompt submitted at once,
+ * seeds seed + i, each the tokens of itself alone, the prompt prefilled
+ * once where slots exist (the others held, then claiming its checkpoint),
+ * from device or host slots; with none each prefills.
+ *
  * Reuse off with slots named (ADR 0037): the slots hold shared prefixes
  * only, device or host; no prompt's end is retained, so a repeat takes only
  * the prefix it shares with another prompt; with no slots nothing is.
@@ -419,8 +424,10 @@ static void test_moe_exact(void **state)
 	reuse_exact("tiny-moe");
 }
 
-/* Requests submitted together: the second finds no checkpoint yet and runs
- * whole; the third, submitted after the first finished, claims it. */
+/* Requests submitted together: the second, the same prompt as the first,
+ * is held until the first's prompt ends and claims its checkpoint
+ * (docs/adr/0059); the third, submitted after the first finished, claims
+ * it too. */
 static void test_concurrent(void **state)
 {
 	struct family *f = malloc(sizeof(*f));
@@ -441,13 +448,130 @@ static void test_concurrent(void **state)
 	assert_int_equal(cached, 0);
 	assert_memory_equal(out, f->want[0], n * sizeof(uint32_t));
 	n = result(&b, id1, out, &cached);
-	assert_int_equal(cached, 0);
+	assert_int_equal(cached, 100);
 	assert_memory_equal(out, f->want[1], n * sizeof(uint32_t));
 	n = result(&b, id2, out, &cached);
 	assert_int_equal(cached, 100);
 	assert_memory_equal(out, f->want[2], n * sizeof(uint32_t));
 	bench_close(&b);
 	free(f);
+}
+
+/* ---- n choices (docs/adr/0059) ------------------------------------------ */
+
+#define NCH 4u
+
+/* n requests of one prompt submitted together, seeds seed + i (what the
+ * supervisor submits for OpenAI's `n`): each the tokens of the same
+ * request alone with its seed, and, where a checkpoint can be captured,
+ * the prompt prefilled once (prefill_tokens), the others held and started
+ * from its checkpoint (reused_tokens), their first tokens from its kept
+ * logits. With no slots each prefills: the same tokens, n prefills. */
+static void n_choices_in(const char *preset, uint32_t lanes, uint32_t chunk, uint32_t n_dev,
+                         uint32_t n_host, bool grammar_free_greedy)
+{
+	struct rq *q = calloc(NCH, sizeof(*q));
+	uint32_t want[NCH][MAXGEN], n_want[NCH], out[MAXGEN], n, cached;
+	uint64_t id[NCH], pre;
+	struct rng g = {77};
+	struct eng_stats st;
+	struct bench b;
+	bool slots = n_dev || n_host;
+
+	assert_non_null(q);
+	q[0].n = 100;
+	q[0].max_tokens = 10;
+	fill(&g, q[0].prompt, q[0].n);
+	for (uint32_t i = 0; i < NCH; i++) {
+		if (i)
+			q[i] = q[0];
+		q[i].smp = grammar_free_greedy ? (struct smp_params){0.0f, 0, 1.0f, 0}
+		                               : (struct smp_params){0.9f, 40, 0.95f, 1000 + i};
+		n_want[i] = alone(preset, &q[i], want[i]);
+	}
+	/* the seeds make them differ (else the test proves little) */
+	if (!grammar_free_greedy)
+		assert_true(memcmp(want[0], want[1], n_want[0] * 4) ||
+		            memcmp(want[1], want[2], n_want[1] * 4));
+	bench_open_host(&b, preset, 64, n_dev, n_host, 300, lanes, chunk);
+	eng_stats(b.e, &st);
+	pre = st.prefill_tokens;
+	for (uint32_t i = 0; i < NCH; i++)
+		id[i] = submit(&b, &q[i]);
+	drain(&b);
+	for (uint32_t i = 0; i < NCH; i++) {
+		n = result(&b, id[i], out, &cached);
+		if (n != n_want[i] || memcmp(out, want[i], n * sizeof(uint32_t)))
+			fail_msg("%s, %u lanes, chunk %u, %u+%u slots: choice %u differs from "
+			         "its request alone",
+			         preset, lanes, chunk, n_dev, n_host, i);
+		assert_int_equal(cached, slots && i ? q[0].n : 0);
+	}
+	eng_stats(b.e, &st);
+	if (slots) {
+		assert_int_equal(st.prefill_tokens - pre, q[0].n); /* one prefill */
+		assert_int_equal(st.reused_tokens, (NCH - 1) * q[0].n);
+		assert_int_equal(st.reuse_hits, NCH - 1);
+		assert_int_equal(b.log.captured, 1);
+	} else {
+		assert_int_equal(st.prefill_tokens - pre, NCH * q[0].n);
+		assert_int_equal(st.reused_tokens, 0);
+	}
+	bench_close(&b);
+	free(q);
+}
+
+/* The first of the n cancelled before it ran: the second prefills the
+ * prompt, the others hold for it and claim its checkpoint; each the tokens
+ * of itself alone. */
+static void test_n_choices_first_cancelled(void **state)
+{
+	struct rq *q = calloc(NCH, sizeof(*q));
+	uint32_t want[MAXGEN], out[MAXGEN], n, cached;
+	uint64_t id[NCH];
+	struct rng g = {78};
+	struct eng_stats st;
+	struct ig_errbuf eb;
+	struct bench b;
+
+	(void)state;
+	assert_non_null(q);
+	q[0].n = 90;
+	q[0].max_tokens = 8;
+	fill(&g, q[0].prompt, q[0].n);
+	for (uint32_t i = 0; i < NCH; i++) {
+		if (i)
+			q[i] = q[0];
+		q[i].smp = (struct smp_params){0.9f, 40, 0.95f, 500 + i};
+	}
+	bench_open(&b, "tiny-dense", 64, 2, 4, 16);
+	for (uint32_t i = 0; i < NCH; i++)
+		id[i] = submit(&b, &q[i]);
+	assert_int_equal(eng_cancel(b.e, id[0], &eb), IG_E_OK);
+	drain(&b);
+	for (uint32_t i = 1; i < NCH; i++) {
+		n = result(&b, id[i], out, &cached);
+		assert_int_equal(alone("tiny-dense", &q[i], want), n);
+		assert_memory_equal(out, want, n * sizeof(uint32_t));
+		assert_int_equal(cached, i > 1 ? q[0].n : 0);
+	}
+	eng_stats(b.e, &st);
+	assert_int_equal(st.prefill_tokens, q[0].n);
+	assert_int_equal(st.reused_tokens, (NCH - 2) * q[0].n);
+	bench_close(&b);
+	free(q);
+}
+
+static void test_n_choices(void **state)
+{
+	(void)state;
+	n_choices_in("tiny-dense", 4, 16, 2, 0, false);
+	n_choices_in("tiny-dense", 1, 7, 2, 0, false);
+	n_choices_in("tiny-dense", 4, 64, 0, 4, false); /* host slots: held until published */
+	n_choices_in("tiny-dense", 4, 16, 0, 0, false); /* no slots: each prefills */
+	n_choices_in("tiny-dense", 2, 16, 1, 0, true);
+	if (rig_runs("tiny-moe"))
+		n_choices_in("tiny-moe", 4, 16, 2, 0, false);
 }
 
 /* Two slots: an agent's checkpoint goes before an interactive one, then the
@@ -1061,6 +1185,8 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_off_prefixes_only),
 	    cmocka_unit_test(test_off_remembers_as_many_as_slots),
 	    cmocka_unit_test(test_stateless_host_slots),
+	    cmocka_unit_test(test_n_choices),
+	    cmocka_unit_test(test_n_choices_first_cancelled),
 	};
 	/* What fp8 and compact run (--kv-format: engrig.h's rig_args; the rows
 	 * reuse-fp8, reuse-compact), issue 28: the family from device
