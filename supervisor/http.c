@@ -54,10 +54,9 @@
 #include "anthropic.h"
 #include "common/clock.h"
 #include "frontdoor.h"
-#include "model/bpe.h"
 #include "model/chat.h"
 #include "constrain.h"
-#include "model/tokenizer.h"
+#include "tokenize.h"
 #include "outparse.h"
 #include "responses.h"
 #include "proto/msg.h"
@@ -183,7 +182,6 @@ struct http {
 	size_t nnames; /* 1 to KNOB_NAMES_MAX */
 	enum mdesc_tokenizer tokenizer;
 	const struct bpe *bpe; /* the caller's, for GPT2 */
-	uint8_t bytes[256];    /* byte b is bytes[b]: the byte tokenizer's pieces */
 	struct oai_limits lim;
 	bool has_template;
 	struct chat_template tmpl;
@@ -1482,21 +1480,7 @@ static enum MHD_Result http__await(struct hreq *r)
  * vocabulary. */
 static bool http__piece(const struct http *h, uint32_t id, struct oai_piece *p)
 {
-	const char *name;
-
-	*p = (struct oai_piece){NULL, 0};
-	if (h->tokenizer == MDESC_TOK_GPT2)
-		return bpe_piece(h->bpe, id, true, &p->bytes, &p->len);
-	if (id >= TOK_VOCAB)
-		return false;
-	if ((name = tok_special_name(id))) {
-		p->bytes = (const uint8_t *)name;
-		p->len = strlen(name);
-	} else { /* a byte: its own value (ids below 256 are bytes) */
-		p->bytes = &h->bytes[id];
-		p->len = 1;
-	}
-	return true;
+	return stok_piece(h->tokenizer, h->bpe, id, &p->bytes, &p->len);
 }
 
 /* The ids the worker runs for a prompt: the text rendered and spanned as a
@@ -1536,13 +1520,8 @@ static int http__encode(struct http *h, const struct oai_req *oq, bool add_speci
 	for (size_t i = 0; i < nsp; i++)
 		spans[i] = (struct chat_span){m->u.fd_submit.plain.v[2 * i],
 		                              m->u.fd_submit.plain.v[2 * i + 1]};
-	if (h->tokenizer == MDESC_TOK_GPT2)
-		rc = bpe_encode_spans(h->bpe, m->u.fd_submit.text.p, m->u.fd_submit.text.n,
-		                      BPE_PARSE_SPECIAL | (add_special ? BPE_ADD_SPECIAL : 0),
-		                      spans, nsp, *ids, m->u.fd_submit.text.n + 1, n, &eb);
-	else
-		rc = tok_encode_spans(m->u.fd_submit.text.p, m->u.fd_submit.text.n, 0, spans, nsp,
-		                      *ids, m->u.fd_submit.text.n + 1, n, &eb);
+	rc = stok_encode(h->tokenizer, h->bpe, m->u.fd_submit.text.p, m->u.fd_submit.text.n, spans,
+	                 nsp, add_special, *ids, m->u.fd_submit.text.n + 1, n, &eb);
 	if (rc) {
 		oai_errf(e, rc == IG_E_NOMEM ? 500 : 400, oq->prompt ? "prompt" : "messages",
 		         "invalid_value", "the tokenizer: %s", eb.msg);
@@ -1603,10 +1582,7 @@ static enum MHD_Result http__detokenize(struct hreq *r)
 			    &e, 400, "tokens", "invalid_value",
 			    "token %zu of 'tokens' is %u, not in the vocabulary; accepted: token "
 			    "ids from 0 to %u",
-			    i, oq->prompt_ids[i],
-			    (r->h->tokenizer == MDESC_TOK_GPT2 ? bpe_info(r->h->bpe)->n_tokens
-			                                       : TOK_VOCAB) -
-			        1);
+			    i, oq->prompt_ids[i], stok_vocab(r->h->tokenizer, r->h->bpe) - 1);
 			return http__error(r, &e);
 		}
 		if (len + p.len + 1 > cap) {
@@ -2133,8 +2109,6 @@ int http_open(struct http **out, const struct http_opts *o, struct ig_errbuf *eb
 	h->metrics_ctx = o->metrics_ctx;
 	h->tokenizer = o->tokenizer;
 	h->bpe = o->bpe;
-	for (unsigned b = 0; b < 256; b++)
-		h->bytes[b] = (uint8_t)b;
 	h->loopback = door_hostport_is_loopback(o->bind);
 	h->header_ms = o->header_timeout_ms;
 	h->body_ms = o->body_timeout_ms;

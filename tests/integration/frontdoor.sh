@@ -171,8 +171,8 @@ probe_is "83a17404a176${vh}a6726561736f6ea0" "code=IG_E_PROTO_UNEXPECTED" # shut
 probe_is "83a1742aa176${vh}a2696401" "code=IG_E_PROTO_MISSING_FIELD"     # fd_poll, id only
 probe_is "83a1742ca176${vh}a26964a178" "code=IG_E_PROTO_FIELD_TYPE"       # fd_cancel id "x"
 probe_is "83a17402a176${vh}a373657101" "type=pong"
-out=$("$probe" "$url" size 70000)
-grep -q "no-reply" <<<"$out" || fail "a 70000-byte message got a reply: $out"
+out=$("$probe" "$url" size 270000)
+grep -q "no-reply" <<<"$out" || fail "a 270000-byte message got a reply: $out"
 wait_for 15 serving || fail "the door stopped serving after hostile messages"
 grep -q '"ignis.proto.rejected".*client.sock' "$events" || fail "no rejected event"
 kill -0 "$sup_pid" || fail "the supervisor died"

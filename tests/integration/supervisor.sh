@@ -92,7 +92,7 @@ grep -q '"event":"ignis.proto.rejected"' "$events" || fail "no ignis.proto.rejec
 all_running || fail "not all running after malformed input: $(status_json)"
 
 step "an oversize message is dropped; the supervisor keeps serving"
-out=$("$probe" "$rt/supervisor.sock" size 200000)
+out=$("$probe" "$rt/supervisor.sock" size 300000)
 grep -q "no-reply" <<<"$out" || fail "oversize got a reply: $out"
 wait_for 15 all_running || fail "supervisor stopped answering after an oversize message"
 

@@ -5,6 +5,10 @@
 # client/ includes the tokenizer, calls its decoder or stop strings, or
 # guesses the byte-level tokenizer from the vocabulary or its ids (a token
 # below 256 taken for a byte, as the door's own stop strings once did).
+# One file is fenced apart: supervisor/tokenize.c reads the model's
+# tokenizer for /tokenize, /detokenize and count_tokens (docs/adr/0058),
+# never a generation's text; it may encode and name pieces, and it too may
+# not touch the stream decoder or stop strings.
 #   one-decoder.sh SOURCE_ROOT
 set -uo pipefail
 root=${1:?usage: one-decoder.sh SOURCE_ROOT}
@@ -13,6 +17,13 @@ cd "$root" || exit 1
 bad=0
 for f in supervisor/*.[ch] client/*.[ch]; do
 	[[ -f $f ]] || continue
+	if [[ $f == supervisor/tokenize.[ch] ]]; then
+		while IFS= read -r hit; do
+			echo "FAIL: $f:$hit: the supervisor's tokenizer encodes; it decodes no generation" >&2
+			bad=1
+		done < <(grep -nE '\btok_(stream|decode|text|stops)_?[a-z_]*\(|\bTOK_(STREAM_MAX_OUT|SKIP_SPECIAL)\b' "$f")
+		continue
+	fi
 	while IFS= read -r hit; do
 		echo "FAIL: $f:$hit: the front door and the clients decode nothing" >&2
 		bad=1
