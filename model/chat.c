@@ -624,12 +624,18 @@ static bool xml_value(struct sink *s, const json_t *v)
 	return ok;
 }
 
-/* Python's strip(): ASCII whitespace on both sides. */
+/* Python's strip() of ASCII whitespace (a NUL byte is no space, as
+ * strchr would take it). */
+static bool space(char c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
 static void trim(const char **p, size_t *n)
 {
-	while (*n && strchr(" \t\n\r\v\f", **p))
+	while (*n && space(**p))
 		(*p)++, (*n)--;
-	while (*n && strchr(" \t\n\r\v\f", (*p)[*n - 1]))
+	while (*n && space((*p)[*n - 1]))
 		(*n)--;
 }
 

@@ -27,7 +27,7 @@ templates=(Qwen3.5-4B.jinja Qwen3-Coder.jinja)
 # registry's integrity), and only the templates are taken out of the bundle.
 # Stamped by the version: a second run with the same pin does nothing.
 install_templates() {
-	local ver work tgz t
+	local ver tgz t
 	ver=$(sed -n 's/^ *"@node-llama-cpp\/linux-x64": "\([^"]*\)".*/\1/p' "$src/package.json")
 	[[ -n $ver ]] || { echo "install-oracle: no @node-llama-cpp/linux-x64 version in $src/package.json" >&2; return 1; }
 	if [[ -f $tdir/.version ]] && [[ $(cat "$tdir/.version") == "$ver" ]]; then
@@ -37,7 +37,7 @@ install_templates() {
 	command -v git >/dev/null || { echo "install-oracle: git is missing; it reads llama.cpp's source out of node-llama-cpp's bundle" >&2; return 1; }
 	work=$(mktemp -d)
 	# shellcheck disable=SC2064 # the folder is known now
-	trap "rm -rf '$work'; trap - RETURN" RETURN
+	trap "rm -rf '$work'" EXIT # on any exit, set -e's too
 	if ! timeout 300 npm pack "node-llama-cpp@$ver" --pack-destination "$work" --silent \
 		--fetch-timeout=60000 --fetch-retries=1 >/dev/null; then
 		echo "install-oracle: npm pack node-llama-cpp@$ver failed (the npm registry must be reachable)" >&2
