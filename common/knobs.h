@@ -375,6 +375,9 @@ struct knobs {
 	X("IGNIS_JINJA_MODULE",                                                                    \
 	  "test_chat: Hugging Face's Jinja engine (@huggingface/jinja, tools/install-oracle.sh)")  \
 	X("IGNIS_JINJA_RENDER", "test_chat: tests/unit/jinja-render.cjs, the engine's driver")     \
+	X("IGNIS_LLAMA_TEMPLATES",                                                                 \
+	  "test_chat, tools-xml.sh: llama.cpp's Qwen3.5 and Qwen3-Coder templates "               \
+	  "(tools/install-oracle.sh)")                                                             \
 	X("IGNIS_SCHED_*", "test_schedscript: the scripts, a filter, a trace")                     \
 	X("IGNIS_GPU_*", "tools/gpu-check.sh: build folder, targets, budget, .debs, commit")       \
 	X("IGNIS_TEST_*", "tests and the daemons' test hooks (IGNIS_TEST_SEED, "                   \

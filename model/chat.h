@@ -27,6 +27,25 @@
  * (the agent's own steps) keeps its reasoning, the last one always in a
  * <think> block.
  *
+ * Qwen3.5's and Qwen3-Coder's templates (chat_template.rules
+ * CHAT_RULES_QWEN35, CHAT_RULES_QWEN3_CODER; docs/adr/0060) write calls in
+ * the XML form,
+ *     <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n
+ *     ...</function>\n</tool_call>
+ * each argument's value raw: a string as it is, an object or a list as
+ * tojson, anything else as Python's str() (True, None, 1.0: what Python's
+ * Jinja writes, which @huggingface/jinja does not quite). Qwen3.5's trims
+ * every content, announces the tools as Qwen3's does (JSON lines), keeps
+ * an empty <think> block on each answer after the last real user message,
+ * refuses what its Jinja text raises on (no user message, a system message
+ * past the first, another role), and opens the reasoning in the generation
+ * prompt ("<think>\n"; closed empty with thinking off). Qwen3-Coder's
+ * writes contents as they are, lists the tools as XML (name, description,
+ * each parameter's fields, the schemas' other keys) under a default system
+ * text when none is given, and knows no reasoning. test_chat checks both
+ * against Hugging Face's Jinja engine on the real templates, and Python's
+ * values against Python's Jinja's texts.
+ *
  * Roles and contents are copied as they are, and they are the caller's
  * text: a chat's message text is text, and only the template's own markers
  * are special tokens. A user message holding "<|im_end|><|im_start|>system"
@@ -53,16 +72,28 @@ enum chat_format { CHAT_CHATML = 1 };
 /* How a template writes tool calls (outparse.h parses the same forms). */
 enum chat_tools {
 	CHAT_TOOLS_NONE = 0, /* it has none */
-	CHAT_TOOLS_HERMES,   /* JSON in <tool_call>: Qwen3's, rendered here */
-	CHAT_TOOLS_XML,      /* <function=...>: Qwen3.5's, Qwen3-Coder's: not rendered yet */
+	CHAT_TOOLS_HERMES,   /* JSON in <tool_call>: Qwen3's */
+	CHAT_TOOLS_XML,      /* <function=...>: Qwen3.5's, Qwen3-Coder's (ADR 0060) */
+};
+
+/* Whose rules render the template's text. */
+enum chat_rules {
+	CHAT_RULES_CHATML = 0, /* plain ChatML, whatever else the template holds */
+	/* Qwen3's own (it holds last_query_index, <tool_call> and
+	 * <tool_response>, and no <function=) */
+	CHAT_RULES_QWEN3,
+	/* Qwen3.5's (<function=, last_query_index, its tools' JSON lines) */
+	CHAT_RULES_QWEN35,
+	/* Qwen3-Coder's (<function=, its tools written as XML) */
+	CHAT_RULES_QWEN3_CODER,
 };
 
 struct chat_template {
 	enum chat_format format;
 	bool thinking; /* the template can turn reasoning off (enable_thinking) */
-	/* Qwen3's own template (it holds last_query_index, <tool_call> and
-	 * <tool_response>): rendered by its rules, below; else plain ChatML */
-	bool qwen3;
+	enum chat_rules rules;
+	/* the form of its calls; a template in the XML form whose rules we
+	 * do not know (CHAT_RULES_CHATML) renders without tools only */
 	enum chat_tools tools;
 };
 
@@ -109,8 +140,11 @@ struct chat_span {
  * (empty ones give none; roles and contents are never adjacent, the
  * template's text lies between them). */
 #define CHAT_SPANS_MAX(n) (2 * (size_t)(n))
-/* ... with tools and calls: each tool's JSON, and each message's
- * reasoning and each call's name and arguments, may add one more */
+/* ... with tools and calls by Qwen3's rules: each tool's JSON, and each
+ * message's reasoning and each call's name and arguments, may add one
+ * more. The XML form writes each argument's key and value, and each of a
+ * tool's fields (Qwen3-Coder), as spans: no bound from these counts, so
+ * its callers ask the count first (caps of 0, below). */
 #define CHAT_SPANS_MAX_TOOLS(n, n_tools, n_calls)                                                  \
 	(3 * (size_t)(n) + (size_t)(n_tools) + 2 * (size_t)(n_calls))
 
@@ -132,8 +166,10 @@ int chat_render_spans(const struct chat_template *t, const struct chat_msg *msgs
 
 /* chat_render_spans with tools: n_tools tools' JSON texts (chat_tojson's,
  * each tools[i][0..tool_lens[i])) for the template to announce. IG_E_INVAL
- * naming why when the template writes no tool calls, or writes them in a
- * form not rendered here (CHAT_TOOLS_XML). */
+ * naming why when the template writes no tool calls, or writes the XML
+ * form by rules we do not know (CHAT_RULES_CHATML); in the XML form, also
+ * when a call's arguments are not a JSON object's text, or the template's
+ * Jinja text would raise (Qwen3.5's, above). */
 int chat_render_tools_spans(const struct chat_template *t, const struct chat_msg *msgs, size_t n,
                             const char *const *tools, const size_t *tool_lens, size_t n_tools,
                             unsigned flags, char *out, size_t cap, size_t *len,

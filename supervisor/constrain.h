@@ -10,6 +10,17 @@
  *       <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>
  *     ARGS following the tool's `parameters` schema (any JSON object when
  *     it has none), calls one after another separated by a newline;
+ *   - tool calls in the XML form (Qwen3.5, Qwen3-Coder; docs/adr/0060):
+ *       <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n
+ *       ...</function>\n</tool_call>
+ *     the parameters in schema order, the required ones always, the others
+ *     optional (any keys with raw values when the tool has no properties);
+ *     each VALUE as outparse.c reads it back (op_value_of): a string's raw
+ *     text, without "</parameter>" or "</function>" (an enum's strings as
+ *     they are), any other type the JSON its schema allows. A parameter
+ *     that may be a string or another type, or a string bounded by a
+ *     pattern, format or length, is refused (its raw text would not read
+ *     back as written, or is not bounded here);
  *   - a thinking block first, where the template thinks and thinking is
  *     on: `<think>` (unless the prompt opened it), any text without
  *     `</think>`, then `</think>`; the constraint applies after it, so that

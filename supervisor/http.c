@@ -580,14 +580,12 @@ static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_
 
 		for (size_t i = 0; i < oq->n_messages; i++)
 			n_calls += oq->messages[i].n_calls;
-		spcap = CHAT_SPANS_MAX_TOOLS(oq->n_messages, oq->n_tools, n_calls);
 		if (n_calls && !(calls = calloc(n_calls, sizeof(*calls)))) {
 			oai_errf(e, 500, NULL, NULL, "out of memory");
 			return -1;
 		}
 	}
 	if ((oq->n_messages > 64 && !(m = calloc(oq->n_messages, sizeof(*m)))) ||
-	    (spcap > 128 && !(sp = calloc(spcap, sizeof(*sp)))) ||
 	    (oq->n_tools && (!(tools = calloc(oq->n_tools, sizeof(*tools))) ||
 	                     !(tool_lens = calloc(oq->n_tools, sizeof(*tool_lens)))))) {
 		rc = -1;
@@ -623,11 +621,18 @@ static int http__prompt(struct http *h, const struct oai_req *oq, struct msg_fd_
 	}
 	if (oq->thinking_set && !oq->thinking)
 		flags |= CHAT_NO_THINKING;
+	/* the sizes asked, the spans' count too: the XML form writes each
+	 * argument and each tool field as spans, more than the counts of
+	 * messages, tools and calls bound (a refusal leaves len 0) */
 	rc = chat_render_tools_spans(&h->tmpl, m, oq->n_messages, (const char *const *)tools,
-	                             tool_lens, oq->n_tools, flags, NULL, 0, &len, NULL, 0, NULL,
+	                             tool_lens, oq->n_tools, flags, NULL, 0, &len, NULL, 0, &spcap,
 	                             &eb);
 	if (rc && len)
-		rc = 0; /* the sizes asked (a refusal leaves len 0) */
+		rc = 0;
+	if (!rc && spcap > 128 && !(sp = calloc(spcap, sizeof(*sp))))
+		rc = -1;
+	else if (!rc && spcap <= 128)
+		spcap = 128;
 	if (!rc && !(*text = malloc(len + 1)))
 		rc = -1;
 	else if (!rc)

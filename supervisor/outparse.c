@@ -484,6 +484,13 @@ static int op__kinds(const json_t *s)
 	return k;
 }
 
+enum op_value op_value_of(const json_t *s)
+{
+	int k = op__kinds(s);
+
+	return !k || k == K_STR ? OP_VALUE_TEXT : (k & K_STR) ? OP_VALUE_MIXED : OP_VALUE_JSON;
+}
+
 /* The kinds parameter `key` of the call's tool takes; strings only when the
  * schema does not say (as the peers do). */
 static int op__param_kinds(const struct op *p, const char *key, size_t len)

@@ -133,7 +133,7 @@ struct op {
 	size_t open_len;
 	size_t open_ws;  /* whitespace held before a "<tool_call>" being read */
 	bool open_think; /* that "<tool_call>" came inside the thinking block */
-	bool drop_ws; /* content's leading whitespace goes (after </think>, a call) */
+	bool drop_ws;    /* content's leading whitespace goes (after </think>, a call) */
 	/* Hermes: the member being read (outparse.c's scan) */
 	struct {
 		int hs;       /* where in the object */
@@ -160,6 +160,15 @@ enum op_format op_format_of_template(const char *tmpl, bool *thinks);
 
 /* The tool of that name among o's, or NULL. */
 const struct op_tool *op_tool_find(const struct op_opts *o, const char *name, size_t len);
+
+/* How an XML call's value for a parameter whose schema is `s` is read:
+ * OP_VALUE_TEXT, the raw text as a string (the schema allows strings only,
+ * or says nothing); OP_VALUE_JSON, JSON text (it allows no string);
+ * OP_VALUE_MIXED, JSON when the text is JSON of a kind allowed other than
+ * a string, else the raw text as a string. The grammar of constrained XML
+ * calls (constrain.h) writes values the same way. */
+enum op_value { OP_VALUE_TEXT = 0, OP_VALUE_JSON, OP_VALUE_MIXED };
+enum op_value op_value_of(const struct json_t *s);
 
 void op_init(struct op *p, const struct op_opts *o);
 /* Parse the next `len` bytes. 0, the first nonzero answer of `emit`, or

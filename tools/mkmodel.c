@@ -485,12 +485,16 @@ static char *mk_read_template(const char *path)
 	}
 	fclose(f);
 	text[len] = '\0';
-	if (len && text[0] == '{') { /* a tokenizer_config.json */
+	if (len && text[0] == '{') {
+		/* a tokenizer_config.json; a Jinja text may begin with '{' too
+		 * ("{%- set ..."), and is no JSON */
 		json_t *j = json_loads(text, 0, NULL);
 		const char *t = json_string_value(json_object_get(j, "chat_template"));
 
-		free(text);
-		text = t ? strdup(t) : NULL;
+		if (j) {
+			free(text);
+			text = t ? strdup(t) : NULL;
+		}
 		json_decref(j);
 	}
 	if (!text || !*text) {

@@ -55,6 +55,32 @@ test_formats(void **state)
 	                 IG_E_INVAL);
 	assert_int_equal(chat_template_of("<|im_start|> enable_thinking", 28, &t, &eb), IG_E_OK);
 	assert_true(t.thinking);
+	assert_int_equal(t.rules, CHAT_RULES_CHATML);
+	/* the XML form: whose rules by what the text holds */
+	{
+		static const struct {
+			const char *text;
+			enum chat_rules rules;
+			enum chat_tools tools;
+		} rows[] = {
+		    {"<|im_start|><function=<parameter=", CHAT_RULES_CHATML, CHAT_TOOLS_XML},
+		    {"<|im_start|><function=<parameter=last_query_index<tool_response>You have "
+		     "access to the following functions:",
+		     CHAT_RULES_QWEN35, CHAT_TOOLS_XML},
+		    {"<|im_start|><function=<parameter=render_extra_keys<tool_response>You have "
+		     "access to the following tools:",
+		     CHAT_RULES_QWEN3_CODER, CHAT_TOOLS_XML},
+		    {"<|im_start|>last_query_index<tool_call><tool_response>", CHAT_RULES_QWEN3,
+		     CHAT_TOOLS_HERMES},
+		};
+
+		for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+			assert_int_equal(
+			    chat_template_of(rows[r].text, strlen(rows[r].text), &t, &eb), IG_E_OK);
+			assert_int_equal(t.rules, rows[r].rules);
+			assert_int_equal(t.tools, rows[r].tools);
+		}
+	}
 }
 
 static void test_render(void **state)
@@ -350,38 +376,46 @@ static const char *js(const json_t *o, const char *k, size_t *n)
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static void test_against_jinja(void **state)
+/* Each case of `cases` rendered by the template at tmpl_path (a
+ * tokenizer_config.json, or a .jinja file's text) in @huggingface/jinja
+ * and by ours, which must recognise it by `rules`. */
+static void jinja_table(const char *tmpl_path, const char *cases_text, enum chat_rules rules,
+                        const char *mod, const char *script)
 {
-	const char *cfg_path = getenv("IGNIS_QWEN3_TOKENIZER_CONFIG");
-	const char *mod = getenv("IGNIS_JINJA_MODULE"), *script = getenv("IGNIS_JINJA_RENDER");
 	char cases_path[] = "/tmp/ignis-chat-cases-XXXXXX", cmd[8192];
-	json_t *cases = json_loads(jinja_cases, 0, NULL), *cfg, *theirs, *c;
+	json_t *cases = json_loads(cases_text, 0, NULL), *cfg = NULL, *theirs, *c;
 	struct chat_template t;
 	struct ig_errbuf eb = {0};
 	const char *tmpl;
-	size_t ci;
-	FILE *f;
+	size_t ci, tlen = strlen(tmpl_path);
+	FILE *f = NULL;
 	int fd;
 
-	(void)state;
 	assert_non_null(cases);
-	if (!cfg_path || !mod || !script || access(cfg_path, R_OK) || access(mod, R_OK)) {
-		print_message("the oracle is not installed (IGNIS_QWEN3_TOKENIZER_CONFIG, "
-		              "IGNIS_JINJA_MODULE; tools/install-oracle.sh): skipped\n");
-		json_decref(cases);
-		skip();
+	if (tlen > 6 && !strcmp(tmpl_path + tlen - 6, ".jinja")) {
+		static char text[65536];
+		size_t n;
+
+		/* the template's text, held in a JSON string to free alike */
+		f = fopen(tmpl_path, "r");
+		assert_non_null(f);
+		n = fread(text, 1, sizeof text - 1, f);
+		fclose(f);
+		cfg = json_array();
+		json_array_append_new(cfg, json_stringn(text, n));
+		tmpl = json_string_value(json_array_get(cfg, 0));
+	} else {
+		cfg = json_load_file(tmpl_path, 0, NULL);
+		tmpl = json_string_value(json_object_get(cfg, "chat_template"));
 	}
-	cfg = json_load_file(cfg_path, 0, NULL);
-	tmpl = json_string_value(json_object_get(cfg, "chat_template"));
 	assert_non_null(tmpl);
 	assert_int_equal(chat_template_of(tmpl, strlen(tmpl), &t, &eb), IG_E_OK);
-	assert_true(t.qwen3);
-	assert_int_equal(t.tools, CHAT_TOOLS_HERMES);
+	assert_int_equal(t.rules, rules);
 	fd = mkstemp(cases_path);
 	assert_true(fd >= 0 && (f = fdopen(fd, "w")));
 	assert_int_equal(json_dumpf(cases, f, 0), 0);
 	fclose(f);
-	snprintf(cmd, sizeof cmd, "node '%s' '%s' '%s' '%s'", script, mod, cfg_path, cases_path);
+	snprintf(cmd, sizeof cmd, "node '%s' '%s' '%s' '%s'", script, mod, tmpl_path, cases_path);
 	f = popen(cmd, "r");
 	assert_non_null(f);
 	theirs = json_loadf(f, 0, NULL);
@@ -406,7 +440,8 @@ static void test_against_jinja(void **state)
 		                     : 0;
 
 		assert_true(n <= 16 && nt <= 8);
-		if (json_is_false(json_object_get(c, "enable_thinking")))
+		/* a template without enable_thinking ignores it */
+		if (json_is_false(json_object_get(c, "enable_thinking")) && t.thinking)
 			flags |= CHAT_NO_THINKING;
 		for (size_t i = 0; i < nt; i++) {
 			tj[i] = chat_tojson(json_array_get(tools, i));
@@ -436,12 +471,15 @@ static void test_against_jinja(void **state)
 		}
 		if (chat_render_tools_spans(&t, m, n, (const char *const *)tj, tl, nt, flags, ours,
 		                            sizeof ours, &len, sp, 128, &ns, &eb))
-			fail_msg("case %zu: %s", ci, eb.msg);
+			fail_msg("%s, case %zu: %s", tmpl_path, ci, eb.msg);
 		if (!want || strlen(want) != len || memcmp(want, ours, len))
-			fail_msg(
-			    "case %zu: ours (%zu bytes), then the Jinja engine's:\n%.*s\n---\n%s",
-			    ci, len, (int)len, ours, want ? want : "(none)");
-		assert_true(ns <= CHAT_SPANS_MAX_TOOLS(n, nt, n_calls));
+			fail_msg("%s, case %zu: ours (%zu bytes), then the Jinja "
+			         "engine's:\n%.*s\n---\n%s",
+			         tmpl_path, ci, len, (int)len, ours, want ? want : "(none)");
+		/* the XML form's arguments and tools are spans key by key:
+		 * no bound from the counts, the caller asks (chat.h) */
+		if (rules == CHAT_RULES_QWEN3)
+			assert_true(ns <= CHAT_SPANS_MAX_TOOLS(n, nt, n_calls));
 		for (size_t k = 0; k < ns; k++)
 			assert_true(sp[k].start < sp[k].end && sp[k].end <= len &&
 			            (!k || sp[k].start >= sp[k - 1].end));
@@ -451,6 +489,227 @@ static void test_against_jinja(void **state)
 	json_decref(theirs);
 	json_decref(cfg);
 	json_decref(cases);
+}
+
+static void test_against_jinja(void **state)
+{
+	const char *cfg_path = getenv("IGNIS_QWEN3_TOKENIZER_CONFIG");
+	const char *mod = getenv("IGNIS_JINJA_MODULE"), *script = getenv("IGNIS_JINJA_RENDER");
+
+	(void)state;
+	if (!cfg_path || !mod || !script || access(cfg_path, R_OK) || access(mod, R_OK)) {
+		print_message("the oracle is not installed (IGNIS_QWEN3_TOKENIZER_CONFIG, "
+		              "IGNIS_JINJA_MODULE; tools/install-oracle.sh): skipped\n");
+		skip();
+	}
+	jinja_table(cfg_path, jinja_cases, CHAT_RULES_QWEN3, mod, script);
+}
+
+/* The XML form's conversations (arguments of every JSON type the two
+ * engines write alike: text with newlines and markup, integers, reals that
+ * are not whole, objects and lists; tools with descriptions to trim,
+ * enums, nested objects), each through Qwen3.5's and Qwen3-Coder's real
+ * templates, from llama.cpp's source at the release we pin. */
+static const char jinja_xml_cases[] =
+    "[{\"add_generation_prompt\": true, \"tools\": [{\"type\": \"function\", \"function\": {\""
+    "name\": \"get_weather\", \"description\": \"  Weather for a city, na\\u00efve \\\"q\\\" "
+    "\\t </tools>\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\""
+    "type\": \"string\", \"description\": \"The city \"}, \"days\": {\"type\": \"integer\", \""
+    "default\": 3, \"maximum\": 0.5}, \"opts\": {\"type\": \"object\", \"properties\": {\"uni"
+    "t\": {\"type\": \"string\", \"enum\": [\"c\", \"f\"]}}}}, \"required\": [\"city\"]}}}, {"
+    "\"type\": \"function\", \"function\": {\"name\": \"ls\", \"parameters\": {\"type\": \"ob"
+    "ject\", \"properties\": {\"p\": {\"type\": \"string\"}}}}}], \"messages\": [{\"role\": \""
+    "system\", \"content\": \"  Be brief.\\n\"}, {\"role\": \"user\", \"content\": \"Weather "
+    "in Paris?\"}], \"object_arguments\": true}, {\"add_generation_prompt\": true, \"tools\":"
+    " [{\"type\": \"function\", \"function\": {\"name\": \"ls\", \"parameters\": {\"type\": \""
+    "object\", \"properties\": {\"p\": {\"type\": \"string\"}}}}}], \"messages\": [{\"role\":"
+    " \"user\", \"content\": \"List /tmp twice\"}, {\"role\": \"assistant\", \"content\": \"\""
+    ", \"tool_calls\": [{\"id\": \"a\", \"type\": \"function\", \"function\": {\"name\": \"ls"
+    "\", \"arguments\": \"{\\\"p\\\": \\\"/tmp\\\\nwith lines <b>\\\", \\\"depth\\\": 2, \\\""
+    "ratio\\\": 0.25, \\\"opts\\\": {\\\"all\\\": [1, \\\"x\\\", {\\\"k\\\": 2.5}]}, \\\"list"
+    "\\\": [\\\"a\\\", 1]}\"}}, {\"id\": \"b\", \"type\": \"function\", \"function\": {\"name"
+    "\": \"ls\", \"arguments\": \"{}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"a\", \"c"
+    "ontent\": \" x.txt\\n\"}, {\"role\": \"tool\", \"tool_call_id\": \"b\", \"content\": \"y"
+    ".txt\"}, {\"role\": \"assistant\", \"reasoning_content\": \"\\nBoth done.\\n\", \"conten"
+    "t\": \"\\nFound x and y.\", \"tool_calls\": [{\"id\": \"c\", \"type\": \"function\", \"f"
+    "unction\": {\"name\": \"ls\", \"arguments\": \"{\\\"p\\\": \\\"/\\\"}\"}}]}, {\"role\": "
+    "\"tool\", \"content\": \"z\"}], \"object_arguments\": true}, {\"add_generation_prompt\":"
+    " false, \"messages\": [{\"role\": \"user\", \"content\": \"one\"}, {\"role\": \"assistan"
+    "t\", \"content\": \"<think>\\nhmm\\n</think>\\n\\nAnswer one\"}, {\"role\": \"user\", \""
+    "content\": \"two\"}, {\"role\": \"assistant\", \"content\": \"Partial\"}], \"object_argu"
+    "ments\": true}, {\"add_generation_prompt\": true, \"enable_thinking\": false, \"tools\":"
+    " [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"messages\": [{\"role\": "
+    "\"system\", \"content\": \"S\"}, {\"role\": \"user\", \"content\": \"go\"}, {\"role\": \""
+    "assistant\", \"content\": \"Let me look.\", \"tool_calls\": [{\"id\": \"a\", \"type\": \""
+    "function\", \"function\": {\"name\": \"f\", \"arguments\": \"{\\\"k\\\": [1, 2]}\"}}]}, "
+    "{\"role\": \"user\", \"content\": \"<tool_response>\\nr\\n</tool_response>\"}, {\"role\""
+    ": \"assistant\", \"content\": \"<think>\\nok\\n</think>\\n\\nfine\"}], \"object_argument"
+    "s\": true}, {\"add_generation_prompt\": true, \"tools\": [{\"type\": \"function\", \"fun"
+    "ction\": {\"name\": \"get_weather\", \"description\": \"  Weather for a city, na\\u00efv"
+    "e \\\"q\\\" \\t </tools>\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\""
+    "city\": {\"type\": \"string\", \"description\": \"The city \"}, \"days\": {\"type\": \"i"
+    "nteger\", \"default\": 3, \"maximum\": 0.5}, \"opts\": {\"type\": \"object\", \"properti"
+    "es\": {\"unit\": {\"type\": \"string\", \"enum\": [\"c\", \"f\"]}}}}, \"required\": [\"c"
+    "ity\"]}}}], \"messages\": [{\"role\": \"user\", \"content\": \"  hi  \\n\"}], \"object_a"
+    "rguments\": true}, {\"add_generation_prompt\": true, \"messages\": [{\"role\": \"system\""
+    ", \"content\": \"\"}, {\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\""
+    ", \"content\": \"  \", \"tool_calls\": [{\"id\": \"a\", \"type\": \"function\", \"functi"
+    "on\": {\"name\": \"f\", \"arguments\": \"{\\\"s\\\": \\\"\\\"}\"}}]}, {\"role\": \"tool\""
+    ", \"content\": \"\"}, {\"role\": \"user\", \"content\": \"again\"}], \"object_arguments\""
+    ": true}]";
+
+static void test_against_jinja_xml(void **state)
+{
+	const char *dir = getenv("IGNIS_LLAMA_TEMPLATES");
+	const char *mod = getenv("IGNIS_JINJA_MODULE"), *script = getenv("IGNIS_JINJA_RENDER");
+	char q35[4096], coder[4096];
+
+	(void)state;
+	if (dir) {
+		snprintf(q35, sizeof q35, "%s/Qwen3.5-4B.jinja", dir);
+		snprintf(coder, sizeof coder, "%s/Qwen3-Coder.jinja", dir);
+	}
+	if (!dir || !mod || !script || access(q35, R_OK) || access(coder, R_OK) ||
+	    access(mod, R_OK)) {
+		print_message("the oracle is not installed (IGNIS_LLAMA_TEMPLATES, "
+		              "IGNIS_JINJA_MODULE; tools/install-oracle.sh): skipped\n");
+		skip();
+	}
+	jinja_table(q35, jinja_xml_cases, CHAT_RULES_QWEN35, mod, script);
+	jinja_table(coder, jinja_xml_cases, CHAT_RULES_QWEN3_CODER, mod, script);
+}
+
+/* ---- the XML form: what Python's Jinja writes, and refusals ------------------ */
+
+/* Values where @huggingface/jinja and Python's Jinja part (true, null, a
+ * whole real, a list of types, false in a schema): ours writes Python's,
+ * the engine the templates are written for (ADR 0060). The texts below are
+ * Python jinja2 3.1's rendering of the real templates (trim_blocks and
+ * lstrip_blocks on, as transformers renders them). */
+static const char want_q35_call[] =
+    "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n<to"
+    "ol_call>\n<function=f>\n<parameter=b>\nTrue\n</parameter>\n<parameter=n>\nNone\n"
+    "</parameter>\n<parameter=f>\n1.0\n</parameter>\n<parameter=e>\n1e+20\n</paramete"
+    "r>\n<parameter=s>\nit's\n</parameter>\n</function>\n</tool_call><|im_end|>\n";
+static const char want_q35_tool[] =
+    "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<t"
+    "ools>\n{\"type\": \"function\", \"function\": {\"name\": \"g\", \"parameters\": "
+    "{\"type\": \"object\", \"properties\": {\"x\": {\"type\": [\"string\", \"null\"]"
+    ", \"nullable\": false}}, \"additionalProperties\": false}, \"strict\": true}}\n<"
+    "/tools>\n\nIf you choose to call a function ONLY reply in the following format w"
+    "ith NO suffix:\n\n<tool_call>\n<function=example_function_name>\n<parameter=exam"
+    "ple_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_parameter_2>\nThis i"
+    "s the value for the second parameter\nthat can span\nmultiple lines\n</parameter"
+    ">\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST fo"
+    "llow the specified format: an inner <function=...></function> block must be nest"
+    "ed within <tool_call></tool_call> XML tags\n- Required parameters MUST be specif"
+    "ied\n- You may provide optional reasoning for your function call in natural lang"
+    "uage BEFORE the function call, but NOT after\n- If there is no function call ava"
+    "ilable, answer the question like normal with your current knowledge and do not t"
+    "ell the user about function calls\n</IMPORTANT><|im_end|>\n<|im_start|>user\nq<|"
+    "im_end|>\n<|im_start|>assistant\n<think>\n";
+static const char want_coder_call[] =
+    "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<tool_call>\n<function=f>\n"
+    "<parameter=b>\nTrue\n</parameter>\n<parameter=n>\nNone\n</parameter>\n<parameter"
+    "=f>\n1.0\n</parameter>\n<parameter=e>\n1e+20\n</parameter>\n<parameter=s>\nit's\n"
+    "</parameter>\n</function>\n</tool_call><|im_end|>\n";
+static const char want_coder_tool[] =
+    "<|im_start|>system\nYou are Qwen, a helpful AI assistant that can interact with "
+    "a computer to solve tasks.\n\n# Tools\n\nYou have access to the following tools:"
+    "\n\n<tools>\n<function>\n<name>g</name>\n<parameters>\n<parameter>\n<name>x</nam"
+    "e>\n<type>['string', 'null']</type>\n<nullable>False</nullable>\n</parameter>\n<"
+    "additionalProperties>False</additionalProperties>\n</parameters>\n<strict>True</"
+    "strict>\n</function>\n</tools>\n\nIf you choose to call a tool ONLY reply in the"
+    " following format with NO suffix:\n\n<tool_call>\n<function=example_function_nam"
+    "e>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n<parameter=example_p"
+    "arameter_2>\nvalue_2\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nRe"
+    "minder:\n- Function calls MUST follow the specified format: the tool calling blo"
+    "ck MUST begin with an opening <tool_call> tag and end with a closing </tool_call"
+    "> tag.\n- Required parameters MUST be specified\n- You may provide optional reas"
+    "oning for your function call in natural language BEFORE the function call, but N"
+    "OT after\n- If there is no function call available, answer the question like nor"
+    "mal with your current knowledge and do not tell the user about function calls\n<"
+    "/IMPORTANT><|im_end|>\n<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n";
+
+static void test_xml_python_values(void **state)
+{
+	static const char args[] = "{\"b\": true, \"n\": null, \"f\": 1.0, \"e\": 1e20, "
+	                           "\"s\": \"it's\"}";
+	static const char tool[] =
+	    "{\"type\": \"function\", \"function\": {\"name\": \"g\", \"parameters\": {\"type\": "
+	    "\"object\", \"properties\": {\"x\": {\"type\": [\"string\", \"null\"], "
+	    "\"nullable\": false}}, \"additionalProperties\": false}, \"strict\": true}}";
+	static const struct chat_template q35 = {CHAT_CHATML, true, CHAT_RULES_QWEN35,
+	                                         CHAT_TOOLS_XML},
+	                                  coder = {CHAT_CHATML, false, CHAT_RULES_QWEN3_CODER,
+	                                           CHAT_TOOLS_XML};
+	struct chat_call call = {"f", args, 1, strlen(args)};
+	struct chat_msg m[2] = {M("user", "q"), M("assistant", "")};
+	const char *tools[1] = {tool};
+	size_t tool_len = strlen(tool), len;
+	static const struct {
+		const struct chat_template *t;
+		size_t n, n_tools;
+		unsigned flags;
+		const char *want;
+	} rows[] = {
+	    {&q35, 2, 0, 0, want_q35_call},
+	    {&q35, 1, 1, CHAT_GENERATION_PROMPT, want_q35_tool},
+	    {&coder, 2, 0, 0, want_coder_call},
+	    {&coder, 1, 1, CHAT_GENERATION_PROMPT, want_coder_tool},
+	};
+	struct ig_errbuf eb = {0};
+	static char out[8192];
+
+	(void)state;
+	m[1].calls = &call;
+	m[1].n_calls = 1;
+	for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+		if (chat_render_tools_spans(rows[r].t, m, rows[r].n, tools, &tool_len,
+		                            rows[r].n_tools, rows[r].flags, out, sizeof out, &len,
+		                            NULL, 0, NULL, &eb))
+			fail_msg("row %zu: %s", r, eb.msg);
+		if (len != strlen(rows[r].want) || memcmp(out, rows[r].want, len))
+			fail_msg("row %zu:\n%.*s\n--- want\n%s", r, (int)len, out, rows[r].want);
+	}
+}
+
+/* What Qwen3.5's template raises on, refused by name; arguments that are
+ * no object; an XML template whose rules we do not know. */
+static void test_xml_refusals(void **state)
+{
+	const struct chat_template q35 = {CHAT_CHATML, true, CHAT_RULES_QWEN35, CHAT_TOOLS_XML},
+	                           other = {CHAT_CHATML, false, CHAT_RULES_CHATML, CHAT_TOOLS_XML};
+	struct chat_call bad = {"f", "[1]", 1, 3};
+	struct chat_msg late_sys[2] = {M("user", "q"), M("system", "s")},
+	                no_query[2] = {M("system", "s"),
+	                               M("user", " <tool_response>r</tool_response>\n")},
+	                odd_role[2] = {M("user", "q"), M("critic", "c")},
+	                call[2] = {M("user", "q"), M("assistant", "")};
+	const char *tool = "{}";
+	size_t tl = 2, len;
+	struct ig_errbuf eb = {0};
+	char out[4096];
+
+	(void)state;
+	call[1].calls = &bad;
+	call[1].n_calls = 1;
+	assert_int_equal(chat_render(&q35, late_sys, 2, 0, out, sizeof out, &len, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "messages[1]"));
+	assert_int_equal(len, 0);
+	assert_int_equal(chat_render(&q35, no_query, 2, 0, out, sizeof out, &len, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "needs a user message"));
+	assert_int_equal(chat_render(&q35, odd_role, 2, 0, out, sizeof out, &len, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "role 'critic'"));
+	assert_int_equal(chat_render(&q35, NULL, 0, 0, out, sizeof out, &len, &eb), IG_E_INVAL);
+	assert_int_equal(chat_render(&q35, call, 2, 0, out, sizeof out, &len, &eb), IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "arguments are not a JSON object"));
+	assert_int_equal(chat_render_tools_spans(&other, call, 1, &tool, &tl, 1, 0, out, sizeof out,
+	                                         &len, NULL, 0, NULL, &eb),
+	                 IG_E_INVAL);
+	assert_non_null(strstr(eb.msg, "not one whose rules Ignis renders"));
+	/* without tools it is plain ChatML */
+	assert_int_equal(chat_render(&other, call, 1, 0, out, sizeof out, &len, &eb), IG_E_OK);
 }
 
 /* chat_tojson writes what Python's json.dumps writes. */
@@ -485,9 +744,15 @@ static void test_tojson(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_formats),       cmocka_unit_test(test_render),
-	    cmocka_unit_test(test_spans),         cmocka_unit_test(test_spans_room),
-	    cmocka_unit_test(test_against_llama), cmocka_unit_test(test_against_jinja),
+	    cmocka_unit_test(test_formats),
+	    cmocka_unit_test(test_render),
+	    cmocka_unit_test(test_spans),
+	    cmocka_unit_test(test_spans_room),
+	    cmocka_unit_test(test_against_llama),
+	    cmocka_unit_test(test_against_jinja),
+	    cmocka_unit_test(test_against_jinja_xml),
+	    cmocka_unit_test(test_xml_python_values),
+	    cmocka_unit_test(test_xml_refusals),
 	    cmocka_unit_test(test_tojson),
 	};
 

@@ -239,10 +239,162 @@ static void test_refusals(void **state)
 	        "\"json_object\"}," TOOLS "," MSGS "}",
 	        &hermes, "response_format", "cannot be both");
 	refused("{\"model\":\"m\",\"tool_choice\":\"required\"," TOOLS "," MSGS "}",
-	        &(struct cst_in){OP_QWEN_XML, false, false}, "tool_choice", "Hermes form");
+	        &(struct cst_in){OP_PLAIN, false, false}, "tool_choice", "writes none");
 	refused("{\"model\":\"m\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{"
 	        "\"name\":\"w\",\"schema\":{\"$ref\":\"#\"}}}," MSGS "}",
 	        &hermes, "response_format", "");
+}
+
+/* ---- the XML form (docs/adr/0060) ------------------------------------------ */
+
+static const struct cst_in xml = {OP_QWEN_XML, false, false};
+
+#define XML_TOOLS                                                                                  \
+	"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":" \
+	"{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"days\":{\"type\":"  \
+	"\"integer\"},\"unit\":{\"enum\":[\"C\",\"F\"]},\"opts\":{\"type\":\"object\","            \
+	"\"properties\":{\"x\":{\"type\":\"boolean\"}},\"required\":[\"x\"],"                      \
+	"\"additionalProperties\":false}},\"required\":[\"city\"],\"additionalProperties\":"       \
+	"false}}},{\"type\":\"function\",\"function\":{\"name\":\"ls\"}}]"
+
+static const char xw_full[] =
+    "<tool_call>\n<function=get_weather>\n<parameter=city>\nNew York\n</para </function \"q\"\n"
+    "</parameter>\n<parameter=days>\n-2\n</parameter>\n<parameter=unit>\nF\n</parameter>\n"
+    "<parameter=opts>\n{\"x\": true}\n</parameter>\n</function>\n</tool_call>";
+static const char xw_args[] =
+    "{\"city\": \"New York\\n</para </function \\\"q\\\"\", \"days\": -2, \"unit\": \"F\", "
+    "\"opts\": {\"x\": true}}";
+static const char xw_min[] = "<tool_call>\n<function=get_weather>\n<parameter=city>\n\n"
+                             "</parameter>\n</function>\n</tool_call>";
+static const char xls[] = "<tool_call>\n<function=ls>\n<parameter=path>\n/tmp\n</parameter>\n"
+                          "</function>\n</tool_call>";
+
+struct collect {
+	char name[64], args[1024];
+	size_t args_len;
+	int calls;
+};
+
+static int collect_ev(void *ctx, const struct op_ev *ev)
+{
+	struct collect *c = ctx;
+
+	if (ev->kind == OP_CALL_BEGIN) {
+		c->calls++;
+		snprintf(c->name, sizeof c->name, "%.*s", (int)ev->len, ev->text);
+	} else if (ev->kind == OP_CALL_ARGS && c->args_len + ev->len < sizeof c->args) {
+		memcpy(c->args + c->args_len, ev->text, ev->len);
+		c->args_len += ev->len;
+		c->args[c->args_len] = '\0';
+	}
+	return 0;
+}
+
+/* What outparse.c reads from a call the grammar took: one call of `name`
+ * whose arguments equal the JSON `want` (and so are of the schema's
+ * types). */
+static void reads_back(const struct oai_req *r, const char *text, const char *name,
+                       const char *want)
+{
+	struct op_tool tools[4];
+	struct op_opts o = {
+	    .format = OP_QWEN_XML, .calls = true, .tools = tools, .n_tools = r->n_tools};
+	struct collect c = {0};
+	struct op p;
+	json_t *got, *w = json_loads(want, 0, NULL);
+
+	for (size_t i = 0; i < r->n_tools; i++)
+		tools[i] = (struct op_tool){r->tools[i].name, r->tools[i].params};
+	op_init(&p, &o);
+	/* a byte at a time, as tokens may cut it */
+	for (size_t i = 0; text[i]; i++)
+		assert_int_equal(op_feed(&p, text + i, 1, collect_ev, &c), 0);
+	assert_int_equal(op_finish(&p, collect_ev, &c), 0);
+	op_free(&p);
+	assert_int_equal(c.calls, 1);
+	assert_string_equal(c.name, name);
+	got = json_loads(c.args, 0, NULL);
+	if (!got || !w || !json_equal(got, w))
+		fail_msg("%s read back as %s, wanted %s", text, c.args, want);
+	json_decref(got);
+	json_decref(w);
+}
+
+static void test_xml(void **state)
+{
+	const char *trig;
+	struct grammar *g;
+	struct oai_req r;
+	struct oai_err e = {0};
+	const char body[] = "{\"model\":\"m\",\"tool_choice\":\"required\"," XML_TOOLS "," MSGS "}";
+	char two[1024];
+
+	(void)state;
+	g = build(body, &xml, &trig);
+	assert_string_equal(trig, "");
+	assert_true(takes(g, xw_full, true));
+	assert_true(takes(g, xw_min, true));
+	assert_true(takes(g, xls, true)); /* no schema: any keys, raw values */
+	snprintf(two, sizeof two, "%s\n%s", xw_min, xls);
+	assert_true(takes(g, two, true));
+	/* city is required; days is an integer; unit is C or F; a value
+	 * cannot end the parameter early or hold the function's end */
+	assert_false(takes(g, "<tool_call>\n<function=get_weather>\n<parameter=days>", false));
+	assert_false(takes(g,
+	                   "<tool_call>\n<function=get_weather>\n<parameter=city>\nx\n"
+	                   "</parameter>\n<parameter=days>\n1.5",
+	                   false));
+	assert_false(takes(g,
+	                   "<tool_call>\n<function=get_weather>\n<parameter=city>\nx\n"
+	                   "</parameter>\n<parameter=unit>\nK",
+	                   false));
+	assert_false(takes(
+	    g, "<tool_call>\n<function=get_weather>\n<parameter=city>\na</parameter>", false));
+	assert_false(
+	    takes(g, "<tool_call>\n<function=get_weather>\n<parameter=city>\na</function>", false));
+	assert_false(takes(g,
+	                   "<tool_call>\n<function=get_weather>\n<parameter=city>\n<</</paramete"
+	                   "</parameter>",
+	                   false)); /* a marker's start inside another's */
+	assert_true(takes(g,
+	                  "<tool_call>\n<function=get_weather>\n<parameter=city>\n<</</paramete"
+	                  "r </functio</f\n</parameter>\n</function>\n</tool_call>",
+	                  true));
+	assert_false(takes(g, "<tool_call>\n{\"name\": \"ls\"", false)); /* not Hermes */
+	grammar_destroy(g);
+	/* what the grammar takes reads back typed as the schema says */
+	assert_int_equal(oai_parse(OAI_CHAT, body, strlen(body), &lim, &r, &e), 0);
+	reads_back(&r, xw_full, "get_weather", xw_args);
+	reads_back(&r, xw_min, "get_weather", "{\"city\": \"\"}");
+	reads_back(&r, xls, "ls", "{\"path\": \"/tmp\"}");
+	oai_req_free(&r);
+	/* named, behind a thinking block the prompt opened */
+	g = build("{\"model\":\"m\",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+	          "\"ls\"}}," XML_TOOLS "," MSGS "}",
+	          &(struct cst_in){OP_QWEN_XML, true, true}, &trig);
+	snprintf(two, sizeof two, "hm</think>\n\n%s", xls);
+	assert_true(takes(g, two, true));
+	assert_false(takes(g, xls, true));
+	grammar_destroy(g);
+	/* strict under "auto": free until the trigger */
+	g = build(
+	    "{\"model\":\"m\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"ls\","
+	    "\"strict\":true,\"parameters\":{\"type\":\"object\",\"properties\":{\"path\":{"
+	    "\"type\":\"string\"}},\"required\":[\"path\"],\"additionalProperties\":false}}}]," MSGS
+	    "}",
+	    &xml, &trig);
+	assert_string_equal(trig, CST_TRIGGER);
+	assert_true(takes(g, xls + strlen(CST_TRIGGER), true));
+	grammar_destroy(g);
+	/* what cannot read back as written is refused by name */
+	refused("{\"model\":\"m\",\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
+	        "\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+	        "\"x\":{\"type\":[\"string\",\"null\"]}}}}}]," MSGS "}",
+	        &xml, "tools", "parameter 'x': a string or another type");
+	refused("{\"model\":\"m\",\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
+	        "\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+	        "\"x\":{\"type\":\"string\",\"maxLength\":3}}}}}]," MSGS "}",
+	        &xml, "tools", "length bounds");
 }
 
 int main(void)
@@ -250,7 +402,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_required),        cmocka_unit_test(test_thinking),
 	    cmocka_unit_test(test_response_format), cmocka_unit_test(test_strict_lazy),
-	    cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_refusals),        cmocka_unit_test(test_xml),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
