@@ -57,7 +57,7 @@ quick 5 "cannot connect" "$cli" --server "tcp://127.0.0.1:$port" status
 step "start a supervisor on the tiny model"
 model=$work/tiny.gguf
 "$build/tools/ignis-mkmodel" --preset tiny-dense -o "$model" --seed 7 2>/dev/null || fail "mkmodel"
-"$sup" start --runtime-dir "$rt" --model "$model" --model-max-context 512 >"$events" 2>&1 &
+"$sup" start --runtime-dir "$rt" --model "$model" --model-max-context 4096 >"$events" 2>&1 &
 sup_pid=$!
 wait_for 30 grep -q '"ignis.supervisor.started"' "$events" || fail "no start: $(tail -3 "$events")"
 "$cli" --runtime-dir "$rt" generate --prompt hello --max-tokens 4 >/dev/null || fail "generate"
@@ -113,12 +113,14 @@ out=$("$cli" --runtime-dir "$rt" status --json) || fail "status: $out"
 step "a client streaming ends on SIGINT and cancels its request"
 # The worker is held while the signal lands, the request live: the tiny
 # model can otherwise finish its tokens before the signal (it did on the
-# 2-core CI machine). A request that ended before it was held runs again.
+# 2-core CI machine, at 480 tokens, and again before it could be held:
+# 4,000 now, in a context of 4,096). A request that ended before it was
+# held runs again.
 wpid=$(grep '"ignis.supervisor.child_started".*"role":"gpu-worker"' "$events" | tail -1 | jq .child_pid)
 for try in 1 2 3; do
 	before=$("$cli" --runtime-dir "$rt" status --json | jq '.frontdoor.tokens')
 	env --default-signal=INT "$cli" --runtime-dir "$rt" generate --prompt "a long one" \
-		--max-tokens 480 >"$work/long" 2>"$work/long.err" &
+		--max-tokens 4000 >"$work/long" 2>"$work/long.err" &
 	pid=$!
 	wait_for 20 bash -c "'$cli' --runtime-dir '$rt' status --json | jq -e '.frontdoor.tokens > $before' >/dev/null" ||
 		fail "nothing streamed"
