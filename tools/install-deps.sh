@@ -11,12 +11,14 @@
 # its own already) and its unit is disabled after; nothing here depends on
 # that service. `systemd` brings systemd-analyze, which checks our units
 # (tests/integration/units.sh); nothing here starts or needs it as init.
+# `git` reads llama.cpp's source out of node-llama-cpp's bundle
+# (tools/install-oracle.sh: the Qwen3.5 and Qwen3-Coder templates).
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make pkg-config meson ninja-build cmake
       libnng-dev libmsgpack-dev liblmdb-dev libcyaml-dev libxxhash-dev libcmocka-dev
       libutf8proc-dev libjansson-dev libmicrohttpd-dev
-      jq procps curl prometheus systemd)
+      jq procps curl prometheus systemd git)
 if [[ "${1:-}" == "--fuzz" ]]; then
 	pkgs+=(clang libclang-rt-dev)
 fi
