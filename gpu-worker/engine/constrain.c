@@ -27,6 +27,7 @@ static int engcs__vocab(struct eng *e, struct ig_errbuf *eb)
 	e->eog = calloc(vocab, sizeof(uint32_t));
 	if (!toks || !e->mask || !e->eog) {
 		free(toks);
+		engcs__release(e); /* nothing half-built kept: the next request tries again */
 		return ig_errf(eb, IG_E_NOMEM, "no memory for a vocabulary of %u tokens", vocab);
 	}
 	for (uint32_t i = 0; i < vocab; i++) {
@@ -41,6 +42,8 @@ static int engcs__vocab(struct eng *e, struct ig_errbuf *eb)
 	e->n_eog = n_eog;
 	rc = gv_build(&e->gv, toks, vocab, eb);
 	free(toks);
+	if (rc)
+		engcs__release(e);
 	return rc;
 }
 
