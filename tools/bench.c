@@ -297,7 +297,7 @@ static void bench_model_lanes_g(struct mfile *f, uint32_t lanes, int threads, do
 	for (uint32_t i = 0; i < lanes; i++) {
 		struct eng_admission adm;
 		struct eng_req r = {prompt, PROMPT, GEN, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0},
-		                    NULL,   NULL,   0};
+		                    NULL,   NULL,   0, false};
 
 		if (gr) {
 			r.smp = (struct smp_params){gr->temperature, 0, 1.0f, 100 + i};
@@ -1643,7 +1643,7 @@ static int mv_side_open(struct mv_side *s, struct mfile *f, const struct mvd *k,
 		                    {0.0f, 0, 1.0f, 0},
 		                    NULL,
 		                    NULL,
-		                    0};
+		                    0, false};
 		struct eng_admission adm;
 
 		if (i < 3)
@@ -1669,7 +1669,7 @@ static int mv_side_round(struct mv_side *s, bool ask, struct ig_errbuf *eb)
 
 	if (ask) {
 		struct eng_req q = {askp, MV_ASK_PROMPT, 1, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0},
-		                    NULL, NULL,          0};
+		                    NULL, NULL,          0, false};
 		struct eng_admission adm;
 
 		mv_prompt(askp, MV_ASK_PROMPT, 2);
@@ -2089,7 +2089,7 @@ static double ru_run(struct mfile *f, const struct ru_req *q, uint32_t nq, enum 
 		goto fail;
 	for (uint32_t i = 0; i < nq; i++) {
 		struct eng_req r = {q[i].prompt,        q[i].n, 1,    SCHED_INTERACTIVE,
-		                    {0.0f, 0, 1.0f, 0}, NULL,   NULL, 0};
+		                    {0.0f, 0, 1.0f, 0}, NULL,   NULL, 0, false};
 		struct eng_admission adm;
 		struct eng_status st;
 		uint32_t tok, n = 0, ran;
@@ -2271,7 +2271,7 @@ static void xb_run(const char *path, int side, double *tok_s, double *hit)
 		goto fail;
 	for (uint32_t r = 0; r < 2; r++) {
 		struct eng_req q = {prompt[r],          64,   XB_GEN, SCHED_INTERACTIVE,
-		                    {0.0f, 0, 1.0f, 0}, NULL, NULL,   0};
+		                    {0.0f, 0, 1.0f, 0}, NULL, NULL,   0, false};
 		struct eng_admission adm;
 
 		for (uint32_t i = 0; i < 64; i++)

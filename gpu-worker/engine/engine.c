@@ -48,6 +48,8 @@ static void eng__forget(struct eng *e, struct eng_seq *s)
 	free(s->out);
 	free(s->lp);
 	free(s->lp_n);
+	free(s->plp);
+	free(s->plp_n);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -261,6 +263,7 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 	s->pages_all = pages;
 	s->cached = 0;
 	s->ck_lost = false;
+	s->echo = r->echo;
 	if (r->grammar && (rc = engcs__attach(e, s, r, eb)) != IG_E_OK) {
 		free(s->prompt);
 		free(s->out);
@@ -673,19 +676,27 @@ int eng_logprobs_ask(struct eng *e, uint64_t id, uint32_t top, struct ig_errbuf 
 		return ig_errf(eb, IG_E_INVAL,
 		               "request %llu: log-probabilities are asked before its first token",
 		               (unsigned long long)id);
-	/* the whole cap at once, as `out`: a round never allocates */
+	/* the whole cap at once, as `out`, and the prompt's with echo: a
+	 * round never allocates */
 	s->lp = malloc((size_t)s->cap * (1 + top) * sizeof(*s->lp));
 	s->lp_n = malloc(s->cap);
-	if (!s->lp || !s->lp_n) {
+	if (s->echo) {
+		s->plp = malloc((size_t)s->n_prompt * (1 + top) * sizeof(*s->plp));
+		s->plp_n = calloc(s->n_prompt, 1);
+	}
+	if (!s->lp || !s->lp_n || (s->echo && (!s->plp || !s->plp_n))) {
 		free(s->lp);
 		free(s->lp_n);
-		s->lp = NULL;
-		s->lp_n = NULL;
+		free(s->plp);
+		free(s->plp_n);
+		s->lp = s->plp = NULL;
+		s->lp_n = s->plp_n = NULL;
 		return ig_errf(eb, IG_E_NOMEM,
-		               "no memory for the log-probabilities of %u tokens (top %u)", s->cap,
-		               top);
+		               "no memory for the log-probabilities of %u tokens (top %u)",
+		               s->cap + (s->echo ? s->n_prompt : 0), top);
 	}
 	s->lp_k = top;
+	s->plp_ready = s->echo ? 1 : 0; /* position 0 has none */
 	return IG_E_OK;
 }
 
@@ -705,6 +716,49 @@ int eng_logprobs(const struct eng *e, uint64_t id, uint32_t i, double *lp, struc
 	g = s->lp + (size_t)i * (1 + s->lp_k);
 	*lp = g[0].lp;
 	*n = s->lp_n[i];
+	memcpy(top, g + 1, (size_t)*n * sizeof(*top));
+	return IG_E_OK;
+}
+
+int eng_prompt(const struct eng *e, uint64_t id, const uint32_t **tokens, uint32_t *n,
+               uint32_t *ready, struct ig_errbuf *eb)
+{
+	const struct eng_seq *s = eng__find(e, id);
+
+	*tokens = NULL;
+	*n = *ready = 0;
+	if (!s)
+		return ig_errf(eb, IG_E_NOTFOUND, "id: no request %llu", (unsigned long long)id);
+	*tokens = s->prompt;
+	*n = s->n_prompt;
+	*ready = s->plp ? s->plp_ready : 0;
+	return IG_E_OK;
+}
+
+int eng_prompt_logprobs(const struct eng *e, uint64_t id, uint32_t i, double *lp,
+                        struct smp_logprob *top, uint32_t *n, struct ig_errbuf *eb)
+{
+	const struct eng_seq *s = eng__find(e, id);
+	const struct smp_logprob *g;
+
+	*n = 0;
+	*lp = 0;
+	if (!s)
+		return ig_errf(eb, IG_E_NOTFOUND, "id: no request %llu", (unsigned long long)id);
+	if (!s->plp || i >= s->plp_ready)
+		return ig_errf(eb, IG_E_INVAL,
+		               "request %llu: no log-probabilities of prompt token %u (%s; %u of "
+		               "%u ready)",
+		               (unsigned long long)id, i,
+		               !s->echo  ? "submitted without echo"
+		               : !s->plp ? "not asked"
+		                         : "not prefilled yet",
+		               s->plp ? s->plp_ready : 0, s->n_prompt);
+	if (i == 0)
+		return IG_E_OK;
+	g = s->plp + (size_t)i * (1 + s->lp_k);
+	*lp = g[0].lp;
+	*n = s->plp_n[i];
 	memcpy(top, g + 1, (size_t)*n * sizeof(*top));
 	return IG_E_OK;
 }

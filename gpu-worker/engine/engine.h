@@ -178,7 +178,20 @@ struct eng_req {
 	struct grammar *grammar;
 	const void *trigger;
 	uint32_t trigger_len;
+	/* The prompt's log-probabilities too (docs/adr/0063; completions'
+	 * `echo` with `logprobs`): each prompt token's under the logits of the
+	 * tokens before it, for eng_prompt_logprobs once eng_logprobs_ask is
+	 * called. Its prompt is prefilled whole, never taken from a retained
+	 * checkpoint or another request's prefill, and each of its prefill
+	 * chunks takes a row of logits per token (a round holds at most
+	 * ENG_ECHO_ROWS such rows). */
+	bool echo;
 };
+
+/* Rows of logits a round gives the prefill chunks of echo requests, in
+ * all: what a chunk of theirs may hold (its logits buffer grows by this
+ * many vocabulary rows at the first such request). */
+#define ENG_ECHO_ROWS 64u
 
 /* What a submit answers. */
 struct eng_admission {
@@ -325,6 +338,26 @@ int eng_logprobs_ask(struct eng *e, uint64_t id, uint32_t top, struct ig_errbuf 
  * without logprobs or an `i` past its output (eb may be NULL). */
 int eng_logprobs(const struct eng *e, uint64_t id, uint32_t i, double *lp, struct smp_logprob *top,
                  uint32_t *n, struct ig_errbuf *eb);
+
+/* Request `id`'s prompt: *tokens its *n tokens (valid until the next
+ * eng_round, eng_submit or eng_cancel), and *ready how many of its
+ * positions have their log-probabilities (eng_prompt_logprobs; position 0
+ * has none and counts as ready): 0 for a request without echo, *n once
+ * its first token exists. IG_E_NOTFOUND for an unknown or forgotten id (eb
+ * may be NULL). */
+int eng_prompt(const struct eng *e, uint64_t id, const uint32_t **tokens, uint32_t *n,
+               uint32_t *ready, struct ig_errbuf *eb);
+
+/* The log-probabilities of prompt token `i` (below eng_prompt's *ready) of
+ * request `id`, submitted with echo and asked with eng_logprobs_ask: *lp
+ * the prompt token's under the logits after tokens [0, i), top[0..*n) the
+ * top list of those logits (smp_logprobs, as eng_logprobs). Position 0 has
+ * none: *n 0 and *lp 0, IG_E_OK. The same bits as eng_logprobs gives the
+ * same token generated after the same tokens, whatever the chunks, lanes
+ * or moves. IG_E_NOTFOUND for an unknown id, IG_E_INVAL for a request
+ * without echo or logprobs or an `i` not ready (eb may be NULL). */
+int eng_prompt_logprobs(const struct eng *e, uint64_t id, uint32_t i, double *lp,
+                        struct smp_logprob *top, uint32_t *n, struct ig_errbuf *eb);
 
 /* Stop a running request (its pages go back at once; its output so far is
  * kept, finish ENG_CANCELLED), or forget a finished one. IG_E_NOTFOUND for

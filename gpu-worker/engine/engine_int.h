@@ -55,6 +55,13 @@ struct eng_seq {
 	struct smp_logprob *lp;
 	uint8_t *lp_n;
 	uint32_t lp_k;
+	/* the prompt's (eng_req.echo; docs/adr/0063), position i's at
+	 * plp[i * (1 + lp_k)] as lp's, for positions [1, plp_ready): NULL
+	 * until eng_logprobs_ask */
+	bool echo;
+	struct smp_logprob *plp;
+	uint8_t *plp_n;
+	uint32_t plp_ready;
 	bool cap_cut; /* cap shortened to fit the context */
 	enum eng_finish finish;
 	uint64_t finished_at; /* finish order: the oldest is forgotten first */

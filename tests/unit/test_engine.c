@@ -133,7 +133,7 @@ static void run(struct rig *r, const struct req *q, const uint32_t *which, uint3
 		while (submitted < n_which && (v->stagger == 0 || guard % v->stagger == 0)) {
 			const struct req *rq = &q[which[submitted]];
 			struct eng_req er = {rq->prompt, rq->n_prompt, rq->max_tokens, rq->cls,
-			                     rq->smp,    NULL,         NULL,           0};
+			                     rq->smp,    NULL,         NULL,           0, false};
 			struct eng_admission adm;
 
 			if (eng_submit(e, &er, &adm, &eb))
@@ -377,7 +377,7 @@ static void test_refusals(void **state)
 	struct eng_stats st;
 	struct eng *e;
 	struct rig r;
-	struct eng_req ok = {prompt, 4, 8, SCHED_AGENT, {0.0f, 0, 1.0f, 0}, NULL, NULL, 0}, bad;
+	struct eng_req ok = {prompt, 4, 8, SCHED_AGENT, {0.0f, 0, 1.0f, 0}, NULL, NULL, 0, false}, bad;
 
 	(void)state;
 	rig_open(&r, "tiny-dense", 2);
@@ -464,7 +464,7 @@ static void test_cancel(void **state)
 	                      .max_requests = 4,
 	                      .eos = UINT32_MAX};
 	uint32_t prompt[20], full[40], part[40], n_full, n_part;
-	struct eng_req rq = {prompt, 20, 40, SCHED_INTERACTIVE, {0.7f, 0, 1.0f, 3}, NULL, NULL, 0};
+	struct eng_req rq = {prompt, 20, 40, SCHED_INTERACTIVE, {0.7f, 0, 1.0f, 3}, NULL, NULL, 0, false};
 	struct eng_admission adm;
 	struct eng_status st;
 	struct ig_errbuf eb;
@@ -562,7 +562,7 @@ static void test_stop_hook(void **state)
 	                      .on_token = stop_on_token,
 	                      .ctx = &h};
 	uint32_t prompt[12], full[30], other[30], got[30], n, ran;
-	struct eng_req rq = {prompt, 12, 30, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}, NULL, NULL, 0};
+	struct eng_req rq = {prompt, 12, 30, SCHED_INTERACTIVE, {0.0f, 0, 1.0f, 0}, NULL, NULL, 0, false};
 	struct eng_admission a1, a2, a3, a4;
 	struct eng_status st;
 	struct ig_errbuf eb;
@@ -712,7 +712,7 @@ static void gram_run(struct rig *r, const struct req *q, struct grammar *const *
 		while (submitted < n && (stagger == 0 || guard % stagger == 0)) {
 			uint32_t i = submitted;
 			struct eng_req er = {q[i].prompt, q[i].n_prompt, G_GEN,   q[i].cls,
-			                     q[i].smp,    g[i],          trig[i], tlen[i]};
+			                     q[i].smp,    g[i],          trig[i], tlen[i], false};
 			struct eng_admission adm;
 
 			if (eng_submit(e, &er, &adm, &eb))
@@ -845,7 +845,7 @@ static void test_grammar_exact(void **state)
 		                      .grammar_done = gram_done,
 		                      .ctx = &h};
 		struct eng_req er = {q[0].prompt, q[0].n_prompt, 8,    q[0].cls,
-		                     q[0].smp,    gs[0],         NULL, 0};
+		                     q[0].smp,    gs[0],         NULL, 0, false};
 		struct eng_admission adm;
 		struct eng_stats st;
 		struct eng *e;

@@ -126,7 +126,7 @@ static void run(enum how how, uint64_t sets, struct run_out *o)
 	/* three at once, the rest as lanes free: prefill chunks beside decode */
 	for (uint32_t i = 0; i < NREQ; i++) {
 		struct eng_req r = {reqs[i].prompt, reqs[i].n, MAXGEN, SCHED_INTERACTIVE,
-		                    reqs[i].smp,    NULL,      NULL,   0};
+		                    reqs[i].smp,    NULL,      NULL,   0, false};
 		struct eng_admission adm;
 
 		if (eng_submit(e, &r, &adm, &eb))

@@ -536,7 +536,7 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 			                     q[next].smp,
 			                     q[next].g,
 			                     NULL,
-			                     0};
+			                     0, false};
 			struct eng_admission adm;
 
 			if (eng_submit(e, &er, &adm, &eb))

@@ -192,7 +192,7 @@ static void bench_close(struct bench *b)
 
 static uint64_t submit(struct bench *b, const struct rq *q)
 {
-	struct eng_req er = {q->prompt, q->n, q->max_tokens, q->cls, q->smp, NULL, NULL, 0};
+	struct eng_req er = {q->prompt, q->n, q->max_tokens, q->cls, q->smp, NULL, NULL, 0, false};
 	struct eng_admission adm;
 	struct ig_errbuf eb;
 

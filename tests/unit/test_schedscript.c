@@ -957,7 +957,7 @@ static bool ss_all_done(const struct ss *s)
 
 static void ss_submit(struct ss *s, struct ss_req *r)
 {
-	struct eng_req er = {r->prompt, r->n_prompt, r->max, r->cls, r->smp, NULL, NULL, 0};
+	struct eng_req er = {r->prompt, r->n_prompt, r->max, r->cls, r->smp, NULL, NULL, 0, false};
 	struct ig_errbuf eb = {0};
 
 	if (eng_submit(s->e, &er, &r->adm, &eb))
@@ -1259,7 +1259,7 @@ static void ss_alone(struct ss *s, const struct ss_req *r, uint32_t want, uint32
 	                      .fmt = MDESC_KV_BF16,
 	                      .max_requests = 1,
 	                      .eos = UINT32_MAX};
-	struct eng_req er = {r->prompt, r->n_prompt, r->max, r->cls, r->smp, NULL, NULL, 0};
+	struct eng_req er = {r->prompt, r->n_prompt, r->max, r->cls, r->smp, NULL, NULL, 0, false};
 	struct ig_errbuf eb = {0};
 	struct eng_admission adm;
 	struct eng_status st = {0};
