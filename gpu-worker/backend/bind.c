@@ -148,6 +148,10 @@ int bind_check_steps(const struct mdesc *m, const struct be_step *steps, uint32_
 			               "a sequence reserved %u pages; %llu tokens need %llu",
 			               st->s->kv.n_pages, (unsigned long long)end,
 			               (unsigned long long)mdesc_pages_for(end));
+		if (st->tail_logits > st->n_tok)
+			return ig_errf(eb, IG_E_INVAL,
+			               "step %u asks the logits of %u tokens of its %u", i,
+			               st->tail_logits, st->n_tok);
 		for (uint32_t t = 0; t < st->n_tok; t++)
 			if (st->tokens[t] >= m->vocab)
 				return ig_errf(eb, IG_E_INVAL,
@@ -183,12 +187,18 @@ uint32_t bind_pass(struct bind *bd, const struct be_step *steps, uint32_t n_step
 		const struct be_step *st = &steps[*i];
 		uint32_t left = st->n_tok - *off;
 		uint32_t take = left < bd->pass_tokens - toks ? left : bd->pass_tokens - toks;
-		bool last = take == left;
+		/* its first token with a row, and the rows this pass has left */
+		uint32_t first = st->n_tok - st->tail_logits > *off ? st->n_tok - st->tail_logits : *off;
+		uint32_t room = bd->logit_rows - *rows, piece;
+		bool last;
 
-		bd->pass[n++] =
-		    (struct be_step){st->s, st->tokens + *off, take, last && st->want_logits};
+		if (first + room < *off + take)
+			take = first + room - *off; /* >= 1: first >= *off, room >= 1 */
+		piece = *off + take > first ? *off + take - first : 0;
+		last = take == left;
+		bd->pass[n++] = (struct be_step){st->s, st->tokens + *off, take, piece};
 		toks += take;
-		*rows += last && st->want_logits;
+		*rows += piece;
 		if (!last) {
 			*off += take;
 			break; /* the pass is full */

@@ -89,8 +89,9 @@ int bind_check_round(const struct bind *bd, const struct be_step *steps, uint32_
                      uint64_t context, struct ig_errbuf *eb);
 
 /* The next pass of a round from step *i, token *off on: at most
- * pass_tokens tokens and logit_rows steps that want logits; a step cut by
- * the pass's end goes on in the next, the logits only with its last piece.
+ * pass_tokens tokens and logit_rows rows of logits; a step cut by the
+ * pass's end (its tokens, or its rows: be_step.tail_logits) goes on in the
+ * next, each piece with the rows of its own tokens.
  * Returns the pass's steps (in bd->pass) and its rows of logits in *rows. */
 uint32_t bind_pass(struct bind *bd, const struct be_step *steps, uint32_t n_steps, uint32_t *i,
                    uint32_t *off, uint32_t *rows);

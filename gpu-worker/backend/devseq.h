@@ -43,7 +43,10 @@ struct be_step {
 	struct be_seq *s;
 	const uint32_t *tokens; /* host memory */
 	uint32_t n_tok;         /* >= 1 */
-	bool want_logits;       /* the logits of its last token (a prompt's end, a decode) */
+	/* Rows of logits it gives: those of its last tail_logits tokens, in
+	 * order (0..n_tok: 1 for a prompt's end or a decode, n_tok for every
+	 * position of a prompt whose log-probabilities are asked, 0 for none) */
+	uint32_t tail_logits;
 };
 
 #endif

@@ -117,6 +117,7 @@ int eng_create(struct eng **out, struct be *be, const struct be_model *d, struct
 	e->steps = calloc(e->max_steps, sizeof(*e->steps));
 	e->step_slot = calloc(e->max_steps, sizeof(*e->step_slot));
 	e->logits = calloc((size_t)e->max_steps * d->m->vocab, sizeof(float));
+	e->logit_rows = e->max_steps;
 	e->smp_scratch = malloc(smp_scratch_bytes(d->m->vocab));
 	if (!e->seqs || !e->snap || !e->snap_slot || !e->order || !e->r.admit || !e->r.grant ||
 	    !e->r.decode || !e->r.prefill || !e->steps || !e->step_slot || !e->logits ||
@@ -189,6 +190,26 @@ static struct eng_seq *eng__slot(struct eng *e)
 	return oldest;
 }
 
+/* Room for the rows of logits echo requests' chunks take (ENG_ECHO_ROWS
+ * in a round), made at the first one's submit: a round never allocates. */
+static int eng__echo_rows(struct eng *e, struct ig_errbuf *eb)
+{
+	size_t vocab = e->d->m->vocab;
+	uint32_t want = e->max_steps + ENG_ECHO_ROWS;
+	float *p;
+
+	if (e->logit_rows >= want)
+		return IG_E_OK;
+	p = realloc(e->logits, (size_t)want * vocab * sizeof(float));
+	if (!p)
+		return ig_errf(eb, IG_E_NOMEM,
+		               "echo: no memory for %u rows of logits (%zu MiB) beside the round's",
+		               ENG_ECHO_ROWS, (size_t)ENG_ECHO_ROWS * vocab * sizeof(float) >> 20);
+	e->logits = p;
+	e->logit_rows = want;
+	return IG_E_OK;
+}
+
 int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out,
                struct ig_errbuf *eb)
 {
@@ -216,6 +237,8 @@ int eng_submit(struct eng *e, const struct eng_req *r, struct eng_admission *out
 		               (int)r->cls);
 	rc = smp_params_check(&r->smp, m->vocab, eb);
 	if (rc)
+		return rc;
+	if (r->echo && (rc = eng__echo_rows(e, eb)) != IG_E_OK)
 		return rc;
 	if (r->n_prompt + cap > e->cfg.context) {
 		cap = e->cfg.context - r->n_prompt;
@@ -305,6 +328,7 @@ static uint32_t eng__plan(struct eng *e, uint32_t n)
 	const struct sched_cfg cfg = {.lanes = e->cfg.lanes,
 	                              .slots = e->cfg.slots ? e->cfg.slots : e->cfg.lanes,
 	                              .chunk = e->cfg.chunk,
+	                              .rows = ENG_ECHO_ROWS,
 	                              .moves = e->mv != NULL};
 
 	return sched_plan(&cfg, e->snap, n, e->kv->n_free, e->order, &e->r);
@@ -375,6 +399,34 @@ static void eng__emit(struct eng *e, struct eng_seq *s, const float *logits)
 		eng__finish(e, s, ENG_EOS);
 	else if (s->n_out >= s->cap)
 		eng__finish(e, s, s->cap_cut ? ENG_CONTEXT : ENG_LENGTH);
+}
+
+/* The prompt's log-probabilities an echo chunk's rows give (docs/adr/0063):
+ * the chunk fed positions [from, from + n), its row j the logits after
+ * position from + j, so the distribution of position from + j + 1. Each
+ * position is computed once, in order (a replay's rows for positions done
+ * are passed over); the row of the prompt's end is its first token's. */
+static void eng__prompt_lps(struct eng *e, struct eng_seq *s, uint32_t from,
+                            const struct be_step *st, const float *rows)
+{
+	uint32_t vocab = e->d->m->vocab;
+
+	for (uint32_t j = 0; j < st->tail_logits; j++) {
+		uint32_t p = from + (st->n_tok - st->tail_logits) + j + 1;
+		struct smp_logprob *g;
+		uint32_t n;
+
+		if (p != s->plp_ready || p >= s->n_prompt)
+			continue;
+		g = s->plp + (size_t)p * (1 + s->lp_k);
+		smp_logprobs(rows + (size_t)j * vocab, vocab, s->prompt[p], s->lp_k, &g[0].lp, g + 1,
+		             &n);
+		g[0].id = s->prompt[p];
+		s->plp_n[p] = (uint8_t)n;
+		s->plp_ready = p + 1;
+	}
+	if (s->plp_ready >= s->n_prompt)
+		s->sch.rows_each = false; /* nothing more to compute */
 }
 
 /* ---- what moves.c and reuse.c call; the plan's moves applied --------------- */
@@ -560,7 +612,6 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 			continue; /* admitted with its first token, which ended it */
 		e->step_slot[n_steps] = slot;
 		e->steps[n_steps++] = (struct be_step){&s->ms, &s->out[s->n_out - 1], 1, true};
-		n_logits++;
 	}
 	for (uint32_t k = 0; k < e->r.n_prefill; k++) {
 		const struct sched_chunk *c = &e->r.prefill[k];
@@ -577,24 +628,41 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 			continue;
 		}
 		e->step_slot[n_steps] = slot;
+		/* an echo request's chunk: a row of logits a token, its prompt's
+		 * log-probabilities (the planner counted them: sch.rows_each) */
 		e->steps[n_steps++] =
-		    (struct be_step){&s->ms, s->feed + c->from, c->n, last || split};
-		n_logits += last || split;
+		    (struct be_step){&s->ms, s->feed + c->from, c->n,
+		                     s->sch.rows_each && s->plp ? c->n : (uint32_t)(last || split)};
 	}
+	n_logits = 0;
+	for (uint32_t k = 0; k < n_steps; k++)
+		n_logits += e->steps[k].tail_logits;
+	if (n_logits > e->logit_rows)
+		return ig_errf(eb, IG_E_INVAL,
+		               "a round asks %u rows of logits; the engine holds %u (a planner "
+		               "bug)",
+		               n_logits, e->logit_rows);
+	n_logits = 0;
 	if (n_steps)
 		rc = e->be->ops->round(e->be, e->d, e->steps, n_steps, e->cfg.fmt, e->kv,
 		                       e->cfg.context, e->logits, eb);
 	if (rc)
 		return rc;
-	n_logits = 0;
 	for (uint32_t k = 0; k < n_steps; k++) {
 		struct eng_seq *s = &e->seqs[e->step_slot[k]];
+		const struct be_step *st = &e->steps[k];
+		const float *rows = e->logits + (size_t)n_logits * e->d->m->vocab;
+		/* the step's last token's row, when it has rows */
+		const float *end =
+		    st->tail_logits ? rows + (size_t)(st->tail_logits - 1) * e->d->m->vocab : NULL;
 
+		n_logits += st->tail_logits;
 		if (s->sch.phase == SCHED_PREFILL) {
-			s->sch.prefilled += e->steps[k].n_tok;
+			if (s->plp && s->plp_ready < s->n_prompt && st->tail_logits)
+				eng__prompt_lps(e, s, s->sch.prefilled, st, rows);
+			s->sch.prefilled += st->n_tok;
 			if (s->sch.split && s->sch.prefilled == s->sch.split) {
-				engru__capture(e, s, s->sch.split, ENG_CK_PREFIX,
-				               e->logits + (size_t)n_logits++ * e->d->m->vocab);
+				engru__capture(e, s, s->sch.split, ENG_CK_PREFIX, end);
 				s->sch.split = 0;
 				continue;
 			}
@@ -606,10 +674,9 @@ static int eng__round(struct eng *e, uint32_t *ran, struct ig_errbuf *eb)
 				continue;
 			}
 			/* its prompt, retained for the next that begins with it */
-			engru__capture(e, s, s->n_prompt, ENG_CK_CHECKPOINT,
-			               e->logits + (size_t)n_logits * e->d->m->vocab);
+			engru__capture(e, s, s->n_prompt, ENG_CK_CHECKPOINT, end);
 		}
-		eng__emit(e, s, e->logits + (size_t)n_logits++ * e->d->m->vocab);
+		eng__emit(e, s, end);
 	}
 	eng__victims(e);
 	e->st.rounds++;
@@ -697,6 +764,7 @@ int eng_logprobs_ask(struct eng *e, uint64_t id, uint32_t top, struct ig_errbuf 
 	}
 	s->lp_k = top;
 	s->plp_ready = s->echo ? 1 : 0; /* position 0 has none */
+	s->sch.rows_each = s->echo && s->plp_ready < s->n_prompt;
 	return IG_E_OK;
 }
 

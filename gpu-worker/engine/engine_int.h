@@ -187,7 +187,9 @@ struct eng {
 	struct sched_round r;
 	struct be_step *steps;
 	uint32_t *step_slot;
-	float *logits;
+	float *logits; /* logit_rows rows of the vocabulary: max_steps, and
+	                  ENG_ECHO_ROWS more from the first echo request on */
+	uint32_t logit_rows;
 	struct smp_scratch *smp_scratch;
 	uint32_t max_steps;
 

@@ -321,7 +321,9 @@ void engru__match(struct eng *e, struct eng_seq *s)
 	for (uint32_t i = 0; i < e->n_ends; i++)
 		if ((k = engru__parts(e->ends[i].tokens, e->ends[i].n, s)) > split)
 			split = k;
-	for (uint32_t i = 0; i < e->n_ck; i++) {
+	/* an echo request computes its whole prompt's logits: it claims none
+	 * (docs/adr/0063) */
+	for (uint32_t i = 0; !s->echo && i < e->n_ck; i++) {
 		const struct eng_ckpt *c = &e->ck[i];
 
 		if (engru__ready(c) && c->n <= s->n_prompt && (best < 0 || c->n > e->ck[best].n) &&
@@ -340,8 +342,9 @@ void engru__match(struct eng *e, struct eng_seq *s)
 
 void engru__hold(struct eng *e, struct eng_seq *s)
 {
-	if (!e->n_ck || e->cfg.prefixes_only)
-		return; /* nothing would be captured at its twin's end */
+	if (!e->n_ck || e->cfg.prefixes_only || s->echo)
+		return; /* nothing would be captured at its twin's end; or it claims
+		           nothing (an echo request) */
 	if (s->ck >= 0 && e->ck[s->ck].n == s->n_prompt)
 		return; /* its whole prompt is retained already */
 	for (uint32_t k = 0; k < e->n_slots; k++) {

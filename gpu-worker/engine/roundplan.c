@@ -89,6 +89,7 @@ uint32_t sched_plan(const struct sched_cfg *cfg, const struct sched_seq *seqs, u
                     uint64_t free_pages, uint32_t *order, struct sched_round *out)
 {
 	uint32_t live = sched__rank(seqs, n, order), lanes_used = 0, budget = cfg->chunk;
+	uint32_t rows = cfg->rows;
 	uint32_t slots_held = 0, free_slots;
 	bool blocked = false, moving_out = false;
 
@@ -156,6 +157,11 @@ uint32_t sched_plan(const struct sched_cfg *cfg, const struct sched_seq *seqs, u
 			uint32_t left = end - s->prefilled;
 			uint32_t take = left < budget ? left : budget;
 
+			if (s->rows_each && take > rows)
+				take = rows;
+			if (take == 0)
+				continue; /* the round's rows are taken: the next round's */
+			rows -= s->rows_each ? take : 0;
 			out->prefill[out->n_prefill++] =
 			    (struct sched_chunk){i, s->prefilled, take};
 			out->prefill_tokens += take;

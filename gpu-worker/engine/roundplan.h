@@ -48,7 +48,9 @@
  *  4. Prefill. Up to `chunk` prompt tokens, given in rank order to admitted
  *     sequences still prefilling (the just-admitted included): the highest
  *     ranked takes what it needs of the budget, the next the rest, and so on.
- *     A chunk that ends a prompt gives that sequence its first token.
+ *     A chunk that ends a prompt gives that sequence its first token. The
+ *     chunks of sequences with rows_each take at most `rows` tokens in all
+ *     (each token a row of logits); one that gets none this round waits.
  *
  * The decode tokens and the prefill chunks run together as one batch
  * (backend.h, the exactness contract of the table's round): which
@@ -86,12 +88,16 @@ struct sched_seq {
 	bool stay;      /* not to be moved now (its last move was refused: the tier is full) */
 	uint32_t split; /* 0, or a prompt position a chunk must end at (a shared
 	                   prefix retained there: docs/adr/0037) */
+	bool rows_each; /* each token of its chunks takes a row of logits (its
+	                   prompt's log-probabilities: docs/adr/0063) */
 };
 
 struct sched_cfg {
 	uint32_t lanes; /* decode lanes (1..64) */
 	uint32_t slots; /* state slots (the engine gives lanes: ADR 0027) */
 	uint32_t chunk; /* prefill tokens per round (>= 1) */
+	uint32_t rows;  /* of those, the most that chunks of rows_each
+	                   sequences take, in all */
 	bool moves;     /* a tier takes victims: a need picks them */
 };
 

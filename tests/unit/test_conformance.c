@@ -15,7 +15,9 @@
  * each other KV format served (cf_kvs[]: compact, fp8). The operations
  * (cf_ops[]): a whole round against the cpu backend, the five exactness
  * checks (the fifth, launches, the backend's graphs against its kernels
- * launched one by one), and each layer operation (the residual rows after the embedding
+ * launched one by one), the rows check (a prompt step asking the logits of
+ * every position, bit for bit each position's as a prompt's end), and each
+ * layer operation (the residual rows after the embedding
  * and after each layer's token mixer and feed-forward, through the table's
  * trace, against the cpu backend's: which operation of which layer parts
  * first). The round and the exactness checks
@@ -337,7 +339,7 @@ static void cf_run(struct cf_ctx *c, struct cf_bound *b, const struct cf_sched *
 
 				c->toks += steps[j].n_tok;
 				fed[i] += steps[j].n_tok;
-				if (!steps[j].want_logits)
+				if (!steps[j].tail_logits)
 					continue;
 				memcpy(out + ((size_t)i * CF_STEPS + rows[i]) * vocab,
 				       logits + (size_t)k++ * vocab, vocab * sizeof(float));
@@ -566,6 +568,46 @@ static void op_passes(struct cf_ctx *c)
 	cf_same(c, "passes (a token a pass against one pass)", want, got);
 }
 
+/* Rows: the longest prompt in one step asking the logits of every position
+ * (be_step.tail_logits, a prompt's log-probabilities: docs/adr/0063), on
+ * one pass and on the least sampling (a row a pass: the step cut by its
+ * rows), bit for bit the logits each position gives as a prompt's end,
+ * the prompt fed a token a step. */
+static void op_rows(struct cf_ctx *c)
+{
+	const uint32_t s = CF_SEQS - 1, plen = cf_prompt_len[s];
+	size_t vocab = c->f.desc.vocab;
+	float *want = malloc(plen * vocab * sizeof(float)), *got = malloc(plen * vocab * sizeof(float));
+	struct ig_errbuf eb = {0};
+	char where[64];
+
+	assert_non_null(want);
+	assert_non_null(got);
+	for (int how = 0; how < 3; how++) {
+		cf_bound_open(c, &c->b, &(struct cf_bind){c->backend, 1, how == 2, false, false});
+		for (uint32_t t = 0; how == 0 && t < plen; t++) {
+			struct be_step st = {&c->b.s[s], c->tokens[s] + t, 1, 1};
+
+			if (bem_round(&c->b.r, &st, 1, want + t * vocab, &eb))
+				fail_msg("%s: a token at %u: %s", c->models[c->cur].name, t, eb.msg);
+		}
+		if (how) {
+			struct be_step st = {&c->b.s[s], c->tokens[s], plen, plen};
+
+			if (bem_round(&c->b.r, &st, 1, got, &eb))
+				fail_msg("%s: every row: %s", c->models[c->cur].name, eb.msg);
+		}
+		cf_bound_close(&c->b);
+		for (uint32_t t = 0; how && t < plen; t++) {
+			snprintf(where, sizeof where, "position %u%s", t, how == 2 ? " (a row a pass)" : "");
+			cf_bits(c, "rows (every position against each as a prompt's end)", where,
+			        want + t * vocab, got + t * vocab, vocab);
+		}
+	}
+	free(want);
+	free(got);
+}
+
 /* Threads: the sequences together on CF_THREADS threads, bit for bit each
  * alone on one. */
 static void op_threads(struct cf_ctx *c)
@@ -736,7 +778,7 @@ static const struct cf_op {
 } cf_ops[] = {
     {"round", op_round, NULL},           {"lanes", op_lanes, NULL},     {"chunks", op_chunks, NULL},
     {"passes", op_passes, NULL},         {"threads", op_threads, NULL}, {"layers", op_layers, NULL},
-    {"launches", op_launches, cf_dense},
+    {"launches", op_launches, cf_dense}, {"rows", op_rows, NULL},
 };
 
 #define N_OPS (sizeof(cf_ops) / sizeof(cf_ops[0]))
@@ -854,7 +896,8 @@ static int cf_run_backend(struct cf_ctx *c, const char *filter)
  * nonconforming backend's would be: by one ulp of each row's first logit
  * (what a bit-for-bit check must see) in a round of several sequences
  * (lanes), in the last chunk of a prompt that began earlier (chunks), in a
- * round cut in passes (passes), on more than one thread (threads), in
+ * round cut in passes (passes), in a step asking more than one row of
+ * logits (rows), on more than one thread (threads), in
  * every round not launched kernel by kernel (launches); by 1.0
  * in every round (round, against the cpu backend's tolerance) and in each
  * traced layer operation's rows (layers). The mode is
@@ -894,9 +937,10 @@ static int cf_broken_round(struct be *b, const struct be_model *m, const struct 
 
 	for (uint32_t i = 0; i < n_steps; i++) {
 		tokens += steps[i].n_tok;
-		rows += steps[i].want_logits;
+		rows += steps[i].tail_logits;
 		/* (the round moved the position past the step's tokens) */
-		off |= !strcmp(cf_break, "chunks") && steps[i].want_logits && steps[i].n_tok > 1 &&
+		off |= !strcmp(cf_break, "rows") && steps[i].tail_logits > 1;
+		off |= !strcmp(cf_break, "chunks") && steps[i].tail_logits && steps[i].n_tok > 1 &&
 		       steps[i].s->pos > steps[i].n_tok;
 	}
 	off |= !strcmp(cf_break, "passes") && (tokens > m->pass_tokens || rows > m->logit_rows);

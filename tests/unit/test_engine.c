@@ -262,6 +262,166 @@ static void exactness(const char *preset, enum mfile_dtype dtype, size_t n_varia
 	rig_dtype = MFILE_BF16;
 }
 
+/* ---- the prompt's log-probabilities (echo: docs/adr/0063) ---------------- */
+
+#define ECHO_REQS 3u
+#define ECHO_GEN  24u
+
+/* One token's log-probabilities as the engine gives them. */
+struct echo_lp {
+	double lp;
+	uint32_t n;
+	struct smp_logprob top[SMP_TOP_LOGPROBS_MAX];
+};
+
+static bool echo_same(const struct echo_lp *a, const struct echo_lp *b)
+{
+	if (memcmp(&a->lp, &b->lp, sizeof(a->lp)) || a->n != b->n)
+		return false;
+	for (uint32_t j = 0; j < a->n; j++)
+		if (a->top[j].id != b->top[j].id ||
+		    memcmp(&a->top[j].lp, &b->top[j].lp, sizeof(a->top[j].lp)))
+			return false;
+	return true;
+}
+
+/* Run `n` requests (prompts p[i] of np[i] tokens, greedy, `gen` tokens
+ * each, every third also a plain request beside them when `others`) on
+ * one engine of variant v, all asking log-probabilities; echo ones the
+ * prompt's too: into plp[i][pos] (position 0 left out). Generated
+ * tokens' into glp[i][t], tokens into out[i]. */
+static void echo_run(struct rig *r, const struct variant *v, uint32_t p[][200], const uint32_t *np,
+                     uint32_t n, bool echo, struct echo_lp plp[][200], struct echo_lp glp[][ECHO_GEN],
+                     uint32_t out[][ECHO_GEN])
+{
+	struct eng_cfg cfg = {.lanes = v->lanes,
+	                      .chunk = v->chunk,
+	                      .context = CONTEXT,
+	                      .default_max_tokens = 8,
+	                      .fmt = rig_fmt,
+	                      .max_requests = 16,
+	                      .eos = UINT32_MAX};
+	struct smp_params greedy = {0.0f, 0, 1.0f, 0};
+	uint64_t ids[ECHO_REQS];
+	struct ig_errbuf eb;
+	uint32_t ran, guard = 0;
+	struct eng *e;
+
+	if (eng_create(&e, &r->be, &r->d, &r->kv, &cfg, &eb))
+		fail_msg("eng_create: %s", eb.msg);
+	for (uint32_t i = 0; i < n; i++) {
+		struct eng_req er = {p[i], np[i], ECHO_GEN, SCHED_INTERACTIVE, greedy, NULL, NULL, 0,
+		                     echo};
+		struct eng_admission adm;
+
+		if (eng_submit(e, &er, &adm, &eb) ||
+		    eng_logprobs_ask(e, adm.id, SMP_TOP_LOGPROBS_MAX, &eb))
+			fail_msg("submit %u: %s", i, eb.msg);
+		ids[i] = adm.id;
+	}
+	do {
+		if (eng_round(e, &ran, &eb))
+			fail_msg("round: %s", eb.msg);
+		assert_true(++guard < 100000);
+	} while (ran);
+	for (uint32_t i = 0; i < n; i++) {
+		const uint32_t *toks, *pt;
+		struct eng_status st;
+		uint32_t pn, ready;
+
+		assert_int_equal(eng_output(e, ids[i], &toks, &st, &eb), IG_E_OK);
+		assert_int_equal(st.generated, ECHO_GEN);
+		memcpy(out[i], toks, ECHO_GEN * sizeof(uint32_t));
+		for (uint32_t t = 0; t < ECHO_GEN; t++)
+			assert_int_equal(eng_logprobs(e, ids[i], t, &glp[i][t].lp, glp[i][t].top,
+			                              &glp[i][t].n, &eb),
+			                 IG_E_OK);
+		assert_int_equal(eng_prompt(e, ids[i], &pt, &pn, &ready, &eb), IG_E_OK);
+		assert_int_equal(pn, np[i]);
+		assert_int_equal(ready, echo ? np[i] : 0);
+		for (uint32_t t = 0; echo && t < np[i]; t++) {
+			assert_int_equal(eng_prompt_logprobs(e, ids[i], t, &plp[i][t].lp, plp[i][t].top,
+			                                     &plp[i][t].n, &eb),
+			                 IG_E_OK);
+			assert_true(t > 0 || plp[i][t].n == 0);
+		}
+		if (!echo)
+			assert_int_equal(eng_prompt_logprobs(e, ids[i], 1, &plp[i][0].lp, plp[i][0].top,
+			                                     &plp[i][0].n, &eb),
+			                 IG_E_INVAL);
+	}
+	assert_true(eng_check(e, &eb));
+	eng_destroy(e);
+	assert_int_equal(r->kv.n_free, r->kv.n_pages);
+}
+
+/*
+ * Echo's exactness: greedy requests generate ECHO_GEN tokens with their
+ * log-probabilities; then their prompts followed by those tokens are
+ * submitted with echo, and each position the generation made must carry
+ * the generated token's log-probabilities bit for bit, its top list
+ * included (the logits of every position of a prefill chunk are those of a
+ * prompt's end at that position: the backend's rows check), whatever the
+ * lanes, chunks (cut at ENG_ECHO_ROWS rows a round), passes of a row each,
+ * or a pool that makes them wait; and echo changes none of the tokens an
+ * echo request generates.
+ */
+static void test_echo_exact(void **state)
+{
+	static const struct variant vs[] = {
+	    {1, 200, 1, 12, 0, false}, /* whole prompts: chunks cut at the rows */
+	    {4, 7, 2, 12, 0, false},   /* lanes, narrow chunks */
+	    {3, 1, 1, 12, 0, false},   /* a token a round */
+	    {2, 13, 1, 4, 0, false},   /* a pool of 4 pages: they wait for room */
+	    {4, 64, 2, 12, 0, true},   /* passes of a token and a row */
+	};
+	static const uint32_t lens[ECHO_REQS] = {5, 70, 1};
+	static uint32_t p[ECHO_REQS][200], np[ECHO_REQS], q[ECHO_REQS][200], nq[ECHO_REQS];
+	static struct echo_lp glp[ECHO_REQS][ECHO_GEN], plp[ECHO_REQS][200];
+	static struct echo_lp glp2[ECHO_REQS][ECHO_GEN], unused[ECHO_REQS][200];
+	static uint32_t out[ECHO_REQS][ECHO_GEN], out2[ECHO_REQS][ECHO_GEN],
+	    out3[ECHO_REQS][ECHO_GEN];
+	struct rng g = {test_seed("echo")};
+	struct rig r;
+
+	(void)state;
+	if (!rig_runs("tiny-dense"))
+		skip();
+	for (uint32_t i = 0; i < ECHO_REQS; i++) {
+		np[i] = lens[i];
+		for (uint32_t t = 0; t < np[i]; t++)
+			p[i][t] = (uint32_t)(rng_next(&g) % 256u);
+	}
+	rig_open(&r, "tiny-dense", 12);
+	echo_run(&r, &vs[0], p, np, ECHO_REQS, false, unused, glp, out);
+	/* the prompts again, each followed by what it generated */
+	for (uint32_t i = 0; i < ECHO_REQS; i++) {
+		nq[i] = np[i] + ECHO_GEN;
+		memcpy(q[i], p[i], np[i] * sizeof(uint32_t));
+		memcpy(q[i] + np[i], out[i], ECHO_GEN * sizeof(uint32_t));
+	}
+	/* those without echo: the reference for what the echo ones generate */
+	echo_run(&r, &vs[0], q, nq, ECHO_REQS, false, unused, glp2, out3);
+	rig_close(&r);
+	for (size_t k = 0; k < sizeof(vs) / sizeof(vs[0]); k++) {
+		rig_open_sized(&r, "tiny-dense", vs[k].pages, vs[k].threads, vs[k].least);
+		memset(plp, 0, sizeof(plp));
+		echo_run(&r, &vs[k], q, nq, ECHO_REQS, true, plp, glp2, out2);
+		rig_close(&r);
+		for (uint32_t i = 0; i < ECHO_REQS; i++) {
+			if (memcmp(out2[i], out3[i], sizeof(out2[i])))
+				fail_msg("variant %zu: echo request %u generated other tokens", k, i);
+			for (uint32_t t = 0; t < ECHO_GEN; t++)
+				if (!echo_same(&plp[i][np[i] + t], &glp[i][t]))
+					fail_msg("variant %zu (lanes %u chunk %u%s): request %u's prompt "
+					         "position %u: its log-probabilities are not those of the "
+					         "token generated there",
+					         k, vs[k].lanes, vs[k].chunk, vs[k].least ? ", a row a pass" : "",
+					         i, np[i] + t);
+		}
+	}
+}
+
 static void test_dense_exact(void **state)
 {
 	(void)state;
@@ -984,6 +1144,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_hybrids_exact), cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_cancel),        cmocka_unit_test(test_stop_hook),
 	    cmocka_unit_test(test_bind_regions),  cmocka_unit_test(test_grammar_exact),
+	    cmocka_unit_test(test_echo_exact),
 	};
 	/* what fp8 and compact run (--kv-format; engine-fp8, engine-compact) */
 	const struct CMUnitTest fmt_tests[] = {

@@ -45,7 +45,7 @@ struct row {
 /* id, class, arrival, prompt, pages, prefilled, phase */
 #define S(cls, arr, prompt, pages, done, ph)                                                       \
 	{                                                                                          \
-		(arr), (cls), (arr), (prompt), (pages), (done), (ph), false, 0                     \
+		(arr), (cls), (arr), (prompt), (pages), (done), (ph), false, 0, false                   \
 	}
 #define NONE                                                                                       \
 	{                                                                                          \
@@ -421,6 +421,47 @@ static void test_rank_is_a_total_order(void **state)
 	assert_string_equal(sched_class_name(SCHED_AGENT), "agent");
 }
 
+/* Rows of logits (docs/adr/0063): the chunks of rows_each sequences take
+ * at most cfg.rows tokens in all, in rank order; one left without waits
+ * while those after it still prefill; the others' chunks are not cut. */
+static void test_rows(void **state)
+{
+	struct sched_seq s[4] = {
+	    S(I, 1, 100, 2, 0, P), S(I, 2, 50, 1, 0, P), S(I, 3, 30, 1, 0, P), S(I, 4, 40, 1, 0, P)};
+	uint32_t admit[4], grant[4], decode[4], order[4], restore[4], victims[4];
+	struct sched_chunk chunks[4];
+	struct sched_round r = {.admit = admit,
+	                        .grant = grant,
+	                        .decode = decode,
+	                        .prefill = chunks,
+	                        .restore = restore,
+	                        .victims = victims};
+	struct sched_cfg cfg = {.lanes = 2, .slots = 4, .chunk = 256, .rows = 64};
+
+	(void)state;
+	s[0].rows_each = s[1].rows_each = s[3].rows_each = true;
+	sched_plan(&cfg, s, 4, 100, order, &r);
+	/* 64 rows to the first, none left for the second, the plain one whole,
+	 * none for the fourth */
+	assert_int_equal(r.n_prefill, 2);
+	assert_int_equal(s[chunks[0].seq].id, 1);
+	assert_int_equal(chunks[0].n, 64);
+	assert_int_equal(s[chunks[1].seq].id, 3);
+	assert_int_equal(chunks[1].n, 30);
+	assert_int_equal(r.prefill_tokens, 94);
+	/* the first near its end leaves the rest to the second and fourth */
+	s[0].prefilled = 90;
+	sched_plan(&cfg, s, 4, 100, order, &r);
+	assert_int_equal(r.n_prefill, 4);
+	assert_int_equal(chunks[0].n, 10);
+	assert_int_equal(s[chunks[1].seq].id, 2);
+	assert_int_equal(chunks[1].n, 50);
+	assert_int_equal(s[chunks[2].seq].id, 3);
+	assert_int_equal(chunks[2].n, 30);
+	assert_int_equal(s[chunks[3].seq].id, 4);
+	assert_int_equal(chunks[3].n, 4);
+}
+
 /*
  * Moves (docs/design.md, section 4): one table of needs. Each row: the state
  * slots (the lanes too, as the engine has them), the snapshot, the free
@@ -659,7 +700,7 @@ static const struct mrow mrows[] = {
      3,
      0,
      3,
-     {S(A, 1, 10, 2, 10, D), {2, A, 2, 10, 2, 10, D, true, 0}, S(I, 3, 10, 2, 0, W)},
+     {S(A, 1, 10, 2, 10, D), {2, A, 2, 10, 2, 10, D, true, 0, false}, S(I, 3, 10, 2, 0, W)},
      NONE,
      NONE,
      {0, -1},
@@ -834,6 +875,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_rules),
 	    cmocka_unit_test(test_rank_is_a_total_order),
+	    cmocka_unit_test(test_rows),
 	    cmocka_unit_test(test_moves),
 	};
 

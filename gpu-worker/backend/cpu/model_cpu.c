@@ -256,8 +256,8 @@ static void mdl__head(void *ctx, const struct be_step *steps, uint32_t n_steps, 
 	cop_row(r->d->out_norm, h, 0, r->nw);
 	for (uint32_t i = 0; i < n_steps; i++) {
 		row += steps[i].n_tok;
-		if (steps[i].want_logits)
-			cop_rmsnorm(r->x + (row - 1) * h, r->nw, (float *)r->ls + n_out++ * h, h,
+		for (size_t t = steps[i].tail_logits; t > 0; t--) /* its last rows, in order */
+			cop_rmsnorm(r->x + (row - t) * h, r->nw, (float *)r->ls + n_out++ * h, h,
 			            m->rms_eps);
 	}
 	cop_matmul(r->pool, r->d->output, r->ls, logits, h, m->vocab, n_out);

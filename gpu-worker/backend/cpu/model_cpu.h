@@ -122,7 +122,7 @@ int mdl_check_round(const struct mdl *d, const struct be_step *steps, uint32_t n
  * of the round at once. Each sequence's state, pages and logits are
  * bit-identical to running its step alone with mdl_forward (tested): which
  * sequences share a round never changes a token. `logits` receives vocab
- * floats per step with want_logits, in step order. `scratch` holds
+ * floats per row a step asks (be_step.tail_logits), in step order. `scratch` holds
  * mdl_scratch_bytes(d, total tokens of the round, max_context). Every step
  * is checked (tokens, context, reserved pages, no sequence twice) before any
  * state changes; a refusal names the step and touches nothing.

@@ -591,8 +591,8 @@ static void mc__tables(struct mc_run *r, const struct be_step *steps, uint32_t n
 			tokens[row + t] = st->tokens[t];
 		}
 		row += st->n_tok;
-		if (st->want_logits)
-			head_rows[r->n_head++] = row - 1;
+		for (uint32_t t = st->tail_logits; t > 0; t--) /* its last rows, in order */
+			head_rows[r->n_head++] = row - t;
 	}
 	r->n_segs = n_steps;
 }
