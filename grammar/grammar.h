@@ -132,6 +132,15 @@ uint32_t grammar_n_elems(const struct grammar *g);
  * into a grammar with the same one. */
 uint64_t grammar_fingerprint(const struct grammar *g);
 
+/*
+ * Masks from the vocabulary's class sets (docs/adr/0061): on by default.
+ * Off, every new state's mask is the plain trie walk: the same bits,
+ * slower; for tests that compare the two and for benchmarks.
+ */
+void grammar_set_class_masks(struct grammar *g, bool on);
+/* How many new states' masks came from the class sets so far. */
+uint64_t grammar_class_masks(const struct grammar *g);
+
 /* ---- the matcher ------------------------------------------------------------------ */
 
 /*

@@ -1,0 +1,176 @@
+/*
+ * vclass.c - the vocabulary's token sets of class automata (grammar_int.h,
+ * docs/adr/0061).
+ *
+ * For an automaton Q (how one character of a class is read, phase by
+ * phase), the set of the vocabulary's tokens that Q reads whole, counting
+ * at most GQ_MAX_COUNT characters, as a mask over token ids, and the
+ * boundaries: the trie nodes where Q stops reading (a byte outside the
+ * class, or one character too many), each with the phase and count before
+ * it. One walk of the trie builds them, the first time a grammar asks for
+ * Q over this vocabulary; they are read-only after, and every grammar
+ * over the vocabulary shares them (the JSON string's character, a bounded
+ * string's, a pattern's class).
+ *
+ * Threads: a vocabulary is shared by the grammars of every sequence, which
+ * other threads may drive; the store is the one mutable part of a gvocab,
+ * behind its own lock. An entry is never changed or freed before the
+ * vocabulary, so its pointer is valid without the lock.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grammar_int.h"
+
+/* Classes kept per vocabulary: a grammar meets a handful (JSON's string
+ * and bounded-string characters, each pattern class, blanks); 64 sets of
+ * Qwen3's 151,669 tokens are 1.2 MiB of masks. Past it, the plain walk. */
+#define GVC_MAX_CLASSES 64u
+/* Boundaries past this share of the trie's nodes make the set useless: a
+ * walk from each costs more than the plain walk prunes. */
+#define GVC_MAX_BOUND_SHARE 16u
+
+struct gvc_store {
+	pthread_mutex_t mu;
+	struct gvc_class *cls[GVC_MAX_CLASSES];
+	uint32_t n;
+};
+
+int gvc__store_create(struct gvc_store **out)
+{
+	struct gvc_store *s = calloc(1, sizeof(*s));
+
+	*out = NULL;
+	if (!s)
+		return IG_E_NOMEM;
+	if (pthread_mutex_init(&s->mu, NULL)) {
+		free(s);
+		return IG_E_NOMEM;
+	}
+	*out = s;
+	return 0;
+}
+
+static void gvc__class_free(struct gvc_class *c)
+{
+	if (!c)
+		return;
+	free(c->tbl);
+	free(c->mask);
+	free(c->bd);
+	free(c);
+}
+
+void gvc__store_destroy(struct gvc_store *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; i < s->n; i++)
+		gvc__class_free(s->cls[i]);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
+}
+
+uint64_t gvc__hash(const uint8_t *tbl, uint32_t n_ph)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ n_ph; /* FNV-1a 64 */
+
+	for (size_t i = 0; i < (size_t)n_ph * 256; i++)
+		h = (h ^ tbl[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static int gvc__bound(struct gvc_class *c, uint32_t *cap, uint32_t node, uint32_t ph, uint32_t cnt)
+{
+	if (c->n_bd == *cap) {
+		uint32_t nc = *cap ? *cap * 2 : 1024;
+		struct gvc_bound *t = realloc(c->bd, nc * sizeof(*t));
+
+		if (!t)
+			return IG_E_NOMEM;
+		c->bd = t;
+		*cap = nc;
+	}
+	c->bd[c->n_bd++] = (struct gvc_bound){node, (uint8_t)ph, (uint8_t)cnt};
+	return 0;
+}
+
+/* The walk: per depth the phase and count reached; a node Q does not
+ * read is a boundary and its subtree is left to the grammar's walk. */
+static int gvc__walk(const struct gvocab *gv, struct gvc_class *c, uint8_t *ph, uint8_t *cnt)
+{
+	const struct gv_node *nd = gv->nodes;
+	uint32_t i = 0, cap = 0;
+
+	ph[0] = cnt[0] = 0;
+	while (i < gv->n_nodes) {
+		const struct gv_node *x = &nd[i];
+		uint32_t p = ph[x->depth - 1], n = cnt[x->depth - 1];
+		uint32_t v = c->tbl[p * 256 + x->byte];
+
+		if (v == GQ_OUT || (v == GQ_COUNT && n == GQ_MAX_COUNT)) {
+			if (gvc__bound(c, &cap, i, p, n))
+				return IG_E_NOMEM;
+			i = x->skip;
+			continue;
+		}
+		for (uint32_t k = 0; k < x->ntok; k++) {
+			uint32_t id = gv->ids[x->tok + k];
+
+			c->mask[id >> 5] |= 1u << (id & 31);
+		}
+		ph[x->depth] = (uint8_t)(v == GQ_COUNT ? 0 : v);
+		cnt[x->depth] = (uint8_t)(v == GQ_COUNT ? n + 1 : n);
+		i++;
+	}
+	c->useless = (uint64_t)c->n_bd * GVC_MAX_BOUND_SHARE > gv->n_nodes;
+	return 0;
+}
+
+static struct gvc_class *gvc__build(const struct gvocab *gv, const uint8_t *tbl, uint32_t n_ph,
+                                    uint64_t h)
+{
+	struct gvc_class *c = calloc(1, sizeof(*c));
+	uint8_t *ph = malloc((size_t)gv->max_depth + 1), *cnt = malloc((size_t)gv->max_depth + 1);
+
+	if (!c || !ph || !cnt)
+		goto fail;
+	c->hash = h;
+	c->n_ph = n_ph;
+	c->tbl = malloc((size_t)n_ph * 256);
+	c->mask = calloc(gv_mask_words(gv), sizeof(uint32_t));
+	if (!c->tbl || !c->mask)
+		goto fail;
+	memcpy(c->tbl, tbl, (size_t)n_ph * 256);
+	if (gvc__walk(gv, c, ph, cnt))
+		goto fail;
+	free(ph);
+	free(cnt);
+	return c;
+fail:
+	gvc__class_free(c);
+	free(ph);
+	free(cnt);
+	return NULL;
+}
+
+const struct gvc_class *gvc__get(const struct gvocab *gv, const uint8_t *tbl, uint32_t n_ph,
+                                 uint64_t h)
+{
+	struct gvc_store *s = gv->cls;
+	struct gvc_class *c = NULL;
+
+	pthread_mutex_lock(&s->mu);
+	for (uint32_t i = 0; i < s->n; i++)
+		if (s->cls[i]->hash == h && s->cls[i]->n_ph == n_ph &&
+		    !memcmp(s->cls[i]->tbl, tbl, (size_t)n_ph * 256)) {
+			c = s->cls[i];
+			goto out;
+		}
+	if (s->n < GVC_MAX_CLASSES && (c = gvc__build(gv, tbl, n_ph, h)))
+		s->cls[s->n++] = c;
+out:
+	pthread_mutex_unlock(&s->mu);
+	return c;
+}
