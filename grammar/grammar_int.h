@@ -199,6 +199,18 @@ struct gvc_class {
 	bool useless;    /* too many boundaries: the plain walk is cheaper */
 };
 
+/* The vocabulary's part of a lazy matcher's inactive mask (vclass.c) for
+ * one trigger and one count of its bytes seen: every token whose bytes do
+ * not complete the trigger before their end, and the specials; and the
+ * trie nodes that complete it, whose subtrees the grammar decides. */
+struct gvc_trig {
+	uint8_t trigger[GM_MAX_TRIGGER];
+	uint32_t tlen, seen;
+	uint32_t *mask;
+	uint32_t *comp; /* in trie order */
+	uint32_t n_comp;
+};
+
 struct gvc_store; /* vclass.c: the classes built, behind a lock */
 
 struct gvocab {
@@ -221,6 +233,15 @@ void gvc__store_destroy(struct gvc_store *s);
  * Valid as long as gv. Thread-safe. */
 const struct gvc_class *gvc__get(const struct gvocab *gv, const uint8_t *tbl, uint32_t n_ph,
                                  uint64_t h);
+/* vclass.c: the inactive part for z's trigger and bytes seen, built on
+ * first use and kept with gv (thread-safe); NULL when the store is full
+ * or memory short: then gvc__trig_build makes one the caller frees with
+ * gvc__trig_free. */
+const struct gvc_trig *gvc__trigger(const struct gvocab *gv, const struct gm_lazy *z);
+struct gvc_trig *gvc__trig_build(const struct gvocab *gv, const struct gm_lazy *z);
+void gvc__trig_free(struct gvc_trig *t);
+/* lazy.c: the KMP automaton's step: bytes of the trigger matched after b. */
+uint32_t gl__step(const struct gm_lazy *z, uint32_t k, uint8_t b);
 /* vclass.c: the automaton's hash (the key, with its table). */
 uint64_t gvc__hash(const uint8_t *tbl, uint32_t n_ph);
 

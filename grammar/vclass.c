@@ -31,10 +31,17 @@
  * walk from each costs more than the plain walk prunes. */
 #define GVC_MAX_BOUND_SHARE 16u
 
+/* Trigger parts kept per vocabulary: one per byte of each trigger a
+ * lazy grammar was seen in (Hermes' "<tool_call>" is 11); 19 KiB each for
+ * Qwen3. Past it, each lazy mask builds its own. */
+#define GVC_MAX_TRIGS 64u
+
 struct gvc_store {
 	pthread_mutex_t mu;
 	struct gvc_class *cls[GVC_MAX_CLASSES];
 	uint32_t n;
+	struct gvc_trig *trig[GVC_MAX_TRIGS];
+	uint32_t n_trig;
 };
 
 int gvc__store_create(struct gvc_store **out)
@@ -68,6 +75,8 @@ void gvc__store_destroy(struct gvc_store *s)
 		return;
 	for (uint32_t i = 0; i < s->n; i++)
 		gvc__class_free(s->cls[i]);
+	for (uint32_t i = 0; i < s->n_trig; i++)
+		gvc__trig_free(s->trig[i]);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 }
@@ -173,4 +182,90 @@ const struct gvc_class *gvc__get(const struct gvocab *gv, const uint8_t *tbl, ui
 out:
 	pthread_mutex_unlock(&s->mu);
 	return c;
+}
+
+/* ---- the lazy matcher's inactive part ------------------------------------------------- */
+
+void gvc__trig_free(struct gvc_trig *t)
+{
+	if (!t)
+		return;
+	free(t->mask);
+	free(t->comp);
+	free(t);
+}
+
+/* The trie walked with the trigger's automaton from z's bytes seen: a
+ * node that completes the trigger is listed, its subtree left. */
+static int gvc__trig_walk(const struct gvocab *gv, const struct gm_lazy *z, struct gvc_trig *t,
+                          uint32_t *kst)
+{
+	uint32_t i = 0, cap = 0;
+
+	for (uint32_t s = 0; s < gv->n_special; s++)
+		t->mask[gv->special_ids[s] >> 5] |= 1u << (gv->special_ids[s] & 31);
+	kst[0] = z->seen;
+	while (i < gv->n_nodes) {
+		const struct gv_node *x = &gv->nodes[i];
+		uint32_t k = gl__step(z, kst[x->depth - 1], x->byte);
+
+		for (uint32_t n = 0; n < x->ntok; n++) {
+			uint32_t id = gv->ids[x->tok + n];
+
+			t->mask[id >> 5] |= 1u << (id & 31);
+		}
+		if (k < z->tlen) {
+			kst[x->depth] = k;
+			i++;
+			continue;
+		}
+		if (t->n_comp == cap) {
+			uint32_t nc = cap ? cap * 2 : 16, *c = realloc(t->comp, nc * sizeof(*c));
+
+			if (!c)
+				return IG_E_NOMEM;
+			t->comp = c;
+			cap = nc;
+		}
+		t->comp[t->n_comp++] = i;
+		i = x->skip;
+	}
+	return 0;
+}
+
+struct gvc_trig *gvc__trig_build(const struct gvocab *gv, const struct gm_lazy *z)
+{
+	struct gvc_trig *t = calloc(1, sizeof(*t));
+	uint32_t *kst = malloc(((size_t)gv->max_depth + 1) * sizeof(*kst));
+
+	if (!t || !kst || !(t->mask = calloc(gv_mask_words(gv), sizeof(uint32_t))) ||
+	    gvc__trig_walk(gv, z, t, kst)) {
+		gvc__trig_free(t);
+		free(kst);
+		return NULL;
+	}
+	memcpy(t->trigger, z->trigger, z->tlen);
+	t->tlen = z->tlen;
+	t->seen = z->seen;
+	free(kst);
+	return t;
+}
+
+const struct gvc_trig *gvc__trigger(const struct gvocab *gv, const struct gm_lazy *z)
+{
+	struct gvc_store *s = gv->cls;
+	struct gvc_trig *t = NULL;
+
+	pthread_mutex_lock(&s->mu);
+	for (uint32_t i = 0; i < s->n_trig; i++)
+		if (s->trig[i]->seen == z->seen && s->trig[i]->tlen == z->tlen &&
+		    !memcmp(s->trig[i]->trigger, z->trigger, z->tlen)) {
+			t = s->trig[i];
+			goto out;
+		}
+	if (s->n_trig < GVC_MAX_TRIGS && (t = gvc__trig_build(gv, z)))
+		s->trig[s->n_trig++] = t;
+out:
+	pthread_mutex_unlock(&s->mu);
+	return t;
 }

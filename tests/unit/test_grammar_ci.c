@@ -15,7 +15,9 @@
  * at most 40); json_object mode; a text grammar of Unicode classes, byte
  * classes and `.`; a tool call behind the lazy trigger "<tool_call>".
  * Each case must have had masks from the class sets (the test would be
- * empty otherwise) and says how many.
+ * empty otherwise) and says how many. Before the lazy trigger, where the
+ * two share the vocabulary's part of the mask, the synthetic vocabulary's
+ * every token is checked against a copy of the matcher fed its bytes.
  *
  *   test-grammar-ci           a synthetic vocabulary of some 7,000 tokens:
  *                             every byte, JSON pieces, words past the
@@ -449,6 +451,27 @@ static void report(const struct voc *v, const uint32_t *fast, const uint32_t *pl
 			         bit(fast, i), bit(plain, i));
 }
 
+/* Before the trigger both matchers share the vocabulary's part of the
+ * inactive mask (vclass.c), so on the synthetic vocabulary each token's
+ * bit is also checked against a copy of the matcher fed its bytes. */
+static void lazy_oracle(const struct mt *x, const struct voc *v, const uint32_t *bits,
+                        const char *what, int w, int s)
+{
+	for (uint32_t i = 0; i < v->n; i++) {
+		struct gm_lazy c;
+		bool want;
+
+		memset(&c, 0, sizeof(c));
+		assert_int_equal(gm_lazy_copy(&c, &x->z, NULL), 0);
+		want = v->t[i].special || gm_lazy_accept_bytes(&c, v->t[i].bytes, v->t[i].len);
+		gm_lazy_release(&c);
+		if (want != bit(bits, i))
+			fail_msg("%s walk %d step %d, before the trigger: token %u bit %d, accepting "
+			         "it %d",
+			         what, w, s, i, bit(bits, i), want);
+	}
+}
+
 /* One walk over a fresh pair of grammars (so that each walk meets its
  * states new, in its own order): its class masks counted into *n_class. */
 static int walk_once(const struct kase *k, const struct voc *v, uint64_t *rs, int w,
@@ -469,6 +492,8 @@ static int walk_once(const struct kase *k, const struct voc *v, uint64_t *rs, in
 		mt_mask(&b, v, plain, k->name);
 		if (memcmp(fast, plain, nw * 4))
 			report(v, fast, plain, k->name, w, s);
+		if (a.lazy && !gm_lazy_active(&a.z) && !v->b)
+			lazy_oracle(&a, v, fast, k->name, w, s);
 		for (uint32_t i = 0; i < v->n; i++)
 			if (bit(fast, i) && !v->t[i].special)
 				allowed[n++] = i;
