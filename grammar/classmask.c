@@ -22,10 +22,17 @@
  *      boundary (a node Q does not read) is walked from the state of its
  *      phase and count, which is the state the plain walk has there.
  *
+ * A count that runs out within GQ_MAX_COUNT characters (a bounded
+ * string's last ones) is exact too when the state after the last one
+ * refuses every byte that starts a character of the class (a string's
+ * closing quote): the tokens are then those of at most that many
+ * characters (the set's per-token counts), and the boundaries past it
+ * are walked from that state.
+ *
  * The result is the plain walk's mask, bit for bit; test_grammar_ci
- * compares them. A state with no class, a narrow one (digits), or a
- * count that runs out within GQ_MAX_COUNT characters (the end of a
- * bounded string) takes the plain walk.
+ * compares them. A state with no class, a narrow one (digits), or one
+ * whose count runs out into a state that reads the class on takes the
+ * plain walk.
  *
  * Levels live in the grammar's cache (gci_cache) and are flushed with it:
  * they name cache states.
@@ -248,24 +255,25 @@ static int gci__level(struct grammar *g, int32_t s, int32_t *lv)
 	return 0;
 }
 
-/* lev[0 .. GQ_MAX_COUNT] := the levels of the characters read from sid,
- * all with one automaton; false when they are not. */
-static int gci__levels(struct grammar *g, int32_t sid, int32_t *lev, bool *ok)
+/* lev[0 .. *k) := the levels of the characters read from sid with one
+ * automaton: *k is GQ_MAX_COUNT + 1 when all are, 0 when sid has none;
+ * fewer when the count runs out (a bounded string's end). */
+static int gci__levels(struct grammar *g, int32_t sid, int32_t *lev, uint32_t *k)
 {
 	int32_t cur = sid;
+	uint32_t c;
 	int rc;
 
-	*ok = false;
-	for (uint32_t c = 0; c <= GQ_MAX_COUNT; c++) {
+	for (c = 0; c <= GQ_MAX_COUNT; c++) {
 		const struct gci_level *l;
 
 		if ((rc = gci__level(g, cur, &lev[c])))
 			return rc;
 		if (lev[c] == GCI_NONE)
-			return 0;
+			break;
 		l = &g->cache.ci.lv[lev[c]];
 		if (c && l->q != g->cache.ci.lv[lev[0]].q)
-			return 0;
+			break;
 		if (l->next == cur) {
 			/* a loop: every later character reads the same */
 			while (++c <= GQ_MAX_COUNT)
@@ -274,24 +282,75 @@ static int gci__levels(struct grammar *g, int32_t sid, int32_t *lev, bool *ok)
 		}
 		cur = l->next;
 	}
+	*k = c;
+	return 0;
+}
+
+/*
+ * The count runs out after k characters (0 < k <= GQ_MAX_COUNT), at state
+ * *x. Exact when x refuses every byte the automaton reads at a character's
+ * start: then a token that reads a (k + 1)th character, or begins one, is
+ * refused there, and one that goes on with a byte outside the class does
+ * so at a boundary of count k and phase 0, walked from x.
+ */
+static int gci__run_out(struct grammar *g, const struct gci_auto *a, const int32_t *lev,
+                        uint32_t k, int32_t *x, bool *ok)
+{
+	const uint8_t *row = g->cache.ci.tbl + a->off;
+	const int32_t *tr;
+	int rc;
+
+	*x = g->cache.ci.lv[lev[k - 1]].next;
+	*ok = false;
+	if ((rc = gmc__fill(g, *x)))
+		return rc;
+	tr = g->cache.trans + (size_t)*x * 256;
+	for (unsigned b = 0; b < 256; b++)
+		if (row[b] != GQ_OUT && tr[b] != GMC_DEAD)
+			return 0;
 	*ok = true;
 	return 0;
 }
 
-/* The boundaries: each walked from the state of its phase and count. */
+/* bits := the tokens of the class read within k characters, ending at
+ * the start of one when they read k (their codes at most 2k). */
+static void gci__by_code(const struct gvocab *gv, const struct gvc_class *cl, uint32_t k,
+                         uint32_t *bits)
+{
+	size_t nw = gv_mask_words(gv);
+
+	for (size_t w = 0; w < nw; w++) {
+		const uint8_t *c = cl->code + w * 32;
+		uint32_t n = w + 1 < nw || !(gv->n_tokens & 31) ? 32 : gv->n_tokens & 31, m = 0;
+
+		for (uint32_t j = 0; j < n; j++)
+			m |= (uint32_t)(c[j] <= 2 * k) << j;
+		bits[w] = m;
+	}
+}
+
+/* The boundaries: each walked from the state of its phase and count, or
+ * from x (count k, phase 0) when the count runs out at k; the others lie
+ * under bytes x refuses. */
 static int gci__bounds(struct grammar *g, const struct gvocab *gv, const struct gvc_class *cl,
-                       const int32_t *lev, uint32_t *bits, struct ig_errbuf *eb)
+                       const int32_t *lev, uint32_t k, int32_t x, uint32_t *bits,
+                       struct ig_errbuf *eb)
 {
 	for (uint32_t i = 0; i < cl->n_bd; i++) {
 		const struct gvc_bound *b = &cl->bd[i];
-		const struct gv_node *x = &gv->nodes[b->node];
-		const struct gci_level *l = &g->cache.ci.lv[lev[b->cnt]];
-		int32_t s = g->cache.ci.st[l->off + b->ph];
+		const struct gv_node *nd = &gv->nodes[b->node];
+		int32_t s;
 		int rc;
 
-		if (g->cache.trans[(size_t)s * 256 + x->byte] == GMC_DEAD)
+		if (b->cnt < k)
+			s = g->cache.ci.st[g->cache.ci.lv[lev[b->cnt]].off + b->ph];
+		else if (b->cnt == k && !b->ph)
+			s = x;
+		else
+			continue;
+		if (g->cache.trans[(size_t)s * 256 + nd->byte] == GMC_DEAD)
 			continue; /* (the walk's first step, taken here) */
-		if ((rc = gm__walk(g, gv, s, b->node, x->skip, x->depth - 1u, bits, eb)))
+		if ((rc = gm__walk(g, gv, s, b->node, nd->skip, nd->depth - 1u, bits, eb)))
 			return rc;
 	}
 	return 0;
@@ -300,24 +359,36 @@ static int gci__bounds(struct grammar *g, const struct gvocab *gv, const struct 
 int gci__mask(struct grammar *g, const struct gvocab *gv, int32_t sid, uint32_t *bits, bool *done,
               struct ig_errbuf *eb)
 {
-	int32_t lev[GQ_MAX_COUNT + 1];
+	int32_t lev[GQ_MAX_COUNT + 1], x = GMC_DEAD;
 	const struct gvc_class *cl;
 	const struct gci_auto *a;
-	bool ok;
+	uint32_t k;
+	bool ok = true;
 	int rc;
 
 	*done = false;
-	if ((rc = gci__levels(g, sid, lev, &ok)))
-		return ig_errf(eb, rc, "grammar: the mask's class: %s", ig_err_str(rc));
+	if ((rc = gci__levels(g, sid, lev, &k)))
+		goto fail;
+	if (!k)
+		return 0;
+	a = &g->cache.ci.qa[g->cache.ci.lv[lev[0]].q];
+	if (k <= GQ_MAX_COUNT && (rc = gci__run_out(g, a, lev, k, &x, &ok)))
+		goto fail;
 	if (!ok)
 		return 0;
+	/* (a is read again: gci__run_out may have moved the cache's arrays) */
 	a = &g->cache.ci.qa[g->cache.ci.lv[lev[0]].q];
 	cl = gvc__get(gv, g->cache.ci.tbl + a->off, a->n_ph, a->hash);
 	if (!cl || cl->useless)
 		return 0;
-	memcpy(bits, cl->mask, gv_mask_words(gv) * 4);
-	if ((rc = gci__bounds(g, gv, cl, lev, bits, eb)))
+	if (k > GQ_MAX_COUNT)
+		memcpy(bits, cl->mask, gv_mask_words(gv) * 4);
+	else
+		gci__by_code(gv, cl, k, bits);
+	if ((rc = gci__bounds(g, gv, cl, lev, k, x, bits, eb)))
 		return rc;
 	*done = true;
 	return 0;
+fail:
+	return ig_errf(eb, rc, "grammar: the mask's class: %s", ig_err_str(rc));
 }

@@ -194,6 +194,8 @@ struct gvc_class {
 	uint32_t n_ph;
 	uint8_t *tbl;    /* n_ph x 256, the automaton's key */
 	uint32_t *mask;  /* the tokens read whole within GQ_MAX_COUNT characters */
+	uint8_t *code;   /* per token id: 2 x its characters + 1 when it ends inside
+	                  * one, 0xFF when not in mask (counts that run out) */
 	struct gvc_bound *bd; /* in trie order */
 	uint32_t n_bd;
 	bool useless;    /* too many boundaries: the plain walk is cheaper */

@@ -24,8 +24,10 @@
 #include "grammar_int.h"
 
 /* Classes kept per vocabulary: a grammar meets a handful (JSON's string
- * and bounded-string characters, each pattern class, blanks); 64 sets of
- * Qwen3's 151,669 tokens are 1.2 MiB of masks. Past it, the plain walk. */
+ * and bounded-string characters, each pattern class, blanks); each is a
+ * mask and a byte per token (167 KiB for Qwen3's 151,669) and its
+ * boundaries (some 30-150 KiB), so 64 are at most about 20 MiB. Past it,
+ * the plain walk. */
 #define GVC_MAX_CLASSES 64u
 /* Boundaries past this share of the trie's nodes make the set useless: a
  * walk from each costs more than the plain walk prunes. */
@@ -65,6 +67,7 @@ static void gvc__class_free(struct gvc_class *c)
 		return;
 	free(c->tbl);
 	free(c->mask);
+	free(c->code);
 	free(c->bd);
 	free(c);
 }
@@ -124,13 +127,14 @@ static int gvc__walk(const struct gvocab *gv, struct gvc_class *c, uint8_t *ph, 
 			i = x->skip;
 			continue;
 		}
+		ph[x->depth] = (uint8_t)(v == GQ_COUNT ? 0 : v);
+		cnt[x->depth] = (uint8_t)(v == GQ_COUNT ? n + 1 : n);
 		for (uint32_t k = 0; k < x->ntok; k++) {
 			uint32_t id = gv->ids[x->tok + k];
 
 			c->mask[id >> 5] |= 1u << (id & 31);
+			c->code[id] = (uint8_t)(2 * cnt[x->depth] + (ph[x->depth] != 0));
 		}
-		ph[x->depth] = (uint8_t)(v == GQ_COUNT ? 0 : v);
-		cnt[x->depth] = (uint8_t)(v == GQ_COUNT ? n + 1 : n);
 		i++;
 	}
 	c->useless = (uint64_t)c->n_bd * GVC_MAX_BOUND_SHARE > gv->n_nodes;
@@ -149,8 +153,10 @@ static struct gvc_class *gvc__build(const struct gvocab *gv, const uint8_t *tbl,
 	c->n_ph = n_ph;
 	c->tbl = malloc((size_t)n_ph * 256);
 	c->mask = calloc(gv_mask_words(gv), sizeof(uint32_t));
-	if (!c->tbl || !c->mask)
+	c->code = malloc(gv->n_tokens ? gv->n_tokens : 1);
+	if (!c->tbl || !c->mask || !c->code)
 		goto fail;
+	memset(c->code, 0xff, gv->n_tokens);
 	memcpy(c->tbl, tbl, (size_t)n_ph * 256);
 	if (gvc__walk(gv, c, ph, cnt))
 		goto fail;

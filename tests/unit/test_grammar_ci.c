@@ -12,7 +12,7 @@
  * a nested JSON schema (strings, a bounded string, an enum, a patterned
  * string, arrays, numbers, a nullable); a schema of short bounds and
  * patterns (maxLength 5, 2 to 20, [a-z0-9_-]{3,30}, [A-Za-z ]+, items of
- * at most 40); json_object mode; a text grammar of Unicode classes, byte
+ * at most 40, [a-z]{2}[a-z0-9]* whose count runs out into a wider class); json_object mode; a text grammar of Unicode classes, byte
  * classes and `.`; a tool call behind the lazy trigger "<tool_call>".
  * Each case must have had masks from the class sets (the test would be
  * empty otherwise) and says how many. Before the lazy trigger, where the
@@ -280,8 +280,10 @@ static const struct kase cases[] = {
      "\"c\":{\"type\":\"string\",\"pattern\":\"^[a-z0-9_-]{3,30}$\"},"
      "\"d\":{\"type\":\"string\",\"pattern\":\"^[A-Za-z ]+$\"},"
      "\"e\":{\"type\":\"array\",\"items\":{\"type\":\"string\",\"maxLength\":40}},"
-     "\"f\":{\"type\":\"number\"}},"
-     "\"required\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\"],\"additionalProperties\":false}"},
+     "\"f\":{\"type\":\"number\"},"
+     "\"g\":{\"type\":\"string\",\"pattern\":\"^[a-z]{2}[a-z0-9]*$\"}},"
+     "\"required\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\"],"
+     "\"additionalProperties\":false}"},
     {"json_object", K_JSON_OBJECT, NULL},
     {"text grammar", K_GBNF,
      "root ::= item ( \",\" item )*\n"
