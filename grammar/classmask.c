@@ -293,8 +293,8 @@ static int gci__levels(struct grammar *g, int32_t sid, int32_t *lev, uint32_t *k
  * refused there, and one that goes on with a byte outside the class does
  * so at a boundary of count k and phase 0, walked from x.
  */
-static int gci__run_out(struct grammar *g, const struct gci_auto *a, const int32_t *lev,
-                        uint32_t k, int32_t *x, bool *ok)
+static int gci__run_out(struct grammar *g, const struct gci_auto *a, const int32_t *lev, uint32_t k,
+                        int32_t *x, bool *ok)
 {
 	const uint8_t *row = g->cache.ci.tbl + a->off;
 	const int32_t *tr;

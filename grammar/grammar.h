@@ -230,6 +230,10 @@ void gv_destroy(struct gvocab *gv);
 uint32_t gv_n_tokens(const struct gvocab *gv);
 /* The trie's node count (benchmarks). */
 uint32_t gv_n_nodes(const struct gvocab *gv);
+/* The class sets and trigger parts the vocabulary keeps (docs/adr/0061),
+ * built as grammars ask: how many of each and the bytes they hold. */
+void gv_class_stats(const struct gvocab *gv, uint32_t *n_classes, uint32_t *n_triggers,
+                    size_t *bytes);
 /* The words a mask takes: (n + 31) / 32. */
 size_t gv_mask_words(const struct gvocab *gv);
 

@@ -91,9 +91,9 @@ struct gci_auto {
 };
 
 struct gci_level {
-	uint32_t q;    /* index into gci_cache.qa */
-	uint32_t off;  /* the cache state of each phase: gci_cache.st[off .. off + n_ph) */
-	int32_t next;  /* the cache state after one whole character */
+	uint32_t q;   /* index into gci_cache.qa */
+	uint32_t off; /* the cache state of each phase: gci_cache.st[off .. off + n_ph) */
+	int32_t next; /* the cache state after one whole character */
 };
 
 struct gci_cache {
@@ -120,7 +120,7 @@ struct gm_cache {
 	uint64_t masks_vocab; /* the id of the vocabulary the masks are over; 0 none */
 	uint64_t bytes;       /* memory held, against the limits */
 	uint64_t flushes;
-	uint64_t class_masks; /* masks made by classmask.c (grammar_class_masks) */
+	uint64_t class_masks;    /* masks made by classmask.c (grammar_class_masks) */
 	struct gm__scratch *scr; /* matcher.c's working memory */
 	struct gci_cache ci;     /* classmask.c's levels (flushed with the states) */
 };
@@ -192,13 +192,13 @@ struct gvc_bound {
 struct gvc_class {
 	uint64_t hash;
 	uint32_t n_ph;
-	uint8_t *tbl;    /* n_ph x 256, the automaton's key */
-	uint32_t *mask;  /* the tokens read whole within GQ_MAX_COUNT characters */
-	uint8_t *code;   /* per token id: 2 x its characters + 1 when it ends inside
-	                  * one, 0xFF when not in mask (counts that run out) */
+	uint8_t *tbl;         /* n_ph x 256, the automaton's key */
+	uint32_t *mask;       /* the tokens read whole within GQ_MAX_COUNT characters */
+	uint8_t *code;        /* per token id: 2 x its characters + 1 when it ends inside
+	                       * one, 0xFF when not in mask (counts that run out) */
 	struct gvc_bound *bd; /* in trie order */
 	uint32_t n_bd;
-	bool useless;    /* too many boundaries: the plain walk is cheaper */
+	bool useless; /* too many boundaries: the plain walk is cheaper */
 };
 
 /* The vocabulary's part of a lazy matcher's inactive mask (vclass.c) for
@@ -223,7 +223,7 @@ struct gvocab {
 	uint32_t *special_ids;
 	uint32_t n_special;
 	uint16_t max_depth;
-	uint64_t id; /* a hash of the content: masks kept are over this vocabulary */
+	uint64_t id;           /* a hash of the content: masks kept are over this vocabulary */
 	struct gvc_store *cls; /* the class token sets (mutable behind its lock) */
 };
 

@@ -275,3 +275,21 @@ out:
 	pthread_mutex_unlock(&s->mu);
 	return t;
 }
+
+void gv_class_stats(const struct gvocab *gv, uint32_t *n_classes, uint32_t *n_triggers,
+                    size_t *bytes)
+{
+	struct gvc_store *s = gv->cls;
+	size_t words = gv_mask_words(gv) * 4;
+
+	pthread_mutex_lock(&s->mu);
+	*n_classes = s->n;
+	*n_triggers = s->n_trig;
+	*bytes = 0;
+	for (uint32_t i = 0; i < s->n; i++)
+		*bytes += words + gv->n_tokens + (size_t)s->cls[i]->n_ph * 256 +
+		          s->cls[i]->n_bd * sizeof(struct gvc_bound);
+	for (uint32_t i = 0; i < s->n_trig; i++)
+		*bytes += words + s->trig[i]->n_comp * sizeof(uint32_t);
+	pthread_mutex_unlock(&s->mu);
+}

@@ -26,7 +26,9 @@
  * Prints key=value lines: vocab_tokens, trie_nodes, trie_build_ms; then
  * per case CASE_tokens, CASE_{cold,warm}_{mean,p50,p99,max}_us,
  * CASE_cold_first_{mean,max}_us, CASE_class_masks (the cold walks' masks
- * from the class sets), CASE_accept_mean_us (gm_accept_bytes per token).
+ * from the class sets), CASE_accept_mean_us (gm_accept_bytes per token);
+ * last vocab_class_sets, vocab_trigger_parts, vocab_class_kib (what the
+ * vocabulary keeps for them all).
  * Exit status: 0 done,
  * 1 a failure (a document refused, a token of it masked off), 2 bad
  * arguments.
@@ -361,6 +363,14 @@ int main(int argc, char **argv)
 	rc = 0;
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && !rc; c++)
 		rc = run_case(&B, &cases[c]);
+	if (!rc) {
+		uint32_t n_cls, n_trig;
+		size_t bytes;
+
+		gv_class_stats(B.gv, &n_cls, &n_trig, &bytes);
+		printf("vocab_class_sets=%u\nvocab_trigger_parts=%u\nvocab_class_kib=%zu\n", n_cls,
+		       n_trig, bytes >> 10);
+	}
 out:
 	free(B.bits);
 	free(toks);

@@ -12,7 +12,8 @@
  * a nested JSON schema (strings, a bounded string, an enum, a patterned
  * string, arrays, numbers, a nullable); a schema of short bounds and
  * patterns (maxLength 5, 2 to 20, [a-z0-9_-]{3,30}, [A-Za-z ]+, items of
- * at most 40, [a-z]{2}[a-z0-9]* whose count runs out into a wider class); json_object mode; a text grammar of Unicode classes, byte
+ * at most 40, and [a-z]{2}[a-z0-9]*, whose count runs out into a wider
+ * class); json_object mode; a text grammar of Unicode classes, byte
  * classes and `.`; a tool call behind the lazy trigger "<tool_call>".
  * Each case must have had masks from the class sets (the test would be
  * empty otherwise) and says how many. Before the lazy trigger, where the
@@ -71,13 +72,68 @@ struct voc {
 };
 
 static const char *const pieces[] = {
-    "\":\"", "\"},{\"", "{\"", "\":", "\",", "\"}", "},", "[{", "]}", "\\n", "\\u00", "\\u00e9",
-    "\\\"", "\\\\", "\\/", "true", "false", "null", "123", "0.", "e+", "-1", "\": ", ", \"",
-    "{\n", "\n  ", "\n\n", "\t", "\xc3\xa9", "\xe4\xb8\xad\xe6\x96\x87", "\xe4\xb8", "\xad",
-    "\xf0\x9f\x98", "\xf0\x9f\x98\x80", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xed\xa0\x80",
-    "\xf4\x8f\xbf\xbf", "\xf4\x90\x80\x80", "\xc0\xaf", "\x80", "caf\xc3\xa9", "\"name\"",
-    "[]", "{}", "\"\"", "}]}", "\"]", "0", "1.5e-3", "<tool_call>", "<tool", "_call>",
-    "\n<tool_call>\n{\"", "</tool_call>", "\"a\"", "'", "''", "<a>", "a>", ">,", "\"x\"}",
+    "\":\"",
+    "\"},{\"",
+    "{\"",
+    "\":",
+    "\",",
+    "\"}",
+    "},",
+    "[{",
+    "]}",
+    "\\n",
+    "\\u00",
+    "\\u00e9",
+    "\\\"",
+    "\\\\",
+    "\\/",
+    "true",
+    "false",
+    "null",
+    "123",
+    "0.",
+    "e+",
+    "-1",
+    "\": ",
+    ", \"",
+    "{\n",
+    "\n  ",
+    "\n\n",
+    "\t",
+    "\xc3\xa9",
+    "\xe4\xb8\xad\xe6\x96\x87",
+    "\xe4\xb8",
+    "\xad",
+    "\xf0\x9f\x98",
+    "\xf0\x9f\x98\x80",
+    "\xe0\xa0\x80",
+    "\xed\x9f\xbf",
+    "\xed\xa0\x80",
+    "\xf4\x8f\xbf\xbf",
+    "\xf4\x90\x80\x80",
+    "\xc0\xaf",
+    "\x80",
+    "caf\xc3\xa9",
+    "\"name\"",
+    "[]",
+    "{}",
+    "\"\"",
+    "}]}",
+    "\"]",
+    "0",
+    "1.5e-3",
+    "<tool_call>",
+    "<tool",
+    "_call>",
+    "\n<tool_call>\n{\"",
+    "</tool_call>",
+    "\"a\"",
+    "'",
+    "''",
+    "<a>",
+    "a>",
+    ">,",
+    "\"x\"}",
 };
 
 /* A random word of `len` bytes: letters mostly, some digits, blanks,
@@ -90,7 +146,7 @@ static void word(uint64_t *rs, uint8_t *b, uint32_t len)
 	for (uint32_t k = 0; k < len; k++) {
 		uint64_t x = rnd(rs) % 100;
 
-		b[k] = x < 94 ? (uint8_t)alpha[rnd(rs) % (sizeof(alpha) - 1)]
+		b[k] = x < 94   ? (uint8_t)alpha[rnd(rs) % (sizeof(alpha) - 1)]
 		       : x < 97 ? (uint8_t) "\"\\\n"[rnd(rs) % 3]
 		                : (uint8_t)(rnd(rs) % 32);
 	}
@@ -228,8 +284,8 @@ static bool voc_qwen3(struct voc *v)
 		size_t len;
 
 		bpe_piece(v->b, i, false, &p, &len);
-		v->t[i] = (struct gv_token){p, (uint32_t)len,
-		                            t == BPE_CONTROL || t == BPE_UNKNOWN || t == BPE_UNUSED};
+		v->t[i] = (struct gv_token){
+		    p, (uint32_t)len, t == BPE_CONTROL || t == BPE_UNKNOWN || t == BPE_UNUSED};
 	}
 	if (gv_build(&v->gv, v->t, v->n, &eb))
 		fail_msg("gv_build: %s", eb.msg);
@@ -447,10 +503,11 @@ static void report(const struct voc *v, const uint32_t *fast, const uint32_t *pl
 {
 	for (uint32_t i = 0; i < v->n; i++)
 		if (bit(fast, i) != bit(plain, i))
-			fail_msg("%s walk %d step %d: token %u (%u bytes, first 0x%02x): class sets "
-			         "%d, plain walk %d",
-			         what, w, s, i, v->t[i].len, v->t[i].len ? v->t[i].bytes[0] : 0,
-			         bit(fast, i), bit(plain, i));
+			fail_msg(
+			    "%s walk %d step %d: token %u (%u bytes, first 0x%02x): class sets "
+			    "%d, plain walk %d",
+			    what, w, s, i, v->t[i].len, v->t[i].len ? v->t[i].bytes[0] : 0,
+			    bit(fast, i), bit(plain, i));
 }
 
 /* Before the trigger both matchers share the vocabulary's part of the
@@ -468,16 +525,17 @@ static void lazy_oracle(const struct mt *x, const struct voc *v, const uint32_t 
 		want = v->t[i].special || gm_lazy_accept_bytes(&c, v->t[i].bytes, v->t[i].len);
 		gm_lazy_release(&c);
 		if (want != bit(bits, i))
-			fail_msg("%s walk %d step %d, before the trigger: token %u bit %d, accepting "
-			         "it %d",
-			         what, w, s, i, bit(bits, i), want);
+			fail_msg(
+			    "%s walk %d step %d, before the trigger: token %u bit %d, accepting "
+			    "it %d",
+			    what, w, s, i, bit(bits, i), want);
 	}
 }
 
 /* One walk over a fresh pair of grammars (so that each walk meets its
  * states new, in its own order): its class masks counted into *n_class. */
-static int walk_once(const struct kase *k, const struct voc *v, uint64_t *rs, int w,
-                     uint32_t *fast, uint32_t *plain, uint32_t *allowed, uint64_t *n_class)
+static int walk_once(const struct kase *k, const struct voc *v, uint64_t *rs, int w, uint32_t *fast,
+                     uint32_t *plain, uint32_t *allowed, uint64_t *n_class)
 {
 	struct grammar *gf = make(k), *gp = make(k);
 	size_t nw = gv_mask_words(v->gv);
