@@ -160,6 +160,16 @@ static struct gvc_class *gvc__build(const struct gvocab *gv, const uint8_t *tbl,
 	memcpy(c->tbl, tbl, (size_t)n_ph * 256);
 	if (gvc__walk(gv, c, ph, cnt))
 		goto fail;
+	if (c->useless) {
+		/* kept only to say so: its arrays would be up to 2.6 MiB for Qwen3 */
+		free(c->mask);
+		free(c->code);
+		free(c->bd);
+		c->mask = NULL;
+		c->code = NULL;
+		c->bd = NULL;
+		c->n_bd = 0;
+	}
 	free(ph);
 	free(cnt);
 	return c;
@@ -287,7 +297,8 @@ void gv_class_stats(const struct gvocab *gv, uint32_t *n_classes, uint32_t *n_tr
 	*n_triggers = s->n_trig;
 	*bytes = 0;
 	for (uint32_t i = 0; i < s->n; i++)
-		*bytes += words + gv->n_tokens + (size_t)s->cls[i]->n_ph * 256 +
+		*bytes += (s->cls[i]->useless ? 0 : words + gv->n_tokens) +
+		          (size_t)s->cls[i]->n_ph * 256 +
 		          s->cls[i]->n_bd * sizeof(struct gvc_bound);
 	for (uint32_t i = 0; i < s->n_trig; i++)
 		*bytes += words + s->trig[i]->n_comp * sizeof(uint32_t);
