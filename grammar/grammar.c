@@ -797,3 +797,13 @@ uint64_t grammar_fingerprint(const struct grammar *g)
 {
 	return g->fp;
 }
+
+void grammar_set_class_masks(struct grammar *g, bool on)
+{
+	g->plain = !on;
+}
+
+uint64_t grammar_class_masks(const struct grammar *g)
+{
+	return g->cache.class_masks;
+}

@@ -132,6 +132,15 @@ uint32_t grammar_n_elems(const struct grammar *g);
  * into a grammar with the same one. */
 uint64_t grammar_fingerprint(const struct grammar *g);
 
+/*
+ * Masks from the vocabulary's class sets (docs/adr/0061): on by default.
+ * Off, every new state's mask is the plain trie walk: the same bits,
+ * slower; for tests that compare the two and for benchmarks.
+ */
+void grammar_set_class_masks(struct grammar *g, bool on);
+/* How many new states' masks came from the class sets so far. */
+uint64_t grammar_class_masks(const struct grammar *g);
+
 /* ---- the matcher ------------------------------------------------------------------ */
 
 /*
@@ -221,6 +230,10 @@ void gv_destroy(struct gvocab *gv);
 uint32_t gv_n_tokens(const struct gvocab *gv);
 /* The trie's node count (benchmarks). */
 uint32_t gv_n_nodes(const struct gvocab *gv);
+/* The class sets and trigger parts the vocabulary keeps (docs/adr/0061),
+ * built as grammars ask: how many of each and the bytes they hold. */
+void gv_class_stats(const struct gvocab *gv, uint32_t *n_classes, uint32_t *n_triggers,
+                    size_t *bytes);
 /* The words a mask takes: (n + 31) / 32. */
 size_t gv_mask_words(const struct gvocab *gv);
 

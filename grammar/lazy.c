@@ -17,7 +17,7 @@
 
 #define GM_LAZY_MAGIC 0x314C4D47u /* "GML1" little-endian */
 
-static uint32_t gl__step(const struct gm_lazy *z, uint32_t k, uint8_t b)
+uint32_t gl__step(const struct gm_lazy *z, uint32_t k, uint8_t b)
 {
 	if (k == z->tlen)
 		k = z->kmp[k - 1];
@@ -96,50 +96,37 @@ bool gm_lazy_active(const struct gm_lazy *z)
 }
 
 /* The inactive mask from `seen`: every token, but those that complete the
- * trigger with bytes after it the grammar refuses. */
+ * trigger with bytes after it the grammar refuses. The vocabulary keeps
+ * all of it but the grammar's part (vclass.c, gvc__trigger): the subtrees
+ * below the nodes that complete the trigger, walked here from the
+ * grammar's start state. */
 static int gl__inactive(struct gm_lazy *z, const struct gvocab *gv, uint32_t *bits,
                         struct ig_errbuf *eb)
 {
 	struct grammar *g = z->m.g;
-	const struct gv_node *nd = gv->nodes;
-	uint32_t *kst = malloc(((size_t)gv->max_depth + 1) * sizeof(*kst));
+	const struct gvc_trig *t = gvc__trigger(gv, z);
+	struct gvc_trig *own = t ? NULL : gvc__trig_build(gv, z);
 	struct gmatch start;
 	int32_t sid = -1;
-	uint32_t i = 0;
-	int rc = 0;
+	int rc;
 
-	if (!kst)
+	if (!t && !(t = own))
 		return ig_errf(eb, IG_E_NOMEM, "grammar: no memory for the lazy mask");
 	if ((rc = gm_init(&start, g, eb)))
 		goto out;
 	gm__cache_trim(g, false);
 	if ((rc = gm__intern_matcher(&start, &sid, eb)))
-		goto out;
-	memset(bits, 0, gv_mask_words(gv) * 4);
-	for (uint32_t s = 0; s < gv->n_special; s++)
-		bits[gv->special_ids[s] >> 5] |= 1u << (gv->special_ids[s] & 31);
-	kst[0] = z->seen;
-	while (i < gv->n_nodes) {
-		const struct gv_node *x = &nd[i];
-		uint32_t k = gl__step(z, kst[x->depth - 1], x->byte);
+		goto out_start;
+	memcpy(bits, t->mask, gv_mask_words(gv) * 4);
+	for (uint32_t i = 0; i < t->n_comp && !rc; i++) {
+		const struct gv_node *x = &gv->nodes[t->comp[i]];
 
-		for (uint32_t t = 0; t < x->ntok; t++) {
-			uint32_t id = gv->ids[x->tok + t];
-
-			bits[id >> 5] |= 1u << (id & 31);
-		}
-		if (k == z->tlen) {
-			if ((rc = gm__walk(g, gv, sid, i + 1, x->skip, x->depth, bits, eb)))
-				goto out;
-			i = x->skip;
-			continue;
-		}
-		kst[x->depth] = k;
-		i++;
+		rc = gm__walk(g, gv, sid, t->comp[i] + 1, x->skip, x->depth, bits, eb);
 	}
-out:
+out_start:
 	gm_release(&start);
-	free(kst);
+out:
+	gvc__trig_free(own);
 	return rc;
 }
 

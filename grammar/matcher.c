@@ -328,6 +328,7 @@ static void gmc_flush(struct gm_cache *c)
 	c->masks_vocab = 0;
 	if (c->hash)
 		memset(c->hash, 0xff, c->hcap * sizeof(*c->hash));
+	gci__flush(&c->ci);
 	c->bytes = 0;
 	c->flushes++;
 }
@@ -341,6 +342,7 @@ void gmc_release(struct gm_cache *c)
 	free(c->hash);
 	free(c->masks);
 	gm__scratch_free(c->scr);
+	gci__release(&c->ci);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -422,6 +424,7 @@ static int gmc_intern(struct gm_cache *c, const uint32_t *w, uint32_t nw, uint32
 	s->nstk = nstk;
 	s->can_end = gm__has_empty(w, nstk);
 	s->mask = -1;
+	s->lvl = GCI_UNKNOWN;
 	for (int k = 0; k < 256; k++)
 		c->trans[(size_t)c->n_st * 256 + k] = GMC_UNKNOWN;
 	c->n_words += nw;
@@ -431,25 +434,63 @@ static int gmc_intern(struct gm_cache *c, const uint32_t *w, uint32_t nw, uint32
 	return 0;
 }
 
+/* cls := the bytes that every stack top of the set w (nstk stacks) takes
+ * or refuses as it does b: advancing by any of them gives the same set. */
+static void gm__byte_class(const struct grammar *g, const uint32_t *w, uint32_t nstk, unsigned b,
+                           uint64_t cls[4])
+{
+	cls[0] = cls[1] = cls[2] = cls[3] = ~0ull;
+	for (uint32_t k = 0; k < nstk; k++, w += w[0] + 1) {
+		const uint64_t *set;
+		uint64_t flip;
+
+		if (!w[0])
+			continue;
+		set = g->sets[g->el[w[w[0]]].arg];
+		flip = gr__in_set(set, b) ? 0 : ~0ull;
+		for (int i = 0; i < 4; i++)
+			cls[i] &= set[i] ^ flip;
+	}
+}
+
 /* The state after byte b from state sid: computed, interned and
- * remembered in sid's table when not known yet. */
+ * remembered in sid's table when not known yet, for every byte of b's
+ * class at sid (one advance answers them all). */
 static int gmc_next_slow(struct grammar *g, int32_t sid, unsigned b, int32_t *out)
 {
 	struct gm_cache *c = &g->cache;
 	struct gm__scratch *scr = gm__scr(g);
 	struct gmc_state *s;
-	int32_t t = GMC_DEAD;
+	uint64_t cls[4];
+	int32_t t = GMC_DEAD, *tr;
 	int rc;
 
 	if (!scr)
 		return IG_E_NOMEM;
 	s = &c->st[sid];
+	gm__byte_class(g, c->words + s->off, s->nstk, b, cls);
 	if ((rc = gm__advance(g, &scr->wk, c->words + s->off, s->nstk, b, &scr->a, &scr->b)))
 		return rc;
 	if (scr->a.nstk && (rc = gmc_intern(c, scr->a.w, scr->a.nw, scr->a.nstk, &t)))
 		return rc;
-	c->trans[(size_t)sid * 256 + b] = t;
+	tr = c->trans + (size_t)sid * 256;
+	for (unsigned x = 0; x < 256; x++)
+		if (gr__in_set(cls, x))
+			tr[x] = t;
 	*out = t;
+	return 0;
+}
+
+int gmc__fill(struct grammar *g, int32_t sid)
+{
+	for (unsigned b = 0; b < 256; b++) {
+		int32_t t;
+		int rc;
+
+		if (g->cache.trans[(size_t)sid * 256 + b] == GMC_UNKNOWN &&
+		    (rc = gmc_next_slow(g, sid, b, &t)))
+			return rc;
+	}
 	return 0;
 }
 
@@ -734,6 +775,10 @@ int gv_build(struct gvocab **out, const struct gv_token *toks, uint32_t n, struc
 		goto out;
 	}
 	gv->n_tokens = n;
+	if (gvc__store_create(&gv->cls)) {
+		rc = ig_errf(eb, IG_E_NOMEM, "grammar: no memory for the vocabulary");
+		goto out;
+	}
 	for (uint32_t i = 0; i < n; i++) {
 		if (toks[i].special) {
 			ns++;
@@ -825,6 +870,7 @@ void gv_destroy(struct gvocab *gv)
 	free(gv->nodes);
 	free(gv->ids);
 	free(gv->special_ids);
+	gvc__store_destroy(gv->cls);
 	free(gv);
 }
 
@@ -912,6 +958,7 @@ static int gm__mask_once(struct gmatch *m, const struct gvocab *gv, uint32_t *bi
 {
 	struct gm_cache *c = &m->g->cache;
 	size_t nwords = gv_mask_words(gv);
+	bool done = false;
 	int32_t sid;
 	int rc;
 
@@ -930,9 +977,15 @@ static int gm__mask_once(struct gmatch *m, const struct gvocab *gv, uint32_t *bi
 		memcpy(bits, c->masks[c->st[sid].mask], nwords * 4);
 		return 0;
 	}
-	memset(bits, 0, nwords * 4);
-	if ((rc = gm__walk(m->g, gv, sid, 0, gv->n_nodes, 0, bits, eb)))
+	if (!m->g->plain && (rc = gci__mask(m->g, gv, sid, bits, &done, eb)))
 		return rc;
+	if (done) {
+		c->class_masks++;
+	} else {
+		memset(bits, 0, nwords * 4);
+		if ((rc = gm__walk(m->g, gv, sid, 0, gv->n_nodes, 0, bits, eb)))
+			return rc;
+	}
 	if (c->n_masks < GMC_MAX_MASKS) {
 		uint32_t *copy;
 

@@ -2,7 +2,7 @@
  * ignis-grammarbench: the grammar engine's token mask timed on a real
  * vocabulary (issue 30, item 2; docs/adr/0052).
  *
- *   ignis-grammarbench VOCAB.gguf [--reps N]
+ *   ignis-grammarbench VOCAB.gguf [--reps N] [--plain]
  *
  * VOCAB.gguf is any model file with a byte-level BPE tokenizer, or a
  * vocabulary-only one (`ignis-vocab convert tokenizer.json -o VOCAB.gguf`).
@@ -17,11 +17,19 @@
  * its mask walked); "warm" walks the same document again over the same
  * grammar, as the next request with the same schema would (masks of
  * states seen before are copies). Each is repeated --reps times (default
- * 5, a fresh grammar for each cold one) and the figures pooled.
+ * 5, a fresh grammar for each cold one) and the figures pooled. The
+ * first cold walk also builds the vocabulary's class sets (docs/adr/0061)
+ * that later grammars share: CASE_cold_first_{mean,max}_us are its
+ * figures alone. --plain turns the class sets off (every new state's mask
+ * the plain trie walk), for a before and after on one binary.
  *
  * Prints key=value lines: vocab_tokens, trie_nodes, trie_build_ms; then
  * per case CASE_tokens, CASE_{cold,warm}_{mean,p50,p99,max}_us,
- * CASE_accept_mean_us (gm_accept_bytes per token). Exit status: 0 done,
+ * CASE_cold_first_{mean,max}_us, CASE_class_masks (the cold walks' masks
+ * from the class sets), CASE_accept_mean_us (gm_accept_bytes per token);
+ * last vocab_class_sets, vocab_trigger_parts, vocab_class_kib (what the
+ * vocabulary keeps for them all).
+ * Exit status: 0 done,
  * 1 a failure (a document refused, a token of it masked off), 2 bad
  * arguments.
  */
@@ -114,6 +122,7 @@ struct bench {
 	uint32_t n;
 	uint32_t *bits;
 	int reps;
+	bool plain;
 };
 
 struct kase {
@@ -235,7 +244,8 @@ static int run_case(struct bench *B, const struct kase *k)
 	struct ig_errbuf eb = {0};
 	uint32_t ids[4096];
 	size_t n_ids, tot;
-	double *cold, *warm, *acc, acc_sum = 0;
+	double *cold, *warm, *acc, acc_sum = 0, first = 0, first_max = 0;
+	uint64_t n_class = 0;
 	int rc = 1;
 
 	if (bpe_encode(B->b, k->doc, strlen(k->doc), 0, ids, 4096, &n_ids, &eb)) {
@@ -255,8 +265,13 @@ static int run_case(struct bench *B, const struct kase *k)
 			fprintf(stderr, PROG ": %s: %s\n", k->name, eb.msg);
 			goto out;
 		}
-		if (walk(B, k, g, ids, n_ids, cold + r * n_ids, acc + r * n_ids) ||
-		    walk(B, k, g, ids, n_ids, warm + r * n_ids, acc + r * n_ids)) {
+		grammar_set_class_masks(g, !B->plain);
+		if (walk(B, k, g, ids, n_ids, cold + r * n_ids, acc + r * n_ids)) {
+			grammar_destroy(g);
+			goto out;
+		}
+		n_class += grammar_class_masks(g);
+		if (walk(B, k, g, ids, n_ids, warm + r * n_ids, acc + r * n_ids)) {
 			grammar_destroy(g);
 			goto out;
 		}
@@ -267,7 +282,14 @@ static int run_case(struct bench *B, const struct kase *k)
 	}
 	for (size_t i = 0; i < tot; i++)
 		acc_sum += acc[i];
+	for (size_t i = 0; i < n_ids; i++) {
+		first += cold[i];
+		first_max = cold[i] > first_max ? cold[i] : first_max;
+	}
 	printf("%s_tokens=%zu\n", k->name, n_ids);
+	printf("%s_cold_first_mean_us=%.1f\n%s_cold_first_max_us=%.1f\n", k->name,
+	       first / (double)n_ids, k->name, first_max);
+	printf("%s_class_masks=%llu\n", k->name, (unsigned long long)n_class);
 	stats(k->name, "cold", cold, tot);
 	stats(k->name, "warm", warm, tot);
 	printf("%s_accept_mean_us=%.2f\n", k->name, acc_sum / (double)tot);
@@ -297,15 +319,17 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
 			B.reps = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--plain")) {
+			B.plain = true;
 		} else if (argv[i][0] != '-' && !path) {
 			path = argv[i];
 		} else {
-			fprintf(stderr, "usage: " PROG " VOCAB.gguf [--reps N]\n");
+			fprintf(stderr, "usage: " PROG " VOCAB.gguf [--reps N] [--plain]\n");
 			return 2;
 		}
 	}
 	if (!path || B.reps < 1) {
-		fprintf(stderr, "usage: " PROG " VOCAB.gguf [--reps N]\n");
+		fprintf(stderr, "usage: " PROG " VOCAB.gguf [--reps N] [--plain]\n");
 		return 2;
 	}
 	if (gguf_open(&g, path, &eb) || bpe_open(&B.b, &g, &eb)) {
@@ -339,6 +363,14 @@ int main(int argc, char **argv)
 	rc = 0;
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && !rc; c++)
 		rc = run_case(&B, &cases[c]);
+	if (!rc) {
+		uint32_t n_cls, n_trig;
+		size_t bytes;
+
+		gv_class_stats(B.gv, &n_cls, &n_trig, &bytes);
+		printf("vocab_class_sets=%u\nvocab_trigger_parts=%u\nvocab_class_kib=%zu\n", n_cls,
+		       n_trig, bytes >> 10);
+	}
 out:
 	free(B.bits);
 	free(toks);
