@@ -327,7 +327,7 @@ struct msg_str {
 	F(R, OU64, top_logprobs, 0, MSG_TOP_LP_MAX, _)     /* optional: their top list's length */ \
 	F(R, OSTR, grammar, 0, MSG_GRAMMAR_MAX, _)         /* optional: GBNF-like text */          \
 	F(R, OSTR, json_schema, 0, MSG_GRAMMAR_MAX, _)     /* optional: a JSON Schema */           \
-	F(R, OSTR, grammar_trigger, 0, MSG_TRIGGER_MAX, _) /* optional: lazy activation */    \
+	F(R, OSTR, grammar_trigger, 0, MSG_TRIGGER_MAX, _) /* optional: lazy activation */         \
 	F(R, OBOOL, echo, 0, 1, _) /* optional: the prompt's log-probabilities too */
 
 #define MSG_FIELDS_submitted(F, R)                                                                 \

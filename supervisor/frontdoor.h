@@ -52,7 +52,7 @@
 #define DOOR_FLIGHT_PROMPTS 64  /* poll_lps of prompts (echo; docs/adr/0063) ... */
 #define DOOR_PROMPT_AHEAD   4   /* ... up to this many a request: 4 x 16 positions */
 #define DOOR_FLIGHT_MAX                                                                            \
-	(DOOR_POLL_FLIGHTS + DOOR_FLIGHT_CANCELS + DOOR_FLIGHT_SUBMITS + DOOR_FLIGHT_LPS +           \
+	(DOOR_POLL_FLIGHTS + DOOR_FLIGHT_CANCELS + DOOR_FLIGHT_SUBMITS + DOOR_FLIGHT_LPS +         \
 	 DOOR_FLIGHT_PROMPTS)
 #define DOOR_WATCHDOG_MS 5000
 

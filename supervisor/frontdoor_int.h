@@ -215,7 +215,7 @@ struct door {
 	nng_socket ws; /* the pump's socket to the worker */
 	bool ws_open;
 	uint64_t (*poll_ids)[MSG_POLL_MANY_MAX]; /* the pump's: a flight's polled ids */
-	uint64_t lp_cursor; /* the pump's: the last request polled with poll_lp */
+	uint64_t lp_cursor;     /* the pump's: the last request polled with poll_lp */
 	uint64_t prompt_cursor; /* ... and with poll_lp's prompt */
 
 	uint64_t n_submitted, n_finished, n_failed, n_refused, n_rejected, n_tokens;

@@ -112,10 +112,10 @@ static bool door__run_add(struct door_run *u, const struct msg_tokens_ent *t,
 	if (!door__room(&u->toks, &u->cap, n, sizeof(*u->toks), 64) ||
 	    !door__room(&u->tend, &u->ecap, n, sizeof(*u->tend), 64) ||
 	    !door__room(&u->text, &u->tcap, (uint64_t)u->tlen + t->text.n, 1, 256) ||
-	    (l && (!door__room(&u->lp_at, &u->lp_at_cap, n, sizeof(*u->lp_at), 64) ||
-	           !door__room(&u->lpe, &u->lpe_cap, (uint64_t)u->nlpe + ne, sizeof(*u->lpe),
-	                       256) ||
-	           !door__room(&u->lpb, &u->lpb_cap, (uint64_t)u->nlpb + nb, 1, 1024))))
+	    (l &&
+	     (!door__room(&u->lp_at, &u->lp_at_cap, n, sizeof(*u->lp_at), 64) ||
+	      !door__room(&u->lpe, &u->lpe_cap, (uint64_t)u->nlpe + ne, sizeof(*u->lpe), 256) ||
+	      !door__room(&u->lpb, &u->lpb_cap, (uint64_t)u->nlpb + nb, 1, 1024))))
 		return false;
 	if (l) {
 		uint32_t j = 0, prev = 0;
@@ -146,29 +146,42 @@ static bool door__run_add(struct door_run *u, const struct msg_tokens_ent *t,
 	return true;
 }
 
+/* An answer about `r` (entry t) from worker `pid` that ends it: one from
+ * another worker (every request of the one that admitted it is lost), or
+ * one with a code (the worker no longer knows it, or cannot answer: `what`
+ * it did not give, and `tail`). True when it did. */
+static bool door__answer_ends(struct door *d, struct door_req *r, const struct msg_tokens_ent *t,
+                              pid_t pid, const char *what, const char *tail)
+{
+	char text[320];
+
+	if (r->wpid != pid) {
+		door__lose_worker(d, r->wpid, "restarted");
+		return true;
+	}
+	if (!t->code)
+		return false;
+	snprintf(text, sizeof(text),
+	         "the gpu-worker %s request %" PRIu64 " (its id %" PRIu64 " there: %s)%s", what,
+	         r->id, r->wid, ig_err_str((int)t->code), tail);
+	r->wcancels = t->code == IG_E_NOTFOUND ? 0 : 2; /* else it is still there */
+	door__finish(d, r, "error", IG_E_CHILD, text);
+	return true;
+}
+
 /* Apply one entry of a tokens_many answer, or of a tokens_lp (`l`, its
  * log-probabilities kept with its tokens, so a reader never sees a token
  * without them), from worker `pid`. */
 static bool door__apply_ent(struct door *d, struct door_req *r, const struct msg_tokens_ent *t,
                             pid_t pid, const struct msg_tokens_lp *l)
 {
+	char tail[64];
+
 	if (r->st != RQ_RUNNING || r->wid != t->id || t->from != r->recv)
 		return false; /* ended meanwhile, or an answer to an older question */
-	if (r->wpid != pid) {
-		door__lose_worker(d, r->wpid, "restarted");
+	snprintf(tail, sizeof(tail), "; it is lost after %u tokens", r->out.n);
+	if (door__answer_ends(d, r, t, pid, "no longer knows", tail))
 		return true;
-	}
-	if (t->code) {
-		char text[256];
-
-		snprintf(text, sizeof(text),
-		         "the gpu-worker no longer knows request %" PRIu64 " (its id %" PRIu64
-		         " there: %s); it is lost after %u tokens",
-		         r->id, r->wid, ig_err_str((int)t->code), r->out.n);
-		r->wcancels = 0;
-		door__finish(d, r, "error", IG_E_CHILD, text);
-		return true;
-	}
 	if (!door__text_ok(t)) {
 		r->wcancels = 2;
 		door__finish(d, r, "error", IG_E_PROTO_UNEXPECTED,
@@ -221,21 +234,8 @@ static bool door__apply_prompt(struct door *d, struct door_req *r, const struct 
 
 	if (r->st != RQ_RUNNING || r->prompt_in || r->wid != t->id || t->from != r->prm.n)
 		return false;
-	if (r->wpid != (pid_t)l->pid) {
-		door__lose_worker(d, r->wpid, "restarted");
+	if (door__answer_ends(d, r, t, (pid_t)l->pid, "did not give the prompt of", ""))
 		return true;
-	}
-	if (t->code) {
-		char text[256];
-
-		snprintf(text, sizeof(text),
-		         "the gpu-worker did not give request %" PRIu64 "'s prompt (its id %" PRIu64
-		         " there: %s)",
-		         r->id, r->wid, ig_err_str((int)t->code));
-		r->wcancels = 2;
-		door__finish(d, r, "error", IG_E_CHILD, text);
-		return true;
-	}
 	if (!door__text_ok(t) || !door__lp_ok(r, l, true) ||
 	    r->prm.n + t->tokens.n > r->prompt_tokens) {
 		r->wcancels = 2;
@@ -259,7 +259,8 @@ static bool door__apply_prompt(struct door *d, struct door_req *r, const struct 
 		char text[256];
 
 		snprintf(text, sizeof(text),
-		         "the gpu-worker ended request %" PRIu64 " (%.*s) with the log-probabilities "
+		         "the gpu-worker ended request %" PRIu64
+		         " (%.*s) with the log-probabilities "
 		         "of %u of its prompt's %u tokens",
 		         r->id, (int)t->finish.n, t->finish.p, r->prm.n, r->prompt_tokens);
 		r->wcancels = 1;
@@ -519,7 +520,8 @@ static void door__board_lp_polls(struct door *d, pid_t pid, struct msg *q, struc
 				continue;
 			if (prompt && (!r->echo || r->prompt_in || (!r->out.n && !r->wdone)))
 				continue;
-			for (uint32_t k = 0; k < (prompt ? DOOR_PROMPT_AHEAD : 1u) && n < max; k++) {
+			for (uint32_t k = 0; k < (prompt ? DOOR_PROMPT_AHEAD : 1u) && n < max;
+			     k++) {
 				uint32_t from = prompt ? r->prm.n + k * MSG_LP_TOKENS : r->recv;
 
 				if (k && from >= r->prompt_tokens)
@@ -527,7 +529,8 @@ static void door__board_lp_polls(struct door *d, pid_t pid, struct msg *q, struc
 				q->type = MSG_POLL_LP;
 				q->u.poll_lp = (struct msg_poll_lp){r->wid, from, prompt};
 				door__board(f, nf, q, NULL,
-				            prompt ? DOOR_FL_POLL_PROMPT : DOOR_FL_POLL_LP, r->id, 0);
+				            prompt ? DOOR_FL_POLL_PROMPT : DOOR_FL_POLL_LP, r->id,
+				            0);
 				n++;
 			}
 			last = r->id;

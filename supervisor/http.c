@@ -1022,8 +1022,7 @@ static bool http__echo(struct hreq *r, char **text, size_t *len, struct oai_lps 
 	*text = NULL;
 	*len = 0;
 	*lps = NULL;
-	if ((r->q.logprobs || !r->q.prompt) &&
-	    door_local_prompt(r->h->door, r->dr, &wt, &wlen, &n))
+	if ((r->q.logprobs || !r->q.prompt) && door_local_prompt(r->h->door, r->dr, &wt, &wlen, &n))
 		return false;
 	if (!(*text = r->q.prompt ? strndup(r->q.prompt, r->q.prompt_len) : wt))
 		goto out;

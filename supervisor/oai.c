@@ -127,16 +127,22 @@ static int oai__max_tokens(struct oai__in *in, const char *k, json_t *v)
 	return 0;
 }
 
-/* completions: echo, the prompt's text before the completion's (and with
- * logprobs, its tokens' log-probabilities before theirs: docs/adr/0063) */
-static int oai__echo(struct oai__in *in, const char *k, json_t *v)
+/* A boolean field: true or false into *out; null leaves it as it was. */
+static int oai__bool(struct oai__in *in, const char *k, json_t *v, bool *out)
 {
 	if (json_is_null(v))
 		return 0;
 	if (!json_is_boolean(v))
 		return oai__bad(in, k, v, "true or false");
-	in->r->echo = json_is_true(v);
+	*out = json_is_true(v);
 	return 0;
+}
+
+/* completions: echo, the prompt's text before the completion's (and with
+ * logprobs, its tokens' log-probabilities before theirs: docs/adr/0063) */
+static int oai__echo(struct oai__in *in, const char *k, json_t *v)
+{
+	return oai__bool(in, k, v, &in->r->echo);
 }
 
 /* A number lo..hi (lo itself excluded when `open`). */
@@ -223,12 +229,7 @@ static int oai__stop(struct oai__in *in, const char *k, json_t *v)
 
 static int oai__stream(struct oai__in *in, const char *k, json_t *v)
 {
-	if (json_is_null(v))
-		return 0;
-	if (!json_is_boolean(v))
-		return oai__bad(in, k, v, "true or false");
-	in->r->stream = json_is_true(v);
-	return 0;
+	return oai__bool(in, k, v, &in->r->stream);
 }
 
 static int oai__stream_options(struct oai__in *in, const char *k, json_t *v)
@@ -264,12 +265,7 @@ static int oai__n(struct oai__in *in, const char *k, json_t *v)
 /* chat: logprobs true or false */
 static int oai__logprobs_chat(struct oai__in *in, const char *k, json_t *v)
 {
-	if (json_is_null(v))
-		return 0;
-	if (!json_is_boolean(v))
-		return oai__bad(in, k, v, "true or false");
-	in->r->logprobs = json_is_true(v);
-	return 0;
+	return oai__bool(in, k, v, &in->r->logprobs);
 }
 
 /* chat: top_logprobs 0..20 (with logprobs true: checked at the end) */
@@ -1329,8 +1325,10 @@ int oai_lps_add(struct oai_lps *a, const struct oai_lp_tok *t)
 			return -1;
 		rc |= json_array_append_new(a->tokens,
 		                            oai__text((const char *)t->tok.bytes, t->tok.len));
-		rc |= json_array_append_new(a->token_lps, t->none ? json_null() : oai__lp(t->tok.lp));
-		rc |= json_array_append_new(a->tops, t->none ? (json_decref(top), json_null()) : top);
+		rc |=
+		    json_array_append_new(a->token_lps, t->none ? json_null() : oai__lp(t->tok.lp));
+		rc |=
+		    json_array_append_new(a->tops, t->none ? (json_decref(top), json_null()) : top);
 		rc |= json_array_append_new(a->offs, json_integer((json_int_t)t->text_offset));
 	}
 	if (rc)

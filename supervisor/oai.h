@@ -176,10 +176,10 @@ struct oai_req {
 	 * logprobs its tokens' log-probabilities first (the first token's
 	 * null); max_zero: max_tokens 0, only with echo (the prompt alone) */
 	bool echo, max_zero;
-	double temperature;  /* 1 when not given, as OpenAI's default */
-	double top_p;        /* 1 when not given */
-	uint32_t top_k;      /* 0: off */
-	uint32_t n;          /* choices, 1..OAI_N_MAX (1 when not given) */
+	double temperature; /* 1 when not given, as OpenAI's default */
+	double top_p;       /* 1 when not given */
+	uint32_t top_k;     /* 0: off */
+	uint32_t n;         /* choices, 1..OAI_N_MAX (1 when not given) */
 	bool seed_set;
 	int64_t seed;
 	const char *stop[4];
