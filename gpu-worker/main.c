@@ -822,6 +822,11 @@ static int worker_submit(struct worker *w, const struct msg_submit *q, struct ms
 		               "submit.top_logprobs: %" PRIu64 " without logprobs; accepted: 0, "
 		               "or logprobs true",
 		               q->top_logprobs);
+	if (q->echo && !q->logprobs)
+		return ig_errf(eb, IG_E_PROTO_FIELD_RANGE,
+		               "submit.echo: true without logprobs; accepted: false, or logprobs "
+		               "true (echo asks the prompt's log-probabilities too)");
+	r.echo = q->echo;
 	rc = worker_grammar(w, q, &r, eb);
 	if (rc)
 		return rc;
@@ -1063,19 +1068,16 @@ static void worker_poll_many(struct worker *w, const struct msg_poll_many *q,
 		                w->many_text[i], &r->reqs.v[i]);
 }
 
-/* Token `i` (`tok`) of request `id`: its log-probabilities into r (lps,
- * lp_n, pieces, piece_ends); false, with nothing added, when its pieces
- * would pass MSG_LP_BYTES or the request has none. */
-static bool worker_lp_add(struct worker *w, uint64_t id, uint32_t i, uint32_t tok,
+/* One token's log-probabilities, top[0..n) (the token's own first, then
+ * its top list), into r (lps, lp_n, pieces, piece_ends); false, with
+ * nothing added, when their pieces would pass MSG_LP_BYTES. n 0: a group
+ * of none (the prompt's first position). */
+static bool worker_lp_put(struct worker *w, const struct smp_logprob *top, uint32_t n,
                           struct msg_tokens_lp *r)
 {
-	struct smp_logprob top[SMP_TOP_LOGPROBS_MAX + 1];
-	uint32_t n = 0, bytes = r->pieces.n;
+	uint32_t bytes = r->pieces.n;
 
-	if (eng_logprobs(w->eng, id, i, &top[0].lp, top + 1, &n, NULL))
-		return false;
-	top[0].id = tok;
-	for (uint32_t j = 0; j <= n; j++) {
+	for (uint32_t j = 0; j < n; j++) {
 		const uint8_t *p;
 		size_t len;
 
@@ -1084,7 +1086,7 @@ static bool worker_lp_add(struct worker *w, uint64_t id, uint32_t i, uint32_t to
 	}
 	if (bytes > MSG_LP_BYTES)
 		return false;
-	for (uint32_t j = 0; j <= n; j++) {
+	for (uint32_t j = 0; j < n; j++) {
 		const uint8_t *p;
 		size_t len;
 
@@ -1096,25 +1098,40 @@ static bool worker_lp_add(struct worker *w, uint64_t id, uint32_t i, uint32_t to
 			r->pieces.v[r->pieces.n++] = p[b];
 		r->piece_ends.v[r->piece_ends.n++] = r->pieces.n;
 	}
-	r->lp_n.v[r->lp_n.n++] = n + 1;
+	r->lp_n.v[r->lp_n.n++] = n;
 	return true;
+}
+
+/* Token `i` (`tok`) of request `id`, generated (or with `prompt`, prompt
+ * position i): its log-probabilities into r; false, with nothing added,
+ * when its pieces would pass MSG_LP_BYTES or the request has none. */
+static bool worker_lp_add(struct worker *w, uint64_t id, uint32_t i, uint32_t tok, bool prompt,
+                          struct msg_tokens_lp *r)
+{
+	struct smp_logprob top[SMP_TOP_LOGPROBS_MAX + 1];
+	uint32_t n = 0;
+	int rc = prompt ? eng_prompt_logprobs(w->eng, id, i, &top[0].lp, top + 1, &n, NULL)
+	                : eng_logprobs(w->eng, id, i, &top[0].lp, top + 1, &n, NULL);
+
+	if (rc)
+		return false;
+	top[0].id = tok;
+	return worker_lp_put(w, top, prompt && i == 0 ? 0 : n + 1, r);
 }
 
 /* One request's tokens with their log-probabilities (poll_lp: a request
  * submitted with logprobs). The tokens whose pieces fit (at least one),
  * then what a poll_many would answer for that many. */
-static void worker_poll_lp(struct worker *w, const struct msg_poll_lp *q, struct msg_tokens_lp *r)
+static void worker_poll_out(struct worker *w, const struct msg_poll_lp *q, struct msg_tokens_lp *r)
 {
 	struct msg_tokens_ent *t = &r->ent.v[0];
 	uint32_t k = 0;
 
-	memset(r, 0, sizeof(*r));
-	r->pid = (uint64_t)getpid();
-	r->ent.n = 1;
 	worker_fill_ent(w, q->id, q->from, MSG_LP_TOKENS, w->many_text[0], t);
 	if (t->code)
 		return;
-	while (k < t->tokens.n && worker_lp_add(w, q->id, (uint32_t)q->from + k, t->tokens.v[k], r))
+	while (k < t->tokens.n &&
+	       worker_lp_add(w, q->id, (uint32_t)q->from + k, t->tokens.v[k], false, r))
 		k++;
 	if (!k && t->tokens.n) {
 		/* no log-probabilities (a request submitted without them):
@@ -1127,6 +1144,63 @@ static void worker_poll_lp(struct worker *w, const struct msg_poll_lp *q, struct
 	} else if (k < t->tokens.n) { /* the rest next time: the text of the k taken */
 		worker_fill_ent(w, q->id, q->from, k, w->many_text[0], t);
 	}
+}
+
+/* A request's prompt positions from q->from with their log-probabilities
+ * (poll_lp's `prompt`: a request submitted with echo; msg.h): at most the
+ * positions ready, MSG_LP_TOKENS of them, as many as their text and
+ * pieces allow (at least one). */
+static void worker_poll_prompt(struct worker *w, const struct msg_poll_lp *q,
+                               struct msg_tokens_lp *r)
+{
+	struct msg_tokens_ent *t = &r->ent.v[0];
+	const uint32_t *toks = NULL, *out;
+	uint32_t n = 0, ready = 0, from = (uint32_t)q->from, to, k = 0;
+	struct eng_status st;
+	size_t len = 0;
+	int rc = IG_E_NOTFOUND;
+
+	t->id = q->id;
+	t->from = q->from;
+	t->state = t->text = t->finish = msg_str_of("");
+	if (w->eng && !(rc = eng_prompt(w->eng, q->id, &toks, &n, &ready, NULL)) &&
+	    !(rc = eng_output(w->eng, q->id, &out, &st, NULL)) && !ready)
+		rc = IG_E_INVAL; /* submitted without echo */
+	if (rc) {
+		t->code = (uint64_t)rc;
+		return;
+	}
+	t->state = msg_str_of(sched_phase_name(st.phase));
+	t->done = st.phase == SCHED_DONE;
+	t->finish = msg_str_of(eng_finish_name(st.finish));
+	t->generated = ready;
+	t->cached = st.cached;
+	if (q->from >= ready)
+		return; /* nothing (more) yet: not an error, ready only grows */
+	to = ready - from < MSG_LP_TOKENS ? ready : from + MSG_LP_TOKENS;
+	tok_text_delta(&w->vocab, toks, from, to, to == n, w->many_text[0], MSG_POLL_MANY_TEXT,
+	               t->text_ends.v, &t->tokens.n, &len);
+	while (k < t->tokens.n && worker_lp_add(w, q->id, from + k, toks[from + k], true, r))
+		k++;
+	if (k < t->tokens.n) /* the rest next time: the text of the k taken */
+		tok_text_delta(&w->vocab, toks, from, from + k, from + k == n, w->many_text[0],
+		               MSG_POLL_MANY_TEXT, t->text_ends.v, &t->tokens.n, &len);
+	memcpy(t->tokens.v, toks + from, (size_t)t->tokens.n * sizeof(uint32_t));
+	t->text_ends.n = t->tokens.n;
+	t->text = (struct msg_str){w->many_text[0], (uint32_t)len};
+}
+
+/* poll_lp: a request's generated tokens, or (`prompt`) its prompt's
+ * positions, with their log-probabilities. */
+static void worker_poll_lp(struct worker *w, const struct msg_poll_lp *q, struct msg_tokens_lp *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->pid = (uint64_t)getpid();
+	r->ent.n = 1;
+	if (q->prompt)
+		worker_poll_prompt(w, q, r);
+	else
+		worker_poll_out(w, q, r);
 }
 
 static int worker_handle(void *ctx, const struct msg *req, struct msg *reply, struct ig_errbuf *eb)

@@ -294,7 +294,11 @@ struct msg_str {
  * generated token's, with the `top_logprobs` (0..MSG_TOP_LP_MAX) likeliest
  * ids' beside it (top_logprobs above 0 without logprobs is refused by the
  * worker); both optional fields, so that a submit without them is as it
- * was. The front door reads them with poll_lp instead of poll_many. */
+ * was. The front door reads them with poll_lp instead of poll_many.
+ * `echo` (optional, only with logprobs: else refused by name, code 27;
+ * docs/adr/0063) asks the prompt's too: each prompt token's under the
+ * logits of the tokens before it (the first has none), read with poll_lp's
+ * `prompt`. */
 #define MSG_TOP_LP_MAX 20u
 
 /* Constrained decoding (docs/adr/0057): a submit may carry a `grammar` in
@@ -323,7 +327,8 @@ struct msg_str {
 	F(R, OU64, top_logprobs, 0, MSG_TOP_LP_MAX, _)     /* optional: their top list's length */ \
 	F(R, OSTR, grammar, 0, MSG_GRAMMAR_MAX, _)         /* optional: GBNF-like text */          \
 	F(R, OSTR, json_schema, 0, MSG_GRAMMAR_MAX, _)     /* optional: a JSON Schema */           \
-	F(R, OSTR, grammar_trigger, 0, MSG_TRIGGER_MAX, _) /* optional: lazy activation */
+	F(R, OSTR, grammar_trigger, 0, MSG_TRIGGER_MAX, _) /* optional: lazy activation */         \
+	F(R, OBOOL, echo, 0, 1, _) /* optional: the prompt's log-probabilities too */
 
 #define MSG_FIELDS_submitted(F, R)                                                                 \
 	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
@@ -825,9 +830,22 @@ struct msg_str {
 	F(R, U64, id, 0, UINT32_MAX, _)                                                            \
 	F(R, F64, lp, -MSG_LP_FLOOR, 0.0, _)
 
+/* poll_lp's optional `prompt` (docs/adr/0063; a request submitted with
+ * echo): the answer is about the prompt instead. `from` counts prompt
+ * positions; ent.tokens are prompt tokens [from, from + k), ent.text and
+ * text_ends the worker's text of the prompt alone (as a generation's: its
+ * specials give none, a final U+FFFD once its last token is taken), and
+ * each token's lps as above, the prompt token's entry first, but none at
+ * all at position 0 (lp_n 0: nothing comes before it). ent.generated is
+ * the positions ready (holding theirs: all once the first token exists),
+ * and k stops there: a `from` at or past it answers no tokens, not an
+ * error; ent.state, done, finish and cached are the request's, as a poll's.
+ * A request done with fewer positions ready than its prompt's never gets
+ * the rest. A request submitted without echo answers code 2. */
 #define MSG_FIELDS_poll_lp(F, R)                                                                   \
 	F(R, U64, id, 1, UINT64_MAX, _)                                                            \
-	F(R, U64, from, 0, UINT32_MAX, _)
+	F(R, U64, from, 0, UINT32_MAX, _)                                                          \
+	F(R, OBOOL, prompt, 0, 1, _) /* optional: the prompt's positions */
 
 #define MSG_FIELDS_tokens_lp(F, R)                                                                 \
 	F(R, U64, pid, 1, INT32_MAX, _)                                                            \

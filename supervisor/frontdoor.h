@@ -49,8 +49,11 @@
 #define DOOR_FLIGHT_CANCELS 128 /* cancels */
 #define DOOR_FLIGHT_SUBMITS 256 /* submits */
 #define DOOR_FLIGHT_LPS     64  /* poll_lps (requests asking log-probabilities) */
+#define DOOR_FLIGHT_PROMPTS 64  /* poll_lps of prompts (echo; docs/adr/0063) ... */
+#define DOOR_PROMPT_AHEAD   4   /* ... up to this many a request: 4 x 16 positions */
 #define DOOR_FLIGHT_MAX                                                                            \
-	(DOOR_POLL_FLIGHTS + DOOR_FLIGHT_CANCELS + DOOR_FLIGHT_SUBMITS + DOOR_FLIGHT_LPS)
+	(DOOR_POLL_FLIGHTS + DOOR_FLIGHT_CANCELS + DOOR_FLIGHT_SUBMITS + DOOR_FLIGHT_LPS +         \
+	 DOOR_FLIGHT_PROMPTS)
 #define DOOR_WATCHDOG_MS 5000
 
 /* What the door tells clients about the model (from the supervisor's plan;
@@ -131,6 +134,10 @@ struct door_news {
 	bool admitted;    /* the worker took it: prompt_tokens, max_tokens hold */
 	bool done;        /* nothing follows: finish, code, message hold */
 	bool refused;     /* done without being admitted: code, message say why */
+	/* echo (fd_submit.echo): the prompt's tokens, text and log-probabilities
+	 * are all kept (door_local_prompt); a request done without it ended in
+	 * error */
+	bool prompt_in;
 	uint32_t prompt_tokens, max_tokens, generated, cached;
 	char state[17];  /* as fd_tokens' state */
 	char finish[17]; /* "" until done; "error" with code and message */
@@ -163,13 +170,15 @@ int door_local_read(struct door *d, struct door_req *l, uint64_t *version, uint3
 /* The log-probabilities of one token (door_local_logprobs): `e[0]` the
  * sampled token's, then its top list, likeliest first; each with its id,
  * its log-probability (<= 0; -MSG_LP_FLOOR for -infinity) and its piece
- * (the bytes the token stands for, not necessarily whole UTF-8). text_off:
- * the bytes of the request's text before this token's. */
+ * (the bytes the token stands for, not necessarily whole UTF-8). text_off
+ * and text_end: the bytes of the request's text (of the prompt's, for
+ * door_local_prompt_logprobs) before this token's and once it is added.
+ * n 0: none (the prompt's first token). */
 #define DOOR_LP_MAX    21u  /* 1 + MSG_TOP_LP_MAX */
 #define DOOR_PIECE_MAX 256u /* TOK_PIECE_MAX */
 struct door_lp_tok {
 	uint32_t n;
-	uint32_t text_off;
+	uint32_t text_off, text_end;
 	struct {
 		uint32_t id;
 		double lp;
@@ -181,6 +190,17 @@ struct door_lp_tok {
 /* Token `i` (below news->generated) of `l`, submitted with logprobs, into
  * *out: 0, or -1 when it has none. */
 int door_local_logprobs(struct door *d, struct door_req *l, uint32_t i, struct door_lp_tok *out);
+/* The prompt of `l`, submitted with echo, once news->prompt_in: the
+ * worker's text of it (its specials give none; a final U+FFFD for a cut
+ * character), a malloc'd NUL-terminated copy into *text (the caller frees
+ * it), *len bytes, and its *n tokens. 0, or -1 when it is not in (or no
+ * memory). */
+int door_local_prompt(struct door *d, struct door_req *l, char **text, size_t *len, uint32_t *n);
+/* Prompt token `i` (below its *n) of `l` into *out, as door_local_logprobs
+ * (n 0 at position 0, which has none); text_off and text_end in the
+ * prompt's text. 0, or -1 when it has none. */
+int door_local_prompt_logprobs(struct door *d, struct door_req *l, uint32_t i,
+                               struct door_lp_tok *out);
 
 /*
  * Arm `wake` for the next news of `l` after `version`: called once, from a

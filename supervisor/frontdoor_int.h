@@ -25,8 +25,9 @@
  *               parked until the worker admits or refuses it
  *   SUBMITTING  the pump is sending it to the worker
  *   RUNNING     admitted: the pump polls its tokens (poll_many) and appends
- *               them to toks[], and the text the worker sent with them to
- *               text[] (tend[i]: its bytes once token i is added)
+ *               them to out.toks[], and the text the worker sent with them
+ *               to out.text[] (out.tend[i]: its bytes once token i is
+ *               added); with echo, the prompt's to prm likewise
  *   DONE        finished at the worker (a stop string included: the worker
  *               checks them), cancelled, or lost with its worker; readable
  *               until forgotten
@@ -35,9 +36,10 @@
  * the worker holds back the tokens that could begin a stop string. A
  * request leaves the worker's table by cancels the pump sends (wcancels:
  * two for one still running, stop then forget; one for one finished there).
- * A forgotten request is freed once those are sent. Invariants: n == recv;
- * tend[] ascends and ends at or below tlen (beyond it, once done, the
- * worker's final U+FFFD); a RUNNING request has a worker id and the pid of
+ * A forgotten request is freed once those are sent. Invariants: out.n ==
+ * recv; out.tend[] ascends and ends at or below out.tlen (beyond it, once
+ * done, the worker's final U+FFFD); a DONE request that asked echo and
+ * did not end in error has prompt_in; a RUNNING request has a worker id and the pid of
  * the worker that admitted it (wpid), and an answer from any other pid ends
  * it.
  */
@@ -80,7 +82,26 @@ enum door_rq { RQ_QUEUED, RQ_SUBMITTING, RQ_RUNNING, RQ_DONE };
 struct door_lpe {
 	uint32_t id;
 	double lp;
-	uint32_t off, len; /* in the request's lpb */
+	uint32_t off, len; /* in its run's lpb */
+};
+
+/* A run of tokens the worker sent, held twice in a request: its output,
+ * and (echo; docs/adr/0063) its prompt. toks[0..n), the worker's text for
+ * them (tend[i]: its bytes once token i is added; beyond the last end, once
+ * the run is whole, the worker's final U+FFFD up to tlen), and with
+ * log-probabilities (docs/adr/0053) token i's entries lpe[lp_at[i] ..
+ * lp_at[i + 1]) (the last's up to nlpe): the token's own, then its top list
+ * (none for the prompt's first position); each entry's piece at
+ * lpb[off, off + len). Invariants: tend[] ascends within tlen; with
+ * log-probabilities lp_at holds n starts, ascending, within nlpe. */
+struct door_run {
+	uint32_t *toks, *tend, n, cap, ecap;
+	char *text;
+	uint32_t tlen, tcap;
+	struct door_lpe *lpe;
+	uint32_t *lp_at, lp_at_cap, nlpe, lpe_cap;
+	uint8_t *lpb;
+	uint32_t nlpb, lpb_cap;
 };
 
 struct door_req {
@@ -101,22 +122,22 @@ struct door_req {
 	pid_t wpid;
 	uint32_t prompt_tokens, max_tokens, reserved_pages;
 	uint8_t wcancels;
-	/* output: the tokens and the worker's text for them */
-	uint32_t *toks, *tend, n, cap, recv;
+	/* output: the tokens, the worker's text for them, and (`lp`:
+	 * fd_submit.logprobs; docs/adr/0053) their log-probabilities, polled
+	 * with poll_lp, which brings them with their tokens. recv == out.n */
+	struct door_run out;
+	uint32_t recv;
 	uint32_t cached; /* prompt tokens the worker took from a checkpoint */
-	/* log-probabilities (fd_submit.logprobs; docs/adr/0053): polled with
-	 * poll_lp, which brings them with their tokens. Token i's entries are
-	 * lpe[lp_at[i] .. lp_at[i + 1]) (the last's up to nlpe): the sampled
-	 * token's, then its top list; each entry's piece at lpb[off, off+len).
-	 * Invariant: lp_at holds n starts when lp */
 	bool lp;
 	uint32_t lp_top;
-	struct door_lpe *lpe;
-	uint32_t *lp_at, lp_at_cap, nlpe, lpe_cap;
-	uint8_t *lpb;
-	uint32_t nlpb, lpb_cap;
-	char *otext;
-	uint32_t tlen, tcap;
+	/* echo (fd_submit.echo, only with lp; docs/adr/0063): the prompt's
+	 * tokens, text and log-probabilities, polled with poll_lp's `prompt`
+	 * once the worker has the first token (or the request is done there:
+	 * wdone) until all prompt_tokens are in (prompt_in). A request done at
+	 * the worker is finished here only once prompt_in, so a reader told
+	 * it is done has them all; one done there with fewer ends in error. */
+	bool echo, prompt_in, wdone;
+	struct door_run prm;
 	char phase[17], finish[17];
 	int code;
 	char *message; /* finish "error" */
@@ -194,7 +215,8 @@ struct door {
 	nng_socket ws; /* the pump's socket to the worker */
 	bool ws_open;
 	uint64_t (*poll_ids)[MSG_POLL_MANY_MAX]; /* the pump's: a flight's polled ids */
-	uint64_t lp_cursor; /* the pump's: the last request polled with poll_lp */
+	uint64_t lp_cursor;     /* the pump's: the last request polled with poll_lp */
+	uint64_t prompt_cursor; /* ... and with poll_lp's prompt */
 
 	uint64_t n_submitted, n_finished, n_failed, n_refused, n_rejected, n_tokens;
 	uint64_t n_slot_waits;
@@ -218,9 +240,14 @@ void door__set_st(struct door *d, struct door_req *r, enum door_rq st);
 void door__free_req(struct door *d, struct door_req *r);
 /* ---- request views ----------------------------------------------------------- */
 const char *door__state(const struct door_req *r);
-/* The worker's text of tokens [0, k): its bytes; with `end` (k is every
- * token of a finished request) the worker's final U+FFFD included. */
-uint32_t door__text_to(const struct door_req *r, uint32_t k, bool end);
+/* The worker's text of tokens [0, k) of run `u`: its bytes; with `end` (k
+ * is every token of a whole run: a finished request's output, a prompt)
+ * the worker's final U+FFFD included. */
+uint32_t door__text_to(const struct door_run *u, uint32_t k, bool end);
+/* Token i (< u->n) of run `u`'s log-probabilities into *out
+ * (door_lp_tok); -1 when the run has none. */
+int door__run_lp(const struct door_run *u, uint32_t i, struct door_lp_tok *out);
+void door__run_release(struct door_run *u);
 /* Something about `r` changed: its in-process reader is told. */
 void door__news(struct door_req *r);
 /* Answer the parked polls of `r` that have something new (or all of them),

@@ -82,8 +82,8 @@ int door_local_read(struct door *d, struct door_req *r, uint64_t *version, uint3
 		pthread_mutex_unlock(&d->mu);
 		return 0;
 	}
-	start = door__text_to(r, *from, false);
-	end = door__text_to(r, r->n, r->st == RQ_DONE);
+	start = door__text_to(&r->out, *from, false);
+	end = door__text_to(&r->out, r->out.n, r->st == RQ_DONE);
 	if (end > start || !*text) {
 		char *t = realloc(*text, *text_len + (end - start) + 1);
 
@@ -92,7 +92,7 @@ int door_local_read(struct door *d, struct door_req *r, uint64_t *version, uint3
 			return -1;
 		}
 		if (end > start)
-			memcpy(t + *text_len, r->otext + start, end - start);
+			memcpy(t + *text_len, r->out.text + start, end - start);
 		*text_len += end - start;
 		t[*text_len] = '\0';
 		*text = t;
@@ -105,7 +105,8 @@ int door_local_read(struct door *d, struct door_req *r, uint64_t *version, uint3
 	nw->admitted = r->st == RQ_RUNNING || (nw->done && !r->refused);
 	nw->prompt_tokens = r->prompt_tokens;
 	nw->max_tokens = r->max_tokens;
-	nw->generated = r->n;
+	nw->generated = r->out.n;
+	nw->prompt_in = r->prompt_in;
 	nw->cached = r->cached;
 	snprintf(nw->state, sizeof(nw->state), "%s", door__state(r));
 	if (nw->done) {
@@ -113,7 +114,7 @@ int door_local_read(struct door *d, struct door_req *r, uint64_t *version, uint3
 		nw->code = r->code;
 		snprintf(nw->message, sizeof(nw->message), "%s", r->message ? r->message : "");
 	}
-	*from = r->n;
+	*from = r->out.n;
 	*version = r->ver;
 	pthread_mutex_unlock(&d->mu);
 	return 1;
@@ -121,29 +122,45 @@ int door_local_read(struct door *d, struct door_req *r, uint64_t *version, uint3
 
 int door_local_logprobs(struct door *d, struct door_req *r, uint32_t i, struct door_lp_tok *out)
 {
-	uint32_t a, b;
+	int rc;
 
 	pthread_mutex_lock(&d->mu);
-	if (!r->lp || i >= r->n || !r->lp_at) {
-		pthread_mutex_unlock(&d->mu);
-		return -1;
-	}
-	a = r->lp_at[i];
-	b = i + 1 < r->n ? r->lp_at[i + 1] : r->nlpe;
-	out->n = 0;
-	out->text_off = door__text_to(r, i, false);
-	for (uint32_t j = a; j < b && out->n < DOOR_LP_MAX; j++) {
-		const struct door_lpe *e = &r->lpe[j];
-		uint32_t len = e->len < DOOR_PIECE_MAX ? e->len : DOOR_PIECE_MAX;
+	rc = r->lp ? door__run_lp(&r->out, i, out) : -1;
+	pthread_mutex_unlock(&d->mu);
+	return rc;
+}
 
-		out->e[out->n].id = e->id;
-		out->e[out->n].lp = e->lp;
-		out->e[out->n].len = len;
-		memcpy(out->e[out->n].bytes, r->lpb + e->off, len);
-		out->n++;
+int door_local_prompt(struct door *d, struct door_req *r, char **text, size_t *len, uint32_t *n)
+{
+	int rc = -1;
+
+	*text = NULL;
+	*len = 0;
+	*n = 0;
+	pthread_mutex_lock(&d->mu);
+	if (r->prompt_in && (*text = malloc((size_t)r->prm.tlen + 1))) {
+		if (r->prm.tlen)
+			memcpy(*text, r->prm.text, r->prm.tlen);
+		(*text)[r->prm.tlen] = '\0';
+		*len = r->prm.tlen;
+		*n = r->prm.n;
+		rc = 0;
 	}
 	pthread_mutex_unlock(&d->mu);
-	return 0;
+	return rc;
+}
+
+int door_local_prompt_logprobs(struct door *d, struct door_req *r, uint32_t i,
+                               struct door_lp_tok *out)
+{
+	int rc;
+
+	pthread_mutex_lock(&d->mu);
+	rc = r->prompt_in ? door__run_lp(&r->prm, i, out) : -1;
+	if (!rc && i + 1 == r->prm.n)
+		out->text_end = r->prm.tlen; /* the prompt's final U+FFFD is its last's */
+	pthread_mutex_unlock(&d->mu);
+	return rc;
 }
 
 bool door_local_wait(struct door *d, struct door_req *r, uint64_t version, uint32_t wait_ms,

@@ -88,12 +88,12 @@ void door__arm(struct door *d)
 static void door__fill_tokens(struct door_req *r, uint32_t from, uint32_t max,
                               struct msg_fd_tokens *t)
 {
-	uint32_t n = r->n - from, start = door__text_to(r, from, false), end;
+	uint32_t n = r->out.n - from, start = door__text_to(&r->out, from, false), end;
 
 	if (n > max)
 		n = max;
 	for (;;) {
-		end = door__text_to(r, from + n, r->st == RQ_DONE && from + n == r->n);
+		end = door__text_to(&r->out, from + n, r->st == RQ_DONE && from + n == r->out.n);
 		if (end - start <= MSG_TEXT_MAX || !n)
 			break;
 		n--;
@@ -102,12 +102,12 @@ static void door__fill_tokens(struct door_req *r, uint32_t from, uint32_t max,
 	t->from = from;
 	t->tokens.n = n;
 	if (n)
-		memcpy(t->tokens.v, r->toks + from, (size_t)n * sizeof(uint32_t));
-	t->text = (struct msg_str){r->otext ? r->otext + start : "", end - start};
+		memcpy(t->tokens.v, r->out.toks + from, (size_t)n * sizeof(uint32_t));
+	t->text = (struct msg_str){r->out.text ? r->out.text + start : "", end - start};
 	t->state = msg_str_of(door__state(r));
 	t->done = r->st == RQ_DONE;
 	t->finish = msg_str_of(r->st == RQ_DONE ? r->finish : "");
-	t->generated = r->n;
+	t->generated = r->out.n;
 	t->cached = r->cached;
 	t->code = r->st == RQ_DONE ? (uint64_t)r->code : 0;
 	t->message = msg_str_of(r->st == RQ_DONE && r->message ? r->message : "");
@@ -135,7 +135,7 @@ static void door__reply_status(struct door *d, struct door_slot *s, struct door_
 	q->class = msg_str_of(r->cls);
 	q->prompt_tokens = r->prompt_tokens;
 	q->max_tokens = r->max_tokens;
-	q->generated = r->n;
+	q->generated = r->out.n;
 	q->cached = r->cached;
 	q->done = r->st == RQ_DONE;
 	q->finish = msg_str_of(r->st == RQ_DONE ? r->finish : "");
@@ -201,11 +201,11 @@ static void door__poll(struct door *d, struct door_slot *s, const struct msg_fd_
 		door__not_found(d, s, "fd_poll", q->id);
 		return;
 	}
-	if (q->from > r->n) {
+	if (q->from > r->out.n) {
 		snprintf(text, sizeof(text),
 		         "fd_poll.from: %" PRIu64 " is past the %u tokens request %" PRIu64
 		         " has generated; accepted: 0..%u",
-		         q->from, r->n, r->id, r->n);
+		         q->from, r->out.n, r->id, r->out.n);
 		{
 			door__send_error(d, s, IG_E_INVAL, text);
 			return;
@@ -214,7 +214,7 @@ static void door__poll(struct door *d, struct door_slot *s, const struct msg_fd_
 	r->touched_ms = clk_mono_ms();
 	s->from = (uint32_t)q->from;
 	s->max = (uint32_t)q->max;
-	if (r->st == RQ_DONE || r->n > q->from || !q->wait_ms ||
+	if (r->st == RQ_DONE || r->out.n > q->from || !q->wait_ms ||
 	    d->parked >= DOOR_SLOTS_MAX - 2 * DOOR_RECEIVERS) {
 		door__reply_tokens(d, s, r);
 		return;
@@ -306,7 +306,7 @@ static void door__stats_reply(struct door *d, struct door_slot *s)
 		e->class = msg_str_of(r->cls);
 		e->prompt_tokens = r->prompt_tokens;
 		e->max_tokens = r->max_tokens;
-		e->generated = r->n;
+		e->generated = r->out.n;
 		e->finish = msg_str_of(r->st == RQ_DONE ? r->finish : "");
 		e->age_ms = now - r->created_ms;
 		q->requests.n++;

@@ -32,37 +32,22 @@ static int door__reply_code(struct tp_rx *rx, struct ig_errbuf *eb)
 	return eb->code;
 }
 
-/* Room for `more` tokens and `bytes` of text in `r`; false when there is
- * no memory. */
-static bool door__grow(struct door_req *r, uint32_t more, uint32_t bytes)
+/* Room for `need` elements of `size` bytes in *pp, which holds *cap of
+ * them (the capacity doubles from `first`); false when there is no memory
+ * (*pp is then as it was). */
+static bool door__room(void *pp, uint32_t *cap, uint64_t need, size_t size, uint32_t first)
 {
-	if (r->n + more > r->cap) {
-		uint32_t cap = r->cap ? r->cap : 64;
-		uint32_t *p, *e;
+	uint64_t c = *cap ? *cap : first;
+	void *p;
 
-		while (cap < r->n + more)
-			cap *= 2;
-		p = realloc(r->toks, (size_t)cap * sizeof(uint32_t));
-		if (p)
-			r->toks = p;
-		e = p ? realloc(r->tend, (size_t)cap * sizeof(uint32_t)) : NULL;
-		if (!e)
-			return false;
-		r->tend = e;
-		r->cap = cap;
-	}
-	if (bytes && r->tlen + bytes > r->tcap) {
-		uint32_t cap = r->tcap ? r->tcap : 256;
-		char *t;
-
-		while (cap < r->tlen + bytes)
-			cap *= 2;
-		t = realloc(r->otext, cap);
-		if (!t)
-			return false;
-		r->otext = t;
-		r->tcap = cap;
-	}
+	if (need <= *cap)
+		return true;
+	while (c < need)
+		c *= 2;
+	if (c > UINT32_MAX || !(p = realloc(*(void **)pp, (size_t)c * size)))
+		return false;
+	*(void **)pp = p;
+	*cap = (uint32_t)c;
 	return true;
 }
 
@@ -79,73 +64,11 @@ static bool door__text_ok(const struct msg_tokens_ent *t)
 	return true;
 }
 
-/* Apply one entry of a tokens_many answer from worker `pid`. */
-static bool door__apply_ent(struct door *d, struct door_req *r, const struct msg_tokens_ent *t,
-                            pid_t pid)
-{
-	if (r->st != RQ_RUNNING || r->wid != t->id || t->from != r->recv)
-		return false; /* ended meanwhile, or an answer to an older question */
-	if (r->wpid != pid) {
-		door__lose_worker(d, r->wpid, "restarted");
-		return true;
-	}
-	if (t->code) {
-		char text[256];
-
-		snprintf(text, sizeof(text),
-		         "the gpu-worker no longer knows request %" PRIu64 " (its id %" PRIu64
-		         " there: %s); it is lost after %u tokens",
-		         r->id, r->wid, ig_err_str((int)t->code), r->n);
-		r->wcancels = 0;
-		door__finish(d, r, "error", IG_E_CHILD, text);
-		return true;
-	}
-	if (!door__text_ok(t)) {
-		r->wcancels = 2;
-		door__finish(d, r, "error", IG_E_PROTO_UNEXPECTED,
-		             "the gpu-worker sent text that does not match its tokens");
-		return true;
-	}
-	if (!door__grow(r, t->tokens.n, t->text.n)) {
-		r->wcancels = 2;
-		door__finish(d, r, "error", IG_E_NOMEM,
-		             "the front door ran out of memory for this request's tokens");
-		return true;
-	}
-	/* the text is the worker's, from the end of what came before */
-	for (uint32_t i = 0; i < t->tokens.n; i++) {
-		r->toks[r->n] = t->tokens.v[i];
-		r->tend[r->n++] = r->tlen + t->text_ends.v[i];
-	}
-	if (t->text.n)
-		memcpy(r->otext + r->tlen, t->text.p, t->text.n);
-	r->tlen += t->text.n;
-	r->recv += t->tokens.n;
-	r->cached = (uint32_t)t->cached;
-	d->n_tokens += t->tokens.n;
-	if (!msg_str_eq(t->state, r->phase)) {
-		msg_str_copy(r->phase, sizeof(r->phase), t->state);
-		if (!t->tokens.n)
-			door__news(r); /* a move between tiers: its stream says so */
-	}
-	if (t->done && r->recv == t->generated) {
-		char fin[17];
-
-		msg_str_copy(fin, sizeof(fin), t->finish);
-		r->wcancels = 1; /* forget it there */
-		door__finish(d, r, fin, 0, NULL);
-		d->submit_blocked_until = 0; /* a worker slot is free again */
-		return true;
-	}
-	if (t->tokens.n)
-		door__wake(d, r, false);
-	return t->tokens.n > 0;
-}
-
 /* A tokens_lp's log-probabilities agree with its entry's tokens: a group
- * a token, each 1 + (at most the top asked) entries, the sampled token
- * first, a piece an entry, bytes 0..255 ascending within `pieces`. */
-static bool door__lp_ok(const struct door_req *r, const struct msg_tokens_lp *l)
+ * a token, each 1 + (at most the top asked) entries, the token's own
+ * first (none at all for a prompt's position 0, and only there), a piece
+ * an entry, bytes 0..255 ascending within `pieces`. */
+static bool door__lp_ok(const struct door_req *r, const struct msg_tokens_lp *l, bool prompt)
 {
 	const struct msg_tokens_ent *t = &l->ent.v[0];
 	uint32_t j = 0;
@@ -155,6 +78,11 @@ static bool door__lp_ok(const struct door_req *r, const struct msg_tokens_lp *l)
 	for (uint32_t i = 0; i < l->lp_n.n; i++) {
 		uint32_t k = l->lp_n.v[i];
 
+		if (prompt && t->from + i == 0) {
+			if (k)
+				return false;
+			continue;
+		}
 		if (k < 1 || k > 1 + r->lp_top || j + k > l->lps.n ||
 		    l->lps.v[j].id != t->tokens.v[i])
 			return false;
@@ -172,87 +100,174 @@ static bool door__lp_ok(const struct door_req *r, const struct msg_tokens_lp *l)
 	return true;
 }
 
-/* Keep a tokens_lp's log-probabilities in `r` (checked: door__lp_ok), for
- * the tokens its entry adds; false when there is no memory. */
-static bool door__lp_keep(struct door_req *r, const struct msg_tokens_lp *l)
+/* Append an entry's tokens and text (checked: door__text_ok) to run `u`,
+ * and with `l` (checked: door__lp_ok) their log-probabilities; false, with
+ * nothing appended, when there is no memory. */
+static bool door__run_add(struct door_run *u, const struct msg_tokens_ent *t,
+                          const struct msg_tokens_lp *l)
 {
-	uint32_t nt = l->lp_n.n, ne = l->lps.n, nb = l->pieces.n;
-	uint32_t j = 0, prev = 0;
+	uint32_t nt = t->tokens.n, ne = l ? l->lps.n : 0, nb = l ? l->pieces.n : 0;
+	uint64_t n = (uint64_t)u->n + nt;
 
-	if (r->n + nt > r->lp_at_cap) {
-		uint32_t cap = r->lp_at_cap ? r->lp_at_cap : 64;
-		uint32_t *p;
+	if (!door__room(&u->toks, &u->cap, n, sizeof(*u->toks), 64) ||
+	    !door__room(&u->tend, &u->ecap, n, sizeof(*u->tend), 64) ||
+	    !door__room(&u->text, &u->tcap, (uint64_t)u->tlen + t->text.n, 1, 256) ||
+	    (l &&
+	     (!door__room(&u->lp_at, &u->lp_at_cap, n, sizeof(*u->lp_at), 64) ||
+	      !door__room(&u->lpe, &u->lpe_cap, (uint64_t)u->nlpe + ne, sizeof(*u->lpe), 256) ||
+	      !door__room(&u->lpb, &u->lpb_cap, (uint64_t)u->nlpb + nb, 1, 1024))))
+		return false;
+	if (l) {
+		uint32_t j = 0, prev = 0;
 
-		while (cap < r->n + nt)
-			cap *= 2;
-		if (!(p = realloc(r->lp_at, (size_t)cap * sizeof(*p))))
-			return false;
-		r->lp_at = p;
-		r->lp_at_cap = cap;
+		for (uint32_t i = 0; i < nt; i++) {
+			u->lp_at[u->n + i] = u->nlpe + j;
+			j += l->lp_n.v[i];
+		}
+		for (uint32_t e = 0; e < ne; e++) {
+			u->lpe[u->nlpe + e] =
+			    (struct door_lpe){(uint32_t)l->lps.v[e].id, l->lps.v[e].lp,
+			                      u->nlpb + prev, l->piece_ends.v[e] - prev};
+			prev = l->piece_ends.v[e];
+		}
+		for (uint32_t b = 0; b < nb; b++)
+			u->lpb[u->nlpb + b] = (uint8_t)l->pieces.v[b];
+		u->nlpe += ne;
+		u->nlpb += nb;
 	}
-	if (r->nlpe + ne > r->lpe_cap) {
-		uint32_t cap = r->lpe_cap ? r->lpe_cap : 256;
-		struct door_lpe *p;
-
-		while (cap < r->nlpe + ne)
-			cap *= 2;
-		if (!(p = realloc(r->lpe, (size_t)cap * sizeof(*p))))
-			return false;
-		r->lpe = p;
-		r->lpe_cap = cap;
-	}
-	if (r->nlpb + nb > r->lpb_cap) {
-		uint32_t cap = r->lpb_cap ? r->lpb_cap : 1024;
-		uint8_t *p;
-
-		while (cap < r->nlpb + nb)
-			cap *= 2;
-		if (!(p = realloc(r->lpb, cap)))
-			return false;
-		r->lpb = p;
-		r->lpb_cap = cap;
-	}
+	/* the text is the worker's, from the end of what came before */
 	for (uint32_t i = 0; i < nt; i++) {
-		r->lp_at[r->n + i] = r->nlpe + j;
-		j += l->lp_n.v[i];
+		u->toks[u->n] = t->tokens.v[i];
+		u->tend[u->n++] = u->tlen + t->text_ends.v[i];
 	}
-	for (uint32_t e = 0; e < ne; e++) {
-		r->lpe[r->nlpe + e] = (struct door_lpe){(uint32_t)l->lps.v[e].id, l->lps.v[e].lp,
-		                                        r->nlpb + prev, l->piece_ends.v[e] - prev};
-		prev = l->piece_ends.v[e];
-	}
-	for (uint32_t b = 0; b < nb; b++)
-		r->lpb[r->nlpb + b] = (uint8_t)l->pieces.v[b];
-	r->nlpe += ne;
-	r->nlpb += nb;
+	if (t->text.n)
+		memcpy(u->text + u->tlen, t->text.p, t->text.n);
+	u->tlen += t->text.n;
 	return true;
 }
 
-/* Apply a tokens_lp answer from worker `pid`: its log-probabilities kept
- * first, then its entry applied as a poll_many's (which tells readers), so
- * a reader never sees a token without them. */
-static bool door__apply_lp(struct door *d, struct door_req *r, const struct msg_tokens_lp *l)
+/* An answer about `r` (entry t) from worker `pid` that ends it: one from
+ * another worker (every request of the one that admitted it is lost), or
+ * one with a code (the worker no longer knows it, or cannot answer: `what`
+ * it did not give, and `tail`). True when it did. */
+static bool door__answer_ends(struct door *d, struct door_req *r, const struct msg_tokens_ent *t,
+                              pid_t pid, const char *what, const char *tail)
+{
+	char text[320];
+
+	if (r->wpid != pid) {
+		door__lose_worker(d, r->wpid, "restarted");
+		return true;
+	}
+	if (!t->code)
+		return false;
+	snprintf(text, sizeof(text),
+	         "the gpu-worker %s request %" PRIu64 " (its id %" PRIu64 " there: %s)%s", what,
+	         r->id, r->wid, ig_err_str((int)t->code), tail);
+	r->wcancels = t->code == IG_E_NOTFOUND ? 0 : 2; /* else it is still there */
+	door__finish(d, r, "error", IG_E_CHILD, text);
+	return true;
+}
+
+/* Apply one entry of a tokens_many answer, or of a tokens_lp (`l`, its
+ * log-probabilities kept with its tokens, so a reader never sees a token
+ * without them), from worker `pid`. */
+static bool door__apply_ent(struct door *d, struct door_req *r, const struct msg_tokens_ent *t,
+                            pid_t pid, const struct msg_tokens_lp *l)
+{
+	char tail[64];
+
+	if (r->st != RQ_RUNNING || r->wid != t->id || t->from != r->recv)
+		return false; /* ended meanwhile, or an answer to an older question */
+	snprintf(tail, sizeof(tail), "; it is lost after %u tokens", r->out.n);
+	if (door__answer_ends(d, r, t, pid, "no longer knows", tail))
+		return true;
+	if (!door__text_ok(t)) {
+		r->wcancels = 2;
+		door__finish(d, r, "error", IG_E_PROTO_UNEXPECTED,
+		             "the gpu-worker sent text that does not match its tokens");
+		return true;
+	}
+	if (l && t->tokens.n && !door__lp_ok(r, l, false)) {
+		r->wcancels = 2;
+		door__finish(d, r, "error", IG_E_PROTO_UNEXPECTED,
+		             "the gpu-worker sent log-probabilities that do not match its tokens");
+		return true;
+	}
+	if (!door__run_add(&r->out, t, l)) {
+		r->wcancels = 2;
+		door__finish(d, r, "error", IG_E_NOMEM,
+		             "the front door ran out of memory for this request's tokens");
+		return true;
+	}
+	r->recv += t->tokens.n;
+	r->cached = (uint32_t)t->cached;
+	d->n_tokens += t->tokens.n;
+	if (!msg_str_eq(t->state, r->phase)) {
+		msg_str_copy(r->phase, sizeof(r->phase), t->state);
+		if (!t->tokens.n)
+			door__news(r); /* a move between tiers: its stream says so */
+	}
+	if (t->done && r->recv == t->generated && (!r->echo || r->prompt_in)) {
+		char fin[17];
+
+		msg_str_copy(fin, sizeof(fin), t->finish);
+		r->wcancels = 1; /* forget it there */
+		door__finish(d, r, fin, 0, NULL);
+		d->submit_blocked_until = 0; /* a worker slot is free again */
+		return true;
+	}
+	if (t->done && r->recv == t->generated)
+		r->wdone = true; /* finished once its prompt is in */
+	if (t->tokens.n)
+		door__wake(d, r, false);
+	return t->tokens.n > 0;
+}
+
+/* Apply a tokens_lp answer about request r's prompt (echo) from worker
+ * `pid`: its positions kept, in order; the prompt is in once all are, and
+ * a request done at the worker with fewer ready ends in error. Answers to
+ * positions already kept, or not next, are stale and left. */
+static bool door__apply_prompt(struct door *d, struct door_req *r, const struct msg_tokens_lp *l)
 {
 	const struct msg_tokens_ent *t = &l->ent.v[0];
 
-	if (r->st == RQ_RUNNING && r->wid == t->id && t->from == r->recv &&
-	    r->wpid == (pid_t)l->pid && !t->code && t->tokens.n) {
-		if (!door__lp_ok(r, l)) {
-			r->wcancels = 2;
-			door__finish(d, r, "error", IG_E_PROTO_UNEXPECTED,
-			             "the gpu-worker sent log-probabilities that do not match its "
-			             "tokens");
-			return true;
-		}
-		if (!door__lp_keep(r, l)) {
-			r->wcancels = 2;
-			door__finish(d, r, "error", IG_E_NOMEM,
-			             "the front door ran out of memory for this request's "
-			             "log-probabilities");
-			return true;
-		}
+	if (r->st != RQ_RUNNING || r->prompt_in || r->wid != t->id || t->from != r->prm.n)
+		return false;
+	if (door__answer_ends(d, r, t, (pid_t)l->pid, "did not give the prompt of", ""))
+		return true;
+	if (!door__text_ok(t) || !door__lp_ok(r, l, true) ||
+	    r->prm.n + t->tokens.n > r->prompt_tokens) {
+		r->wcancels = 2;
+		door__finish(d, r, "error", IG_E_PROTO_UNEXPECTED,
+		             "the gpu-worker sent a prompt whose log-probabilities or text do not "
+		             "match its tokens");
+		return true;
 	}
-	return door__apply_ent(d, r, t, (pid_t)l->pid);
+	if (!door__run_add(&r->prm, t, l)) {
+		r->wcancels = 2;
+		door__finish(d, r, "error", IG_E_NOMEM,
+		             "the front door ran out of memory for this request's prompt");
+		return true;
+	}
+	if (r->prm.n == r->prompt_tokens) {
+		r->prompt_in = true;
+		door__news(r); /* a stream writes the prompt first */
+		return true;
+	}
+	if (t->done && r->prm.n >= t->generated) {
+		char text[256];
+
+		snprintf(text, sizeof(text),
+		         "the gpu-worker ended request %" PRIu64
+		         " (%.*s) with the log-probabilities "
+		         "of %u of its prompt's %u tokens",
+		         r->id, (int)t->finish.n, t->finish.p, r->prm.n, r->prompt_tokens);
+		r->wcancels = 1;
+		door__finish(d, r, "error", IG_E_CHILD, text);
+		return true;
+	}
+	return t->tokens.n > 0;
 }
 
 /* One message in flight to the worker, on a request context of its own:
@@ -260,8 +275,12 @@ static bool door__apply_lp(struct door *d, struct door_req *r, const struct msg_
  * flight, which the worker answers between two of its rounds (it serves
  * every waiting request there: proto/service.h), so that a pass costs a
  * round, not a round per message. The worker may answer a flight's
- * messages in any order: they never concern the same request. */
-enum door_fl { DOOR_FL_POLL, DOOR_FL_CANCEL, DOOR_FL_SUBMIT, DOOR_FL_POLL_LP };
+ * messages in any order: only a request's prompt polls and its poll
+ * concern the same request, and each answer stands alone (its positions
+ * and state as the worker had them); those are applied in the order they
+ * were boarded, the prompt's first, so that a request whose prompt came
+ * in ends in the same pass. */
+enum door_fl { DOOR_FL_POLL, DOOR_FL_CANCEL, DOOR_FL_SUBMIT, DOOR_FL_POLL_LP, DOOR_FL_POLL_PROMPT };
 
 struct door_flight {
 	enum door_fl kind;
@@ -482,26 +501,42 @@ static void door__board_polls(struct door *d, pid_t pid, struct msg *q, struct d
 
 /* Polls of the requests asking log-probabilities: one poll_lp each, up to
  * DOOR_FLIGHT_LPS a pass, going on from where the last pass stopped (so
- * that more than that many all get their turn). */
+ * that more than that many all get their turn). With `prompt`, of the
+ * prompts still owed (echo; docs/adr/0063) once the worker has the first
+ * token, or is done: DOOR_PROMPT_AHEAD polls a request, for its next
+ * positions 16 apart (an answer that took fewer leaves the next one stale,
+ * asked again the next pass), DOOR_FLIGHT_PROMPTS a pass. */
 static void door__board_lp_polls(struct door *d, pid_t pid, struct msg *q, struct door_flight *f,
-                                 uint32_t *nf)
+                                 uint32_t *nf, bool prompt)
 {
-	uint32_t n = 0;
-	uint64_t last = d->lp_cursor;
+	uint64_t *cursor = prompt ? &d->prompt_cursor : &d->lp_cursor;
+	uint32_t n = 0, max = prompt ? DOOR_FLIGHT_PROMPTS : DOOR_FLIGHT_LPS;
+	uint64_t last = *cursor;
 
-	for (int round = 0; round < 2 && n < DOOR_FLIGHT_LPS; round++) {
-		for (struct door_req *r = d->head; r && n < DOOR_FLIGHT_LPS; r = r->next) {
+	for (int round = 0; round < 2 && n < max; round++) {
+		for (struct door_req *r = d->head; r && n < max; r = r->next) {
 			if (!r->lp || r->st != RQ_RUNNING || r->wpid != pid ||
-			    (round == 0 ? r->id <= d->lp_cursor : r->id > d->lp_cursor))
+			    (round == 0 ? r->id <= *cursor : r->id > *cursor))
 				continue;
-			q->type = MSG_POLL_LP;
-			q->u.poll_lp = (struct msg_poll_lp){r->wid, r->recv};
-			door__board(f, nf, q, NULL, DOOR_FL_POLL_LP, r->id, 0);
+			if (prompt && (!r->echo || r->prompt_in || (!r->out.n && !r->wdone)))
+				continue;
+			for (uint32_t k = 0; k < (prompt ? DOOR_PROMPT_AHEAD : 1u) && n < max;
+			     k++) {
+				uint32_t from = prompt ? r->prm.n + k * MSG_LP_TOKENS : r->recv;
+
+				if (k && from >= r->prompt_tokens)
+					break;
+				q->type = MSG_POLL_LP;
+				q->u.poll_lp = (struct msg_poll_lp){r->wid, from, prompt};
+				door__board(f, nf, q, NULL,
+				            prompt ? DOOR_FL_POLL_PROMPT : DOOR_FL_POLL_LP, r->id,
+				            0);
+				n++;
+			}
 			last = r->id;
-			n++;
 		}
 	}
-	d->lp_cursor = n < DOOR_FLIGHT_LPS ? 0 : last;
+	*cursor = n < max ? 0 : last;
 }
 
 /* Cancels owed to worker `pid`: one per request a pass (a stop, then a
@@ -627,11 +662,12 @@ static bool door__land(struct door *d, pid_t pid, struct door_flight *f, uint32_
 			     i++) {
 				r = door__find(d, d->poll_ids[e->id][i], true);
 				if (r && door__apply_ent(d, r, &rx->m.u.tokens_many.reqs.v[i],
-				                         (pid_t)rx->m.u.tokens_many.pid))
+				                         (pid_t)rx->m.u.tokens_many.pid, NULL))
 					moved = true;
 			}
 			break;
 		case DOOR_FL_POLL_LP:
+		case DOOR_FL_POLL_PROMPT:
 			if (rc == IG_E_OK && rx->m.type != MSG_TOKENS_LP)
 				rc = IG_E_PROTO_UNEXPECTED;
 			if (rc) {
@@ -639,7 +675,11 @@ static bool door__land(struct door *d, pid_t pid, struct door_flight *f, uint32_
 				break;
 			}
 			r = door__find(d, e->id, true);
-			if (r && door__apply_lp(d, r, &rx->m.u.tokens_lp))
+			if (r && (e->kind == DOOR_FL_POLL_PROMPT
+			              ? door__apply_prompt(d, r, &rx->m.u.tokens_lp)
+			              : door__apply_ent(d, r, &rx->m.u.tokens_lp.ent.v[0],
+			                                (pid_t)rx->m.u.tokens_lp.pid,
+			                                &rx->m.u.tokens_lp)))
 				moved = true;
 			break;
 		case DOOR_FL_CANCEL:
@@ -674,7 +714,8 @@ static bool door__pass(struct door *d, pid_t pid, struct msg *q, struct door_fli
 	bool moved = false;
 
 	door__board_polls(d, pid, q, f, &nf);
-	door__board_lp_polls(d, pid, q, f, &nf);
+	door__board_lp_polls(d, pid, q, f, &nf, true); /* a prompt's before its poll */
+	door__board_lp_polls(d, pid, q, f, &nf, false);
 	door__board_cancels(d, pid, q, f, &nf, &moved);
 	door__board_submits(d, pid, f, &nf);
 	if (!nf)

@@ -100,12 +100,8 @@ void door__free_req(struct door *d, struct door_req *r)
 	door__unlink(d, r);
 	if (r->sub)
 		nng_msg_free(r->sub);
-	free(r->toks);
-	free(r->tend);
-	free(r->otext);
-	free(r->lpe);
-	free(r->lp_at);
-	free(r->lpb);
+	door__run_release(&r->out);
+	door__run_release(&r->prm);
 	free(r->message);
 	free(r);
 }
@@ -126,11 +122,44 @@ const char *door__state(const struct door_req *r)
 	return "done";
 }
 
-/* The worker's text of tokens [0, k): its bytes; with `end` (k is every
- * token of a finished request) the worker's final U+FFFD included. */
-uint32_t door__text_to(const struct door_req *r, uint32_t k, bool end)
+uint32_t door__text_to(const struct door_run *u, uint32_t k, bool end)
 {
-	return end ? r->tlen : k ? r->tend[k - 1] : 0;
+	return end ? u->tlen : k ? u->tend[k - 1] : 0;
+}
+
+int door__run_lp(const struct door_run *u, uint32_t i, struct door_lp_tok *out)
+{
+	uint32_t a, b;
+
+	if (i >= u->n || !u->lp_at)
+		return -1;
+	a = u->lp_at[i];
+	b = i + 1 < u->n ? u->lp_at[i + 1] : u->nlpe;
+	out->n = 0;
+	out->text_off = door__text_to(u, i, false);
+	out->text_end = door__text_to(u, i + 1, false);
+	for (uint32_t j = a; j < b && out->n < DOOR_LP_MAX; j++) {
+		const struct door_lpe *e = &u->lpe[j];
+		uint32_t len = e->len < DOOR_PIECE_MAX ? e->len : DOOR_PIECE_MAX;
+
+		out->e[out->n].id = e->id;
+		out->e[out->n].lp = e->lp;
+		out->e[out->n].len = len;
+		memcpy(out->e[out->n].bytes, u->lpb + e->off, len);
+		out->n++;
+	}
+	return 0;
+}
+
+void door__run_release(struct door_run *u)
+{
+	free(u->toks);
+	free(u->tend);
+	free(u->text);
+	free(u->lpe);
+	free(u->lp_at);
+	free(u->lpb);
+	memset(u, 0, sizeof(*u));
 }
 
 /* Something about `r` changed: its in-process reader is told. */
@@ -155,7 +184,7 @@ void door__wake(struct door *d, struct door_req *r, bool all)
 	while (*pp) {
 		struct door_slot *s = *pp;
 
-		if (all || r->st == RQ_DONE || r->n > s->from) {
+		if (all || r->st == RQ_DONE || r->out.n > s->from) {
 			*pp = s->nxt;
 			s->nxt = NULL;
 			d->parked--;
@@ -211,7 +240,7 @@ void door__lose_worker(struct door *d, pid_t pid, const char *why)
 		snprintf(text, sizeof(text),
 		         "the gpu-worker (pid %ld) %s while request %" PRIu64
 		         " ran; it is lost after %u tokens: submit it again",
-		         (long)pid, why, r->id, r->n);
+		         (long)pid, why, r->id, r->out.n);
 		r->wcancels = 0; /* the worker that knew it is gone */
 		door__finish(d, r, "error", IG_E_CHILD, text);
 		lost++;
@@ -349,6 +378,12 @@ struct door_req *door__take(struct door *d, const struct msg_fd_submit *q, nng_m
 		    q->text.n ? q->text.n : MSG_TEXT_MAX, q->text.n ? q->prompt.n : MSG_IDS_MAX);
 		return NULL;
 	}
+	if (q->echo && !q->logprobs) {
+		snprintf(text, cap,
+		         "fd_submit.echo: true without logprobs; accepted: false, or logprobs true "
+		         "(echo asks the prompt's log-probabilities too)");
+		return NULL;
+	}
 	if (!msg_str_eq(q->class, "interactive") && !msg_str_eq(q->class, "agent")) {
 		snprintf(text, cap, "fd_submit.class: '%.*s'; accepted: interactive, agent",
 		         (int)q->class.n, q->class.p);
@@ -383,6 +418,7 @@ struct door_req *door__take(struct door *d, const struct msg_fd_submit *q, nng_m
 	r->sub = nm;
 	r->lp = q->logprobs;
 	r->lp_top = (uint32_t)q->top_logprobs;
+	r->echo = q->echo;
 	r->id = d->next_id++;
 	r->st = RQ_QUEUED;
 	r->peer = peer;

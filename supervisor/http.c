@@ -136,6 +136,10 @@ struct hreq {
 	uint32_t lp_from;
 	uint64_t text_bytes, text_chars;
 	struct door_lp_tok *lpt;
+	/* completions' echo (docs/adr/0063): the prompt's text (and with
+	 * logprobs its tokens' entries) before the completion's; a stream's
+	 * first chunk once it is at hand (`echoed` then) */
+	bool echoed;
 	/* a chat answer taken apart (outparse.h): reasoning, content, calls */
 	struct op op;
 	bool op_on, op_calls;
@@ -279,6 +283,17 @@ static void http__refusal(int code, const char *message, enum oai_kind kind, str
 static const char *http__finish(const char *f)
 {
 	return !strcmp(f, "length") || !strcmp(f, "context") ? "length" : "stop";
+}
+
+/* A choice's finish_reason: "tool_calls" for a stop after calls, "length"
+ * for max_tokens 0 (echo: the prompt alone), else its finish's. */
+static const char *http__finish_reason(const struct hreq *r, bool calls)
+{
+	const char *f = http__finish(r->nw.finish);
+
+	if (!strcmp(f, "stop") && calls)
+		return "tool_calls";
+	return r->q.max_zero && strcmp(r->nw.finish, "error") ? "length" : f;
 }
 
 static void http__rid(struct http *h, enum oai_kind kind, char *out, size_t cap)
@@ -771,7 +786,9 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 		return -1;
 	}
 
-	q->max_tokens = oq->max_tokens;
+	/* max_tokens 0 (only with echo): one token generated, as the prompt's
+	 * last logits are computed anyway, and left out of the answer */
+	q->max_tokens = oq->max_zero ? 1 : oq->max_tokens;
 	q->class = msg_str_of(oq->agent ? "agent" : "interactive");
 	q->temperature = oq->temperature;
 	q->top_p = oq->top_p;
@@ -787,6 +804,11 @@ static int http__submit(struct hreq *r, struct oai_err *e)
 		q->stop.v[i].text = msg_str_of(oq->stop[i]);
 	q->logprobs = oq->logprobs;
 	q->top_logprobs = oq->logprobs ? oq->top_logprobs : 0;
+	/* echo: the worker's prompt with logprobs, or of ids (whose text only
+	 * the worker decodes: docs/adr/0025), asked with logprobs then, top 0,
+	 * none of them written; a string's echo without logprobs is the string */
+	q->echo = oq->echo && (oq->logprobs || !oq->prompt);
+	q->logprobs = q->logprobs || q->echo;
 	if (oq->logprobs && !r->lpt && !(r->lpt = malloc(sizeof(*r->lpt)))) {
 		free(gbnf);
 		free(text);
@@ -918,20 +940,35 @@ static uint64_t http__chars(const char *p, size_t n)
 	return c;
 }
 
+/* One token's entry (door_lp_tok d, at text_offset `off`) added to `a`;
+ * d->n 0 (the prompt's first token): its text `tok` alone, no logprobs.
+ * -1 when out of memory. */
+static int http__lp_add(struct oai_lps *a, struct oai_lp_tok *t, const struct door_lp_tok *d,
+                        struct oai_lp_alt tok, uint64_t off)
+{
+	t->none = !d->n;
+	t->tok = d->n ? (struct oai_lp_alt){d->e[0].bytes, d->e[0].len, d->e[0].lp} : tok;
+	t->n_top = 0;
+	for (uint32_t j = 1; j < d->n && t->n_top < OAI_TOP_LP_MAX; j++)
+		t->top[t->n_top++] = (struct oai_lp_alt){d->e[j].bytes, d->e[j].len, d->e[j].lp};
+	t->text_offset = off;
+	return oai_lps_add(a, t);
+}
+
 /*
- * The log-probabilities of tokens [r->lp_from, to) into a new accumulator
- * (*out; NULL when the request asked none), r->text holding the text that
- * starts at r->text_bytes (for completions' text_offset); r->lp_from moves
- * to `to`. False when out of memory.
+ * The log-probabilities of tokens [r->lp_from, to) into the accumulator
+ * *out (a new one when NULL; left NULL when the request asked none),
+ * r->text holding the text that starts at r->text_bytes, after
+ * r->text_chars characters (for completions' text_offset); r->lp_from
+ * moves to `to`. False when out of memory (*out freed).
  */
 static bool http__lps(struct hreq *r, uint32_t to, struct oai_lps **out)
 {
 	struct oai_lp_tok *t;
 
-	*out = NULL;
 	if (!r->q.logprobs)
 		return true;
-	if (!(*out = oai_lps_new(r->q.kind)) || !(t = malloc(sizeof(*t)))) {
+	if ((!*out && !(*out = oai_lps_new(r->q.kind))) || !(t = malloc(sizeof(*t)))) {
 		oai_lps_free(*out);
 		*out = NULL;
 		return false;
@@ -942,16 +979,11 @@ static bool http__lps(struct hreq *r, uint32_t to, struct oai_lps **out)
 
 		if (door_local_logprobs(r->h->door, r->dr, r->lp_from, r->lpt) || !d->n)
 			continue; /* none (cannot be: every token of the request has them) */
-		t->tok = (struct oai_lp_alt){d->e[0].bytes, d->e[0].len, d->e[0].lp};
-		t->n_top = 0;
-		for (uint32_t j = 1; j < d->n && t->n_top < OAI_TOP_LP_MAX; j++)
-			t->top[t->n_top++] =
-			    (struct oai_lp_alt){d->e[j].bytes, d->e[j].len, d->e[j].lp};
 		off = d->text_off > r->text_bytes ? d->text_off - r->text_bytes : 0;
 		if (off > r->text_len)
 			off = r->text_len;
-		t->text_offset = r->text_chars + http__chars(r->text, off);
-		if (oai_lps_add(*out, t)) {
+		if (http__lp_add(*out, t, d, (struct oai_lp_alt){0},
+		                 r->text_chars + http__chars(r->text, off))) {
 			free(t);
 			oai_lps_free(*out);
 			*out = NULL;
@@ -960,6 +992,68 @@ static bool http__lps(struct hreq *r, uint32_t to, struct oai_lps **out)
 	}
 	free(t);
 	return true;
+}
+
+/* The prompt's echo is at hand: the client's string, or the worker's
+ * text of the prompt (and its log-probabilities) all kept at the door. */
+static bool http__echo_ready(const struct hreq *r)
+{
+	return r->nw.prompt_in || (!r->q.logprobs && r->q.prompt);
+}
+
+/*
+ * The echo of r's prompt (completions' echo, once http__echo_ready): its
+ * text, the client's string or the worker's text of its ids
+ * (door_local_prompt), malloc'd into *text (*len bytes), and with logprobs
+ * its tokens' entries into *lps (a new accumulator): the first token's
+ * text alone, null logprobs, then each token's as a generated one's;
+ * text_offset in characters of the worker's text of the prompt (the
+ * string's whenever it holds no special token's text: the text of specials
+ * is not decoded). False when out of memory (nothing held).
+ */
+static bool http__echo(struct hreq *r, char **text, size_t *len, struct oai_lps **lps)
+{
+	struct oai_lp_tok *t = NULL;
+	char *wt = NULL;
+	size_t wlen = 0;
+	uint32_t n = 0;
+	bool ok = false;
+
+	*text = NULL;
+	*len = 0;
+	*lps = NULL;
+	if ((r->q.logprobs || !r->q.prompt) && door_local_prompt(r->h->door, r->dr, &wt, &wlen, &n))
+		return false;
+	if (!(*text = r->q.prompt ? strndup(r->q.prompt, r->q.prompt_len) : wt))
+		goto out;
+	*len = r->q.prompt ? r->q.prompt_len : wlen;
+	if (!r->q.prompt)
+		wt = NULL; /* *text's */
+	ok = true;
+	if (!r->q.logprobs)
+		goto out;
+	ok = (*lps = oai_lps_new(r->q.kind)) && (t = malloc(sizeof(*t)));
+	for (uint32_t i = 0; ok && i < n; i++) {
+		const struct door_lp_tok *d = r->lpt;
+		const char *p = r->q.prompt ? wt : *text; /* the worker's text */
+
+		if (door_local_prompt_logprobs(r->h->door, r->dr, i, r->lpt))
+			continue; /* none (cannot be once the prompt is in) */
+		ok = !http__lp_add(*lps, t, d,
+		                   (struct oai_lp_alt){(const uint8_t *)p + d->text_off,
+		                                       d->text_end - d->text_off, 0},
+		                   http__chars(p, d->text_off));
+	}
+out:
+	free(t);
+	free(wt);
+	if (!ok) {
+		free(*text);
+		oai_lps_free(*lps);
+		*text = NULL;
+		*lps = NULL;
+	}
+	return ok;
 }
 
 /* The events of the news the stream holds (r->nw, r->text). */
@@ -1141,11 +1235,46 @@ static bool http__wire_end(struct hreq *r)
 	return !r->api->ans_end(r->ans, &end);
 }
 
+/* A stream's echo (completions' echo): the prompt's text and its logprobs
+ * as its first chunk, once at hand; the text_offset of what follows counts
+ * from its end. */
+static bool http__emit_echo(struct hreq *r)
+{
+	struct oai_lps *lps;
+	char *text;
+	size_t len;
+	bool ok;
+
+	if (!http__echo(r, &text, &len, &lps))
+		return false;
+	ok = http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, r->q.model, false, text,
+	                                   len, NULL, NULL, lps));
+	r->text_chars += http__chars(text, len);
+	r->echoed = true;
+	free(text);
+	oai_lps_free(lps);
+	return ok;
+}
+
 static bool http__emit(struct hreq *r)
 {
 	const struct door_news *nw = &r->nw;
 
 	r->fresh = false;
+	if (r->q.echo && !r->echoed) {
+		/* the prompt first: the text that came meanwhile waits (in
+		 * r->text) for the news that the prompt is in */
+		if (http__echo_ready(r)) {
+			if (!http__emit_echo(r))
+				return false;
+		} else if (!nw->done) {
+			return true;
+		}
+	}
+	if (r->q.max_zero) { /* the one token generated is not the answer's */
+		r->text_len = 0;
+		r->lp_from = r->from;
+	}
 	/* a move between tiers, told as a comment line clients skip */
 	if (strcmp(nw->state, r->state)) {
 		bool moving = !strncmp(nw->state, "moving", 6) || !strcmp(nw->state, "moved") ||
@@ -1166,7 +1295,7 @@ static bool http__emit(struct hreq *r)
 		/* the text, with the log-probabilities of the tokens it came with:
 		 * a token that adds no text yet (a character's first bytes, a
 		 * special) waits for the text that holds it, or for the end */
-		struct oai_lps *lps;
+		struct oai_lps *lps = NULL;
 		bool ok = http__lps(r, r->from, &lps);
 
 		if (ok && r->op_on) {
@@ -1209,12 +1338,9 @@ static bool http__emit(struct hreq *r)
 		         nw->message[0] ? nw->message : "the worker stopped");
 		if (!http__event(r, oai_error_json(&e)))
 			return false;
-	} else if (!http__event(
-	               r, oai_chunk_json(r->q.kind, r->rid, r->created, r->q.model, false, "", 0,
-	                                 r->op_calls && !strcmp(http__finish(nw->finish), "stop")
-	                                     ? "tool_calls"
-	                                     : http__finish(nw->finish),
-	                                 NULL, NULL))) {
+	} else if (!http__event(r, oai_chunk_json(r->q.kind, r->rid, r->created, r->q.model, false,
+	                                          "", 0, http__finish_reason(r, r->op_calls), NULL,
+	                                          NULL))) {
 		return false;
 	}
 	return true;
@@ -1233,7 +1359,7 @@ static struct oai_usage http__usage(struct hreq *r)
 {
 	struct oai_usage u = {r->nw.prompt_tokens, 0, r->nw.cached};
 
-	for (uint32_t i = 0; i <= r->n_more; i++)
+	for (uint32_t i = 0; i <= r->n_more && !r->q.max_zero; i++)
 		u.completion += http__choice(r, i)->nw.generated;
 	return u;
 }
@@ -1366,19 +1492,41 @@ static bool http__whole_choice(struct hreq *c, struct oai_choice *o, struct oai_
                                struct oai_lps **lps)
 {
 	*lps = NULL;
+	if (c->q.max_zero) { /* the one token generated is not the answer's */
+		c->text_len = 0;
+		c->lp_from = c->from;
+	}
 	if (c->op_on &&
 	    (op_feed(&c->op, c->text ? c->text : "", c->text_len, http__op_collect, c) ||
 	     op_finish(&c->op, http__op_collect, c)))
 		return false;
-	if (!http__lps(c, c->from, lps))
+	if (c->q.echo) {
+		/* the prompt's text, then the completion's; its entries first,
+		 * the completion's text_offset counting from its end */
+		char *text, *all;
+		size_t len;
+
+		if (!http__echo(c, &text, &len, lps))
+			return false;
+		c->text_chars = http__chars(text, len);
+		if (!http__lps(c, c->from, lps) || !(all = realloc(text, len + c->text_len + 1))) {
+			free(text);
+			return false;
+		}
+		if (c->text_len)
+			memcpy(all + len, c->text, c->text_len);
+		all[len + c->text_len] = '\0';
+		free(c->text);
+		c->text = all;
+		c->text_len += len;
+	} else if (!http__lps(c, c->from, lps)) {
 		return false;
+	}
 	*parts = (struct oai_parts){c->a_reason,      c->a_content, c->a_reason_len,
 	                            c->a_content_len, c->a_calls,   c->a_n_calls};
 	*o = (struct oai_choice){c->text ? c->text : "", c->text_len,
-	                         c->a_n_calls && !strcmp(http__finish(c->nw.finish), "stop")
-	                             ? "tool_calls"
-	                             : http__finish(c->nw.finish),
-	                         *lps, c->op_on ? parts : NULL};
+	                         http__finish_reason(c, c->a_n_calls > 0), *lps,
+	                         c->op_on ? parts : NULL};
 	return true;
 }
 

@@ -119,10 +119,30 @@ static int oai__max_tokens(struct oai__in *in, const char *k, json_t *v)
 
 	if (json_is_null(v))
 		return 0;
-	if (oai__int(in, k, v, 1, in->lim->max_tokens, &n))
+	/* completions: 0 too, with echo (the prompt alone: checked at the end) */
+	if (oai__int(in, k, v, in->r->kind == OAI_COMPLETION ? 0 : 1, in->lim->max_tokens, &n))
 		return -1;
 	in->r->max_tokens = (uint32_t)n;
+	in->r->max_zero = n == 0;
 	return 0;
+}
+
+/* A boolean field: true or false into *out; null leaves it as it was. */
+static int oai__bool(struct oai__in *in, const char *k, json_t *v, bool *out)
+{
+	if (json_is_null(v))
+		return 0;
+	if (!json_is_boolean(v))
+		return oai__bad(in, k, v, "true or false");
+	*out = json_is_true(v);
+	return 0;
+}
+
+/* completions: echo, the prompt's text before the completion's (and with
+ * logprobs, its tokens' log-probabilities before theirs: docs/adr/0063) */
+static int oai__echo(struct oai__in *in, const char *k, json_t *v)
+{
+	return oai__bool(in, k, v, &in->r->echo);
 }
 
 /* A number lo..hi (lo itself excluded when `open`). */
@@ -209,12 +229,7 @@ static int oai__stop(struct oai__in *in, const char *k, json_t *v)
 
 static int oai__stream(struct oai__in *in, const char *k, json_t *v)
 {
-	if (json_is_null(v))
-		return 0;
-	if (!json_is_boolean(v))
-		return oai__bad(in, k, v, "true or false");
-	in->r->stream = json_is_true(v);
-	return 0;
+	return oai__bool(in, k, v, &in->r->stream);
 }
 
 static int oai__stream_options(struct oai__in *in, const char *k, json_t *v)
@@ -250,12 +265,7 @@ static int oai__n(struct oai__in *in, const char *k, json_t *v)
 /* chat: logprobs true or false */
 static int oai__logprobs_chat(struct oai__in *in, const char *k, json_t *v)
 {
-	if (json_is_null(v))
-		return 0;
-	if (!json_is_boolean(v))
-		return oai__bad(in, k, v, "true or false");
-	in->r->logprobs = json_is_true(v);
-	return 0;
+	return oai__bool(in, k, v, &in->r->logprobs);
 }
 
 /* chat: top_logprobs 0..20 (with logprobs true: checked at the end) */
@@ -843,7 +853,6 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 	    {"presence_penalty", "0"},
 	    {"frequency_penalty", "0"},
 	    {"logit_bias", "{}"},
-	    {"echo", "false (the prompt is not echoed, nor its log-probabilities given)"},
 	    {"best_of", "1"},
 	    {"suffix", "null"},
 	    {"functions", "[] (no function calls; 'tools' holds functions)"},
@@ -861,7 +870,7 @@ static int oai__neutral(struct oai__in *in, const char *k, json_t *v)
 
 	while (i + 1 < nn && strcmp(n[i].key, k)) /* every neutral field is in n[] */
 		i++;
-	if (!ok && (!strcmp(k, "echo") || !strcmp(k, "store")))
+	if (!ok && !strcmp(k, "store"))
 		ok = json_is_false(v);
 	else if (!ok && (!strcmp(k, "presence_penalty") || !strcmp(k, "frequency_penalty")))
 		ok = json_is_number(v) && json_number_value(v) == 0;
@@ -1000,7 +1009,7 @@ static const struct oai__field {
     {"presence_penalty", 3, oai__neutral},
     {"frequency_penalty", 3, oai__neutral},
     {"logit_bias", 3, oai__neutral},
-    {"echo", 2, oai__neutral},
+    {"echo", 2, oai__echo},
     {"best_of", 2, oai__neutral},
     {"suffix", 2, oai__neutral},
     {"response_format", 1, oai__response_format},
@@ -1098,6 +1107,13 @@ int oai_parse(enum oai_kind kind, const char *body, size_t len, const struct oai
 	if (!rc && kind == OAI_COMPLETION && !out->prompt && !out->n_prompt_ids) {
 		oai_errf(err, 400, "prompt", "missing_required_parameter",
 		         "'prompt' is missing; accepted: a string or token ids");
+		rc = -1;
+	}
+	if (!rc && out->max_zero && !out->echo) {
+		oai_errf(err, 400, "max_tokens", "invalid_value",
+		         "'max_tokens' is 0 without \"echo\": true; accepted: an integer from 1 to "
+		         "%u, or 0 with echo (the prompt alone)",
+		         lim->max_tokens);
 		rc = -1;
 	}
 	if (!rc && in.top_logprobs && !out->logprobs) {
@@ -1309,8 +1325,10 @@ int oai_lps_add(struct oai_lps *a, const struct oai_lp_tok *t)
 			return -1;
 		rc |= json_array_append_new(a->tokens,
 		                            oai__text((const char *)t->tok.bytes, t->tok.len));
-		rc |= json_array_append_new(a->token_lps, oai__lp(t->tok.lp));
-		rc |= json_array_append_new(a->tops, top);
+		rc |=
+		    json_array_append_new(a->token_lps, t->none ? json_null() : oai__lp(t->tok.lp));
+		rc |=
+		    json_array_append_new(a->tops, t->none ? (json_decref(top), json_null()) : top);
 		rc |= json_array_append_new(a->offs, json_integer((json_int_t)t->text_offset));
 	}
 	if (rc)

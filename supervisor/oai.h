@@ -24,7 +24,9 @@
  *   takes it, chat_template_kwargs {"enable_thinking": bool}.
  *   logprobs (chat: true or false, with top_logprobs 0..20; completions: an
  *   integer 0..20, the top list's length), the log-probabilities of the
- *   generated tokens (docs/adr/0053).
+ *   generated tokens (docs/adr/0053); completions' echo (the prompt's text
+ *   and, with logprobs, its log-probabilities before the completion's;
+ *   max_tokens 0 with it: docs/adr/0063).
  *   Chat's tools (docs/adr/0054): tools (up to OAI_TOOLS_MAX functions,
  *   {"type": "function", "function": {"name", "description",
  *   "parameters", "strict"}}, names unique), tool_choice "auto", "none",
@@ -38,7 +40,7 @@
  *   {"type": "json_schema", "json_schema": {"name", "schema", "strict",
  *   "description"}}: the answer constrained to JSON (docs/adr/0057).
  *   Neutral only: presence_penalty and
- *   frequency_penalty (0), logit_bias ({}), echo (false), best_of (1),
+ *   frequency_penalty (0), logit_bias ({}), best_of (1),
  *   suffix (null), functions ([]),
  *   function_call ("none"), user, metadata, store
  *   (false), service_tier ("auto" or "default"), modalities (["text"]),
@@ -169,11 +171,15 @@ struct oai_req {
 	const struct json_t *rf_schema;
 	const char *rf_name;
 	/* sampling and the end */
-	uint32_t max_tokens; /* 0: not given (the model's default) */
-	double temperature;  /* 1 when not given, as OpenAI's default */
-	double top_p;        /* 1 when not given */
-	uint32_t top_k;      /* 0: off */
-	uint32_t n;          /* choices, 1..OAI_N_MAX (1 when not given) */
+	uint32_t max_tokens; /* 0: not given (the model's default), or max_zero */
+	/* completions' echo (docs/adr/0063): the prompt's text first, and with
+	 * logprobs its tokens' log-probabilities first (the first token's
+	 * null); max_zero: max_tokens 0, only with echo (the prompt alone) */
+	bool echo, max_zero;
+	double temperature; /* 1 when not given, as OpenAI's default */
+	double top_p;       /* 1 when not given */
+	uint32_t top_k;     /* 0: off */
+	uint32_t n;         /* choices, 1..OAI_N_MAX (1 when not given) */
 	bool seed_set;
 	int64_t seed;
 	const char *stop[4];
@@ -232,8 +238,11 @@ struct oai_lp_alt {
 };
 
 /* One generated token's log-probabilities: the sampled token, its top list
- * (likeliest first), and (completions) its text's offset in characters. */
+ * (likeliest first), and (completions) its text's offset in characters.
+ * `none` (completions' echo: the prompt's first token, which nothing comes
+ * before): the token alone, its token_logprobs and top_logprobs null. */
 struct oai_lp_tok {
+	bool none;
 	struct oai_lp_alt tok;
 	size_t n_top;
 	struct oai_lp_alt top[OAI_TOP_LP_MAX];

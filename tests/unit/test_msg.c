@@ -1367,6 +1367,7 @@ static void test_retag(void **state)
 	m.u.fd_submit.stop.v[0].text = msg_str_of("</s>");
 	m.u.fd_submit.logprobs = true; /* optional fields travel re-tagged too */
 	m.u.fd_submit.top_logprobs = 5;
+	m.u.fd_submit.echo = true; /* (pack_value writes every bool true) */
 	/* our encoder's bytes: one byte changes, and they decode as the submit */
 	assert_int_equal(msg_encode(&m, msg_buf_write, &b, &eb), IG_E_OK);
 	{

@@ -163,6 +163,83 @@ static void test_completion_taken(void **state)
 	oai_req_free(&r);
 }
 
+/* completions' echo (docs/adr/0063): taken with or without logprobs, with
+ * max_tokens 0 only beside it; chat has none; the first prompt token's
+ * logprobs written null. */
+static void test_echo(void **state)
+{
+	static const struct {
+		const char *body;
+		bool echo, max_zero, logprobs;
+		uint32_t max_tokens;
+	} taken[] = {
+	    {"{\"model\":\"m\",\"prompt\":\"a\",\"echo\":true}", true, false, false, 0},
+	    {"{\"model\":\"m\",\"prompt\":\"a\",\"echo\":null}", false, false, false, 0},
+	    {"{\"model\":\"m\",\"prompt\":[1,2],\"echo\":true,\"max_tokens\":0,\"logprobs\":5}",
+	     true, true, true, 0},
+	    {"{\"model\":\"m\",\"prompt\":\"a\",\"max_tokens\":0,\"echo\":true,\"logprobs\":0}",
+	     true, true, true, 0},
+	    {"{\"model\":\"m\",\"prompt\":\"a\",\"echo\":true,\"max_tokens\":1,\"logprobs\":1}",
+	     true, false, true, 1},
+	    {"{\"model\":\"m\",\"prompt\":\"a\",\"echo\":true,\"max_completion_tokens\":0}", true,
+	     true, false, 0},
+	};
+	struct oai_lps *a;
+	struct oai_lp_tok t = {0};
+	char *j;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
+		struct oai_req r;
+
+		take(OAI_COMPLETION, taken[i].body, &r);
+		if (r.echo != taken[i].echo || r.max_zero != taken[i].max_zero ||
+		    r.logprobs != taken[i].logprobs || r.max_tokens != taken[i].max_tokens)
+			fail_msg("%s: echo %d max_zero %d logprobs %d max_tokens %u", taken[i].body,
+			         r.echo, r.max_zero, r.logprobs, r.max_tokens);
+		oai_req_free(&r);
+	}
+	refuse(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"a\",\"echo\":1}", 400, "echo",
+	       "invalid_value", "true or false");
+	refuse(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"a\",\"max_tokens\":0}", 400,
+	       "max_tokens", "invalid_value", "or 0 with echo");
+	refuse(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"a\",\"max_tokens\":0,\"echo\":false}",
+	       400, "max_tokens", "invalid_value", "0 without \"echo\": true");
+	refuse(OAI_COMPLETION, "{\"model\":\"m\",\"prompt\":\"a\",\"max_tokens\":-1,\"echo\":true}",
+	       400, "max_tokens", "invalid_value", "from 0 to 4096");
+	refuse(OAI_CHAT,
+	       "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+	       "\"echo\":true}",
+	       400, "echo", "unknown_parameter", "echo");
+	refuse(OAI_CHAT,
+	       "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+	       "\"max_tokens\":0}",
+	       400, "max_tokens", "invalid_value", "from 1 to 4096");
+	/* the prompt's first token: its text alone, nulls; then entries as a
+	 * generated token's, text_offset as given */
+	a = oai_lps_new(OAI_COMPLETION);
+	assert_non_null(a);
+	t.none = true;
+	t.tok = (struct oai_lp_alt){(const uint8_t *)"He", 2, 0};
+	assert_int_equal(oai_lps_add(a, &t), 0);
+	t.none = false;
+	t.tok = (struct oai_lp_alt){(const uint8_t *)"llo", 3, -0.5};
+	t.n_top = 2;
+	t.top[0] = (struct oai_lp_alt){(const uint8_t *)"llo", 3, -0.5};
+	t.top[1] = (struct oai_lp_alt){(const uint8_t *)"y", 1, -1.25};
+	t.text_offset = 2;
+	assert_int_equal(oai_lps_add(a, &t), 0);
+	assert_int_equal(oai_lps_count(a), 2);
+	j = oai_completion_json(OAI_COMPLETION, "cmpl-1", 1, "m", "Hello", 5, "length",
+	                        &(struct oai_usage){2, 0, 0}, a, NULL);
+	assert_non_null(j);
+	assert_non_null(strstr(j, "\"logprobs\":{\"tokens\":[\"He\",\"llo\"],\"token_logprobs\":"
+	                          "[null,-0.5],\"top_logprobs\":[null,{\"llo\":-0.5,\"y\":-1.25}],"
+	                          "\"text_offset\":[0,2]}"));
+	free(j);
+	oai_lps_free(a);
+}
+
 static void test_refusals(void **state)
 {
 	const enum oai_kind C = OAI_CHAT, P = OAI_COMPLETION;
@@ -301,8 +378,6 @@ static void test_refusals(void **state)
 	       "invalid_value", "from 0 to 20");
 	refuse(P, "{\"model\":\"m\",\"prompt\":\"a\",\"top_logprobs\":2}", 400, "top_logprobs",
 	       "unknown_parameter", "top_logprobs");
-	refuse(P, "{\"model\":\"m\",\"prompt\":\"a\",\"echo\":true}", 400, "echo",
-	       "unsupported_value", "log-probabilities");
 	refuse(P, "{\"model\":\"m\",\"prompt\":[\"a\",\"b\"]}", 400, "prompt", "unsupported_value",
 	       "holds 2 prompts");
 	refuse(P, "{\"model\":\"m\",\"prompt\":[1,260]}", 400, "prompt", "invalid_value",
@@ -740,11 +815,11 @@ static void test_tokenize_answers(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_chat_taken),       cmocka_unit_test(test_completion_taken),
-	    cmocka_unit_test(test_refusals),         cmocka_unit_test(test_too_large),
-	    cmocka_unit_test(test_tools_taken),      cmocka_unit_test(test_answers),
-	    cmocka_unit_test(test_n_choices),        cmocka_unit_test(test_tokenize_taken),
-	    cmocka_unit_test(test_tokenize_answers),
+	    cmocka_unit_test(test_chat_taken),     cmocka_unit_test(test_completion_taken),
+	    cmocka_unit_test(test_echo),           cmocka_unit_test(test_refusals),
+	    cmocka_unit_test(test_too_large),      cmocka_unit_test(test_tools_taken),
+	    cmocka_unit_test(test_answers),        cmocka_unit_test(test_n_choices),
+	    cmocka_unit_test(test_tokenize_taken), cmocka_unit_test(test_tokenize_answers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
