@@ -342,8 +342,10 @@ struct be_ops {
 	uint64_t (*expert_counts)(struct be *b, const struct be_model *m, uint64_t *out,
 	                          uint64_t n);
 	/* One round of the decoder: every step's tokens through `m`, KV into
-	 * `kv`'s pages, logits out in host memory (vocab floats per step that
-	 * wants them, in step order), under the exactness contract above. At
+	 * `kv`'s pages, logits out in host memory (vocab floats per row the
+	 * steps ask: be_step.tail_logits, in step order), under the exactness
+	 * contract above (a row's bits are those of its token as a prompt's
+	 * end, whichever rows the step asks). At
 	 * most o->max_round_tokens tokens; the whole round is checked before
 	 * any state changes (bind_check_round), so a refusal touches nothing
 	 * even when the round runs in passes. */

@@ -108,6 +108,11 @@ int xfer_img(struct xfer *x, const struct devmem *mem, uint64_t fault_ticket, en
 	const void *host = gather ? (const void *)job->dst : job->src;
 	uint64_t n = gather ? job->window : (uint64_t)job->count * job->window;
 
+	/* a scatter's last window may be short: its range ends with the image */
+	if (!gather && job->image_bytes && (uint64_t)job->k0 * job->window < job->image_bytes &&
+	    job->image_bytes - (uint64_t)job->k0 * job->window < n)
+		n = job->image_bytes - (uint64_t)job->k0 * job->window;
+
 	if (!host || !job->window || (gather ? !job->w : !job->r || !job->sums || !job->count))
 		return ig_errf(eb, IG_E_INVAL, "image window: %s without its parts",
 		               gather ? "a gather" : "a scatter");

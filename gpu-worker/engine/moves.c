@@ -271,6 +271,7 @@ static void engmv__out_window(struct eng *e)
 {
 	struct engmv_dir *x = &e->mv->xo;
 	struct ig_errbuf eb = {0};
+	uint64_t len = engmv__window_len(x, x->k);
 	unsigned char *dst;
 
 	if (!engmv__seq(e, x, SCHED_MOVING_OUT)) { /* cancelled or stopped meanwhile */
@@ -278,8 +279,10 @@ static void engmv__out_window(struct eng *e)
 		x->step = XS_IDLE;
 		return;
 	}
-	dst = engmv__arena(x, engmv__window_at(x, x->k), engmv__window_len(x, x->k), &eb);
-	x->img = (struct be_img){.w = &x->w, .dst = dst, .window = x->window};
+	dst = engmv__arena(x, engmv__window_at(x, x->k), len, &eb);
+	/* the window's own bytes: the last one's are fewer, and what follows
+	 * them in the arena is not this move's */
+	x->img = (struct be_img){.w = &x->w, .dst = dst, .window = len};
 	x->waiting = false;
 	if (!dst || e->be->ops->img_gather_async(e->be, &x->img, &x->ticket, &eb) != IG_E_OK) {
 		engmv__out_retry(e);

@@ -589,8 +589,14 @@ static void run(struct rig *r, const struct req *q, uint32_t n, const struct run
 			 * daemon a real round's time, so that a move takes about as
 			 * many rounds on a loaded machine as on an idle one (the
 			 * scenarios need the other sequences still running when it
-			 * lands) */
-			usleep(2000);
+			 * lands); a round in which no window moved, ten (a loaded
+			 * machine's daemon answers late, and the other agent must not
+			 * run out of tokens meanwhile: its end would meet the need and
+			 * stop the move, ADR 0017) */
+			usleep(after.move_out_windows + after.move_in_windows ==
+			               before.move_out_windows + before.move_in_windows
+			           ? 20000
+			           : 2000);
 		if (round % 20000 == 0 || round >= 200000)
 			print_message(
 			    "# round %u: live %u waiting %u moving_out %u moved %u moving_in "
