@@ -514,8 +514,8 @@ bool op_value_json(int kinds, const char *v, size_t n, json_t **out)
 		n--;
 	while (n && op__ws(*v))
 		v++, n--;
-	if (n)
-		j = json_loadb(v, n, JSON_DECODE_ANY, NULL);
+	if (n) /* "\u0000" is JSON too */
+		j = json_loadb(v, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
 	if (j && op__kind_of(j) != K_STR && (kinds & op__kind_of(j))) {
 		*out = j;
 		return true;
@@ -664,6 +664,15 @@ static bool op__x_unshape(struct op *p)
 	return true;
 }
 
+/* Is the typed value held JSON? */
+static bool op__x_parses(const struct op *p)
+{
+	json_t *j = json_loadb(p->obj, p->obj_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+
+	json_decref(j);
+	return j != NULL;
+}
+
 /* The value ended at a marker (the held text begins with it). */
 static void op__x_value_marker(struct op *p, int which)
 {
@@ -718,6 +727,10 @@ static bool op__x_typed_step(struct op *p, bool final)
 	op__eat(p, i);
 	if (which >= 0 && p->len && p->buf[0] == '<' &&
 	    op__x_marker(p->buf, p->len, &which) == 1) {
+		/* JSON read past a marker in a string must be JSON after all,
+		 * else that marker was the end */
+		if (p->c.shape == 2 && !op__x_parses(p) && op__x_unshape(p))
+			return true;
 		/* the value, less the form's newline before its end */
 		if (p->obj_len && p->obj[p->obj_len - 1] == '\n')
 			p->obj_len--;

@@ -113,9 +113,10 @@ chunks=$(stream /v1/chat/completions "${forced%\}},\"stream\":true}")
 	fail "forced, streamed: the arguments differ from the whole answer's ($args): $chunks"
 
 step "what the XML form cannot constrain: 400 naming the parameter"
-bad=$(jq -c '.tools[0].function.parameters.properties.unit = {type: ["string", "null"]}' <<<"$forced")
+# (docs/adr/0062) a raw text bounded by a pattern cannot hold '<'
+bad=$(jq -c '.tools[0].function.parameters.properties.unit = {type: "string", pattern: "^<[a-z]+>$"}' <<<"$forced")
 got=$(post /v1/chat/completions "$bad")
-[[ $(status) == 400 ]] || fail "a string-or-null parameter constrained: $(status) $got"
+[[ $(status) == 400 ]] || fail "a pattern that needs '<' constrained: $(status) $got"
 jq -e '.error.param == "tools"' <<<"$got" >/dev/null || fail "param: $got"
 grep -qF "parameter 'unit'" <<<"$got" || fail "no parameter named: $got"
 echo "tools-xml: ok"

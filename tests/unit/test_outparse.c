@@ -293,6 +293,8 @@ static void test_xml(void **state)
 	             "[\"]</parameter>\"]}, \"a\": [\"</function>\", {\"x\": \"\\\\\"}]}"}};
 	static const struct want_call unclosed[] = {{"edit", "{\"o\": \"{\\\"k\\\": \\\"open\", "
 	                                                     "\"n\": 3}"}};
+	static const struct want_call quoted[] = {{"edit", "{\"o\": \"{\\\"k\\\": \\\"v\", "
+	                                                   "\"s\": \"say \\\"hi\"}"}};
 	static const struct want_call unions[] = {
 	    {"edit", "{\"u\": \"  padded \\n\", \"v\": 12, \"w\": \"[1]\", \"e\": \"true\"}"}};
 
@@ -337,6 +339,10 @@ static void test_xml(void **state)
 	      "<tool_call>\n<function=edit>\n<parameter=o>\n{\"k\": \"open\n</parameter>\n"
 	      "<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>",
 	      "", "", unclosed, 1, 0);
+	check(&o,
+	      "<tool_call>\n<function=edit>\n<parameter=o>\n{\"k\": \"v</parameter>\n"
+	      "<parameter=s>\nsay \"hi\n</parameter>\n</function>\n</tool_call>",
+	      "", "", quoted, 1, 0);
 	/* a string or null: the text as it is unless it is null */
 	check(&o,
 	      "<tool_call>\n<function=edit>\n<parameter=u>\n  padded \n\n</parameter>\n"
