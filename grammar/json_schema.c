@@ -841,40 +841,6 @@ static int gs__pattern(struct gs *g, const char *pat, struct gs_buf *b)
 
 /* ---- types ------------------------------------------------------------------------------ */
 
-static int gs__string(struct gs *g, json_t *s, struct gs_buf *b)
-{
-	json_t *pat = json_object_get(s, "pattern");
-	uint32_t lo, hi;
-	int rc;
-
-	if ((rc = gs__count(g, s, "minLength", 0, &lo)) ||
-	    (rc = gs__count(g, s, "maxLength", UINT32_MAX, &hi)))
-		return rc;
-	if (pat) {
-		size_t old;
-
-		if (!json_is_string(pat))
-			return gs__err(g, "'pattern' must be a string");
-		if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
-			return gs__err(
-			    g, "'pattern' with 'minLength' or 'maxLength' is not supported");
-		old = gs__push(g, "pattern");
-		rc = gs__pattern(g, json_string_value(pat), b);
-		if (!rc)
-			gs__pop(g, old);
-		return rc;
-	}
-	if (hi != UINT32_MAX && hi < lo)
-		return gs__err(g, "'maxLength' %u is below 'minLength' %u", hi, lo);
-	if (!lo && hi == UINT32_MAX)
-		gs__put(b, "string");
-	else if (hi == UINT32_MAX)
-		gs__put(b, "\"\\\"\" bchar{%u,} \"\\\"\"", lo);
-	else
-		gs__put(b, "\"\\\"\" bchar{%u,%u} \"\\\"\"", lo, hi);
-	return 0;
-}
-
 /* A class of the text form: one codepoint that a raw string may hold,
  * less the bytes of `less` too; past U+FFFF only when `astral`. */
 static void gs__raw_class(const struct gs *g, const char *less, bool astral, struct gs_buf *b)
@@ -887,8 +853,39 @@ static void gs__raw_class(const struct gs *g, const char *less, bool astral, str
 	gs__put(b, "%s]", astral ? "" : "\\U00010000-\\U0010FFFF");
 }
 
-/* A string schema's value as raw text (gs_raw_string_gbnf). */
-static int gs__raw_string(struct gs *g, json_t *s, const char *no_first, struct gs_buf *b)
+/* A raw string of lo to hi codepoints (hi UINT32_MAX: no bound), none of
+ * no_first (may be NULL) first. */
+static void gs__raw_bounds(struct gs *g, uint32_t lo, uint32_t hi, bool bounded,
+                           const char *no_first, struct gs_buf *b)
+{
+	if (hi == 0) {
+		gs__put(b, "\"\"");
+		return;
+	}
+	/* a length counts codepoints; bounded, none past U+FFFF (as bchar) */
+	gs__put(b, "( ");
+	if (no_first && *no_first) {
+		/* a first character apart, then the rest (all optional at 0) */
+		gs__raw_class(g, no_first, !bounded, b);
+		gs__put(b, " ");
+		hi = hi == UINT32_MAX ? hi : hi - 1;
+		if (!lo) {
+			gs__raw_class(g, NULL, !bounded, b);
+			gs__put(b, hi == UINT32_MAX ? "* )?" : "{0,%u} )?", hi);
+			return;
+		}
+		lo--;
+	}
+	gs__raw_class(g, NULL, !bounded, b);
+	if (hi == UINT32_MAX)
+		gs__put(b, "{%u,} )", lo);
+	else
+		gs__put(b, "{%u,%u} )", lo, hi);
+}
+
+/* A string: its JSON, or its raw text (g->raw; its first character none
+ * of no_first). */
+static int gs__string(struct gs *g, json_t *s, const char *no_first, struct gs_buf *b)
 {
 	json_t *pat = json_object_get(s, "pattern");
 	bool bounded = json_object_get(s, "minLength") || json_object_get(s, "maxLength");
@@ -917,26 +914,14 @@ static int gs__raw_string(struct gs *g, json_t *s, const char *no_first, struct 
 	}
 	if (hi != UINT32_MAX && hi < lo)
 		return gs__err(g, "'maxLength' %u is below 'minLength' %u", hi, lo);
-	if (hi == 0) {
-		gs__put(b, "\"\"");
-		return 0;
-	}
-	/* a length counts codepoints; bounded, none past U+FFFF (as bchar) */
-	gs__put(b, "( ");
-	if (no_first && *no_first) {
-		gs__raw_class(g, no_first, !bounded, b);
-		gs__put(b, " ");
-		lo = lo ? lo - 1 : 0;
-		hi = hi == UINT32_MAX ? hi : hi - 1;
-	}
-	gs__raw_class(g, NULL, !bounded, b);
-	if (hi == UINT32_MAX)
-		gs__put(b, "{%u,}", lo);
+	if (g->raw)
+		gs__raw_bounds(g, lo, hi, bounded, no_first, b);
+	else if (!lo && hi == UINT32_MAX)
+		gs__put(b, "string");
+	else if (hi == UINT32_MAX)
+		gs__put(b, "\"\\\"\" bchar{%u,} \"\\\"\"", lo);
 	else
-		gs__put(b, "{%u,%u}", lo, hi);
-	gs__put(b, " )");
-	if (no_first && *no_first && !json_integer_value(json_object_get(s, "minLength")))
-		gs__put(b, "?");
+		gs__put(b, "\"\\\"\" bchar{%u,%u} \"\\\"\"", lo, hi);
 	return 0;
 }
 
@@ -1077,7 +1062,7 @@ static int gs__object(struct gs *g, json_t *s, const char *name, struct gs_buf *
 static int gs__type(struct gs *g, json_t *s, const char *type, const char *name, struct gs_buf *b)
 {
 	if (!strcmp(type, "string"))
-		return gs__string(g, s, b);
+		return gs__string(g, s, NULL, b);
 	if (!strcmp(type, "array"))
 		return gs__array(g, s, name, b);
 	if (!strcmp(type, "object"))
@@ -1249,13 +1234,11 @@ int gs_to_gbnf(json_t *schema, char **text, struct ig_errbuf *eb)
 	return 0;
 }
 
-int gs_part_gbnf(json_t *schema, const char *prefix, char **text, struct ig_errbuf *eb)
+/* A part's prefix: 1 to 64 letters, digits and '-'. */
+static int gs__prefix_ok(const char *prefix, struct ig_errbuf *eb)
 {
-	struct gs_buf out = {0};
 	size_t n = strlen(prefix);
-	int rc;
 
-	*text = NULL;
 	if (!n || n > 64 ||
 	    strspn(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 	                   "0123456789-") != n)
@@ -1263,6 +1246,17 @@ int gs_part_gbnf(json_t *schema, const char *prefix, char **text, struct ig_errb
 		               "schema: a part's prefix '%.64s'; accepted: 1 to 64 letters, digits "
 		               "and '-'",
 		               prefix);
+	return 0;
+}
+
+int gs_part_gbnf(json_t *schema, const char *prefix, char **text, struct ig_errbuf *eb)
+{
+	struct gs_buf out = {0};
+	int rc;
+
+	*text = NULL;
+	if ((rc = gs__prefix_ok(prefix, eb)))
+		return rc;
 	rc = gs__rules(schema, prefix, &out, eb);
 	if (rc || out.oom) {
 		free(out.s);
@@ -1278,17 +1272,11 @@ int gs_raw_string_gbnf(json_t *schema, const char *prefix, const char *exclude,
 	struct gs g = {0};
 	struct gs_buf b = {0};
 	char r0[96];
-	size_t n = strlen(prefix);
 	int rc;
 
 	*text = NULL;
-	if (!n || n > 64 ||
-	    strspn(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	                   "0123456789-") != n)
-		return ig_errf(eb, IG_E_INVAL,
-		               "schema: a part's prefix '%.64s'; accepted: 1 to 64 letters, digits "
-		               "and '-'",
-		               prefix);
+	if ((rc = gs__prefix_ok(prefix, eb)))
+		return rc;
 	for (const char *c = exclude; *c; c++)
 		if ((unsigned char)*c >= 0x80)
 			return ig_errf(eb, IG_E_INVAL, "schema: a raw text rules out ASCII only");
@@ -1301,7 +1289,7 @@ int gs_raw_string_gbnf(json_t *schema, const char *prefix, const char *exclude,
 	if ((rc = gs__check_keys(&g, schema)))
 		return rc;
 	gs__name(&g, r0, sizeof(r0));
-	rc = gs__raw_string(&g, schema, no_first, &b);
+	rc = gs__string(&g, schema, no_first, &b);
 	if (!rc)
 		gs__put(&g.out, "%s ::= %s\n", r0, b.s ? b.s : "\"\"");
 	free(b.s);

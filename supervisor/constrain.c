@@ -499,7 +499,8 @@ static int xv__strings(struct xv *x)
 		int k = snprintf(cls, sizeof cls, "( %%[^\\x3C");
 
 		for (const char *c = no_first; *c; c++)
-			k += snprintf(cls + k, sizeof cls - (size_t)k, "\\x%02X", (unsigned char)*c);
+			k +=
+			    snprintf(cls + k, sizeof cls - (size_t)k, "\\x%02X", (unsigned char)*c);
 		snprintf(cls + k, sizeof cls - (size_t)k, "] xt-0 | \"<\" xt-%d )?", XT_LT);
 		xv__alt(x, "%s", cls);
 	}
@@ -522,8 +523,8 @@ static int xv__strings(struct xv *x)
 
 /* The value of parameter ps as alternatives: xp's rule is
  * "<parameter=KEY>\n" ( alternatives ) "\n</parameter>\n". */
-static int cst__xml_value(struct cst_buf *b, const json_t *ps, const char *prefix,
-                          const char *what, struct oai_err *e)
+static int cst__xml_value(struct cst_buf *b, const json_t *ps, const char *prefix, const char *what,
+                          struct oai_err *e)
 {
 	struct cst_buf parts = {0};
 	struct xv x = {.b = &parts, .kinds = op_kinds_of(ps), .what = what, .e = e};
@@ -545,8 +546,7 @@ static int cst__xml_value(struct cst_buf *b, const json_t *ps, const char *prefi
 		rc = -1;
 	}
 	if (!rc)
-		cst__put(b, " ( %s ) \"\\n</parameter>\\n\"\n%s", x.alts.s,
-		         parts.s ? parts.s : "");
+		cst__put(b, " ( %s ) \"\\n</parameter>\\n\"\n%s", x.alts.s, parts.s ? parts.s : "");
 	json_decref(x.estrs);
 	free(x.alts.s);
 	free(parts.s);

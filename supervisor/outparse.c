@@ -19,17 +19,6 @@
 #define OP_MAX_NAME 255u       /* a tool's name, a parameter's key */
 #define OP_MAX_CALL (4u << 20) /* a Hermes object, an XML typed value */
 
-/* The JSON kinds a parameter's schema allows (XML values; outparse.h). */
-enum {
-	K_STR = OP_K_STR,
-	K_INT = OP_K_INT,
-	K_NUM = OP_K_NUM,
-	K_BOOL = OP_K_BOOL,
-	K_NULL = OP_K_NULL,
-	K_OBJ = OP_K_OBJ,
-	K_ARR = OP_K_ARR,
-};
-
 enum op_format op_format_of_template(const char *tmpl, bool *thinks)
 {
 	*thinks = tmpl && strstr(tmpl, M_THINK);
@@ -210,6 +199,18 @@ static void op__flush(struct op *p, enum op_ev_kind kind, size_t n, bool hold_ws
 
 /* ---- tool calls: the parts both formats share --------------------------- */
 
+/* The next byte of a JSON string being scanned (c.in_str): its end, or an
+ * escape's start, tracked. */
+static void op__str_byte(struct op *p, char c)
+{
+	if (p->c.esc)
+		p->c.esc = false;
+	else if (c == '\\')
+		p->c.esc = true;
+	else if (c == '"')
+		p->c.in_str = false;
+}
+
 static void op__call_begin(struct op *p, const char *name, size_t len)
 {
 	const struct op_tool *t = op_tool_find(&p->o, name, len);
@@ -298,12 +299,7 @@ static size_t op__h_scan(struct op *p, size_t from)
 			continue;
 		}
 		if (p->c.in_str) {
-			if (p->c.esc)
-				p->c.esc = false;
-			else if (c == '\\')
-				p->c.esc = true;
-			else if (c == '"')
-				p->c.in_str = false;
+			op__str_byte(p, c);
 			if (p->h.hs == H_KEY && p->c.in_str && !p->c.esc && c != '\\') {
 				if (p->h.key_len < sizeof(p->h.key))
 					p->h.key[p->h.key_len++] = c;
@@ -447,24 +443,24 @@ static void op__hermes(struct op *p, bool final)
 /* The kind of a JSON value. */
 static int op__kind_of(const json_t *j)
 {
-	return json_is_string(j)    ? K_STR
-	       : json_is_integer(j) ? K_INT
-	       : json_is_real(j)    ? K_NUM
-	       : json_is_boolean(j) ? K_BOOL
-	       : json_is_null(j)    ? K_NULL
-	       : json_is_object(j)  ? K_OBJ
-	                            : K_ARR;
+	return json_is_string(j)    ? OP_K_STR
+	       : json_is_integer(j) ? OP_K_INT
+	       : json_is_real(j)    ? OP_K_NUM
+	       : json_is_boolean(j) ? OP_K_BOOL
+	       : json_is_null(j)    ? OP_K_NULL
+	       : json_is_object(j)  ? OP_K_OBJ
+	                            : OP_K_ARR;
 }
 
 static int op__type_kinds(const char *n)
 {
-	return !strcmp(n, "string")    ? K_STR
-	       : !strcmp(n, "integer") ? K_INT
-	       : !strcmp(n, "number")  ? K_NUM | K_INT
-	       : !strcmp(n, "boolean") ? K_BOOL
-	       : !strcmp(n, "null")    ? K_NULL
-	       : !strcmp(n, "object")  ? K_OBJ
-	       : !strcmp(n, "array")   ? K_ARR
+	return !strcmp(n, "string")    ? OP_K_STR
+	       : !strcmp(n, "integer") ? OP_K_INT
+	       : !strcmp(n, "number")  ? OP_K_NUM | OP_K_INT
+	       : !strcmp(n, "boolean") ? OP_K_BOOL
+	       : !strcmp(n, "null")    ? OP_K_NULL
+	       : !strcmp(n, "object")  ? OP_K_OBJ
+	       : !strcmp(n, "array")   ? OP_K_ARR
 	                               : 0;
 }
 
@@ -479,11 +475,12 @@ int op_kinds_of(const json_t *s)
 	t = json_object_get(s, "type");
 	if (json_is_string(t))
 		k |= op__type_kinds(json_string_value(t));
-	json_array_foreach(t, i, v) if (json_is_string(v)) k |= op__type_kinds(json_string_value(v));
+	json_array_foreach(t, i, v) if (json_is_string(v)) k |=
+	    op__type_kinds(json_string_value(v));
 	if (!t && (json_object_get(s, "properties") || json_object_get(s, "additionalProperties")))
-		k |= K_OBJ;
+		k |= OP_K_OBJ;
 	if (!t && json_object_get(s, "items"))
-		k |= K_ARR;
+		k |= OP_K_ARR;
 	for (int u = 0; u < 2; u++)
 		json_array_foreach(json_object_get(s, u ? "oneOf" : "anyOf"), i, v) k |=
 		    op_kinds_of(v);
@@ -491,7 +488,7 @@ int op_kinds_of(const json_t *s)
 		k |= op__kind_of(v);
 	json_array_foreach(json_object_get(s, "enum"), i, v) k |= op__kind_of(v);
 	if (json_is_true(json_object_get(s, "nullable")))
-		k |= K_NULL;
+		k |= OP_K_NULL;
 	return k;
 }
 
@@ -499,7 +496,9 @@ enum op_value op_value_of(const json_t *s)
 {
 	int k = op_kinds_of(s);
 
-	return !k || k == K_STR ? OP_VALUE_TEXT : (k & K_STR) ? OP_VALUE_MIXED : OP_VALUE_JSON;
+	return !k || k == OP_K_STR ? OP_VALUE_TEXT
+	       : (k & OP_K_STR)    ? OP_VALUE_MIXED
+	                           : OP_VALUE_JSON;
 }
 
 bool op_value_json(int kinds, const char *v, size_t n, json_t **out)
@@ -507,7 +506,7 @@ bool op_value_json(int kinds, const char *v, size_t n, json_t **out)
 	json_t *j = NULL;
 
 	*out = NULL;
-	if (kinds == K_STR)
+	if (kinds == OP_K_STR)
 		return false;
 	/* the JSON is tried less the whitespace around it; a string keeps it */
 	while (n && op__ws(v[n - 1]))
@@ -516,7 +515,7 @@ bool op_value_json(int kinds, const char *v, size_t n, json_t **out)
 		v++, n--;
 	if (n) /* "\u0000" is JSON too */
 		j = json_loadb(v, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-	if (j && op__kind_of(j) != K_STR && (kinds & op__kind_of(j))) {
+	if (j && op__kind_of(j) != OP_K_STR && (kinds & op__kind_of(j))) {
 		*out = j;
 		return true;
 	}
@@ -535,7 +534,7 @@ static int op__param_kinds(const struct op *p, const char *key, size_t len)
 	memcpy(k, key, len);
 	k[len] = '\0';
 	kinds = op_kinds_of(json_object_get(props, k));
-	return kinds ? kinds : K_STR;
+	return kinds ? kinds : OP_K_STR;
 }
 
 /* A typed value's text sent as JSON: as the JSON it is when that JSON is of
@@ -564,7 +563,7 @@ static void op__x_typed(struct op *p, const char *v, size_t n)
  * value. False when out of memory. */
 static bool op__x_put(struct op *p, size_t k)
 {
-	if (p->c.type == K_STR) {
+	if (p->c.type == OP_K_STR) {
 		op__send_escaped(p, p->buf, k);
 		return true;
 	}
@@ -580,7 +579,7 @@ static bool op__x_put(struct op *p, size_t k)
 /* The parameter's value ends (at its </parameter>, or cut). */
 static void op__x_value_end(struct op *p)
 {
-	if (p->c.type == K_STR)
+	if (p->c.type == OP_K_STR)
 		op__send(p, OP_CALL_ARGS, "\"", 1);
 	else
 		op__x_typed(p, p->obj, p->obj_len);
@@ -701,14 +700,10 @@ static bool op__x_typed_step(struct op *p, bool final)
 		char c = p->buf[i];
 
 		if (!p->c.shape && !op__ws(c))
-			p->c.shape = (c == '{' || c == '[') && (p->c.type & (K_OBJ | K_ARR)) ? 2 : 1;
+			p->c.shape =
+			    (c == '{' || c == '[') && (p->c.type & (OP_K_OBJ | OP_K_ARR)) ? 2 : 1;
 		if (p->c.in_str) {
-			if (p->c.esc)
-				p->c.esc = false;
-			else if (c == '\\')
-				p->c.esc = true;
-			else if (c == '"')
-				p->c.in_str = false;
+			op__str_byte(p, c);
 			continue;
 		}
 		if (c == '"' && p->c.shape == 2) {
@@ -725,8 +720,7 @@ static bool op__x_typed_step(struct op *p, bool final)
 	if (!op__x_put(p, i))
 		return false;
 	op__eat(p, i);
-	if (which >= 0 && p->len && p->buf[0] == '<' &&
-	    op__x_marker(p->buf, p->len, &which) == 1) {
+	if (which >= 0 && p->len && p->buf[0] == '<' && op__x_marker(p->buf, p->len, &which) == 1) {
 		/* JSON read past a marker in a string must be JSON after all,
 		 * else that marker was the end */
 		if (p->c.shape == 2 && !op__x_parses(p) && op__x_unshape(p))
@@ -968,7 +962,7 @@ static bool op__step(struct op *p, bool final)
 		op__send(p, OP_CALL_ARGS, p->c.any ? ", \"" : "{\"", p->c.any ? 3 : 2);
 		op__send_escaped(p, p->c.key, p->c.key_len);
 		op__send(p, OP_CALL_ARGS,
-		         p->c.type == K_STR ? "\": \"" : "\": ", p->c.type == K_STR ? 4 : 3);
+		         p->c.type == OP_K_STR ? "\": \"" : "\": ", p->c.type == OP_K_STR ? 4 : 3);
 		p->c.first_line = true;
 		p->c.shape = 0;
 		p->c.in_str = p->c.esc = false;
@@ -984,7 +978,7 @@ static bool op__step(struct op *p, bool final)
 				op__eat(p, 1);
 			p->c.first_line = false;
 		}
-		if (p->c.type != K_STR)
+		if (p->c.type != OP_K_STR)
 			return op__x_typed_step(p, final);
 		i = op__find(p->buf, p->len, value_ms, final, &which, &whole);
 		if (i < p->len && whole) {

@@ -401,11 +401,12 @@ static void test_xml(void **state)
 	        "\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{"
 	        "\"x\":{\"type\":\"string\",\"pattern\":\"^<b>$\"}}}}}]," MSGS "}",
 	        &xml, "tools", "'<' cannot be written in this raw text");
-	refused("{\"model\":\"m\",\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
-	        "\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{"
-	        "\"x\":{\"anyOf\":[{\"type\":\"string\",\"pattern\":\"^a+$\"},{\"type\":\"array\"}]}"
-	        "}}}}]," MSGS "}",
-	        &xml, "tools", "a pattern cannot be held to");
+	refused(
+	    "{\"model\":\"m\",\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","
+	    "\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+	    "\"x\":{\"anyOf\":[{\"type\":\"string\",\"pattern\":\"^a+$\"},{\"type\":\"array\"}]}"
+	    "}}}}]," MSGS "}",
+	    &xml, "tools", "a pattern cannot be held to");
 }
 
 /* ---- XML values of several types, bounded strings (docs/adr/0062) ---------- */
@@ -500,8 +501,8 @@ static void test_xml_typed(void **state)
 	           "\"obj\": {\"s\": \"</parameter>\"}, \"opt\": \"nul\"}");
 	reads_back(&r,
 	           "<tool_call>\n<function=t>\n" P("note", " 12 ") P("level", "high")
-	               P("tags", "[\"a\"]") P("pick", "1") P("flag", "true")
-	                   "</function>\n</tool_call>",
+	               P("tags", "[\"a\"]") P("pick", "1")
+	                   P("flag", "true") "</function>\n</tool_call>",
 	           "t",
 	           "{\"note\": \" 12 \", \"level\": \"high\", \"tags\": [\"a\"], \"pick\": 1, "
 	           "\"flag\": true}");
@@ -569,9 +570,9 @@ static bool valid(const json_t *s, const json_t *v)
 				regex_t re;
 				bool ok;
 
-				assert_int_equal(regcomp(&re, json_string_value(x),
-				                         REG_EXTENDED | REG_NOSUB),
-				                 0);
+				assert_int_equal(
+				    regcomp(&re, json_string_value(x), REG_EXTENDED | REG_NOSUB),
+				    0);
 				ok = !regexec(&re, str, 0, NULL, 0);
 				regfree(&re);
 				return ok;
@@ -584,8 +585,8 @@ static bool valid(const json_t *s, const json_t *v)
 			if ((x = json_object_get(s, "maxItems")) &&
 			    json_array_size(v) > (size_t)json_integer_value(x))
 				return false;
-			json_array_foreach(v, i, x) if (!valid(json_object_get(s, "items"), x)) return
-			    false;
+			json_array_foreach(
+			    v, i, x) if (!valid(json_object_get(s, "items"), x)) return false;
 			return true;
 		}
 		if (!strcmp(n, "object")) {
@@ -594,8 +595,9 @@ static bool valid(const json_t *s, const json_t *v)
 
 			if (!json_is_object(v))
 				return false;
-			json_array_foreach(json_object_get(s, "required"), i, x) if (
-			    !json_object_get(v, json_string_value(x))) return false;
+			json_array_foreach(
+			    json_object_get(s, "required"), i,
+			    x) if (!json_object_get(v, json_string_value(x))) return false;
 			json_object_foreach((json_t *)v, k, x)
 			{
 				const json_t *ps = json_object_get(props, k);
@@ -707,8 +709,8 @@ static unsigned check_calls(const struct oai_req *r, const char *text, uint64_t 
 	op_free(&p);
 	got = json_loads(c.args, JSON_ALLOW_NUL, NULL);
 	if (c.calls != 1 || !got || !valid(r->tools[0].params, got))
-		fail_msg("seed %llu: %s\nread back as %d call(s): %s",
-		         (unsigned long long)seed, text, c.calls, c.args);
+		fail_msg("seed %llu: %s\nread back as %d call(s): %s", (unsigned long long)seed,
+		         text, c.calls, c.args);
 	json_decref(got);
 	return 1;
 }
@@ -730,14 +732,14 @@ static void test_xml_walks(void **state)
 	print_message("walks from seed %llu (IGNIS_TEST_SEED)\n", (unsigned long long)seed0);
 	json_object_foreach(json_object_get(all, "properties"), k, ps)
 	{
-		json_t *params = json_pack("{s:s, s:{s:O}, s:[s], s:b}", "type", "object",
-		                           "properties", k, ps, "required", k,
-		                           "additionalProperties", 0);
-		json_t *body = json_pack(
-		    "{s:s, s:s, s:b, s:[{s:s, s:{s:s, s:o}}], s:[{s:s, s:s}]}", "model", "m",
-		    "tool_choice", "required", "parallel_tool_calls", 0, "tools", "type",
-		    "function", "function", "name", "t", "parameters", params, "messages", "role",
-		    "user", "content", "x");
+		json_t *params =
+		    json_pack("{s:s, s:{s:O}, s:[s], s:b}", "type", "object", "properties", k, ps,
+		              "required", k, "additionalProperties", 0);
+		json_t *body =
+		    json_pack("{s:s, s:s, s:b, s:[{s:s, s:{s:s, s:o}}], s:[{s:s, s:s}]}", "model",
+		              "m", "tool_choice", "required", "parallel_tool_calls", 0, "tools",
+		              "type", "function", "function", "name", "t", "parameters", params,
+		              "messages", "role", "user", "content", "x");
 		char *text = json_dumps(body, JSON_COMPACT);
 		const char *trig;
 		struct grammar *g;
