@@ -449,7 +449,7 @@ static bool xv__marked(const char *s)
 static int xv__strings(struct xv *x)
 {
 	int bound = (x->kinds & ~OP_K_STR) & ~x->free;
-	char no_first[32] = "", cls[96];
+	char no_first[32] = "", cls[192];
 	bool plain = x->any;
 	size_t i;
 	json_t *v;

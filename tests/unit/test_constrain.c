@@ -423,7 +423,9 @@ static void test_xml(void **state)
 	"\"obj\":{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"maxLength\":"   \
 	"14}},\"required\":[\"s\"],\"additionalProperties\":false},"                               \
 	"\"opt\":{\"type\":\"string\",\"nullable\":true,\"maxLength\":3},"                         \
-	"\"flag\":{\"type\":[\"boolean\",\"string\"],\"enum\":[true,\"no\",\"true\"]}"             \
+	"\"flag\":{\"type\":[\"boolean\",\"string\"],\"enum\":[true,\"no\",\"true\"]},"            \
+	"\"mix\":{\"anyOf\":[{\"type\":\"string\"},{\"enum\":[1,true,null]},{\"type\":\"array\","  \
+	"\"items\":{\"type\":\"integer\"},\"maxItems\":2}]}"                                       \
 	"},\"required\":[\"note\",\"level\"],\"additionalProperties\":false}"
 #define TYPED_BODY                                                                                 \
 	"{\"model\":\"m\",\"tool_choice\":\"required\",\"tools\":[{\"type\":\"function\","         \
@@ -490,6 +492,13 @@ static void test_xml_typed(void **state)
 	assert_true(takes_call(g, REQ P("flag", "true")));
 	assert_true(takes_call(g, REQ P("flag", "no")));
 	assert_false(takes_call(g, REQ P("flag", "yes")));
+	/* every first character ruled out at once: text begins otherwise */
+	assert_true(takes_call(g, REQ P("mix", "x 1 true")));
+	assert_true(takes_call(g, REQ P("mix", "null")));
+	assert_true(takes_call(g, REQ P("mix", "[3]")));
+	assert_false(takes_call(g, REQ P("mix", "nullish")));
+	assert_false(takes_call(g, REQ P("mix", "7 days")));
+	assert_false(takes_call(g, REQ P("mix", " x")));
 	grammar_destroy(g);
 	assert_int_equal(oai_parse(OAI_CHAT, TYPED_BODY, strlen(TYPED_BODY), &lim, &r, &e), 0);
 	reads_back(&r,
