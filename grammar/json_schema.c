@@ -64,6 +64,9 @@ struct gs {
 	json_t *refs; /* "$ref" string -> its rule's name */
 	unsigned next;
 	const char *prefix; /* of every rule name it makes ("" or a part's) */
+	/* a raw string (gs_raw_string_gbnf): the ASCII characters it never
+	 * holds; NULL for JSON */
+	const char *raw;
 	unsigned depth;
 	char path[1024];
 	size_t plen;
@@ -357,7 +360,7 @@ static int gs__re_cp(struct gs_re *r, uint32_t *cp)
 }
 
 /* A codepoint as the JSON string's content writes it: an item. */
-static void gs__re_char(struct gs_buf *b, uint32_t c)
+static void gs__re_json_char(struct gs_buf *b, uint32_t c)
 {
 	if (c == '"')
 		gs__put(b, "\"\\\\\\\"\"");
@@ -375,9 +378,33 @@ static void gs__re_char(struct gs_buf *b, uint32_t c)
 		gs__put(b, "[\\U%08X]", c);
 }
 
+/* Is c one of the characters a raw string never holds? */
+static bool gs__raw_out(const struct gs *g, uint32_t c)
+{
+	return c && c < 0x80 && strchr(g->raw, (int)c);
+}
+
+/* A codepoint of the pattern as an item: JSON-escaped, or itself in a raw
+ * string (where a character ruled out is an error). */
+static int gs__re_char(struct gs_re *r, struct gs_buf *b, uint32_t c)
+{
+	if (!r->g->raw) {
+		gs__re_json_char(b, c);
+		return 0;
+	}
+	if (gs__raw_out(r->g, c)) {
+		char what[96];
+
+		snprintf(what, sizeof what, "'%c' cannot be written in this raw text", (char)c);
+		return gs__re_err(r, what);
+	}
+	gs__put(b, "[\\U%08X]", c);
+	return 0;
+}
+
 /* A set of codepoint ranges (sorted, merged) as one item: the raw
  * characters JSON allows in a class, the others in escaped forms. */
-static void gs__re_set(struct gs_buf *b, const uint32_t (*rg)[2], size_t n)
+static void gs__re_json_set(struct gs_buf *b, const uint32_t (*rg)[2], size_t n)
 {
 	bool any_raw = false, first = true;
 
@@ -414,10 +441,42 @@ static void gs__re_set(struct gs_buf *b, const uint32_t (*rg)[2], size_t n)
 		for (uint32_t c = rg[k][0]; c <= rg[k][1] && c < 0x80; c++)
 			if (c < 0x20 || c == '"' || c == '\\') {
 				gs__put(b, first ? "" : " | ");
-				gs__re_char(b, c);
+				gs__re_json_char(b, c);
 				first = false;
 			}
 	gs__put(b, ")");
+}
+
+/* A set of codepoint ranges (sorted, merged) as one item; in a raw string
+ * the characters themselves, less those ruled out (none left: an error). */
+static int gs__re_set(struct gs_re *r, struct gs_buf *b, const uint32_t (*rg)[2], size_t n)
+{
+	bool any = false;
+
+	if (!r->g->raw) {
+		gs__re_json_set(b, rg, n);
+		return 0;
+	}
+	gs__put(b, "[");
+	for (size_t k = 0; k < n; k++) {
+		uint32_t lo = rg[k][0], hi = rg[k][1], a = lo;
+
+		/* the ASCII part less what is ruled out, then the rest whole */
+		for (uint32_t c = lo; c <= hi && c < 0x80; c++)
+			if (gs__raw_out(r->g, c)) {
+				if (c > a) {
+					gs__put(b, "\\U%08X-\\U%08X", a, c - 1);
+					any = true;
+				}
+				a = c + 1;
+			}
+		if (a <= hi) {
+			gs__put(b, "\\U%08X-\\U%08X", a, hi);
+			any = true;
+		}
+	}
+	gs__put(b, "]");
+	return any ? 0 : gs__re_err(r, "a class that matches nothing this raw text may hold");
 }
 
 static int gs__cmp_rg(const void *a, const void *b)
@@ -625,7 +684,7 @@ static int gs__re_class(struct gs_re *r, struct gs_buf *b)
 		rc = gs__re_err(r, "a class that matches nothing");
 		goto out;
 	}
-	gs__re_set(b, (const uint32_t(*)[2])rg, n);
+	rc = gs__re_set(r, b, (const uint32_t(*)[2])rg, n);
 out:
 	free(rg);
 	return rc;
@@ -665,8 +724,7 @@ static int gs__re_atom(struct gs_re *r, struct gs_buf *b)
 		uint32_t rg[2][2] = {{0, '\n' - 1}, {'\n' + 1, 0x10FFFF}};
 
 		r->i++;
-		gs__re_set(b, (const uint32_t(*)[2])rg, 2);
-		return 0;
+		return gs__re_set(r, b, (const uint32_t(*)[2])rg, 2);
 	}
 	if (c == '\\') {
 		uint32_t cp = 0, rg[8][2];
@@ -677,11 +735,9 @@ static int gs__re_atom(struct gs_re *r, struct gs_buf *b)
 			return rc;
 		if (nrg) {
 			nrg = gs__norm(rg, nrg, neg);
-			gs__re_set(b, (const uint32_t(*)[2])rg, nrg);
-		} else {
-			gs__re_char(b, cp);
+			return gs__re_set(r, b, (const uint32_t(*)[2])rg, nrg);
 		}
-		return 0;
+		return gs__re_char(r, b, cp);
 	}
 	if (c == '*' || c == '+' || c == '?' || c == '{')
 		return gs__re_err(r, "a repetition with nothing to repeat");
@@ -693,9 +749,8 @@ static int gs__re_atom(struct gs_re *r, struct gs_buf *b)
 
 		if ((rc = gs__re_cp(r, &cp)))
 			return rc;
-		gs__re_char(b, cp);
+		return gs__re_char(r, b, cp);
 	}
-	return 0;
 }
 
 static int gs__re_quant(struct gs_re *r, struct gs_buf *b)
@@ -775,20 +830,65 @@ static int gs__pattern(struct gs *g, const char *pat, struct gs_buf *b)
 
 	if (r.n && pat[0] == '^')
 		r.i++;
-	gs__put(b, "\"\\\"\" (");
+	gs__put(b, g->raw ? "(" : "\"\\\"\" (");
 	if ((rc = gs__re_alt(&r, b)))
 		return rc;
 	if (r.i < r.n)
 		return gs__re_err(&r, "a ')' with no group open");
-	gs__put(b, " ) \"\\\"\"");
+	gs__put(b, g->raw ? " )" : " ) \"\\\"\"");
 	return 0;
 }
 
 /* ---- types ------------------------------------------------------------------------------ */
 
-static int gs__string(struct gs *g, json_t *s, struct gs_buf *b)
+/* A class of the text form: one codepoint that a raw string may hold,
+ * less the bytes of `less` too; past U+FFFF only when `astral`. */
+static void gs__raw_class(const struct gs *g, const char *less, bool astral, struct gs_buf *b)
+{
+	gs__put(b, "[^\\x00");
+	for (const char *c = g->raw; *c; c++)
+		gs__put(b, "\\x%02X", (unsigned char)*c);
+	for (const char *c = less ? less : ""; *c; c++)
+		gs__put(b, "\\x%02X", (unsigned char)*c);
+	gs__put(b, "%s]", astral ? "" : "\\U00010000-\\U0010FFFF");
+}
+
+/* A raw string of lo to hi codepoints (hi UINT32_MAX: no bound), none of
+ * no_first (may be NULL) first. */
+static void gs__raw_bounds(struct gs *g, uint32_t lo, uint32_t hi, bool bounded,
+                           const char *no_first, struct gs_buf *b)
+{
+	if (hi == 0) {
+		gs__put(b, "\"\"");
+		return;
+	}
+	/* a length counts codepoints; bounded, none past U+FFFF (as bchar) */
+	gs__put(b, "( ");
+	if (no_first && *no_first) {
+		/* a first character apart, then the rest (all optional at 0) */
+		gs__raw_class(g, no_first, !bounded, b);
+		gs__put(b, " ");
+		hi = hi == UINT32_MAX ? hi : hi - 1;
+		if (!lo) {
+			gs__raw_class(g, NULL, !bounded, b);
+			gs__put(b, hi == UINT32_MAX ? "* )?" : "{0,%u} )?", hi);
+			return;
+		}
+		lo--;
+	}
+	gs__raw_class(g, NULL, !bounded, b);
+	if (hi == UINT32_MAX)
+		gs__put(b, "{%u,} )", lo);
+	else
+		gs__put(b, "{%u,%u} )", lo, hi);
+}
+
+/* A string: its JSON, or its raw text (g->raw; its first character none
+ * of no_first). */
+static int gs__string(struct gs *g, json_t *s, const char *no_first, struct gs_buf *b)
 {
 	json_t *pat = json_object_get(s, "pattern");
+	bool bounded = json_object_get(s, "minLength") || json_object_get(s, "maxLength");
 	uint32_t lo, hi;
 	int rc;
 
@@ -800,9 +900,12 @@ static int gs__string(struct gs *g, json_t *s, struct gs_buf *b)
 
 		if (!json_is_string(pat))
 			return gs__err(g, "'pattern' must be a string");
-		if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
+		if (bounded)
 			return gs__err(
 			    g, "'pattern' with 'minLength' or 'maxLength' is not supported");
+		if (no_first && *no_first)
+			return gs__err(g, "'pattern' where the text may not begin with some "
+			                  "characters is not supported");
 		old = gs__push(g, "pattern");
 		rc = gs__pattern(g, json_string_value(pat), b);
 		if (!rc)
@@ -811,7 +914,9 @@ static int gs__string(struct gs *g, json_t *s, struct gs_buf *b)
 	}
 	if (hi != UINT32_MAX && hi < lo)
 		return gs__err(g, "'maxLength' %u is below 'minLength' %u", hi, lo);
-	if (!lo && hi == UINT32_MAX)
+	if (g->raw)
+		gs__raw_bounds(g, lo, hi, bounded, no_first, b);
+	else if (!lo && hi == UINT32_MAX)
 		gs__put(b, "string");
 	else if (hi == UINT32_MAX)
 		gs__put(b, "\"\\\"\" bchar{%u,} \"\\\"\"", lo);
@@ -957,7 +1062,7 @@ static int gs__object(struct gs *g, json_t *s, const char *name, struct gs_buf *
 static int gs__type(struct gs *g, json_t *s, const char *type, const char *name, struct gs_buf *b)
 {
 	if (!strcmp(type, "string"))
-		return gs__string(g, s, b);
+		return gs__string(g, s, NULL, b);
 	if (!strcmp(type, "array"))
 		return gs__array(g, s, name, b);
 	if (!strcmp(type, "object"))
@@ -1129,13 +1234,11 @@ int gs_to_gbnf(json_t *schema, char **text, struct ig_errbuf *eb)
 	return 0;
 }
 
-int gs_part_gbnf(json_t *schema, const char *prefix, char **text, struct ig_errbuf *eb)
+/* A part's prefix: 1 to 64 letters, digits and '-'. */
+static int gs__prefix_ok(const char *prefix, struct ig_errbuf *eb)
 {
-	struct gs_buf out = {0};
 	size_t n = strlen(prefix);
-	int rc;
 
-	*text = NULL;
 	if (!n || n > 64 ||
 	    strspn(prefix, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 	                   "0123456789-") != n)
@@ -1143,12 +1246,60 @@ int gs_part_gbnf(json_t *schema, const char *prefix, char **text, struct ig_errb
 		               "schema: a part's prefix '%.64s'; accepted: 1 to 64 letters, digits "
 		               "and '-'",
 		               prefix);
+	return 0;
+}
+
+int gs_part_gbnf(json_t *schema, const char *prefix, char **text, struct ig_errbuf *eb)
+{
+	struct gs_buf out = {0};
+	int rc;
+
+	*text = NULL;
+	if ((rc = gs__prefix_ok(prefix, eb)))
+		return rc;
 	rc = gs__rules(schema, prefix, &out, eb);
 	if (rc || out.oom) {
 		free(out.s);
 		return rc ? rc : ig_errf(eb, IG_E_NOMEM, "schema: no memory");
 	}
 	*text = out.s;
+	return 0;
+}
+
+int gs_raw_string_gbnf(json_t *schema, const char *prefix, const char *exclude,
+                       const char *no_first, char **text, struct ig_errbuf *eb)
+{
+	struct gs g = {0};
+	struct gs_buf b = {0};
+	char r0[96];
+	int rc;
+
+	*text = NULL;
+	if ((rc = gs__prefix_ok(prefix, eb)))
+		return rc;
+	for (const char *c = exclude; *c; c++)
+		if ((unsigned char)*c >= 0x80)
+			return ig_errf(eb, IG_E_INVAL, "schema: a raw text rules out ASCII only");
+	g.root = schema;
+	g.eb = eb;
+	g.prefix = prefix;
+	g.raw = exclude;
+	if (!json_is_object(schema))
+		return gs__err(&g, "a schema must be an object");
+	if ((rc = gs__check_keys(&g, schema)))
+		return rc;
+	gs__name(&g, r0, sizeof(r0));
+	rc = gs__string(&g, schema, no_first, &b);
+	if (!rc)
+		gs__put(&g.out, "%s ::= %s\n", r0, b.s ? b.s : "\"\"");
+	free(b.s);
+	if (!rc && (b.oom || g.out.oom))
+		rc = ig_errf(eb, IG_E_NOMEM, "schema: no memory for the grammar's text");
+	if (rc) {
+		free(g.out.s);
+		return rc;
+	}
+	*text = g.out.s;
 	return 0;
 }
 

@@ -51,6 +51,19 @@ int gs_to_gbnf(json_t *schema, char **text, struct ig_errbuf *eb);
  * the whole grammar must hold once. The caller frees *text.
  */
 int gs_part_gbnf(json_t *schema, const char *prefix, char **text, struct ig_errbuf *eb);
+/*
+ * A string schema's value as raw text, unquoted and unescaped (the XML
+ * tool form's values, docs/adr/0062): its pattern, minLength and
+ * maxLength (a bounded one, as in JSON, holds no character past U+FFFF),
+ * its other keywords checked as gs_part_gbnf checks them and its type
+ * not (the caller chose the string among them). The text holds no NUL
+ * and none of the ASCII characters of `exclude` (a pattern that needs one
+ * is refused), and none of `no_first` (ASCII, may be NULL) first (refused
+ * with a pattern). Its one rule is `prefix`"r0"; it uses no other. The
+ * caller frees *text.
+ */
+int gs_raw_string_gbnf(json_t *schema, const char *prefix, const char *exclude,
+                       const char *no_first, char **text, struct ig_errbuf *eb);
 /* The shared rules every schema's grammar uses: ws (at most one space, or a
  * newline and up to 32 spaces or tabs), string, integer, number, boolean,
  * null, value, object (any JSON object), array. Static text. */

@@ -181,6 +181,9 @@ static int xt_index(const struct xt_states *st, const char *t, size_t n)
 	return -1;
 }
 
+/* The state after a '<' alone: the first marker's first prefix. */
+#define XT_LT 1
+
 static void cst__xml_text(struct cst_buf *b)
 {
 	struct xt_states st = {.p = {""}, .n = {0}, .count = 1};
@@ -238,12 +241,323 @@ static bool cst__xml_name_ok(const char *s)
 	return !strpbrk(s, "<>\n") && *s;
 }
 
+/* ---- an XML value (docs/adr/0060, 0062) ----------------------------------- */
+
+/* The ASCII a value's raw text may not begin with where JSON of a kind
+ * the parameter takes, but not without condition, begins so (and then
+ * whitespace, which JSON may lead with). */
+#define XV_WS " \t\n\r"
+
+/*
+ * One parameter's value as the alternatives the parser reads back valid
+ * (outparse.h, op_value_json): the JSON of each branch of another type
+ * than a string (a part of its schema); a string branch's raw text (its
+ * bounds and pattern kept, gs_raw_string_gbnf); an enum's or const's
+ * values, strings as they are where they read back as themselves. Raw
+ * text that would read as JSON of a kind some branch takes without
+ * condition (an integer's, null) is that valid value; where the kind is
+ * taken only with conditions (an enum of numbers, an object's schema),
+ * the raw text may not begin as that JSON would.
+ */
+struct xv {
+	struct cst_buf *b;   /* the rules (parts) */
+	struct cst_buf alts; /* the value's alternatives */
+	int kinds;           /* what the parser takes (op_kinds_of) */
+	int free;            /* kinds of which every value is valid */
+	const json_t *strs[16];
+	size_t n_strs;    /* string branches, written when `free` is whole */
+	json_t *estrs;    /* enum and const strings, likewise */
+	bool any;         /* a branch that takes anything: raw text */
+	char prefix[48];  /* the parameter's parts' prefix */
+	unsigned parts;   /* parts made */
+	unsigned depth;   /* of anyOf */
+	const char *what; /* "tool 0 ('f')'s parameter 'x'" */
+	struct oai_err *e;
+};
+
+static void xv__alt(struct xv *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void xv__alt(struct xv *x, const char *fmt, ...)
+{
+	char item[160];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(item, sizeof item, fmt, ap);
+	va_end(ap);
+	cst__put(&x->alts, "%s%s", x->alts.n ? " | " : "", item);
+}
+
+static int xv__refuse(struct xv *x, const char *why)
+{
+	oai_errf(x->e, 400, "tools", "invalid_schema", "%s: %s", x->what, why);
+	return -1;
+}
+
+/* A part of the schema (its JSON) as an alternative. */
+static int xv__json(struct xv *x, const json_t *s)
+{
+	char prefix[64];
+
+	snprintf(prefix, sizeof prefix, "%sa%u-", x->prefix, x->parts++);
+	if (cst__schema(x->b, s, prefix, "tools", x->what, x->e))
+		return -1;
+	xv__alt(x, "%sr0", prefix);
+	return 0;
+}
+
+/* A branch of one type: a string's waits, any other's is its JSON. */
+static int xv__type(struct xv *x, const json_t *s, const char *t)
+{
+	static const struct {
+		const char *type;
+		int free;
+	} scalar[] = {
+	    {"integer", OP_K_INT},
+	    {"number", OP_K_INT | OP_K_NUM},
+	    {"boolean", OP_K_BOOL},
+	    {"null", OP_K_NULL},
+	};
+	json_t *one;
+	int rc;
+
+	if (!strcmp(t, "string")) {
+		if (x->n_strs == sizeof x->strs / sizeof x->strs[0])
+			return xv__refuse(x, "more than 16 string branches");
+		x->strs[x->n_strs++] = s;
+		return 0;
+	}
+	for (size_t k = 0; k < sizeof scalar / sizeof scalar[0]; k++)
+		if (!strcmp(t, scalar[k].type))
+			x->free |= scalar[k].free;
+	/* this type alone (nullable is the walk's) */
+	if (!(one = json_copy((json_t *)s))) {
+		oai_errf(x->e, 500, NULL, NULL, "out of memory");
+		return -1;
+	}
+	json_object_set_new(one, "type", json_string(t));
+	json_object_del(one, "nullable");
+	rc = xv__json(x, one);
+	json_decref(one);
+	return rc;
+}
+
+/* An enum's or const's values: strings wait, the others are their JSON. */
+static int xv__values(struct xv *x, const json_t *vals)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(vals, i, v)
+	{
+		char *d;
+		json_t *back;
+
+		if (json_is_string(v)) {
+			json_array_append(x->estrs, v);
+			continue;
+		}
+		if (!(d = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY))) {
+			oai_errf(x->e, 500, NULL, NULL, "out of memory");
+			return -1;
+		}
+		/* written as JSON, read back as it (the kinds hold its own) */
+		if (op_value_json(x->kinds, d, strlen(d), &back) && json_equal(back, v)) {
+			cst__put(&x->alts, "%s", x->alts.n ? " | " : "");
+			cst__lit(&x->alts, d);
+		}
+		json_decref(back);
+		free(d);
+	}
+	return 0;
+}
+
+/* The branches of schema s, in the order the JSON grammar reads its
+ * keywords ($ref, const, enum, anyOf, type, properties or items). */
+static int xv__walk(struct xv *x, const json_t *s)
+{
+	const json_t *v;
+	size_t i;
+	int rc = 0;
+
+	if (json_is_true(s)) {
+		x->any = true;
+		return 0;
+	}
+	if (!json_is_object(s))
+		return xv__refuse(x, "a schema must be an object (or true)");
+	if (++x->depth > 16)
+		return xv__refuse(x, "anyOf nested deeper than 16");
+	if (json_object_get(s, "$ref"))
+		return xv__refuse(x, "a $ref cannot be typed in the XML form; accepted: the "
+		                     "schema written out");
+	if ((v = json_object_get(s, "const"))) {
+		json_t *one = json_pack("[O]", v);
+
+		rc = one ? xv__values(x, one) : -1;
+		json_decref(one);
+	} else if ((v = json_object_get(s, "enum"))) {
+		if (!json_is_array(v) || !json_array_size(v))
+			return xv__refuse(x, "'enum' must be a non-empty array");
+		rc = xv__values(x, v);
+	} else if ((v = json_object_get(s, "anyOf"))) {
+		if (!json_is_array(v) || !json_array_size(v))
+			return xv__refuse(x, "'anyOf' must be a non-empty array of schemas");
+		for (i = 0; i < json_array_size(v) && !rc; i++)
+			rc = xv__walk(x, json_array_get(v, i));
+	} else if ((v = json_object_get(s, "type"))) {
+		if (json_is_string(v))
+			rc = xv__type(x, s, json_string_value(v));
+		else if (json_is_array(v) && json_array_size(v)) {
+			const json_t *t;
+
+			json_array_foreach(v, i, t)
+			{
+				if (!json_is_string(t))
+					return xv__refuse(x, "'type' must be a name or a list of "
+					                     "names");
+				if ((rc = xv__type(x, s, json_string_value(t))))
+					break;
+			}
+		} else
+			return xv__refuse(x, "'type' must be a name or a list of names");
+	} else if (json_object_get(s, "properties") || json_object_get(s, "additionalProperties") ||
+	           json_object_get(s, "items")) {
+		rc = xv__json(x, s);
+	} else {
+		x->any = true; /* says nothing: any text, a string as the peers read it */
+	}
+	if (!rc && json_is_true(json_object_get(s, "nullable"))) {
+		x->free |= OP_K_NULL;
+		xv__alt(x, "null");
+	}
+	x->depth--;
+	return rc;
+}
+
+/* Does s hold a marker that ends a value? */
+static bool xv__marked(const char *s)
+{
+	for (unsigned m = 0; m < XT_MARKS; m++)
+		if (strstr(s, xt_marks[m]))
+			return true;
+	return false;
+}
+
+/* The string branches and strings, once what raw text may begin with is
+ * known. */
+static int xv__strings(struct xv *x)
+{
+	int bound = (x->kinds & ~OP_K_STR) & ~x->free;
+	char no_first[32] = "", cls[192];
+	bool plain = x->any;
+	size_t i;
+	json_t *v;
+
+	if (x->kinds & (OP_K_OBJ | OP_K_ARR)) /* read as JSON when so begun */
+		strcat(no_first, "{[");
+	if (bound & (OP_K_INT | OP_K_NUM))
+		strcat(no_first, "-0123456789");
+	if (bound & OP_K_BOOL)
+		strcat(no_first, "tf");
+	if (bound & OP_K_NULL)
+		strcat(no_first, "n");
+	if (*no_first)
+		strcat(no_first, XV_WS);
+	for (size_t k = 0; k < x->n_strs; k++) {
+		const json_t *s = x->strs[k];
+		char prefix[64], *part = NULL;
+		struct ig_errbuf eb = {0};
+		int rc;
+
+		snprintf(prefix, sizeof prefix, "%sa%u-", x->prefix, x->parts++);
+		rc = gs_raw_string_gbnf((json_t *)s, prefix, "<", no_first, &part, &eb);
+		if (rc == IG_E_NOMEM) {
+			oai_errf(x->e, 500, NULL, NULL, "out of memory");
+			return -1;
+		}
+		if (rc) {
+			oai_errf(x->e, 400, "tools", "invalid_schema", "%s: %s%s", x->what, eb.msg,
+			         *no_first && json_object_get(s, "pattern")
+			             ? " (in the XML form a string beside an object, an array or "
+			               "an enum of other types may not begin as their JSON, which "
+			               "a pattern cannot be held to)"
+			             : "");
+			return -1;
+		}
+		if (json_object_get(s, "pattern") || json_object_get(s, "minLength") ||
+		    json_object_get(s, "maxLength")) {
+			cst__put(x->b, "%s", part);
+			xv__alt(x, "%sr0", prefix);
+		} else
+			plain = true; /* its keywords checked: raw text */
+		free(part);
+	}
+	if (plain && !*no_first)
+		xv__alt(x, "xtext");
+	else if (plain) {
+		int k = snprintf(cls, sizeof cls, "( %%[^\\x3C");
+
+		for (const char *c = no_first; *c; c++)
+			k +=
+			    snprintf(cls + k, sizeof cls - (size_t)k, "\\x%02X", (unsigned char)*c);
+		snprintf(cls + k, sizeof cls - (size_t)k, "] xt-0 | \"<\" xt-%d )?", XT_LT);
+		xv__alt(x, "%s", cls);
+	}
+	json_array_foreach(x->estrs, i, v)
+	{
+		const char *t = json_string_value(v);
+		json_t *back;
+
+		/* as it is, where it reads back as itself */
+		if (op_value_json(x->kinds, t, strlen(t), &back) || xv__marked(t) ||
+		    (*t && strchr(no_first, *t))) {
+			json_decref(back);
+			continue;
+		}
+		cst__put(&x->alts, "%s", x->alts.n ? " | " : "");
+		cst__lit(&x->alts, t);
+	}
+	return 0;
+}
+
+/* The value of parameter ps as alternatives: xp's rule is
+ * "<parameter=KEY>\n" ( alternatives ) "\n</parameter>\n". */
+static int cst__xml_value(struct cst_buf *b, const json_t *ps, const char *prefix, const char *what,
+                          struct oai_err *e)
+{
+	struct cst_buf parts = {0};
+	struct xv x = {.b = &parts, .kinds = op_kinds_of(ps), .what = what, .e = e};
+	int rc;
+
+	snprintf(x.prefix, sizeof x.prefix, "%s", prefix);
+	if (!(x.estrs = json_array())) {
+		oai_errf(e, 500, NULL, NULL, "out of memory");
+		return -1;
+	}
+	rc = xv__walk(&x, ps);
+	if (!rc)
+		rc = xv__strings(&x);
+	if (!rc && !x.alts.n)
+		rc = xv__refuse(&x, "no value of it can be written in the XML form so that it "
+		                    "reads back as itself");
+	if (!rc && (x.alts.oom || parts.oom)) {
+		oai_errf(e, 500, NULL, NULL, "out of memory");
+		rc = -1;
+	}
+	if (!rc)
+		cst__put(b, " ( %s ) \"\\n</parameter>\\n\"\n%s", x.alts.s, parts.s ? parts.s : "");
+	json_decref(x.estrs);
+	free(x.alts.s);
+	free(parts.s);
+	return rc;
+}
+
 /* One XML call of tool i: "<function=NAME>\n", its parameters in schema
  * order (the required ones, the others optional), "</function>". Each
- * value as outparse.c reads it back (op_value_of): raw text for a string
- * (an enum's or const's strings as they are), the JSON of its schema for
- * the rest; a parameter that may be either, or a string bounded by a
- * pattern or a length, cannot be written so that it reads back: a 400. */
+ * value as outparse.c reads it back (op_value_json): a value that can
+ * only be JSON, its schema's JSON; anything else cst__xml_value's
+ * alternatives. */
 static int cst__xml_call_alt(struct cst_buf *b, const struct oai_req *q, size_t i,
                              struct oai_err *e)
 {
@@ -283,9 +597,6 @@ static int cst__xml_call_alt(struct cst_buf *b, const struct oai_req *q, size_t 
 	j = 0;
 	json_object_foreach((json_t *)props, k, ps)
 	{
-		enum op_value form = op_value_of(ps);
-		const json_t *en = json_object_get(ps, "enum"), *cn = json_object_get(ps, "const");
-
 		snprintf(what, sizeof what, "tool %zu ('%s')'s parameter '%s'", i, t->name, k);
 		if (!cst__xml_name_ok(k) || strlen(k) > 400) {
 			oai_errf(e, 400, "tools", "invalid_schema",
@@ -293,52 +604,16 @@ static int cst__xml_call_alt(struct cst_buf *b, const struct oai_req *q, size_t 
 			         what);
 			return -1;
 		}
-		if (form == OP_VALUE_MIXED) {
-			oai_errf(
-			    e, 400, "tools", "invalid_schema",
-			    "%s: a string or another type cannot be constrained in the XML form "
-			    "(a string's raw text may read as the other); accepted: one or the "
-			    "other",
-			    what);
-			return -1;
-		}
-		if (form == OP_VALUE_TEXT &&
-		    (json_object_get(ps, "pattern") || json_object_get(ps, "minLength") ||
-		     json_object_get(ps, "maxLength") || json_object_get(ps, "format"))) {
-			oai_errf(
-			    e, 400, "tools", "invalid_schema",
-			    "%s: a string's pattern, format or length bounds are not constrained "
-			    "in the XML form (its raw text); accepted: a plain string or an enum",
-			    what);
-			return -1;
-		}
 		snprintf(lit, sizeof lit, "<parameter=%s>\n", k);
+		snprintf(prefix, sizeof prefix, "t%zu-p%zu-", i, j);
 		cst__put(b, "xp-%zu-%zu ::= ", i, j);
 		cst__lit(b, lit);
-		if (form == OP_VALUE_JSON) {
-			snprintf(prefix, sizeof prefix, "t%zu-p%zu-", i, j);
-			cst__put(b, " t%zu-p%zu-r0 \"\\n</parameter>\\n\"\n", i, j);
+		if (op_value_of(ps) == OP_VALUE_JSON) {
+			cst__put(b, " %sr0 \"\\n</parameter>\\n\"\n", prefix);
 			if (cst__schema(b, ps, prefix, "tools", what, e))
 				return -1;
-		} else if (json_is_string(cn) || json_is_array(en)) {
-			size_t r, alts = 0;
-			json_t *x;
-
-			cst__put(b, " ( ");
-			if (json_is_string(cn)) {
-				cst__lit(b, json_string_value(cn));
-				alts++;
-			}
-			json_array_foreach(en, r, x)
-			{
-				if (!json_is_string(x))
-					continue;
-				cst__put(b, "%s", alts++ ? " | " : "");
-				cst__lit(b, json_string_value(x));
-			}
-			cst__put(b, " ) \"\\n</parameter>\\n\"\n");
-		} else
-			cst__put(b, " xtext \"\\n</parameter>\\n\"\n");
+		} else if (cst__xml_value(b, ps, prefix, what, e))
+			return -1;
 		j++;
 	}
 	return 0;

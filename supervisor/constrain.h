@@ -15,12 +15,12 @@
  *       ...</function>\n</tool_call>
  *     the parameters in schema order, the required ones always, the others
  *     optional (any keys with raw values when the tool has no properties);
- *     each VALUE as outparse.c reads it back (op_value_of): a string's raw
- *     text, without "</parameter>" or "</function>" (an enum's strings as
- *     they are), any other type the JSON its schema allows. A parameter
- *     that may be a string or another type, or a string bounded by a
- *     pattern, format or length, is refused (its raw text would not read
- *     back as written, or is not bounded here);
+ *     each VALUE as outparse.c reads it back (op_value_json): a string's
+ *     raw text, without "</parameter>" or "</function>" (bounded by its
+ *     pattern or length and then without '<'; an enum's strings as they
+ *     are), any other type the JSON its schema allows; a parameter of
+ *     several types either form, its raw text kept from beginning as the
+ *     JSON of a type taken only under conditions (docs/adr/0062);
  *   - a thinking block first, where the template thinks and thinking is
  *     on: `<think>` (unless the prompt opened it), any text without
  *     `</think>`, then `</think>`; the constraint applies after it, so that

@@ -19,17 +19,6 @@
 #define OP_MAX_NAME 255u       /* a tool's name, a parameter's key */
 #define OP_MAX_CALL (4u << 20) /* a Hermes object, an XML typed value */
 
-/* The JSON kinds a parameter's schema allows (XML values). */
-enum {
-	K_STR = 1,
-	K_INT = 2,
-	K_NUM = 4,
-	K_BOOL = 8,
-	K_NULL = 16,
-	K_OBJ = 32,
-	K_ARR = 64,
-};
-
 enum op_format op_format_of_template(const char *tmpl, bool *thinks)
 {
 	*thinks = tmpl && strstr(tmpl, M_THINK);
@@ -210,6 +199,18 @@ static void op__flush(struct op *p, enum op_ev_kind kind, size_t n, bool hold_ws
 
 /* ---- tool calls: the parts both formats share --------------------------- */
 
+/* The next byte of a JSON string being scanned (c.in_str): its end, or an
+ * escape's start, tracked. */
+static void op__str_byte(struct op *p, char c)
+{
+	if (p->c.esc)
+		p->c.esc = false;
+	else if (c == '\\')
+		p->c.esc = true;
+	else if (c == '"')
+		p->c.in_str = false;
+}
+
 static void op__call_begin(struct op *p, const char *name, size_t len)
 {
 	const struct op_tool *t = op_tool_find(&p->o, name, len);
@@ -298,12 +299,7 @@ static size_t op__h_scan(struct op *p, size_t from)
 			continue;
 		}
 		if (p->c.in_str) {
-			if (p->c.esc)
-				p->c.esc = false;
-			else if (c == '\\')
-				p->c.esc = true;
-			else if (c == '"')
-				p->c.in_str = false;
+			op__str_byte(p, c);
 			if (p->h.hs == H_KEY && p->c.in_str && !p->c.esc && c != '\\') {
 				if (p->h.key_len < sizeof(p->h.key))
 					p->h.key[p->h.key_len++] = c;
@@ -444,8 +440,31 @@ static void op__hermes(struct op *p, bool final)
 
 /* ---- XML: <function=NAME> <parameter=KEY> value </parameter> ------------ */
 
-/* The kinds a schema allows, from type, anyOf/oneOf, enum and const. */
-static int op__kinds(const json_t *s)
+/* The kind of a JSON value. */
+static int op__kind_of(const json_t *j)
+{
+	return json_is_string(j)    ? OP_K_STR
+	       : json_is_integer(j) ? OP_K_INT
+	       : json_is_real(j)    ? OP_K_NUM
+	       : json_is_boolean(j) ? OP_K_BOOL
+	       : json_is_null(j)    ? OP_K_NULL
+	       : json_is_object(j)  ? OP_K_OBJ
+	                            : OP_K_ARR;
+}
+
+static int op__type_kinds(const char *n)
+{
+	return !strcmp(n, "string")    ? OP_K_STR
+	       : !strcmp(n, "integer") ? OP_K_INT
+	       : !strcmp(n, "number")  ? OP_K_NUM | OP_K_INT
+	       : !strcmp(n, "boolean") ? OP_K_BOOL
+	       : !strcmp(n, "null")    ? OP_K_NULL
+	       : !strcmp(n, "object")  ? OP_K_OBJ
+	       : !strcmp(n, "array")   ? OP_K_ARR
+	                               : 0;
+}
+
+int op_kinds_of(const json_t *s)
 {
 	const json_t *t, *v;
 	size_t i;
@@ -454,41 +473,54 @@ static int op__kinds(const json_t *s)
 	if (!json_is_object(s))
 		return 0;
 	t = json_object_get(s, "type");
-	if (json_is_string(t)) {
-		const char *n = json_string_value(t);
-
-		k |= !strcmp(n, "string")    ? K_STR
-		     : !strcmp(n, "integer") ? K_INT
-		     : !strcmp(n, "number")  ? K_NUM | K_INT
-		     : !strcmp(n, "boolean") ? K_BOOL
-		     : !strcmp(n, "null")    ? K_NULL
-		     : !strcmp(n, "object")  ? K_OBJ
-		     : !strcmp(n, "array")   ? K_ARR
-		                             : 0;
-	} else if (json_is_array(t)) {
-		json_array_foreach(t, i, v)
-		{
-			json_t *one = json_pack("{sO}", "type", v);
-
-			k |= op__kinds(one);
-			json_decref(one);
-		}
-	}
+	if (json_is_string(t))
+		k |= op__type_kinds(json_string_value(t));
+	json_array_foreach(t, i, v) if (json_is_string(v)) k |=
+	    op__type_kinds(json_string_value(v));
+	if (!t && (json_object_get(s, "properties") || json_object_get(s, "additionalProperties")))
+		k |= OP_K_OBJ;
+	if (!t && json_object_get(s, "items"))
+		k |= OP_K_ARR;
 	for (int u = 0; u < 2; u++)
 		json_array_foreach(json_object_get(s, u ? "oneOf" : "anyOf"), i, v) k |=
-		    op__kinds(v);
+		    op_kinds_of(v);
 	if ((v = json_object_get(s, "const")))
-		k |= json_is_string(v) ? K_STR : K_NUM | K_INT | K_BOOL | K_NULL | K_OBJ | K_ARR;
-	json_array_foreach(json_object_get(s, "enum"), i, v) k |=
-	    json_is_string(v) ? K_STR : K_NUM | K_INT | K_BOOL | K_NULL | K_OBJ | K_ARR;
+		k |= op__kind_of(v);
+	json_array_foreach(json_object_get(s, "enum"), i, v) k |= op__kind_of(v);
+	if (json_is_true(json_object_get(s, "nullable")))
+		k |= OP_K_NULL;
 	return k;
 }
 
 enum op_value op_value_of(const json_t *s)
 {
-	int k = op__kinds(s);
+	int k = op_kinds_of(s);
 
-	return !k || k == K_STR ? OP_VALUE_TEXT : (k & K_STR) ? OP_VALUE_MIXED : OP_VALUE_JSON;
+	return !k || k == OP_K_STR ? OP_VALUE_TEXT
+	       : (k & OP_K_STR)    ? OP_VALUE_MIXED
+	                           : OP_VALUE_JSON;
+}
+
+bool op_value_json(int kinds, const char *v, size_t n, json_t **out)
+{
+	json_t *j = NULL;
+
+	*out = NULL;
+	if (kinds == OP_K_STR)
+		return false;
+	/* the JSON is tried less the whitespace around it; a string keeps it */
+	while (n && op__ws(v[n - 1]))
+		n--;
+	while (n && op__ws(*v))
+		v++, n--;
+	if (n) /* "\u0000" is JSON too */
+		j = json_loadb(v, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+	if (j && op__kind_of(j) != OP_K_STR && (kinds & op__kind_of(j))) {
+		*out = j;
+		return true;
+	}
+	json_decref(j);
+	return false;
 }
 
 /* The kinds parameter `key` of the call's tool takes; strings only when the
@@ -501,32 +533,17 @@ static int op__param_kinds(const struct op *p, const char *key, size_t len)
 
 	memcpy(k, key, len);
 	k[len] = '\0';
-	kinds = op__kinds(json_object_get(props, k));
-	return kinds ? kinds : K_STR;
+	kinds = op_kinds_of(json_object_get(props, k));
+	return kinds ? kinds : OP_K_STR;
 }
 
 /* A typed value's text sent as JSON: as the JSON it is when that JSON is of
- * a kind the schema allows, else as a string. */
+ * a kind the schema allows, else as a string, the text as it is. */
 static void op__x_typed(struct op *p, const char *v, size_t n)
 {
-	json_t *j = NULL;
-	int kinds = p->c.type, kind = 0;
+	json_t *j;
 
-	while (n && op__ws(v[n - 1]))
-		n--;
-	while (n && op__ws(*v))
-		v++, n--;
-	if (n)
-		j = json_loadb(v, n, JSON_DECODE_ANY, NULL);
-	if (j)
-		kind = json_is_string(j)    ? K_STR
-		       : json_is_integer(j) ? K_INT
-		       : json_is_real(j)    ? K_NUM
-		       : json_is_boolean(j) ? K_BOOL
-		       : json_is_null(j)    ? K_NULL
-		       : json_is_object(j)  ? K_OBJ
-		                            : K_ARR;
-	if (j && kind != K_STR && (kinds & kind)) {
+	if (op_value_json(p->c.type, v, n, &j)) {
 		char *d = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
 
 		if (!d)
@@ -546,7 +563,7 @@ static void op__x_typed(struct op *p, const char *v, size_t n)
  * value. False when out of memory. */
 static bool op__x_put(struct op *p, size_t k)
 {
-	if (p->c.type == K_STR) {
+	if (p->c.type == OP_K_STR) {
 		op__send_escaped(p, p->buf, k);
 		return true;
 	}
@@ -562,7 +579,7 @@ static bool op__x_put(struct op *p, size_t k)
 /* The parameter's value ends (at its </parameter>, or cut). */
 static void op__x_value_end(struct op *p)
 {
-	if (p->c.type == K_STR)
+	if (p->c.type == OP_K_STR)
 		op__send(p, OP_CALL_ARGS, "\"", 1);
 	else
 		op__x_typed(p, p->obj, p->obj_len);
@@ -604,6 +621,130 @@ static bool op__x_name(struct op *p, char *name, size_t *len, bool final, bool *
 		i++;
 	op__eat(p, i + 1);
 	return *len > 0 || (*bad = true, false);
+}
+
+/* Which value marker begins at s[0..n) (0 </parameter>, 1 </function>):
+ * whole (1), cut by the end (0), or none (-1, *which unset). */
+static int op__x_marker(const char *s, size_t n, int *which)
+{
+	int a = op__at(s, n, M_PARAM_END), b = op__at(s, n, M_FUNC_END);
+
+	if (a == 1 || b == 1) {
+		*which = a == 1 ? 0 : 1;
+		return 1;
+	}
+	return a == 0 || b == 0 ? 0 : -1;
+}
+
+/* An object's or array's string never closed: the value ends at its first
+ * marker after all (as a plain reading has it), and the text from there
+ * is held again to be read on. False when the value holds none. */
+static bool op__x_unshape(struct op *p)
+{
+	size_t at = p->obj_len, rest;
+	int which;
+
+	for (size_t i = 0; i < p->obj_len && at == p->obj_len; i++)
+		if (p->obj[i] == '<' && op__x_marker(p->obj + i, p->obj_len - i, &which) == 1)
+			at = i;
+	if (at == p->obj_len)
+		return false;
+	rest = p->obj_len - at;
+	if (!op__grow(&p->buf, &p->cap, p->len + rest + 1)) {
+		p->failed = true;
+		return false;
+	}
+	memmove(p->buf + rest, p->buf, p->len);
+	memcpy(p->buf, p->obj + at, rest);
+	p->len += rest;
+	p->obj_len = at;
+	p->c.shape = 1;
+	p->c.in_str = p->c.esc = false;
+	return true;
+}
+
+/* Is the typed value held JSON? */
+static bool op__x_parses(const struct op *p)
+{
+	json_t *j = json_loadb(p->obj, p->obj_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+
+	json_decref(j);
+	return j != NULL;
+}
+
+/* The value ended at a marker (the held text begins with it). */
+static void op__x_value_marker(struct op *p, int which)
+{
+	op__x_value_end(p);
+	if (which == 0) { /* </parameter> */
+		op__eat(p, strlen(M_PARAM_END));
+		p->st = OPS_XBODY;
+	} else { /* </function> with the parameter left open */
+		op__eat(p, strlen(M_FUNC_END));
+		op__x_call_end(p, false);
+	}
+}
+
+/*
+ * A typed value's held text (OPS_XVALUE, kinds other than a string alone):
+ * kept in obj up to its end marker, and sent as JSON or as a string when
+ * that comes. An object or an array is read as JSON text (shape 2): a
+ * marker inside one of its strings is its own. False to wait.
+ */
+static bool op__x_typed_step(struct op *p, bool final)
+{
+	int which = -1;
+	size_t i;
+
+	for (i = 0; i < p->len; i++) {
+		char c = p->buf[i];
+
+		if (!p->c.shape && !op__ws(c))
+			p->c.shape =
+			    (c == '{' || c == '[') && (p->c.type & (OP_K_OBJ | OP_K_ARR)) ? 2 : 1;
+		if (p->c.in_str) {
+			op__str_byte(p, c);
+			continue;
+		}
+		if (c == '"' && p->c.shape == 2) {
+			p->c.in_str = true;
+			continue;
+		}
+		if (c == '<') {
+			int a = op__x_marker(p->buf + i, p->len - i, &which);
+
+			if (a == 1 || (a == 0 && !final))
+				break; /* the end, or perhaps: held from here */
+		}
+	}
+	if (!op__x_put(p, i))
+		return false;
+	op__eat(p, i);
+	if (which >= 0 && p->len && p->buf[0] == '<' && op__x_marker(p->buf, p->len, &which) == 1) {
+		/* JSON read past a marker in a string must be JSON after all,
+		 * else that marker was the end */
+		if (p->c.shape == 2 && !op__x_parses(p) && op__x_unshape(p))
+			return true;
+		/* the value, less the form's newline before its end */
+		if (p->obj_len && p->obj[p->obj_len - 1] == '\n')
+			p->obj_len--;
+		op__x_value_marker(p, which);
+		return true;
+	}
+	if ((final || p->obj_len > OP_MAX_CALL) && p->c.in_str && op__x_unshape(p))
+		return true;
+	if (final) { /* cut inside the value */
+		op__x_value_end(p);
+		op__x_call_end(p, true);
+		return false;
+	}
+	if (p->obj_len > OP_MAX_CALL) {
+		op__x_value_end(p);
+		op__x_call_end(p, true);
+		p->st = OPS_TEXT;
+		return true;
+	}
+	return false;
 }
 
 /* ---- the states ------------------------------------------------------------- */
@@ -821,8 +962,10 @@ static bool op__step(struct op *p, bool final)
 		op__send(p, OP_CALL_ARGS, p->c.any ? ", \"" : "{\"", p->c.any ? 3 : 2);
 		op__send_escaped(p, p->c.key, p->c.key_len);
 		op__send(p, OP_CALL_ARGS,
-		         p->c.type == K_STR ? "\": \"" : "\": ", p->c.type == K_STR ? 4 : 3);
+		         p->c.type == OP_K_STR ? "\": \"" : "\": ", p->c.type == OP_K_STR ? 4 : 3);
 		p->c.first_line = true;
+		p->c.shape = 0;
+		p->c.in_str = p->c.esc = false;
 		p->obj_len = 0;
 		p->st = OPS_XVALUE;
 		return true;
@@ -835,30 +978,23 @@ static bool op__step(struct op *p, bool final)
 				op__eat(p, 1);
 			p->c.first_line = false;
 		}
+		if (p->c.type != OP_K_STR)
+			return op__x_typed_step(p, final);
 		i = op__find(p->buf, p->len, value_ms, final, &which, &whole);
 		if (i < p->len && whole) {
 			/* the value, less the form's newline before its end */
 			size_t k = i && p->buf[i - 1] == '\n' ? i - 1 : i;
 
-			if (!op__x_put(p, k))
-				return false;
+			op__x_put(p, k);
 			op__eat(p, i);
-			op__x_value_end(p);
-			if (which == 0) { /* </parameter> */
-				op__eat(p, strlen(M_PARAM_END));
-				p->st = OPS_XBODY;
-			} else { /* </function> with the parameter left open */
-				op__eat(p, strlen(M_FUNC_END));
-				op__x_call_end(p, false);
-			}
+			op__x_value_marker(p, which);
 			return true;
 		}
 		if (final) { /* cut inside the value */
-			if (op__x_put(p, p->len)) {
-				p->len = 0;
-				op__x_value_end(p);
-				op__x_call_end(p, true);
-			}
+			op__x_put(p, p->len);
+			p->len = 0;
+			op__x_value_end(p);
+			op__x_call_end(p, true);
 			return false;
 		}
 		{
@@ -867,14 +1003,8 @@ static bool op__step(struct op *p, bool final)
 			size_t k = i && p->buf[i - 1] == '\n' ? i - 1 : i;
 
 			k -= op__utf8_tail(p->buf, k);
-			if (op__x_put(p, k))
-				op__eat(p, k);
-		}
-		if (p->c.type != K_STR && p->obj_len > OP_MAX_CALL) {
-			op__x_value_end(p);
-			op__x_call_end(p, true);
-			p->st = OPS_TEXT;
-			return true;
+			op__x_put(p, k);
+			op__eat(p, k);
 		}
 		return false;
 

@@ -121,9 +121,14 @@ struct op {
 		const json_t *schema; /* XML: the tool's parameters schema */
 		char key[256];
 		size_t key_len;
-		int type;        /* XML: the value's kind from the schema (op.c) */
+		int type;        /* XML: the kinds the value's schema allows (op_kinds_of) */
 		bool first_line; /* XML: the value's first newline not yet seen */
-		/* Hermes: the object's text so far, and its scan */
+		/* XML, a typed value: 0 until its first byte other than
+		 * whitespace, then 1 plain, 2 an object's or array's JSON (a
+		 * marker inside one of its strings is its own) */
+		int shape;
+		/* Hermes: the object's text so far, and its scan; XML: a
+		 * typed value's strings (shape 2) */
 		int depth;
 		bool in_str, esc;
 	} c;
@@ -161,12 +166,45 @@ enum op_format op_format_of_template(const char *tmpl, bool *thinks);
 /* The tool of that name among o's, or NULL. */
 const struct op_tool *op_tool_find(const struct op_opts *o, const char *name, size_t len);
 
+/*
+ * XML values. A value is read by the kinds of JSON its parameter's schema
+ * allows (op_kinds_of): a string only (or a schema that says nothing), the
+ * raw text as a string; otherwise the text is tried as JSON, and taken
+ * when it is JSON of an allowed kind other than a string, else it is the
+ * raw text as a string (vLLM's qwen3_coder reads the same way: the
+ * schema's types first, a string when none fits; docs/adr/0062). The raw
+ * text is the value less the form's newline after its tag and before
+ * its end, never trimmed further. A value whose schema allows an object or
+ * an array and that begins (after whitespace) with '{' or '[' is read as
+ * JSON: a "</parameter>" inside one of its strings is part of it (unless
+ * a string never closes: then the first marker ends the value after all).
+ * The grammar of constrained XML calls (constrain.h) writes values so that
+ * they read back valid: both use these two functions.
+ */
+enum op_kind {
+	OP_K_STR = 1,
+	OP_K_INT = 2,
+	OP_K_NUM = 4, /* a JSON number with a fraction or an exponent */
+	OP_K_BOOL = 8,
+	OP_K_NULL = 16,
+	OP_K_OBJ = 32,
+	OP_K_ARR = 64,
+};
+/* The kinds (enum op_kind bits) schema `s` allows, from its type (number
+ * is OP_K_NUM | OP_K_INT), anyOf and oneOf, enum and const (their values'
+ * own kinds), nullable, and properties or items without a type; 0 when it
+ * says none of these. */
+int op_kinds_of(const struct json_t *s);
+/* How the raw text v[0..n) of a value whose schema allows `kinds` reads:
+ * true with *out (a new reference) when as JSON, false when as the text
+ * itself, a string. *out is NULL when false. */
+bool op_value_json(int kinds, const char *v, size_t n, struct json_t **out);
+
 /* How an XML call's value for a parameter whose schema is `s` is read:
  * OP_VALUE_TEXT, the raw text as a string (the schema allows strings only,
  * or says nothing); OP_VALUE_JSON, JSON text (it allows no string);
  * OP_VALUE_MIXED, JSON when the text is JSON of a kind allowed other than
- * a string, else the raw text as a string. The grammar of constrained XML
- * calls (constrain.h) writes values the same way. */
+ * a string, else the raw text as a string. */
 enum op_value { OP_VALUE_TEXT = 0, OP_VALUE_JSON, OP_VALUE_MIXED };
 enum op_value op_value_of(const struct json_t *s);
 

@@ -269,7 +269,9 @@ static void test_xml(void **state)
 	               "\"o\": {\"type\": \"object\"},"
 	               "\"a\": {\"type\": \"array\"},"
 	               "\"e\": {\"enum\": [1, 2, 3]},"
-	               "\"u\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"null\"}]}"
+	               "\"u\": {\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"null\"}]},"
+	               "\"v\": {\"type\": [\"string\", \"integer\"]},"
+	               "\"w\": {\"type\": \"string\", \"nullable\": true}"
 	               "}}",
 	               0, NULL);
 	struct op_tool tools[] = {{"edit", schema}, {"ls", NULL}};
@@ -286,6 +288,15 @@ static void test_xml(void **state)
 	static const struct want_call loose[] = {{"edit", "{\"n\": \"forty\", \"s\": \"42\"}"},
 	                                         {"ls", "{\"path\": \"/tmp\"}"}};
 	static const struct want_call inside[] = {{"ls", "{}"}};
+	static const struct want_call marked[] = {
+	    {"edit", "{\"o\": {\"html\": \"<p>a</parameter>b</function>\\\"</p>\", \"n\": "
+	             "[\"]</parameter>\"]}, \"a\": [\"</function>\", {\"x\": \"\\\\\"}]}"}};
+	static const struct want_call unclosed[] = {{"edit", "{\"o\": \"{\\\"k\\\": \\\"open\", "
+	                                                     "\"n\": 3}"}};
+	static const struct want_call quoted[] = {{"edit", "{\"o\": \"{\\\"k\\\": \\\"v\", "
+	                                                   "\"s\": \"say \\\"hi\"}"}};
+	static const struct want_call unions[] = {
+	    {"edit", "{\"u\": \"  padded \\n\", \"v\": 12, \"w\": \"[1]\", \"e\": \"true\"}"}};
 
 	(void)state;
 	assert_non_null(schema);
@@ -316,6 +327,28 @@ static void test_xml(void **state)
 	o.think_open = false;
 	check(&o, "Type <tool_call> then <function=name without end", "",
 	      "Type <tool_call> then <function=name without end", NULL, 0, 0);
+	/* an object's or array's JSON may hold the markers inside its strings
+	 * (docs/adr/0062); a string that never closes ends at the first
+	 * marker after all, and what follows is read on */
+	check(&o,
+	      "<tool_call>\n<function=edit>\n<parameter=o>\n{\"html\": \"<p>a</parameter>b"
+	      "</function>\\\"</p>\", \"n\": [\"]</parameter>\"]}\n</parameter>\n<parameter=a>\n"
+	      "[\"</function>\", {\"x\": \"\\\\\"}]\n</parameter>\n</function>\n</tool_call>",
+	      "", "", marked, 1, 0);
+	check(&o,
+	      "<tool_call>\n<function=edit>\n<parameter=o>\n{\"k\": \"open\n</parameter>\n"
+	      "<parameter=n>\n3\n</parameter>\n</function>\n</tool_call>",
+	      "", "", unclosed, 1, 0);
+	check(&o,
+	      "<tool_call>\n<function=edit>\n<parameter=o>\n{\"k\": \"v</parameter>\n"
+	      "<parameter=s>\nsay \"hi\n</parameter>\n</function>\n</tool_call>",
+	      "", "", quoted, 1, 0);
+	/* a string or null: the text as it is unless it is null */
+	check(&o,
+	      "<tool_call>\n<function=edit>\n<parameter=u>\n  padded \n\n</parameter>\n"
+	      "<parameter=v>\n 12 \n</parameter>\n<parameter=w>\n[1]\n</parameter>\n"
+	      "<parameter=e>\ntrue\n</parameter>\n</function>\n</tool_call>",
+	      "", "", unions, 1, 0);
 	/* cut inside a value: ended with what came, counted bad */
 	{
 		struct got g;
