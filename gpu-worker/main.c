@@ -332,6 +332,7 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	enum mdesc_kv_format kv_format;
 	struct be_bind_opts bo;
 	struct eng_cfg cfg;
+	struct eng_stats est;
 	uint64_t *counts = NULL; /* the experts' calibration counts, for pins */
 	void *pool_base = w->layout.r[LAYOUT_KV_POOL].base;
 	const struct kvc_pin pin = {worker_pin, worker_unpin, w};
@@ -552,8 +553,12 @@ static int worker_load_model(struct worker *w, const struct msg_plan *pl, struct
 	ev_u64(&e, "prefill_chunk", cfg.chunk);
 	/* prompt reuse: checkpoints and shared prefixes in these (docs/adr/0037) */
 	ev_bool(&e, "reuse_prompt", pl->reuse_prompt);
-	ev_u64(&e, "retained_device_slots", cfg.retained_device);
-	ev_u64(&e, "retained_host_slots", cfg.retained_host);
+	/* a model with no fixed-size state keeps its host slots as device
+	 * entries (reuse.c: nothing of it goes to the daemon): what it has */
+	eng_stats(w->eng, &est);
+	ev_u64(&e, "retained_device_slots",
+	       w->d.state_bytes ? cfg.retained_device : est.retained_slots);
+	ev_u64(&e, "retained_host_slots", w->d.state_bytes ? cfg.retained_host : est.retained_host);
 	ev_u64(&e, "threads", w->d.threads);
 	/* the rounds' scratch, in the workspace line: a round of more tokens
 	 * than a pass holds runs in passes */

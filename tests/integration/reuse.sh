@@ -227,6 +227,10 @@ m3=$work/q3.gguf
 m_ours=$m
 m=$m3
 start
+# its host slots work as device ones: the load event says what it has
+grep '"event":"ignis.gpu_worker.model_loaded"' "$events" |
+	jq -e '.retained_host_slots == 0 and .retained_device_slots > 0' >/dev/null ||
+	fail "qwen3: the load event's slots: $(grep ignis.gpu_worker.model_loaded "$events")"
 "$gen" --model "$m3" --kv-format fp8 --prompt "$base" --max-tokens 12 >"$work/q3.want" ||
 	fail "in-process qwen3"
 body=$(jq -cn --arg p "$base" '{model: "qwen3-tiny", prompt: $p, max_tokens: 12, temperature: 0}')
