@@ -268,7 +268,15 @@ generated $generated"
 			and $l.token_logprobs[-1] == $g.choices[0].logprobs.token_logprobs[$k]' \
 			<<<"$got" >/dev/null || fail "the token after prompt + generated is not the greedy next: $got"
 	fi
+	# its prompt is prefilled whole, never claimed from the checkpoint the
+	# run before left (docs/adr/0063)
+	jq -e '(.usage.prompt_tokens_details.cached_tokens // 0) == 0' <<<"$got" >/dev/null ||
+		fail "max_tokens $mt: an echo request took its prompt from a checkpoint: $(jq -c .usage <<<"$got")"
 done
+# ... and leaves its prompt's checkpoint for a plain request after it
+got=$(post /v1/completions "{$c,\"prompt\":$all,\"max_tokens\":1}")
+jq -e '.usage.prompt_tokens_details.cached_tokens == .usage.prompt_tokens' <<<"$got" >/dev/null ||
+	fail "a plain request after the echo ones did not claim their prompt: $(jq -c .usage <<<"$got")"
 
 step "submit.echo and fd_submit.echo without logprobs: refused by name (code 27)"
 vh=$(printf '%02x' "$(sed -n 's/^#define MSG_PROTO_VERSION \([0-9]*\)u$/\1/p' \
