@@ -247,8 +247,12 @@ static bool engru__held(const struct eng *e, const struct eng_seq *s)
 {
 	const struct eng_seq *t = eng__find(e, s->twin);
 
-	if (!t || t->sch.phase == SCHED_DONE)
+	if (!t)
 		return false;
+	/* a twin that ended (a short answer) may have left its host capture
+	 * still on its way to the daemon: held until it lands or fails */
+	if (t->sch.phase == SCHED_DONE)
+		return e->hst.cap >= 0;
 	return !t->n_out || e->hst.cap >= 0;
 }
 
